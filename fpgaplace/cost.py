@@ -1,0 +1,294 @@
+"""Cost model: per-op latency on each device kind, on-chip footprint, transfer times.
+
+Its output is the ``PlacementProblem`` the solvers read. Times are in microseconds.
+
+FPGA core (analytic, in the spirit of FINN's per-layer ``cycles()``/``dsp()``/``bram()``):
+  an op with multiply-accumulates runs ``dsp * macs_per_dsp`` MACs per cycle at best; other ops
+  process ``LUT_LANES`` elements per cycle. The on-chip memory can feed ``bram36 * 8 + uram * 16``
+  bytes per cycle (two ports of 4 bytes per BRAM36, two of 8 per URAM), so an op also needs
+  ``bytes touched / that`` cycles; the op takes the larger of the two plus a fixed pipeline fill.
+  Weights that do not fit next to the op's buffers in the smallest core are streamed from DRAM
+  over the core's AXI link, which adds their read time.
+CPU core: the op's time measured by profiling the whole model with onnxruntime on this host,
+  scaled by (host GFLOP/s) / (board CPU GFLOP/s); where a node has no measurement, analytic
+  ``2 * macs / GFLOP/s``.
+Transfer c(u): bytes of u's outputs at the chosen precision over the core<->DRAM link, plus the
+  link's latency.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from fpgaplace.board import Board, CpuCore, FpgaCore
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.ir import Op, OpGraph
+from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
+
+PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
+LUT_LANES = 16  # elements per cycle for ops without multiply-accumulates
+PIPELINE_FILL_CYCLES = 64  # fixed start-up cost of one op on a core
+STREAMING_WEIGHT_SHARE = 0.25  # a streamed op keeps this share of a core's memory for weight tiles
+
+
+@dataclass(frozen=True)
+class CostOptions:
+    precision: str = "int8"
+    profile_cpu: bool = True  # measure CPU times with onnxruntime (else analytic only)
+    profile_runs: int = 3
+
+
+@dataclass
+class OpCost:
+    """One op's costs: latency (us) per device kind, on-chip bytes, output transfer (us)."""
+
+    name: str
+    op_type: str
+    latency_us: dict[str, float]  # device kind name -> us; inf where unsupported
+    onchip_bytes: int
+    streamed: bool  # weights read from DRAM instead of kept on chip
+    transfer_us: float
+    cpu_measured: bool
+
+
+def fpga_core_kinds(board: Board) -> list[tuple[str, list[FpgaCore]]]:
+    """Group identical cores (equal ``kind_key``) into named kinds, in board order."""
+    groups: dict[tuple, list[FpgaCore]] = {}
+    for core in board.cores:
+        groups.setdefault(core.kind_key, []).append(core)
+    if len(groups) == 1:
+        return [("core", next(iter(groups.values())))]
+    return [(f"core-{cores[0].name}", cores) for cores in groups.values()]
+
+
+def cpu_kinds(board: Board) -> list[tuple[str, list[CpuCore]]]:
+    groups: dict[tuple, list[CpuCore]] = {}
+    for cpu in board.cpus:
+        groups.setdefault((cpu.kind, cpu.gflops), []).append(cpu)
+    if len(groups) == 1:
+        return [("cpu", next(iter(groups.values())))]
+    return [(f"cpu-{cpus[0].kind}", cpus) for cpus in groups.values()]
+
+
+def _element_bytes(op: Op, graph: OpGraph, tensors: list[str], precision: int) -> int:
+    return sum(graph.tensors[t].numel * precision for t in tensors if t in graph.tensors)
+
+
+def op_footprint(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int) -> tuple[int, bool]:
+    """On-chip bytes of ``op`` (weights + double-buffered output) and whether weights stream.
+
+    Weights stay on chip when they fit beside the buffers in the smallest core; otherwise they
+    are streamed and the op keeps ``STREAMING_WEIGHT_SHARE`` of a core for weight tiles.
+    """
+    weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
+    buffers = 2 * _element_bytes(op, graph, op.outputs, precision)
+    if weights + buffers <= smallest_core_bytes:
+        return weights + buffers, False
+    tile = min(weights, int(smallest_core_bytes * STREAMING_WEIGHT_SHARE))
+    return tile + buffers, True
+
+
+def fpga_latency_us(
+    op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, streamed: bool
+) -> float:
+    """Analytic latency (us) of ``op`` on one ``core``: max(compute, on-chip bandwidth) + fill."""
+    if not op.fpga_supported:
+        return math.inf
+    activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
+    weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
+    outputs = _element_bytes(op, graph, op.outputs, precision)
+    if op.macs and _is_mac_op(op):
+        compute_cycles = op.macs / max(1, core.dsp * core.macs_per_dsp)
+    else:
+        compute_cycles = max(op.macs, outputs // max(precision, 1)) / LUT_LANES
+    bytes_per_cycle = max(1, core.bram36 * 8 + core.uram * 16)
+    memory_cycles = (activations + weights + outputs) / bytes_per_cycle
+    cycles = max(compute_cycles, memory_cycles) + PIPELINE_FILL_CYCLES
+    latency = cycles / core.clock_mhz  # MHz -> cycles per microsecond
+    if streamed:
+        latency += weights / (board.dram.gbps * 1e3)  # GB/s = 1e3 bytes per us
+    return latency
+
+
+MAC_OPS = frozenset(
+    {
+        "Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv", "QLinearMatMul", "ConvInteger",
+        "MatMulInteger", "Attention", "MultiHeadAttention", "Einsum",
+    }
+)
+
+
+def _is_mac_op(op: Op) -> bool:
+    return op.op_type in MAC_OPS
+
+
+def transfer_us(op: Op, graph: OpGraph, board: Board, precision: int) -> float:
+    """Time to move ``op``'s outputs between a core and DRAM over the board's AXI link."""
+    nbytes = _element_bytes(op, graph, op.outputs, precision)
+    if nbytes == 0:
+        return 0.0
+    return nbytes / (board.dram.gbps * 1e3) + board.dram.latency_us
+
+
+def host_gflops(samples: int = 5) -> float:
+    """Single-thread float32 GFLOP/s of this host, from a 256^3 matrix product (median)."""
+    a = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
+    flops = 2 * 256**3
+    times = []
+    for _ in range(samples):
+        start = time.perf_counter()
+        a @ a
+        times.append(time.perf_counter() - start)
+    return flops / float(np.median(times)) / 1e9
+
+
+def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
+    """Per-op time (us, median over ``runs``) of ``graph`` on this host's CPU, by onnxruntime.
+
+    The model runs single-threaded with graph optimizations off so each ONNX node keeps its
+    own kernel and its own entry in the profile.
+    """
+    import onnxruntime as ort
+
+    model = graph.to_onnx()
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-profile-") as tmp:
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+        options.enable_profiling = True
+        options.profile_file_prefix = os.path.join(tmp, "profile")
+        options.log_severity_level = 3
+        try:
+            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+        except Exception as exc:  # onnxruntime raises its own types; keep it one line
+            raise FpgaplaceError(f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {_first_line(exc)}") from exc
+        feeds = random_inputs(session)
+        for _ in range(runs + 1):
+            session.run(None, feeds)
+        profile_path = session.end_profiling()
+        events = json.loads(Path(profile_path).read_text())
+    return _node_times_us(events, runs)
+
+
+def _first_line(exc: Exception) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0] if text else type(exc).__name__
+
+
+def random_inputs(session) -> dict[str, np.ndarray]:
+    """Seeded random feeds for every input of an onnxruntime session (symbolic dims -> 1)."""
+    rng = np.random.default_rng(0)
+    feeds = {}
+    for arg in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
+        dtype = _ORT_TYPES.get(arg.type, np.float32)
+        if np.issubdtype(dtype, np.integer):
+            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
+        elif dtype is np.bool_:
+            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(bool)
+        else:
+            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
+    return feeds
+
+
+_ORT_TYPES = {
+    "tensor(float)": np.float32,
+    "tensor(double)": np.float64,
+    "tensor(float16)": np.float16,
+    "tensor(int64)": np.int64,
+    "tensor(int32)": np.int32,
+    "tensor(int8)": np.int8,
+    "tensor(uint8)": np.uint8,
+    "tensor(bool)": np.bool_,
+}
+
+
+def _node_times_us(events: list[dict], runs: int) -> dict[str, float]:
+    """Median kernel time per node name over the last ``runs`` runs of an onnxruntime profile."""
+    per_node: dict[str, list[float]] = {}
+    for event in events:
+        if event.get("cat") != "Node" or not event.get("name", "").endswith("_kernel_time"):
+            continue
+        name = event["name"][: -len("_kernel_time")]
+        per_node.setdefault(name, []).append(float(event["dur"]))
+    return {name: float(np.median(times[-runs:])) for name, times in per_node.items()}
+
+
+def cpu_latency_us(op: Op, cpu: CpuCore, measured_us: float | None, host_rate: float) -> float:
+    """CPU time (us) of ``op`` on ``cpu``: the host measurement scaled by rated speed, else analytic."""
+    if measured_us is not None:
+        return measured_us * host_rate / cpu.gflops
+    return max(2 * op.macs, op.output_bytes) / (cpu.gflops * 1e3)
+
+
+def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions()) -> list[OpCost]:
+    """Every op's costs on every device kind of ``board``, in topological order.
+
+    Complexity: O(ops * kinds) plus one profiled onnxruntime run of the model.
+    """
+    if options.precision not in PRECISION_BYTES:
+        raise FpgaplaceError(
+            f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {options.precision!r}"
+        )
+    precision = PRECISION_BYTES[options.precision]
+    core_kinds = fpga_core_kinds(board)
+    smallest = min((cores[0].onchip_bytes for _, cores in core_kinds), default=0)
+    measured = profile_cpu_us(graph, options.profile_runs) if options.profile_cpu and board.cpus else {}
+    rate = host_gflops() if measured else 1.0
+    costs = []
+    for name in graph.topological_order():
+        op = graph.ops[name]
+        footprint, streamed = op_footprint(op, graph, precision, smallest)
+        latency = {
+            kind: fpga_latency_us(op, graph, cores[0], board, precision, streamed)
+            for kind, cores in core_kinds
+        }
+        for kind, cpus in cpu_kinds(board):
+            latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
+        costs.append(
+            OpCost(
+                name=name,
+                op_type=op.op_type,
+                latency_us=latency,
+                onchip_bytes=footprint,
+                streamed=streamed,
+                transfer_us=transfer_us(op, graph, board, precision),
+                cpu_measured=name in measured,
+            )
+        )
+    return costs
+
+
+def build_problem(
+    graph: OpGraph, board: Board, options: CostOptions = CostOptions(), costs: list[OpCost] | None = None
+) -> PlacementProblem:
+    """The ``PlacementProblem`` of placing ``graph`` on ``board`` (finite-CPU latency convention)."""
+    costs = costs if costs is not None else op_costs(graph, board, options)
+    kinds = [DeviceKind(name, len(cores), float(cores[0].onchip_bytes), False) for name, cores in fpga_core_kinds(board)]
+    kinds += [DeviceKind(name, len(cpus), math.inf, True) for name, cpus in cpu_kinds(board)]
+    index = {cost.name: i for i, cost in enumerate(costs)}
+    edges = sorted({(index[u], index[v]) for u, v in graph.graph.edges if u in index and v in index})
+    latency = np.array([[cost.latency_us[kind.name] for kind in kinds] for cost in costs], dtype=np.float64)
+    return PlacementProblem(
+        names=[cost.name for cost in costs],
+        ids=list(range(len(costs))),
+        edges=edges,
+        kinds=kinds,
+        latency=latency.reshape(len(costs), len(kinds)),
+        size=np.array([cost.onchip_bytes for cost in costs], dtype=np.float64),
+        transfer=np.array([cost.transfer_us for cost in costs], dtype=np.float64),
+        backward=np.zeros(len(costs), dtype=bool),
+        color=np.full(len(costs), -1, dtype=np.int64),
+        cpu_overlap_unlimited=False,
+        source=graph.name,
+        meta={"board": board.name, "precision": options.precision, "unit": "us"},
+    )

@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
+#   scripts/setup.sh          the tool and the system tools later stages use (g++, iverilog, yosys)
+#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray)
+# Safe to run again: it installs only what is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+extras=""
+if [[ "${1:-}" == "--test" ]]; then
+  extras="[dev,cluster]"
+elif [[ -n "${1:-}" ]]; then
+  echo "setup.sh: unknown option '$1' (expected nothing or --test)" >&2
+  exit 2
+fi
+
+need_apt=()
+command -v g++ >/dev/null || need_apt+=(g++)
+command -v iverilog >/dev/null || need_apt+=(iverilog)
+command -v yosys >/dev/null || need_apt+=(yosys)
+python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
+if ((${#need_apt[@]})); then
+  echo "setup: installing Debian packages: ${need_apt[*]}"
+  sudo_cmd=""
+  [[ $(id -u) -ne 0 ]] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "${need_apt[@]}" >/dev/null
+fi
+
+if [[ ! -x .venv/bin/python ]]; then
+  echo "setup: creating .venv"
+  python3 -m venv .venv
+fi
+echo "setup: installing fpgaplace${extras} into .venv"
+.venv/bin/python -m pip install -q --upgrade pip
+.venv/bin/python -m pip install -q -e ".${extras}"
+echo "setup: done (.venv/bin/fpgaplace --help)"
