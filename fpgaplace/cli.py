@@ -38,7 +38,9 @@ err = Console(stderr=True)
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
 BatchOption = Annotated[int, typer.Option("--batch", min=1, help="Value bound to symbolic batch dimensions.")]
-BoardOption = Annotated[str, typer.Option("--board", "-b", help="Board name (see `fpgaplace boards`) or a board YAML file.")]
+BoardOption = Annotated[
+    str, typer.Option("--board", "-b", help="Board name (see `fpgaplace boards`) or a board YAML file.")
+]
 PrecisionOption = Annotated[
     str, typer.Option("--precision", help="Bytes per weight/activation on the FPGA: int8, int16, float16 or float32.")
 ]
@@ -117,8 +119,12 @@ def inspect(
         table.add_column(column, justify="right" if column in ("MACs", "params") else "left")
     for r in rows:
         table.add_row(
-            r["name"], r["type"], "x".join(map(str, r["output_shape"])) or "scalar",
-            human(r["macs"]), human(r["param_bytes"], "B"), "FPGA or CPU" if r["fpga"] else "CPU only",
+            r["name"],
+            r["type"],
+            "x".join(map(str, r["output_shape"])) or "scalar",
+            human(r["macs"]),
+            human(r["param_bytes"], "B"),
+            "FPGA or CPU" if r["fpga"] else "CPU only",
         )
     out.print(table)
     out.print(
@@ -161,8 +167,12 @@ def boards(as_json: JsonOption = False) -> None:
         table.add_column(column)
     for s in summaries:
         table.add_row(
-            s["name"], s["part"], str(len(s["cores"])), str(sum(c["dsp"] for c in s["cores"])),
-            human(sum(c["onchip_bytes"] for c in s["cores"]), "B"), str(len(s["cpus"])),
+            s["name"],
+            s["part"],
+            str(len(s["cores"])),
+            str(sum(c["dsp"] for c in s["cores"])),
+            human(sum(c["onchip_bytes"] for c in s["cores"]), "B"),
+            str(len(s["cpus"])),
         )
     out.print(table)
 
@@ -189,8 +199,14 @@ def board(
         table.add_column(column)
     for c in summary["cores"]:
         table.add_row(
-            c["name"], str(c["dsp"]), str(c["bram36"]), str(c["uram"]), str(c["lut"]),
-            human(c["onchip_bytes"], "B"), f"{c['clock_mhz']:g}", str(c["region"]),
+            c["name"],
+            str(c["dsp"]),
+            str(c["bram36"]),
+            str(c["uram"]),
+            str(c["lut"]),
+            human(c["onchip_bytes"], "B"),
+            f"{c['clock_mhz']:g}",
+            str(c["region"]),
         )
     out.print(table)
     cpus = summary["cpus"]
@@ -230,13 +246,19 @@ def cost(
     if as_json:
         print_json(
             {
-                "model": str(model), "board": chosen.name, "precision": precision, "unit": "us",
+                "model": str(model),
+                "board": chosen.name,
+                "precision": precision,
+                "unit": "us",
                 "ops": [
                     {
-                        "name": c.name, "type": c.op_type,
+                        "name": c.name,
+                        "type": c.op_type,
                         "latency_us": {k: _finite(v) for k, v in c.latency_us.items()},
-                        "onchip_bytes": c.onchip_bytes, "streamed": c.streamed,
-                        "transfer_us": c.transfer_us, "cpu_measured": c.cpu_measured,
+                        "onchip_bytes": c.onchip_bytes,
+                        "streamed": c.streamed,
+                        "transfer_us": c.transfer_us,
+                        "cpu_measured": c.cpu_measured,
                     }
                     for c in costs
                 ],
@@ -249,8 +271,11 @@ def cost(
         table.add_column(column, justify="left" if column in ("op", "type") else "right")
     for c in costs:
         table.add_row(
-            c.name, c.op_type, *[_us(c.latency_us[k]) for k in kinds],
-            human(c.onchip_bytes, "B") + (" (streamed)" if c.streamed else ""), _us(c.transfer_us),
+            c.name,
+            c.op_type,
+            *[_us(c.latency_us[k]) for k in kinds],
+            human(c.onchip_bytes, "B") + (" (streamed)" if c.streamed else ""),
+            _us(c.transfer_us),
         )
     out.print(table)
     for k in kinds:
@@ -266,27 +291,36 @@ def _us(value: float) -> str:
 
 
 ObjectiveOption = Annotated[
-    str, typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample).")
+    str,
+    typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample)."),
 ]
 
 
 @app.command()
 @user_errors
 def place(
-    input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")],
-    board_name: Annotated[str | None, typer.Option("--board", "-b", help="Board for an ONNX model (default zcu104).")] = None,
+    input_path: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")
+    ],
+    board_name: Annotated[
+        str | None, typer.Option("--board", "-b", help="Board for an ONNX model (default zcu104).")
+    ] = None,
     objective: ObjectiveOption = "throughput",
     method: Annotated[
         str,
         typer.Option(
-            "--method", "-m",
+            "--method",
+            "-m",
             help="dp | ip | greedy | local-search | partitioner | pipedream | single | cpu | all",
         ),
     ] = "dp",
     subgraphs_per_device: Annotated[
-        int, typer.Option("--subgraphs-per-device", "-q", min=1, help="Latency IP: subgraphs each core may run in turn.")
+        int,
+        typer.Option("--subgraphs-per-device", "-q", min=1, help="Latency IP: subgraphs each core may run in turn."),
     ] = 1,
-    non_contiguous: Annotated[bool, typer.Option("--non-contiguous", help="Throughput IP: allow non-convex device sets.")] = False,
+    non_contiguous: Annotated[
+        bool, typer.Option("--non-contiguous", help="Throughput IP: allow non-convex device sets.")
+    ] = False,
     time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds per solver.")] = 60.0,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
@@ -353,8 +387,12 @@ def _print_results(problem, results, objective: str) -> None:
     for r in results:
         p = r.placement
         table.add_row(
-            p.method, f"{r.value:.6g}", f"{p.bound:.6g}" if math.isfinite(p.bound) else "—",
-            f"{p.gap:.2%}" if math.isfinite(p.gap) else "—", p.status, f"{p.seconds:.2f}",
+            p.method,
+            f"{r.value:.6g}",
+            f"{p.bound:.6g}" if math.isfinite(p.bound) else "—",
+            f"{p.gap:.2%}" if math.isfinite(p.gap) else "—",
+            p.status,
+            f"{p.seconds:.2f}",
             "yes" if r.evaluation.feasible else "; ".join(r.evaluation.violations)[:60],
         )
     out.print(table)
@@ -377,8 +415,12 @@ def _print_devices(problem, result) -> None:
 @app.command()
 @user_errors
 def evaluate(
-    input_path: Annotated[Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")],
-    split: Annotated[Path, typer.Option("--split", help="Placement file: the paper's split format or `place --out` output.")],
+    input_path: Annotated[
+        Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")
+    ],
+    split: Annotated[
+        Path, typer.Option("--split", help="Placement file: the paper's split format or `place --out` output.")
+    ],
     board_name: Annotated[str | None, typer.Option("--board", "-b", help="Board for an ONNX model.")] = None,
     batch: BatchOption = 1,
     as_json: JsonOption = False,

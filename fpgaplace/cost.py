@@ -7,8 +7,8 @@ FPGA core (analytic, in the spirit of FINN's per-layer ``cycles()``/``dsp()``/``
   process ``LUT_LANES`` elements per cycle. The on-chip memory can feed ``bram36 * 8 + uram * 16``
   bytes per cycle (two ports of 4 bytes per BRAM36, two of 8 per URAM), so an op also needs
   ``bytes touched / that`` cycles; the op takes the larger of the two plus a fixed pipeline fill.
-  Weights that do not fit next to the op's buffers in the smallest core are streamed from DRAM
-  over the core's AXI link, which adds their read time.
+  An op whose weights and buffers do not fit the smallest core streams them through DRAM in
+  tiles over the core's AXI link, which adds their transfer time.
 CPU core: the op's time measured by profiling the whole model with onnxruntime on this host,
   scaled by (host GFLOP/s) / (board CPU GFLOP/s); where a node has no measurement, analytic
   ``2 * macs / GFLOP/s``.
@@ -36,7 +36,7 @@ from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
 PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
 LUT_LANES = 16  # elements per cycle for ops without multiply-accumulates
 PIPELINE_FILL_CYCLES = 64  # fixed start-up cost of one op on a core
-STREAMING_WEIGHT_SHARE = 0.25  # a streamed op keeps this share of a core's memory for weight tiles
+STREAMING_SHARE = 0.25  # a streamed op keeps this share of a core for weight tiles (and as much for activations)
 
 
 @dataclass(frozen=True)
@@ -83,22 +83,21 @@ def _element_bytes(op: Op, graph: OpGraph, tensors: list[str], precision: int) -
 
 
 def op_footprint(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int) -> tuple[int, bool]:
-    """On-chip bytes of ``op`` (weights + double-buffered output) and whether weights stream.
+    """On-chip bytes of ``op`` (weights + double-buffered output) and whether it streams.
 
-    Weights stay on chip when they fit beside the buffers in the smallest core; otherwise they
-    are streamed and the op keeps ``STREAMING_WEIGHT_SHARE`` of a core for weight tiles.
+    Weights and buffers stay on chip when together they fit in the smallest core. Otherwise the
+    op streams weights and activations through DRAM in tiles, keeping at most
+    ``STREAMING_SHARE`` of a core for weight tiles and as much again for activation tiles.
     """
     weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
     buffers = 2 * _element_bytes(op, graph, op.outputs, precision)
     if weights + buffers <= smallest_core_bytes:
         return weights + buffers, False
-    tile = min(weights, int(smallest_core_bytes * STREAMING_WEIGHT_SHARE))
-    return tile + buffers, True
+    share = int(smallest_core_bytes * STREAMING_SHARE)
+    return min(weights, share) + min(buffers, share), True
 
 
-def fpga_latency_us(
-    op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, streamed: bool
-) -> float:
+def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, streamed: bool) -> float:
     """Analytic latency (us) of ``op`` on one ``core``: max(compute, on-chip bandwidth) + fill."""
     if not op.fpga_supported:
         return math.inf
@@ -113,15 +112,24 @@ def fpga_latency_us(
     memory_cycles = (activations + weights + outputs) / bytes_per_cycle
     cycles = max(compute_cycles, memory_cycles) + PIPELINE_FILL_CYCLES
     latency = cycles / core.clock_mhz  # MHz -> cycles per microsecond
-    if streamed:
-        latency += weights / (board.dram.gbps * 1e3)  # GB/s = 1e3 bytes per us
+    if streamed:  # weights and activations cross the AXI link once more
+        latency += (weights + activations + outputs) / (board.dram.gbps * 1e3)  # GB/s = 1e3 B/us
     return latency
 
 
 MAC_OPS = frozenset(
     {
-        "Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv", "QLinearMatMul", "ConvInteger",
-        "MatMulInteger", "Attention", "MultiHeadAttention", "Einsum",
+        "Conv",
+        "ConvTranspose",
+        "Gemm",
+        "MatMul",
+        "QLinearConv",
+        "QLinearMatMul",
+        "ConvInteger",
+        "MatMulInteger",
+        "Attention",
+        "MultiHeadAttention",
+        "Einsum",
     }
 )
 
@@ -170,7 +178,9 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
         try:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own types; keep it one line
-            raise FpgaplaceError(f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {_first_line(exc)}") from exc
+            raise FpgaplaceError(
+                f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {_first_line(exc)}"
+            ) from exc
         feeds = random_inputs(session)
         for _ in range(runs + 1):
             session.run(None, feeds)
@@ -236,9 +246,7 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     Complexity: O(ops * kinds) plus one profiled onnxruntime run of the model.
     """
     if options.precision not in PRECISION_BYTES:
-        raise FpgaplaceError(
-            f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {options.precision!r}"
-        )
+        raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {options.precision!r}")
     precision = PRECISION_BYTES[options.precision]
     core_kinds = fpga_core_kinds(board)
     smallest = min((cores[0].onchip_bytes for _, cores in core_kinds), default=0)
@@ -248,10 +256,7 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     for name in graph.topological_order():
         op = graph.ops[name]
         footprint, streamed = op_footprint(op, graph, precision, smallest)
-        latency = {
-            kind: fpga_latency_us(op, graph, cores[0], board, precision, streamed)
-            for kind, cores in core_kinds
-        }
+        latency = {kind: fpga_latency_us(op, graph, cores[0], board, precision, streamed) for kind, cores in core_kinds}
         for kind, cpus in cpu_kinds(board):
             latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
         costs.append(
@@ -273,7 +278,9 @@ def build_problem(
 ) -> PlacementProblem:
     """The ``PlacementProblem`` of placing ``graph`` on ``board`` (finite-CPU latency convention)."""
     costs = costs if costs is not None else op_costs(graph, board, options)
-    kinds = [DeviceKind(name, len(cores), float(cores[0].onchip_bytes), False) for name, cores in fpga_core_kinds(board)]
+    kinds = [
+        DeviceKind(name, len(cores), float(cores[0].onchip_bytes), False) for name, cores in fpga_core_kinds(board)
+    ]
     kinds += [DeviceKind(name, len(cpus), math.inf, True) for name, cpus in cpu_kinds(board)]
     index = {cost.name: i for i, cost in enumerate(costs)}
     edges = sorted({(index[u], index[v]) for u, v in graph.graph.edges if u in index and v in index})

@@ -1,0 +1,173 @@
+"""The `fpgaplace` command as a user runs it: real processes, real files, JSON and errors."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from fpgaplace.models import cnn_residual, light_model_path
+from onnx import TensorProto, helper
+
+WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
+
+
+def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "fpgaplace.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *names: str) -> None:
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, result.stderr
+    for name in names:
+        assert name in lines[0], (name, lines[0])
+
+
+@pytest.fixture(scope="module")
+def cnn_file(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("models") / "cnn.onnx"
+    onnx.save(cnn_residual(), path)
+    return path
+
+
+def test_help_teaches():
+    result = run("--help")
+    assert result.returncode == 0
+    for command in ("inspect", "boards", "board", "cost", "place", "evaluate", "demo"):
+        assert command in result.stdout
+    place_help = run("place", "--help").stdout
+    assert "--objective" in place_help and "--method" in place_help and "Example" in place_help
+
+
+def test_inspect_json_totals(cnn_file):
+    result = run("inspect", str(cnn_file), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["totals"]["ops"] == len(data["ops"]) > 0
+    assert data["totals"]["macs"] == sum(op["macs"] for op in data["ops"])
+
+
+def test_inspect_resnet50_macs_within_one_percent():
+    data = json.loads(run("inspect", str(light_model_path("resnet50")), "--json").stdout)
+    assert abs(data["totals"]["macs"] - 4.09e9) / 4.09e9 < 0.01
+
+
+def test_inspect_table(cnn_file):
+    result = run("inspect", str(cnn_file))
+    assert result.returncode == 0
+    assert "Conv" in result.stdout and "MACs" in result.stdout
+
+
+def test_boards_and_board():
+    listed = json.loads(run("boards", "--json").stdout)
+    names = {b["name"] for b in listed}
+    assert {"pynq-z1", "pynq-z2", "ultra96-v2", "kv260", "zcu102", "zcu104"} <= names
+    one = json.loads(run("board", "zcu104", "--json").stdout)
+    assert one["name"] == "zcu104" and one["cores"] and one["cpus"]
+    assert "zcu104" in run("board", "zcu104").stdout
+
+
+def test_cost_json(cnn_file):
+    result = run("cost", str(cnn_file), "--board", "kv260", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["board"] == "kv260" and data["unit"] == "us"
+    assert all(op["transfer_us"] >= 0 for op in data["ops"])
+
+
+def test_demo_places_every_op():
+    result = run("demo", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    placed = [n for device in data["fpgas"] + data["cpus"] for n in device["nodes"]]
+    assert sorted(placed) == sorted(int(i) for i in data["nodeNames"])
+    assert data["maxLoad"] > 0 and data["gap"] == 0
+
+
+def test_place_workload_json_and_out(tmp_path):
+    workload = WORKLOADS / "throughput" / "layer-bert24_inference.json"
+    out_file = tmp_path / "placement.json"
+    result = run("place", str(workload), "--method", "dp", "--json", "--out", str(out_file))
+    assert result.returncode == 0, result.stderr
+    printed = json.loads(result.stdout)
+    assert printed == json.loads(out_file.read_text())
+    assert abs(printed["maxLoad"] - 17.78990625) / 17.78990625 < 1e-6
+    again = run("evaluate", str(workload), "--split", str(out_file), "--json")
+    assert abs(json.loads(again.stdout)["maxLoad"] - printed["maxLoad"]) < 1e-9
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+def _cycle_model(path: Path) -> None:
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])
+    nodes = [
+        helper.make_node("Add", ["x", "b"], ["a"], name="first"),
+        helper.make_node("Relu", ["a"], ["b"], name="second"),
+        helper.make_node("Relu", ["a"], ["y"], name="out"),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "cyclic", [x], [y]))
+    path.write_bytes(model.SerializeToString())
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["missing", "empty", "truncated", "not-onnx", "cycle"],
+)
+def test_bad_model_files(tmp_path, cnn_file, case):
+    path = tmp_path / f"{case}.onnx"
+    if case == "empty":
+        path.write_bytes(b"")
+    elif case == "truncated":
+        path.write_bytes(cnn_file.read_bytes()[:200])
+    elif case == "not-onnx":
+        path.write_text("this is a text file, not a model\n" * 10)
+    elif case == "cycle":
+        _cycle_model(path)
+    assert_one_line_error(run("inspect", str(path)), path.name)
+
+
+def test_unknown_board(cnn_file):
+    assert_one_line_error(run("cost", str(cnn_file), "--board", "no-such-board"), "no-such-board")
+
+
+def test_malformed_and_negative_board_files(tmp_path, cnn_file):
+    broken = tmp_path / "broken.yaml"
+    broken.write_text("name: x\nfabric: [unclosed\n")
+    assert_one_line_error(run("board", str(broken)), "broken.yaml")
+    zcu = (Path(__file__).resolve().parents[1] / "boards" / "zcu104.yaml").read_text()
+    negative = tmp_path / "negative.yaml"
+    negative.write_text(zcu.replace("dsp: 1728", "dsp: -5", 1))
+    assert "dsp: -5" in negative.read_text()
+    assert_one_line_error(run("board", str(negative)), "negative.yaml", "dsp")
+
+
+def test_dangling_edge_workload(tmp_path):
+    data = json.loads((WORKLOADS / "throughput" / "layer-bert24_inference.json").read_text())
+    data["edges"].append({"sourceId": 1, "destId": 9999, "cost": 0.0})
+    path = tmp_path / "dangling.json"
+    path.write_text(json.dumps(data))
+    assert_one_line_error(run("place", str(path)), "dangling.json", "9999")
+
+
+def test_bad_method_and_objective():
+    workload = str(WORKLOADS / "throughput" / "layer-bert24_inference.json")
+    assert_one_line_error(run("place", workload, "--method", "magic"), "--method")
+    assert_one_line_error(run("place", workload, "--objective", "speed"), "--objective")
+
+
+def test_out_file_not_half_written(tmp_path):
+    workload = str(WORKLOADS / "throughput" / "layer-bert24_inference.json")
+    target = tmp_path / "missing-dir" / "placement.json"
+    assert_one_line_error(run("place", workload, "--out", str(target)), "placement.json")
+    assert not target.parent.exists()

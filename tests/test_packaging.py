@@ -1,0 +1,32 @@
+"""A non-editable install ships the boards and templates as package data."""
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_wheel_carries_boards_and_templates(tmp_path):
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
+    wheel = next(tmp_path.glob("fpgaplace-*.whl"))
+    names = set(zipfile.ZipFile(wheel).namelist())
+    shipped_boards = {p.name for p in (ROOT / "boards").glob("*.yaml")}
+    assert shipped_boards, "no board files in boards/"
+    assert {f"fpgaplace/boards/{name}" for name in shipped_boards} <= names
+    templates = {
+        p.relative_to(ROOT / "hls_templates").as_posix()
+        for p in (ROOT / "hls_templates").rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
+    assert {f"fpgaplace/hls_templates/{t}" for t in templates} <= names
+    assert "fpgaplace/cli.py" in names and "fpgaplace/solvers/problem.py" in names
