@@ -1,0 +1,143 @@
+"""Tests for the trusted evaluator, on hand-made graphs with hand-computed answers."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.solvers.evaluate import class_graph, evaluate
+from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
+
+
+def make(edges, acc, cpu, transfer, *, fpgas=2, cpus=1, memory=math.inf, size=None,
+         backward=None, color=None, unlimited=True) -> PlacementProblem:
+    n = len(acc)
+    return PlacementProblem(
+        names=[f"n{v}" for v in range(n)], ids=[100 + v for v in range(n)], edges=list(edges),
+        kinds=[DeviceKind("fpga", fpgas, memory, False), DeviceKind("cpu", cpus, math.inf, True)],
+        latency=np.column_stack([np.asarray(acc, float), np.asarray(cpu, float)]),
+        size=np.zeros(n) if size is None else np.asarray(size, float),
+        transfer=np.asarray(transfer, float),
+        backward=np.zeros(n, bool) if backward is None else np.asarray(backward, bool),
+        color=np.full(n, -1) if color is None else np.asarray(color),
+        cpu_overlap_unlimited=unlimited)
+
+
+def place(*devices, order=None) -> Placement:
+    return Placement(device=np.array(devices), order=None if order is None else np.array(order))
+
+
+CHAIN = dict(edges=[(0, 1), (1, 2)], acc=[1, 2, 4], cpu=[10, 20, 40], transfer=[0.5, 0.25, 9])
+
+
+def test_chain_split_in_two() -> None:
+    p = make(**CHAIN)
+    r = evaluate(p, place(0, 0, 1))
+    # fpga0: 1 + 2 + c(1) ; fpga1: 4 + c(1)
+    assert r.loads == [3.25, 4.25, 0.0] and r.max_load == 4.25
+    assert r.contiguous and r.feasible
+    # latency: fpga0 runs {0,1} in 3 + 0.25 (writes tensor 1), then fpga1 reads it: 4 + 0.25
+    assert r.latency == pytest.approx(3.25 + 4.25)
+    assert [(e.device, e.nodes) for e in r.schedule] == [(0, [0, 1]), (1, [2])]
+
+
+def test_cpu_pays_no_transfer_and_accelerator_pays_for_cpu_neighbours() -> None:
+    p = make(**CHAIN)
+    r = evaluate(p, place(2, 0, 2))
+    assert r.loads == [2 + 0.5 + 0.25, 0.0, 50.0]
+    assert r.latency == pytest.approx(10 + 2.75 + 40)
+
+
+def test_node_counted_once_per_set() -> None:
+    # 0 feeds 1 and 2, both on fpga1: c(0) is paid once by fpga1 and once by fpga0
+    p = make([(0, 1), (0, 2)], [1, 1, 1], [1, 1, 1], [3, 0, 0])
+    r = evaluate(p, place(0, 1, 1))
+    assert r.loads[:2] == [4.0, 5.0]
+
+
+def test_non_convex_set_and_derived_subgraphs() -> None:
+    p = make(**CHAIN)
+    r = evaluate(p, place(0, 1, 0))
+    assert not r.contiguous and r.feasible
+    assert r.loads[:2] == [1 + 4 + 0.5 + 0.25, 2 + 0.5 + 0.25]
+    # fpga0 runs {0} (1 + 0.5), fpga1 {1} (2 + 0.5 + 0.25), fpga0 {2} (4 + 0.25)
+    assert [(e.device, e.nodes) for e in r.schedule] == [(0, [0]), (1, [1]), (0, [2])]
+    assert r.latency == pytest.approx(1.5 + 2.75 + 4.25)
+
+
+def test_given_order_deadlock_raises() -> None:
+    p = make(**CHAIN)
+    with pytest.raises(FpgaplaceError, match="deadlock"):
+        evaluate(p, place(0, 1, 0, order=[0, 0, 0]))
+    ok = evaluate(p, place(0, 1, 0, order=[0, 0, 1]))
+    assert ok.latency == pytest.approx(1.5 + 2.75 + 4.25)
+    with pytest.raises(FpgaplaceError, match="deadlock"):
+        evaluate(p, place(0, 1, 0, order=[1, 0, 0]))  # {2} before {0} on fpga0
+
+
+def test_ring_of_convex_sets_is_contiguous_and_scheduled_without_deadlock() -> None:
+    # a1->b1, b2->c1, c2->a2: every set is convex yet no chain of ideals exists
+    edges = [(0, 2), (3, 4), (5, 1)]
+    p = make(edges, [1] * 6, [1] * 6, [0] * 6, fpgas=3, cpus=0)
+    r = evaluate(p, place(0, 0, 1, 1, 2, 2))
+    assert r.contiguous
+    assert math.isfinite(r.latency) and len(r.schedule) >= 4
+
+
+def test_cpu_overlap_modes() -> None:
+    p = make([(0, 1), (0, 2)], [1, 1, 1], [1, 5, 7], [0, 0, 0], unlimited=True)
+    placement = place(2, 2, 2)
+    assert evaluate(p, placement).latency == pytest.approx(1 + 7)
+    assert evaluate(p, placement, cpu_overlap_unlimited=False).latency == pytest.approx(1 + 5 + 7)
+    two_cores = make([(0, 1), (0, 2)], [1, 1, 1], [1, 5, 7], [0, 0, 0], cpus=2, unlimited=False)
+    assert evaluate(two_cores, place(2, 2, 3)).latency == pytest.approx(8)
+
+
+def test_parallel_branches_on_one_accelerator_run_as_one_subgraph() -> None:
+    p = make([(0, 1), (0, 2), (1, 3), (2, 3)], [1, 2, 3, 4], [9] * 4, [1, 1, 1, 1])
+    r = evaluate(p, place(0, 1, 1, 0))
+    assert len(r.schedule) == 3
+    # fpga0 {0} 1+1 ; fpga1 {1,2}: 5 + in c0 + out c1, c2 = 8 ; fpga0 {3}: 4 + 2
+    assert r.latency == pytest.approx(2 + 8 + 6)
+
+
+def test_violations() -> None:
+    p = make(**CHAIN, memory=5, size=[3, 3, 1], color=[7, -1, 7])
+    p.latency[1, 0] = np.inf
+    r = evaluate(p, place(0, 0, 1))
+    assert not r.feasible
+    text = " | ".join(r.violations)
+    assert "node 101 (n1) is not supported on fpga0" in text
+    assert "fpga0 holds 6 bytes" in text
+    assert "colour class 7" in text
+    assert math.isinf(r.max_load)
+
+
+def test_bad_device_index() -> None:
+    p = make(**CHAIN)
+    r = evaluate(p, place(0, 5, 0))
+    assert not r.feasible and "node 101 has device index 5" in r.violations[0]
+    assert evaluate(p, place(0, 1)).violations[0].startswith("placement has 2")
+
+
+def test_training_contiguity_is_judged_on_forward_graph() -> None:
+    # forward 0->1->2, backward 5->4->3 (mirror), colours tie i with i+3
+    edges = [(0, 1), (1, 2), (2, 5), (5, 4), (4, 3)]
+    p = make(edges, [1] * 6, [1] * 6, [0] * 6, backward=[0, 0, 0, 1, 1, 1],
+             color=[0, 1, 2, 0, 1, 2])
+    good = evaluate(p, place(0, 1, 1, 0, 1, 1))
+    assert good.contiguous and good.feasible
+    bad = evaluate(p, place(0, 1, 0, 0, 1, 0))
+    assert not bad.contiguous
+
+
+def test_orphan_backward_class_gets_mirrored_edges() -> None:
+    # forward 0->1 ; backward 2 (colour of 1) -> 3 (no colour: orphan)
+    p = make([(0, 1), (1, 2), (2, 3)], [1] * 4, [1] * 4, [0] * 4, backward=[0, 0, 1, 1],
+             color=[-1, 5, 5, -1])
+    cls, edges = class_graph(p)
+    assert cls[1] == cls[2] and len(set(cls.tolist())) == 3
+    assert sorted(edges) == sorted([(int(cls[0]), int(cls[1])), (int(cls[3]), int(cls[2]))])
