@@ -325,7 +325,7 @@ def load_onnx(path: str | Path, batch: int = 1) -> OpGraph:
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(model, str(path.parent))
-    except (OSError, ValueError, RuntimeError) as exc:
+    except (OSError, ValueError, RuntimeError, onnx.checker.ValidationError) as exc:
         raise FpgaplaceError(f"{source}: cannot read the model's external data ({_first_line(exc)})") from None
     return from_model(model, batch=batch, source=source)
 
@@ -337,12 +337,13 @@ def from_model(model: onnx.ModelProto, batch: int = 1, source: str = "<model>") 
     work = onnx.ModelProto()
     work.CopyFrom(model)
     notes: list[str] = []
-    _sort_nodes(work, source)
-    _check_opset(work, source, notes)
+    positions = _sort_nodes(work, source)
+    if _upgrade_old_opset(work, source, notes):
+        positions = list(range(len(work.graph.node)))  # the converter rebuilt the node list
     _bind_batch(work, batch, notes)
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
-    return _build(work, source, notes)
+    return _build(work, positions, source, notes)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -364,8 +365,11 @@ def _check_proto(model: onnx.ModelProto, source: str) -> None:
         raise FpgaplaceError(f"{source}: the ONNX graph has no nodes or no outputs")
 
 
-def _sort_nodes(model: onnx.ModelProto, source: str) -> None:
-    """Order ``model``'s nodes topologically (stable); a cycle is an error naming an op on it."""
+def _sort_nodes(model: onnx.ModelProto, source: str) -> list[int]:
+    """Order ``model``'s nodes topologically (stable); a cycle is an error naming an op on it.
+
+    Returns each sorted node's position in the original node list.
+    """
     nodes = list(model.graph.node)
     producer: dict[str, int] = {}
     for i, node in enumerate(nodes):
@@ -394,6 +398,7 @@ def _sort_nodes(model: onnx.ModelProto, source: str) -> None:
         sorted_nodes = [nodes[i] for i in order]
         del model.graph.node[:]
         model.graph.node.extend(sorted_nodes)
+    return order
 
 
 def _label(nodes: list[onnx.NodeProto], i: int) -> str:
@@ -429,15 +434,16 @@ def _default_opset(model: onnx.ModelProto) -> int:
     return 0
 
 
-def _check_opset(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
-    """Accept opsets 9..21; upgrade older ones to 9 with onnx's version converter."""
+def _upgrade_old_opset(model: onnx.ModelProto, source: str, notes: list[str]) -> bool:
+    """Accept opsets 9..21 (newer with a note); upgrade older ones to 9 with onnx's version
+    converter. Returns whether the model was converted."""
     version = _default_opset(model)
     if version == 0:
         raise FpgaplaceError(f"{source}: the model imports no default-domain opset")
     if version > MAX_OPSET:
         notes.append(f"opset {version} is newer than the tested range {MIN_OPSET}-{MAX_OPSET}")
     if version >= MIN_OPSET:
-        return
+        return False
     try:
         from onnx import version_converter
 
@@ -448,6 +454,7 @@ def _check_opset(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
         ) from None
     model.CopyFrom(upgraded)
     notes.append(f"upgraded from opset {version} to {MIN_OPSET}")
+    return True
 
 
 def _initializer_names(graph: onnx.GraphProto) -> set[str]:
@@ -606,14 +613,14 @@ def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, Tensor
     return storage
 
 
-def _build(model: onnx.ModelProto, source: str, notes: list[str]) -> OpGraph:
+def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: list[str]) -> OpGraph:
     graph = model.graph
     infos = _tensor_infos(model, notes)
     constants = _initializer_names(graph)
     initializer_names = set(constants)
     constant_nodes: list[onnx.NodeProto] = []
     compute: list[tuple[int, onnx.NodeProto]] = []
-    for index, node in enumerate(graph.node):
+    for index, node in zip(positions, graph.node, strict=True):
         if _is_constant_node(node, constants):
             constant_nodes.append(node)
             constants.update(t for t in node.output if t)

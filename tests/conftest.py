@@ -1,0 +1,48 @@
+"""Shared model fixtures: the small built-in models and the onnx package's light model zoo."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import onnx
+import pytest
+
+from fpgaplace import models
+from fpgaplace.frontend import load_onnx
+from fpgaplace.ir import OpGraph
+
+
+@pytest.fixture(scope="session")
+def mlp_model() -> onnx.ModelProto:
+    """MLP with a symbolic batch dim 'N'."""
+    return models.mlp(batch="N")
+
+
+@pytest.fixture(scope="session")
+def cnn_model() -> onnx.ModelProto:
+    return models.cnn_residual()
+
+
+@pytest.fixture(scope="session")
+def bert_model() -> onnx.ModelProto:
+    return models.bert_encoder_layer()
+
+
+@pytest.fixture(scope="session")
+def multi_io_model() -> onnx.ModelProto:
+    return models.multi_io()
+
+
+@pytest.fixture(scope="session")
+def resnet50_path() -> Path:
+    return models.light_model_path("resnet50")
+
+
+@pytest.fixture(scope="session")
+def resnet50_graph(resnet50_path: Path) -> OpGraph:
+    return load_onnx(resnet50_path)
+
+
+@pytest.fixture(scope="session")
+def vgg19_graph() -> OpGraph:
+    return load_onnx(models.light_model_path("vgg19"))

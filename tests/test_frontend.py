@@ -1,0 +1,510 @@
+"""ONNX front end: MAC formulas, real architectures, batch binding, export equivalence, bad input."""
+
+from __future__ import annotations
+
+import collections
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from fpgaplace import models
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.frontend import FPGA_OPS, dot_product_macs, from_model, load_onnx
+from fpgaplace.ir import OpGraph
+
+RNG = np.random.default_rng(7)
+
+
+# ---- helpers ------------------------------------------------------------------------------
+
+
+def one_node_model(
+    op_type: str,
+    x_shape: list[int],
+    weights: dict[str, np.ndarray],
+    opset: int = 17,
+    domain: str = "",
+    extra_inputs: dict[str, list[int]] | None = None,
+    **attrs,
+) -> onnx.ModelProto:
+    """x (+ extra graph inputs) and initializers -> one node -> y (of x's rank; dims left to inference)."""
+    extra_inputs = extra_inputs or {}
+    inputs = ["x", *extra_inputs, *weights]
+    node = helper.make_node(op_type, inputs, ["y"], name="the_op", domain=domain, **attrs)
+    graph = helper.make_graph(
+        [node],
+        "one_node",
+        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s) for n, s in {"x": x_shape, **extra_inputs}.items()],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [f"y{i}" for i in range(len(x_shape))])],
+        initializer=[numpy_helper.from_array(w, n) for n, w in weights.items()],
+    )
+    opsets = [helper.make_opsetid("", opset)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    return helper.make_model(graph, opset_imports=opsets, ir_version=8)
+
+
+def weight(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def only_op(graph: OpGraph):
+    (op,) = graph.ops.values()
+    return op
+
+
+def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray], outputs: list[str] | None = None) -> list[np.ndarray]:
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    return session.run(outputs, feeds)
+
+
+def random_feeds(graph: OpGraph, names: list[str]) -> dict[str, np.ndarray]:
+    return {n: RNG.standard_normal(graph.tensors[n].shape).astype(graph.tensors[n].dtype) for n in names}
+
+
+# ---- MAC formulas ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("cin", "cout", "k", "group", "stride", "dilation"),
+    [
+        (8, 16, 3, 1, 1, 1),  # plain
+        (8, 16, 3, 4, 1, 1),  # grouped
+        (12, 12, 3, 12, 2, 1),  # depthwise, strided
+        (8, 8, 3, 1, 1, 2),  # dilated
+        (6, 4, 5, 2, 2, 3),  # grouped + strided + dilated
+    ],
+)
+def test_conv_macs_match_hand_formula(cin, cout, k, group, stride, dilation):
+    n, h, w = 2, 17, 15
+    model = one_node_model(
+        "Conv",
+        [n, cin, h, w],
+        {"w": weight(cout, cin // group, k, k)},
+        kernel_shape=[k, k],
+        group=group,
+        strides=[stride, stride],
+        dilations=[dilation, dilation],
+        pads=[1, 1, 1, 1],
+    )
+    graph = from_model(model)
+    effective = dilation * (k - 1) + 1
+    h_out = (h + 2 - effective) // stride + 1
+    w_out = (w + 2 - effective) // stride + 1
+    assert graph.tensors["y"].shape == (n, cout, h_out, w_out)
+    assert only_op(graph).macs == n * cout * h_out * w_out * (cin // group) * k * k
+    assert only_op(graph).param_bytes == cout * (cin // group) * k * k * 4
+
+
+def test_conv_transpose_macs():
+    n, cin, cout, group, k, h = 1, 8, 6, 2, 3, 5
+    model = one_node_model(
+        "ConvTranspose", [n, cin, h, h], {"w": weight(cin, cout // group, k, k)}, group=group, strides=[2, 2]
+    )
+    op = only_op(from_model(model))
+    assert op.macs == n * cin * h * h * (cout // group) * k * k
+
+
+@pytest.mark.parametrize("trans_a", [0, 1])
+def test_gemm_macs(trans_a):
+    m, k, n = 5, 12, 7
+    a_shape = [k, m] if trans_a else [m, k]
+    model = one_node_model("Gemm", a_shape, {"b": weight(n, k), "c": weight(n)}, transA=trans_a, transB=1)
+    graph = from_model(model)
+    assert graph.tensors["y"].shape == (m, n)
+    assert only_op(graph).macs == m * n * k
+
+
+def test_batched_broadcast_matmul_macs():
+    batch, heads, m, k, n = 3, 4, 6, 10, 9
+    model = one_node_model("MatMul", [batch, heads, m, k], {"w": weight(k, n)})  # weight broadcast over batch dims
+    op = only_op(from_model(model))
+    assert op.macs == batch * heads * m * n * k
+    model = one_node_model("MatMul", [batch, 1, m, k], {}, extra_inputs={"b": [heads, k, n]})
+    op = only_op(from_model(model))
+    assert op.macs == batch * heads * m * n * k
+
+
+def test_pooling_elementwise_softmax_layernorm_macs():
+    x = [2, 8, 12, 12]
+    numel = math.prod(x)
+    pool = only_op(from_model(one_node_model("MaxPool", x, {}, kernel_shape=[3, 3], strides=[3, 3])))
+    assert pool.macs == 2 * 8 * 4 * 4 * 9
+    gap = only_op(from_model(one_node_model("GlobalAveragePool", x, {})))
+    assert gap.macs == numel
+    relu = only_op(from_model(one_node_model("Relu", x, {})))
+    assert relu.macs == numel
+    add = only_op(from_model(one_node_model("Add", x, {"b": weight(8, 1, 1)})))
+    assert add.macs == numel
+    softmax = only_op(from_model(one_node_model("Softmax", x, {}, axis=-1)))
+    assert softmax.macs == 3 * numel
+    ln = only_op(from_model(one_node_model("LayerNormalization", x, {"g": weight(12), "b": weight(12)}, axis=-1)))
+    assert ln.macs == 4 * numel
+
+
+def test_einsum_and_contrib_attention_macs():
+    b, s, h = 2, 8, 16
+    einsum = only_op(from_model(one_node_model("Einsum", [b, s, h], {"w": weight(h, 3)}, equation="bsh,hk->bsk")))
+    assert einsum.macs == b * s * h * 3
+    heads = 4
+    model = one_node_model(
+        "Attention", [b, s, h], {"w": weight(h, 3 * h), "bias": weight(3 * h)}, domain="com.microsoft", num_heads=heads
+    )
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, h]))
+    op = only_op(from_model(model))
+    assert op.macs == b * s * h * 3 * h + 2 * b * s * s * h + 3 * b * heads * s * s
+    assert op.fpga_supported
+
+
+def test_quantized_conv_variants_count_as_conv():
+    n, cin, cout, k, hw = 1, 4, 8, 3, 10
+    conv_macs = n * cout * (hw - k + 1) ** 2 * cin * k * k
+    w_int8 = RNG.integers(-100, 100, (cout, cin, k, k)).astype(np.int8)
+    # QDQ: DequantizeLinear(int8 weight) -> Conv; the weight's DQ folds into a parameter.
+    nodes = [
+        helper.make_node("QuantizeLinear", ["x", "sx", "zx"], ["xq"]),
+        helper.make_node("DequantizeLinear", ["xq", "sx", "zx"], ["xf"]),
+        helper.make_node("DequantizeLinear", ["wq", "sw"], ["wf"]),
+        helper.make_node("Conv", ["xf", "wf"], ["y"], kernel_shape=[k, k]),
+    ]
+    inits = [
+        numpy_helper.from_array(np.array(0.05, np.float32), "sx"),
+        numpy_helper.from_array(np.array(0, np.int8), "zx"),
+        numpy_helper.from_array(w_int8, "wq"),
+        numpy_helper.from_array(np.array(0.01, np.float32), "sw"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "qdq",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [n, cin, hw, hw])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", "c", "h", "w"])],
+        initializer=inits,
+    )
+    qdq = from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)], ir_version=8))
+    assert [op.op_type for op in qdq.ops.values()] == ["QuantizeLinear", "DequantizeLinear", "Conv"]
+    conv = qdq.ops[qdq.producer("y")]
+    assert conv.macs == conv_macs
+    assert conv.param_bytes == w_int8.nbytes  # stored as int8, not as the float it dequantizes to
+    assert "wf" in qdq.params
+
+    conv_int = one_node_model("ConvInteger", [n, cin, hw, hw], {"w": w_int8})
+    conv_int.graph.input[0].type.tensor_type.elem_type = TensorProto.INT8
+    conv_int.graph.output[0].type.tensor_type.elem_type = TensorProto.INT32
+    assert only_op(from_model(conv_int)).macs == conv_macs
+
+
+# ---- real architectures ------------------------------------------------------------------
+
+
+def test_resnet50_macs_within_one_percent_of_published(resnet50_graph):
+    published = 4.09e9
+    conv_fc = dot_product_macs(resnet50_graph)
+    print(f"ResNet-50: total {resnet50_graph.total_macs / 1e9:.4f} G, conv+fc {conv_fc / 1e9:.4f} G")
+    assert abs(resnet50_graph.total_macs - published) / published < 0.01
+    assert abs(conv_fc - published) / published < 0.01
+
+
+def test_vgg19_macs_within_one_percent_of_published(vgg19_graph):
+    published = 19.6e9
+    print(f"VGG-19: total {vgg19_graph.total_macs / 1e9:.4f} G, conv+fc {dot_product_macs(vgg19_graph) / 1e9:.4f} G")
+    assert abs(vgg19_graph.total_macs - published) / published < 0.01
+    assert abs(dot_product_macs(vgg19_graph) - published) / published < 0.01
+
+
+@pytest.mark.parametrize("name", models.LIGHT_MODELS)
+def test_light_model_loads_and_op_counts_match(name):
+    path = models.light_model_path(name)
+    source = onnx.load(str(path))
+    graph = load_onnx(path)
+    onnx_counts = collections.Counter(node.op_type for node in source.graph.node)
+    ours = collections.Counter(op.op_type for op in graph.ops.values())
+    folded = collections.Counter(node.op_type for node in graph._source.constant_nodes)
+    assert ours + folded == onnx_counts
+    assert ours["Conv"] == onnx_counts["Conv"] > 0  # compute ops are never folded away
+    assert all(op.fpga_supported for op in graph.ops.values())
+    assert graph.inputs and all(graph.tensors[t].shape == (1, 3, 224, 224) for t in graph.inputs)
+    onnx.checker.check_model(graph.to_onnx())
+
+
+HEAVY = {"vgg19", "zfnet512", "bvlc_alexnet"}  # several GMACs per run on the CPU
+
+
+def _light_params():
+    return [pytest.param(n, marks=pytest.mark.slow) if n in HEAVY else n for n in models.LIGHT_MODELS]
+
+
+def _with_outputs(model: onnx.ModelProto, graph: OpGraph, names: list[str]) -> onnx.ModelProto:
+    """The original model also returning intermediate tensors ``names``."""
+    extended = onnx.ModelProto()
+    extended.CopyFrom(model)
+    have = {o.name for o in extended.graph.output}
+    for name in names:
+        if name not in have:
+            info = graph.tensors[name]
+            extended.graph.output.append(helper.make_tensor_value_info(name, info.elem_type, list(info.shape)))
+    return extended
+
+
+def _close(actual: np.ndarray, expected: np.ndarray) -> None:
+    scale = max(1.0, float(np.abs(expected).max()))
+    np.testing.assert_allclose(actual, expected, rtol=1e-4, atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("name", _light_params())
+def test_light_model_export_and_subgraph_match_onnxruntime(name):
+    path = models.light_model_path(name)
+    graph = load_onnx(path)
+    original = onnx.load(str(path))
+    feeds = random_feeds(graph, graph.inputs)
+    order = graph.topological_order()
+    middle = order[len(order) // 3 : 2 * len(order) // 3]
+    sub = graph.subgraph(middle, name=f"{name}_middle")
+    wanted = list(dict.fromkeys([*graph.outputs, *sub.inputs, *sub.outputs]))
+    values = dict(zip(wanted, run(_with_outputs(original, graph, wanted), feeds, wanted), strict=True))
+
+    for got, out in zip(run(graph.to_onnx(), feeds), graph.outputs, strict=True):
+        _close(got, values[out])
+
+    sub_model = sub.to_onnx()
+    onnx.checker.check_model(sub_model)
+    assert sub.outputs and set(sub.ops) == set(middle)
+    got = run(sub_model, {t: values[t] for t in sub.inputs})
+    for value, out in zip(got, sub.outputs, strict=True):
+        _close(value, values[out])
+
+
+@pytest.mark.parametrize("builder", [models.mlp, models.cnn_residual, models.bert_encoder_layer, models.multi_io])
+def test_builtin_models_export_equals_original(builder):
+    model = builder()
+    graph = from_model(model)
+    feeds = random_feeds(graph, graph.inputs)
+    for got, expected in zip(run(graph.to_onnx(), feeds), run(model, feeds), strict=True):
+        _close(got, expected)
+
+
+def test_bert_layer_has_attention_ops_and_matmul_macs(bert_model):
+    seq, hidden, heads = 16, 64, 4
+    graph = from_model(bert_model, batch=2)
+    types = collections.Counter(op.op_type for op in graph.ops.values())
+    assert types["Softmax"] == 1 and types["LayerNormalization"] == 2 and types["Erf"] == 1
+    assert types["Transpose"] == 4 and types["MatMul"] == 8
+    projections = 2 * seq * hidden * (4 * hidden + 2 * 4 * hidden)  # Q, K, V, out; FFN in and out
+    attention = 2 * 2 * heads * seq * seq * (hidden // heads)  # Q K^T and P V
+    matmul_macs = sum(op.macs for op in graph.ops.values() if op.op_type == "MatMul")
+    assert matmul_macs == projections + attention
+
+
+# ---- batch binding and opsets -------------------------------------------------------------
+
+
+def test_symbolic_batch_binds_to_requested_batch(tmp_path, mlp_model, cnn_model):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model, path)
+    one, four = load_onnx(path), load_onnx(path, batch=4)
+    assert four.tensors["x"].shape == (4, 64) and four.tensors["y"].shape == (4, 10)
+    assert all(four.tensors[t].shape[0] == 4 for op in four.ops.values() for t in op.outputs)
+    assert four.total_macs == 4 * one.total_macs > 0
+    cnn1, cnn4 = from_model(cnn_model), from_model(cnn_model, batch=4)
+    assert cnn4.total_macs == 4 * cnn1.total_macs
+    assert not cnn4.notes  # every dim was known after binding
+
+
+def test_other_unknown_input_dims_become_one_with_a_note():
+    model = one_node_model("Relu", ["N", "seq", 8], {})
+    graph = from_model(model, batch=3)
+    assert graph.tensors["x"].shape == (3, 1, 8)
+    assert any("seq" in note for note in graph.notes)
+
+
+@pytest.mark.parametrize("opset", [9, 11, 13, 17, 21])
+def test_opsets_9_to_21_load(opset):
+    k = 3
+    model = one_node_model("Conv", [1, 4, 9, 9], {"w": weight(6, 4, k, k)}, opset=opset, kernel_shape=[k, k])
+    graph = from_model(model)
+    assert only_op(graph).macs == 6 * 7 * 7 * 4 * k * k
+
+
+def test_external_data_is_read_from_the_files_folder(tmp_path, bert_model):
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = folder / "bert.onnx"
+    onnx.save(
+        models.bert_encoder_layer(),
+        path,
+        save_as_external_data=True,
+        all_tensors_to_one_file=True,
+        location="weights.bin",
+        size_threshold=0,
+    )
+    assert (folder / "weights.bin").stat().st_size > 0
+    graph = load_onnx(path)
+    feeds = random_feeds(graph, graph.inputs)
+    _close(run(graph.to_onnx(), feeds)[0], run(bert_model, feeds)[0])
+    (folder / "weights.bin").unlink()
+    with pytest.raises(FpgaplaceError, match="bert.onnx"):
+        load_onnx(path)
+
+
+def test_from_model_leaves_the_callers_model_alone(mlp_model):
+    before = mlp_model.SerializeToString()
+    from_model(mlp_model, batch=8)
+    assert mlp_model.SerializeToString() == before
+
+
+# ---- unknown and CPU-only ops ---------------------------------------------------------------
+
+
+def test_unknown_op_is_kept_costed_from_outputs_and_not_on_fpga():
+    model = one_node_model("MyOp", [2, 5], {}, domain="com.example")
+    model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 7]))
+    op = only_op(from_model(model))
+    assert op.op_type == "MyOp" and not op.fpga_supported
+    assert op.macs == 14
+
+
+def test_topk_and_control_flow_go_to_cpu():
+    assert {"Conv", "Gemm", "MatMul", "Softmax", "Concat", "Reshape", "LayerNormalization"} <= FPGA_OPS
+    assert not {"If", "Loop", "Scan", "TopK", "NonMaxSuppression"} & FPGA_OPS
+    then_branch = helper.make_graph(
+        [helper.make_node("Relu", ["h"], ["t"])],
+        "then",
+        [],
+        [helper.make_tensor_value_info("t", TensorProto.FLOAT, [4])],
+    )
+    else_branch = helper.make_graph(
+        [helper.make_node("Neg", ["h"], ["e"])],
+        "else",
+        [],
+        [helper.make_tensor_value_info("e", TensorProto.FLOAT, [4])],
+    )
+    nodes = [
+        helper.make_node("Abs", ["x"], ["h"], name="abs"),
+        helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch),
+        helper.make_node("TopK", ["y", "k"], ["values", "indices"], name="topk"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "control",
+        [
+            helper.make_tensor_value_info("x", TensorProto.FLOAT, [4]),
+            helper.make_tensor_value_info("cond", TensorProto.BOOL, []),
+        ],
+        [helper.make_tensor_value_info("values", TensorProto.FLOAT, [2])],
+        initializer=[numpy_helper.from_array(np.array([2], np.int64), "k")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    g = from_model(model)
+    assert g.ops["abs"].fpga_supported
+    assert not g.ops["branch"].fpga_supported and not g.ops["topk"].fpga_supported
+    assert g.ops["branch"].implicit_inputs == ["h"]
+    assert g.graph.edges["abs", "branch"]["tensors"] == ["h"]  # the If body reads h
+    x = np.array([-1.0, 2.0, -3.0, 0.5], np.float32)
+    out = run(g.to_onnx(), {"x": x, "cond": np.array(True)})[0]
+    np.testing.assert_allclose(out, [3.0, 2.0])
+
+
+def test_unsorted_nodes_are_sorted_and_unnamed_nodes_get_names():
+    nodes = [
+        helper.make_node("Relu", ["a"], ["b"]),
+        helper.make_node("Abs", ["x"], ["a"]),
+        helper.make_node("Neg", ["b"], ["y"], name="dup"),
+        helper.make_node("Neg", ["x"], ["z"], name="dup"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "unsorted",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [3])],
+        [helper.make_tensor_value_info(t, TensorProto.FLOAT, [3]) for t in ("y", "z")],
+    )
+    g = from_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8))
+    assert len(set(g.ops)) == 4
+    assert g.topological_order().index(g.producer("a")) < g.topological_order().index(g.producer("b"))
+    assert {g.ops[n].index for n in g.ops} == {0, 1, 2, 3}
+    assert g.producer("a") == "Abs_1" and g.producer("b") == "Relu_0"
+    assert {g.producer("y"), g.producer("z")} == {"Neg_2", "Neg_3"}
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+
+def _cycle_model() -> onnx.ModelProto:
+    nodes = [
+        helper.make_node("Add", ["x", "t2"], ["t1"], name="loop_add"),
+        helper.make_node("Relu", ["t1"], ["t2"], name="loop_relu"),
+        helper.make_node("Identity", ["t2"], ["y"], name="out"),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "cyclic",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _checker_rejected_model() -> onnx.ModelProto:
+    graph = helper.make_graph(
+        [helper.make_node("Relu", ["nowhere"], ["y"], name="dangling")],
+        "bad",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+    )
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def _write(path: Path, content: bytes) -> Path:
+    path.write_bytes(content)
+    return path
+
+
+@pytest.mark.parametrize(
+    "make_file",
+    [
+        pytest.param(lambda d, r: d / "missing.onnx", id="missing"),
+        pytest.param(lambda d, r: _write(d / "empty.onnx", b""), id="empty"),
+        pytest.param(lambda d, r: _write(d / "half.onnx", r.read_bytes()[: r.stat().st_size // 2]), id="truncated"),
+        pytest.param(lambda d, r: _write(d / "cut_early.onnx", r.read_bytes()[:100]), id="truncated-early"),
+        pytest.param(lambda d, r: _write(d / "notes.onnx", b"this is a text file, not a model\n"), id="text"),
+        pytest.param(lambda d, r: _write(d / "noise.onnx", RNG.bytes(4096)), id="random-bytes"),
+        pytest.param(lambda d, r: _write(d / "cycle.onnx", _cycle_model().SerializeToString()), id="cycle"),
+        pytest.param(
+            lambda d, r: _write(d / "rejected.onnx", _checker_rejected_model().SerializeToString()), id="checker"
+        ),
+        pytest.param(lambda d, r: d, id="directory"),
+    ],
+)
+def test_bad_files_give_one_line_error_naming_the_file(tmp_path, resnet50_path, make_file):
+    path = make_file(tmp_path, resnet50_path)
+    with pytest.raises(FpgaplaceError) as info:
+        load_onnx(path)
+    message = str(info.value)
+    assert str(path) in message and "\n" not in message
+
+
+def test_cycle_error_names_an_op_on_the_cycle(tmp_path):
+    path = _write(tmp_path / "cycle.onnx", _cycle_model().SerializeToString())
+    with pytest.raises(FpgaplaceError, match=r"cycle.*'loop_(add|relu)'"):
+        load_onnx(path)
+
+
+def test_checker_rejection_is_reported(tmp_path):
+    with pytest.raises(FpgaplaceError, match="onnx.checker"):
+        from_model(_checker_rejected_model(), source="rejected.onnx")
+
+
+@pytest.mark.parametrize("batch", [0, -2])
+def test_batch_below_one_is_an_error(tmp_path, mlp_model, batch):
+    path = tmp_path / "mlp.onnx"
+    onnx.save(mlp_model, path)
+    with pytest.raises(FpgaplaceError, match=r"mlp\.onnx.*batch"):
+        load_onnx(path, batch=batch)
+
+
+def test_unknown_light_model_name_is_an_error():
+    with pytest.raises(FpgaplaceError, match="resnet50"):
+        models.light_model_path("resnet5000")
