@@ -476,6 +476,8 @@ def _bind_batch(model: onnx.ModelProto, batch: int, notes: list[str]) -> None:
         dims = value.type.tensor_type.shape.dim
         for axis, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value > 0:
+                if axis == 0 and dim.dim_value != batch:
+                    notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
                 continue
             if dim.HasField("dim_param") and dim.dim_param:
                 if axis == 0:

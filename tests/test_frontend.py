@@ -329,6 +329,19 @@ def test_opsets_9_to_21_load(opset):
     assert only_op(graph).macs == 6 * 7 * 7 * 4 * k * k
 
 
+def test_old_opset_is_upgraded():
+    model = one_node_model("Conv", [1, 3, 8, 8], {"w": weight(4, 3, 3, 3)}, opset=7, kernel_shape=[3, 3])
+    graph = from_model(model)
+    assert only_op(graph).macs == 4 * 6 * 6 * 3 * 3 * 3
+    assert any("upgraded from opset 7" in note for note in graph.notes)
+
+
+def test_fixed_batch_is_kept_with_a_note(resnet50_path):
+    graph = load_onnx(resnet50_path, batch=4)
+    assert graph.tensors[graph.inputs[0]].shape == (1, 3, 224, 224)
+    assert any("fixed batch of 1" in note for note in graph.notes)
+
+
 def test_external_data_is_read_from_the_files_folder(tmp_path, bert_model):
     folder = tmp_path / "model"
     folder.mkdir()
