@@ -26,26 +26,27 @@ NONDETERMINISTIC_OPS = frozenset(
 def name_nodes(model: onnx.ModelProto) -> int:
     """Give every node a unique name, in place; return how many were renamed.
 
-    Empty or duplicate names become ``"<op_type>_<index>"`` with ``index`` the node's position
-    in ``graph.node`` (the rule the IR uses); a clash with an existing name gets ``"_<k>"``
-    appended. O(n).
+    The IR's rule (``fpgaplace.frontend``): a node keeps its name when that name is non-empty
+    and used once; otherwise it becomes ``"<op_type>_<index>"`` with ``index`` its position in
+    ``graph.node``, suffixed ``"_<k>"`` while that clashes with a name already given or with an
+    original name. O(n).
     """
     nodes = model.graph.node
-    taken = {n.name for n in nodes if n.name}
-    seen: set[str] = set()
+    counts: dict[str, int] = defaultdict(int)
+    for node in nodes:
+        if node.name:
+            counts[node.name] += 1
+    taken: set[str] = set()
     renamed = 0
     for index, node in enumerate(nodes):
-        if node.name and node.name not in seen:
-            seen.add(node.name)
-            continue
-        base = f"{node.op_type}_{index}"
-        candidate, k = base, 1
-        while candidate in taken or candidate in seen:
-            candidate, k = f"{base}_{k}", k + 1
-        node.name = candidate
-        seen.add(candidate)
-        taken.add(candidate)
-        renamed += 1
+        name = node.name if node.name and counts[node.name] == 1 else f"{node.op_type}_{index}"
+        base, suffix = name, 1
+        while name in taken or (name != node.name and name in counts):
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(name)
+        if name != node.name:
+            node.name = name
+            renamed += 1
     return renamed
 
 
