@@ -341,6 +341,8 @@ def place(
     from fpgaplace.solvers.run import SolveOptions, solve, solve_all
     from fpgaplace.workload import placement_to_json
 
+    if out_file is not None and not out_file.parent.is_dir():
+        raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
     with err.status(f"loading {input_path.name}..."):
         loaded = load_problem(input_path, board=board_name, batch=batch, precision=precision)
     options = SolveOptions(

@@ -27,9 +27,10 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *names: str) -> N
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1, result.stderr
+    errors = [line for line in lines if line.startswith("error:")]
+    assert len(errors) == 1 and lines[-1] == errors[0], result.stderr
     for name in names:
-        assert name in lines[0], (name, lines[0])
+        assert name in errors[0], (name, errors[0])
 
 
 @pytest.fixture(scope="module")
