@@ -91,7 +91,7 @@ def test_demo_places_every_op():
     data = json.loads(result.stdout)
     placed = [n for device in data["fpgas"] + data["cpus"] for n in device["nodes"]]
     assert sorted(placed) == sorted(int(i) for i in data["nodeNames"])
-    assert data["maxLoad"] > 0 and data["gap"] == 0
+    assert data["maxLoad"] > 0 and data["gap"] < 1e-9  # optimal up to rounding
 
 
 def test_place_workload_json_and_out(tmp_path):
