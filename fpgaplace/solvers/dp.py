@@ -52,7 +52,7 @@ import numba
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import class_graph, evaluate, topological_order
+from fpgaplace.solvers.evaluate import class_graph, device_loads, topological_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 MAX_IDEALS = 150_000
@@ -259,6 +259,8 @@ class _Tables:
     out_degree: np.ndarray  # distinct successors
     stride: np.ndarray  # (kinds,) mixed-radix stride of each kind in the state index
     digit: np.ndarray  # (states, kinds)
+    cheapest: np.ndarray  # (blocks,) least compute of the block on a kind that can hold it
+    ratio: np.ndarray  # (kinds,) max over blocks of cheapest / compute on the kind (<= 1)
 
 
 def _tables(problem: PlacementProblem, blocks: Blocks) -> _Tables:
@@ -272,6 +274,16 @@ def _tables(problem: PlacementProblem, blocks: Blocks) -> _Tables:
     unsupported = np.zeros((blocks.count, k), dtype=np.int64)
     np.add.at(unsupported, blocks.of_node, (~supported).astype(np.int64))
     block_size = np.bincount(blocks.of_node, weights=problem.size, minlength=blocks.count)
+    counts = [kind.count for kind in problem.kinds]
+    memory = np.array([kind.memory for kind in problem.kinds], dtype=np.float64)
+    available = np.array([c > 0 for c in counts], dtype=np.bool_)
+    fits = (unsupported == 0) & (block_size[:, None] <= memory[None, :]) & available[None, :]
+    placeable = np.where(fits, compute, np.inf)
+    cheapest = placeable.min(axis=1, initial=np.inf)
+    cheapest = np.where(np.isfinite(cheapest), cheapest, 0.0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        share = np.where(fits & (cheapest[:, None] > 0), cheapest[:, None] / placeable, 0.0)
+    ratio = share.max(axis=0, initial=0.0)
     distinct = sorted(set(problem.edges))
     pred_lists: list[list[int]] = [[] for _ in range(n)]
     out_degree = np.zeros(n, dtype=np.int64)
@@ -280,7 +292,6 @@ def _tables(problem: PlacementProblem, blocks: Blocks) -> _Tables:
         out_degree[u] += 1
     pred_ptr = np.zeros(n + 1, dtype=np.int64)
     pred_ptr[1:] = np.cumsum([len(p) for p in pred_lists])
-    counts = [kind.count for kind in problem.kinds]
     stride = np.ones(k, dtype=np.int64)
     for t in range(1, k):
         stride[t] = stride[t - 1] * (counts[t - 1] + 1)
@@ -289,13 +300,12 @@ def _tables(problem: PlacementProblem, blocks: Blocks) -> _Tables:
                       for s in range(n_states)], dtype=np.int64).reshape(n_states, k)
     return _Tables(
         block_ptr=block_ptr, block_nodes=order.astype(np.int64), compute=compute,
-        unsupported=unsupported, available=np.array([c > 0 for c in counts], dtype=np.bool_),
-        block_size=block_size.astype(np.float64),
-        memory=np.array([kind.memory for kind in problem.kinds], dtype=np.float64),
+        unsupported=unsupported, available=available,
+        block_size=block_size.astype(np.float64), memory=memory,
         is_cpu=np.array([kind.is_cpu for kind in problem.kinds], dtype=np.bool_),
         transfer=problem.transfer.astype(np.float64), pred_ptr=pred_ptr,
         preds=np.array([p for ps in pred_lists for p in ps], dtype=np.int64),
-        out_degree=out_degree, stride=stride, digit=digit,
+        out_degree=out_degree, stride=stride, digit=digit, cheapest=cheapest, ratio=ratio,
     )
 
 
@@ -328,9 +338,17 @@ def _toggle_block(b, sign, block_ptr, block_nodes, transfer, pred_ptr, preds, ou
 
 @numba.njit(cache=True)
 def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, compute,
-               unsupported, available, block_size, memory, is_cpu, transfer, pred_ptr, preds, out_degree, stride, digit,
-               bound, f, back_ideal, back_kind, visited):  # pragma: no cover - compiled
-    """Fill f[:, I] for ideals lo <= I < hi; returns the number of ideal pairs visited."""
+               unsupported, available, block_size, memory, is_cpu, transfer, pred_ptr, preds,
+               out_degree, stride, digit, cheapest, ideal_cheapest, total_cheapest, used_capacity,
+               free_capacity, kind_capacity, bound, f, back_ideal, back_kind,
+               visited):  # pragma: no cover - compiled
+    """Fill f[I, :] for ideals lo <= I < hi; returns the number of ideal pairs visited.
+
+    State s of ideal I is *useful* only if the devices s can hold I's cheapest compute and the
+    devices left can hold the rest (capacities in cheapest-compute units, see ``_capacities``);
+    other states stay infinite, an ideal without useful states is skipped, and the walk stops
+    once the devices left could no longer hold what lies outside the lower ideal.
+    """
     n_states, n_kinds = digit.shape
     n_nodes = out_degree.shape[0]
     in_set = np.zeros(n_nodes, dtype=np.bool_)
@@ -341,17 +359,32 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
     stack_block = np.empty(depth_max, dtype=np.int64)
     load_compute = np.zeros(n_kinds)
     bad = np.zeros(n_kinds, dtype=np.int64)
+    useful = np.zeros(n_states, dtype=np.bool_)
+    slack = 1e-9 * (total_cheapest + 1.0)
     pairs = 0
     for ideal in range(lo, hi):
         for s in range(n_states):
-            f[s, ideal] = 0.0 if ideal == 0 else np.inf
-            back_ideal[s, ideal] = -1
-            back_kind[s, ideal] = -1
+            f[ideal, s] = 0.0 if ideal == 0 else np.inf
+            back_ideal[ideal, s] = -1
+            back_kind[ideal, s] = -1
         if ideal == 0:
+            continue
+        inside = ideal_cheapest[ideal]
+        outside = total_cheapest - inside
+        reach = -np.inf  # most that the lower ideal's complement may hold
+        for s in range(n_states):
+            useful[s] = (inside <= used_capacity[s] + slack
+                         and outside <= free_capacity[s] + slack)
+            if useful[s]:
+                for t in range(n_kinds):
+                    if digit[s, t] > 0:
+                        reach = max(reach, free_capacity[s] + kind_capacity[t])
+        if reach == -np.inf:
             continue
         load_compute[:] = 0.0
         bad[:] = 0
         size = 0.0
+        cheap = 0.0
         transfer_cost = 0.0
         depth = 0
         stack_ideal[0] = ideal
@@ -367,6 +400,7 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
                         load_compute[t] -= compute[b, t]
                         bad[t] -= unsupported[b, t]
                     size -= block_size[b]
+                    cheap -= cheapest[b]
                     transfer_cost += _toggle_block(b, -1, block_ptr, block_nodes, transfer,
                                                    pred_ptr, preds, out_degree, in_set,
                                                    succ_in_set)
@@ -383,25 +417,27 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
                 load_compute[t] += compute[b, t]
                 bad[t] += unsupported[b, t]
             size += block_size[b]
+            cheap += cheapest[b]
             transfer_cost += _toggle_block(b, 1, block_ptr, block_nodes, transfer, pred_ptr,
                                            preds, out_degree, in_set, succ_in_set)
             descend = False
-            for t in range(n_kinds):
-                if not (available[t] and bad[t] == 0 and load_compute[t] < bound
-                        and size <= memory[t]):
-                    continue
-                descend = True
-                load = load_compute[t] if is_cpu[t] else load_compute[t] + transfer_cost
-                if load >= bound:
-                    continue
-                for s in range(n_states):
-                    if digit[s, t] == 0:
+            if outside + cheap <= reach + slack:
+                for t in range(n_kinds):
+                    if not (available[t] and bad[t] == 0 and load_compute[t] < bound
+                            and size <= memory[t]):
                         continue
-                    candidate = max(f[s - stride[t], lower], load)
-                    if candidate < f[s, ideal]:
-                        f[s, ideal] = candidate
-                        back_ideal[s, ideal] = lower
-                        back_kind[s, ideal] = t
+                    descend = True
+                    load = load_compute[t] if is_cpu[t] else load_compute[t] + transfer_cost
+                    if load >= bound:
+                        continue
+                    for s in range(n_states):
+                        if digit[s, t] == 0 or not useful[s]:
+                            continue
+                        candidate = max(f[lower, s - stride[t]], load)
+                        if candidate < f[ideal, s]:
+                            f[ideal, s] = candidate
+                            back_ideal[ideal, s] = lower
+                            back_kind[ideal, s] = t
             if descend:
                 depth += 1
                 stack_ideal[depth] = lower
@@ -412,14 +448,15 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
                     load_compute[t] -= compute[b, t]
                     bad[t] -= unsupported[b, t]
                 size -= block_size[b]
+                cheap -= cheapest[b]
                 transfer_cost += _toggle_block(b, -1, block_ptr, block_nodes, transfer,
                                                pred_ptr, preds, out_degree, in_set, succ_in_set)
         for s in range(n_states):  # leave one device of kind t unused
             for t in range(n_kinds):
-                if digit[s, t] > 0 and f[s - stride[t], ideal] < f[s, ideal]:
-                    f[s, ideal] = f[s - stride[t], ideal]
-                    back_ideal[s, ideal] = ideal
-                    back_kind[s, ideal] = t
+                if digit[s, t] > 0 and f[ideal, s - stride[t]] < f[ideal, s]:
+                    f[ideal, s] = f[ideal, s - stride[t]]
+                    back_ideal[ideal, s] = ideal
+                    back_kind[ideal, s] = t
     return pairs
 
 
@@ -431,14 +468,46 @@ class _DpRun:
     finished: bool
 
 
+def _capacities(tables: _Tables, counts: list[int], bound: float
+                ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cheapest-compute capacity of one device per kind, of the devices in each state, and of
+    the devices a state leaves free.
+
+    A device of kind t with load below ``bound`` holds blocks whose cheapest compute sums to at
+    most ratio_t * bound (ratio_t = max over blocks of cheapest / compute on t), since loads are
+    at least compute. With no finite bound every capacity is infinite (no pruning).
+    """
+    if not math.isfinite(bound):
+        n_states = tables.digit.shape[0]
+        return (np.full(len(counts), np.inf), np.full(n_states, np.inf),
+                np.full(n_states, np.inf))
+    kind = tables.ratio * bound
+    used = tables.digit @ kind
+    free = (np.array(counts)[None, :] - tables.digit) @ kind
+    return kind, used, free
+
+
+def _ideal_cheapest(tables: _Tables, lattice: IdealLattice) -> np.ndarray:
+    out = np.zeros(lattice.count)
+    first_link = lattice.down_ptr[:-1]
+    for i in range(1, lattice.count):
+        link = first_link[i]
+        out[i] = out[lattice.down_to[link]] + tables.cheapest[lattice.down_block[link]]
+    return out
+
+
 def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice: IdealLattice,
             bound: float, deadline: float, progress: Progress) -> _DpRun:
     n_states = tables.digit.shape[0]
     n = lattice.count
-    f = np.empty((n_states, n))
-    back_ideal = np.empty((n_states, n), dtype=np.int64)
-    back_kind = np.empty((n_states, n), dtype=np.int64)
+    f = np.empty((n, n_states))
+    back_ideal = np.empty((n, n_states), dtype=np.int64)
+    back_kind = np.empty((n, n_states), dtype=np.int64)
     visited = np.full(n, -1, dtype=np.int64)
+    kind_capacity, used_capacity, free_capacity = _capacities(
+        tables, [kind.count for kind in problem.kinds], bound)
+    ideal_cheapest = _ideal_cheapest(tables, lattice)
+    total_cheapest = float(tables.cheapest.sum())
     pairs = 0
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
@@ -447,13 +516,15 @@ def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice:
                             tables.unsupported, tables.available, tables.block_size,
                             tables.memory, tables.is_cpu, tables.transfer,
                             tables.pred_ptr, tables.preds, tables.out_degree, tables.stride,
-                            tables.digit, bound, f, back_ideal, back_kind, visited)
+                            tables.digit, tables.cheapest, ideal_cheapest, total_cheapest,
+                            used_capacity, free_capacity, kind_capacity, bound, f, back_ideal,
+                            back_kind, visited)
         if progress is not None and n > CHUNK:
             progress(f"DP: {hi:,} of {n:,} ideals, {pairs:,} ideal pairs")
         if time.monotonic() > deadline and hi < n:
             return _DpRun(math.inf, None, pairs, finished=False)
     full_state = n_states - 1
-    value = float(f[full_state, n - 1])
+    value = float(f[n - 1, full_state])
     if not math.isfinite(value):
         return _DpRun(math.inf, None, pairs, finished=True)
     device = _backtrack(problem, blocks, tables, lattice, back_ideal, back_kind, full_state)
@@ -467,7 +538,7 @@ def _backtrack(problem: PlacementProblem, blocks: Blocks, tables: _Tables, latti
     block_device = np.full(blocks.count, -1, dtype=np.int64)
     ideal = lattice.count - 1
     while ideal != 0:
-        lower, kind = int(back_ideal[state, ideal]), int(back_kind[state, ideal])
+        lower, kind = int(back_ideal[ideal, state]), int(back_kind[ideal, state])
         if lower != ideal:
             members = lattice.masks[ideal] & ~lattice.masks[lower]
             chosen = [b for b in range(blocks.count) if members >> b & 1]
@@ -531,22 +602,24 @@ def _infeasible(problem: PlacementProblem, blocks: Blocks, tables: _Tables) -> F
 
 
 def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = None,
-                        upper_bound: float | None = None, progress: Progress = None) -> Placement:
+                        upper_bound: float | None = None, progress: Progress = None, *,
+                        max_ideals: int = MAX_IDEALS) -> Placement:
     """The optimal contiguous split for max-load (module docstring); value = bound = optimum.
 
     ``upper_bound`` (e.g. from a heuristic) tightens the cut; the DP then only finds splits of
     max-load below it. On hitting ``time_limit`` the best linear split is returned with status
     "time limit" and a simple lower bound. Raises ``FpgaplaceError`` when no contiguous split
-    fits or the graph has more than ``MAX_IDEALS`` ideals.
+    fits or the graph has more than ``max_ideals`` ideals.
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
-    blocks = build_blocks(problem)
-    tables = _tables(problem, blocks)
     if problem.n == 0:
         return Placement(device=np.zeros(0, dtype=np.int64), method="dp", value=0.0, bound=0.0,
                          status="optimal", seconds=0.0)
-    lattice = enumerate_ideals(blocks.count, blocks.edges, source=problem.source)
+    blocks = build_blocks(problem)
+    tables = _tables(problem, blocks)
+    lattice = enumerate_ideals(blocks.count, blocks.edges, limit=max_ideals,
+                               source=problem.source)
     if progress is not None:
         progress(f"DP: {blocks.count} blocks, {lattice.count:,} ideals")
 
@@ -554,7 +627,7 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
     for order in _topological_orders(blocks):
         run = _run_dp(problem, blocks, tables, _chain_lattice(order), math.inf, math.inf, None)
         if run.device is not None:
-            value = evaluate(problem, Placement(device=run.device)).max_load
+            value = max(device_loads(problem, run.device))
             if value < best:
                 incumbent, best = run.device, value
     cuts = [best]
@@ -575,5 +648,6 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
                          status=f"time limit ({lattice.count:,} ideals)")
     if run.device is None:  # nothing below an infinite cut: no contiguous split fits
         raise _infeasible(problem, blocks, tables)
-    return Placement(device=run.device, method="dp", value=run.value, bound=run.value,
+    value = max(device_loads(problem, run.device))  # the evaluator's sum, not the DP's
+    return Placement(device=run.device, method="dp", value=value, bound=min(value, run.value),
                      seconds=seconds, status="optimal", contiguous=True)
