@@ -5,6 +5,7 @@ Errors a user can cause print as one line on stderr with exit code 1, never a tr
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import math
@@ -452,6 +453,126 @@ def evaluate(
     out.print(f"max-load {result.max_load:.6g}   latency {result.latency:.6g}   contiguous {result.contiguous}")
     for violation in result.violations:
         err.print(f"[yellow]violation:[/] {violation}", highlight=False)
+
+
+# --------------------------------------------------------------------------- split / search
+
+OutDirOption = Annotated[Path, typer.Option("--out", help="Folder for the per-device ONNX models and manifest.json.")]
+OptimizeOption = Annotated[bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first.")]
+
+
+@app.command()
+@user_errors
+def split(
+    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    out_dir: OutDirOption,
+    board_name: BoardOption = "zcu104",
+    objective: ObjectiveOption = "throughput",
+    method: Annotated[str, typer.Option("--method", "-m", help="Placement method (see `place --help`).")] = "dp",
+    optimized: OptimizeOption = True,
+    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds for the solver.")] = 60.0,
+    batch: BatchOption = 1,
+    as_json: JsonOption = False,
+) -> None:
+    """Place a model and write one ONNX model per device, checked against the whole model.
+
+    Example: fpgaplace split resnet50.onnx --board zcu104 --out split/
+    """
+    from fpgaplace.flow import prepare, split_placement
+    from fpgaplace.solvers.run import SolveOptions, solve
+
+    with err.status(f"importing and costing {model.name}..."):
+        prepared = prepare(model, board_name, batch=batch, optimized=optimized)
+    with err.status(f"placing ({method}, {objective})..."):
+        result = solve(prepared.problem, method, SolveOptions(objective=objective, time_limit=time_limit))
+    with err.status("splitting and checking against the whole model..."):
+        manifest, errors = split_placement(prepared, result.placement, out_dir)
+    document = {
+        "out": str(out_dir),
+        "value": result.value,
+        "objective": objective,
+        "submodels": [{"name": s.name, "device": s.device, "ops": len(s.nodes)} for s in manifest.submodels],
+        "transfers": manifest.stats.get("transfers_after"),
+        "max_relative_error": max(errors.values(), default=0.0),
+    }
+    if as_json:
+        print_json(document)
+        return
+    table = Table(title=f"{model.name} split into {out_dir}")
+    for column in ("submodel", "device", "ops"):
+        table.add_column(column)
+    for s in document["submodels"]:
+        table.add_row(s["name"], s["device"], str(s["ops"]))
+    out.print(table)
+    out.print(f"outputs equal the whole model's (max relative error {document['max_relative_error']:.2g})")
+
+
+@app.command()
+@user_errors
+def search(
+    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    board_name: BoardOption = "zcu104",
+    target: Annotated[str, typer.Option("--target", help="Rank by throughput (time per sample) or latency.")] = "throughput",
+    batches: Annotated[str, typer.Option("--batch", help="Batch sizes to try, comma-separated (e.g. 1,4).")] = "1",
+    time_limit: Annotated[float, typer.Option("--time-limit", min=1.0, help="Seconds for the whole search.")] = 120.0,
+    out_dir: Annotated[Path | None, typer.Option("--out", help="Write the best placement and its split here.")] = None,
+    top: Annotated[int, typer.Option("--top", min=1, help="Rows of the ranked table to print.")] = 15,
+    as_json: JsonOption = False,
+) -> None:
+    """Search optimizer on/off, objective, cores used, (non-)contiguous splits and batch sizes.
+
+    Example: fpgaplace search model.onnx --board zcu102 --batch 1,4 --time-limit 60 --out best/
+    """
+    from fpgaplace.flow import split_placement
+    from fpgaplace.search import search as run_search
+    from fpgaplace.workload import placement_to_json
+
+    sizes = _parse_batches(batches)
+    with err.status("searching placements..."):
+        ranked = run_search(
+            model, board_name, target=target, batches=sizes, time_limit=time_limit,
+            progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False),
+        )
+    best = ranked[0]
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        split_placement(best.prepared, best.result.placement, out_dir / "split")
+        document = placement_to_json(best.prepared.problem, best.result.placement, best.result.evaluation)
+        _write_json_atomically(out_dir / "placement.json", _with_names(best.prepared.problem, document))
+    rows = [
+        {
+            "rank": rank, **dataclasses.asdict(s.candidate), "method": s.candidate.method,
+            "us_per_sample_pipelined": s.per_sample_throughput, "us_per_sample_latency": s.per_sample_latency,
+            "gap": _finite(s.result.placement.gap),
+        }
+        for rank, s in enumerate(ranked, start=1)
+    ]
+    if as_json:
+        print_json({"target": target, "ranked": rows, "out": str(out_dir) if out_dir else None})
+        return
+    table = Table(title=f"{model.name} on {board_name}: ranked by {target} (us per sample)")
+    for column in ("#", "optimizer", "objective", "cores", "sets", "batch", "pipelined", "latency", "gap"):
+        table.add_column(column)
+    for r in rows[:top]:
+        table.add_row(
+            str(r["rank"]), "on" if r["optimized"] else "off", r["objective"], str(r["cores"]),
+            "contiguous" if r["contiguous"] else "non-contig.", str(r["batch"]),
+            f"{r['us_per_sample_pipelined']:.4g}", f"{r['us_per_sample_latency']:.4g}",
+            f"{r['gap']:.1%}" if r["gap"] is not None else "—",
+        )
+    out.print(table)
+    if out_dir is not None:
+        out.print(f"best placement and its split written to {out_dir}")
+
+
+def _parse_batches(text: str) -> list[int]:
+    try:
+        sizes = [int(part) for part in text.split(",") if part.strip()]
+    except ValueError:
+        sizes = []
+    if not sizes or min(sizes) < 1:
+        raise FpgaplaceError(f"--batch: expected positive integers separated by commas, got {text!r}")
+    return sizes
 
 
 # --------------------------------------------------------------------------- demo

@@ -7,13 +7,21 @@ FPGA core (analytic, in the spirit of FINN's per-layer ``cycles()``/``dsp()``/``
   process ``LUT_LANES`` elements per cycle. The on-chip memory can feed ``bram36 * 8 + uram * 16``
   bytes per cycle (two ports of 4 bytes per BRAM36, two of 8 per URAM), so an op also needs
   ``bytes touched / that`` cycles; the op takes the larger of the two plus a fixed pipeline fill.
-  An op whose weights and buffers do not fit the smallest core streams them through DRAM in
-  tiles over the core's AXI link, which adds their transfer time.
+On-chip memory of a core (it runs its ops one after another, like an overlay): a share
+  ``WORKING_SHARE`` is the working area that every op reuses for its activation buffers and
+  weight tiles; the rest holds resident weights, which add up over the ops on the core. So an
+  op's footprint m(v) is its weight bytes when they stay resident, else 0. Weights larger than
+  ``RESIDENT_LIMIT`` of the weight area are streamed from DRAM at every run; activations whose
+  double buffers exceed the working area are tiled through DRAM; both add their bytes over the
+  core's AXI link to the op's latency.
 CPU core: the op's time measured by profiling the whole model with onnxruntime on this host,
   scaled by (host GFLOP/s) / (board CPU GFLOP/s); where a node has no measurement, analytic
   ``2 * macs / GFLOP/s``.
 Transfer c(u): bytes of u's outputs at the chosen precision over the core<->DRAM link, plus the
   link's latency.
+Fused ops (annotated by ``fpgaplace.passes.fuse``): a member of a fused group runs inside its
+  head's pipeline on a core, so it adds no core latency and no buffer of its own, and the group
+  shares one colour class so every solver keeps it on one device.
 """
 
 from __future__ import annotations
@@ -31,12 +39,14 @@ import numpy as np
 from fpgaplace.board import Board, CpuCore, FpgaCore
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.ir import Op, OpGraph
+from fpgaplace.passes.fuse import fused_head
 from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
 
 PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
 LUT_LANES = 16  # elements per cycle for ops without multiply-accumulates
 PIPELINE_FILL_CYCLES = 64  # fixed start-up cost of one op on a core
-STREAMING_SHARE = 0.25  # a streamed op keeps this share of a core for weight tiles (and as much for activations)
+WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area shared by all its ops
+RESIDENT_LIMIT = 0.5  # an op's weights stay resident if they take at most this share of the weight area
 
 
 @dataclass(frozen=True)
@@ -53,8 +63,8 @@ class OpCost:
     name: str
     op_type: str
     latency_us: dict[str, float]  # device kind name -> us; inf where unsupported
-    onchip_bytes: int
-    streamed: bool  # weights read from DRAM instead of kept on chip
+    onchip_bytes: int  # resident weight bytes (the placement's m(v))
+    streamed: bool  # weights or activations go through DRAM at every run
     transfer_us: float
     cpu_measured: bool
 
@@ -82,23 +92,34 @@ def _element_bytes(op: Op, graph: OpGraph, tensors: list[str], precision: int) -
     return sum(graph.tensors[t].numel * precision for t in tensors if t in graph.tensors)
 
 
-def op_footprint(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int) -> tuple[int, bool]:
-    """On-chip bytes of ``op`` (weights + double-buffered output) and whether it streams.
+@dataclass(frozen=True)
+class OnChipPlan:
+    """How one op uses a core's memory: bytes it keeps resident and bytes it streams per run."""
 
-    Weights and buffers stay on chip when together they fit in the smallest core. Otherwise the
-    op streams weights and activations through DRAM in tiles, keeping at most
-    ``STREAMING_SHARE`` of a core for weight tiles and as much again for activation tiles.
-    """
+    resident_bytes: int
+    streamed_bytes: int
+
+
+def weight_area(core_bytes: int) -> int:
+    return int(core_bytes * (1 - WORKING_SHARE))
+
+
+def on_chip_plan(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int) -> OnChipPlan:
+    """Keep ``op``'s weights resident when they fit ``RESIDENT_LIMIT`` of the smallest core's
+    weight area, else stream them; tile activations through DRAM when their double buffers
+    exceed the working area."""
     weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
-    buffers = 2 * _element_bytes(op, graph, op.outputs, precision)
-    if weights + buffers <= smallest_core_bytes:
-        return weights + buffers, False
-    share = int(smallest_core_bytes * STREAMING_SHARE)
-    return min(weights, share) + min(buffers, share), True
+    activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
+    outputs = _element_bytes(op, graph, op.outputs, precision)
+    resident = weights <= RESIDENT_LIMIT * weight_area(smallest_core_bytes)
+    tiled = 2 * (activations + outputs) > smallest_core_bytes * WORKING_SHARE
+    streamed = (0 if resident else weights) + (activations + outputs if tiled else 0)
+    return OnChipPlan(weights if resident else 0, streamed)
 
 
-def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, streamed: bool) -> float:
-    """Analytic latency (us) of ``op`` on one ``core``: max(compute, on-chip bandwidth) + fill."""
+def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, plan: OnChipPlan) -> float:
+    """Analytic latency (us) of ``op`` on one ``core``: max(compute, on-chip bandwidth) + fill,
+    plus the time to stream what does not stay on chip over the AXI link."""
     if not op.fpga_supported:
         return math.inf
     activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
@@ -111,10 +132,7 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, precis
     bytes_per_cycle = max(1, core.bram36 * 8 + core.uram * 16)
     memory_cycles = (activations + weights + outputs) / bytes_per_cycle
     cycles = max(compute_cycles, memory_cycles) + PIPELINE_FILL_CYCLES
-    latency = cycles / core.clock_mhz  # MHz -> cycles per microsecond
-    if streamed:  # weights and activations cross the AXI link once more
-        latency += (weights + activations + outputs) / (board.dram.gbps * 1e3)  # GB/s = 1e3 B/us
-    return latency
+    return cycles / core.clock_mhz + plan.streamed_bytes / (board.dram.gbps * 1e3)  # MHz = cycles/us; GB/s = 1e3 B/us
 
 
 MAC_OPS = frozenset(
@@ -255,8 +273,12 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     costs = []
     for name in graph.topological_order():
         op = graph.ops[name]
-        footprint, streamed = op_footprint(op, graph, precision, smallest)
-        latency = {kind: fpga_latency_us(op, graph, cores[0], board, precision, streamed) for kind, cores in core_kinds}
+        fused = _fused_into(op, graph) is not None
+        plan = OnChipPlan(0, 0) if fused else on_chip_plan(op, graph, precision, smallest)
+        latency = {
+            kind: _fused_latency(op) if fused else fpga_latency_us(op, graph, cores[0], board, precision, plan)
+            for kind, cores in core_kinds
+        }
         for kind, cpus in cpu_kinds(board):
             latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
         costs.append(
@@ -264,13 +286,36 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
                 name=name,
                 op_type=op.op_type,
                 latency_us=latency,
-                onchip_bytes=footprint,
-                streamed=streamed,
+                onchip_bytes=plan.resident_bytes,
+                streamed=plan.streamed_bytes > 0,
                 transfer_us=transfer_us(op, graph, board, precision),
                 cpu_measured=name in measured,
             )
         )
     return costs
+
+
+def _fused_latency(op: Op) -> float:
+    """A fused member runs inside its head's pipeline: no core time of its own."""
+    return 0.0 if op.fpga_supported else math.inf
+
+
+def _fused_into(op: Op, graph: OpGraph) -> str | None:
+    """The head op of ``op``'s fused group, if a fusion pass annotated it and the head exists."""
+    node = getattr(op, "node", None)
+    head = fused_head(node) if node is not None else None
+    return head if head in graph.ops and head != op.name else None
+
+
+def fused_colours(graph: OpGraph, names: list[str]) -> np.ndarray:
+    """Colour class per op: a fused group shares its head's index; other ops get -1."""
+    index = {name: i for i, name in enumerate(names)}
+    colour = np.full(len(names), -1, dtype=np.int64)
+    for name in names:
+        head = _fused_into(graph.ops[name], graph)
+        if head is not None:
+            colour[index[name]] = colour[index[head]] = index[head]
+    return colour
 
 
 def build_problem(
@@ -279,7 +324,8 @@ def build_problem(
     """The ``PlacementProblem`` of placing ``graph`` on ``board`` (finite-CPU latency convention)."""
     costs = costs if costs is not None else op_costs(graph, board, options)
     kinds = [
-        DeviceKind(name, len(cores), float(cores[0].onchip_bytes), False) for name, cores in fpga_core_kinds(board)
+        DeviceKind(name, len(cores), float(weight_area(cores[0].onchip_bytes)), False)
+        for name, cores in fpga_core_kinds(board)
     ]
     kinds += [DeviceKind(name, len(cpus), math.inf, True) for name, cpus in cpu_kinds(board)]
     index = {cost.name: i for i, cost in enumerate(costs)}
@@ -294,7 +340,7 @@ def build_problem(
         size=np.array([cost.onchip_bytes for cost in costs], dtype=np.float64),
         transfer=np.array([cost.transfer_us for cost in costs], dtype=np.float64),
         backward=np.zeros(len(costs), dtype=bool),
-        color=np.full(len(costs), -1, dtype=np.int64),
+        color=fused_colours(graph, [cost.name for cost in costs]),
         cpu_overlap_unlimited=False,
         source=graph.name,
         meta={"board": board.name, "precision": options.precision, "unit": "us"},

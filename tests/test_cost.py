@@ -5,19 +5,22 @@ import time
 
 import numpy as np
 import pytest
-from fpgaplace.frontend import from_model, load_onnx
-from fpgaplace.models import cnn_residual, light_model_path, mlp
 
 from fpgaplace.board import load_board
 from fpgaplace.cost import (
     PRECISION_BYTES,
     CostOptions,
+    OnChipPlan,
     build_problem,
     fpga_core_kinds,
+    fpga_latency_us,
     op_costs,
     profile_cpu_us,
+    weight_area,
 )
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.frontend import from_model, load_onnx
+from fpgaplace.models import cnn_residual, light_model_path, mlp
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +41,7 @@ def test_problem_matches_graph_and_board(cnn_graph, zcu104):
     cpus = [k for k in problem.kinds if k.is_cpu]
     assert sum(k.count for k in accel) == len(zcu104.cores)
     assert sum(k.count for k in cpus) == len(zcu104.cpus)
-    assert all(k.memory == zcu104.cores[0].onchip_bytes for k in accel)
+    assert all(k.memory == weight_area(zcu104.cores[0].onchip_bytes) < zcu104.cores[0].onchip_bytes for k in accel)
     # edges follow the topological order the problem's nodes are in
     assert all(u < v for u, v in problem.edges)
     assert np.all(problem.size >= 0) and np.all(problem.transfer >= 0)
@@ -111,7 +114,8 @@ def test_bad_precision_is_one_line(cnn_graph, zcu104):
 
 
 def test_oversized_weights_stream_and_fit(zcu104):
-    """ResNet-50's big layers do not fit a zcu104 core: they stream, and every footprint fits a core."""
+    """ResNet-50's big layers do not fit a zcu104 core: they stream, and every footprint fits a core.
+    Streaming costs time: the same op is slower on the core than with its weights resident."""
     graph = load_onnx(light_model_path("resnet50"))
     start = time.perf_counter()
     problem = build_problem(graph, zcu104, CostOptions(precision="int8"))
@@ -119,5 +123,11 @@ def test_oversized_weights_stream_and_fit(zcu104):
     accel = next(k for k in problem.kinds if not k.is_cpu)
     assert np.all(problem.size <= accel.memory)
     costs = op_costs(graph, zcu104, CostOptions(profile_cpu=False))
-    assert any(c.streamed for c in costs)
+    streamed = [c for c in costs if c.streamed and c.onchip_bytes == 0 and graph.ops[c.name].param_bytes > 0]
+    assert streamed, "expected ResNet-50 layers whose weights do not stay resident"
+    kind = fpga_core_kinds(zcu104)[0][0]
+    core = zcu104.cores[0]
+    op = graph.ops[streamed[0].name]
+    resident = fpga_latency_us(op, graph, core, zcu104, 1, OnChipPlan(op.param_bytes, 0))
+    assert streamed[0].latency_us[kind] > resident
     print(f"cost of resnet50 on zcu104: {seconds:.2f} s")
