@@ -121,6 +121,7 @@ def test_bad_device_index() -> None:
     r = evaluate(p, place(0, 5, 0))
     assert not r.feasible and "node 101 has device index 5" in r.violations[0]
     assert evaluate(p, place(0, 1)).violations[0].startswith("placement has 2")
+    assert "order entries" in evaluate(p, place(0, 0, 1, order=[0])).violations[0]
 
 
 def test_training_contiguity_is_judged_on_forward_graph() -> None:

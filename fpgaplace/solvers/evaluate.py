@@ -355,6 +355,8 @@ def evaluate(problem: PlacementProblem, placement: Placement,
     n_devices = len(problem.devices())
     device = np.asarray(placement.device)
     bad = _bad_devices(problem, device, n_devices)
+    if placement.order is not None and np.shape(placement.order) != (problem.n,):
+        bad.append(f"placement has {np.size(placement.order)} order entries, expected {problem.n}")
     if bad:
         return Evaluation(max_load=math.inf, loads=[math.inf] * n_devices, latency=math.inf,
                           contiguous=False, violations=bad)
