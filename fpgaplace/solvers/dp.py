@@ -634,7 +634,7 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
     if upper_bound is not None and upper_bound < best:
         cuts.insert(0, upper_bound)  # if nothing beats the caller's bound, retry with ours
     for bound in cuts:
-        cut = bound * (1 + BOUND_SLACK) if math.isfinite(bound) else math.inf
+        cut = math.nextafter(bound * (1 + BOUND_SLACK), math.inf)  # loads must be < cut
         run = _run_dp(problem, blocks, tables, lattice, cut, deadline, progress)
         if run.device is not None or not run.finished:
             break
