@@ -49,18 +49,21 @@ Sample = dict[str, np.ndarray]
 Progress = Callable[[int, int], None]  # (samples finished, samples in total)
 
 PROBE_TIMEOUT_S = 3.0  # longest wait for a TCP answer from a cluster address
+START_TIMEOUT_FLOOR_S = 30.0  # actors start worker processes and load sessions: allow this at least
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # small: the pipeline keeps few samples in flight
 
 
 @dataclass(frozen=True)
 class InjectedFault:
-    """Test hook: the actor of ``device`` exits (``os._exit``) when asked for a submodel run
-    after completing ``after_runs`` runs in its current life. Only its first life unless
-    ``every_life``, so Ray's restart recovers from a one-off fault but not from a repeating one."""
+    """Test hook: the actor of ``device`` fails when asked for a submodel run after completing
+    ``after_runs`` runs in its current life: ``action`` "exit" ends its process (``os._exit``,
+    like a crashed node), "hang" makes it sleep for an hour. Only in its first life unless
+    ``every_life``, so Ray's restart recovers from a one-off crash but not from a repeating one."""
 
     device: str
     after_runs: int
     every_life: bool = False
+    action: str = "exit"  # "exit" | "hang"
 
 
 @dataclass
@@ -236,6 +239,8 @@ class _StageWorker:
 
     def run(self, name: str, *tensors: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         if self.fault is not None and self.runs >= self.fault.after_runs:
+            if self.fault.action == "hang":
+                time.sleep(3600)
             os._exit(1)  # test hook: die like a crashed node, without clean-up
         start = time.perf_counter()
         try:
@@ -272,6 +277,7 @@ class _Pipeline:
     workers: dict[str, Any]  # device -> actor handle
     restart_log: Any
     timeout_s: float
+    start_timeout_s: float
     max_restarts: int
     device_of_actor: dict[str, str] = field(default_factory=dict)  # actor id (hex) -> device
 
@@ -335,7 +341,7 @@ def _connect(ray: Any, address: str | None, num_actors: int, timeout_s: float) -
 
 
 def _start_pipeline(ray: Any, manifest: Manifest, manifest_dir: Path, threads: int, timeout_s: float,
-                    max_restarts: int, fault: InjectedFault | None) -> _Pipeline:
+                    start_timeout_s: float, max_restarts: int, fault: InjectedFault | None) -> _Pipeline:
     log_name = f"fpgaplace-restart-log-{uuid.uuid4().hex}"
     log_actor = ray.remote(_RestartLog).options(num_cpus=0, name=log_name).remote()
     worker_class = ray.remote(_StageWorker)
@@ -346,7 +352,7 @@ def _start_pipeline(ray: Any, manifest: Manifest, manifest_dir: Path, threads: i
             num_cpus=1, max_restarts=max_restarts, max_task_retries=max_restarts, scheduling_strategy="SPREAD",
         ).remote(device, str(manifest_dir.resolve()), files, threads,
                  fault if fault is not None and fault.device == device else None, log_name)
-    pipeline = _Pipeline(ray, workers, log_actor, timeout_s, max_restarts,
+    pipeline = _Pipeline(ray, workers, log_actor, timeout_s, start_timeout_s, max_restarts,
                          {handle._actor_id.hex(): device for device, handle in workers.items()})
     try:
         _await_ready(pipeline)
@@ -359,12 +365,12 @@ def _start_pipeline(ray: Any, manifest: Manifest, manifest_dir: Path, threads: i
 def _await_ready(pipeline: _Pipeline) -> None:
     ray = pipeline.ray
     checks = {device: handle.ready.remote() for device, handle in pipeline.workers.items()}
-    ready, _ = ray.wait(list(checks.values()), num_returns=len(checks), timeout=pipeline.timeout_s)
+    ready, _ = ray.wait(list(checks.values()), num_returns=len(checks), timeout=pipeline.start_timeout_s)
     late = [device for device, ref in checks.items() if ref not in ready]
     if late:
         cpus = ray.cluster_resources().get("CPU", 0)
-        raise FpgaplaceError(f"cluster: the actors of devices {late} did not start within {pipeline.timeout_s:g} s "
-                             f"(each needs 1 CPU; the cluster has {cpus:g})")
+        raise FpgaplaceError(f"cluster: the actors of devices {late} did not start within "
+                             f"{pipeline.start_timeout_s:g} s (each needs 1 CPU; the cluster has {cpus:g})")
     for device, ref in checks.items():
         try:
             error = ray.get(ref, timeout=pipeline.timeout_s)
@@ -466,14 +472,15 @@ def _final_stats(pipeline: _Pipeline) -> tuple[dict[str, float], dict[str, int]]
 def run_cluster(manifest_dir: Path, inputs: Iterable[Sample] | int, address: str | None = None,
                 timeout_s: float = 60, max_restarts: int = 1, progress: Progress | None = None, *,
                 threads_per_actor: int = 1, window: int | None = None, seed: int = 0,
-                fault: InjectedFault | None = None) -> ClusterRunResult:
+                start_timeout_s: float | None = None, fault: InjectedFault | None = None) -> ClusterRunResult:
     """Stream ``inputs`` through the split in ``manifest_dir`` on Ray actors, one per device.
 
     ``inputs`` is a list of samples (graph input name -> array) or a count of random samples
     drawn from the manifest's input types (seeds ``seed``, ``seed + 1``, ...). Without
     ``address`` a local Ray is started (or the one already running in this process is used);
-    with it, the cluster there is joined. ``timeout_s`` bounds every wait (actor start-up, each
-    sample); ``max_restarts`` is how often Ray may restart each actor. ``window`` bounds the
+    with it, the cluster there is joined. ``timeout_s`` bounds every wait for a sample;
+    ``start_timeout_s`` (default ``max(timeout_s, 30)``) the wait for the actors to start and
+    load their sessions; ``max_restarts`` is how often Ray may restart each actor. ``window`` bounds the
     samples in flight (default twice the number of submodels). ``progress(done, total)`` is
     called after each sample. Raises ``FpgaplaceError`` on every failure, never hangs.
     """
@@ -491,7 +498,9 @@ def run_cluster(manifest_dir: Path, inputs: Iterable[Sample] | int, address: str
     devices = pipeline_devices(manifest)
     started = _connect(ray, address, len(devices), timeout_s)
     try:
-        pipeline = _start_pipeline(ray, manifest, manifest_dir, threads_per_actor, timeout_s, max_restarts, fault)
+        start_wait = start_timeout_s if start_timeout_s is not None else max(timeout_s, START_TIMEOUT_FLOOR_S)
+        pipeline = _start_pipeline(ray, manifest, manifest_dir, threads_per_actor, timeout_s, start_wait,
+                                   max_restarts, fault)
         try:
             start = time.perf_counter()
             outputs = _stream(pipeline, manifest, samples, window or 2 * len(manifest.submodels), progress)
