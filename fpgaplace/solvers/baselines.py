@@ -4,6 +4,8 @@ These are the comparison points of Tarnawski et al. (NeurIPS 2020, Section 6) pl
 trivial ones; none of them proves anything, so every result carries ``bound = -inf`` and
 ``status = "heuristic"``.
 
+All of them move a colour class as one *block* (``colour_blocks``), so none splits a class.
+
 - ``greedy_latency``: fill the accelerators one after another in topological order while
   memory fits, the rest on a CPU. O(n + m).
 - ``local_search``: first-improvement moves and swaps of nodes between devices with random
@@ -26,10 +28,13 @@ import math
 import random
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.solvers.evaluate import class_graph, evaluate
+from fpgaplace.solvers.evaluate import topological_order as evaluation_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 Objective = str  # "throughput" | "latency"
@@ -92,26 +97,8 @@ def check_feasible(problem: PlacementProblem) -> None:
 
 
 def topological_order(problem: PlacementProblem) -> list[int]:
-    """Kahn's algorithm, smallest index first among ready nodes (deterministic). O(m log n)."""
-    import heapq
-
-    indegree = [0] * problem.n
-    for _, v in problem.edges:
-        indegree[v] += 1
-    succ = problem.successors()
-    ready = [v for v in range(problem.n) if indegree[v] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        u = heapq.heappop(ready)
-        order.append(u)
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, v)
-    if len(order) != problem.n:
-        raise FpgaplaceError(f"{problem.source or 'graph'}: the graph has a cycle")
-    return order
+    """Smallest index first among ready nodes: the evaluator's order. O((n + m) log n)."""
+    return evaluation_order(problem.n, problem.edges)
 
 
 def _device_lists(problem: PlacementProblem) -> tuple[list[int], list[int]]:
@@ -126,6 +113,63 @@ def _kind_of(problem: PlacementProblem) -> list[int]:
     return [k for k, _ in problem.devices()]
 
 
+@dataclass
+class Blocks:
+    """Colour blocks in a topological order of the class graph (see ``colour_blocks``).
+
+    ``flat`` lists the nodes block after block (members in topological order); every run of
+    whole blocks is a contiguous (convex) set.
+    """
+
+    members: list[list[int]]
+    latency: np.ndarray  # (B, K) summed, inf if a member cannot run on the kind
+    size: np.ndarray  # (B,)
+    flat: list[int]
+    starts: list[int]  # position in ``flat`` of each block's first member, then n
+
+
+def colour_blocks(problem: PlacementProblem) -> Blocks:
+    """Group colour classes into blocks and order the blocks topologically. O((n + m) log n).
+
+    A block is a strongly connected component of the evaluator's class graph (the forward
+    graph with colour classes contracted; backward nodes follow their forward mates): usually
+    one colour class, several when classes depend on each other in a cycle. Runs of whole
+    blocks in this order are contiguous sets, the kind the DP and the contiguous IP consider.
+    """
+    import heapq
+
+    import networkx as nx
+
+    topo = topological_order(problem)
+    position = {v: i for i, v in enumerate(topo)}
+    cls, class_edges = class_graph(problem)
+    graph = nx.DiGraph()
+    graph.add_nodes_from(range(int(cls.max()) + 1))
+    graph.add_edges_from(class_edges)
+    condensed = nx.condensation(graph)
+    component = condensed.graph["mapping"]  # class -> component
+    members: list[list[int]] = [[] for _ in condensed.nodes]
+    for v in topo:
+        members[component[int(cls[v])]].append(v)
+    indegree = {c: condensed.in_degree(c) for c in condensed.nodes}
+    ready = [(position[members[c][0]], c) for c in condensed.nodes if indegree[c] == 0]
+    heapq.heapify(ready)
+    order: list[int] = []
+    while ready:
+        _, c = heapq.heappop(ready)
+        order.append(c)
+        for d in condensed.successors(c):
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                heapq.heappush(ready, (position[members[d][0]], d))
+    members = [members[c] for c in order]
+    flat = [v for m in members for v in m]
+    starts = list(itertools.accumulate([0] + [len(m) for m in members]))
+    latency = np.array([problem.latency[m].sum(axis=0) for m in members])
+    size = np.array([float(problem.size[m].sum()) for m in members])
+    return Blocks(members, latency.reshape(len(members), len(problem.kinds)), size, flat, starts)
+
+
 def _score(
     problem: PlacementProblem,
     device: np.ndarray,
@@ -135,9 +179,10 @@ def _score(
     order: np.ndarray | None = None,
     contiguous: bool = True,
 ) -> Placement:
-    """Wrap an assignment as a Placement whose value the evaluator computed."""
-    from fpgaplace.solvers.evaluate import evaluate
+    """Wrap an assignment as a Placement whose value the evaluator computed.
 
+    A given subgraph ``order`` that deadlocks is dropped (the evaluator then derives one).
+    """
     placement = Placement(
         device=np.asarray(device, dtype=np.int64),
         order=order,
@@ -146,7 +191,11 @@ def _score(
         status="heuristic",
         contiguous=contiguous,
     )
-    result = evaluate(problem, placement)
+    try:
+        result = evaluate(problem, placement)
+    except FpgaplaceError:
+        placement.order = None
+        result = evaluate(problem, placement)
     placement.contiguous = bool(result.contiguous)
     if result.feasible:
         placement.value = float(result.max_load if objective == "throughput" else result.latency)
@@ -157,31 +206,29 @@ def _score(
     return placement
 
 
-def _objective_value(problem: PlacementProblem, placement: Placement, objective: Objective) -> float:
-    from fpgaplace.solvers.evaluate import evaluate
-
-    result = evaluate(problem, placement)
-    if not result.feasible:
-        return math.inf
-    if objective == "throughput":
-        return float(result.max_load)
-    return float(result.latency)
-
-
 def _check_objective(objective: Objective) -> None:
     if objective not in ("throughput", "latency"):
         raise FpgaplaceError(f"objective {objective!r}: expected 'throughput' or 'latency'")
 
 
-def _cpu_for(problem: PlacementProblem, v: int, cpus: Sequence[int], load: dict[int, float]) -> int:
-    """The least-loaded CPU core that can run v (-1 if none)."""
+def _cpu_for(problem: PlacementProblem, blocks: Blocks, b: int, cpus: Sequence[int],
+             load: dict[int, float]) -> int:
+    """The least-loaded CPU core that can run block b (-1 if none); adds b's work to it."""
     kind = _kind_of(problem)
-    allowed = [d for d in cpus if math.isfinite(problem.latency[v, kind[d]])]
+    allowed = [d for d in cpus if math.isfinite(blocks.latency[b, kind[d]])]
     if not allowed:
         return -1
     best = min(allowed, key=lambda d: (load[d], d))
-    load[best] += float(problem.latency[v, kind[best]])
+    load[best] += float(blocks.latency[b, kind[best]])
     return best
+
+
+def _no_room(problem: PlacementProblem, blocks: Blocks, b: int, what: str) -> FpgaplaceError:
+    v = blocks.members[b][0]
+    return FpgaplaceError(
+        f"{problem.source or 'problem'}: {what} found no room for node {problem.names[v]!r} "
+        f"(id {problem.ids[v]}); the accelerators are full and no CPU can run it"
+    )
 
 
 # --------------------------------------------------------------------------- baselines
@@ -190,14 +237,15 @@ def _cpu_for(problem: PlacementProblem, v: int, cpus: Sequence[int], load: dict[
 def greedy_latency(problem: PlacementProblem) -> Placement:
     """Fill accelerators one after another in topological order while memory fits.
 
-    A node that does not fit the current accelerator closes it and opens the next one; a node
-    an accelerator cannot run, and everything after the last accelerator is full, goes to the
-    least-loaded CPU core. Each accelerator's nodes are cut into subgraphs at every CPU node
-    that interrupts them, so every subgraph is a run of the topological order (hence convex)
-    and the order of subgraphs follows the topological order. O(n + m).
+    Works on colour blocks (a colour class moves as one). A block that does not fit the current
+    accelerator closes it and opens the next one; a block an accelerator cannot run, and
+    everything after the last accelerator is full, goes to the least-loaded CPU core. Each
+    accelerator's nodes are cut into subgraphs wherever a CPU block interrupts them, so every
+    subgraph is a run of a topological order (convex) and subgraphs run in that order. O(n + m).
     """
     started = time.perf_counter()
     check_feasible(problem)
+    blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
     kind = _kind_of(problem)
     device = np.full(problem.n, -1, dtype=np.int64)
@@ -206,57 +254,50 @@ def greedy_latency(problem: PlacementProblem) -> Placement:
     current, used = 0, 0.0
     subgraph = {d: 0 for d in accels}
     interrupted = False
-    for v in topological_order(problem):
+    for b, members in enumerate(blocks.members):
         placed = False
         while current < len(accels):
             d = accels[current]
-            if not math.isfinite(problem.latency[v, kind[d]]):
+            if not math.isfinite(blocks.latency[b, kind[d]]):
                 break
-            if used + problem.size[v] <= problem.kinds[kind[d]].memory:
+            if used + blocks.size[b] <= problem.kinds[kind[d]].memory:
                 if interrupted:
                     subgraph[d] += 1
                     interrupted = False
-                device[v], order[v] = d, subgraph[d]
-                used += float(problem.size[v])
+                device[members], order[members] = d, subgraph[d]
+                used += float(blocks.size[b])
                 placed = True
                 break
             current, used, interrupted = current + 1, 0.0, False
         if placed:
             continue
-        d = _cpu_for(problem, v, cpus, cpu_load)
+        d = _cpu_for(problem, blocks, b, cpus, cpu_load)
         if d < 0:
-            raise FpgaplaceError(
-                f"{problem.source or 'problem'}: greedy placement found no room for node "
-                f"{problem.names[v]!r} (id {problem.ids[v]}); the accelerators are full and no "
-                "CPU can run it"
-            )
-        device[v] = d
+            raise _no_room(problem, blocks, b, "greedy placement")
+        device[members] = d
         interrupted = True
     return _score(problem, device, "greedy", "latency", started, order=order)
 
 
 def single_accelerator(problem: PlacementProblem, objective: Objective = "throughput") -> Placement:
-    """Everything on the first accelerator, nodes it cannot run on the least-loaded CPU core.
+    """Everything on the first accelerator, blocks it cannot run on the least-loaded CPU core.
 
     Infeasible (value inf, status "infeasible") when the model does not fit its memory.
     """
     started = time.perf_counter()
     _check_objective(objective)
+    blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
     kind = _kind_of(problem)
     cpu_load = {d: 0.0 for d in cpus}
     device = np.full(problem.n, -1, dtype=np.int64)
-    for v in topological_order(problem):
-        if accels and math.isfinite(problem.latency[v, kind[accels[0]]]):
-            device[v] = accels[0]
+    for b, members in enumerate(blocks.members):
+        if accels and math.isfinite(blocks.latency[b, kind[accels[0]]]):
+            device[members] = accels[0]
         else:
-            device[v] = _cpu_for(problem, v, cpus, cpu_load)
-    if (device < 0).any():
-        v = int(np.flatnonzero(device < 0)[0])
-        raise FpgaplaceError(
-            f"{problem.source or 'problem'}: node {problem.names[v]!r} (id {problem.ids[v]}) "
-            "cannot run on the first accelerator and no CPU can run it"
-        )
+            device[members] = _cpu_for(problem, blocks, b, cpus, cpu_load)
+            if device[members[0]] < 0:
+                raise _no_room(problem, blocks, b, "single-accelerator placement")
     return _score(problem, device, "single", objective, started)
 
 
@@ -266,7 +307,7 @@ def all_cpu(problem: PlacementProblem, objective: Objective = "throughput") -> P
     _check_objective(objective)
     _, cpus = _device_lists(problem)
     if not cpus:
-        raise FpgaplaceError(f"{problem.source or 'problem'}: maxCPUs is 0, expected a CPU core")
+        raise FpgaplaceError(f"{problem.source or 'problem'}: there is no CPU core, expected one")
     kind = _kind_of(problem)
     bad = np.flatnonzero(~np.isfinite(problem.latency[:, kind[cpus[0]]]))
     if len(bad):
@@ -286,19 +327,18 @@ def from_split_file(path: str, problem: PlacementProblem, objective: Objective =
     started = time.perf_counter()
     _check_objective(objective)
     given = load_split(path, problem)
-    placement = _score(problem, given.device, "split-file", objective, started, order=given.order)
-    return placement
+    return _score(problem, given.device, "split-file", objective, started, order=given.order)
 
 
 # --------------------------------------------------------------------------- PipeDream DP
 
 
-def _stage_transfer_costs(problem: PlacementProblem, topo: list[int]) -> np.ndarray:
-    """cost[i, j] = transfer of the stage topo[i:j] (j > i): every node with an edge crossing
-    the stage boundary, counted once. Built incrementally for each i in O(n * m) total."""
+def _stage_transfer_costs(problem: PlacementProblem, flat: list[int]) -> np.ndarray:
+    """cost[i, j] = transfer of the stage flat[i:j] (j > i): every node with an edge crossing
+    the stage boundary, counted once. Built incrementally for each i; O(n * m) in total."""
     n = problem.n
     position = np.empty(n, dtype=np.int64)
-    position[topo] = np.arange(n)
+    position[flat] = np.arange(n)
     succ = problem.successors()
     pred = problem.predecessors()
     cost = np.zeros((n + 1, n + 1))
@@ -306,12 +346,12 @@ def _stage_transfer_costs(problem: PlacementProblem, topo: list[int]) -> np.ndar
     outdegree = np.array([len(s) for s in succ], dtype=np.int64)
     for i in range(n):
         # Stage [i, j): u pays if (u inside and some successor outside) or (u outside and some
-        # successor inside). Adding topo[j-1] changes only that node and its predecessors.
+        # successor inside). Adding flat[j-1] changes only that node and its predecessors.
         inside_succ = np.zeros(n, dtype=np.int64)
         paying = np.zeros(n, dtype=bool)
         total = 0.0
         for j in range(i + 1, n + 1):
-            v = topo[j - 1]
+            v = flat[j - 1]
             for u in pred[v]:
                 inside_succ[u] += 1
             for u in {v, *pred[v]}:
@@ -325,35 +365,34 @@ def _stage_transfer_costs(problem: PlacementProblem, topo: list[int]) -> np.ndar
 
 
 def pipedream(problem: PlacementProblem, objective: Objective = "throughput") -> Placement:
-    """PipeDream-style linearized DP over prefixes of one topological order.
+    """PipeDream-style linearized DP over prefixes of one topological order of colour blocks.
 
-    Stages are consecutive runs of the order; each goes to a distinct device (accelerators pay
-    their stage's boundary transfers and need its memory to fit). For throughput the DP
-    minimises the largest stage load, for latency the sum of stage times (a chain). State: the
-    prefix length and how many devices of each kind are used. O(n^2 * S * K), S = number of
-    device-count states, K = device kinds.
+    Stages are runs of whole blocks; each goes to a distinct device (accelerators pay their
+    stage's boundary transfers and need its memory to fit). For throughput the DP minimises the
+    largest stage load, for latency the sum of stage times (a chain). State: the prefix and how
+    many devices of each kind are used. O(B^2 * S * K) numpy steps for B blocks, S device-count
+    states, K device kinds, plus O(n * m) for the transfer table.
     """
     started = time.perf_counter()
     _check_objective(objective)
     check_feasible(problem)
-    topo = topological_order(problem)
-    n = problem.n
+    blocks = colour_blocks(problem)
+    cuts = np.array(blocks.starts)  # stage boundaries, positions in blocks.flat
     kinds = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
-    transfer = _stage_transfer_costs(problem, topo)
-    lat = problem.latency[topo][:, kinds]  # (n, K)
+    transfer = _stage_transfer_costs(problem, blocks.flat)[np.ix_(cuts, cuts)]
+    lat = blocks.latency[:, kinds]
     prefix_lat = np.vstack([np.zeros(len(kinds)), np.cumsum(np.where(np.isfinite(lat), lat, 0), 0)])
     unsupported = np.vstack([np.zeros(len(kinds)), np.cumsum(~np.isfinite(lat), 0)])
-    prefix_size = np.concatenate([[0.0], np.cumsum(problem.size[topo])])
+    prefix_size = np.concatenate([[0.0], np.cumsum(blocks.size)])
+    count = len(blocks.members)
     states = list(itertools.product(*[range(problem.kinds[k].count + 1) for k in kinds]))
     state_index = {s: i for i, s in enumerate(states)}
-    best = np.full((n + 1, len(states)), math.inf)
-    back_stage = np.full((n + 1, len(states)), -1, dtype=np.int64)
-    back_state = np.full((n + 1, len(states)), -1, dtype=np.int64)
-    back_kind = np.full((n + 1, len(states)), -1, dtype=np.int64)
+    best = np.full((count + 1, len(states)), math.inf)
+    back = np.full((count + 1, len(states), 3), -1, dtype=np.int64)
     best[0, state_index[tuple(0 for _ in kinds)]] = 0.0
-    for j in range(1, n + 1):
+    for j in range(1, count + 1):
         for slot, k in enumerate(kinds):
-            # stage topo[i:j] on a device of kind k, for every i < j at once
+            # stage = blocks i..j-1 on a device of kind k, for every i < j at once
             stage = prefix_lat[j, slot] - prefix_lat[:j, slot]
             allowed = unsupported[j, slot] - unsupported[:j, slot] == 0
             if not problem.kinds[k].is_cpu:
@@ -364,33 +403,29 @@ def pipedream(problem: PlacementProblem, objective: Objective = "throughput") ->
                 if state[slot] >= problem.kinds[k].count:
                     continue
                 before = best[:j, s_index]
-                if objective == "throughput":
-                    value = np.maximum(before, stage)
-                else:
-                    value = before + stage
+                value = np.maximum(before, stage) if objective == "throughput" else before + stage
                 i = int(np.argmin(value))
                 nxt = list(state)
                 nxt[slot] += 1
                 t = state_index[tuple(nxt)]
                 if value[i] < best[j, t]:
                     best[j, t] = value[i]
-                    back_stage[j, t], back_state[j, t], back_kind[j, t] = i, s_index, k
-    end = int(np.argmin(best[n]))
-    if not math.isfinite(best[n, end]):
+                    back[j, t] = (i, s_index, k)
+    end = int(np.argmin(best[count]))
+    if not math.isfinite(best[count, end]):
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: no split of the topological order into stages fits "
             "the devices' memory"
         )
-    device = np.full(n, -1, dtype=np.int64)
+    first_device = {k: d for d, (k, ordinal) in reversed(list(enumerate(problem.devices())))
+                    if ordinal == 0}
     next_ordinal = {k: 0 for k in kinds}
-    first_device = {}
-    for d, (k, ordinal) in enumerate(problem.devices()):
-        if ordinal == 0:
-            first_device[k] = d
-    j, s = n, end
+    device = np.full(problem.n, -1, dtype=np.int64)
+    j, s = count, end
     while j > 0:
-        i, s_prev, k = int(back_stage[j, s]), int(back_state[j, s]), int(back_kind[j, s])
-        device[[topo[p] for p in range(i, j)]] = first_device[k] + next_ordinal[k]
+        i, s_prev, k = (int(x) for x in back[j, s])
+        nodes = blocks.flat[blocks.starts[i]: blocks.starts[j]]
+        device[nodes] = first_device[k] + next_ordinal[k]
         next_ordinal[k] += 1
         j, s = i, s_prev
     return _score(problem, device, "pipedream", objective, started)
@@ -399,110 +434,93 @@ def pipedream(problem: PlacementProblem, objective: Objective = "throughput") ->
 # --------------------------------------------------------------------------- partitioner
 
 
-def _repair(problem: PlacementProblem, device: np.ndarray) -> np.ndarray:
-    """Move nodes off accelerators that cannot run them or whose memory overflows.
+def _repair(problem: PlacementProblem, blocks: Blocks, device: np.ndarray) -> np.ndarray:
+    """Move blocks off accelerators that cannot run them or whose memory overflows.
 
-    Unsupported nodes go to the least-loaded CPU core; on an overflowing accelerator the nodes
-    latest in topological order move to another accelerator with room, else to a CPU.
+    Blocks are visited in topological order; a block that is unsupported where it is, or would
+    overflow its accelerator, goes to the least-loaded CPU core that can run it, else to the
+    first accelerator with room. O(B * D).
     """
     accels, cpus = _device_lists(problem)
     kind = _kind_of(problem)
     device = device.copy()
     cpu_load = {d: 0.0 for d in cpus}
-    for v in range(problem.n):
-        if device[v] in cpu_load:
-            cpu_load[device[v]] += float(problem.latency[v, kind[device[v]]])
     used = {d: 0.0 for d in accels}
-    for v in topological_order(problem):
-        d = int(device[v])
-        if d in used:
-            memory = problem.kinds[kind[d]].memory
-            if math.isfinite(problem.latency[v, kind[d]]) and used[d] + problem.size[v] <= memory:
-                used[d] += float(problem.size[v])
-                continue
-            spare = [
-                a for a in accels
-                if math.isfinite(problem.latency[v, kind[a]])
-                and used[a] + problem.size[v] <= problem.kinds[kind[a]].memory
-            ]
-            target = _cpu_for(problem, v, cpus, cpu_load)
-            if target < 0 and spare:
-                target = spare[0]
-                used[target] += float(problem.size[v])
-            if target < 0:
-                raise FpgaplaceError(
-                    f"{problem.source or 'problem'}: no room for node {problem.names[v]!r} "
-                    f"(id {problem.ids[v]}) on any device"
-                )
-            device[v] = target
-        elif not math.isfinite(problem.latency[v, kind[d]]):
-            moved = _cpu_for(problem, v, cpus, cpu_load)
-            device[v] = moved if moved >= 0 else device[v]
+    for b, members in enumerate(blocks.members):
+        d = int(device[members[0]])
+        runs = math.isfinite(blocks.latency[b, kind[d]])
+        if d in used and runs and used[d] + blocks.size[b] <= problem.kinds[kind[d]].memory:
+            used[d] += float(blocks.size[b])
+            continue
+        if d in cpu_load and runs:
+            cpu_load[d] += float(blocks.latency[b, kind[d]])
+            continue
+        target = _cpu_for(problem, blocks, b, cpus, cpu_load)
+        if target < 0:
+            spare = [a for a in accels if math.isfinite(blocks.latency[b, kind[a]])
+                     and used[a] + blocks.size[b] <= problem.kinds[kind[a]].memory]
+            if not spare:
+                raise _no_room(problem, blocks, b, "partitioner repair")
+            target = spare[0]
+            used[target] += float(blocks.size[b])
+        device[members] = target
     return device
 
 
 def partitioner(problem: PlacementProblem, objective: Objective = "throughput") -> Placement:
-    """METIS k-way partition (pymetis) into one part per accelerator, then repaired.
+    """METIS k-way partition (pymetis) of the colour-block graph, one part per accelerator.
 
-    Vertex weight: the node's accelerator latency; edge weight: the source's transfer cost
-    (both scaled to integers). Parts are accelerators; unsupported nodes and memory overflow
-    go to CPUs (see ``_repair``). METIS is multilevel, roughly O(m log k).
+    Vertex weight: the block's accelerator latency; edge weight: the sources' transfer costs
+    (both scaled to integers). Unsupported blocks and memory overflow then go to CPUs
+    (``_repair``). METIS is multilevel, roughly O(m log k).
     """
     import pymetis
 
     started = time.perf_counter()
     _check_objective(objective)
     check_feasible(problem)
+    blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
     kind = _kind_of(problem)
-    n = problem.n
-    if not accels:
-        device = np.array([cpus[0]] * n)
-        return _score(problem, device, "partitioner", objective, started)
-    lat = problem.latency[:, kind[accels[0]]]
-    finite = np.where(np.isfinite(lat), lat, np.nan)
-    scale = 1000.0 / max(np.nanmax(finite) if np.isfinite(finite).any() else 1.0, 1e-12)
-    vweights = [max(1, int(round(x * scale))) if np.isfinite(x) else 1 for x in finite]
-    neighbours: list[dict[int, float]] = [dict() for _ in range(n)]
-    cmax = max(float(problem.transfer.max()) if n else 0.0, 1e-12)
-    for u, v in problem.edges:
-        w = float(problem.transfer[u]) / cmax
-        neighbours[u][v] = neighbours[u].get(v, 0.0) + w
-        neighbours[v][u] = neighbours[v].get(u, 0.0) + w
-    xadj, adjncy, eweights = [0], [], []
-    for u in range(n):
-        for v, w in sorted(neighbours[u].items()):
-            adjncy.append(v)
-            eweights.append(max(1, int(round(w * 1000))))
-        xadj.append(len(adjncy))
+    count = len(blocks.members)
+    block_of = np.empty(problem.n, dtype=np.int64)
+    for b, members in enumerate(blocks.members):
+        block_of[members] = b
     parts = len(accels)
-    if parts == 1 or n <= parts:
-        membership = [min(v, parts - 1) for v in range(n)]
+    if parts == 0:
+        device = np.full(problem.n, cpus[0], dtype=np.int64)
+        return _score(problem, _repair(problem, blocks, device), "partitioner", objective,
+                      started, contiguous=False)
+    lat = blocks.latency[:, kind[accels[0]]]
+    finite = lat[np.isfinite(lat)]
+    scale = 1000.0 / max(float(finite.max()) if finite.size else 1.0, 1e-12)
+    vweights = [max(1, round(x * scale)) if math.isfinite(x) else 1 for x in lat]
+    neighbours: list[dict[int, float]] = [{} for _ in range(count)]
+    cmax = max(float(problem.transfer.max()), 1e-12)
+    for u, v in problem.edges:
+        a, b = int(block_of[u]), int(block_of[v])
+        if a != b:
+            w = float(problem.transfer[u]) / cmax
+            neighbours[a][b] = neighbours[a].get(b, 0.0) + w
+            neighbours[b][a] = neighbours[b].get(a, 0.0) + w
+    xadj, adjncy, eweights = [0], [], []
+    for a in range(count):
+        for b, w in sorted(neighbours[a].items()):
+            adjncy.append(b)
+            eweights.append(max(1, round(w * 1000)))
+        xadj.append(len(adjncy))
+    if parts == 1 or count <= parts:
+        membership = [min(b, parts - 1) for b in range(count)]
     else:
         _, membership = pymetis.part_graph(
             parts, xadj=xadj, adjncy=adjncy, vweights=vweights, eweights=eweights
         )
-    device = np.array([accels[p] for p in membership], dtype=np.int64)
-    device = _repair(problem, device)
+    device = np.array([accels[membership[b]] for b in block_of], dtype=np.int64)
+    device = _repair(problem, blocks, device)
     return _score(problem, device, "partitioner", objective, started, contiguous=False)
 
 
 # --------------------------------------------------------------------------- local search
-
-
-def _is_contiguous_set(members: set[int], succ: list[list[int]]) -> bool:
-    """True if no path leaves ``members`` and comes back (convex set). O(n + m)."""
-    frontier = [w for u in members for w in succ[u] if w not in members]
-    seen = set(frontier)
-    while frontier:
-        u = frontier.pop()
-        for w in succ[u]:
-            if w in members:
-                return False
-            if w not in seen:
-                seen.add(w)
-                frontier.append(w)
-    return True
 
 
 def local_search(
@@ -513,72 +531,77 @@ def local_search(
     time_limit: float = 10.0,
     contiguous: bool = True,
 ) -> Placement:
-    """First-improvement local search over single-node moves and pair swaps, with restarts.
+    """First-improvement local search over block moves and swaps, with random restarts.
 
-    Start: the better of greedy and PipeDream; each restart perturbs the best placement by
-    moving a few random nodes. A candidate is accepted if the evaluator scores it strictly
-    better (and, with ``contiguous``, every device's set stays convex). Stops at
-    ``time_limit`` seconds. Each sweep costs O(n * D) evaluations of O(n + m) each.
+    Start: the better of greedy and PipeDream. A candidate moves one colour block to another
+    device, half the time swapping a block of that device back. It is accepted if the
+    evaluator scores it strictly better, feasible and (with ``contiguous``) contiguous. Each
+    restart perturbs the best placement by moving three random blocks. Stops at ``time_limit``
+    seconds. A sweep costs O(B * D) evaluations of O(D (n + m)) each.
     """
     started = time.perf_counter()
     _check_objective(objective)
     check_feasible(problem)
     rng = random.Random(seed)
-    succ = problem.successors()
+    blocks = colour_blocks(problem)
     kind = _kind_of(problem)
     devices = list(range(len(problem.devices())))
+    block_of = np.empty(problem.n, dtype=np.int64)
+    for b, members in enumerate(blocks.members):
+        block_of[members] = b
+
+    def value_of(device_of_block: np.ndarray) -> float:
+        result = evaluate(problem, Placement(device=device_of_block[block_of]))
+        if not result.feasible or (contiguous and not result.contiguous):
+            return math.inf
+        return float(result.max_load if objective == "throughput" else result.latency)
+
+    def runs(b: int, d: int) -> bool:
+        return math.isfinite(blocks.latency[b, kind[d]])
+
     starts = [greedy_latency(problem)]
     try:
         starts.append(pipedream(problem, objective))
     except FpgaplaceError:
         pass
-
-    def value_of(device: np.ndarray) -> float:
-        if contiguous and not all(
-            _is_contiguous_set(set(np.flatnonzero(device == d).tolist()), succ)
-            for d in set(device.tolist())
-        ):
-            return math.inf
-        return _objective_value(problem, Placement(device=device, objective=objective), objective)
-
-    best_device = min(starts, key=lambda p: value_of(p.device)).device.copy()
-    best_value = value_of(best_device)
+    candidates = [np.array([p.device[m[0]] for m in blocks.members]) for p in starts]
+    scored = [(value_of(c), i) for i, c in enumerate(candidates)]
+    best_value, best_index = min(scored)
+    best = candidates[best_index].copy()
     deadline = started + time_limit
 
-    def improve(device: np.ndarray, value: float) -> tuple[np.ndarray, float]:
+    def improve(current: np.ndarray, value: float) -> tuple[np.ndarray, float]:
         improved = True
         while improved and time.perf_counter() < deadline:
             improved = False
-            nodes = list(range(problem.n))
-            rng.shuffle(nodes)
-            for v in nodes:
+            for b in rng.sample(range(len(current)), len(current)):
                 if time.perf_counter() >= deadline:
                     break
                 for d in rng.sample(devices, len(devices)):
-                    if d == device[v] or not math.isfinite(problem.latency[v, kind[d]]):
+                    if d == current[b] or not runs(b, d):
                         continue
-                    candidate = device.copy()
-                    candidate[v] = d
-                    others = np.flatnonzero(device == d)
+                    candidate = current.copy()
+                    candidate[b] = d
+                    others = np.flatnonzero(current == d)
                     if len(others) and rng.random() < 0.5:
-                        w = int(others[rng.randrange(len(others))])
-                        if math.isfinite(problem.latency[w, kind[device[v]]]):
-                            candidate[w] = device[v]
+                        other = int(others[rng.randrange(len(others))])
+                        if runs(other, int(current[b])):
+                            candidate[other] = current[b]
                     score = value_of(candidate)
                     if score < value - 1e-12:
-                        device, value, improved = candidate, score, True
+                        current, value, improved = candidate, score, True
                         break
-        return device, value
+        return current, value
 
-    best_device, best_value = improve(best_device, best_value)
+    best, best_value = improve(best, best_value)
     for _ in range(max(0, restarts - 1)):
         if time.perf_counter() >= deadline:
             break
-        device = best_device.copy()
-        for v in rng.sample(range(problem.n), min(problem.n, 3)):
-            allowed = [d for d in devices if math.isfinite(problem.latency[v, kind[d]])]
-            device[v] = rng.choice(allowed)
-        device, value = improve(device, value_of(device))
+        current = best.copy()
+        for b in rng.sample(range(len(current)), min(len(current), 3)):
+            current[b] = rng.choice([d for d in devices if runs(b, d)])
+        current, value = improve(current, value_of(current))
         if value < best_value:
-            best_device, best_value = device, value
-    return _score(problem, best_device, "local-search", objective, started, contiguous=contiguous)
+            best, best_value = current, value
+    return _score(problem, best[block_of], "local-search", objective, started,
+                  contiguous=contiguous)

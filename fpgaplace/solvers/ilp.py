@@ -49,7 +49,7 @@ import numpy as np
 from pyscipopt import SCIP_EVENTTYPE, Eventhdlr, Model, quicksum
 
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.baselines import check_feasible, greedy_latency
+from fpgaplace.solvers.baselines import check_feasible, greedy_latency, pipedream
 from fpgaplace.solvers.evaluate import class_graph, evaluate, topological_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
@@ -419,20 +419,12 @@ def _warm_start_throughput(problem: PlacementProblem, groups: Groups, built: _Th
 
 
 def _default_throughput_start(problem: PlacementProblem) -> Placement | None:
-    """A contiguous start from PipeDream (colour classes repaired), or None."""
-    from fpgaplace.solvers.baselines import pipedream
-
+    """A contiguous start from PipeDream's linearized DP, or None if it finds nothing."""
     try:
         candidate = pipedream(problem, "throughput")
     except FpgaplaceError:
         return None
-    device = candidate.device.copy()
-    for c in np.unique(problem.color[problem.color >= 0]):
-        mates = np.flatnonzero(problem.color == c)
-        forward = [v for v in mates if not problem.backward[v]] or list(mates)
-        device[mates] = device[forward[0]]
-    placement = Placement(device=device)
-    return placement if evaluate(problem, placement).feasible else None
+    return candidate if math.isfinite(candidate.value) else None
 
 
 def solve_throughput_ip(
@@ -447,8 +439,8 @@ def solve_throughput_ip(
 
     Returns the best placement found with ``value`` its evaluated max-load, ``bound`` SCIP's
     dual bound, ``status`` "optimal" | "time limit" | "gap limit". ``start`` (e.g. the DP's
-    answer) is given to SCIP as a solution and caps the objective; without it a PipeDream split
-    is used. Raises FpgaplaceError if no placement exists.
+    answer) is given to SCIP as a solution and caps the objective; without it PipeDream's
+    split is used. Raises FpgaplaceError if no placement exists.
     """
     started = time.perf_counter()
     check_feasible(problem)
@@ -472,7 +464,7 @@ def solve_throughput_ip(
         _warm_start_throughput(problem, groups, built, start, progress)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
-    if model.getNSols() == 0:
+    if model.getNSols() == 0 and (start is None or model.getStatus() == "infeasible"):
         if model.getStatus() == "infeasible":
             raise FpgaplaceError(
                 f"{problem.source or 'problem'}: no "
@@ -482,16 +474,20 @@ def solve_throughput_ip(
             f"{problem.source or 'problem'}: the max-load IP found no placement within "
             f"{time_limit:g} s ({_bounds_message(model)}); give a start placement or more time"
         )
-    best = model.getBestSol()
-    device_of_group = np.full(groups.count, -1, dtype=np.int64)
-    for (g, d), var in built.x.items():
-        if model.getSolVal(best, var) > 0.5:
-            device_of_group[g] = d
-    placement = Placement(device=device_of_group[groups.of], method="ip",
-                          objective="throughput", contiguous=contiguous)
+    if model.getNSols() == 0:  # stopped before SCIP took in the warm start: return the start
+        device = np.asarray(start.device, dtype=np.int64).copy()
+    else:
+        best = model.getBestSol()
+        device_of_group = np.full(groups.count, -1, dtype=np.int64)
+        for (g, d), var in built.x.items():
+            if model.getSolVal(best, var) > 0.5:
+                device_of_group[g] = d
+        device = device_of_group[groups.of]
+    placement = Placement(device=device, method="ip", objective="throughput",
+                          contiguous=contiguous)
     value = float(evaluate(problem, placement).max_load)
     placement.value = value
-    placement.bound = min(value, max(float(model.getDualbound()), built.load.getLbOriginal()))
+    placement.bound = max(float(model.getDualbound()), built.load.getLbOriginal())
     placement.status = _status(model)
     placement.seconds = time.perf_counter() - started
     _emit(progress, f"{label}: value {value:.6g}, bound {placement.bound:.6g}, "
@@ -553,7 +549,9 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
         if sum(groups.size[g] for g, _ in here) > memory:
             model.addCons(quicksum(groups.size[g] * var for g, var in here) <= memory)
     _colocate_colours(problem, groups, model, x, accels, cpus, q)
-    exists = [model.addVar(f"E_{g}", lb=0.0, ub=big_m) for g in range(groups.count)]
+    earliest = _earliest_existence(problem, groups)
+    exists = [model.addVar(f"E_{g}", lb=min(earliest[g], big_m), ub=big_m)
+              for g in range(groups.count)]
     start: dict[tuple[int, int], Any] = {}
     finish: dict[tuple[int, int], Any] = {}
     in_: dict[tuple[int, tuple[int, int]], Any] = {}
@@ -608,15 +606,35 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
                 device_membership[g, d] = x[g, d]
     _order_by_smallest_group(model, device_membership, groups.count,
                              _identical_runs(problem, accels + cpus))
-    total = model.addVar("latency", lb=0.0, ub=big_m)
+    total = model.addVar("latency", lb=min(float(earliest.max(initial=0.0)), big_m), ub=big_m)
     has_succ = {a for a, _ in _group_data_edges(problem, groups)}
     for g in range(groups.count):
         if g not in has_succ:
             model.addCons(total >= exists[g])
+    for s in slots:
+        model.addCons(total >= finish[s])
     model.setObjective(total, "minimize")
     return _LatencyModel(model=model, x=x, slots=slots, cpu_machines=cpus, finish=finish,
                          start=start, exists=exists, in_=in_, out=out, z=z, used=used,
                          clocks=clocks, total=total, big_m=big_m)
+
+
+def _earliest_existence(problem: PlacementProblem, groups: Groups) -> np.ndarray:
+    """Valid lower bound on E[g]: the longest path to g, each group at its cheapest kind.
+
+    Path nodes sharing a subgraph run one after another inside it, the others wait for their
+    inputs, so a path's cheapest latencies add up in any placement. O(G + m).
+    """
+    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    cheapest = np.min(groups.latency[:, usable], axis=1)
+    preds: list[list[int]] = [[] for _ in range(groups.count)]
+    for a, b in _group_data_edges(problem, groups):
+        preds[b].append(a)
+    order = topological_order(groups.count, _group_data_edges(problem, groups))
+    earliest = np.zeros(groups.count)
+    for g in order:
+        earliest[g] = max((earliest[h] for h in preds[g]), default=0.0) + cheapest[g]
+    return earliest
 
 
 def _machines_by_group(x: dict, count: int) -> list[list[tuple[tuple[int, Any], Any]]]:
@@ -679,10 +697,10 @@ def _core_clocks(problem: PlacementProblem, groups: Groups, model: Model, x: dic
                 continue
             clock = model.addVar(f"C_{m}_{i}", lb=0.0, ub=big_m)
             clocks[m, i] = clock
-            off = big_m * (1 - x[g, m])
+            work = groups.latency[g, kinds[m]]
             model.addCons(clock >= previous)
-            model.addCons(clock >= exists[g] - off)
-            model.addCons(exists[g] >= previous + groups.latency[g, kinds[m]] - off)
+            model.addCons(clock >= exists[g] - big_m * (1 - x[g, m]))
+            model.addCons(exists[g] >= previous + work - (big_m + work) * (1 - x[g, m]))
             previous = clock
     return clocks
 
@@ -719,7 +737,8 @@ def _latency_start_fits(problem: PlacementProblem, groups: Groups, start: Placem
                 slot[g] = ranks.pop()
     if cpu_unlimited:
         first = {k: d for d, (k, o) in enumerate(devices) if o == 0}
-        device_of_group = np.array([first[kinds[d]] for d in device_of_group])
+        device_of_group = np.array([first[kinds[d]] if problem.kinds[kinds[d]].is_cpu else d
+                                    for d in device_of_group])
     return device_of_group, slot
 
 
@@ -834,7 +853,7 @@ def solve_latency_ip(
         _warm_start_latency(problem, groups, built, fitted[0], fitted[1], progress)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
-    if model.getNSols() == 0:
+    if model.getNSols() == 0 and (fitted is None or model.getStatus() == "infeasible"):
         if model.getStatus() == "infeasible":
             raise FpgaplaceError(
                 f"{problem.source or 'problem'}: no placement with {q} contiguous subgraphs per "
@@ -842,7 +861,14 @@ def solve_latency_ip(
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: the latency IP found no placement within "
             f"{time_limit:g} s ({_bounds_message(model)}); give a start placement or more time")
-    placement = _extract_latency(problem, groups, built, model)
+    if model.getNSols() == 0:  # stopped before SCIP took in the warm start: return the start
+        placement = Placement(device=fitted[0][groups.of], order=fitted[1][groups.of],
+                              method="ip", objective="latency", contiguous=True)
+        placement.value = float(evaluate(problem, placement).latency)
+        placement.bound = max(float(model.getDualbound()), built.total.getLbOriginal())
+        placement.status = _status(model)
+    else:
+        placement = _extract_latency(problem, groups, built, model)
     placement.seconds = time.perf_counter() - started
     _emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
                     f"{placement.status}, {placement.seconds:.1f} s")
@@ -869,6 +895,6 @@ def _extract_latency(problem: PlacementProblem, groups: Groups, built: _LatencyM
         placement.order = None  # derive the subgraphs instead
         value = float(evaluate(problem, placement).latency)
     placement.value = value
-    placement.bound = min(value, float(model.getDualbound()))
+    placement.bound = max(float(model.getDualbound()), built.total.getLbOriginal())
     placement.status = _status(model)
     return placement

@@ -1,0 +1,177 @@
+"""Integer programs on SCIP: exactness against brute force, latency semantics, limits, errors."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.solvers.baselines import greedy_latency
+from fpgaplace.solvers.evaluate import evaluate
+from fpgaplace.solvers.ilp import contract, solve_latency_ip, solve_throughput_ip
+from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.workload import load_workload
+
+WORKLOADS = Path("/work/shared/workloads")
+REL = 1e-6
+
+
+def make_problem(n: int, edges: list[tuple[int, int]], fpga: list[float], cpu: list[float],
+                 size: list[float], transfer: list[float], memory: float = 10.0,
+                 accelerators: int = 2, cpus: int = 1, unlimited: bool = True,
+                 color: list[int] | None = None, backward: list[bool] | None = None
+                 ) -> PlacementProblem:
+    return PlacementProblem(
+        names=[f"n{i}" for i in range(n)], ids=list(range(n)), edges=edges,
+        kinds=[DeviceKind("fpga", accelerators, memory, False),
+               DeviceKind("cpu", cpus, math.inf, True)],
+        latency=np.column_stack([fpga, cpu]).astype(float), size=np.array(size, float),
+        transfer=np.array(transfer, float),
+        backward=np.array(backward if backward else [False] * n),
+        color=np.array(color if color else [-1] * n, dtype=np.int64),
+        cpu_overlap_unlimited=unlimited, source="test",
+    )
+
+
+@st.composite
+def small_dags(draw: st.DrawFn, max_nodes: int = 8) -> PlacementProblem:
+    n = draw(st.integers(2, max_nodes))
+    pairs = [(u, v) for u in range(n) for v in range(u + 1, n)]
+    edges = [e for e in pairs if draw(st.booleans())] if pairs else []
+    edges = edges[: 2 * n]
+    lat = st.integers(1, 20).map(float)
+    fpga = [draw(lat) if draw(st.integers(0, 5)) else math.inf for _ in range(n)]
+    cpu = [draw(lat) * 3 for _ in range(n)]
+    size = [float(draw(st.integers(0, 6))) for _ in range(n)]
+    transfer = [float(draw(st.integers(0, 5))) for _ in range(n)]
+    return make_problem(n, edges, fpga, cpu, size, transfer)
+
+
+def brute_force_max_load(problem: PlacementProblem, contiguous: bool) -> float:
+    """Best max-load over every assignment (identical accelerators taken in one order)."""
+    best = math.inf
+    for assignment in itertools.product(range(3), repeat=problem.n):
+        device = np.array(assignment)
+        on = [np.flatnonzero(device == d) for d in (0, 1)]
+        if len(on[1]) and (not len(on[0]) or on[1][0] < on[0][0]):
+            continue  # the mirror image of a canonical assignment
+        result = evaluate(problem, Placement(device=device))
+        if result.feasible and (result.contiguous or not contiguous):
+            best = min(best, result.max_load)
+    return best
+
+
+def assert_consistent(problem: PlacementProblem, placement: Placement, objective: str) -> None:
+    """The answer passes the evaluator and its claimed value is what the evaluator says."""
+    result = evaluate(problem, placement)
+    assert result.feasible, result.violations
+    measured = result.max_load if objective == "throughput" else result.latency
+    assert placement.value == pytest.approx(measured, rel=REL, abs=1e-9)
+    assert placement.bound <= placement.value * (1 + REL) + 1e-9
+    if placement.status in ("optimal", "gap limit"):
+        assert placement.bound == pytest.approx(placement.value, rel=1e-5, abs=1e-6)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_dags())
+def test_contiguous_throughput_ip_equals_brute_force(problem: PlacementProblem) -> None:
+    contiguous = solve_throughput_ip(problem, contiguous=True, time_limit=30)
+    assert contiguous.status in ("optimal", "gap limit")
+    assert_consistent(problem, contiguous, "throughput")
+    assert evaluate(problem, contiguous).contiguous
+    assert contiguous.value == pytest.approx(brute_force_max_load(problem, True), rel=REL)
+    free = solve_throughput_ip(problem, contiguous=False, time_limit=30)
+    assert_consistent(problem, free, "throughput")
+    assert free.value <= contiguous.value * (1 + REL)
+    assert free.value == pytest.approx(brute_force_max_load(problem, False), rel=REL)
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_dags(), st.booleans())
+def test_latency_ip_never_worse_than_greedy(problem: PlacementProblem, unlimited: bool) -> None:
+    problem.cpu_overlap_unlimited = unlimited
+    greedy = greedy_latency(problem)
+    answers = [solve_latency_ip(problem, subgraphs_per_device=q, time_limit=30) for q in (1, 2)]
+    for answer in answers:
+        assert answer.status in ("optimal", "gap limit")
+        assert answer.order is not None
+        assert_consistent(problem, answer, "latency")
+        assert answer.value <= greedy.value * (1 + REL) + 1e-9
+    assert answers[1].value <= answers[0].value * (1 + REL) + 1e-9
+
+
+def test_latency_ip_uses_two_subgraphs_when_it_pays() -> None:
+    # a -> b -> c with b slow on the accelerator and only c big: with q = 2 the accelerator
+    # runs {a} and later {c}; b goes to the CPU in between.
+    problem = make_problem(
+        3, [(0, 1), (1, 2)], fpga=[1.0, 50.0, 1.0], cpu=[30.0, 5.0, 30.0],
+        size=[0, 0, 0], transfer=[0.5, 0.5, 0.0], accelerators=1)
+    one = solve_latency_ip(problem, subgraphs_per_device=1, time_limit=20)
+    two = solve_latency_ip(problem, subgraphs_per_device=2, time_limit=20)
+    assert_consistent(problem, two, "latency")
+    assert two.value == pytest.approx(1 + 0.5 + 5 + 0.5 + 1)
+    assert two.value < one.value
+    assert two.device[0] == two.device[2] != two.device[1]
+    assert two.order[0] < two.order[2]
+
+
+def test_finite_cpu_cores_serialise_cpu_work() -> None:
+    # two independent CPU-only ops: overlapping CPUs finish at 10, a single core at 20
+    problem = make_problem(2, [], fpga=[math.inf, math.inf], cpu=[10.0, 10.0], size=[0, 0],
+                           transfer=[0, 0], accelerators=1, cpus=1, unlimited=False)
+    assert solve_latency_ip(problem, time_limit=10).value == pytest.approx(20.0)
+    problem.cpu_overlap_unlimited = True
+    assert solve_latency_ip(problem, time_limit=10).value == pytest.approx(10.0)
+
+
+def test_colour_classes_and_zero_nodes_are_contracted() -> None:
+    # node 1 is free and has one input; nodes 2 and 3 share a colour class
+    problem = make_problem(
+        4, [(0, 1), (1, 2), (2, 3)], fpga=[1, 0, 2, 2], cpu=[3, 0, 6, 6], size=[1, 0, 1, 1],
+        transfer=[1, 0, 1, 0], color=[-1, -1, 7, 7], backward=[False, False, False, True])
+    groups = contract(problem)
+    assert groups.count == 2
+    assert groups.of[0] == groups.of[1] and groups.of[2] == groups.of[3]
+    answer = solve_throughput_ip(problem, time_limit=10)
+    assert answer.device[2] == answer.device[3]
+    assert_consistent(problem, answer, "throughput")
+
+
+def test_bert24_throughput_reaches_published_optimum() -> None:
+    problem = load_workload(WORKLOADS / "throughput/layer-bert24_inference.json")
+    answer = solve_throughput_ip(problem, contiguous=True, time_limit=60)
+    assert answer.status == "optimal"
+    assert answer.value == pytest.approx(17.78990625, rel=REL)
+    assert_consistent(problem, answer, "throughput")
+
+
+def test_time_limit_returns_incumbent_with_gap() -> None:
+    problem = load_workload(WORKLOADS / "throughput/op-resnet50_inference.json")
+    messages: list[str] = []
+    answer = solve_throughput_ip(problem, time_limit=0.5, progress=messages.append)
+    assert answer.status == "time limit"
+    assert math.isfinite(answer.value) and answer.gap >= 0
+    assert_consistent(problem, answer, "throughput")
+    assert any("vars" in m for m in messages)
+
+
+def test_latency_time_limit_returns_incumbent() -> None:
+    problem = load_workload(WORKLOADS / "latency/op-bert_l-3_inference.json")
+    answer = solve_latency_ip(problem, time_limit=0.5)
+    assert answer.status == "time limit"
+    assert math.isfinite(answer.value) and answer.gap >= 0
+    assert_consistent(problem, answer, "latency")
+
+
+def test_node_too_big_for_every_device_is_rejected_by_name() -> None:
+    problem = make_problem(2, [(0, 1)], fpga=[1, 1], cpu=[math.inf, 1], size=[25, 1],
+                           transfer=[1, 1], memory=10.0)
+    for solve in (solve_throughput_ip, solve_latency_ip):
+        with pytest.raises(FpgaplaceError, match=r"'n0'.*short by 15 bytes"):
+            solve(problem, time_limit=5)
