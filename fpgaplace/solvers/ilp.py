@@ -8,8 +8,11 @@ Shared reductions (before the model is built)
       max-load; the latency program keeps nodes apart and ties a colour class to one device.
     * A *zero node* (zero latency everywhere, zero size, zero transfer, no colour mates, forward)
       with a single predecessor joins that predecessor's group: moving it next to its only input
-      never raises a load or a finish time and keeps every set convex. Not done for the latency
-      program with finite CPU cores, where a zero op still waits for its core.
+      never raises a load or a finish time and keeps every set convex. Likewise a source with
+      zero latency whose only successor is a colour mate (a weight and its operator) joins that
+      successor: it must share the device anyway, and sharing the subgraph saves its transfer.
+      Neither is done for the latency program with finite CPU cores, where an op still waits
+      for its core.
     * Transfer terms: nodes with the same group and the same set of successor groups share one
       indicator per device, with their costs summed.
 
@@ -122,13 +125,18 @@ def contract(problem: PlacementProblem, colours: bool = True, zero_nodes: bool =
             if c >= 0:
                 union.union(first.setdefault(c, v), v)
     if zero_nodes:
-        preds = problem.predecessors()
+        preds, succ = problem.predecessors(), problem.successors()
         zero = _zero_nodes(problem)
+        free = np.all(problem.latency == 0, axis=1)
         for v in topological_order(problem.n, problem.edges):
             if zero[v] and len(set(preds[v])) == 1:
                 u = preds[v][0]
                 if not problem.backward[u]:
                     union.union(u, v)
+            elif free[v] and not preds[v] and len(set(succ[v])) == 1:
+                w = succ[v][0]  # a free source (a weight) feeding only its colour mate
+                if problem.color[v] >= 0 and problem.color[v] == problem.color[w]:
+                    union.union(v, w)
     roots = sorted({union.find(v) for v in range(problem.n)})
     index = {r: g for g, r in enumerate(roots)}
     of = np.array([index[union.find(v)] for v in range(problem.n)], dtype=np.int64)
