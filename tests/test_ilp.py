@@ -143,6 +143,19 @@ def test_colour_classes_and_zero_nodes_are_contracted() -> None:
     assert_consistent(problem, answer, "throughput")
 
 
+def test_weight_source_joins_its_colour_mate_in_both_programs() -> None:
+    # node 0 is a weight (free source) coloured with operator 2; node 1 is the data input
+    problem = make_problem(
+        3, [(0, 2), (1, 2)], fpga=[0, 1, 2], cpu=[0, 3, 6], size=[4, 1, 1],
+        transfer=[3, 1, 0], color=[9, -1, 9], accelerators=1)
+    for groups in (contract(problem), contract(problem, colours=False)):
+        assert groups.of[0] == groups.of[2] != groups.of[1]
+    answer = solve_latency_ip(problem, subgraphs_per_device=2, time_limit=10)
+    assert_consistent(problem, answer, "latency")
+    assert answer.device[0] == answer.device[2]
+    assert answer.value == pytest.approx(1 + 2)  # all on the FPGA, no weight transfer
+
+
 def test_bert24_throughput_reaches_published_optimum() -> None:
     problem = load_workload(WORKLOADS / "throughput/layer-bert24_inference.json")
     answer = solve_throughput_ip(problem, contiguous=True, time_limit=60)
