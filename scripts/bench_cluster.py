@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -95,6 +96,7 @@ class Row:
     whole_2t: float
     pipelined: float
     speedup: float  # pipelined / whole_1t
+    bound: float  # profiled total / slowest stage: the speed-up a perfect 2-stage pipeline of this cut gives
     stage_busy_ms: list[float]  # time inside onnxruntime per sample and stage, run with the median throughput
     dp_seconds: float
 
@@ -141,19 +143,20 @@ def bench(name: str, model: onnx.ModelProto, samples: int, work: Path) -> Row:
     return Row(name, len(optimized.graph.node), transfers["count"], transfers["bytes"],
                [round(ms, 2) for ms in stage_ms], statistics.median(whole_1t), statistics.median(whole_2t),
                statistics.median(pipelined), statistics.median(pipelined) / statistics.median(whole_1t),
+               sum(stage_ms) / max(stage_ms),
                [round(ms, 2) for ms in busy[median_run]], dp_seconds)
 
 
 def print_table(rows: list[Row], samples: int) -> None:
     header = (f"{'model':<13}{'ops':>5}{'cut':>5}{'cut KB':>9}{'stages ms (profiled)':>22}{'whole 1t/s':>12}"
-              f"{'whole 2t/s':>12}{'2 actors/s':>12}{'speed-up':>10}{'busy ms/sample':>17}")
+              f"{'whole 2t/s':>12}{'2 actors/s':>12}{'speed-up':>10}{'bound':>7}{'busy ms/sample':>17}")
     print(f"{samples} samples per run, median of {RUNS} runs; speed-up = 2 actors x 1 thread vs whole model 1 thread")
     print(header)
     for r in rows:
         stages = " / ".join(f"{ms:.1f}" for ms in r.stage_ms_predicted)
         busy = " / ".join(f"{ms:.1f}" for ms in r.stage_busy_ms)
         print(f"{r.model:<13}{r.ops:>5}{r.cut_tensors:>5}{r.cut_bytes / 1024:>9.0f}{stages:>22}{r.whole_1t:>12.2f}"
-              f"{r.whole_2t:>12.2f}{r.pipelined:>12.2f}{r.speedup:>9.2f}x{busy:>17}")
+              f"{r.whole_2t:>12.2f}{r.pipelined:>12.2f}{r.speedup:>9.2f}x{r.bound:>6.2f}x{busy:>17}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -166,14 +169,18 @@ def main(argv: list[str] | None = None) -> int:
     chosen = {name: model for name, model in build_models().items() if name in args.models}
     start_local_ray(num_cpus=2)
     rows = []
+    load_before = os.getloadavg()[0]
     with tempfile.TemporaryDirectory(prefix="fpgaplace-bench-cluster-") as tmp:
         for name, model in chosen.items():
             print(f"benchmarking {name} ...", file=sys.stderr, flush=True)
             rows.append(bench(name, model, args.samples, Path(tmp)))
+    load_after = os.getloadavg()[0]
     if args.json:
-        print(json.dumps([asdict(r) for r in rows], indent=2))
+        print(json.dumps({"load_average": [load_before, load_after], "rows": [asdict(r) for r in rows]}, indent=2))
     else:
         print_table(rows, args.samples)
+        print(f"1-minute load average before/after: {load_before:.2f} / {load_after:.2f} on {os.cpu_count()} cores "
+              "(other processes share the cores: the figures are only as clean as this)")
     return 0
 
 
