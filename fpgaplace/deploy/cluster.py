@@ -233,9 +233,11 @@ class _StageWorker:
             self.sessions[name] = session
             self.input_names[name] = [i.name for i in session.get_inputs()]
 
-    def ready(self) -> str | None:
-        """None when every session loaded, else the one-line reason."""
-        return self.error
+    def ready(self) -> tuple[str, str | None]:
+        """This actor's id and None when every session loaded, else the one-line reason."""
+        import ray
+
+        return ray.get_runtime_context().get_actor_id(), self.error
 
     def run(self, name: str, *tensors: np.ndarray) -> np.ndarray | tuple[np.ndarray, ...]:
         if self.fault is not None and self.runs >= self.fault.after_runs:
@@ -352,8 +354,7 @@ def _start_pipeline(ray: Any, manifest: Manifest, manifest_dir: Path, threads: i
             num_cpus=1, max_restarts=max_restarts, max_task_retries=max_restarts, scheduling_strategy="SPREAD",
         ).remote(device, str(manifest_dir.resolve()), files, threads,
                  fault if fault is not None and fault.device == device else None, log_name)
-    pipeline = _Pipeline(ray, workers, log_actor, timeout_s, start_timeout_s, max_restarts,
-                         {handle._actor_id.hex(): device for device, handle in workers.items()})
+    pipeline = _Pipeline(ray, workers, log_actor, timeout_s, start_timeout_s, max_restarts)
     try:
         _await_ready(pipeline)
     except BaseException:
@@ -373,12 +374,13 @@ def _await_ready(pipeline: _Pipeline) -> None:
                              f"{pipeline.start_timeout_s:g} s (each needs 1 CPU; the cluster has {cpus:g})")
     for device, ref in checks.items():
         try:
-            error = ray.get(ref, timeout=pipeline.timeout_s)
+            actor_id, error = ray.get(ref, timeout=pipeline.timeout_s)
         except ray.exceptions.RayActorError as exc:
             raise FpgaplaceError(f"cluster: the actor of device '{device}' died while starting: "
                                  f"{_first_line(exc)}") from exc
         if error is not None:
             raise FpgaplaceError(error)
+        pipeline.device_of_actor[actor_id] = device
 
 
 # --------------------------------------------------------------------------- streaming
