@@ -11,7 +11,7 @@ checked against the whole model (``check_split``); then N samples are streamed t
 ``run_cluster`` (2 actors x 1 intra-op thread) and through ``run_whole`` (1 session, 1 thread;
 and 2 threads for reference), 3 runs each, medians reported.
 
-    python scripts/bench_cluster.py                 # resnet50, inception_v2, bert (768 hidden)
+    python scripts/bench_cluster.py    # resnet50, inception_v2, bert (768 hidden), tiny_cnn
     python scripts/bench_cluster.py --models bert --samples 32 --json
 
 What bounds the figures on a 2-core machine: at most 2x (two stages, one core each, and only
@@ -56,6 +56,7 @@ def build_models() -> dict[str, onnx.ModelProto]:
         "resnet50": onnx.load(str(models.light_model_path("resnet50"))),
         "inception_v2": onnx.load(str(models.light_model_path("inception_v2"))),
         "bert": models.bert_encoder_layer(seq=128, hidden=768, heads=12, batch=1),
+        "tiny_cnn": models.cnn_residual(batch=1),  # ~0.1 ms of compute: shows Ray's cost per sample
     }
 
 
@@ -161,8 +162,8 @@ def print_table(rows: list[Row], samples: int) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", nargs="+", default=["resnet50", "inception_v2", "bert"],
-                        choices=["resnet50", "inception_v2", "bert"])
+    parser.add_argument("--models", nargs="+", default=["resnet50", "inception_v2", "bert", "tiny_cnn"],
+                        choices=["resnet50", "inception_v2", "bert", "tiny_cnn"])
     parser.add_argument("--samples", type=int, default=24)
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
