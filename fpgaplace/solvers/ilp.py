@@ -717,13 +717,11 @@ def _latency_start_fits(problem: PlacementProblem, groups: Groups, start: Placem
                         cpu_unlimited: bool) -> tuple[np.ndarray, np.ndarray] | None:
     """(device, slot) per group if ``start`` fits the latency model, else None."""
     device_of_group = _group_devices(groups, np.asarray(start.device))
-    if device_of_group is None:
+    if device_of_group is None or not math.isfinite(_latency_or_inf(problem, start)):
         return None
     kinds = _device_kind(problem)
     devices = problem.devices()
     evaluation = evaluate(problem, start)
-    if not evaluation.feasible:
-        return None
     slot = np.zeros(groups.count, dtype=np.int64)
     unit_of_node: dict[int, int] = {}
     for position, entry in enumerate(evaluation.schedule):
@@ -818,6 +816,27 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
     return bool(accepted)
 
 
+def _latency_or_inf(problem: PlacementProblem, placement: Placement) -> float:
+    try:
+        result = evaluate(problem, placement)
+    except FpgaplaceError:  # a given order that deadlocks
+        return math.inf
+    return float(result.latency) if result.feasible else math.inf
+
+
+def _default_latency_starts(problem: PlacementProblem) -> list[Placement]:
+    """Greedy and PipeDream's latency split (whichever are feasible), to seed SCIP."""
+    out = []
+    for make in (greedy_latency, lambda p: pipedream(p, "latency")):
+        try:
+            candidate = make(problem)
+        except FpgaplaceError:
+            continue
+        if math.isfinite(candidate.value):
+            out.append(candidate)
+    return out
+
+
 def solve_latency_ip(
     problem: PlacementProblem,
     subgraphs_per_device: int = 1,
@@ -830,8 +849,8 @@ def solve_latency_ip(
 
     CPU semantics follow ``problem.cpu_overlap_unlimited``. Returns a placement whose ``order``
     gives each accelerator node its subgraph's position, ``value`` its evaluated latency,
-    ``bound`` SCIP's dual bound. ``start`` (default: greedy) seeds SCIP and, when it fits the
-    model, tightens the big-M constants. Raises FpgaplaceError if no placement exists.
+    ``bound`` SCIP's dual bound. ``start`` (default: the better of greedy and PipeDream) seeds
+    SCIP and, when it fits the model, tightens the big-M constants. Raises FpgaplaceError if no placement exists.
     """
     started = time.perf_counter()
     if subgraphs_per_device < 1:
@@ -841,12 +860,13 @@ def solve_latency_ip(
     cpu_unlimited = bool(problem.cpu_overlap_unlimited)
     q = int(subgraphs_per_device)
     groups = contract(problem, colours=False, zero_nodes=cpu_unlimited)
-    if start is None:
-        try:
-            start = greedy_latency(problem)
-        except FpgaplaceError:
-            start = None
-    fitted = _latency_start_fits(problem, groups, start, q, cpu_unlimited) if start else None
+    fitted = None
+    candidates = [start] if start is not None else _default_latency_starts(problem)
+    for candidate in sorted(candidates, key=lambda p: _latency_or_inf(problem, p)):
+        fitted = _latency_start_fits(problem, groups, candidate, q, cpu_unlimited)
+        if fitted is not None:
+            start = candidate
+            break
     accel_count = sum(kind.count for kind in problem.kinds if not kind.is_cpu)
     big_m = _latency_upper_bound(problem, accel_count * q)
     if fitted is not None:
