@@ -28,6 +28,7 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -37,7 +38,7 @@ import onnx
 
 from fpgaplace import models
 from fpgaplace.cost import profile_cpu_us
-from fpgaplace.deploy.cluster import pipeline_devices, run_cluster, run_whole, start_local_ray
+from fpgaplace.deploy.cluster import open_session, pipeline_devices, run_cluster, run_whole, start_local_ray
 from fpgaplace.frontend import load_onnx
 from fpgaplace.passes import name_nodes, optimize
 from fpgaplace.passes.graph_tools import tensor_types, topological_order
@@ -95,11 +96,35 @@ class Row:
     stage_ms_predicted: list[float]  # profiled op time per stage in pipeline order, ms
     whole_1t: float  # samples/s
     whole_2t: float
+    two_sessions: float  # 2 whole-model sessions x 1 thread side by side (data parallel): the host's 2-core ceiling
     pipelined: float
     speedup: float  # pipelined / whole_1t
     bound: float  # profiled total / slowest stage: the speed-up a perfect 2-stage pipeline of this cut gives
     stage_busy_ms: list[float]  # time inside onnxruntime per sample and stage, run with the median throughput
     dp_seconds: float
+
+
+def data_parallel(model: onnx.ModelProto, inputs: list[dict[str, np.ndarray]]) -> float:
+    """Samples/s of two 1-thread sessions of the whole model, each running half the inputs in its
+    own thread (onnxruntime releases the GIL), timed from a common start after both sessions
+    loaded: what 2 cores give here without any pipeline."""
+    data = model.SerializeToString()
+    sessions = [open_session(data, "data-parallel baseline", threads=1) for _ in range(2)]
+    barrier = threading.Barrier(3)
+
+    def work(session, half: list[dict[str, np.ndarray]]) -> None:
+        barrier.wait()
+        for sample in half:
+            session.run(None, sample)
+
+    threads = [threading.Thread(target=work, args=(session, inputs[k::2])) for k, session in enumerate(sessions)]
+    for thread in threads:
+        thread.start()
+    barrier.wait()
+    start = time.perf_counter()
+    for thread in threads:
+        thread.join()
+    return len(inputs) / (time.perf_counter() - start)
 
 
 def balanced_split(model: onnx.ModelProto, folder: Path, work: Path) -> tuple[dict, list[float], float]:
@@ -127,11 +152,12 @@ def bench(name: str, model: onnx.ModelProto, samples: int, work: Path) -> Row:
     if max(errors.values()) > 1e-5:
         raise SystemExit(f"{name}: split differs from the whole model: {errors}")
     inputs = [random_inputs(optimized, seed) for seed in range(samples)]
-    whole_1t, whole_2t, pipelined, busy = [], [], [], []
+    whole_1t, whole_2t, two_sessions, pipelined, busy = [], [], [], [], []
     for _ in range(RUNS):
         whole = run_whole(optimized, inputs, threads=1)
         whole_1t.append(whole.throughput)
         whole_2t.append(run_whole(optimized, inputs, threads=2).throughput)
+        two_sessions.append(data_parallel(optimized, inputs))
         result = run_cluster(folder, inputs, timeout_s=120)
         pipelined.append(result.throughput)
         busy.append([result.stage_busy_s[d] * 1e3 / samples for d in result.devices])
@@ -143,21 +169,23 @@ def bench(name: str, model: onnx.ModelProto, samples: int, work: Path) -> Row:
     transfers = stats["transfers_after"]
     return Row(name, len(optimized.graph.node), transfers["count"], transfers["bytes"],
                [round(ms, 2) for ms in stage_ms], statistics.median(whole_1t), statistics.median(whole_2t),
+               statistics.median(two_sessions),
                statistics.median(pipelined), statistics.median(pipelined) / statistics.median(whole_1t),
                sum(stage_ms) / max(stage_ms),
                [round(ms, 2) for ms in busy[median_run]], dp_seconds)
 
 
 def print_table(rows: list[Row], samples: int) -> None:
-    header = (f"{'model':<13}{'ops':>5}{'cut':>5}{'cut KB':>9}{'stages ms (profiled)':>22}{'whole 1t/s':>12}"
-              f"{'whole 2t/s':>12}{'2 actors/s':>12}{'speed-up':>10}{'bound':>7}{'busy ms/sample':>17}")
+    header = (f"{'model':<13}{'ops':>5}{'cut':>5}{'cut KB':>9}{'stages ms (profiled)':>22}"
+              f"{'whole 1t/s':>12}{'whole 2t/s':>12}{'2 sess./s':>11}{'2 actors/s':>12}{'speed-up':>10}{'bound':>7}"
+              f"{'busy ms/sample':>17}")
     print(f"{samples} samples per run, median of {RUNS} runs; speed-up = 2 actors x 1 thread vs whole model 1 thread")
     print(header)
     for r in rows:
         stages = " / ".join(f"{ms:.1f}" for ms in r.stage_ms_predicted)
         busy = " / ".join(f"{ms:.1f}" for ms in r.stage_busy_ms)
         print(f"{r.model:<13}{r.ops:>5}{r.cut_tensors:>5}{r.cut_bytes / 1024:>9.0f}{stages:>22}{r.whole_1t:>12.2f}"
-              f"{r.whole_2t:>12.2f}{r.pipelined:>12.2f}{r.speedup:>9.2f}x{r.bound:>6.2f}x{busy:>17}")
+              f"{r.whole_2t:>12.2f}{r.two_sessions:>11.2f}{r.pipelined:>12.2f}{r.speedup:>9.2f}x{r.bound:>6.2f}x{busy:>17}")
 
 
 def main(argv: list[str] | None = None) -> int:
