@@ -512,7 +512,9 @@ def split(
 def search(
     model: Annotated[Path, typer.Argument(help="ONNX model file.")],
     board_name: BoardOption = "zcu104",
-    target: Annotated[str, typer.Option("--target", help="Rank by throughput (time per sample) or latency.")] = "throughput",
+    target: Annotated[
+        str, typer.Option("--target", help="Rank by throughput (time per sample) or latency.")
+    ] = "throughput",
     batches: Annotated[str, typer.Option("--batch", help="Batch sizes to try, comma-separated (e.g. 1,4).")] = "1",
     time_limit: Annotated[float, typer.Option("--time-limit", min=1.0, help="Seconds for the whole search.")] = 120.0,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write the best placement and its split here.")] = None,
@@ -530,7 +532,11 @@ def search(
     sizes = _parse_batches(batches)
     with err.status("searching placements..."):
         ranked = run_search(
-            model, board_name, target=target, batches=sizes, time_limit=time_limit,
+            model,
+            board_name,
+            target=target,
+            batches=sizes,
+            time_limit=time_limit,
             progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False),
         )
     best = ranked[0]
@@ -541,8 +547,11 @@ def search(
         _write_json_atomically(out_dir / "placement.json", _with_names(best.prepared.problem, document))
     rows = [
         {
-            "rank": rank, **dataclasses.asdict(s.candidate), "method": s.candidate.method,
-            "us_per_sample_pipelined": s.per_sample_throughput, "us_per_sample_latency": s.per_sample_latency,
+            "rank": rank,
+            **dataclasses.asdict(s.candidate),
+            "method": s.candidate.method,
+            "us_per_sample_pipelined": s.per_sample_throughput,
+            "us_per_sample_latency": s.per_sample_latency,
             "gap": _finite(s.result.placement.gap),
         }
         for rank, s in enumerate(ranked, start=1)
@@ -555,9 +564,14 @@ def search(
         table.add_column(column)
     for r in rows[:top]:
         table.add_row(
-            str(r["rank"]), "on" if r["optimized"] else "off", r["objective"], str(r["cores"]),
-            "contiguous" if r["contiguous"] else "non-contig.", str(r["batch"]),
-            f"{r['us_per_sample_pipelined']:.4g}", f"{r['us_per_sample_latency']:.4g}",
+            str(r["rank"]),
+            "on" if r["optimized"] else "off",
+            r["objective"],
+            str(r["cores"]),
+            "contiguous" if r["contiguous"] else "non-contig.",
+            str(r["batch"]),
+            f"{r['us_per_sample_pipelined']:.4g}",
+            f"{r['us_per_sample_latency']:.4g}",
             f"{r['gap']:.1%}" if r["gap"] is not None else "—",
         )
     out.print(table)
@@ -573,6 +587,59 @@ def _parse_batches(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise FpgaplaceError(f"--batch: expected positive integers separated by commas, got {text!r}")
     return sizes
+
+
+@app.command("run-cluster")
+@user_errors
+def run_cluster(
+    split_dir: Annotated[Path, typer.Argument(help="A split folder written by `fpgaplace split` (has manifest.json).")],
+    samples: Annotated[int, typer.Option("--samples", "-n", min=1, help="Random inputs to stream through.")] = 32,
+    address: Annotated[
+        str | None, typer.Option("--address", help="Join this Ray cluster (host:port); default: start a local one.")
+    ] = None,
+    timeout: Annotated[float, typer.Option("--timeout", min=0.1, help="Seconds to wait for any one sample.")] = 60.0,
+    max_restarts: Annotated[int, typer.Option("--max-restarts", min=0, help="Restarts allowed per actor.")] = 1,
+    whole_model: Annotated[
+        Path | None, typer.Option("--compare", help="The unsplit ONNX model: also time it in one session.")
+    ] = None,
+    as_json: JsonOption = False,
+) -> None:
+    """Run a split model as a pipeline of Ray actors (one per device) and measure its throughput.
+
+    Example: fpgaplace split model.onnx --board cluster-2x-zcu104 --out split/
+             && fpgaplace run-cluster split/ -n 64 --compare model.onnx
+    """
+    from fpgaplace.deploy.cluster import run_cluster as run_pipeline
+    from fpgaplace.deploy.cluster import run_whole
+
+    with err.status(f"streaming {samples} samples through Ray actors..."):
+        result = run_pipeline(split_dir, samples, address=address, timeout_s=timeout, max_restarts=max_restarts)
+    document = {
+        "samples": result.samples,
+        "devices": result.devices,
+        "wall_s": result.wall_s,
+        "samples_per_s": result.throughput,
+        "stage_busy_s": result.stage_busy_s,
+        "restarts": result.restarts,
+        "address": result.address,
+    }
+    if whole_model is not None:
+        whole = run_whole(whole_model, samples)
+        document["whole_samples_per_s"] = whole.throughput
+        document["speedup"] = result.throughput / whole.throughput if whole.throughput else None
+    if as_json:
+        print_json(document)
+        return
+    out.print(
+        f"{result.samples} samples through {len(result.devices)} actors ({', '.join(result.devices)}): "
+        f"{result.throughput:.1f} samples/s"
+        + (f", restarts {result.restarts}" if any(result.restarts.values()) else "")
+    )
+    if whole_model is not None:
+        out.print(
+            f"whole model, one session: {document['whole_samples_per_s']:.1f} samples/s "
+            f"(speed-up {document['speedup']:.2f}x)"
+        )
 
 
 # --------------------------------------------------------------------------- demo
