@@ -7,8 +7,9 @@ from pathlib import Path
 
 import onnx
 import pytest
-from fpgaplace.models import cnn_residual, light_model_path
 from onnx import TensorProto, helper
+
+from fpgaplace.models import cnn_residual, light_model_path
 
 WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
 
@@ -172,3 +173,61 @@ def test_out_file_not_half_written(tmp_path):
     target = tmp_path / "missing-dir" / "placement.json"
     assert_one_line_error(run("place", workload, "--out", str(target)), "placement.json")
     assert not target.parent.exists()
+
+
+# --------------------------------------------------------------------------- split, search, run-cluster
+
+
+def test_split_matches_whole_model(tmp_path, cnn_file):
+    out_dir = tmp_path / "split"
+    result = run("split", str(cnn_file), "--board", "kv260", "--out", str(out_dir), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    manifest = json.loads((out_dir / "manifest.json").read_text())
+    assert [s["name"] for s in data["submodels"]] == [s["name"] for s in manifest["submodels"]]
+    assert all((out_dir / s["file"]).is_file() for s in manifest["submodels"])
+    assert data["max_relative_error"] <= 1e-5
+
+
+def test_split_refuses_a_foreign_folder(tmp_path, cnn_file):
+    out_dir = tmp_path / "not-a-split"
+    out_dir.mkdir()
+    (out_dir / "notes.txt").write_text("keep me\n")
+    assert_one_line_error(run("split", str(cnn_file), "--out", str(out_dir)), "not-a-split")
+    assert (out_dir / "notes.txt").read_text() == "keep me\n"
+    assert sorted(p.name for p in out_dir.iterdir()) == ["notes.txt"]
+
+
+def test_search_ranks_and_writes_the_best(tmp_path, cnn_file):
+    out_dir = tmp_path / "best"
+    result = run("search", str(cnn_file), "--board", "zcu104", "--time-limit", "40", "--out", str(out_dir), "--json")
+    assert result.returncode == 0, result.stderr
+    ranked = json.loads(result.stdout)["ranked"]
+    scores = [row["us_per_sample_pipelined"] for row in ranked]
+    assert scores == sorted(scores) and len(ranked) >= 4
+    assert {row["optimized"] for row in ranked} == {True, False}
+    best = json.loads((out_dir / "placement.json").read_text())
+    assert abs(best["maxLoad"] - scores[0]) <= 1e-9 * max(1.0, scores[0])
+    assert (out_dir / "split" / "manifest.json").is_file()
+
+
+def test_search_bad_batch(cnn_file):
+    assert_one_line_error(run("search", str(cnn_file), "--batch", "1,x"), "--batch")
+
+
+def test_run_cluster_streams_samples(tmp_path, cnn_file):
+    out_dir = tmp_path / "split"
+    assert run("split", str(cnn_file), "--board", "zcu104", "--out", str(out_dir)).returncode == 0
+    result = run("run-cluster", str(out_dir), "-n", "6", "--compare", str(cnn_file), "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["samples"] == 6 and data["samples_per_s"] > 0 and data["whole_samples_per_s"] > 0
+    assert set(data["devices"]) <= {
+        s["device"] for s in json.loads((out_dir / "manifest.json").read_text())["submodels"]
+    }
+
+
+def test_run_cluster_unreachable_address(tmp_path, cnn_file):
+    out_dir = tmp_path / "split"
+    assert run("split", str(cnn_file), "--out", str(out_dir)).returncode == 0
+    assert_one_line_error(run("run-cluster", str(out_dir), "--address", "127.0.0.1:9", "-n", "2"), "127.0.0.1:9")
