@@ -93,7 +93,9 @@ def search(
     if target not in TARGETS:
         raise FpgaplaceError(f"--target: expected one of {', '.join(TARGETS)}, got {target!r}")
     deadline = time.perf_counter() + time_limit
-    prepared = {(o, b): prepare(model_path, board, batch=b, optimized=o, options=options) for o in optimizer for b in batches}
+    prepared = {
+        (o, b): prepare(model_path, board, batch=b, optimized=o, options=options) for o in optimizer for b in batches
+    }
     total_cores = sum(k.count for k in next(iter(prepared.values())).problem.kinds if not k.is_cpu)
     todo = candidates(total_cores, batches, optimizer)
     scored: list[Scored] = []
@@ -133,4 +135,3 @@ def search(
     if not scored:
         raise FpgaplaceError(f"{model_path}: no candidate placement fits {board} within the time limit")
     return sorted(scored, key=lambda s: (s.score(target), s.per_sample_latency + s.per_sample_throughput))
-
