@@ -312,9 +312,10 @@ def place(
         typer.Option(
             "--method",
             "-m",
-            help="dp | ip | greedy | local-search | partitioner | pipedream | single | cpu | all",
+            help="auto (dp for contiguous throughput, else ip) | dp | ip | greedy | local-search | partitioner | "
+            "pipedream | single | cpu | all",
         ),
-    ] = "dp",
+    ] = "auto",
     subgraphs_per_device: Annotated[
         int,
         typer.Option("--subgraphs-per-device", "-q", min=1, help="Latency IP: subgraphs each core may run in turn."),
@@ -468,7 +469,7 @@ def split(
     out_dir: OutDirOption,
     board_name: BoardOption = "zcu104",
     objective: ObjectiveOption = "throughput",
-    method: Annotated[str, typer.Option("--method", "-m", help="Placement method (see `place --help`).")] = "dp",
+    method: Annotated[str, typer.Option("--method", "-m", help="Placement method (see `place --help`).")] = "auto",
     optimized: OptimizeOption = True,
     time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds for the solver.")] = 60.0,
     batch: BatchOption = 1,

@@ -24,7 +24,7 @@ from fpgaplace.cost import CostOptions
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.flow import PreparedModel, prepare
 from fpgaplace.solvers.problem import PlacementProblem
-from fpgaplace.solvers.run import Result, SolveOptions, solve
+from fpgaplace.solvers.run import Result, SolveOptions, exact_method, solve
 
 TARGETS = ("throughput", "latency")
 
@@ -40,7 +40,7 @@ class Candidate:
     @property
     def method(self) -> str:
         """Exact method for this candidate: the DP for contiguous throughput, else the IP."""
-        return "dp" if self.objective == "throughput" and self.contiguous else "ip"
+        return exact_method(SolveOptions(objective=self.objective, contiguous=self.contiguous))
 
     def label(self) -> str:
         return (

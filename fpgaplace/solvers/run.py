@@ -116,12 +116,19 @@ SOLVERS: dict[str, Callable[[PlacementProblem, SolveOptions], Placement]] = {
 }
 
 
+def exact_method(options: SolveOptions) -> str:
+    """The exact method for the options: the DP for contiguous throughput, else the IP."""
+    return "dp" if options.objective == "throughput" and options.contiguous else "ip"
+
+
 def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Result:
-    """Run ``method`` on ``problem`` and score its placement with ``evaluate``."""
+    """Run ``method`` (or "auto": ``exact_method``) on ``problem``; score it with ``evaluate``."""
     if options.objective not in OBJECTIVES:
         raise FpgaplaceError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {options.objective!r}")
+    if method == "auto":
+        method = exact_method(options)
     if method not in SOLVERS:
-        raise FpgaplaceError(f"--method: expected one of {', '.join(METHODS)} or all, got {method!r}")
+        raise FpgaplaceError(f"--method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
     start = time.perf_counter()
     placement = SOLVERS[method](problem, options)
     placement.seconds = time.perf_counter() - start
