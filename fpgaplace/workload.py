@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.graphs import node_on_cycle
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 
 NODE_FIELDS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode")
@@ -74,37 +75,6 @@ def _require(path: Path, obj: Any, fields: Iterable[str], what: str) -> None:
     for name in fields:
         if name not in obj:
             raise FpgaplaceError(f"{path}: {what} has no field '{name}'")
-
-
-def _find_cycle_node(n: int, edges: list[tuple[int, int]]) -> int | None:
-    """A node on a directed cycle, or None if the graph is acyclic (Kahn's algorithm, O(n+m))."""
-    indegree = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        indegree[v] += 1
-    stack = [v for v in range(n) if indegree[v] == 0]
-    seen = 0
-    while stack:
-        u = stack.pop()
-        seen += 1
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                stack.append(v)
-    if seen == n:
-        return None
-    # Every node left has a predecessor left; walking predecessors must revisit a node.
-    pred: list[int] = [-1] * n
-    for u, v in edges:
-        if indegree[u] > 0 and indegree[v] > 0:
-            pred[v] = u
-    v = next(i for i in range(n) if indegree[i] > 0)
-    visited: set[int] = set()
-    while v not in visited:
-        visited.add(v)
-        v = pred[v]
-    return v
 
 
 def load_workload(path: str | Path) -> PlacementProblem:
@@ -172,7 +142,7 @@ def load_workload(path: str | Path) -> PlacementProblem:
         has_cost[u] = True
         edges.append((u, v))
 
-    on_cycle = _find_cycle_node(n, edges)
+    on_cycle = node_on_cycle(n, edges)
     if on_cycle is not None:
         raise FpgaplaceError(f"{path}: the graph has a cycle through node {ids[on_cycle]}")
 

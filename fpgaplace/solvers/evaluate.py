@@ -46,12 +46,12 @@ O(n + m) with a given order and O(n (U + m)) when subgraphs are derived (U = num
 
 from __future__ import annotations
 
-import heapq
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from fpgaplace import graphs
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
@@ -83,25 +83,12 @@ class Evaluation:
 
 
 def topological_order(n: int, edges: list[tuple[int, int]]) -> list[int]:
-    """Kahn's algorithm, smallest index first among ready nodes (deterministic); O((n+m) log n)."""
-    indegree = [0] * n
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for u, v in edges:
-        succ[u].append(v)
-        indegree[v] += 1
-    ready = [v for v in range(n) if indegree[v] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        u = heapq.heappop(ready)
-        order.append(u)
-        for v in succ[u]:
-            indegree[v] -= 1
-            if indegree[v] == 0:
-                heapq.heappush(ready, v)
-    if len(order) != n:
-        raise FpgaplaceError("the graph has a cycle; expected a DAG")
-    return order
+    """Smallest index first among ready nodes (deterministic); O((n+m) log n). A cycle is a
+    ``FpgaplaceError``."""
+    try:
+        return graphs.topological_order(n, edges)
+    except graphs.CycleError:
+        raise FpgaplaceError("the graph has a cycle; expected a DAG") from None
 
 
 def class_graph(problem: PlacementProblem) -> tuple[np.ndarray, list[tuple[int, int]]]:
