@@ -168,11 +168,15 @@ def test_actor_killed_past_the_restart_limit_stops_the_run(splits, max_restarts,
 
 
 def test_hung_stage_times_out_and_names_it(splits):
+    """B hangs on its third run: the wait for that sample times out, naming B's submodel and the
+    samples that finished (all before it; an earlier sample may stall instead on a loaded host)."""
     _, folder, samples = splits["cnn_residual"]
     start = time.monotonic()
-    with pytest.raises(FpgaplaceError, match=r"sample 2 waited 2 s for submodel 'sub01_B' on device 'B'; "
-                                             r"2 of 8 samples finished"):
-        run_cluster(folder, samples, timeout_s=2, fault=InjectedFault("B", after_runs=2, action="hang"))
+    with pytest.raises(FpgaplaceError, match=r"sample \d+ waited 3 s for submodel 'sub01_B' on device 'B'; "
+                                             r"\d+ of 8 samples finished") as caught:
+        run_cluster(folder, samples, timeout_s=3, fault=InjectedFault("B", after_runs=2, action="hang"))
+    stalled, finished = map(int, re.findall(r"(\d+) (?:waited|of 8)", str(caught.value)))
+    assert stalled == finished <= 2
     assert time.monotonic() - start < 30
 
 
