@@ -10,10 +10,13 @@ FPGA core (analytic, in the spirit of FINN's per-layer ``cycles()``/``dsp()``/``
 On-chip memory of a core (it runs its ops one after another, like an overlay): a share
   ``WORKING_SHARE`` is the working area that every op reuses for its activation buffers and
   weight tiles; the rest holds resident weights, which add up over the ops on the core. So an
-  op's footprint m(v) is its weight bytes when they stay resident, else 0. Weights larger than
-  ``RESIDENT_LIMIT`` of the weight area are streamed from DRAM at every run; activations whose
-  double buffers exceed the working area are tiled through DRAM; both add their bytes over the
-  core's AXI link to the op's latency.
+  op's footprint m(v) is its weight bytes when they stay resident, else 0. Which weights stay
+  resident is decided here, once: smallest first, each at most ``RESIDENT_LIMIT`` of the
+  smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of all cores' weight areas
+  together (so the cores can hold every resident op with room to spare, and no op is pushed to
+  a CPU only because memory ran out). The other weights are streamed from DRAM at every run;
+  activations whose double buffers exceed the working area are tiled through DRAM; both add
+  their bytes over the core's AXI link to the op's latency.
 CPU core: the op's time measured by profiling the whole model with onnxruntime on this host,
   scaled by (host GFLOP/s) / (board CPU GFLOP/s); where a node has no measurement, analytic
   ``2 * macs / GFLOP/s``.
@@ -46,7 +49,8 @@ PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
 LUT_LANES = 16  # elements per cycle for ops without multiply-accumulates
 PIPELINE_FILL_CYCLES = 64  # fixed start-up cost of one op on a core
 WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area shared by all its ops
-RESIDENT_LIMIT = 0.5  # an op's weights stay resident if they take at most this share of the weight area
+RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
+RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
 
 
 @dataclass(frozen=True)
@@ -104,14 +108,33 @@ def weight_area(core_bytes: int) -> int:
     return int(core_bytes * (1 - WORKING_SHARE))
 
 
-def on_chip_plan(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int) -> OnChipPlan:
-    """Keep ``op``'s weights resident when they fit ``RESIDENT_LIMIT`` of the smallest core's
-    weight area, else stream them; tile activations through DRAM when their double buffers
-    exceed the working area."""
-    weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
+def _weight_bytes(op: Op, graph: OpGraph, precision: int) -> int:
+    return _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
+
+
+def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
+    """Ops whose weights stay on chip: smallest first, within ``RESIDENT_LIMIT`` of the smallest
+    core's weight area each and ``RESIDENT_BUDGET`` of all weight areas together. O(n log n)."""
+    if not board.cores:
+        return set()
+    per_op_limit = RESIDENT_LIMIT * weight_area(min(core.onchip_bytes for core in board.cores))
+    budget = RESIDENT_BUDGET * sum(weight_area(core.onchip_bytes) for core in board.cores)
+    sizes = sorted((_weight_bytes(op, graph, precision), name) for name, op in graph.ops.items())
+    chosen, used = set(), 0
+    for size, name in sizes:
+        if size > per_op_limit or used + size > budget:
+            break
+        chosen.add(name)
+        used += size
+    return chosen
+
+
+def on_chip_plan(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int, resident: bool) -> OnChipPlan:
+    """Resident weights count in m(v); streamed weights, and activations whose double buffers
+    exceed the working area, cross the AXI link at every run."""
+    weights = _weight_bytes(op, graph, precision)
     activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
     outputs = _element_bytes(op, graph, op.outputs, precision)
-    resident = weights <= RESIDENT_LIMIT * weight_area(smallest_core_bytes)
     tiled = 2 * (activations + outputs) > smallest_core_bytes * WORKING_SHARE
     streamed = (0 if resident else weights) + (activations + outputs if tiled else 0)
     return OnChipPlan(weights if resident else 0, streamed)
@@ -282,13 +305,14 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     precision = PRECISION_BYTES[options.precision]
     core_kinds = fpga_core_kinds(board)
     smallest = min((cores[0].onchip_bytes for _, cores in core_kinds), default=0)
+    resident = resident_ops(graph, board, precision)
     measured = profile_cpu_us(graph, options.profile_runs) if options.profile_cpu and board.cpus else {}
     rate = host_gflops() if measured else 1.0
     costs = []
     for name in graph.topological_order():
         op = graph.ops[name]
         fused = _fused_into(op, graph) is not None
-        plan = OnChipPlan(0, 0) if fused else on_chip_plan(op, graph, precision, smallest)
+        plan = OnChipPlan(0, 0) if fused else on_chip_plan(op, graph, precision, smallest, name in resident)
         latency = {
             kind: _fused_latency(op) if fused else fpga_latency_us(op, graph, cores[0], board, precision, plan)
             for kind, cores in core_kinds
