@@ -33,6 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.graphs import strong_components
+from fpgaplace.graphs import topological_order as graph_order
 from fpgaplace.solvers.evaluate import class_graph, evaluate
 from fpgaplace.solvers.evaluate import topological_order as evaluation_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
@@ -136,32 +138,16 @@ def colour_blocks(problem: PlacementProblem) -> Blocks:
     one colour class, several when classes depend on each other in a cycle. Runs of whole
     blocks in this order are contiguous sets, the kind the DP and the contiguous IP consider.
     """
-    import heapq
-
-    import networkx as nx
-
     topo = topological_order(problem)
     position = {v: i for i, v in enumerate(topo)}
     cls, class_edges = class_graph(problem)
-    graph = nx.DiGraph()
-    graph.add_nodes_from(range(int(cls.max()) + 1))
-    graph.add_edges_from(class_edges)
-    condensed = nx.condensation(graph)
-    component = condensed.graph["mapping"]  # class -> component
-    members: list[list[int]] = [[] for _ in condensed.nodes]
+    component = strong_components(int(cls.max()) + 1, class_edges)  # class -> component
+    members: list[list[int]] = [[] for _ in range(int(component.max()) + 1)]
     for v in topo:
-        members[component[int(cls[v])]].append(v)
-    indegree = {c: condensed.in_degree(c) for c in condensed.nodes}
-    ready = [(position[members[c][0]], c) for c in condensed.nodes if indegree[c] == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        _, c = heapq.heappop(ready)
-        order.append(c)
-        for d in condensed.successors(c):
-            indegree[d] -= 1
-            if indegree[d] == 0:
-                heapq.heappush(ready, (position[members[d][0]], d))
+        members[component[cls[v]]].append(v)
+    component_edges = [(int(component[a]), int(component[b])) for a, b in class_edges
+                       if component[a] != component[b]]
+    order = graph_order(len(members), component_edges, key=lambda c: position[members[c][0]])
     members = [members[c] for c in order]
     flat = [v for m in members for v in m]
     starts = list(itertools.accumulate([0] + [len(m) for m in members]))

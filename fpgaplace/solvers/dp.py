@@ -52,7 +52,8 @@ import numba
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import class_graph, device_loads, topological_order
+from fpgaplace.graphs import strong_components, topological_order
+from fpgaplace.solvers.evaluate import class_graph, device_loads
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 MAX_IDEALS = 150_000
@@ -85,51 +86,6 @@ class IdealLattice:
         return len(self.masks)
 
 
-def _strong_components(n: int, edges: list[tuple[int, int]]) -> np.ndarray:
-    """Component index of each vertex (iterative Tarjan, O(n + m))."""
-    succ: list[list[int]] = [[] for _ in range(n)]
-    for a, b in edges:
-        succ[a].append(b)
-    index = [-1] * n
-    low = [0] * n
-    on_stack = [False] * n
-    stack: list[int] = []
-    comp = np.full(n, -1, dtype=np.int64)
-    counter = 0
-    n_comp = 0
-    for root in range(n):
-        if index[root] >= 0:
-            continue
-        work = [(root, 0)]
-        while work:
-            v, i = work.pop()
-            if i == 0:
-                index[v] = low[v] = counter
-                counter += 1
-                stack.append(v)
-                on_stack[v] = True
-            if i < len(succ[v]):
-                work.append((v, i + 1))
-                w = succ[v][i]
-                if index[w] < 0:
-                    work.append((w, 0))
-                elif on_stack[w]:
-                    low[v] = min(low[v], index[w])
-                continue
-            if low[v] == index[v]:
-                while True:
-                    w = stack.pop()
-                    on_stack[w] = False
-                    comp[w] = n_comp
-                    if w == v:
-                        break
-                n_comp += 1
-            if work:
-                parent = work[-1][0]
-                low[parent] = min(low[parent], low[v])
-    return comp
-
-
 def _renumber(labels: np.ndarray) -> tuple[np.ndarray, int]:
     unique, inverse = np.unique(labels, return_inverse=True)
     return inverse.astype(np.int64), len(unique)
@@ -144,7 +100,7 @@ def build_blocks(problem: PlacementProblem) -> Blocks:
     """Blocks: SCCs of the class graph, then zero-cost leaf blocks merged (module docstring)."""
     cls, class_edges = class_graph(problem)
     n_classes = int(cls.max()) + 1 if problem.n else 0
-    comp = _strong_components(n_classes, class_edges)
+    comp = strong_components(n_classes, class_edges)
     block = comp[cls] if problem.n else np.zeros(0, dtype=np.int64)
     block = _merge_free_leaves(problem, block)
     block, count = _renumber(block)
@@ -553,8 +509,7 @@ def _topological_orders(blocks: Blocks) -> list[list[int]]:
     """A few topological orders of the blocks: smallest-first, largest-first, depth-first."""
     n = blocks.count
     forward = topological_order(n, blocks.edges)
-    reverse_labels = topological_order(n, [(n - 1 - a, n - 1 - b) for a, b in blocks.edges])
-    largest_first = [n - 1 - v for v in reverse_labels]
+    largest_first = topological_order(n, blocks.edges, key=lambda v: -v)
     succ: list[list[int]] = [[] for _ in range(n)]
     indegree = [0] * n
     for a, b in blocks.edges:
