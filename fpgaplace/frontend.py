@@ -38,12 +38,12 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-import networkx as nx
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, shape_inference
 
+from fpgaplace import graphs
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.ir import Op, OpGraph, TensorInfo
 
@@ -381,18 +381,13 @@ def _sort_nodes(model: onnx.ModelProto, source: str) -> list[int]:
                 )
             if t:
                 producer[t] = i
-    deps = nx.DiGraph()
-    deps.add_nodes_from(range(len(nodes)))
-    for i, node in enumerate(nodes):
-        for t in [*node.input, *_outer_references(node)]:
-            if t in producer:
-                deps.add_edge(producer[t], i)
+    edges = [(producer[t], i) for i, node in enumerate(nodes)
+             for t in [*node.input, *_outer_references(node)] if t in producer]
     try:
-        order = list(nx.lexicographical_topological_sort(deps))
-    except nx.NetworkXUnfeasible:
-        cycle = nx.find_cycle(deps)
+        order = graphs.topological_order(len(nodes), edges)
+    except graphs.CycleError as cycle:
         raise FpgaplaceError(
-            f"{source}: the graph has a cycle through node '{_label(nodes, cycle[0][0])}'; expected a DAG"
+            f"{source}: the graph has a cycle through node '{_label(nodes, cycle.node)}'; expected a DAG"
         ) from None
     if order != list(range(len(nodes))):
         sorted_nodes = [nodes[i] for i in order]
@@ -409,8 +404,8 @@ def _outer_references(node: onnx.NodeProto) -> list[str]:
     """Tensors a node's subgraph attributes read from the enclosing scope."""
     found: list[str] = []
     for attr in node.attribute:
-        graphs = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for g in graphs:
+        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in bodies:
             found += _free_tensors(g)
     return list(dict.fromkeys(found))
 

@@ -23,6 +23,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from fpgaplace import graphs
 from fpgaplace.errors import FpgaplaceError
 
 # Bits per element of ONNX element types numpy cannot express exactly (packed sub-byte types).
@@ -149,9 +150,7 @@ class OpGraph:
         self._producer: dict[str, str] = {}
         self._consumers: dict[str, list[str]] = {}
         self.graph = self._build_graph(op_list)
-        order = self._sorted_names({op.name: op for op in op_list})
-        by_name = {op.name: op for op in op_list}
-        self.ops: dict[str, Op] = {n: by_name[n] for n in order}
+        self.ops: dict[str, Op] = {op.name: op for op in self._sorted(op_list)}
 
     # ---- construction -------------------------------------------------------------------
     def _build_graph(self, ops: list[Op]) -> nx.DiGraph:
@@ -176,14 +175,18 @@ class OpGraph:
                 edge["bytes"] += self.tensors[t].nbytes if t in self.tensors else 0
         return graph
 
-    def _sorted_names(self, ops: dict[str, Op]) -> list[str]:
+    def _sorted(self, ops: list[Op]) -> list[Op]:
+        """``ops`` in topological order, smallest ``Op.index`` first among ready ops (ties in
+        list order)."""
+        position = {op.name: i for i, op in enumerate(ops)}
+        edges = [(position[a], position[b]) for a, b in self.graph.edges]
         try:
-            return list(nx.lexicographical_topological_sort(self.graph, key=lambda n: ops[n].index))
-        except nx.NetworkXUnfeasible:
-            cycle = nx.find_cycle(self.graph)
+            order = graphs.topological_order(len(ops), edges, key=lambda i: ops[i].index)
+        except graphs.CycleError as cycle:
             raise FpgaplaceError(
-                f"{self.name}: the graph has a cycle through op '{cycle[0][0]}'; expected a DAG"
+                f"{self.name}: the graph has a cycle through op '{ops[cycle.node].name}'; expected a DAG"
             ) from None
+        return [ops[i] for i in order]
 
     # ---- queries --------------------------------------------------------------------------
     @property

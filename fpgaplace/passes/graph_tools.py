@@ -6,13 +6,14 @@ copy the model once at their start so that the caller's model is never mutated.
 
 from __future__ import annotations
 
-import heapq
 from collections import defaultdict
 from dataclasses import dataclass
 
 import numpy as np
 import onnx
 from onnx import helper, numpy_helper, shape_inference
+
+from fpgaplace import graphs
 
 FUSED_INTO_KEY = "fpgaplace.fused_into"
 """Node ``metadata_props`` key naming the node a fused node belongs to (its group head)."""
@@ -260,29 +261,13 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, TensorType]:
 
 def topological_indices(graph: onnx.GraphProto) -> list[int]:
     """Positions in ``graph.node`` in a dependency-respecting order, stable with respect to the
-    stored order (Kahn's algorithm with a min-heap, O((n + e) log n))."""
+    stored order (``fpgaplace.graphs.topological_order``, O((n + e) log n)); a node reading its
+    own output is not a dependency. A cycle raises ``graphs.CycleError`` (a ``ValueError``)."""
     prods = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
-    succs: dict[int, list[int]] = defaultdict(list)
-    remaining: dict[int, int] = {}
-    for i, node in enumerate(graph.node):
-        reads = set(node.input) | subgraph_inputs(node)
-        preds = {prods[t] for t in reads if t in prods} - {i}
-        remaining[i] = len(preds)
-        for p in preds:
-            succs[p].append(i)
-    ready = [i for i, k in remaining.items() if k == 0]
-    heapq.heapify(ready)
-    order: list[int] = []
-    while ready:
-        i = heapq.heappop(ready)
-        order.append(i)
-        for s in succs[i]:
-            remaining[s] -= 1
-            if remaining[s] == 0:
-                heapq.heappush(ready, s)
-    if len(order) != len(graph.node):
-        raise ValueError("graph has a cycle")
-    return order
+    edges = [(p, i) for i, node in enumerate(graph.node)
+             for p in {prods[t] for t in set(node.input) | subgraph_inputs(node) if t in prods}
+             if p != i]
+    return graphs.topological_order(len(graph.node), edges)
 
 
 def topological_order(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
