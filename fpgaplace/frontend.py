@@ -45,7 +45,7 @@ from onnx import helper, shape_inference
 
 from fpgaplace import graphs
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.ir import Op, OpGraph, TensorInfo
+from fpgaplace.ir import Op, OpGraph, TensorInfo, unique_op_names
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 CONTRIB_DOMAIN = "com.microsoft"
@@ -576,24 +576,6 @@ def _attr_values(node: onnx.NodeProto) -> dict:
     return attrs
 
 
-def _unique_names(nodes: list[tuple[int, onnx.NodeProto]]) -> list[str]:
-    """Each node's name, or '<op_type>_<index>' when empty or already taken (then suffixed)."""
-    counts: dict[str, int] = {}
-    for _, node in nodes:
-        if node.name:
-            counts[node.name] = counts.get(node.name, 0) + 1
-    taken: set[str] = set()
-    names = []
-    for index, node in nodes:
-        name = node.name if node.name and counts[node.name] == 1 else f"{node.op_type}_{index}"
-        base, suffix = name, 1
-        while name in taken or (name != node.name and name in counts):
-            name, suffix = f"{base}_{suffix}", suffix + 1
-        taken.add(name)
-        names.append(name)
-    return names
-
-
 def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, TensorInfo]) -> dict[str, int]:
     """Stored bytes of each constant tensor: a dequantized weight is stored quantized."""
     storage = {}
@@ -626,7 +608,7 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
     storage = _param_storage(constant_nodes, infos)
     shapes = {name: info.shape for name, info in infos.items()}
     ops = []
-    for (index, node), name in zip(compute, _unique_names(compute), strict=True):
+    for (index, node), name in zip(compute, unique_op_names(compute), strict=True):
         proto = onnx.NodeProto()
         proto.CopyFrom(node)
         proto.name = name

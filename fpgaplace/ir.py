@@ -120,6 +120,28 @@ class _Source:
         return cls(model, {t.name: t for t in g.initializer}, value_infos, constant_nodes, producer)
 
 
+def unique_op_names(nodes: Iterable[tuple[int, onnx.NodeProto]]) -> list[str]:
+    """The IR's op names for ``(index, node)`` pairs: a node keeps its name when that name is
+    non-empty and used once among ``nodes``; otherwise it becomes ``"<op_type>_<index>"``,
+    suffixed ``"_<k>"`` while that clashes with a name already given or with an original name.
+    O(n) (plus the rare suffix search)."""
+    nodes = list(nodes)
+    counts: dict[str, int] = {}
+    for _, node in nodes:
+        if node.name:
+            counts[node.name] = counts.get(node.name, 0) + 1
+    taken: set[str] = set()
+    names = []
+    for index, node in nodes:
+        name = node.name if node.name and counts[node.name] == 1 else f"{node.op_type}_{index}"
+        base, suffix = name, 1
+        while name in taken or (name != node.name and name in counts):
+            name, suffix = f"{base}_{suffix}", suffix + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
 class OpGraph:
     """Ops in topological order, tensors with shapes, parameters, and the edge graph."""
 

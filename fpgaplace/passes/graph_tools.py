@@ -14,6 +14,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from fpgaplace import graphs
+from fpgaplace.ir import unique_op_names
 
 FUSED_INTO_KEY = "fpgaplace.fused_into"
 """Node ``metadata_props`` key naming the node a fused node belongs to (its group head)."""
@@ -25,26 +26,12 @@ NONDETERMINISTIC_OPS = frozenset(
 
 
 def name_nodes(model: onnx.ModelProto) -> int:
-    """Give every node a unique name, in place; return how many were renamed.
-
-    The IR's rule (``fpgaplace.frontend``): a node keeps its name when that name is non-empty
-    and used once; otherwise it becomes ``"<op_type>_<index>"`` with ``index`` its position in
-    ``graph.node``, suffixed ``"_<k>"`` while that clashes with a name already given or with an
-    original name. O(n).
-    """
+    """Give every node a unique name, in place, by the IR's rule (``fpgaplace.ir.unique_op_names``
+    with each node's position in ``graph.node`` as its index); return how many were renamed.
+    O(n)."""
     nodes = model.graph.node
-    counts: dict[str, int] = defaultdict(int)
-    for node in nodes:
-        if node.name:
-            counts[node.name] += 1
-    taken: set[str] = set()
     renamed = 0
-    for index, node in enumerate(nodes):
-        name = node.name if node.name and counts[node.name] == 1 else f"{node.op_type}_{index}"
-        base, suffix = name, 1
-        while name in taken or (name != node.name and name in counts):
-            name, suffix = f"{base}_{suffix}", suffix + 1
-        taken.add(name)
+    for node, name in zip(nodes, unique_op_names(enumerate(nodes)), strict=True):
         if name != node.name:
             node.name = name
             renamed += 1
