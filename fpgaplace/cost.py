@@ -220,6 +220,8 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
     """
     import onnxruntime as ort
 
+    from fpgaplace.split import random_inputs
+
     model = graph.to_onnx()
     with tempfile.TemporaryDirectory(prefix="fpgaplace-profile-") as tmp:
         options = ort.SessionOptions()
@@ -235,7 +237,7 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
             raise FpgaplaceError(
                 f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {_first_line(exc)}"
             ) from exc
-        feeds = random_inputs(session)
+        feeds = random_inputs(model, integer_high=2)  # integers 0/1: in range of small index tables
         for _ in range(runs + 1):
             session.run(None, feeds)
         profile_path = session.end_profiling()
@@ -246,34 +248,6 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
 def _first_line(exc: Exception) -> str:
     text = str(exc).strip().splitlines()
     return text[0] if text else type(exc).__name__
-
-
-def random_inputs(session) -> dict[str, np.ndarray]:
-    """Seeded random feeds for every input of an onnxruntime session (symbolic dims -> 1)."""
-    rng = np.random.default_rng(0)
-    feeds = {}
-    for arg in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in arg.shape]
-        dtype = _ORT_TYPES.get(arg.type, np.float32)
-        if np.issubdtype(dtype, np.integer):
-            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(dtype)
-        elif dtype is np.bool_:
-            feeds[arg.name] = rng.integers(0, 2, size=shape).astype(bool)
-        else:
-            feeds[arg.name] = rng.standard_normal(shape).astype(dtype)
-    return feeds
-
-
-_ORT_TYPES = {
-    "tensor(float)": np.float32,
-    "tensor(double)": np.float64,
-    "tensor(float16)": np.float16,
-    "tensor(int64)": np.int64,
-    "tensor(int32)": np.int32,
-    "tensor(int8)": np.int8,
-    "tensor(uint8)": np.uint8,
-    "tensor(bool)": np.bool_,
-}
 
 
 def _node_times_us(events: list[dict], runs: int) -> dict[str, float]:

@@ -385,9 +385,10 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
     return {entry["name"]: values[entry["name"]] for entry in manifest.graph_outputs}
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray]:
+def random_inputs(model: onnx.ModelProto, seed: int = 0, *,
+                  integer_high: int = 3) -> dict[str, np.ndarray]:
     """Random values for the model's graph inputs (symbolic dims become 1): floats from a
-    standard normal, integers in [0, 3), booleans at random."""
+    standard normal, integers in [0, ``integer_high``), booleans at random."""
     rng = np.random.default_rng(seed)
     initializers = {t.name for t in model.graph.initializer}
     values = {}
@@ -402,7 +403,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0) -> dict[str, np.ndarray
         elif dtype == np.bool_:
             values[info.name] = rng.random(shape) < 0.5
         else:
-            values[info.name] = rng.integers(0, 3, shape).astype(dtype)
+            values[info.name] = rng.integers(0, integer_high, shape).astype(dtype)
     return values
 
 
