@@ -20,6 +20,7 @@ from onnx import helper, numpy_helper
 
 from fpgaplace.passes.graph_tools import (
     NONDETERMINISTIC_OPS,
+    PassResult,
     add_initializer,
     constant_initializers,
     consumers,
@@ -81,7 +82,7 @@ def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],
 
 
 def fold_constants(model: onnx.ModelProto, *,
-                   max_folded_bytes: int = DEFAULT_MAX_FOLDED_BYTES) -> tuple[onnx.ModelProto, int]:
+                   max_folded_bytes: int = DEFAULT_MAX_FOLDED_BYTES) -> PassResult:
     """Replace constant subgraphs by initializers; return the model and the nodes removed."""
     result = copy_model(model)
     graph = result.graph

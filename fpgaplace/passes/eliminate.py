@@ -14,6 +14,7 @@ import onnx
 
 from fpgaplace.passes.graph_tools import (
     NONDETERMINISTIC_OPS,
+    PassResult,
     constant_initializers,
     copy_model,
     keep_nodes,
@@ -23,8 +24,6 @@ from fpgaplace.passes.graph_tools import (
     subgraph_inputs,
     topological_indices,
 )
-
-PassResult = tuple[onnx.ModelProto, int]
 
 
 def eliminate_dead_code(model: onnx.ModelProto) -> PassResult:

@@ -26,6 +26,7 @@ import onnx
 from onnx import numpy_helper
 
 from fpgaplace.passes.graph_tools import (
+    PassResult,
     add_initializer,
     attribute,
     constant_value,
@@ -36,8 +37,6 @@ from fpgaplace.passes.graph_tools import (
     set_attribute,
     tensor_types,
 )
-
-PassResult = tuple[onnx.ModelProto, int]
 
 
 @dataclass
@@ -135,6 +134,16 @@ def _channel_vector(const: np.ndarray, axis: int, rank: int | None,
     return const.reshape(-1).astype(np.float64)
 
 
+def _bias_input(model: onnx.ModelProto, node: onnx.NodeProto, channels: int) -> np.ndarray:
+    """The bias a Conv or Gemm adds (Gemm: times ``beta``) as float64; zeros without one."""
+    if len(node.input) <= 2 or not node.input[2]:
+        return np.zeros(channels)
+    bias = constant_value(model, node.input[2])
+    if node.op_type == "Gemm":
+        bias = bias * attribute(node, "beta", 1.0)
+    return bias.astype(np.float64)
+
+
 def _absorb(model: onnx.ModelProto, linear: _Linear, scale: np.ndarray,
             shift: np.ndarray, consumer: onnx.NodeProto) -> None:
     """Move ``y = scale * x + shift`` (per channel) into ``linear``; drop ``consumer``."""
@@ -145,26 +154,15 @@ def _absorb(model: onnx.ModelProto, linear: _Linear, scale: np.ndarray,
     shape[linear.weight_axis] = -1
     new_weight = (weight.astype(np.float64) * scale.reshape(shape)).astype(dtype)
     node.input[linear.weight_input] = _store(model, node.input[linear.weight_input], new_weight)
-    if node.op_type == "Conv":
-        old = constant_value(model, node.input[2]) if len(node.input) > 2 and node.input[2] \
-            else np.zeros(len(scale))
-        bias = (old.astype(np.float64) * scale + shift).astype(dtype)
+    if node.op_type in ("Conv", "Gemm"):
+        bias = (_bias_input(model, node, len(scale)) * scale + shift).astype(dtype)
         name = _store(model, f"{node.name or node.output[0]}_bias", bias)
         if len(node.input) > 2:
             node.input[2] = name
         else:
             node.input.append(name)
-    elif node.op_type == "Gemm":
-        beta = attribute(node, "beta", 1.0)
-        old = constant_value(model, node.input[2]) * beta if len(node.input) > 2 and \
-            node.input[2] else np.zeros(len(scale))
-        bias = (old.astype(np.float64) * scale + shift).astype(dtype)
-        name = _store(model, f"{node.name or node.output[0]}_bias", bias)
-        if len(node.input) > 2:
-            node.input[2] = name
-        else:
-            node.input.append(name)
-        set_attribute(node, "beta", 1.0)
+        if node.op_type == "Gemm":
+            set_attribute(node, "beta", 1.0)
     elif linear.bias_node is not None:
         old = constant_value(model, linear.bias_node.input[1]).astype(np.float64)
         bias = (old * scale + shift).astype(dtype) if old.size == len(scale) else \

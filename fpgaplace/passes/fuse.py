@@ -22,6 +22,7 @@ import onnx
 
 from fpgaplace.passes.graph_tools import (
     FUSED_INTO_KEY,
+    PassResult,
     constant_initializers,
     consumers,
     copy_model,
@@ -47,7 +48,6 @@ NOT_A_HEAD = frozenset({
     "Transpose", "Concat", "Split", "Slice", "Gather", "Identity", "Dropout", "Expand", "Tile",
 })
 
-PassResult = tuple[onnx.ModelProto, int]
 
 
 def fused_head(node: onnx.NodeProto) -> str | None:

@@ -16,6 +16,9 @@ from onnx import helper, numpy_helper, shape_inference
 from fpgaplace import graphs
 from fpgaplace.ir import unique_op_names
 
+PassResult = tuple[onnx.ModelProto, int]
+"""What every pass returns: the new model and how many changes it made."""
+
 FUSED_INTO_KEY = "fpgaplace.fused_into"
 """Node ``metadata_props`` key naming the node a fused node belongs to (its group head)."""
 

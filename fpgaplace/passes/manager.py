@@ -23,7 +23,13 @@ from fpgaplace.passes.constant import fold_constants
 from fpgaplace.passes.eliminate import eliminate_common_subexpressions, eliminate_dead_code
 from fpgaplace.passes.fold import fold_batchnorm, fold_channel_affine
 from fpgaplace.passes.fuse import fuse_activations, fuse_elementwise
-from fpgaplace.passes.graph_tools import copy_model, name_nodes, op_counts, sort_nodes
+from fpgaplace.passes.graph_tools import (
+    PassResult,
+    copy_model,
+    name_nodes,
+    op_counts,
+    sort_nodes,
+)
 from fpgaplace.passes.simplify import (
     cancel_transpose_pairs,
     collapse_reshape_chains,
@@ -34,7 +40,7 @@ from fpgaplace.passes.simplify import (
     remove_noop_transpose,
 )
 
-Pass = Callable[[onnx.ModelProto], tuple[onnx.ModelProto, int]]
+Pass = Callable[[onnx.ModelProto], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_identity,

@@ -14,6 +14,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.passes.graph_tools import (
+    PassResult,
     TensorType,
     attribute,
     bypass,
@@ -25,8 +26,6 @@ from fpgaplace.passes.graph_tools import (
     set_attribute,
     tensor_types,
 )
-
-PassResult = tuple[onnx.ModelProto, int]
 
 
 def _remove_where(model: onnx.ModelProto,
