@@ -68,24 +68,12 @@ def _dp(problem: PlacementProblem, options: SolveOptions) -> Placement:
 def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
     from fpgaplace.solvers import ilp
 
-    start = _heuristic_start(problem, options)
+    limits = {"time_limit": options.time_limit, "gap": options.gap,
+              "start": _heuristic_start(problem, options), "progress": options.progress}
     if options.objective == "latency":
-        return ilp.solve_latency_ip(
-            problem,
-            subgraphs_per_device=options.subgraphs_per_device,
-            time_limit=options.time_limit,
-            gap=options.gap,
-            start=start,
-            progress=options.progress,
-        )
-    return ilp.solve_throughput_ip(
-        problem,
-        contiguous=options.contiguous,
-        time_limit=options.time_limit,
-        gap=options.gap,
-        start=start,
-        progress=options.progress,
-    )
+        return ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device,
+                                    **limits)
+    return ilp.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
 
 
 def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement]:
