@@ -45,7 +45,7 @@ from onnx import helper, shape_inference
 
 from fpgaplace import graphs
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.ir import Op, OpGraph, TensorInfo, unique_op_names
+from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 CONTRIB_DOMAIN = "com.microsoft"
@@ -382,7 +382,7 @@ def _sort_nodes(model: onnx.ModelProto, source: str) -> list[int]:
             if t:
                 producer[t] = i
     edges = [(producer[t], i) for i, node in enumerate(nodes)
-             for t in [*node.input, *_outer_references(node)] if t in producer]
+             for t in [*node.input, *outer_references(node)] if t in producer]
     try:
         order = graphs.topological_order(len(nodes), edges)
     except graphs.CycleError as cycle:
@@ -398,28 +398,6 @@ def _sort_nodes(model: onnx.ModelProto, source: str) -> list[int]:
 
 def _label(nodes: list[onnx.NodeProto], i: int) -> str:
     return nodes[i].name or f"{nodes[i].op_type}_{i}"
-
-
-def _outer_references(node: onnx.NodeProto) -> list[str]:
-    """Tensors a node's subgraph attributes read from the enclosing scope."""
-    found: list[str] = []
-    for attr in node.attribute:
-        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
-        for g in bodies:
-            found += _free_tensors(g)
-    return list(dict.fromkeys(found))
-
-
-def _free_tensors(graph: onnx.GraphProto) -> list[str]:
-    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
-    free: list[str] = []
-    for node in graph.node:
-        for t in [*node.input, *_outer_references(node)]:
-            if t and t not in defined:
-                free.append(t)
-        defined.update(node.output)
-    free += [v.name for v in graph.output if v.name not in defined]
-    return free
 
 
 def _default_opset(model: onnx.ModelProto) -> int:
@@ -620,7 +598,7 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
             inputs=list(node.input),
             outputs=list(node.output),
             index=index,
-            implicit_inputs=_outer_references(node),
+            implicit_inputs=outer_references(node),
             node=proto,
         )
         _fill_costs(op, shapes, infos, constants, storage)

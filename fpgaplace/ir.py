@@ -120,6 +120,29 @@ class _Source:
         return cls(model, {t.name: t for t in g.initializer}, value_infos, constant_nodes, producer)
 
 
+def outer_references(node: onnx.NodeProto) -> list[str]:
+    """Tensors a node's subgraph attributes (If/Loop/Scan bodies, nested too) read from the
+    enclosing scope, in order of first use. O(size of the subgraphs)."""
+    found: list[str] = []
+    for attr in node.attribute:
+        bodies = [attr.g] if attr.type == onnx.AttributeProto.GRAPH else list(attr.graphs)
+        for g in bodies:
+            found += _free_tensors(g)
+    return list(dict.fromkeys(found))
+
+
+def _free_tensors(graph: onnx.GraphProto) -> list[str]:
+    defined = {v.name for v in graph.input} | {t.name for t in graph.initializer}
+    free: list[str] = []
+    for node in graph.node:
+        for t in [*node.input, *outer_references(node)]:
+            if t and t not in defined:
+                free.append(t)
+        defined.update(node.output)
+    free += [v.name for v in graph.output if v.name not in defined]
+    return free
+
+
 def unique_op_names(nodes: Iterable[tuple[int, onnx.NodeProto]]) -> list[str]:
     """The IR's op names for ``(index, node)`` pairs: a node keeps its name when that name is
     non-empty and used once among ``nodes``; otherwise it becomes ``"<op_type>_<index>"``,

@@ -14,7 +14,7 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from fpgaplace import graphs
-from fpgaplace.ir import unique_op_names
+from fpgaplace.ir import outer_references, unique_op_names
 
 PassResult = tuple[onnx.ModelProto, int]
 """What every pass returns: the new model and how many changes it made."""
@@ -60,17 +60,7 @@ def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
 
 def subgraph_inputs(node: onnx.NodeProto) -> set[str]:
     """Outer-scope tensor names that the node's subgraphs (If/Loop/Scan bodies) read."""
-    names: set[str] = set()
-    for attr in node.attribute:
-        graphs = list(attr.graphs) + ([attr.g] if attr.HasField("g") else [])
-        for sub in graphs:
-            local = {i.name for i in sub.input} | {t.name for t in sub.initializer}
-            for inner in sub.node:
-                local.update(inner.output)
-            for inner in sub.node:
-                names.update(i for i in inner.input if i and i not in local)
-                names.update(subgraph_inputs(inner) - local)
-    return names
+    return set(outer_references(node))
 
 
 def output_names(graph: onnx.GraphProto) -> set[str]:
