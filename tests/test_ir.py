@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.frontend import from_model, load_onnx
-from fpgaplace.ir import Op, OpGraph, TensorInfo
+from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 from fpgaplace.models import light_model_path
 
 
@@ -159,3 +159,24 @@ def test_to_onnx_names_nodes_after_ops_and_keeps_outputs(bert_model):
     np.testing.assert_allclose(
         run(model, {"hidden_states": x})[0], run(bert_model, {"hidden_states": x})[0], rtol=1e-5, atol=1e-5
     )
+
+
+def test_outer_references_reads_nested_bodies_in_first_use_order():
+    inner = helper.make_graph([helper.make_node("Add", ["y", "x"], ["s"])], "inner", [],
+                              [helper.make_tensor_value_info("s", TensorProto.FLOAT, [1])])
+    body = helper.make_graph(
+        [helper.make_node("Neg", ["x"], ["n"]),
+         helper.make_node("If", ["c"], ["o"], then_branch=inner, else_branch=inner),
+         helper.make_node("Add", ["n", "o"], ["r"])],
+        "body", [], [helper.make_tensor_value_info("r", TensorProto.FLOAT, [1])])
+    node = helper.make_node("If", ["c"], ["out"], then_branch=body, else_branch=body)
+    assert outer_references(node) == ["x", "c", "y"]  # n and o are defined inside the body
+
+
+def test_unique_op_names_keeps_unique_names_and_renames_the_rest():
+    nodes = [helper.make_node("Relu", ["a"], ["b"], name="r"),
+             helper.make_node("Relu", ["b"], ["c"], name="dup"),
+             helper.make_node("Relu", ["c"], ["d"], name="dup"),
+             helper.make_node("Relu", ["d"], ["e"]),
+             helper.make_node("Relu", ["e"], ["f"], name="Relu_3")]
+    assert unique_op_names(enumerate(nodes)) == ["r", "Relu_1", "Relu_2", "Relu_3_1", "Relu_3"]
