@@ -502,9 +502,8 @@ def partitioner(problem: PlacementProblem, objective: Objective = "throughput") 
     if parts == 1 or count <= parts:
         membership = [min(b, parts - 1) for b in range(count)]
     else:
-        _, membership = pymetis.part_graph(
-            parts, xadj=xadj, adjncy=adjncy, vweights=vweights, eweights=eweights
-        )
+        adjacency = pymetis.CSRAdjacency(xadj, adjncy)
+        _, membership = pymetis.part_graph(parts, adjacency, vweights=vweights, eweights=eweights)
     device = np.array([accels[membership[b]] for b in block_of], dtype=np.int64)
     device = _repair(problem, blocks, device)
     return _score(problem, device, "partitioner", objective, started, contiguous=False)
