@@ -40,7 +40,7 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace.board import Board, CpuCore, FpgaCore
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph
 from fpgaplace.passes.fuse import fused_head
 from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
@@ -235,7 +235,7 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
             session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
         except Exception as exc:  # onnxruntime raises its own types; keep it one line
             raise FpgaplaceError(
-                f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {_first_line(exc)}"
+                f"{graph.name}: onnxruntime cannot run the model for CPU profiling: {first_line(exc)}"
             ) from exc
         feeds = random_inputs(model, integer_high=2)  # integers 0/1: in range of small index tables
         for _ in range(runs + 1):
@@ -243,11 +243,6 @@ def profile_cpu_us(graph: OpGraph, runs: int = 3) -> dict[str, float]:
         profile_path = session.end_profiling()
         events = json.loads(Path(profile_path).read_text())
     return _node_times_us(events, runs)
-
-
-def _first_line(exc: Exception) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0] if text else type(exc).__name__
 
 
 def _node_times_us(events: list[dict], runs: int) -> dict[str, float]:

@@ -44,7 +44,7 @@ from google.protobuf.message import DecodeError
 from onnx import helper, shape_inference
 
 from fpgaplace import graphs
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
@@ -319,14 +319,14 @@ def load_onnx(path: str | Path, batch: int = 1) -> OpGraph:
     try:
         model = onnx.load(source, load_external_data=False)
     except (DecodeError, ValueError, TypeError, RuntimeError, OSError) as exc:
-        raise FpgaplaceError(f"{source}: not a valid ONNX protobuf ({_first_line(exc)})") from None
+        raise FpgaplaceError(f"{source}: not a valid ONNX protobuf ({first_line(exc)})") from None
     _check_proto(model, source)
     try:
         from onnx.external_data_helper import load_external_data_for_model
 
         load_external_data_for_model(model, str(path.parent))
     except (OSError, ValueError, RuntimeError, onnx.checker.ValidationError) as exc:
-        raise FpgaplaceError(f"{source}: cannot read the model's external data ({_first_line(exc)})") from None
+        raise FpgaplaceError(f"{source}: cannot read the model's external data ({first_line(exc)})") from None
     return from_model(model, batch=batch, source=source)
 
 
@@ -344,11 +344,6 @@ def from_model(model: onnx.ModelProto, batch: int = 1, source: str = "<model>") 
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
     return _build(work, positions, source, notes)
-
-
-def _first_line(exc: BaseException) -> str:
-    lines = [line.strip() for line in str(exc).strip().splitlines() if line.strip()]
-    return lines[0] if lines else type(exc).__name__
 
 
 def _check_batch(batch: int, source: str) -> None:
@@ -423,7 +418,7 @@ def _upgrade_old_opset(model: onnx.ModelProto, source: str, notes: list[str]) ->
         upgraded = version_converter.convert_version(model, MIN_OPSET)
     except Exception as exc:  # the converter raises bare RuntimeErrors and C++ errors alike
         raise FpgaplaceError(
-            f"{source}: opset {version} is older than {MIN_OPSET} and cannot be upgraded ({_first_line(exc)})"
+            f"{source}: opset {version} is older than {MIN_OPSET} and cannot be upgraded ({first_line(exc)})"
         ) from None
     model.CopyFrom(upgraded)
     notes.append(f"upgraded from opset {version} to {MIN_OPSET}")
@@ -471,9 +466,9 @@ def _run_checker(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
-        raise FpgaplaceError(f"{source}: rejected by onnx.checker: {_first_line(exc)}") from None
+        raise FpgaplaceError(f"{source}: rejected by onnx.checker: {first_line(exc)}") from None
     except ValueError as exc:  # e.g. a model over the 2 GB protobuf limit
-        notes.append(f"onnx.checker skipped: {_first_line(exc)}")
+        notes.append(f"onnx.checker skipped: {first_line(exc)}")
 
 
 def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx.ModelProto:
@@ -482,7 +477,7 @@ def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx
         try:
             return shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
         except Exception as exc:  # inference raises InferenceError, ValueError or RuntimeError
-            failure = _first_line(exc)
+            failure = first_line(exc)
     notes.append(f"shape inference failed ({failure}); only declared shapes are known")
     return model
 

@@ -31,7 +31,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.passes.graph_tools import (
     TensorType,
     copy_model,
@@ -257,8 +257,7 @@ def _session(model_bytes: bytes | str, what: str) -> ort.InferenceSession:
     try:
         return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        first_line = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise FpgaplaceError(f"{what}: onnxruntime cannot run it: {first_line}") from exc
+        raise FpgaplaceError(f"{what}: onnxruntime cannot run it: {first_line(exc)}") from exc
 
 
 def _io_entries(names: list[str], types: dict[str, TensorType]) -> list[dict]:
@@ -377,8 +376,7 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
         try:
             results = session.run(sub.outputs, {t: values[t] for t in sub.inputs})
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several types
-            first = str(exc).strip().splitlines()[0] if str(exc).strip() else repr(exc)
-            raise FpgaplaceError(f"{what}: onnxruntime failed: {first}") from exc
+            raise FpgaplaceError(f"{what}: onnxruntime failed: {first_line(exc)}") from exc
         values.update(zip(sub.outputs, results, strict=True))
     if keep_intermediates:
         return values

@@ -42,7 +42,7 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.split import MANIFEST_NAME, Manifest, SubmodelInfo, random_inputs
 
 Sample = dict[str, np.ndarray]
@@ -119,12 +119,7 @@ def open_session(model: bytes | str | Path, what: str, threads: int = 1) -> ort.
     try:
         return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        raise FpgaplaceError(f"{what}: onnxruntime cannot load it: {_first_line(exc)}") from exc
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
+        raise FpgaplaceError(f"{what}: onnxruntime cannot load it: {first_line(exc)}") from exc
 
 
 def _manifest_random_sample(manifest: Manifest, seed: int) -> Sample:
@@ -190,7 +185,7 @@ def run_whole(model: onnx.ModelProto | Path, inputs: Iterable[Sample] | int, thr
         try:
             results = session.run(output_names, sample)
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several types
-            raise FpgaplaceError(f"{what}: onnxruntime failed on sample {index}: {_first_line(exc)}") from exc
+            raise FpgaplaceError(f"{what}: onnxruntime failed on sample {index}: {first_line(exc)}") from exc
         outputs.append(dict(zip(output_names, results, strict=True)))
     return WholeRunResult(outputs, time.perf_counter() - start, threads)
 
@@ -201,7 +196,7 @@ def _load_model(path: Path) -> onnx.ModelProto:
     try:
         return onnx.load(str(path))
     except Exception as exc:  # noqa: BLE001 - protobuf decode errors have several types
-        raise FpgaplaceError(f"{path}: not a readable ONNX model ({_first_line(exc)})") from exc
+        raise FpgaplaceError(f"{path}: not a readable ONNX model ({first_line(exc)})") from exc
 
 
 # --------------------------------------------------------------------------- actors
@@ -249,7 +244,7 @@ class _StageWorker:
             results = self.sessions[name].run(None, dict(zip(self.input_names[name], tensors, strict=True)))
         except Exception as exc:  # noqa: BLE001 - onnxruntime raises several types
             raise FpgaplaceError(f"submodel '{name}' on device '{self.device}': onnxruntime failed: "
-                                 f"{_first_line(exc)}") from exc
+                                 f"{first_line(exc)}") from exc
         self.busy_s += time.perf_counter() - start
         self.runs += 1
         return results[0] if len(results) == 1 else tuple(results)
@@ -338,7 +333,7 @@ def _connect(ray: Any, address: str | None, num_actors: int, timeout_s: float) -
     try:
         ray.init(address=address, log_to_driver=False, logging_level=logging.ERROR)
     except Exception as exc:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ...
-        raise FpgaplaceError(f"cluster address '{address}': cannot join the Ray cluster: {_first_line(exc)}") from exc
+        raise FpgaplaceError(f"cluster address '{address}': cannot join the Ray cluster: {first_line(exc)}") from exc
     return True
 
 
@@ -377,7 +372,7 @@ def _await_ready(pipeline: _Pipeline) -> None:
             actor_id, error = ray.get(ref, timeout=pipeline.timeout_s)
         except ray.exceptions.RayActorError as exc:
             raise FpgaplaceError(f"cluster: the actor of device '{device}' died while starting: "
-                                 f"{_first_line(exc)}") from exc
+                                 f"{first_line(exc)}") from exc
         if error is not None:
             raise FpgaplaceError(error)
         pipeline.device_of_actor[actor_id] = device
@@ -420,7 +415,7 @@ def _collect(pipeline: _Pipeline, submodels: list[SubmodelInfo], flight: _InFlig
                              f"max_restarts={pipeline.max_restarts}); {counts}") from exc
     except ray.exceptions.RayTaskError as exc:
         cause = exc.cause if getattr(exc, "cause", None) is not None else exc
-        raise FpgaplaceError(f"cluster: {_first_line(cause)}; {counts}") from exc
+        raise FpgaplaceError(f"cluster: {first_line(cause)}; {counts}") from exc
     return dict(zip(flight.outputs, values, strict=True))
 
 
