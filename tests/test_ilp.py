@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_dp_vs_ip import is_chain
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.baselines import greedy_latency
@@ -54,7 +55,8 @@ def small_dags(draw: st.DrawFn, max_nodes: int = 8) -> PlacementProblem:
 
 
 def brute_force_max_load(problem: PlacementProblem, contiguous: bool) -> float:
-    """Best max-load over every assignment (identical accelerators taken in one order)."""
+    """Best max-load over every assignment (identical accelerators taken in one order);
+    ``contiguous`` keeps chains of ideals (acyclic quotient graph), the DP's split space."""
     best = math.inf
     for assignment in itertools.product(range(3), repeat=problem.n):
         device = np.array(assignment)
@@ -62,7 +64,7 @@ def brute_force_max_load(problem: PlacementProblem, contiguous: bool) -> float:
         if len(on[1]) and (not len(on[0]) or on[1][0] < on[0][0]):
             continue  # the mirror image of a canonical assignment
         result = evaluate(problem, Placement(device=device))
-        if result.feasible and (result.contiguous or not contiguous):
+        if result.feasible and (not contiguous or is_chain(problem, device)):
             best = min(best, result.max_load)
     return best
 
