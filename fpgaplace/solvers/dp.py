@@ -57,6 +57,7 @@ from fpgaplace.solvers.evaluate import class_graph, device_loads
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 MAX_IDEALS = 150_000
+MAX_FIT_ENTRIES = 50_000_000  # ideals * kinds * states of the contiguity tables (8 bytes each)
 CHUNK = 1024  # ideals per compiled call, between time-limit checks and progress reports
 BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside the search
 
@@ -293,10 +294,51 @@ def _toggle_block(b, sign, block_ptr, block_nodes, transfer, pred_ptr, preds, ou
 
 
 @numba.njit(cache=True)
+def _fits_below(down_ptr, down_block, down_to, relaxed, digit, stride, cut,
+                slack):  # pragma: no cover - compiled
+    """below[I, s]: ideal I splits into a chain over the devices of state s with every device's
+    compute (transfer and memory ignored) below ``cut``. Ideals by size, so sub-ideals come first.
+
+    best[I, t, s] = max over sub-ideals J of I with below[J, s] of prefix_t(J); then
+    below[I, s] = OR over kinds t of s: prefix_t(I) - best[I, t, s - e_t] < cut.
+    O(N * kinds * states * degree).
+    """
+    n = down_ptr.shape[0] - 1
+    n_states, n_kinds = digit.shape
+    prefix = np.zeros((n, n_kinds))
+    best = np.full((n, n_kinds, n_states), -np.inf)
+    below = np.zeros((n, n_states), dtype=np.bool_)
+    below[0, :] = True
+    best[0, :, :] = 0.0
+    for ideal in range(1, n):
+        first = down_ptr[ideal]
+        for t in range(n_kinds):
+            prefix[ideal, t] = prefix[down_to[first], t] + relaxed[down_block[first], t]
+            for s in range(n_states):
+                m = -np.inf
+                for link in range(first, down_ptr[ideal + 1]):
+                    m = max(m, best[down_to[link], t, s])
+                best[ideal, t, s] = m
+        for s in range(1, n_states):
+            for t in range(n_kinds):
+                if digit[s, t] == 0:
+                    continue
+                r = s - stride[t]
+                m = prefix[ideal, t] if below[ideal, r] else best[ideal, t, r]
+                if prefix[ideal, t] - m < cut + slack[t]:
+                    below[ideal, s] = True
+                    break
+            if below[ideal, s]:
+                for t in range(n_kinds):
+                    best[ideal, t, s] = prefix[ideal, t]
+    return below
+
+
+@numba.njit(cache=True)
 def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, compute,
                unsupported, available, block_size, memory, is_cpu, transfer, pred_ptr, preds,
                out_degree, stride, digit, cheapest, ideal_cheapest, total_cheapest, used_capacity,
-               free_capacity, kind_capacity, bound, f, back_ideal, back_kind,
+               free_capacity, kind_capacity, below, above, bound, f, back_ideal, back_kind,
                visited):  # pragma: no cover - compiled
     """Fill f[I, :] for ideals lo <= I < hi; returns the number of ideal pairs visited.
 
@@ -304,6 +346,10 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
     devices left can hold the rest (capacities in cheapest-compute units, see ``_capacities``);
     other states stay infinite, an ideal without useful states is skipped, and the walk stops
     once the devices left could no longer hold what lies outside the lower ideal.
+    ``below``/``above`` (``_fits_below``) sharpen both tests with contiguity: state s of I is
+    useful only if below[I, s] and above[I, full - s]; a lower ideal J is relaxed and descended
+    only if above[J, full - s + e_t] for some useful s and kind t of s (monotone: false for J
+    stays false for every sub-ideal of J, as J's complement only grows).
     """
     n_states, n_kinds = digit.shape
     n_nodes = out_degree.shape[0]
@@ -316,6 +362,9 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
     load_compute = np.zeros(n_kinds)
     bad = np.zeros(n_kinds, dtype=np.int64)
     useful = np.zeros(n_states, dtype=np.bool_)
+    need = np.empty(n_states, dtype=np.int64)  # complement states a lower ideal may need
+    needed = np.zeros(n_states, dtype=np.bool_)
+    full = n_states - 1
     slack = 1e-9 * (total_cheapest + 1.0)
     pairs = 0
     for ideal in range(lo, hi):
@@ -330,13 +379,21 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
         reach = -np.inf  # most that the lower ideal's complement may hold
         for s in range(n_states):
             useful[s] = (inside <= used_capacity[s] + slack
-                         and outside <= free_capacity[s] + slack)
+                         and outside <= free_capacity[s] + slack
+                         and below[ideal, s] and above[ideal, full - s])
             if useful[s]:
                 for t in range(n_kinds):
                     if digit[s, t] > 0:
                         reach = max(reach, free_capacity[s] + kind_capacity[t])
+                        needed[full - s + stride[t]] = True
         if reach == -np.inf:
             continue
+        n_need = 0
+        for s in range(n_states):
+            if needed[s]:
+                need[n_need] = s
+                n_need += 1
+                needed[s] = False
         load_compute[:] = 0.0
         bad[:] = 0
         size = 0.0
@@ -377,7 +434,12 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
             transfer_cost += _toggle_block(b, 1, block_ptr, block_nodes, transfer, pred_ptr,
                                            preds, out_degree, in_set, succ_in_set)
             descend = False
-            if outside + cheap <= reach + slack:
+            fits = False
+            for q in range(n_need):
+                if above[lower, need[q]]:
+                    fits = True
+                    break
+            if fits and outside + cheap <= reach + slack:
                 for t in range(n_kinds):
                     if not (available[t] and bad[t] == 0 and load_compute[t] < bound
                             and size <= memory[t]):
@@ -452,6 +514,38 @@ def _ideal_cheapest(tables: _Tables, lattice: IdealLattice) -> np.ndarray:
     return out
 
 
+def _reversed_lattice(lattice: IdealLattice) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Up-links as the down-links of the reversed lattice (ideal I becomes n - 1 - I)."""
+    n = lattice.count
+    upper = np.repeat(np.arange(n), np.diff(lattice.down_ptr))
+    lower = lattice.down_to
+    order = np.argsort(n - 1 - lower, kind="stable")
+    ptr = np.zeros(n + 1, dtype=np.int64)
+    ptr[1:] = np.cumsum(np.bincount(n - 1 - lower, minlength=n))
+    return ptr, lattice.down_block[order].astype(np.int64), (n - 1 - upper[order]).astype(np.int64)
+
+
+def _contiguous_fits(tables: _Tables, lattice: IdealLattice, bound: float
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """below[I, s] and above[I, F] of ``_fits_below`` for the cut ``bound`` (all true when the
+    bound is infinite or the tables would be too large). A block a kind cannot run costs the
+    whole bound there. Relaxed sums carry a slack of 1e-9 of each kind's total, so rounding
+    never makes a state look infeasible that a split below the bound reaches."""
+    n_states, n_kinds = tables.digit.shape
+    n = lattice.count
+    if not math.isfinite(bound) or n * n_kinds * n_states > MAX_FIT_ENTRIES:
+        everything = np.ones((n, n_states), dtype=np.bool_)
+        return everything, everything
+    relaxed = np.where(tables.unsupported > 0, bound, tables.compute)
+    slack = 1e-9 * (relaxed.sum(axis=0) + 1.0)
+    below = _fits_below(lattice.down_ptr, lattice.down_block, lattice.down_to, relaxed,
+                        tables.digit, tables.stride, bound, slack)
+    up_ptr, up_block, up_to = _reversed_lattice(lattice)
+    above = _fits_below(up_ptr, up_block, up_to, relaxed, tables.digit, tables.stride, bound,
+                        slack)[::-1]
+    return below, np.ascontiguousarray(above)
+
+
 def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice: IdealLattice,
             bound: float, deadline: float, progress: Progress) -> _DpRun:
     n_states = tables.digit.shape[0]
@@ -464,6 +558,7 @@ def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice:
         tables, [kind.count for kind in problem.kinds], bound)
     ideal_cheapest = _ideal_cheapest(tables, lattice)
     total_cheapest = float(tables.cheapest.sum())
+    below, above = _contiguous_fits(tables, lattice, bound)
     pairs = 0
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
@@ -473,8 +568,8 @@ def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice:
                             tables.memory, tables.is_cpu, tables.transfer,
                             tables.pred_ptr, tables.preds, tables.out_degree, tables.stride,
                             tables.digit, tables.cheapest, ideal_cheapest, total_cheapest,
-                            used_capacity, free_capacity, kind_capacity, bound, f, back_ideal,
-                            back_kind, visited)
+                            used_capacity, free_capacity, kind_capacity, below, above, bound,
+                            f, back_ideal, back_kind, visited)
         if progress is not None and n > CHUNK:
             progress(f"DP: {hi:,} of {n:,} ideals, {pairs:,} ideal pairs")
         if time.monotonic() > deadline and hi < n:
