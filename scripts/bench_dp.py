@@ -1,11 +1,14 @@
 """Benchmark the exact throughput DP on every paper workload (and one synthetic large graph).
 
-Usage: python scripts/bench_dp.py [--runs 3] [--no-synthetic] [WORKLOAD_DIR]
+Usage: python scripts/bench_dp.py [--runs 3] [--no-synthetic] [--models M1,M2] [WORKLOAD_DIR]
 
 Prints one table: workload, nodes, ideals (after block contraction), optimal max-load, seconds
 (median of --runs runs, numba already compiled) and peak MB allocated by one extra run
 (tracemalloc: numpy arrays and Python objects). The synthetic row is an Inception-like chain of
-22 modules of 5 parallel branches (lengths 2..5), about 40,000 ideals, with random costs.
+22 modules of 5 parallel branches (lengths 2..5), about 40,000 ideals, with random costs. The
+model rows are ONNX models of the light model zoo, unoptimised (raw operator graph), with analytic
+costs (no CPU profiling, so deterministic) on the zcu102 board: inception_v1 has 2,718 ideals,
+inception_v2 59,862.
 """
 
 from __future__ import annotations
@@ -19,12 +22,24 @@ from pathlib import Path
 
 import numpy as np
 
+from fpgaplace.cost import CostOptions
+from fpgaplace.flow import prepare
+from fpgaplace.models import light_model_path
 from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
 from fpgaplace.solvers.evaluate import evaluate
 from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
 from fpgaplace.workload import load_workload
 
 DEFAULT_DIR = Path("/work/shared/workloads/throughput")
+DEFAULT_MODELS = "inception_v1,inception_v2"
+MODEL_BOARD = "zcu102"
+
+
+def model_problem(model: str) -> PlacementProblem:
+    """The raw (unoptimised) operator graph of a light-zoo model on the benchmark board."""
+    prepared = prepare(light_model_path(model), MODEL_BOARD, optimized=False,
+                       options=CostOptions(profile_cpu=False))
+    return prepared.problem
 
 
 def inception_like(modules: int = 22, branches: tuple[int, ...] = (2, 3, 4, 4, 5),
@@ -76,10 +91,15 @@ def main() -> None:
     parser.add_argument("directory", nargs="?", type=Path, default=DEFAULT_DIR)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--no-synthetic", action="store_true")
+    parser.add_argument("--models", default=DEFAULT_MODELS,
+                        help="comma-separated light-zoo models (raw graph, analytic costs, "
+                             f"{MODEL_BOARD}); empty for none")
     args = parser.parse_args()
     cases = [(path.stem, load_workload(path)) for path in sorted(args.directory.glob("*.json"))]
     if not args.no_synthetic:
         cases.append(("synthetic inception-like (22x5 branches)", inception_like()))
+    for model in filter(None, args.models.split(",")):
+        cases.append((f"{model} raw ({MODEL_BOARD}, analytic)", model_problem(model)))
     solve_throughput_dp(cases[0][1])  # compile (or load the numba cache) outside the timings
     header = f"{'workload':42} {'nodes':>6} {'ideals':>8} {'optimum':>18} {'seconds':>8} {'peak MB':>8}"
     print(header)

@@ -12,6 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.solvers import dp
+from fpgaplace.solvers.baselines import pipedream
 from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
 from fpgaplace.solvers.evaluate import class_graph, device_loads, evaluate
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
@@ -216,3 +218,61 @@ def test_heterogeneous_kinds_use_the_big_core_for_the_big_node() -> None:
     placement = solve_throughput_dp(problem)
     check_answer(problem, placement)
     assert placement.device[2] == 0 and placement.value == pytest.approx(2.0)
+
+
+def raw_model_problem(model: str) -> PlacementProblem:
+    """An unoptimised light-zoo model on zcu102 with analytic (deterministic) costs."""
+    from fpgaplace.cost import CostOptions
+    from fpgaplace.flow import prepare
+    from fpgaplace.models import light_model_path
+
+    return prepare(light_model_path(model), "zcu102", optimized=False,
+                   options=CostOptions(profile_cpu=False)).problem
+
+
+def without_contiguity_pruning(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The DP as before the relaxation: one run at the linear-split bound, no below/above."""
+    def everything(tables, lattice, bound, *, above_too=True):
+        every = np.ones((lattice.count, tables.digit.shape[0]), dtype=np.bool_)
+        return every, every
+
+    monkeypatch.setattr(dp, "_contiguous_fits", everything)
+    monkeypatch.setattr(dp, "_relaxed_bounds", lambda tables, lattice, low, high: (low, high))
+
+
+def test_inception_v1_raw_equals_the_dp_without_contiguity_pruning(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    problem = raw_model_problem("inception_v1")
+    fast = solve_throughput_dp(problem, time_limit=60)
+    check_answer(problem, fast)
+    without_contiguity_pruning(monkeypatch)
+    plain = solve_throughput_dp(problem, time_limit=120)
+    check_answer(problem, plain)
+    assert fast.value == pytest.approx(plain.value, rel=1e-9)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(small_instances())
+def test_relaxed_bound_never_exceeds_the_optimum(problem: PlacementProblem) -> None:
+    expected = brute_force(problem)
+    if not math.isfinite(expected):
+        return
+    blocks = build_blocks(problem)
+    tables = dp._tables(problem, blocks)
+    lattice = enumerate_ideals(blocks.count, blocks.edges)
+    low, high = dp._relaxed_bounds(tables, lattice, 0.0, expected * 2 + 1.0)
+    assert low <= expected * (1 + 1e-9) + 1e-12
+    assert low <= high
+    below, above = dp._contiguous_fits(tables, lattice, expected * 1.001 + 1e-9)
+    assert below[-1, -1] and above[0, -1]  # the optimal split itself passes the relaxation
+
+
+@pytest.mark.slow
+def test_inception_v2_raw_sixty_thousand_ideals_within_the_time_limit() -> None:
+    problem = raw_model_problem("inception_v2")
+    blocks = build_blocks(problem)
+    assert enumerate_ideals(blocks.count, blocks.edges).count > 50_000
+    placement = solve_throughput_dp(problem, time_limit=180)  # about 25 s on a quiet machine
+    check_answer(problem, placement)  # status "optimal": finished within the limit
+    heuristic = pipedream(problem)
+    assert placement.value <= evaluate(problem, heuristic).max_load * (1 + 1e-9)
