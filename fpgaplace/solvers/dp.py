@@ -34,7 +34,7 @@ Algorithm
        on the optimum (to 0.1 %), far tighter than total work / devices when CPUs are slow on
        some operators and fast on others (capacities can not see that a CPU takes one convex
        piece).
-    4. The DP is run with cuts L(1 + 0.002 (2^k - 1)), k = 0, 1, ... (then U): a run that finds no
+    4. The DP is run with cuts L(1 + 0.002 (2^k - 1)), k = 0..3 (then U): a run that finds no
        split proves the optimum is at least its cut; the first that finds one returns the
        optimum. A cut just above the optimum leaves few useful (ideal, state) pairs.
     5. The DP: f[s][I] = least max-load placing ideal I on at most s devices, where s counts
@@ -73,7 +73,8 @@ from fpgaplace.solvers.problem import Placement, PlacementProblem
 MAX_IDEALS = 150_000
 MAX_FIT_ENTRIES = 50_000_000  # ideals * kinds * states of the contiguity tables (8 bytes each)
 RELAXED_PRECISION = 1e-3  # relative width the compute-only lower bound is bisected to
-CUT_STEP = 2e-3  # the DP's cuts grow from the relaxed bound by 0.2 %, 0.6 %, 1.4 %, ...
+CUT_STEP = 2e-3  # the DP's cuts grow from the relaxed bound by 0, 0.2 %, 0.6 %, 1.4 %
+CUT_STEPS = 4  # then the upper bound itself
 CHUNK = 1024  # ideals per compiled call, between time-limit checks and progress reports
 PROGRESS_SECONDS = 2.0  # least time between two progress reports of one DP run
 BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside the search
@@ -674,12 +675,14 @@ def _relaxed_bounds(tables: _Tables, lattice: IdealLattice, low: float, high: fl
 
 
 def _cut_schedule(start: float, cap: float) -> list[float]:
-    """Cuts start * (1 + CUT_STEP * (2^k - 1)) below ``cap``: the DP with a cut just above the
-    optimum prunes the most, and a cut that finds nothing proves the optimum is at least it."""
+    """Cuts start * (1 + CUT_STEP * (2^k - 1)), k < CUT_STEPS, below ``cap``: the DP with a cut
+    just above the optimum prunes the most, and a cut that finds nothing proves the optimum is at
+    least it. Few steps: where transfer dominates, the compute-only bound is far below the
+    optimum and the linear-split bound ``cap`` is the better cut."""
     if not (math.isfinite(start) and start > 0):
         return []
     cuts = []
-    for k in range(20):
+    for k in range(CUT_STEPS):
         cut = start * (1 + CUT_STEP * (2**k - 1))
         if cut >= cap:
             break
