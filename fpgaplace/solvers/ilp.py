@@ -1080,20 +1080,25 @@ def solve_latency_ip(
         _warm_start_latency(problem, groups, built, fitted[0], fitted[1], progress)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
-    if model.getNSols() == 0 and (fitted is None or model.getStatus() == "infeasible"):
-        if model.getStatus() == "infeasible":
+    infeasible = model.getStatus() == "infeasible"
+    if model.getNSols() == 0 and fitted is None:
+        if infeasible:
             raise FpgaplaceError(
                 f"{problem.source or 'problem'}: no placement with {q} contiguous subgraphs per "
                 "accelerator fits the devices' memory")
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: the latency IP found no placement within "
             f"{time_limit:g} s ({_bounds_message(model)}); give a start placement or more time")
-    if model.getNSols() == 0:  # stopped before SCIP took in the warm start: return the start
+    if model.getNSols() == 0:
+        # Either SCIP stopped before taking in the warm start, or it proved that nothing beats
+        # the start's latency (the start's value is the model's cutoff, so "infeasible" means
+        # "no better placement" up to SCIP's tolerances): return the evaluated start.
         placement = Placement(device=fitted[0][groups.of], order=fitted[1][groups.of],
                               method="ip", objective="latency", contiguous=True)
         placement.value = float(evaluate(problem, placement).latency)
-        placement.bound = max(float(model.getDualbound()), built.total.getLbOriginal())
-        placement.status = _status(model)
+        dual = built.total.getLbOriginal() if infeasible else float(model.getDualbound())
+        placement.bound = max(dual, built.total.getLbOriginal())
+        placement.status = "start kept: no better placement" if infeasible else _status(model)
     else:
         placement = _extract_latency(problem, groups, built, model)
     placement.seconds = time.perf_counter() - started
