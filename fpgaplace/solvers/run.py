@@ -16,6 +16,8 @@ from fpgaplace.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 OBJECTIVES = ("throughput", "latency")
+LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its warm start
+MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
 
@@ -42,7 +44,8 @@ class Result:
 
 
 def _heuristic_start(problem: PlacementProblem, options: SolveOptions) -> Placement | None:
-    """Best cheap placement to warm-start an integer program (DP for contiguous throughput)."""
+    """Best cheap placement to warm-start an integer program: the DP for contiguous throughput,
+    else the best of greedy, PipeDream and a short local search (so the IP never returns worse)."""
     from fpgaplace.solvers import baselines
 
     if options.objective == "throughput" and options.contiguous:
@@ -50,7 +53,13 @@ def _heuristic_start(problem: PlacementProblem, options: SolveOptions) -> Placem
             return _dp(problem, options)
         except FpgaplaceError:
             pass
-    candidates = [baselines.greedy_latency(problem), baselines.pipedream(problem)]
+    candidates = [
+        baselines.greedy_latency(problem),
+        baselines.pipedream(problem),
+        baselines.local_search(
+            problem, objective=options.objective, time_limit=min(LOCAL_SEARCH_SHARE * options.time_limit, 10.0)
+        ),
+    ]
     key = "latency" if options.objective == "latency" else "max_load"
     scored = [(getattr(evaluate(problem, p), key), i) for i, p in enumerate(candidates)]
     feasible = [(v, i) for v, i in scored if math.isfinite(v)]
@@ -68,8 +77,10 @@ def _dp(problem: PlacementProblem, options: SolveOptions) -> Placement:
 def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
     from fpgaplace.solvers import ilp
 
-    limits = {"time_limit": options.time_limit, "gap": options.gap,
-              "start": _heuristic_start(problem, options), "progress": options.progress}
+    started = time.perf_counter()
+    start = _heuristic_start(problem, options)
+    remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
+    limits = {"time_limit": remaining, "gap": options.gap, "start": start, "progress": options.progress}
     if options.objective == "latency":
         return ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device,
                                     **limits)
