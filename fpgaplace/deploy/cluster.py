@@ -66,17 +66,11 @@ class InjectedFault:
     action: str = "exit"  # "exit" | "hang"
 
 
-@dataclass
-class ClusterRunResult:
-    """What a pipelined run produced and how long it took (Ray start-up and session loading
-    excluded from ``wall_s``)."""
+class _Timed:
+    """Samples and samples per second of a run with ``outputs`` and ``wall_s``."""
 
-    outputs: list[Sample]  # graph outputs per sample, in input order
-    devices: list[str]  # one actor each, in pipeline order
+    outputs: list[Sample]
     wall_s: float
-    stage_busy_s: dict[str, float]  # device -> seconds inside onnxruntime (last life only)
-    restarts: dict[str, int]  # device -> times Ray restarted its actor
-    address: str  # the Ray cluster that ran it
 
     @property
     def samples(self) -> int:
@@ -89,20 +83,25 @@ class ClusterRunResult:
 
 
 @dataclass
-class WholeRunResult:
+class ClusterRunResult(_Timed):
+    """What a pipelined run produced and how long it took (Ray start-up and session loading
+    excluded from ``wall_s``)."""
+
+    outputs: list[Sample]  # graph outputs per sample, in input order
+    devices: list[str]  # one actor each, in pipeline order
+    wall_s: float
+    stage_busy_s: dict[str, float]  # device -> seconds inside onnxruntime (last life only)
+    restarts: dict[str, int]  # device -> times Ray restarted its actor
+    address: str  # the Ray cluster that ran it
+
+
+@dataclass
+class WholeRunResult(_Timed):
     """The baseline: the whole model in one session, samples one after another."""
 
     outputs: list[Sample]
     wall_s: float
     threads: int
-
-    @property
-    def samples(self) -> int:
-        return len(self.outputs)
-
-    @property
-    def throughput(self) -> float:
-        return self.samples / self.wall_s if self.wall_s > 0 else float("inf")
 
 
 # --------------------------------------------------------------------------- sessions and inputs
