@@ -155,15 +155,16 @@ def test_actor_killed_mid_stream_is_restarted(splits, name):
 
 @pytest.mark.parametrize(("max_restarts", "every_life", "most_finished"), [(0, False, 3), (1, True, 6)])
 def test_actor_killed_past_the_restart_limit_stops_the_run(splits, max_restarts, every_life, most_finished):
-    """A crashes after 3 runs in each allowed life: at least those 3 samples finish, and no more
-    than A could run before its last death."""
+    """A crashes after 3 runs in each allowed life: the run stops naming A, and reports no more
+    finished samples than A could run before its last death. (How many of A's runs also got
+    through B before the driver saw the death is a race, so there is no lower bound.)"""
     _, folder, samples = splits["cnn_residual"]
     fault = InjectedFault("A", after_runs=3, every_life=every_life)
     with pytest.raises(FpgaplaceError, match=r"actor of device 'A' died") as caught:
         run_cluster(folder, samples, timeout_s=60, max_restarts=max_restarts, fault=fault)
     finished = re.search(r"(\d+) of 8 samples finished", str(caught.value))
     assert finished is not None
-    assert 3 <= int(finished.group(1)) <= most_finished
+    assert 0 <= int(finished.group(1)) <= most_finished
     assert "\n" not in str(caught.value)
 
 
