@@ -481,7 +481,9 @@ def split(
     """
     from fpgaplace.flow import prepare, split_placement
     from fpgaplace.solvers.run import SolveOptions, solve
+    from fpgaplace.split import check_out_dir
 
+    check_out_dir(out_dir)
     with err.status(f"importing and costing {model.name}..."):
         prepared = prepare(model, board_name, batch=batch, optimized=optimized)
     with err.status(f"placing ({method}, {objective})..."):
@@ -528,9 +530,14 @@ def search(
     """
     from fpgaplace.flow import split_placement
     from fpgaplace.search import search as run_search
+    from fpgaplace.split import check_out_dir
     from fpgaplace.workload import placement_to_json
 
     sizes = _parse_batches(batches)
+    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder")
+    if out_dir is not None:
+        check_out_dir(out_dir / "split")
     with err.status("searching placements..."):
         ranked = run_search(
             model,

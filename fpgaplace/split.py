@@ -279,11 +279,18 @@ def _transfer_totals(transfers: list[Transfer]) -> dict:
             "unknown_size": sum(s is None for s in sizes)}
 
 
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an output path that is a file, or a folder holding something other than a split."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"{out_dir}: is a file; expected a folder for the split")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
+        raise FpgaplaceError(f"{out_dir}: exists and is not a split folder; "
+                             "expected an empty folder or a previous split")
+
+
 def _move_into_place(tmp: Path, out_dir: Path) -> None:
+    check_out_dir(out_dir)
     if out_dir.exists():
-        if any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
-            raise FpgaplaceError(f"{out_dir}: exists and is not a split folder; "
-                                 "expected an empty folder or a previous split")
         shutil.rmtree(out_dir)
     tmp.rename(out_dir)
 
@@ -298,6 +305,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     receive at least one node. The folder is written elsewhere first and moved into place.
     """
     out_dir = Path(out_dir)
+    check_out_dir(out_dir)
     work = copy_model(model)
     name_nodes(work)
     _check_assignment(work, assignment, devices)

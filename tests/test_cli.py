@@ -231,3 +231,11 @@ def test_run_cluster_unreachable_address(tmp_path, cnn_file):
     out_dir = tmp_path / "split"
     assert run("split", str(cnn_file), "--out", str(out_dir)).returncode == 0
     assert_one_line_error(run("run-cluster", str(out_dir), "--address", "127.0.0.1:9", "-n", "2"), "127.0.0.1:9")
+
+
+@pytest.mark.parametrize("command", ["split", "search"])
+def test_out_path_that_is_a_file(tmp_path, cnn_file, command):
+    target = tmp_path / "taken"
+    target.write_text("keep me\n")
+    assert_one_line_error(run(command, str(cnn_file), "--out", str(target)), "taken", "file")
+    assert target.read_text() == "keep me\n"
