@@ -1,0 +1,98 @@
+"""The hls4ml half of scripts/bench_csim.py; runs under the benchmark's own hls4ml venv, not fpgaplace's.
+
+    .bench/hls4ml-venv/bin/python scripts/bench_hls4ml_worker.py REQUEST.json RESULT.json
+
+REQUEST.json holds ``model`` (a float ONNX file, batch 1, NCHW for CNNs, every Conv/MaxPool attribute
+explicit), ``samples`` (a .npy of N inputs, the model's input shape without the batch axis),
+``output_dir`` (a fresh folder for the hls4ml project), ``io_type`` (io_parallel or io_stream),
+``precision`` (e.g. fixed<16,6>) and ``backend`` (Vitis). RESULT.json gets ``prepare_seconds``
+(qonnx cleanup, channels-last, Gemm to MatMul), ``convert_seconds`` (config + convert_from_onnx_model),
+``compile_seconds`` (writing the C++ and building it with g++ into a shared library),
+``build_seconds`` (their sum), ``run_seconds`` (one ``predict()`` over all N samples),
+``samples``, ``hls4ml_version`` and ``outputs`` (N rows of floats). hls4ml's own chatter goes to
+stdout; nothing else is printed.
+
+The recipe is hls4ml's documented ONNX path (docs/frontend/qonnx.rst in hls4ml 1.3.0): qonnx's
+``cleanup_model``, ``ConvertToChannelsLastAndClean``, ``GemmToMatMul``, ``cleanup_model`` again, then
+``config_from_onnx_model(granularity='name')``. Softmax uses the 'legacy' implementation, as hls4ml's
+own ONNX tests do: the default 'stable' one indexes its exp table by the top bits of its input type,
+and the auto-sized Dense result feeding it (ap_fixed<38,18> here) makes that table lookup wrong
+(top-1 agreement 36% on the 16-64-32-5 MLP against 99% with 'legacy').
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+
+def prepare(model_path: str):
+    """qonnx clean-up and channels-last conversion that hls4ml's ONNX frontend requires."""
+    import qonnx.util.cleanup
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.transformation.channels_last import ConvertToChannelsLastAndClean
+    from qonnx.transformation.gemm_to_matmul import GemmToMatMul
+
+    model = qonnx.util.cleanup.cleanup_model(ModelWrapper(model_path))
+    model = model.transform(ConvertToChannelsLastAndClean())
+    model = model.transform(GemmToMatMul())
+    return qonnx.util.cleanup.cleanup_model(model)
+
+
+def convert(model, request: dict):
+    """hls4ml config (per-layer names, one default precision) and the converted ModelGraph."""
+    import hls4ml
+
+    config = hls4ml.utils.config.config_from_onnx_model(
+        model, granularity="name", backend=request["backend"], default_precision=request["precision"]
+    )
+    for name, layer in config["LayerName"].items():
+        if name.startswith("Softmax"):
+            layer["Implementation"] = "legacy"
+    return hls4ml.converters.convert_from_onnx_model(
+        model,
+        output_dir=request["output_dir"],
+        io_type=request["io_type"],
+        backend=request["backend"],
+        hls_config=config,
+    )
+
+
+def run(request: dict) -> dict:
+    """Build the C simulation of ``request['model']`` and run it on ``request['samples']``."""
+    import hls4ml
+
+    samples = np.ascontiguousarray(np.load(request["samples"]).astype(np.float32))
+    start = time.perf_counter()
+    model = prepare(request["model"])
+    prepared = time.perf_counter()
+    hls_model = convert(model, request)
+    converted = time.perf_counter()
+    hls_model.compile()
+    compiled = time.perf_counter()
+    outputs = np.asarray(hls_model.predict(samples), dtype=np.float64).reshape(len(samples), -1)
+    finished = time.perf_counter()
+    return {
+        "hls4ml_version": hls4ml.__version__,
+        "prepare_seconds": prepared - start,
+        "convert_seconds": converted - prepared,
+        "compile_seconds": compiled - converted,
+        "build_seconds": compiled - start,
+        "run_seconds": finished - compiled,
+        "samples": len(samples),
+        "outputs": outputs.tolist(),
+    }
+
+
+def main() -> None:
+    request_path, result_path = sys.argv[1:3]
+    result = run(json.loads(Path(request_path).read_text()))
+    Path(result_path).write_text(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

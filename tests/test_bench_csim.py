@@ -1,0 +1,107 @@
+"""scripts/bench_csim.py: argument parsing, error figures, medians, the table and the missing-tool row.
+
+hls4ml itself is not run here (it needs its own venv and tens of seconds of g++)."""
+
+from __future__ import annotations
+
+import importlib.util
+import statistics
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "bench_csim.py"
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_csim", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["bench_csim"] = module  # dataclasses look their module up by name
+    spec.loader.exec_module(module)
+    yield module
+    sys.modules.pop("bench_csim", None)
+
+
+def test_defaults_and_lists(bench):
+    args = bench.parse_args([])
+    assert args.models == list(bench.DEFAULT_MODELS) and args.tools == list(bench.TOOLS)
+    assert (args.samples, args.repeats, args.io_type, args.board) == (1000, 1, "io_parallel", "pynq-z2")
+    args = bench.parse_args(["--models", "cnn,mlp_softmax", "--tools", "hls4ml", "--repeats", "3", "--json"])
+    assert args.models == ["cnn", "mlp_softmax"] and args.tools == ["hls4ml"] and args.repeats == 3 and args.json
+
+
+@pytest.mark.parametrize(
+    "argv", [["--models", "resnet"], ["--tools", "vivado"], ["--models", ","], ["--repeats", "0"], ["--samples", "0"]]
+)
+def test_bad_arguments_exit(bench, argv, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        bench.parse_args(argv)
+    assert exit_info.value.code == 2
+    assert "error:" in capsys.readouterr().err
+
+
+def test_help_says_what_it_measures(bench, capsys):
+    with pytest.raises(SystemExit):
+        bench.parse_args(["--help"])
+    text = capsys.readouterr().out
+    for phrase in ("build s", "top-1", "QDQ", "hls4ml", "fpgaplace compile", "median"):
+        assert phrase in text
+
+
+def test_error_stats(bench):
+    rng = np.random.default_rng(0)
+    reference = rng.standard_normal((50, 5))
+    same = bench.error_stats(reference.copy(), reference)
+    assert same.max_abs == 0.0 and same.max_rel == 0.0 and same.top1 == 1.0
+    shifted = reference.copy()
+    shifted[7, 2] += 0.25
+    flipped = reference.copy()
+    flipped[:10] *= -1  # argmax becomes argmin in 10 rows
+    stats = bench.error_stats(shifted, reference)
+    assert stats.max_abs == pytest.approx(0.25)
+    assert stats.max_rel == pytest.approx(0.25 / np.abs(reference[7]).max())
+    assert bench.error_stats(flipped, reference).top1 == pytest.approx(np.mean(
+        flipped.argmax(axis=1) == reference.argmax(axis=1)))
+    assert bench.error_stats(flipped, reference).top1 <= 0.8
+
+
+def _row(bench, tool, model, value):
+    return {"tool": tool, "model": model, **{field: value for field in bench.NUMERIC_FIELDS}}
+
+
+def test_summary_takes_medians_and_keeps_notes(bench):
+    runs = [_row(bench, "hls4ml", "mlp", v) for v in (3.0, 1.0, 2.0, 10.0)]
+    runs.append(bench.unavailable_row("fpgaplace", "mlp", "No such command 'compile'."))
+    runs.append({**_row(bench, "hls4ml", "cnn", 5.0)})
+    summary = bench.summarize(runs)
+    assert [(row["tool"], row["model"]) for row in summary] == [("hls4ml", "mlp"), ("fpgaplace", "mlp"),
+                                                                 ("hls4ml", "cnn")]
+    assert summary[0]["build_seconds"] == statistics.median([3.0, 1.0, 2.0, 10.0]) and summary[0]["repeats"] == 4
+    assert "build_seconds" not in summary[1] and summary[1]["repeats"] == 0
+    assert summary[1]["note"] == "fpgaplace: not available (No such command 'compile'.)"
+    table = bench.render_table(summary, 1000).splitlines()
+    assert "1000-sample s" in table[0] and "top-1 vs QDQ" in table[0]
+    assert table[1].split()[:3] == ["hls4ml", "mlp", f"{summary[0]['build_seconds']:.2f}"]
+    assert table[2].endswith(summary[1]["note"])
+    assert len(table) == 1 + len(summary)
+
+
+def test_error_summary_finds_the_error_line(bench):
+    usage = "Usage: fpgaplace COMMAND\nTry 'fpgaplace --help'.\n╭─ Error ─╮\n│ No such command │\n│ 'csim'. │\n╰──╯\n"
+    assert bench.error_summary(usage) == "No such command 'csim'."
+    progress = "importing m.onnx\nplacing\nTraceback (most recent call last):\n  File x\nImportError: no compile\n\n"
+    assert bench.error_summary(progress) == "ImportError: no compile"
+    assert bench.error_summary("") == "no message"
+
+
+def test_missing_fpgaplace_gives_a_row(bench, tmp_path):
+    samples = np.zeros((2, 4), np.float32)
+    case = bench.Case("mlp", tmp_path / "f.onnx", tmp_path / "q.onnx", tmp_path / "s.npy", samples,
+                      np.zeros((2, 3)), np.zeros((2, 3)), "test")
+    args = bench.parse_args(["--fpgaplace", str(tmp_path / "no-such-fpgaplace")])
+    row = bench.measure_tool("fpgaplace", case, tmp_path / "run", args)
+    assert row["note"].startswith("fpgaplace: not available (") and "no-such-fpgaplace" in row["note"]
+    assert "build_seconds" not in row
