@@ -93,12 +93,11 @@ SETTINGS_KEY = "fpgaplace.quantization"
 
 ABSORBED_KEY = "fpgaplace.quant_absorbed"
 """Node ``metadata_props`` key on a QDQ model's node listing (comma-separated, in topological
-order) the original nodes onnxruntime folded into it (BatchNormalization, Relu, Clip, ...)."""
+order) the original nodes folded into it during quantization: BatchNormalization (by
+``fold_batchnorm``), Relu and Clip (removed by onnxruntime)."""
 
 QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MAX_RANDOM_SAMPLES = 100_000
-ABSORBABLE_OPS = frozenset({"BatchNormalization", "Relu", "Clip", "Add", "Sub", "Mul", "Div", "Identity", "Dropout"})
-"""Ops onnxruntime's basic optimizer or QDQ quantizer may fold into the producer of their data input."""
 
 
 # ----------------------------------------------------------------------------- inputs
@@ -306,10 +305,11 @@ def quantize_model(
     name_nodes(original)
     with tempfile.TemporaryDirectory(prefix="fpgaplace-quant-") as folder:
         prepared_path, qdq_path = Path(folder) / "prepared.onnx", Path(folder) / "qdq.onnx"
-        _preprocess(original, prepared_path, what)
+        folded_away, prepared_names = _preprocess(original, prepared_path, what)
         _quantize_static(prepared_path, qdq_path, calibration, per_channel, what)
         quantized = onnx.load(qdq_path)
-    _restore_metadata(original, quantized)
+    removed_by_onnxruntime = prepared_names - {node.name for node in quantized.graph.node}
+    _restore_metadata(original, quantized, folded_away | removed_by_onnxruntime)
     settings = {"format": "QDQ", "activations": "int8 asymmetric per-tensor",
                 "weights": f"int8 symmetric {'per-channel' if per_channel else 'per-tensor'}",
                 "calibration": "MinMax", "samples": len(calibration), "onnxruntime": ort.__version__}
@@ -323,18 +323,26 @@ def quantize_model(
     return quantized
 
 
-def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> None:
+def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[str], set[str]]:
     """Fold BatchNormalization into its Conv/Gemm with the project's own pass (names and metadata
-    stay), drop dead nodes and constants, then onnxruntime's ``quant_pre_process`` for onnx shape inference only."""
+    stay), drop dead nodes and constants (the folded BN's among them), then onnxruntime's
+    ``quant_pre_process`` for onnx shape inference only; write the result to ``target``.
+    Returns the names of the folded nodes and the node names of the prepared model."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    folded, _ = eliminate_dead_code(fold_batchnorm(model)[0])  # drops the folded BN's constants too
+    folded, _ = fold_batchnorm(model)
+    prepared, _ = eliminate_dead_code(folded)
     source = target.with_name("float.onnx")
-    onnx.save(folded, source)
+    onnx.save(prepared, source)
     try:
         quant_pre_process(str(source), str(target), skip_optimization=True, skip_symbolic_shape=True)
     except Exception as exc:  # noqa: BLE001 - onnxruntime and onnx raise many unrelated types
         raise FpgaplaceError(f"{what}: onnxruntime quantization pre-processing failed: {first_line(exc)}") from exc
+    return _node_names(model) - _node_names(folded), _node_names(prepared)
+
+
+def _node_names(model: onnx.ModelProto) -> set[str]:
+    return {node.name for node in model.graph.node}
 
 
 def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], per_channel: bool,
@@ -355,9 +363,9 @@ def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], 
         raise FpgaplaceError(f"{what}: onnxruntime quantize_static failed: {first_line(exc)}") from exc
 
 
-def _restore_metadata(original: onnx.ModelProto, quantized: onnx.ModelProto) -> None:
+def _restore_metadata(original: onnx.ModelProto, quantized: onnx.ModelProto, removed: set[str]) -> None:
     """Copy node metadata_props (by node name) and model metadata_props that onnxruntime dropped,
-    and record the absorbed nodes of every survivor under ``ABSORBED_KEY``."""
+    and record under ``ABSORBED_KEY`` which ``removed`` nodes every survivor absorbed."""
     by_name = {node.name: node for node in original.graph.node}
     for node in quantized.graph.node:
         source = by_name.get(node.name)
@@ -366,8 +374,7 @@ def _restore_metadata(original: onnx.ModelProto, quantized: onnx.ModelProto) -> 
         for entry in source.metadata_props:
             if node_metadata(node, entry.key) is None:
                 set_node_metadata(node, entry.key, entry.value)
-    kept = {node.name for node in quantized.graph.node}
-    absorbed = _absorbed_into(original, kept)
+    absorbed = _absorbed_into(original, _node_names(quantized), removed)
     for node in quantized.graph.node:
         if node.name in absorbed:
             set_node_metadata(node, ABSORBED_KEY, ",".join(absorbed[node.name]))
@@ -377,15 +384,15 @@ def _restore_metadata(original: onnx.ModelProto, quantized: onnx.ModelProto) -> 
             quantized.metadata_props.add(key=entry.key, value=entry.value)
 
 
-def _absorbed_into(original: onnx.ModelProto, kept: set[str]) -> dict[str, list[str]]:
-    """Survivor name -> original nodes folded into it: a missing node of ``ABSORBABLE_OPS`` belongs
-    to the survivor that owns the producer of its first non-constant input. O(n + e)."""
+def _absorbed_into(original: onnx.ModelProto, kept: set[str], removed: set[str]) -> dict[str, list[str]]:
+    """Survivor name -> original nodes folded into it: a ``removed`` node belongs to the survivor
+    that owns the producer of its first non-constant input. O(n + e)."""
     prods = producers(original.graph)
     constants = set(constant_initializers(original))
     owner: dict[str, str] = {}
     groups: dict[str, list[str]] = defaultdict(list)
     for node in topological_order(original.graph):
-        if node.name in kept or node.op_type not in ABSORBABLE_OPS:
+        if node.name in kept or node.name not in removed:
             continue
         data = next((t for t in node.input if t and t not in constants), None)
         source = prods.get(data) if data else None
@@ -409,7 +416,7 @@ def absorbed_nodes(qdq_model: onnx.ModelProto) -> dict[str, list[str]]:
 
 
 def _prune_opsets(model: onnx.ModelProto) -> None:
-    """Drop opset imports of domains no node uses (onnxruntime's optimizer adds eight)."""
+    """Drop opset imports of domains no node or function uses (onnxruntime may add some)."""
     used = {node.domain or "" for node in model.graph.node} | {""}
     used |= {function.domain for function in model.functions}
     kept = [opset for opset in model.opset_import if (opset.domain or "") in used]
@@ -446,7 +453,7 @@ def check_qdq(model: onnx.ModelProto) -> None:
 
 
 def _check_qdq_node(model: onnx.ModelProto, node: onnx.NodeProto, inits: dict, prods: dict) -> None:
-    label = f"{node.op_type} '{node.name}'"
+    label = f"{node.op_type} '{node.name}'" if node.name else f"{node.op_type} writing '{node.output[0]}'"
     inputs = list(node.input) + [""] * (3 - len(node.input))
     scale = constant_value(model, inputs[1], inits, prods) if inputs[1] else None
     if scale is None:

@@ -241,6 +241,14 @@ def test_metadata_and_unnamed_nodes(mlp: onnx.ModelProto) -> None:
     assert model.graph.node[4].name == "" and not is_qdq(model)  # the caller's model is untouched
 
 
+def test_dead_nodes_are_dropped_not_absorbed(mlp: onnx.ModelProto) -> None:
+    model = copy_model(mlp)
+    model.graph.node.append(helper.make_node("Relu", ["gemm_1"], ["unused"], name="dead_relu"))
+    qdq = quantize_model(model, calibration_inputs(model, random_samples=4))
+    assert "dead_relu" not in {n.name for n in qdq.graph.node}
+    assert absorbed_nodes(qdq) == {"gemm_1": ["relu_2"], "gemm_3": ["relu_4"]}
+
+
 def test_multi_input_model_and_clip_concat() -> None:
     """Two inputs; and a Conv -> Clip(0, 6) -> Concat -> AveragePool graph, Clip folded away."""
     rng = np.random.default_rng(3)
