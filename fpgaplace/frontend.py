@@ -1,41 +1,23 @@
 """ONNX front end: an ONNX file or ModelProto -> ``OpGraph`` with shapes, bytes and MACs.
 
 Steps: read (with external data from the file's folder), sort the nodes topologically (a cycle
-is an error naming an op on it), bind the symbolic batch dim of every graph input to ``batch``,
-check with ``onnx.checker``, run onnx shape inference (strict off, with data propagation), then
-build the ops. Nodes whose inputs are all constant (initializers or outputs of other such
-nodes) are folded into parameters rather than kept as ops (see ``fpgaplace.ir``).
+is an error naming an op on it), bind the graph inputs' dims (those ``input_shapes`` gives, then
+the symbolic batch dim of every other input to ``batch``), check with ``onnx.checker``, run onnx
+shape inference (strict off, with data propagation; contrib ops stand in as the default-domain
+ops ``fpgaplace.ops`` names), then build the ops. Nodes whose inputs are all constant
+(initializers or outputs of other such nodes) are folded into parameters rather than kept as
+ops (see ``fpgaplace.ir``).
 
-What counts as a MAC (``Op.macs``) — one multiply-accumulate or one simple arithmetic
-operation on one element:
-
-* Conv, ConvInteger, QLinearConv: N*Cout*Hout*Wout*(Cin/groups)*kh*kw, i.e. output elements
-  times the weight's per-output-channel size (any rank, grouped, depthwise, dilated, strided).
-* ConvTranspose: input elements * (Cout/groups) * kernel size.
-* Gemm: M*N*K. MatMul, MatMulInteger, QLinearMatMul: output elements (batched and broadcast)
-  * K. Bias additions are not counted (the published ResNet/VGG figures leave them out).
-* Attention / MultiHeadAttention (com.microsoft): the Q/K/V projection (Attention only),
-  Q*K^T and P*V products, plus 3 per softmax element. Plain MatMul-based attention is costed
-  op by op.
-* Pooling: output elements * kernel size (one op per input element read per output element);
-  global pooling: input elements.
-* Elementwise ops and activations: one per output element (k-1 per element for k-input Sum,
-  Max, Min, Mean). BatchNormalization (inference): one per element (folded scale and shift).
-* Softmax, LogSoftmax: 3 per element (exp, accumulate, scale). LayerNormalization and the other
-  normalisations: 4 per element (mean, variance, normalise, scale+shift). LRN: size+1 per element.
-  Reductions: one per input element. Einsum: the product of all index extents.
-* Pure data movement (Reshape, Transpose, Concat, Slice, Gather, Pad, Cast, ...): 0; its cost
-  is in its bytes.
-* Any other op: its output elements, and it is marked not supported on FPGA cores.
-
-The published 4.09 G for ResNet-50 and 19.6 G for VGG-19 count conv and FC MACs only;
-``dot_product_macs`` gives that figure, ``OpGraph.total_macs`` adds the (small) rest.
+Each op's MACs, FPGA support and foldability come from its class in ``fpgaplace.ops``, whose
+docstring states what counts as a MAC. The published 4.09 G for ResNet-50 and 19.6 G for VGG-19
+count conv and FC MACs only; ``dot_product_macs`` gives that figure, ``OpGraph.total_macs``
+adds the (small) rest.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -43,273 +25,41 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, shape_inference
 
-from fpgaplace import graphs
+from fpgaplace import graphs, ops
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
+from fpgaplace.ops import STANDARD_DOMAINS
 
-STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
-CONTRIB_DOMAIN = "com.microsoft"
 MIN_OPSET, MAX_OPSET = 9, 21
+MAX_DIM = 2**31 - 1
+"""The largest dim ``input_shapes`` may give (ONNX runtimes index with 32-bit ints)."""
+MAX_INPUT_ELEMENTS = 2**40
+"""The most elements ``input_shapes`` may give one input (a larger tensor is surely a typo)."""
 
-# ---- op classes ---------------------------------------------------------------------------
+InputShapes = Mapping[str, Sequence[int]]
 
-CONV_OPS = frozenset({"Conv", "ConvInteger", "QLinearConv", "FusedConv"})
-MATMUL_OPS = frozenset({"MatMul", "MatMulInteger", "QLinearMatMul", "FusedMatMul"})
-ATTENTION_OPS = frozenset({"Attention", "MultiHeadAttention"})
-DOT_PRODUCT_OPS = CONV_OPS | MATMUL_OPS | ATTENTION_OPS | {"ConvTranspose", "Gemm", "Einsum"}
-WINDOW_POOL_OPS = frozenset({"MaxPool", "AveragePool", "LpPool", "QLinearAveragePool"})
-GLOBAL_POOL_OPS = frozenset(
-    {"GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool", "QLinearGlobalAveragePool"}
-)
-VARIADIC_OPS = frozenset({"Sum", "Max", "Min", "Mean"})
-ELEMENTWISE_OPS = frozenset(
-    {
-        # arithmetic and comparison
-        "Add", "Sub", "Mul", "Div", "Pow", "Mod", "Neg", "Abs", "Reciprocal", "Sqrt", "Exp",
-        "Log", "Floor", "Ceil", "Round", "Sign", "Erf", "Clip", "Where", "Equal", "Less",
-        "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "IsNaN", "IsInf",
-        "BitShift", "BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "Sin", "Cos", "Tan",
-        "Asin", "Acos", "Atan", "Sinh", "Cosh", "Tanh", "Asinh", "Acosh", "Atanh",
-        # activations
-        "Relu", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Elu", "Selu",
-        "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "Mish", "Shrink",
-        "FastGelu", "BiasGelu", "QuickGelu",
-        # quantisation and element-wise quantised arithmetic
-        "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "QLinearAdd",
-        "QLinearMul", "QLinearSigmoid", "QLinearLeakyRelu",
-        # element-wise resampling
-        "Resize", "Upsample",
-    }
-)
-NORMALIZATION_OPS = frozenset(
-    {
-        "LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
-        "InstanceNormalization", "GroupNormalization", "MeanVarianceNormalization",
-        "LpNormalization", "RMSNormalization",
-    }
-)
-SOFTMAX_OPS = frozenset({"Softmax", "LogSoftmax"})
-REDUCE_OPS = frozenset(
-    {
-        "ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
-        "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin",
-        "Hardmax", "CumSum",
-    }
-)
-DATA_MOVEMENT_OPS = frozenset(
-    {
-        "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose",
-        "Concat", "Split", "Slice", "Gather", "GatherElements", "GatherND", "Expand", "Tile",
-        "Pad", "Cast", "CastLike", "DepthToSpace", "SpaceToDepth", "ScatterElements",
-        "ScatterND", "Shape", "Size", "ConstantOfShape", "Range", "OneHot", "Trilu",
-        "ReverseSequence",
-    }
-)
-# Contrib (com.microsoft) ops the front end costs; everything else in that domain is unknown.
-CONTRIB_OPS = frozenset(
-    {
-        "Attention", "MultiHeadAttention", "FusedConv", "FusedMatMul", "Gelu", "FastGelu",
-        "BiasGelu", "QuickGelu", "QLinearAdd", "QLinearMul", "QLinearSigmoid",
-        "QLinearLeakyRelu", "QLinearAveragePool", "QLinearGlobalAveragePool",
-        "SkipLayerNormalization", "SimplifiedLayerNormalization",
-    }
-)
-_CONTRIB_ONLY_OPS = CONTRIB_OPS - {"Gelu"}  # Gelu is also a standard op (opset 20)
-
-# Data movement the cores do not run: shape arithmetic and dynamically sized outputs.
-_HOST_ONLY_OPS = frozenset({"Shape", "Size", "ConstantOfShape", "Range", "OneHot"})
-
-FPGA_OPS: frozenset[str] = (
-    DOT_PRODUCT_OPS
-    | WINDOW_POOL_OPS
-    | GLOBAL_POOL_OPS
-    | VARIADIC_OPS
-    | ELEMENTWISE_OPS
-    | NORMALIZATION_OPS
-    | SOFTMAX_OPS
-    | REDUCE_OPS
-    | {"BatchNormalization", "LRN"}
-    | (DATA_MOVEMENT_OPS - _HOST_ONLY_OPS)
-)
-"""Op types the FPGA cores can run. Control flow (If, Loop, Scan), string ops,
-NonMaxSuppression, TopK, NonZero, Unique, random ops and anything unknown go to CPUs."""
-
-# Nodes never folded into parameters even when their inputs are constant.
-_NONDETERMINISTIC_OPS = frozenset(
-    {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli"}
-)
-
-# ---- MAC counting -------------------------------------------------------------------------
+FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
+"""Op types the FPGA cores can run (a view of ``fpgaplace.ops``, which decides)."""
 
 Shapes = dict[str, tuple[int, ...]]
 
 
-def _shape(shapes: Shapes, tensor: str) -> tuple[int, ...] | None:
-    return shapes.get(tensor) if tensor else None
-
-
-def _numel(shapes: Shapes, tensor: str) -> int:
-    shape = _shape(shapes, tensor)
-    return math.prod(shape) if shape is not None else 0
-
-
-def _out_numel(op: Op, shapes: Shapes) -> int:
-    return _numel(shapes, op.outputs[0]) if op.outputs else 0
-
-
-def _weight_index(op: Op) -> int:
-    return 3 if op.op_type == "QLinearConv" else 1
-
-
-def _conv_macs(op: Op, shapes: Shapes) -> int:
-    weight = _shape(shapes, op.inputs[_weight_index(op)]) if len(op.inputs) > _weight_index(op) else None
-    if weight is None:
-        return 0
-    return _out_numel(op, shapes) * math.prod(weight[1:])
-
-
-def _conv_transpose_macs(op: Op, shapes: Shapes) -> int:
-    weight = _shape(shapes, op.inputs[1])
-    if weight is None:
-        return 0
-    return _numel(shapes, op.inputs[0]) * math.prod(weight[1:])
-
-
-def _gemm_macs(op: Op, shapes: Shapes) -> int:
-    a = _shape(shapes, op.inputs[0])
-    if a is None or len(a) != 2:
-        return 0
-    k = a[0] if op.attrs.get("transA", 0) else a[1]
-    return _out_numel(op, shapes) * k
-
-
-def _matmul_macs(op: Op, shapes: Shapes) -> int:
-    a = _shape(shapes, op.inputs[0])
-    if not a:
-        return 0
-    return _out_numel(op, shapes) * a[-1]
-
-
-def _attention_macs(op: Op, shapes: Shapes) -> int:
-    """com.microsoft Attention: x [B,S,Hin] @ W [Hin, Hq+Hk+Hv], then QK^T and PV."""
-    x, w = _shape(shapes, op.inputs[0]), _shape(shapes, op.inputs[1])
-    out = _shape(shapes, op.outputs[0])
-    if x is None or w is None or out is None or len(x) != 3:
-        return _out_numel(op, shapes)
-    batch, seq, _ = x
-    hidden_v = out[-1]
-    hidden_qk = (w[-1] - hidden_v) // 2
-    heads = int(op.attrs.get("num_heads", 1))
-    projection = math.prod(x) * w[-1]
-    return projection + batch * seq * seq * (hidden_qk + hidden_v) + 3 * batch * heads * seq * seq
-
-
-def _multi_head_attention_macs(op: Op, shapes: Shapes) -> int:
-    """com.microsoft MultiHeadAttention: q [B,S,Hq], k [B,L,Hk] or [B,N,L,Hd]; QK^T and PV."""
-    q = _shape(shapes, op.inputs[0])
-    k = _shape(shapes, op.inputs[1]) if len(op.inputs) > 1 else None
-    out = _shape(shapes, op.outputs[0])
-    if q is None or out is None or len(q) != 3:
-        return _out_numel(op, shapes)
-    batch, seq, hidden_q = q
-    kv_len = seq if k is None else (k[1] if len(k) == 3 else k[2])
-    heads = int(op.attrs.get("num_heads", 1))
-    return batch * seq * kv_len * (hidden_q + out[-1]) + 3 * batch * heads * seq * kv_len
-
-
-def _window_pool_macs(op: Op, shapes: Shapes) -> int:
-    kernel = op.attrs.get("kernel_shape") or []
-    return _out_numel(op, shapes) * math.prod(kernel)
-
-
-def _input_numel_macs(op: Op, shapes: Shapes) -> int:
-    return _numel(shapes, op.inputs[0]) if op.inputs else 0
-
-
-def _elementwise_macs(op: Op, shapes: Shapes) -> int:
-    return _out_numel(op, shapes)
-
-
-def _variadic_macs(op: Op, shapes: Shapes) -> int:
-    operands = len([t for t in op.inputs if t])
-    return _out_numel(op, shapes) * max(1, operands - 1)
-
-
-def _scaled_elementwise(factor: int) -> Callable[[Op, Shapes], int]:
-    return lambda op, shapes: factor * _out_numel(op, shapes)
-
-
-def _lrn_macs(op: Op, shapes: Shapes) -> int:
-    return _out_numel(op, shapes) * (int(op.attrs.get("size", 1)) + 1)
-
-
-def _einsum_macs(op: Op, shapes: Shapes) -> int:
-    """Product of the extents of every index letter (no ellipsis); else output elements."""
-    equation = str(op.attrs.get("equation", "")).replace(" ", "")
-    terms = equation.split("->")[0].split(",")
-    if "..." in equation or len(terms) != len(op.inputs):
-        return _out_numel(op, shapes)
-    extents: dict[str, int] = {}
-    for term, tensor in zip(terms, op.inputs, strict=True):
-        shape = _shape(shapes, tensor)
-        if shape is None or len(shape) != len(term):
-            return _out_numel(op, shapes)
-        extents.update(zip(term, shape, strict=True))
-    return math.prod(extents.values())
-
-
-def _zero_macs(op: Op, shapes: Shapes) -> int:
-    return 0
-
-
-MAC_RULES: dict[str, Callable[[Op, Shapes], int]] = {
-    **dict.fromkeys(CONV_OPS, _conv_macs),
-    **dict.fromkeys(MATMUL_OPS, _matmul_macs),
-    "ConvTranspose": _conv_transpose_macs,
-    "Gemm": _gemm_macs,
-    "Einsum": _einsum_macs,
-    "Attention": _attention_macs,
-    "MultiHeadAttention": _multi_head_attention_macs,
-    **dict.fromkeys(WINDOW_POOL_OPS, _window_pool_macs),
-    **dict.fromkeys(GLOBAL_POOL_OPS, _input_numel_macs),
-    **dict.fromkeys(REDUCE_OPS, _input_numel_macs),
-    **dict.fromkeys(ELEMENTWISE_OPS, _elementwise_macs),
-    **dict.fromkeys(VARIADIC_OPS, _variadic_macs),
-    **dict.fromkeys(SOFTMAX_OPS, _scaled_elementwise(3)),
-    **dict.fromkeys(NORMALIZATION_OPS, _scaled_elementwise(4)),
-    "BatchNormalization": _elementwise_macs,
-    "LRN": _lrn_macs,
-    **dict.fromkeys(DATA_MOVEMENT_OPS, _zero_macs),
-}
-
-
-def is_known(op: Op) -> bool:
-    """Whether the front end has a cost rule for ``op`` (standard or supported contrib op)."""
-    if op.domain in STANDARD_DOMAINS:
-        return op.op_type in MAC_RULES and op.op_type not in _CONTRIB_ONLY_OPS
-    return op.domain == CONTRIB_DOMAIN and op.op_type in CONTRIB_OPS
-
-
-def count_macs(op: Op, shapes: Shapes) -> int:
-    """MACs of ``op`` by the rules in the module docstring; unknown ops: output elements."""
-    if not is_known(op):
-        return sum(_numel(shapes, t) for t in op.outputs)
-    return int(MAC_RULES[op.op_type](op, shapes))
-
-
 def dot_product_macs(graph: OpGraph) -> int:
     """MACs of the convolution, matrix-product and attention ops only (the published convention)."""
-    return sum(op.macs for op in graph.ops.values() if op.op_type in DOT_PRODUCT_OPS)
+    return sum(op.macs for op in graph.ops.values() if ops.is_dot_product(op.op_type, op.domain))
 
 
 # ---- loading -------------------------------------------------------------------------------
 
 
-def load_onnx(path: str | Path, batch: int = 1) -> OpGraph:
-    """Load the ONNX file ``path`` (external data from its folder) as an ``OpGraph``."""
+def load_onnx(path: str | Path, batch: int = 1, input_shapes: InputShapes | None = None) -> OpGraph:
+    """Load the ONNX file ``path`` (external data from its folder) as an ``OpGraph``.
+
+    ``input_shapes`` maps graph input names to their dims (see ``from_model``)."""
     path = Path(path)
     source = str(path)
     _check_batch(batch, source)
+    _check_input_shapes(input_shapes, source)
     if not path.exists():
         raise FpgaplaceError(f"{source}: no such file; expected an ONNX model")
     if not path.is_file():
@@ -327,12 +77,19 @@ def load_onnx(path: str | Path, batch: int = 1) -> OpGraph:
         load_external_data_for_model(model, str(path.parent))
     except (OSError, ValueError, RuntimeError, onnx.checker.ValidationError) as exc:
         raise FpgaplaceError(f"{source}: cannot read the model's external data ({first_line(exc)})") from None
-    return from_model(model, batch=batch, source=source)
+    return from_model(model, batch=batch, source=source, input_shapes=input_shapes)
 
 
-def from_model(model: onnx.ModelProto, batch: int = 1, source: str = "<model>") -> OpGraph:
-    """Build the ``OpGraph`` of an in-memory model (not modified). ``source`` names it in errors."""
+def from_model(
+    model: onnx.ModelProto, batch: int = 1, source: str = "<model>", input_shapes: InputShapes | None = None
+) -> OpGraph:
+    """Build the ``OpGraph`` of an in-memory model (not modified). ``source`` names it in errors.
+
+    ``input_shapes`` maps graph input names to their dims: symbolic or unknown dims take the
+    given values (the same symbol elsewhere in the graph too), a fixed dim must agree, and
+    ``batch`` binds only the inputs it does not name."""
     _check_batch(batch, source)
+    given = _check_input_shapes(input_shapes, source)
     _check_proto(model, source)
     work = onnx.ModelProto()
     work.CopyFrom(model)
@@ -340,7 +97,7 @@ def from_model(model: onnx.ModelProto, batch: int = 1, source: str = "<model>") 
     positions = _sort_nodes(work, source)
     if _upgrade_old_opset(work, source, notes):
         positions = list(range(len(work.graph.node)))  # the converter rebuilt the node list
-    _bind_batch(work, batch, notes)
+    _bind_inputs(work, batch, given, source, notes)
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
     return _build(work, positions, source, notes)
@@ -349,6 +106,36 @@ def from_model(model: onnx.ModelProto, batch: int = 1, source: str = "<model>") 
 def _check_batch(batch: int, source: str) -> None:
     if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
         raise FpgaplaceError(f"{source}: batch must be an integer >= 1, got {batch!r}")
+
+
+def _check_input_shapes(input_shapes: InputShapes | None, source: str) -> dict[str, tuple[int, ...]]:
+    """``input_shapes`` as a dict of int tuples; an error names the entry and dim that is not a
+    whole number in 1..MAX_DIM, or an input with more than MAX_INPUT_ELEMENTS elements."""
+    if input_shapes is None:
+        return {}
+    if not isinstance(input_shapes, Mapping):
+        raise FpgaplaceError(
+            f"{source}: input_shapes must map input names to dims, got {type(input_shapes).__name__}"
+        )
+    checked = {}
+    for name, dims in input_shapes.items():
+        if not isinstance(name, str) or not name:
+            raise FpgaplaceError(f"{source}: input_shapes key {name!r} is not an input name; expected a string")
+        if isinstance(dims, str | bytes) or not isinstance(dims, Sequence | np.ndarray):
+            raise FpgaplaceError(f"{source}: input_shapes['{name}'] is {dims!r}; expected a tuple of dims")
+        for axis, dim in enumerate(dims):
+            if isinstance(dim, bool) or not isinstance(dim, int | np.integer) or not 1 <= dim <= MAX_DIM:
+                raise FpgaplaceError(
+                    f"{source}: input_shapes['{name}'] dim {axis} is {dim!r}; expected a whole number in 1..{MAX_DIM}"
+                )
+        shape = tuple(int(dim) for dim in dims)
+        if math.prod(shape) > MAX_INPUT_ELEMENTS:
+            raise FpgaplaceError(
+                f"{source}: input_shapes['{name}'] = {shape} has {math.prod(shape)} elements; "
+                f"expected at most 2**40 = {MAX_INPUT_ELEMENTS}"
+            )
+        checked[name] = shape
+    return checked
 
 
 def _check_proto(model: onnx.ModelProto, source: str) -> None:
@@ -429,37 +216,89 @@ def _initializer_names(graph: onnx.GraphProto) -> set[str]:
     return {t.name for t in graph.initializer} | {t.values.name for t in graph.sparse_initializer}
 
 
-def _bind_batch(model: onnx.ModelProto, batch: int, notes: list[str]) -> None:
-    """Set dim 0 of every (non-initializer) graph input that is symbolic or unknown to ``batch``.
-
-    Other unknown input dims become 1 (noted). The batch symbols are replaced everywhere else
-    (outputs, value_info) so shape inference sees consistent shapes.
-    """
+def _bind_inputs(
+    model: onnx.ModelProto, batch: int, given: dict[str, tuple[int, ...]], source: str, notes: list[str]
+) -> None:
+    """Bind the graph inputs' dims, in place: first the inputs ``given`` names (checked against
+    their fixed dims), then the rest with ``_bind_batch``. The bound symbols are replaced
+    everywhere else too (outputs, value_info) so shape inference sees consistent shapes."""
     graph = model.graph
     params = _initializer_names(graph)
-    symbols: set[str] = set()
-    for value in graph.input:
-        if value.name in params or not value.type.HasField("tensor_type"):
-            continue
-        dims = value.type.tensor_type.shape.dim
-        for axis, dim in enumerate(dims):
-            if dim.HasField("dim_value") and dim.dim_value > 0:
-                if axis == 0 and dim.dim_value != batch:
-                    notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
-                continue
-            if dim.HasField("dim_param") and dim.dim_param:
-                if axis == 0:
-                    symbols.add(dim.dim_param)
-                elif dim.dim_param not in symbols:
-                    notes.append(f"input '{value.name}' dim {axis} ('{dim.dim_param}') unknown, taken as 1")
-            elif axis != 0:
-                notes.append(f"input '{value.name}' dim {axis} unknown, taken as 1")
-            dim.dim_value = batch if axis == 0 or dim.dim_param in symbols else 1
+    inputs = {v.name: v for v in graph.input if v.name not in params and v.type.HasField("tensor_type")}
+    for name in given:
+        if name not in inputs:
+            names = ", ".join(f"'{n}'" for n in inputs) or "none"
+            raise FpgaplaceError(
+                f"{source}: input_shapes names '{name}', which is not a graph input; expected one of {names}"
+            )
+    symbols: dict[str, int] = {}
+    for name, shape in given.items():
+        _bind_given_input(inputs[name], shape, symbols, source)
+    for name, value in inputs.items():
+        if name not in given:
+            _bind_batch(value, batch, symbols, notes)
     for value in [*graph.output, *graph.value_info]:
         if value.type.HasField("tensor_type"):
             for dim in value.type.tensor_type.shape.dim:
                 if dim.HasField("dim_param") and dim.dim_param in symbols:
-                    dim.dim_value = batch
+                    dim.dim_value = symbols[dim.dim_param]
+
+
+def _dims_text(value: onnx.ValueInfoProto) -> str:
+    dims = value.type.tensor_type.shape.dim
+    return "[" + ", ".join(d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?") for d in dims) + "]"
+
+
+def _bind_given_input(value: onnx.ValueInfoProto, shape: tuple[int, ...], symbols: dict[str, int], source: str) -> None:
+    """Set input ``value``'s dims to ``shape``; record the symbols it binds in ``symbols``."""
+    name = value.name
+    tensor_type = value.type.tensor_type
+    if not tensor_type.HasField("shape"):  # rank unknown: the given dims define it
+        tensor_type.shape.dim.extend(onnx.TensorShapeProto.Dimension(dim_value=d) for d in shape)
+        return
+    dims = tensor_type.shape.dim
+    if len(dims) != len(shape):
+        raise FpgaplaceError(
+            f"{source}: input_shapes['{name}'] = {shape} has {len(shape)} dims; "
+            f"expected {len(dims)} (input '{name}' is {_dims_text(value)})"
+        )
+    for axis, (dim, wanted) in enumerate(zip(dims, shape, strict=True)):
+        if dim.HasField("dim_value") and dim.dim_value > 0 and dim.dim_value != wanted:
+            raise FpgaplaceError(
+                f"{source}: input_shapes['{name}'] dim {axis} is {wanted}; expected {dim.dim_value}, "
+                f"the input's fixed dim"
+            )
+        if dim.HasField("dim_param") and dim.dim_param:
+            bound = symbols.setdefault(dim.dim_param, wanted)
+            if bound != wanted:
+                raise FpgaplaceError(
+                    f"{source}: input_shapes['{name}'] dim {axis} ('{dim.dim_param}') is {wanted}; "
+                    f"expected {bound}, the value '{dim.dim_param}' is bound to elsewhere in input_shapes"
+                )
+        dim.dim_value = wanted
+
+
+def _bind_batch(value: onnx.ValueInfoProto, batch: int, symbols: dict[str, int], notes: list[str]) -> None:
+    """Bind one input's unknown dims: a symbol ``symbols`` knows takes its value, other symbolic
+    or unknown dims 0 take ``batch`` (their symbols are recorded); other unknown dims become 1
+    (noted)."""
+    for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+        if dim.HasField("dim_value") and dim.dim_value > 0:
+            if axis == 0 and dim.dim_value != batch:
+                notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
+            continue
+        symbol = dim.dim_param if dim.HasField("dim_param") else ""
+        if symbol in symbols:
+            dim.dim_value = symbols[symbol]
+            continue
+        if axis == 0:
+            if symbol:
+                symbols[symbol] = batch
+            dim.dim_value = batch
+            continue
+        described = f" ('{symbol}')" if symbol else ""
+        notes.append(f"input '{value.name}' dim {axis}{described} unknown, taken as 1")
+        dim.dim_value = 1
 
 
 def _run_checker(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
@@ -472,14 +311,51 @@ def _run_checker(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
 
 
 def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx.ModelProto:
-    """onnx shape inference, strict off; data propagation first, plain inference as fallback."""
-    for data_prop in (True, False):
-        try:
-            return shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=data_prop)
-        except Exception as exc:  # inference raises InferenceError, ValueError or RuntimeError
-            failure = first_line(exc)
+    """onnx shape inference, strict off; data propagation first, plain inference as fallback.
+
+    onnx infers no shapes for contrib ops, so inference runs first on a copy in which each
+    contrib node with a shape proxy (``fpgaplace.ops.shape_proxy``, e.g. FusedConv -> Conv) is
+    replaced by it; the types found there are put on ``model``. If that copy fails, ``model``
+    itself is inferred."""
+    proxied = _with_shape_proxies(model)
+    failure = ""
+    for candidate in ([proxied] if proxied is not None else []) + [model]:
+        for data_prop in (True, False):
+            try:
+                inferred = shape_inference.infer_shapes(
+                    candidate, check_type=False, strict_mode=False, data_prop=data_prop
+                )
+            except Exception as exc:  # inference raises InferenceError, ValueError or RuntimeError
+                failure = first_line(exc)
+                continue
+            return inferred if candidate is model else _with_types_of(model, inferred)
     notes.append(f"shape inference failed ({failure}); only declared shapes are known")
     return model
+
+
+def _with_shape_proxies(model: onnx.ModelProto) -> onnx.ModelProto | None:
+    """A copy of ``model`` with its top-level contrib nodes replaced by their shape proxies;
+    None if no node has one."""
+    proxies = {i: proxy for i, node in enumerate(model.graph.node) if (proxy := ops.shape_proxy(node)) is not None}
+    if not proxies:
+        return None
+    proxied = onnx.ModelProto()
+    proxied.CopyFrom(model)
+    for i, proxy in proxies.items():
+        proxied.graph.node[i].CopyFrom(proxy)
+    return proxied
+
+
+def _with_types_of(model: onnx.ModelProto, inferred: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` (its own nodes) with the value_info and output types of ``inferred``, a model
+    with the same tensors."""
+    result = onnx.ModelProto()
+    result.CopyFrom(model)
+    del result.graph.value_info[:]
+    result.graph.value_info.extend(inferred.graph.value_info)
+    for output, typed in zip(result.graph.output, inferred.graph.output, strict=True):
+        output.type.CopyFrom(typed.type)
+    return result
 
 
 # ---- building the OpGraph ------------------------------------------------------------------
@@ -530,7 +406,7 @@ def _info_from_value(value: onnx.ValueInfoProto, notes: list[str]) -> TensorInfo
 
 def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
     """A deterministic standard node without subgraphs whose inputs are all constant."""
-    if node.domain not in STANDARD_DOMAINS or node.op_type in _NONDETERMINISTIC_OPS:
+    if node.domain not in STANDARD_DOMAINS or not ops.is_deterministic(node.op_type, node.domain):
         return False
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
         return False
@@ -619,10 +495,10 @@ def _fill_costs(
 ) -> None:
     """Set ``op``'s MACs, byte counts and FPGA support flag."""
     reads = op.all_inputs()
-    op.macs = count_macs(op, shapes)
+    op.macs = ops.count_macs(op, shapes)
     op.param_bytes = sum(storage.get(t, infos[t].nbytes if t in infos else 0) for t in reads if t in params)
     op.input_bytes = sum(infos[t].nbytes for t in reads if t not in params and t in infos)
     op.output_bytes = sum(infos[t].nbytes for t in op.outputs if t in infos)
     strings = any(infos[t].dtype == "object" for t in [*reads, *op.outputs] if t in infos)
-    op.fpga_supported = is_known(op) and op.op_type in FPGA_OPS and not strings
+    op.fpga_supported = ops.is_fpga(op.op_type, op.domain) and not strings
 

@@ -521,3 +521,93 @@ def test_batch_below_one_is_an_error(tmp_path, mlp_model, batch):
 def test_unknown_light_model_name_is_an_error():
     with pytest.raises(FpgaplaceError, match="resnet50"):
         models.light_model_path("resnet5000")
+
+
+# ---- input_shapes ---------------------------------------------------------------------------
+
+
+def _symbolic_conv_model() -> onnx.ModelProto:
+    """Conv 3->8, 3x3, stride 2, pad 1 over an input [N, 3, H, W] with symbolic N, H, W."""
+    return one_node_model(
+        "Conv", ["N", 3, "H", "W"], {"w": weight(8, 3, 3, 3)}, kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1]
+    )
+
+
+def test_input_shapes_bind_symbolic_dims_and_give_the_right_macs():
+    graph = from_model(_symbolic_conv_model(), input_shapes={"x": (1, 3, 64, 64)})
+    assert graph.tensors["x"].shape == (1, 3, 64, 64)
+    assert graph.tensors["y"].shape == (1, 8, 32, 32)
+    assert only_op(graph).macs == 1 * 8 * 32 * 32 * 3 * 3 * 3
+    assert not graph.notes
+    wide = from_model(_symbolic_conv_model(), input_shapes={"x": [2, 3, 48, 80]})
+    assert only_op(wide).macs == 2 * 8 * 24 * 40 * 3 * 3 * 3
+
+
+def test_batch_does_not_override_given_input_shapes(tmp_path):
+    path = tmp_path / "conv.onnx"
+    onnx.save(_symbolic_conv_model(), path)
+    graph = load_onnx(path, batch=4, input_shapes={"x": (1, 3, 32, 32)})
+    assert graph.tensors["x"].shape == (1, 3, 32, 32) and graph.tensors["y"].shape == (1, 8, 16, 16)
+    batched = load_onnx(path, batch=4, input_shapes={"x": (2, 3, 32, 32)})
+    assert only_op(batched).macs == 2 * only_op(graph).macs
+    assert not [note for note in graph.notes if "batch" in note]
+
+
+def test_a_symbol_bound_by_input_shapes_binds_the_other_inputs_too():
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"], name="mm")]
+    graph = helper.make_graph(
+        nodes,
+        "two_inputs",
+        [
+            helper.make_tensor_value_info("a", TensorProto.FLOAT, ["N", "S", 16]),
+            helper.make_tensor_value_info("b", TensorProto.FLOAT, ["N", 16, "S"]),
+        ],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", "S", "S"])],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    bound = from_model(model, batch=5, input_shapes={"a": (3, 7, 16)})
+    assert bound.tensors["b"].shape == (3, 16, 7) and bound.tensors["y"].shape == (3, 7, 7)
+    assert bound.ops["mm"].macs == 3 * 7 * 7 * 16
+    assert not bound.notes
+    with pytest.raises(FpgaplaceError, match=r"input_shapes\['b'\] dim 0 \('N'\) is 4; expected 3"):
+        from_model(model, input_shapes={"a": (3, 7, 16), "b": (4, 16, 7)})
+
+
+def test_input_shapes_give_the_rank_of_an_input_without_a_shape():
+    model = one_node_model("Relu", [1, 1, 1], {})  # declares y of rank 3, dims left to inference
+    model.graph.input[0].type.tensor_type.ClearField("shape")
+    graph = from_model(model, input_shapes={"x": (2, 3, 5)})
+    assert graph.tensors["x"].shape == (2, 3, 5) and only_op(graph).macs == 30
+
+
+def test_a_billion_element_input_is_accepted():
+    graph = from_model(one_node_model("Relu", ["N", "C"], {}), input_shapes={"x": (1000, 1_000_000)})
+    assert only_op(graph).macs == 10**9
+
+
+@pytest.mark.parametrize(
+    ("input_shapes", "message"),
+    [
+        ({"z": (1, 3, 8, 8)}, r"input_shapes names 'z', which is not a graph input; expected one of 'x'"),
+        ({"w": (8, 3, 3, 3)}, r"'w', which is not a graph input"),  # an initializer is not an input to bind
+        ({"x": (1, 3, 8)}, r"input_shapes\['x'\] = \(1, 3, 8\) has 3 dims; expected 4 \(input 'x' is \[N, 3, H, W\]\)"),
+        ({"x": (1, 4, 8, 8)}, r"input_shapes\['x'\] dim 1 is 4; expected 3, the input's fixed dim"),
+        ({"x": (0, 3, 8, 8)}, r"input_shapes\['x'\] dim 0 is 0; expected a whole number in 1\.\.2147483647"),
+        ({"x": (1, 3, -8, 8)}, r"input_shapes\['x'\] dim 2 is -8"),
+        ({"x": (1, 3, 2**31, 8)}, r"input_shapes\['x'\] dim 2 is 2147483648"),
+        ({"x": (1, 3, 64.0, 64)}, r"input_shapes\['x'\] dim 2 is 64\.0; expected a whole number"),
+        ({"x": (True, 3, 8, 8)}, r"input_shapes\['x'\] dim 0 is True"),
+        ({"x": (2**20, 3, 2**10, 2**10)}, r"input_shapes\['x'\] = .* has 3298534883328 elements; expected at most"),
+        ({"x": 64}, r"input_shapes\['x'\] is 64; expected a tuple of dims"),
+        ({"x": "1,3,8,8"}, r"input_shapes\['x'\] is '1,3,8,8'; expected a tuple of dims"),
+        ([("x", (1, 3, 8, 8))], r"input_shapes must map input names to dims, got list"),
+    ],
+)
+def test_bad_input_shapes_are_one_line_errors_naming_input_and_dim(tmp_path, input_shapes, message):
+    with pytest.raises(FpgaplaceError, match=message) as info:
+        from_model(_symbolic_conv_model(), input_shapes=input_shapes, source="conv.onnx")
+    assert str(info.value).startswith("conv.onnx: ") and "\n" not in str(info.value)
+    path = tmp_path / "conv.onnx"
+    onnx.save(_symbolic_conv_model(), path)
+    with pytest.raises(FpgaplaceError, match=message):
+        load_onnx(path, input_shapes=input_shapes)

@@ -18,8 +18,8 @@ import onnx
 import onnxruntime as ort
 from onnx import helper, numpy_helper
 
+from fpgaplace import ops
 from fpgaplace.passes.graph_tools import (
-    NONDETERMINISTIC_OPS,
     PassResult,
     add_initializer,
     constant_initializers,
@@ -44,7 +44,7 @@ def _foldable_positions(model: onnx.ModelProto, order: list[int]) -> list[int]:
     foldable: list[int] = []
     for i in order:
         node = model.graph.node[i]
-        if (node.domain not in ("", "ai.onnx") or node.op_type in NONDETERMINISTIC_OPS
+        if (node.domain not in ops.STANDARD_DOMAINS or not ops.is_deterministic(node.op_type, node.domain)
                 or _has_subgraph(node)):
             continue
         if all(not name or name in constants for name in node.input):

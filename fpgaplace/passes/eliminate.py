@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import onnx
 
+from fpgaplace import ops
 from fpgaplace.passes.graph_tools import (
-    NONDETERMINISTIC_OPS,
     PassResult,
     constant_initializers,
     copy_model,
@@ -65,7 +65,7 @@ def eliminate_common_subexpressions(model: onnx.ModelProto) -> PassResult:
     order = topological_indices(graph)
     for i in order:
         node = graph.node[i]
-        if node.op_type in NONDETERMINISTIC_OPS:
+        if not ops.is_deterministic(node.op_type, node.domain):
             continue
         key = _node_key(node)
         kept = first_by_key.get(key)

@@ -8,9 +8,13 @@ the cost model charges a group as one kernel (the members stream through the hea
 pipeline: no extra memory round trip, no transfer between them) and the placer keeps a group
 on one device (``fpgaplace.passes.transfers.colocate_fused_groups``).
 
-A node N may join the group of the producer P of one of its data inputs X when X is read by
-N alone and is not a graph output, and P does real work (not a constant or a pure data
-movement op). Annotations whose condition no longer holds (because another pass removed or
+A node N may join the group of the producer P of one of its data inputs X when N's op class
+(``fpgaplace.ops``) is fusable in this pass (an activation in ``fuse_activations``; an
+activation or elementwise op, QuantizeLinear and DequantizeLinear included, in
+``fuse_elementwise``), X is read by N alone and is not a graph output, and P may head a group
+(``OpClass.head``: constants, shape arithmetic and reshaping or copying data movement may not).
+So a QDQ chain Conv -> QuantizeLinear -> DequantizeLinear -> Relu -> ... forms one group headed
+by the Conv. Annotations whose condition no longer holds (because another pass removed or
 rewired the head) are dropped on the next run. One topological sweep, O(n + e).
 """
 
@@ -20,6 +24,7 @@ from collections import defaultdict
 
 import onnx
 
+from fpgaplace import ops
 from fpgaplace.passes.graph_tools import (
     FUSED_INTO_KEY,
     PassResult,
@@ -33,21 +38,6 @@ from fpgaplace.passes.graph_tools import (
     set_node_metadata,
     topological_order,
 )
-
-ACTIVATION_OPS = frozenset({
-    "Relu", "Clip", "LeakyRelu", "PRelu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Elu",
-    "Selu", "Celu", "Softplus", "Softsign", "ThresholdedRelu", "Gelu", "Mish",
-})
-ELEMENTWISE_OPS = ACTIVATION_OPS | frozenset({
-    "Add", "Sub", "Mul", "Div", "Sum", "Max", "Min", "Mean", "Pow", "Sqrt", "Reciprocal", "Exp",
-    "Log", "Abs", "Neg", "Erf", "Sign", "Floor", "Ceil", "Round", "Cast", "BatchNormalization",
-    "Where",
-})
-NOT_A_HEAD = frozenset({
-    "Constant", "ConstantOfShape", "Shape", "Size", "Reshape", "Flatten", "Squeeze", "Unsqueeze",
-    "Transpose", "Concat", "Split", "Slice", "Gather", "Identity", "Dropout", "Expand", "Tile",
-})
-
 
 
 def fused_head(node: onnx.NodeProto) -> str | None:
@@ -69,23 +59,23 @@ def _group_of(node: onnx.NodeProto) -> str:
     return fused_head(node) or node.name
 
 
-def _fusable_head(model: onnx.ModelProto, node: onnx.NodeProto, ops: frozenset[str],
-                  prods: dict, readers: dict, outputs: set[str], constants: set[str]) -> str | None:
-    """The group N can join, or None (see the module docstring for the rule)."""
-    if node.op_type not in ops or node.domain not in ("", "ai.onnx"):
+def _fusable_head(node: onnx.NodeProto, kind: ops.Fusion, prods: dict, readers: dict,
+                  outputs: set[str], constants: set[str]) -> str | None:
+    """The group N can join in a ``kind`` fusion, or None (see the module docstring for the rule)."""
+    if not ops.can_fuse(node.op_type, node.domain, kind):
         return None
     for name in node.input:
         if not name or name in constants or name in outputs:
             continue
         producer = prods.get(name)
-        if producer is None or producer.op_type in NOT_A_HEAD:
+        if producer is None or not ops.can_head(producer.op_type, producer.domain):
             continue
         if len(readers.get(name, [])) == 1:
             return _group_of(producer)
     return None
 
 
-def _fuse(model: onnx.ModelProto, ops: frozenset[str], keep_other: bool) -> PassResult:
+def _fuse(model: onnx.ModelProto, kind: ops.Fusion, keep_other: bool) -> PassResult:
     result = copy_model(model)
     name_nodes(result)
     graph = result.graph
@@ -94,11 +84,10 @@ def _fuse(model: onnx.ModelProto, ops: frozenset[str], keep_other: bool) -> Pass
     changes = 0
     for node in topological_order(graph):
         current = fused_head(node)
-        wanted = _fusable_head(result, node, ops, prods, readers, outputs, constants)
+        wanted = _fusable_head(node, kind, prods, readers, outputs, constants)
         if wanted is None and current is not None and keep_other:
             # annotated by the other fusion pass: keep it if its head still feeds this node
-            still = _fusable_head(result, node, ELEMENTWISE_OPS, prods, readers, outputs,
-                                  constants)
+            still = _fusable_head(node, "elementwise", prods, readers, outputs, constants)
             wanted = still if still == current else None
         if wanted != current:
             set_node_metadata(node, FUSED_INTO_KEY, wanted)
@@ -108,10 +97,11 @@ def _fuse(model: onnx.ModelProto, ops: frozenset[str], keep_other: bool) -> Pass
 
 def fuse_activations(model: onnx.ModelProto) -> PassResult:
     """Annotate activations (Relu, Clip, Sigmoid, ...) as fused into their producer."""
-    return _fuse(model, ACTIVATION_OPS, keep_other=True)
+    return _fuse(model, "activation", keep_other=True)
 
 
 def fuse_elementwise(model: onnx.ModelProto) -> PassResult:
-    """Annotate elementwise ops (Add, Mul, BatchNormalization, activations, ...) as fused into
-    their producer, so that chains like Conv -> Add -> Relu form one group."""
-    return _fuse(model, ELEMENTWISE_OPS, keep_other=True)
+    """Annotate elementwise ops (Add, Mul, BatchNormalization, QuantizeLinear, DequantizeLinear,
+    activations, ...) as fused into their producer, so that chains like Conv -> Add -> Relu
+    and Conv -> QuantizeLinear -> DequantizeLinear form one group."""
+    return _fuse(model, "elementwise", keep_other=True)

@@ -22,12 +22,6 @@ PassResult = tuple[onnx.ModelProto, int]
 FUSED_INTO_KEY = "fpgaplace.fused_into"
 """Node ``metadata_props`` key naming the node a fused node belongs to (its group head)."""
 
-NONDETERMINISTIC_OPS = frozenset(
-    {"RandomNormal", "RandomNormalLike", "RandomUniform", "RandomUniformLike", "Multinomial",
-     "Bernoulli"}
-)
-
-
 def name_nodes(model: onnx.ModelProto) -> int:
     """Give every node a unique name, in place, by the IR's rule (``fpgaplace.ir.unique_op_names``
     with each node's position in ``graph.node`` as its index); return how many were renamed.
