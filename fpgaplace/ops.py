@@ -279,13 +279,11 @@ def _classes(family: str, names: str, mac_rule: MacRule, **flags) -> list[OpClas
     return [OpClass(name, family, mac_rule, **flags) for name in names.split()]
 
 
-_FUSED_CONV_PROXY = _proxy("Conv", [0, 1, 2], dropped_attrs=["activation", "activation_params"])
-
 _ALL: list[OpClass] = [
     # dot products: the DSP work
     *_classes("conv", "Conv ConvInteger QLinearConv", _conv_macs, dot_product=True, kernel="conv2d"),
     OpClass("FusedConv", "conv", _conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
-            shape_proxy=_FUSED_CONV_PROXY),
+            shape_proxy=_proxy("Conv", [0, 1, 2], dropped_attrs=["activation", "activation_params"])),
     OpClass("ConvTranspose", "conv_transpose", _conv_transpose_macs, dot_product=True),
     OpClass("Gemm", "gemm", _gemm_macs, dot_product=True, kernel="dense"),
     *_classes("matmul", "MatMul MatMulInteger QLinearMatMul", _matmul_macs, dot_product=True,
