@@ -366,9 +366,11 @@ def run_fpgaplace(case: Case, folder: Path, fpgaplace: Path, board: str, model: 
     if given_inputs:
         command += ["--inputs", str(case.samples_path)]
     simulated = _json_document(run_logged(command, log), "csim")
+    if not given_inputs and "inputs" not in simulated:
+        raise ToolUnavailable("fpgaplace csim takes no --inputs and its JSON has no 'inputs': nothing to compare")
     try:
         outputs = np.asarray(simulated["outputs"], dtype=np.float64).reshape(len(case.samples), -1)
-        inputs = None if given_inputs or "inputs" not in simulated else np.asarray(simulated["inputs"], np.float32)
+        inputs = None if given_inputs else np.asarray(simulated["inputs"], np.float32)
         return ToolRun(float(compiled["build_seconds"]), float(simulated["run_seconds"]), outputs, inputs)
     except (KeyError, TypeError, ValueError) as error:
         raise ToolUnavailable(f"fpgaplace JSON: {type(error).__name__}: {error}") from None
@@ -457,12 +459,12 @@ def render_table(summary: list[dict], samples: int) -> str:
     widths = [max(len(cells[i]) for cells in [headers, *rows] if i < len(cells)) for i in range(len(headers))]
 
     def line(cells: list[str]) -> str:
-        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False)).rstrip()
+        return "  ".join(cell.ljust(width) for cell, width in zip(cells, widths, strict=False))
 
     lines = [line(headers)]
     for row, cells in zip(summary, rows, strict=True):
         lines.append(line(cells) if "build_seconds" in row else f"{line(cells)}  {row.get('note', 'no runs')}")
-    return "\n".join(lines)
+    return "\n".join(text.rstrip() for text in lines)
 
 
 # ---------------------------------------------------------------- command line

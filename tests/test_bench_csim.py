@@ -86,6 +86,8 @@ def test_summary_takes_medians_and_keeps_notes(bench):
     assert "1000-sample s" in table[0] and "top-1 vs QDQ" in table[0]
     assert table[1].split()[:3] == ["hls4ml", "mlp", f"{summary[0]['build_seconds']:.2f}"]
     assert table[2].endswith(summary[1]["note"])
+    model_column = table[0].index("model")
+    assert table[2][model_column:].startswith("mlp ") and table[3][model_column:].startswith("cnn ")
     assert len(table) == 1 + len(summary)
 
 
