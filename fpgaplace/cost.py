@@ -2,29 +2,26 @@
 
 Its output is the ``PlacementProblem`` the solvers read. Times are in microseconds.
 
-FPGA core (analytic, in the spirit of FINN's per-layer ``cycles()``/``dsp()``/``bram()``):
-  an op with multiply-accumulates runs ``dsp * macs_per_dsp`` MACs per cycle at best; other ops
-  process ``LUT_LANES`` elements per cycle. The on-chip memory can feed ``bram36 * 8 + uram * 16``
-  bytes per cycle (two ports of 4 bytes per BRAM36, two of 8 per URAM), so an op also needs
-  ``bytes touched / that`` cycles; the op takes the larger of the two plus a fixed pipeline fill.
-On-chip memory of a core (it runs its ops one after another, like an overlay): a share
-  ``WORKING_SHARE`` is the working area that every op reuses for its activation buffers and
-  weight tiles; the rest holds resident weights, which add up over the ops on the core. So an
-  op's footprint m(v) is its weight bytes when they stay resident, else 0. Which weights stay
-  resident is decided here, once: smallest first, each at most ``RESIDENT_LIMIT`` of the
-  smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of all cores' weight areas
-  together (so the cores can hold every resident op with room to spare, and no op is pushed to
-  a CPU only because memory ran out). The other weights are streamed from DRAM at every run;
-  activations whose double buffers exceed the working area are tiled through DRAM; both add
-  their bytes over the core's AXI link to the op's latency.
+FPGA core: what the hardware op library (``fpgaplace.hw``) says the op costs: its kernel's
+  ``ideal_cycles`` (its share of the core's DSPs or LUT lanes, see ``fpgaplace.hw.kernels``)
+  plus the cycles to stream its weights from DRAM when they do not stay resident, turned into
+  microseconds by ``hw.cycles_to_us``. An op without a kernel, or whose line buffer does not fit
+  the core's working area, cannot run on the core (infinite latency).
+On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for line buffers and
+  streams; the rest holds resident weights, which add up over the ops on the core. So an op's
+  footprint m(v) is its kernel's on-chip weight bytes when they stay resident, else 0. Which
+  weights stay resident is decided here, once: smallest first, each at most ``RESIDENT_LIMIT``
+  of the smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of all cores' weight
+  areas together (so the cores can hold every resident op with room to spare, and no op is
+  pushed to a CPU only because memory ran out). The other weights are streamed from DRAM at
+  every run.
 CPU core: the op's time measured by profiling the whole model with onnxruntime on this host,
   scaled by (host GFLOP/s) / (board CPU GFLOP/s); where a node has no measurement, analytic
   ``2 * macs / GFLOP/s``.
 Transfer c(u): bytes of u's outputs at the chosen precision over the core<->DRAM link, plus the
   link's latency.
-Fused ops (annotated by ``fpgaplace.passes.fuse``): a member of a fused group runs inside its
-  head's pipeline on a core, so it adds no core latency and no buffer of its own, and the group
-  shares one colour class so every solver keeps it on one device.
+Fused ops (annotated by ``fpgaplace.passes.fuse``): a fused group shares one colour class so
+  every solver keeps it on one device; on a core each member is a stage of the same dataflow.
 """
 
 from __future__ import annotations
@@ -39,16 +36,16 @@ from pathlib import Path
 
 import numpy as np
 
+from fpgaplace import hw
 from fpgaplace.board import Board, CpuCore, FpgaCore
 from fpgaplace.errors import FpgaplaceError, first_line
+from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.ir import Op, OpGraph
 from fpgaplace.passes.fuse import fused_head
 from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
 
 PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
-LUT_LANES = 16  # elements per cycle for ops without multiply-accumulates
-PIPELINE_FILL_CYCLES = 64  # fixed start-up cost of one op on a core
-WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area shared by all its ops
+WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (line buffers, streams)
 RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
 RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
 
@@ -92,7 +89,7 @@ def cpu_kinds(board: Board) -> list[tuple[str, list[CpuCore]]]:
     return [(f"cpu-{cpus[0].kind}", cpus) for cpus in groups.values()]
 
 
-def _element_bytes(op: Op, graph: OpGraph, tensors: list[str], precision: int) -> int:
+def _element_bytes(graph: OpGraph, tensors: list[str], precision: int) -> int:
     return sum(graph.tensors[t].numel * precision for t in tensors if t in graph.tensors)
 
 
@@ -108,8 +105,10 @@ def weight_area(core_bytes: int) -> int:
     return int(core_bytes * (1 - WORKING_SHARE))
 
 
-def _weight_bytes(op: Op, graph: OpGraph, precision: int) -> int:
-    return _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
+def kernel_weight_bytes(op: Op, graph: OpGraph, precision: int) -> int:
+    """On-chip weight bytes of ``op``'s kernel (0 for ops no core runs)."""
+    planned = hw.plan_op(op, graph)
+    return planned[0].weight_bytes(planned[1], precision) if planned else 0
 
 
 def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
@@ -119,7 +118,7 @@ def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
         return set()
     per_op_limit = RESIDENT_LIMIT * weight_area(min(core.onchip_bytes for core in board.cores))
     budget = RESIDENT_BUDGET * sum(weight_area(core.onchip_bytes) for core in board.cores)
-    sizes = sorted((_weight_bytes(op, graph, precision), name) for name, op in graph.ops.items())
+    sizes = sorted((kernel_weight_bytes(op, graph, precision), name) for name, op in graph.ops.items())
     chosen, used = set(), 0
     for size, name in sizes:
         if size > per_op_limit or used + size > budget:
@@ -129,59 +128,28 @@ def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
     return chosen
 
 
-def on_chip_plan(op: Op, graph: OpGraph, precision: int, smallest_core_bytes: int, resident: bool) -> OnChipPlan:
-    """Resident weights count in m(v); streamed weights, and activations whose double buffers
-    exceed the working area, cross the AXI link at every run."""
-    weights = _weight_bytes(op, graph, precision)
-    activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
-    outputs = _element_bytes(op, graph, op.outputs, precision)
-    tiled = 2 * (activations + outputs) > smallest_core_bytes * WORKING_SHARE
-    streamed = (0 if resident else weights) + (activations + outputs if tiled else 0)
-    return OnChipPlan(weights if resident else 0, streamed)
+def on_chip_plan(op: Op, graph: OpGraph, precision: int, resident: bool) -> OnChipPlan:
+    """Resident weights count in m(v); the others cross the DRAM link at every run."""
+    weights = kernel_weight_bytes(op, graph, precision)
+    return OnChipPlan(weights, 0) if resident else OnChipPlan(0, weights)
 
 
-def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, precision: int, plan: OnChipPlan) -> float:
-    """Analytic latency (us) of ``op`` on one ``core``: max(compute, on-chip bandwidth) + fill,
-    plus the time to stream what does not stay on chip over the AXI link."""
-    if not op.fpga_supported:
+def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: OnChipPlan) -> float:
+    """Latency (us) of ``op`` on ``core``: its kernel's share of the core plus its streamed
+    weights over the DRAM link, both from the op library; infinite where no kernel runs it."""
+    planned = hw.plan_op(op, graph)
+    if not planned:
         return math.inf
-    activations = _element_bytes(op, graph, [t for t in op.inputs if t and t not in graph.params], precision)
-    weights = _element_bytes(op, graph, [t for t in op.inputs if t in graph.params], precision)
-    outputs = _element_bytes(op, graph, op.outputs, precision)
-    if op.macs and _is_mac_op(op):
-        compute_cycles = op.macs / max(1, core.dsp * core.macs_per_dsp)
-    else:
-        compute_cycles = max(op.macs, outputs // max(precision, 1)) / LUT_LANES
-    bytes_per_cycle = max(1, core.bram36 * 8 + core.uram * 16)
-    memory_cycles = (activations + weights + outputs) / bytes_per_cycle
-    cycles = max(compute_cycles, memory_cycles) + PIPELINE_FILL_CYCLES
-    return cycles / core.clock_mhz + plan.streamed_bytes / (board.dram.gbps * 1e3)  # MHz = cycles/us; GB/s = 1e3 B/us
-
-
-MAC_OPS = frozenset(
-    {
-        "Conv",
-        "ConvTranspose",
-        "Gemm",
-        "MatMul",
-        "QLinearConv",
-        "QLinearMatMul",
-        "ConvInteger",
-        "MatMulInteger",
-        "Attention",
-        "MultiHeadAttention",
-        "Einsum",
-    }
-)
-
-
-def _is_mac_op(op: Op) -> bool:
-    return op.op_type in MAC_OPS
+    kernel, geometry = planned
+    if geometry.linebuffer_bytes > core.onchip_bytes * WORKING_SHARE:
+        return math.inf
+    cycles = kernel.ideal_cycles(geometry, core) + streamed_cycles(plan.streamed_bytes, core, board.dram)
+    return hw.cycles_to_us(cycles, core)
 
 
 def transfer_us(op: Op, graph: OpGraph, board: Board, precision: int) -> float:
     """Time to move ``op``'s outputs between a core and DRAM over the board's AXI link."""
-    nbytes = _element_bytes(op, graph, op.outputs, precision)
+    nbytes = _element_bytes(graph, op.outputs, precision)
     if nbytes == 0:
         return 0.0
     return nbytes / (board.dram.gbps * 1e3) + board.dram.latency_us
@@ -273,19 +241,14 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
         raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {options.precision!r}")
     precision = PRECISION_BYTES[options.precision]
     core_kinds = fpga_core_kinds(board)
-    smallest = min((cores[0].onchip_bytes for _, cores in core_kinds), default=0)
     resident = resident_ops(graph, board, precision)
     measured = profile_cpu_us(graph, options.profile_runs) if options.profile_cpu and board.cpus else {}
     rate = host_gflops() if measured else 1.0
     costs = []
     for name in graph.topological_order():
         op = graph.ops[name]
-        fused = _fused_into(op, graph) is not None
-        plan = OnChipPlan(0, 0) if fused else on_chip_plan(op, graph, precision, smallest, name in resident)
-        latency = {
-            kind: _fused_latency(op) if fused else fpga_latency_us(op, graph, cores[0], board, precision, plan)
-            for kind, cores in core_kinds
-        }
+        plan = on_chip_plan(op, graph, precision, name in resident)
+        latency = {kind: fpga_latency_us(op, graph, cores[0], board, plan) for kind, cores in core_kinds}
         for kind, cpus in cpu_kinds(board):
             latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
         costs.append(
@@ -300,11 +263,6 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
             )
         )
     return costs
-
-
-def _fused_latency(op: Op) -> float:
-    """A fused member runs inside its head's pipeline: no core time of its own."""
-    return 0.0 if op.fpga_supported else math.inf
 
 
 def _fused_into(op: Op, graph: OpGraph) -> str | None:

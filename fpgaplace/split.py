@@ -288,7 +288,7 @@ def check_out_dir(out_dir: Path) -> None:
                              "expected an empty folder or a previous split")
 
 
-def _move_into_place(tmp: Path, out_dir: Path) -> None:
+def move_into_place(tmp: Path, out_dir: Path) -> None:
     check_out_dir(out_dir)
     if out_dir.exists():
         shutil.rmtree(out_dir)
@@ -352,7 +352,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
                             _io_entries(graph_inputs, types), _io_entries(graph_outputs, types),
                             submodels, final_transfers, stats)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
-        _move_into_place(tmp, out_dir)
+        move_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -1,0 +1,201 @@
+"""Code generation: a placed int8 design -> a buildable project folder with ``design.json``.
+
+``compile_design`` lowers the ops of every FPGA core (``lower``), folds them within the core's
+budget (``fpgaplace.hw.folding``), renders each core's HLS C++ and scripts from the Jinja2
+templates (``render``), writes the per-device ONNX split (the CPU pieces run in onnxruntime),
+and records every decision in ``design.json``: board, part, clock, precision, placement by
+board identity, per core its layers with folding, cycles and resources, the tensors at its
+boundary and the planned load beside the folded interval. The folder is written elsewhere
+first and moved into place, so a failure leaves nothing half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fpgaplace import __version__, hw
+from fpgaplace.board import FpgaCore
+from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_sample_shape
+from fpgaplace.codegen.render import environment, include_dir, plan_core, render_core
+from fpgaplace.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.split import check_out_dir, move_into_place
+
+if TYPE_CHECKING:
+    from fpgaplace.design import Design
+
+DESIGN_FILE = "design.json"
+DESIGN_FORMAT = 1
+
+
+@dataclass
+class CompileResult:
+    project: Path
+    cores: list[dict]
+    cpu_ops: list[str]
+    design: dict
+    quantized_here: bool = False
+    notes: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"project": str(self.project), "cores": self.cores, "cpu_ops": self.cpu_ops,
+                "quantized_here": self.quantized_here, "board": self.design["board"]["name"],
+                "interval_us": self.design["interval_us"], "fps": self.design["fps"]}
+
+
+def _say(progress, message: str) -> None:
+    if progress is not None:
+        progress(message)
+
+
+def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResult:
+    """Write the project of ``design`` (an int8 QDQ design; placed with defaults if it is not)
+    into ``out_dir``."""
+    out_dir = Path(out_dir)
+    check_out_dir(out_dir)
+    if not design.is_qdq:
+        raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
+    graph, board = design.graph, design.board
+    result = design.placement
+    devices = design.op_devices()
+    names = {op: device.name for op, device in devices.items()}
+    resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
+    batch = design.batch
+    cores: list[CoreDesign] = []
+    for core in board.cores:
+        ops = [op for op in graph.topological_order() if names.get(op) == core.name]
+        if ops:
+            _say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
+            cores.append(lower_core(core.name, core, ops, graph, names, resident, board.dram, batch))
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        _say(progress, "writing the per-device split")
+        manifest, _ = design.split(tmp / "split")
+        pieces = [s.device for s in manifest.submodels]
+        for c in cores:
+            if pieces.count(c.name) != 1:
+                raise FpgaplaceError(
+                    f"{c.name}: its ops form {pieces.count(c.name)} separate pieces of the model; a core builds one "
+                    "dataflow, so place with contiguous device sets"
+                )
+        shutil.copytree(include_dir(), tmp / "include")
+        (tmp / "model.qdq.onnx").write_bytes(graph.model.SerializeToString())
+        context = {"model": graph.name, "board": board.name, "part": board.part}
+        records = []
+        for c in cores:
+            _say(progress, f"rendering {c.name} ({len(c.layers)} stages)")
+            folder = tmp / "cores" / c.name
+            folder.mkdir(parents=True)
+            plan = plan_core(c)
+            render_core(c, plan, folder, context)
+            np.savez(folder / "layers.npz", **{f"{i}.{k}": v for i, layer in enumerate(c.layers)
+                                                for k, v in layer.arrays.items()})
+            records.append(_core_record(c, plan, design, result))
+        document = _design_json(design, result, records, manifest)
+        (tmp / DESIGN_FILE).write_text(json.dumps(document, indent=2) + "\n")
+        (tmp / "README.md").write_text(environment().get_template("project/README.md.j2").render(
+            model=graph.name, board=board.name, version=__version__, cores=[_summary(r) for r in document["cores"]],
+            cpu_ops=document["cpu_ops"]))
+        move_into_place(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return CompileResult(out_dir, [_summary(r) for r in document["cores"]], document["cpu_ops"], document)
+
+
+def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
+    core: FpgaCore = c.core
+    device = design.device_names().index(c.name)
+    planned_us = float(result.evaluation.loads[device])
+    interval = c.folding.interval
+    return {
+        "name": c.name,
+        "folder": f"cores/{c.name}",
+        "top": plan.top,
+        "node": core.node,
+        "slr": core.region,
+        "clock_mhz": core.clock_mhz,
+        "ops": c.ops,
+        "layers": [
+            {"op": layer.op, "kernel": layer.kernel, "inputs": layer.inputs, "output": layer.output,
+             "config": layer.config, "pe": layer.folding.pe, "simd": layer.folding.simd, "rows": layer.rows,
+             "resident": layer.resident, "cycles": layer.cycles, "macs": layer_macs(layer),
+             "resources": layer.resources.to_json(), "arrays": sorted(layer.arrays)}
+            for layer in c.layers
+        ],
+        "inputs": [_tensor(t, c.batch, p.port) for t, p in zip(c.inputs, plan.inputs, strict=True)],
+        "outputs": [_tensor(t, c.batch, p.port) for t, p in zip(c.outputs, plan.outputs, strict=True)],
+        "aliases": c.aliases,
+        "streamed_weight_bytes": plan.streamed,
+        "resources": c.folding.resources.to_json(),
+        "budget": hw.kernels.core_budget(core).to_json(),
+        "compute_interval_cycles": c.folding.compute_interval,
+        "dram_cycles": c.folding.dram_cycles,
+        "interval_cycles": interval,
+        "interval_us": hw.cycles_to_us(interval, core),
+        "planned_load_us": planned_us,
+    }
+
+
+def _tensor(t, batch: int, port: str) -> dict:
+    return {"name": t.name, "port": port, "shape": list(t.shape), "sample_shape": list(per_sample_shape(t, batch)),
+            "channels_last": t.channels_last, "scale": t.scale, "zero_point": t.zero_point, "views": t.views,
+            "quantized_from": t.quantized_from}
+
+
+def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
+    board = design.board
+    devices = design.op_devices()
+    cpu_ops = [op for op, device in devices.items() if not isinstance(device, FpgaCore)]
+    intervals = [r["interval_us"] for r in records] + [float(x) for d, x in enumerate(result.evaluation.loads)
+                                                      if design.devices()[d].name not in {r["name"] for r in records}]
+    interval_us = max(intervals, default=0.0)
+    return {
+        "format": DESIGN_FORMAT,
+        "fpgaplace": __version__,
+        "model": {"name": design.graph.name, "file": "model.qdq.onnx", "batch": design.batch},
+        "board": {"name": board.name, "part": board.part, "clock_mhz": board.cores[0].clock_mhz if board.cores else 0,
+                  "source": board.source},
+        "precision": "int8",
+        "placement": {
+            "method": result.placement.method, "value": result.value,
+            "bound": result.placement.bound, "gap": result.placement.gap, "unit": "us",
+            "devices": {op: device.name for op, device in devices.items()},
+        },
+        "cores": records,
+        "cpu_ops": cpu_ops,
+        "split": "split/manifest.json",
+        "transfers": [vars(t) if hasattr(t, "__dict__") else t for t in manifest.transfers],
+        "interval_us": interval_us,
+        "fps": design.batch * 1e6 / interval_us if interval_us > 0 else None,
+    }
+
+
+def _summary(record: dict) -> dict:
+    r = record["resources"]
+    return {"name": record["name"], "ops": len(record["ops"]), "stages": len(record["layers"]), "dsp": r["dsp"],
+            "bram36": r["bram36"], "uram": r["uram"], "lut": r["lut"], "cycles": record["interval_cycles"],
+            "interval_us": record["interval_us"], "planned_us": record["planned_load_us"],
+            "fps": 1e6 / record["interval_us"] if record["interval_us"] else None}
+
+
+def load_design(project: Path) -> dict:
+    """Read ``design.json`` of a project; one-line errors for a missing or broken file."""
+    path = Path(project) / DESIGN_FILE
+    if not path.is_file():
+        raise FpgaplaceError(f"{project}: no {DESIGN_FILE}; expected a folder written by `fpgaplace compile`")
+    try:
+        document = json.loads(path.read_text())
+    except (OSError, ValueError) as error:
+        raise FpgaplaceError(f"{path}: not readable JSON ({error})") from None
+    if not isinstance(document, dict) or document.get("format") != DESIGN_FORMAT or "cores" not in document:
+        raise FpgaplaceError(f"{path}: not a design.json of format {DESIGN_FORMAT}")
+    return document

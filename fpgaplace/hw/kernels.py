@@ -1,0 +1,493 @@
+"""Kernels of the hardware op library: geometry, cycles, resources and template of each op.
+
+A core runs its ops as one dataflow pipeline (one stage per op, streams between them), so a
+sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
+
+* dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
+  elements per cycle on DSPs (``ceil(PE * SIMD / macs_per_dsp)`` of them):
+  ``cycles = pixels * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with PE
+  dividing the channels and SIMD the reduction length;
+* lane kernels (pools, add, requantize, concat) handle ``PE`` channels per cycle in LUTs:
+  ``cycles = stream elements / PE``;
+* free kernels (reshape, quantize/dequantize and batch norm absorbed into their neighbours)
+  cost nothing.
+
+What an op costs the *placement* (``ideal_cycles``) is its share of the core's shared budget:
+``MACs / (DSPs * macs_per_dsp)`` for dot products and ``stream elements / LUT lanes`` for lane
+kernels. Summed over a core's ops this is the interval a perfectly balanced folding reaches;
+``fpgaplace.hw.folding`` finds the real folding, whose interval the compile step reports beside
+the planned load. Where a core is far larger than its ops need, the floor of one pixel per
+cycle makes the real interval exceed the share (the report shows both).
+
+Resources are estimates of the kind FINN's ``bram_estimation``/``lut_estimation`` make:
+weights are held in ``PE`` banks of ``SIMD`` bytes per word (plus a 72-bit word of bias,
+multiplier and shift per output channel), each bank in BRAM36 of the best aspect ratio, in
+URAM when it is deep and the core has URAM, or in LUTRAM when it is shallow; a window kernel
+keeps ``KH`` rows of its input in a line buffer. LUT and FF counts are linear in the lanes; the
+coefficients are documented below and are to be checked against yosys.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cache
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace import ops as op_registry
+from fpgaplace.hw import qdq, reference
+
+if TYPE_CHECKING:
+    from fpgaplace.board import FpgaCore
+    from fpgaplace.ir import Op, OpGraph
+
+# LUT/FF coefficients (estimates): per MAC lane of a dot-product stage, per lane of a lane
+# stage, and a fixed control cost per stage.
+DOT_LUT_PER_LANE, DOT_FF_PER_LANE, DOT_LUT_BASE, DOT_FF_BASE = 16, 24, 250, 300
+LANE_LUT_PER_PE, LANE_FF_PER_PE, LANE_LUT_BASE, LANE_FF_BASE = 40, 48, 150, 200
+LUTS_PER_LANE_BUDGET = 64  # LUTs one lane of a lane kernel is taken to need, for its budget share
+LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
+URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
+CHANNEL_WORD_BITS = 72  # bias (32) + multiplier (32) + shift (8) per output channel
+BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
+URAM_SHAPE = (72, 4096)
+
+
+@dataclass(frozen=True)
+class Folding:
+    """Parallelism of one stage: PE output channels and SIMD reduction elements per cycle."""
+
+    pe: int = 1
+    simd: int = 1
+
+
+@dataclass(frozen=True)
+class Resources:
+    dsp: int = 0
+    bram36: int = 0
+    uram: int = 0
+    lut: int = 0
+    ff: int = 0
+
+    def __add__(self, other: Resources) -> Resources:
+        return Resources(*(a + b for a, b in zip(self.as_tuple(), other.as_tuple(), strict=True)))
+
+    def as_tuple(self) -> tuple[int, int, int, int, int]:
+        return (self.dsp, self.bram36, self.uram, self.lut, self.ff)
+
+    def to_json(self) -> dict[str, int]:
+        return {"dsp": self.dsp, "bram36": self.bram36, "uram": self.uram, "lut": self.lut, "ff": self.ff}
+
+    def over(self, budget: Resources) -> list[str]:
+        """Names of the resources where this exceeds ``budget``."""
+        names = ("dsp", "bram36", "uram", "lut", "ff")
+        return [n for n, a, b in zip(names, self.as_tuple(), budget.as_tuple(), strict=True) if a > b]
+
+
+def core_budget(core: FpgaCore) -> Resources:
+    return Resources(core.dsp, core.bram36, core.uram, core.lut, core.ff)
+
+
+@dataclass(frozen=True)
+class Unsupported:
+    """Why a kernel cannot run an op (the op then goes to a CPU)."""
+
+    reason: str
+
+    def __bool__(self) -> bool:
+        return False
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """An op in a kernel's terms; ``shape`` holds the C++ config members (H, W, CIN, COUT, ...)."""
+
+    kernel: str
+    pixels: int  # output positions (over the whole batch)
+    channels: int  # parallel output channels (PE folds them)
+    reduction: int  # dot-product length per output (SIMD folds it); 1 for lane kernels
+    stream_elements: int  # elements of the busiest stream (input or output) per run
+    weights: int = 0  # int8 weight elements
+    linebuffer_bytes: int = 0
+    macs: int = 0
+    shape: dict[str, Any] = field(default_factory=dict, compare=False)
+
+
+def cycles_to_us(cycles: float, core: FpgaCore) -> float:
+    """The one conversion from cycles to microseconds: ``clock_mhz`` cycles per microsecond."""
+    return cycles / core.clock_mhz
+
+
+@cache
+def divisors(n: int) -> tuple[int, ...]:
+    """Divisors of ``n`` in increasing order, O(sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+def memory_blocks(width_bits: int, depth: int, core: FpgaCore | None) -> Resources:
+    """On-chip memory for one bank of ``depth`` words of ``width_bits``: LUTRAM when shallow,
+    URAM when deep and the core has it, else BRAM36 of the cheapest aspect ratio."""
+    if depth <= 0 or width_bits <= 0:
+        return Resources()
+    if depth <= LUTRAM_MAX_DEPTH:
+        return Resources(lut=width_bits * math.ceil(depth / 64))
+    if core is not None and core.uram > 0 and depth >= URAM_MIN_DEPTH:
+        w, d = URAM_SHAPE
+        return Resources(uram=math.ceil(width_bits / w) * math.ceil(depth / d))
+    return Resources(bram36=min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES))
+
+
+class Kernel:
+    """Base of every kernel; see the module docstring for the cost rules."""
+
+    name: str = ""
+    template: str = ""
+    uses_dsp: bool = False
+    free: bool = False
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        raise NotImplementedError
+
+    def foldings(self, g: Geometry) -> list[Folding]:
+        if self.free:
+            return [Folding()]
+        if self.uses_dsp:
+            return [Folding(pe, simd) for pe in divisors(g.channels) for simd in divisors(g.reduction)]
+        return [Folding(pe, 1) for pe in divisors(g.channels)]
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        if self.free:
+            return 0
+        if self.uses_dsp:
+            return g.pixels * (g.channels // fold.pe) * (g.reduction // fold.simd)
+        return math.ceil(g.stream_elements / fold.pe)
+
+    def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
+        """The op's share of the core's budget (what it adds to the core's load)."""
+        if self.free:
+            return 0.0
+        if self.uses_dsp:
+            return g.macs / (core.dsp * core.macs_per_dsp)
+        return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
+        raise NotImplementedError(f"{self.name} has no integer reference")
+
+    def weight_bytes(self, g: Geometry, precision_bytes: int = 1) -> int:
+        """On-chip bytes of the op's weights, plus bias, multiplier and shift per output channel."""
+        per_channel = CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0
+        return g.weights * precision_bytes + per_channel
+
+    def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
+        if self.free:
+            return Resources()
+        lanes = fold.pe * fold.simd
+        if self.uses_dsp:
+            macs_per_dsp = core.macs_per_dsp if core is not None else 1
+            logic = Resources(
+                dsp=math.ceil(lanes / macs_per_dsp),
+                lut=DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes,
+                ff=DOT_FF_BASE + DOT_FF_PER_LANE * lanes,
+            )
+        else:
+            logic = Resources(lut=LANE_LUT_BASE + LANE_LUT_PER_PE * fold.pe, ff=LANE_FF_BASE + LANE_FF_PER_PE * fold.pe)
+        return logic + self._memory(g, fold, core, resident)
+
+    def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> Resources:
+        total = Resources()
+        if g.weights and resident:
+            depth = math.ceil(g.weights / (fold.pe * fold.simd))
+            bank = memory_blocks(8 * fold.simd, depth, core)
+            total += Resources(*(fold.pe * x for x in bank.as_tuple()))
+        if self.uses_dsp:
+            bank = memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe), core)
+            total += Resources(*(fold.pe * x for x in bank.as_tuple()))
+        if g.linebuffer_bytes:
+            banks = max(1, fold.simd if self.uses_dsp else fold.pe)
+            bank = memory_blocks(8, math.ceil(g.linebuffer_bytes / banks), None)
+            total += Resources(*(banks * x for x in bank.as_tuple()))
+        return total
+
+
+# ---- shapes -------------------------------------------------------------------------------
+
+
+def _shape(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:
+    info = graph.tensors.get(tensor) if tensor else None
+    return info.shape if info is not None else None
+
+
+def _activation_inputs(op: Op, graph: OpGraph) -> list[str]:
+    return [t for t in op.inputs if t and t not in graph.params]
+
+
+def _ints(value: Any, count: int, default: int) -> list[int]:
+    values = [int(v) for v in value] if value else []
+    return values if len(values) == count else [default] * count
+
+
+def _window(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], kernel: tuple[int, int],
+            dilation: tuple[int, int] = (1, 1)) -> dict[str, int] | Unsupported:
+    """Strides and explicit pads of a 2-D window op (auto_pad resolved from the output shape)."""
+    sh, sw = _ints(op.attrs.get("strides"), 2, 1)
+    (h, w), (ho, wo) = x[2:], out[2:]
+    auto_pad = str(op.attrs.get("auto_pad", "NOTSET"))
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, outsize, stride, k, d in ((h, ho, sh, kernel[0], dilation[0]), (w, wo, sw, kernel[1], dilation[1])):
+            total = max(0, (outsize - 1) * stride + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+        pt, pl, pb, pr = pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+    elif auto_pad == "VALID":
+        pt = pl = pb = pr = 0
+    else:
+        pt, pl, pb, pr = _ints(op.attrs.get("pads"), 4, 0)
+    expect_h = (h + pt + pb - dilation[0] * (kernel[0] - 1) - 1) // sh + 1
+    expect_w = (w + pl + pr - dilation[1] * (kernel[1] - 1) - 1) // sw + 1
+    if (expect_h, expect_w) != (ho, wo):
+        return Unsupported(f"output {ho}x{wo} does not follow from the window (ceil_mode or auto_pad)")
+    return {"H": h, "W": w, "SH": sh, "SW": sw, "PT": pt, "PL": pl, "PB": pb, "PR": pr, "HO": ho, "WO": wo}
+
+
+class Conv2d(Kernel):
+    name, template, uses_dsp = "conv2d", "hls/ops/conv2d.j2", True
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        x, w, out = _shape(graph, op.inputs[0]), _shape(graph, op.inputs[1]), _shape(graph, op.outputs[0])
+        if op.inputs[1] not in graph.params:
+            return Unsupported("weights are not constant")
+        if x is None or w is None or out is None or len(x) != 4 or len(w) != 4:
+            return Unsupported("only 2-D convolutions (4-D NCHW tensors) run on a core")
+        groups = int(op.attrs.get("group", 1))
+        cout, cin_g, kh, kw = w
+        dh, dw = _ints(op.attrs.get("dilations"), 2, 1)
+        window = _window(op, graph, x, out, (kh, kw), (dh, dw))
+        if isinstance(window, Unsupported):
+            return window
+        n, cin = x[0], x[1]
+        pixels = n * window["HO"] * window["WO"]
+        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
+        return Geometry(
+            self.name, pixels, cout, kh * kw * cin_g,
+            stream_elements=max(math.prod(x), math.prod(out)),
+            weights=math.prod(w),
+            linebuffer_bytes=(dh * (kh - 1) + 1) * (window["W"] + window["PL"] + window["PR"]) * cin if kh > 1 else 0,
+            macs=pixels * cout * kh * kw * cin_g,
+            shape=shape,
+        )
+
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        return reference.conv2d(inputs[0], arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
+                                zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
+                                pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
+                                groups=c["GROUPS"])
+
+
+class Dense(Kernel):
+    name, template, uses_dsp = "dense", "hls/ops/dense.j2", True
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        a, b, out = _shape(graph, op.inputs[0]), _shape(graph, op.inputs[1]), _shape(graph, op.outputs[0])
+        if op.inputs[1] not in graph.params:
+            return Unsupported("the second operand is not a constant weight matrix")
+        if a is None or b is None or out is None or len(b) != 2:
+            return Unsupported("expected a 2-D constant weight matrix")
+        if op.op_type == "Gemm":
+            if op.attrs.get("transA", 0) or float(op.attrs.get("alpha", 1.0)) != 1.0:
+                return Unsupported("Gemm with transA or alpha != 1")
+            if len(op.inputs) > 2 and op.inputs[2] and (
+                op.inputs[2] not in graph.params or float(op.attrs.get("beta", 1.0)) != 1.0
+            ):
+                return Unsupported("Gemm bias must be constant with beta = 1")
+            k, n = (b[1], b[0]) if op.attrs.get("transB", 0) else b
+        else:
+            k, n = b
+        if a[-1] != k:
+            return Unsupported("operand shapes do not agree")
+        rows = math.prod(a[:-1])
+        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
+        return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
+                        weights=k * n, macs=rows * n * k, shape=shape)
+
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        vectors = inputs[0].reshape(rows, c["K"])
+        out = [reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"], zy=c["ZY"],
+                               lo=c["LO"], hi=c["HI"]) for v in vectors]
+        return np.stack(out).reshape(-1) if rows > 1 else out[0]
+
+
+class Pool(Kernel):
+    """Max and average pooling over a 2-D window (``global_`` pools the whole plane)."""
+
+    uses_dsp = False
+
+    def __init__(self, name: str, average: bool, global_: bool) -> None:
+        self.name, self.average, self.global_ = name, average, global_
+        self.template = "hls/ops/pool.j2"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        x, out = _shape(graph, op.inputs[0]), _shape(graph, op.outputs[0])
+        if x is None or out is None or len(x) != 4:
+            return Unsupported("only 2-D pooling (4-D NCHW tensors) runs on a core")
+        if self.global_:
+            kh, kw = x[2], x[3]
+            window: dict[str, int] | Unsupported = {"H": x[2], "W": x[3], "SH": 1, "SW": 1, "PT": 0, "PL": 0,
+                                                    "PB": 0, "PR": 0, "HO": 1, "WO": 1}
+        else:
+            kh, kw = _ints(op.attrs.get("kernel_shape"), 2, 1)
+            if op.attrs.get("ceil_mode", 0) or any(d != 1 for d in _ints(op.attrs.get("dilations"), 2, 1)):
+                return Unsupported("ceil_mode and dilated pooling run on CPUs")
+            if len(op.outputs) > 1 and op.outputs[1]:
+                return Unsupported("MaxPool indices output")
+            window = _window(op, graph, x, out, (kh, kw))
+        if isinstance(window, Unsupported):
+            return window
+        padded = any(window[p] for p in ("PT", "PL", "PB", "PR"))
+        if self.average and padded and not op.attrs.get("count_include_pad", 0):
+            return Unsupported("average pooling over padding without count_include_pad")
+        shape = {**window, "C": x[1], "KH": kh, "KW": kw}
+        rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
+        return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
+                        stream_elements=math.prod(x), linebuffer_bytes=rows, shape=shape)
+
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        x = inputs[0].reshape(c["H"], c["W"], c["C"])
+        run = reference.avgpool if self.average else reference.maxpool
+        return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
+                   zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+
+
+class Elementwise(Kernel):
+    """Add (two streams), requantize (ReLU, Clip) and channel concatenation."""
+
+    uses_dsp = False
+
+    def __init__(self, name: str, inputs: int | None) -> None:
+        self.name, self.inputs = name, inputs
+        self.template = f"hls/ops/{name}.j2"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        acts = _activation_inputs(op, graph)
+        shapes = [_shape(graph, t) for t in acts]
+        out = _shape(graph, op.outputs[0])
+        if out is None or any(s is None for s in shapes) or not acts:
+            return Unsupported("unknown shapes")
+        if self.inputs is not None and len(acts) != self.inputs:
+            return Unsupported(f"expected {self.inputs} activation input(s), got {len(acts)}")
+        if op.op_type == "Clip" and any(t and t not in graph.params for t in op.inputs[1:]):
+            return Unsupported("Clip bounds must be constant")
+        if self.name == "add" and any(s != out for s in shapes):
+            return Unsupported("Add with broadcasting")
+        if self.name == "concat":
+            axis = int(op.attrs.get("axis", 1)) % len(out)
+            if axis != 1 or len(out) not in (2, 4):
+                return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
+        channels = out[1] if len(out) >= 2 else out[0]
+        pixels = math.prod(out) // channels
+        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes]}
+        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out), shape=shape)
+
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        if self.name == "add":
+            return reference.add(inputs[0], inputs[1], za=c["ZA"], ma=c["MA"], zb=c["ZB"], mb=c["MB"], s=c["S"],
+                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        if self.name == "requant":
+            return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
+                                     hi=c["HI"])
+        pixels = c["PIXELS"]
+        xs = [x.reshape(pixels, -1) for x in inputs]
+        y = reference.concat([x.reshape(pixels, 1, -1) for x in xs], zxs=arrays["zero_points"].tolist(),
+                             ms=arrays["mult"].tolist(), ss=arrays["shift"].tolist(), zy=c["ZY"], lo=c["LO"],
+                             hi=c["HI"])
+        return y.reshape(-1)
+
+
+class Free(Kernel):
+    """Ops that cost nothing on a core: stream-order-preserving reshapes, Q/DQ and folded BN."""
+
+    free = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.template = ""
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        out = _shape(graph, op.outputs[0]) if op.outputs else None
+        if out is None:
+            return Unsupported("unknown output shape")
+        if self.name == "reshape":
+            x = _shape(graph, op.inputs[0])
+            if x is None or (len(x) == 4 and x[1] > 1 and x[2] * x[3] > 1):
+                return Unsupported("reshaping a 4-D tensor with both channels and pixels changes its stream order")
+        if self.name == "batchnorm" and not _fused_member(op, graph):
+            return Unsupported("a batch norm that is not folded into a convolution")
+        return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
+
+
+def _fused_member(op: Op, graph: OpGraph) -> bool:
+    from fpgaplace.passes.fuse import fused_head
+
+    head = fused_head(op.node) if op.node is not None else None
+    return head is not None and head in graph.ops and head != op.name
+
+
+KERNELS: dict[str, Kernel] = {
+    kernel.name: kernel
+    for kernel in (
+        Conv2d(),
+        Dense(),
+        Pool("maxpool", average=False, global_=False),
+        Pool("avgpool", average=True, global_=False),
+        Pool("globalavgpool", average=True, global_=True),
+        Elementwise("add", 2),
+        Elementwise("requant", 1),
+        Elementwise("concat", None),
+        Free("reshape"),
+        Free("quantize"),
+        Free("dequantize"),
+        Free("batchnorm"),
+    )
+}
+
+
+def kernel_for(op: Op) -> Kernel | None:
+    """The kernel the op registry names for ``op``'s type, if any."""
+    op_class = op_registry.lookup(op.op_type, op.domain)
+    name = op_class.kernel if op_class is not None else None
+    return KERNELS.get(name) if name else None
+
+
+def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
+    """The kernel and geometry of ``op`` on a core, or why no core can run it."""
+    kernel = kernel_for(op)
+    if kernel is None:
+        return Unsupported(f"no hardware kernel for {op.op_type}")
+    strings = any(graph.tensors[t].dtype == "object" for t in [*op.all_inputs(), *op.outputs] if t in graph.tensors)
+    if strings:
+        return Unsupported("string tensors")
+    geometry = kernel.geometry(op, graph)
+    if isinstance(geometry, Unsupported):
+        return geometry
+    if _is_qdq(graph) and kernel.name not in ("quantize", "dequantize"):
+        weights = [op.inputs[1]] if kernel.uses_dsp else []
+        reason = qdq.unlowerable(op.op_type, _activation_inputs(op, graph), op.outputs, weights, graph.model)
+        if reason is not None:
+            return Unsupported(reason)
+    return kernel, geometry
+
+
+def _is_qdq(graph: OpGraph) -> bool:
+    return any(op.op_type == "QuantizeLinear" for op in graph.ops.values())

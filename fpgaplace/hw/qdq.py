@@ -1,0 +1,187 @@
+"""Reading a QDQ model in the integer terms the cores compute in.
+
+In a QDQ model (onnxruntime's static quantization) every int8 tensor ``q`` appears to float ops
+as ``DequantizeLinear(q, scale, zero_point)``, and every op's float output is turned back into
+int8 by a ``QuantizeLinear``. A core runs an op on ``q`` directly, so an op is *lowerable* when
+each activation input resolves to an int8 tensor (through a DequantizeLinear, and through
+reshapes that keep the stream order) and its output reaches exactly one QuantizeLinear (maybe
+through ReLU/Clip, which become the output's clamp bounds). Weights are DequantizeLinear of
+constant int8 tensors with a zero point of 0. All lookups are O(1) after an O(nodes) index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+from fpgaplace.errors import FpgaplaceError
+
+PASS_THROUGH = frozenset({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
+ACTIVATIONS = frozenset({"Relu", "Clip"})
+
+
+@dataclass(frozen=True)
+class QTensor:
+    """An int8 tensor as a core sees it: its name in the model, scale and zero point."""
+
+    name: str
+    scale: float
+    zero_point: int
+
+
+@dataclass(frozen=True)
+class QuantizedOutput:
+    tensor: QTensor
+    activations: tuple[onnx.NodeProto, ...]  # ReLU/Clip between the op and its QuantizeLinear
+    quantize: onnx.NodeProto
+
+
+@dataclass(frozen=True)
+class QuantizedWeight:
+    values: np.ndarray  # int8 as stored
+    scale: np.ndarray  # float, per output channel (length 1 when per tensor)
+    axis: int
+
+
+class QdqIndex:
+    """Producers, consumers and constants of one ONNX model."""
+
+    def __init__(self, model: onnx.ModelProto) -> None:
+        self.model = model
+        self.producer: dict[str, onnx.NodeProto] = {}
+        self.consumers: dict[str, list[onnx.NodeProto]] = {}
+        for node in model.graph.node:
+            for t in node.output:
+                self.producer[t] = node
+            for t in node.input:
+                self.consumers.setdefault(t, []).append(node)
+        self.initializers = {t.name: t for t in model.graph.initializer}
+        self.graph_outputs = {o.name for o in model.graph.output}
+
+    def constant(self, tensor: str) -> np.ndarray | None:
+        """The value of an initializer or a Constant node's output."""
+        if tensor in self.initializers:
+            return numpy_helper.to_array(self.initializers[tensor])
+        node = self.producer.get(tensor)
+        if node is not None and node.op_type == "Constant":
+            for attr in node.attribute:
+                if attr.name == "value":
+                    return numpy_helper.to_array(attr.t)
+        return None
+
+    def qparams(self, node: onnx.NodeProto) -> tuple[np.ndarray, np.ndarray] | None:
+        """Scale and zero point of a Q/DQ node when both are constants."""
+        scale = self.constant(node.input[1]) if len(node.input) > 1 else None
+        zero = self.constant(node.input[2]) if len(node.input) > 2 and node.input[2] else None
+        if scale is None or zero is None:
+            return None
+        return scale.astype(np.float64), zero
+
+    def int_source(self, tensor: str) -> QTensor | None:
+        """The per-tensor int8 tensor a float activation is the dequantized view of."""
+        node = self.producer.get(tensor)
+        while node is not None and node.op_type in PASS_THROUGH:
+            node = self.producer.get(node.input[0])
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        params = self.qparams(node)
+        if params is None or params[0].size != 1 or params[1].dtype != np.int8:
+            return None
+        return QTensor(node.input[0], float(params[0].reshape(-1)[0]), int(params[1].reshape(-1)[0]))
+
+    def int_sink(self, tensor: str) -> QuantizedOutput | None:
+        """The QuantizeLinear an op's float output reaches (through ReLU/Clip only)."""
+        chain: list[onnx.NodeProto] = []
+        while True:
+            readers = self.consumers.get(tensor, [])
+            if len(readers) != 1 or tensor in self.graph_outputs:
+                return None
+            node = readers[0]
+            if node.op_type == "QuantizeLinear":
+                params = self.qparams(node)
+                if params is None or params[0].size != 1 or params[1].dtype != np.int8:
+                    return None
+                q = QTensor(node.output[0], float(params[0].reshape(-1)[0]), int(params[1].reshape(-1)[0]))
+                return QuantizedOutput(q, tuple(chain), node)
+            if node.op_type not in ACTIVATIONS:
+                return None
+            chain.append(node)
+            tensor = node.output[0]
+
+    def weight(self, tensor: str) -> QuantizedWeight | None:
+        """A DequantizeLinear of a constant int8 tensor with zero point 0."""
+        node = self.producer.get(tensor)
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        values = self.constant(node.input[0])
+        params = self.qparams(node)
+        if values is None or params is None or values.dtype != np.int8 or np.any(params[1] != 0):
+            return None
+        axis = 1
+        for attr in node.attribute:
+            if attr.name == "axis":
+                axis = attr.i
+        return QuantizedWeight(values, params[0].reshape(-1), axis % max(values.ndim, 1))
+
+    def bias(self, tensor: str) -> np.ndarray | None:
+        """A bias as float (DequantizeLinear of int32, or a float constant)."""
+        node = self.producer.get(tensor)
+        if node is not None and node.op_type == "DequantizeLinear":
+            values, params = self.constant(node.input[0]), self.qparams(node)
+            if values is None or params is None:
+                return None
+            axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+            scale = params[0] if params[0].size == 1 else params[0].reshape([-1 if i == axis else 1
+                                                                               for i in range(values.ndim)])
+            return (values.astype(np.float64) - params[1].astype(np.float64)) * scale
+        value = self.constant(tensor)
+        return value.astype(np.float64) if value is not None else None
+
+
+def is_qdq_graph(model: onnx.ModelProto) -> bool:
+    """Whether the model quantizes activations (a QuantizeLinear of a non-constant)."""
+    index = qdq_index(model)
+    return any(n.op_type == "QuantizeLinear" and index.constant(n.input[0]) is None for n in model.graph.node)
+
+
+_CACHED_INDEXES = 8
+_INDEXES: dict[int, tuple[onnx.ModelProto, QdqIndex]] = {}
+
+
+def qdq_index(model: onnx.ModelProto) -> QdqIndex:
+    """The index of ``model``, built once per model object."""
+    cached = _INDEXES.get(id(model))
+    if cached is None or cached[0] is not model:
+        if len(_INDEXES) >= _CACHED_INDEXES:
+            _INDEXES.pop(next(iter(_INDEXES)))
+        cached = (model, QdqIndex(model))
+        _INDEXES[id(model)] = cached
+    return cached[1]
+
+
+def check_scale(value: float, where: str) -> float:
+    if not np.isfinite(value) or value <= 0:
+        raise FpgaplaceError(f"{where}: scale {value!r}; expected a positive finite number")
+    return value
+
+
+def unlowerable(op_type: str, inputs: list[str], outputs: list[str], weight_inputs: list[str],
+                model: onnx.ModelProto) -> str | None:
+    """Why an op of a QDQ model cannot run on a core in int8, or None when it can."""
+    index = qdq_index(model)
+    if op_type in ("QuantizeLinear", "DequantizeLinear"):
+        return None
+    for tensor in inputs:
+        if index.int_source(tensor) is None:
+            return f"input '{tensor}' is not a per-tensor int8 DequantizeLinear"
+    for tensor in weight_inputs:
+        if index.weight(tensor) is None:
+            return f"weight '{tensor}' is not a DequantizeLinear of int8 with zero point 0"
+    if op_type in PASS_THROUGH:
+        return None
+    if index.int_sink(outputs[0]) is None:
+        return f"output '{outputs[0]}' does not reach exactly one int8 QuantizeLinear"
+    return None

@@ -1,0 +1,259 @@
+"""C simulation of a compiled project: every core's C++ built with g++ and run from Python.
+
+As hls4ml's ``compile()``/``predict()`` do, each core's HLS top and its C entry are built into
+a shared library (``g++ -std=c++17 -O2 -Wall -Werror``, the project's ``hls_compat.h`` standing
+in for the Vitis headers unless they are on the include path) and called through ctypes.
+Then the whole placed model runs sample by sample in manifest order: CPU pieces in
+onnxruntime, cores in C. Each core's outputs are compared bit for bit with the integer
+reference (``fpgaplace.hw`` kernels run on the same int8 inputs), and the model's outputs with
+onnxruntime running the whole QDQ model, in units of the output's quantization step (LSB).
+A core whose sources and flags are unchanged is not rebuilt (a hash of them sits beside the
+library). Only ``design.json`` and the files it names are read.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import shutil
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+
+from fpgaplace.codegen import load_design
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.hw import KERNELS
+from fpgaplace.hw.quant import dequantize, quantize_float
+from fpgaplace.split import Manifest, random_inputs, run_model
+
+CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC"]
+LIBRARY = "libcore.so"
+
+
+@dataclass
+class CoreCheck:
+    name: str
+    bit_exact: bool
+    mismatches: int = 0
+    first_mismatch: str = ""
+    built: bool = False
+
+
+@dataclass
+class OutputCheck:
+    name: str
+    max_abs_diff: float
+    max_abs_diff_lsb: float | None  # None for a float output (not a dequantized int8 tensor)
+
+
+@dataclass
+class CsimResult:
+    project: Path
+    samples: int
+    cores: list[CoreCheck]
+    outputs: list[OutputCheck]
+    build_seconds: float
+    run_seconds: float
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        lsb_ok = all(o.max_abs_diff_lsb is None or o.max_abs_diff_lsb <= 1.0 for o in self.outputs)
+        return all(c.bit_exact for c in self.cores) and lsb_ok
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "project": str(self.project),
+            "samples": self.samples,
+            "cores": [{"name": c.name, "bit_exact": c.bit_exact, "mismatches": c.mismatches,
+                       "first_mismatch": c.first_mismatch, "rebuilt": c.built} for c in self.cores],
+            "outputs": [{"name": o.name, "max_abs_diff": o.max_abs_diff, "max_abs_diff_lsb": o.max_abs_diff_lsb}
+                        for o in self.outputs],
+            "build_seconds": self.build_seconds,
+            "run_seconds": self.run_seconds,
+        }
+
+
+def _compiler() -> str:
+    cxx = os.environ.get("CXX", "g++")
+    if shutil.which(cxx) is None:
+        raise FpgaplaceError(f"csim: the C++ compiler '{cxx}' is not on PATH; install g++ (scripts/setup.sh does)")
+    return cxx
+
+
+def build_core(project: Path, record: dict) -> tuple[Path, bool]:
+    """The core's shared library, built unless its sources and flags are unchanged; returns
+    (path, whether it was built). A compiler failure names the core, the first error and the log."""
+    folder = project / record["folder"]
+    sources = [folder / f"{record['top']}.cpp", folder / "csim_entry.cpp"]
+    headers = sorted((project / "include").rglob("*.h")) + sorted(folder.glob("*.h"))
+    cxx = _compiler()
+    command = [cxx, *CXX_FLAGS, f"-I{project / 'include'}", *map(str, sources)]
+    digest = hashlib.sha256(" ".join(command).encode())
+    for path in [*sources, *headers]:
+        digest.update(path.read_bytes())
+    build = folder / "build"
+    library, stamp = build / LIBRARY, build / "sources.sha256"
+    if library.is_file() and stamp.is_file() and stamp.read_text() == digest.hexdigest():
+        return library, False
+    build.mkdir(exist_ok=True)
+    log = build / "g++.log"
+    done = subprocess.run([*command, "-o", str(library)], capture_output=True, text=True)
+    log.write_text(done.stdout + done.stderr)
+    if done.returncode != 0:
+        errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or ["?"]
+        raise FpgaplaceError(f"{record['name']}: g++ failed: {errors[0].strip()} (log: {log})")
+    stamp.write_text(digest.hexdigest())
+    return library, True
+
+
+class _Core:
+    """One built core: its ctypes entry and its integer reference."""
+
+    def __init__(self, project: Path, record: dict, library: Path) -> None:
+        self.record = record
+        self.entry = ctypes.CDLL(str(library)).fp_run
+        self.entry.restype = ctypes.c_int
+        arrays = np.load(project / record["folder"] / "layers.npz")
+        self.arrays = [{key: arrays[f"{i}.{key}"] for key in layer["arrays"]}
+                       for i, layer in enumerate(record["layers"])]
+
+    def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """One sample through the C core (inputs and outputs in stream order)."""
+        ins = [np.ascontiguousarray(x, dtype=np.int8) for x in inputs]
+        outs = [np.zeros(int(np.prod(t["sample_shape"])), dtype=np.int8) for t in self.record["outputs"]]
+        pointer = ctypes.POINTER(ctypes.c_int8)
+        in_array = (pointer * max(1, len(ins)))(*[x.ctypes.data_as(pointer) for x in ins])
+        out_array = (pointer * max(1, len(outs)))(*[y.ctypes.data_as(pointer) for y in outs])
+        status = self.entry(in_array, out_array)
+        if status != 0:
+            what = "an output stream held the wrong number of elements" if status == 1 else "an input was not consumed"
+            raise FpgaplaceError(f"{self.record['name']}: the C simulation ended with status {status} ({what})")
+        return outs
+
+    def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
+        """The same sample through the integer reference of every layer."""
+        values = {t["name"]: x for t, x in zip(self.record["inputs"], inputs, strict=True)}
+        for layer, arrays in zip(self.record["layers"], self.arrays, strict=True):
+            kernel = KERNELS[layer["kernel"]]
+            values[layer["output"]] = kernel.reference(layer["config"], arrays, [values[t] for t in layer["inputs"]],
+                                                       rows=layer["rows"]).reshape(-1)
+        aliases = self.record["aliases"]
+        return [values[aliases.get(t["name"], t["name"])].reshape(-1) for t in self.record["outputs"]]
+
+
+def _to_stream(array: np.ndarray, tensor: dict) -> list[np.ndarray]:
+    """Per-sample stream-order arrays of a boundary tensor (NCHW -> HWC)."""
+    batch = array.reshape(tensor["shape"])
+    samples = np.split(batch, batch.shape[0]) if batch.ndim and batch.shape[0] > 1 else [batch]
+    return [np.transpose(s, (0, 2, 3, 1)).reshape(-1) if tensor["channels_last"] else s.reshape(-1) for s in samples]
+
+
+def _from_stream(samples: list[np.ndarray], tensor: dict) -> np.ndarray:
+    shape = tensor["shape"]
+    if tensor["channels_last"]:
+        n, c, h, w = shape
+        per = [s.reshape(1, h, w, c).transpose(0, 3, 1, 2) for s in samples]
+        return np.concatenate(per).reshape(shape)
+    return np.concatenate([s.reshape(-1) for s in samples]).reshape(shape)
+
+
+def _core_inputs(record: dict, values: dict) -> list[np.ndarray]:
+    """The int8 inputs of a core from what the pieces before it computed."""
+    arrays = []
+    for t in record["inputs"]:
+        if t["name"] in values:
+            q = values[t["name"]].astype(np.int8)
+        elif any(v["name"] in values for v in t["views"]):
+            view = next(v["name"] for v in t["views"] if v["name"] in values)
+            q = quantize_float(values[view].reshape(t["shape"]), t["scale"], t["zero_point"])
+        elif t["quantized_from"] in values:
+            q = quantize_float(values[t["quantized_from"]].reshape(t["shape"]), t["scale"], t["zero_point"])
+        else:
+            raise FpgaplaceError(f"{record['name']}: input '{t['name']}' is computed by no earlier piece")
+        arrays.append(q)
+    return arrays
+
+
+def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None) -> CsimResult:
+    """Build every core and run ``samples`` random samples through the placed model (see the
+    module docstring)."""
+    import onnxruntime as ort
+
+    project = Path(project)
+    if samples < 1 or samples > 10**6:
+        raise FpgaplaceError(f"samples: expected 1 to 1000000, got {samples}")
+    document = load_design(project)
+    say = progress or (lambda message: None)
+    start = time.perf_counter()
+    cores, checks = {}, {}
+    for record in document["cores"]:
+        say(f"building {record['name']} with g++")
+        library, built = build_core(project, record)
+        cores[record["name"]] = _Core(project, record, library)
+        checks[record["name"]] = CoreCheck(record["name"], True, built=built)
+    build_seconds = time.perf_counter() - start
+    model = onnx.load(str(project / document["model"]["file"]))
+    manifest = Manifest.load(project / "split")
+    sessions = {s.name: ort.InferenceSession(str(project / "split" / s.file), providers=["CPUExecutionProvider"])
+                for s in manifest.submodels if s.device not in cores}
+    output_scales = _output_scales(model)
+    worst: dict[str, list[float]] = {o["name"]: [0.0, 0.0] for o in manifest.graph_outputs}
+    start = time.perf_counter()
+    for sample in range(samples):
+        if samples > 1 and sample % max(1, samples // 10) == 0:
+            say(f"sample {sample + 1} of {samples}")
+        inputs = random_inputs(model, seed + sample)
+        values = dict(inputs)
+        for sub in manifest.submodels:
+            if sub.device in cores:
+                _run_core(cores[sub.device], checks[sub.device], values)
+            else:
+                results = sessions[sub.name].run(sub.outputs, {t: values[t] for t in sub.inputs})
+                values.update(zip(sub.outputs, results, strict=True))
+        expected = run_model(model, inputs)
+        for name, bounds in worst.items():
+            diff = float(np.max(np.abs(values[name].astype(np.float64) - expected[name].astype(np.float64)),
+                                initial=0.0))
+            bounds[0] = max(bounds[0], diff)
+    run_seconds = time.perf_counter() - start
+    outputs = [OutputCheck(name, d, d / output_scales[name] if name in output_scales else None)
+               for name, (d, _) in worst.items()]
+    return CsimResult(project, samples, list(checks.values()), outputs, build_seconds, run_seconds)
+
+
+def _run_core(core: _Core, check: CoreCheck, values: dict) -> None:
+    record = core.record
+    batch_inputs = [_to_stream(q, t) for q, t in zip(_core_inputs(record, values), record["inputs"], strict=True)]
+    per_output: list[list[np.ndarray]] = [[] for _ in record["outputs"]]
+    for sample_inputs in zip(*batch_inputs, strict=True):
+        got = core.run(list(sample_inputs))
+        want = core.reference(list(sample_inputs))
+        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+            bad = np.flatnonzero(g != w)
+            if bad.size:
+                check.bit_exact = False
+                check.mismatches += int(bad.size)
+                check.first_mismatch = check.first_mismatch or (
+                    f"{record['outputs'][i]['name']}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
+            per_output[i].append(g)
+    for t, samples in zip(record["outputs"], per_output, strict=True):
+        q = _from_stream(samples, t)
+        values[t["name"]] = q
+        for view in t["views"]:
+            values[view["name"]] = dequantize(q, t["scale"], t["zero_point"]).reshape(view["shape"])
+
+
+def _output_scales(model: onnx.ModelProto) -> dict[str, float]:
+    """Quantization step of every graph output that is a dequantized int8 tensor."""
+    from fpgaplace.hw.qdq import qdq_index
+
+    index = qdq_index(model)
+    sources = {o.name: index.int_source(o.name) for o in model.graph.output}
+    return {name: q.scale for name, q in sources.items() if q is not None}
