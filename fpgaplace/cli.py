@@ -1,6 +1,10 @@
-"""The ``fpgaplace`` command: parses arguments, calls one stage, prints a table or JSON.
+"""The ``fpgaplace`` command: parses arguments, calls ``fpgaplace.design``, prints a table or JSON.
 
-Errors a user can cause print as one line on stderr with exit code 1, never a traceback.
+Every command that reads a model builds one ``Design`` from the same options (board, graph
+optimizer, input shapes, batch, precision, CPU profiling), so they all see the same graph; no
+stage is chained here. Errors a user can cause print as one line on stderr with exit code 1,
+never a traceback; library errors name parameters (``time_limit``), and this module names the
+flag instead (``--time-limit``).
 """
 
 from __future__ import annotations
@@ -9,12 +13,15 @@ import dataclasses
 import functools
 import json
 import math
+import re
 import sys
+import tempfile
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from fpgaplace.errors import FpgaplaceError
@@ -22,12 +29,15 @@ from fpgaplace.errors import FpgaplaceError
 app = typer.Typer(
     name="fpgaplace",
     help=(
-        "Place a neural network's operators on the cores of a multicore FPGA board and its CPUs.\n\n"
+        "Place a neural network's operators on the cores of a multicore FPGA board and its CPUs,\n"
+        "and build the project that runs it.\n\n"
         "Typical flow:\n\n"
         "  fpgaplace inspect model.onnx            # what is in the model\n\n"
         "  fpgaplace boards                        # which boards ship with fpgaplace\n\n"
         "  fpgaplace cost model.onnx --board zcu104   # per-op cost on each device kind\n\n"
         "  fpgaplace place model.onnx --board zcu104  # optimal placement\n\n"
+        "  fpgaplace compile model.onnx --board zcu104 --out project/   # int8 HLS project\n\n"
+        "  fpgaplace csim project/                 # C simulation, bit-exact check\n\n"
         "  fpgaplace demo                          # all of it on a built-in model"
     ),
     no_args_is_help=True,
@@ -37,14 +47,79 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+# ---- options shared by every command that reads a model -----------------------------------
+
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]
+ModelArgument = Annotated[Path, typer.Argument(help="ONNX model file.")]
 BatchOption = Annotated[int, typer.Option("--batch", min=1, help="Value bound to symbolic batch dimensions.")]
 BoardOption = Annotated[
     str, typer.Option("--board", "-b", help="Board name (see `fpgaplace boards`) or a board YAML file.")
 ]
 PrecisionOption = Annotated[
-    str, typer.Option("--precision", help="Bytes per weight/activation on the FPGA: int8, int16, float16 or float32.")
+    str, typer.Option("--precision", help="What the FPGA cores compute: int8 (default), int16, float16 or float32.")
 ]
+OptimizeOption = Annotated[
+    bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first (on a QDQ model: fusion only).")
+]
+InputShapeOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--input-shape",
+        metavar="NAME=DIMS",
+        help="Fix a graph input's shape, e.g. image=1x3x224x224 (repeat for several inputs).",
+    ),
+]
+ProfileOption = Annotated[
+    bool, typer.Option("--profile/--no-profile", help="Measure CPU op times with onnxruntime (else analytic).")
+]
+TIME_LIMIT_HELP = "Total seconds the placement may take (for --method all: all methods together)."
+TimeLimitOption = Annotated[float, typer.Option("--time-limit", min=0.1, help=TIME_LIMIT_HELP)]
+ObjectiveOption = Annotated[
+    str,
+    typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample)."),
+]
+MethodOption = Annotated[
+    str,
+    typer.Option(
+        "--method",
+        "-m",
+        help="auto (dp for contiguous throughput, else ip) | dp | ip | greedy | local-search | partitioner | "
+        "pipedream | single | cpu | all (every method; the best one is used)",
+    ),
+]
+SubgraphsOption = Annotated[
+    int,
+    typer.Option("--subgraphs-per-device", "-q", min=1, help="Latency IP: subgraphs each core may run in turn."),
+]
+NonContiguousOption = Annotated[
+    bool, typer.Option("--non-contiguous", help="Throughput IP: allow non-convex device sets.")
+]
+CalibOption = Annotated[
+    Path | None, typer.Option("--calib", help="Folder of .npy calibration inputs (one file per input and sample).")
+]
+RandomOption = Annotated[
+    int | None, typer.Option("--random", min=1, help="Calibrate on this many random inputs instead of --calib.")
+]
+SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
+
+# Library errors name a parameter; the user typed a flag.
+PARAMETER_FLAGS = {
+    "input_shapes": "--input-shape",
+    "time_limit": "--time-limit",
+    "random_samples": "--random",
+    "calib_dir": "--calib",
+    "subgraphs_per_device": "--subgraphs-per-device",
+}
+LEADING_PARAMETERS = ("precision", "target", "objective", "method", "samples", "board", "batch")  # flag = --name
+
+
+def flag_message(message: str) -> str:
+    """``message`` with the parameter names it uses replaced by the flags that set them: the
+    ``PARAMETER_FLAGS`` anywhere, the ``LEADING_PARAMETERS`` where they lead the message or
+    follow the name of the file it is about ("model.onnx: batch must be ...")."""
+    for parameter, flag in PARAMETER_FLAGS.items():
+        message = re.sub(rf"(?<![\w-]){parameter}\b", flag, message)
+    return re.sub(rf"(^|: )({'|'.join(LEADING_PARAMETERS)})(?=[: ])", r"\1--\2", message)
 
 
 def user_errors(command):
@@ -55,10 +130,16 @@ def user_errors(command):
         try:
             return command(*args, **kwargs)
         except FpgaplaceError as error:
-            err.print(f"[bold red]error:[/] {error}", highlight=False, soft_wrap=True)
+            message = flag_message(" ".join(str(error).split()))
+            err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
 
     return wrapper
+
+
+def progress(message: str) -> None:
+    """One dim line on stderr per stage or solver report."""
+    err.print(f"[dim]{escape(message)}[/]", highlight=False, soft_wrap=True)
 
 
 def print_json(data) -> None:
@@ -87,23 +168,80 @@ def human(value: float, unit: str = "") -> str:
     return f"{value:.3g} {unit}".rstrip()
 
 
+def parse_input_shapes(texts: list[str] | None) -> dict[str, tuple[int, ...]] | None:
+    """``["image=1x3x224x224", ...]`` -> ``{"image": (1, 3, 224, 224)}``; None when none given.
+
+    Only the syntax is checked here; the front end checks the names and dims against the model.
+    """
+    if not texts:
+        return None
+    shapes: dict[str, tuple[int, ...]] = {}
+    for text in texts:
+        name, equals, dims = text.partition("=")
+        expected = "expected NAME=D1xD2x... with positive integer dims, e.g. image=1x3x224x224"
+        if not equals or not name.strip() or not dims.strip():
+            raise FpgaplaceError(f"--input-shape {text!r}: {expected}")
+        parts = [part.strip() for part in dims.lower().split("x")]
+        if not all(part.isdigit() and int(part) > 0 for part in parts):
+            raise FpgaplaceError(f"--input-shape {text!r}: every dim must be a positive integer; {expected}")
+        if name.strip() in shapes:
+            raise FpgaplaceError(f"--input-shape {text!r}: input {name.strip()!r} is given twice; expected once")
+        shapes[name.strip()] = tuple(int(part) for part in parts)
+    return shapes
+
+
+def design_options(*, optimized: bool = True, input_shape: list[str] | None = None, batch: int = 1,
+                   precision: str = "int8", profile: bool = True, source: str | None = None) -> dict[str, Any]:
+    """The ``Design`` keywords of the model flags every model command shares."""
+    return {"input_shapes": parse_input_shapes(input_shape), "batch": batch, "optimize": optimized,
+            "precision": precision, "profile_cpu": profile, "progress": progress, "source": source}
+
+
+def make_design(model, board_name: str = "zcu104", **flags: Any):
+    """The ``Design`` a model command works on, from its flags (see ``design_options``)."""
+    from fpgaplace.design import Design
+
+    return Design(model, board_name, **design_options(**flags))
+
+
+def place_design(design, objective: str, method: str, time_limit: float, subgraphs_per_device: int = 1,
+                 non_contiguous: bool = False) -> list:
+    """``design.place`` (one result) or, for ``--method all``, ``design.place_all``."""
+    arguments = {"subgraphs_per_device": subgraphs_per_device, "contiguous": not non_contiguous}
+    if method == "all":
+        return design.place_all(objective, time_limit, **arguments)
+    return [design.place(objective, method, time_limit, **arguments)]
+
+
+def _write_json_atomically(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    try:
+        tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
+        tmp.replace(path)
+    except OSError as error:
+        tmp.unlink(missing_ok=True)
+        raise FpgaplaceError(f"{path}: cannot write the placement: {error.strerror}") from None
+
+
 # --------------------------------------------------------------------------- inspect
 
 
 @app.command()
 @user_errors
 def inspect(
-    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    model: ModelArgument,
+    optimized: OptimizeOption = True,
+    input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the model's ops: type, output shape, MACs, parameters, and where each may run.
+    """Show the model's ops (after the graph optimizer unless --no-optimize): type, output shape,
+    MACs, parameters, and where each may run.
 
-    Example: fpgaplace inspect resnet50.onnx --batch 1
+    Example: fpgaplace inspect resnet50.onnx --input-shape data=1x3x224x224
     """
-    from fpgaplace.frontend import load_onnx
-
-    graph = load_onnx(model, batch=batch)
+    design = make_design(model, optimized=optimized, input_shape=input_shape, batch=batch)
+    graph = design.graph
     rows = [_op_row(graph, graph.ops[name]) for name in graph.topological_order()]
     totals = {
         "ops": len(rows),
@@ -112,10 +250,12 @@ def inspect(
         "fpga_ops": sum(r["fpga"] for r in rows),
         "cpu_only_ops": sum(not r["fpga"] for r in rows),
     }
+    report = design.optimize_report
     if as_json:
-        print_json({"model": str(model), "batch": batch, "ops": rows, "totals": totals})
+        print_json({"model": str(model), "batch": batch, "optimized": optimized,
+                    "optimizer": report.to_dict() if report else None, "ops": rows, "totals": totals})
         return
-    table = Table(title=f"{model.name} (batch {batch})")
+    table = Table(title=f"{model.name} (batch {batch}{', optimized' if optimized else ''})")
     for column in ("op", "type", "output shape", "MACs", "params", "runs on"):
         table.add_column(column, justify="right" if column in ("MACs", "params") else "left")
     for r in rows:
@@ -128,6 +268,8 @@ def inspect(
             "FPGA or CPU" if r["fpga"] else "CPU only",
         )
     out.print(table)
+    if report:
+        out.print(f"graph optimizer: {report.nodes_before} -> {report.nodes_after} nodes")
     out.print(
         f"{totals['ops']} ops, {human(totals['macs'])} MACs, {human(totals['param_bytes'], 'B')} of parameters, "
         f"{totals['cpu_only_ops']} ops CPU-only"
@@ -225,31 +367,30 @@ def board(
 @app.command()
 @user_errors
 def cost(
-    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    model: ModelArgument,
     board_name: BoardOption = "zcu104",
+    optimized: OptimizeOption = True,
+    input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
-    profile: Annotated[bool, typer.Option(help="Measure CPU op times with onnxruntime (else analytic).")] = True,
+    profile: ProfileOption = True,
     as_json: JsonOption = False,
 ) -> None:
     """Per-op cost on each device kind of a board: latency (us), on-chip bytes, transfer time.
 
     Example: fpgaplace cost resnet50.onnx --board zcu104 --precision int8
     """
-    from fpgaplace.board import load_board
-    from fpgaplace.cost import CostOptions, op_costs
-    from fpgaplace.frontend import load_onnx
-
-    graph = load_onnx(model, batch=batch)
-    chosen = load_board(board_name)
-    with err.status("profiling and costing ops..."):
-        costs = op_costs(graph, chosen, CostOptions(precision=precision, profile_cpu=profile))
+    design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
+                         precision=precision, profile=profile)
+    costs = design.costs
+    board = design.board
     if as_json:
         print_json(
             {
                 "model": str(model),
-                "board": chosen.name,
+                "board": board.name,
                 "precision": precision,
+                "optimized": optimized,
                 "unit": "us",
                 "ops": [
                     {
@@ -267,7 +408,7 @@ def cost(
         )
         return
     kinds = list(costs[0].latency_us) if costs else []
-    table = Table(title=f"{model.name} on {chosen.name} ({precision}, times in us)")
+    table = Table(title=f"{model.name} on {board.name} ({precision}, times in us)")
     for column in ["op", "type", *kinds, "on-chip", "transfer"]:
         table.add_column(column, justify="left" if column in ("op", "type") else "right")
     for c in costs:
@@ -290,42 +431,37 @@ def _us(value: float) -> str:
 
 # --------------------------------------------------------------------------- place / evaluate
 
-
-ObjectiveOption = Annotated[
-    str,
-    typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample)."),
+InputArgument = Annotated[
+    Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")
 ]
+OptionalBoardOption = Annotated[
+    str | None, typer.Option("--board", "-b", help="Board for an ONNX model (default zcu104).")
+]
+
+
+def _load_input(input_path: Path, board_name: str | None, **flags: Any):
+    """(problem, None) for a workload JSON; (the model's design's problem, design) for a model."""
+    from fpgaplace.design import Design, load_input
+
+    loaded = load_input(input_path, board_name, **design_options(**flags))
+    return (loaded.problem, loaded) if isinstance(loaded, Design) else (loaded, None)
 
 
 @app.command()
 @user_errors
 def place(
-    input_path: Annotated[
-        Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")
-    ],
-    board_name: Annotated[
-        str | None, typer.Option("--board", "-b", help="Board for an ONNX model (default zcu104).")
-    ] = None,
+    input_path: InputArgument,
+    board_name: OptionalBoardOption = None,
     objective: ObjectiveOption = "throughput",
-    method: Annotated[
-        str,
-        typer.Option(
-            "--method",
-            "-m",
-            help="auto (dp for contiguous throughput, else ip) | dp | ip | greedy | local-search | partitioner | "
-            "pipedream | single | cpu | all",
-        ),
-    ] = "auto",
-    subgraphs_per_device: Annotated[
-        int,
-        typer.Option("--subgraphs-per-device", "-q", min=1, help="Latency IP: subgraphs each core may run in turn."),
-    ] = 1,
-    non_contiguous: Annotated[
-        bool, typer.Option("--non-contiguous", help="Throughput IP: allow non-convex device sets.")
-    ] = False,
-    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds per solver.")] = 60.0,
+    method: MethodOption = "auto",
+    subgraphs_per_device: SubgraphsOption = 1,
+    non_contiguous: NonContiguousOption = False,
+    time_limit: TimeLimitOption = 60.0,
+    optimized: OptimizeOption = True,
+    input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
+    profile: ProfileOption = True,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the placement JSON here.")] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -339,51 +475,29 @@ def place(
 
       fpgaplace place model.onnx --board kv260 --method all --json
     """
-    from fpgaplace.inputs import load_problem
-    from fpgaplace.solvers.run import SolveOptions, solve, solve_all
-    from fpgaplace.workload import placement_to_json
+    from fpgaplace.design import place_problem, placement_json
 
     if out_file is not None and not out_file.parent.is_dir():
         raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
-    with err.status(f"loading {input_path.name}..."):
-        loaded = load_problem(input_path, board=board_name, batch=batch, precision=precision)
-    options = SolveOptions(
-        objective=objective,
-        time_limit=time_limit,
-        subgraphs_per_device=subgraphs_per_device,
-        contiguous=not non_contiguous,
-        progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False),
-    )
-    problem = loaded.problem
-    with err.status(f"solving ({method}, {objective})..."):
-        results = solve_all(problem, options) if method == "all" else [solve(problem, method, options)]
-    documents = [_with_names(problem, placement_to_json(problem, r.placement, r.evaluation)) for r in results]
+    problem, design = _load_input(input_path, board_name, optimized=optimized, input_shape=input_shape,
+                                  batch=batch, precision=precision, profile=profile)
+    if design is None:
+        results = place_problem(problem, objective, method, time_limit, subgraphs_per_device=subgraphs_per_device,
+                                contiguous=not non_contiguous, progress=progress)
+    else:
+        results = place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
+    names = design.device_names() if design else None
+    documents = [placement_json(problem, r, names) for r in results]
+    document = documents if method == "all" else documents[0]
     if out_file is not None:
-        _write_json_atomically(out_file, documents if method == "all" else documents[0])
+        _write_json_atomically(out_file, document)
     if as_json:
-        print_json(documents if method == "all" else documents[0])
+        print_json(document)
         return
-    _print_results(problem, results, objective)
+    _print_results(problem, results, objective, names)
 
 
-def _with_names(problem, document: dict) -> dict:
-    """Add node names beside ids where ids are positions (ONNX input)."""
-    if problem.meta.get("board"):
-        document["nodeNames"] = {str(i): name for i, name in zip(problem.ids, problem.names, strict=True)}
-    return document
-
-
-def _write_json_atomically(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        tmp.write_text(json.dumps(data, indent=2, default=_json_default) + "\n")
-        tmp.replace(path)
-    except OSError as error:
-        tmp.unlink(missing_ok=True)
-        raise FpgaplaceError(f"{path}: cannot write the placement: {error.strerror}") from None
-
-
-def _print_results(problem, results, objective: str) -> None:
+def _print_results(problem, results, objective: str, names: list[str] | None = None) -> None:
     unit = problem.meta.get("unit", "")
     table = Table(title=f"{problem.source}: {objective}" + (f" ({unit})" if unit else ""))
     for column in ("method", "value", "bound", "gap", "status", "seconds", "feasible"):
@@ -401,10 +515,11 @@ def _print_results(problem, results, objective: str) -> None:
         )
     out.print(table)
     if len(results) == 1:
-        _print_devices(problem, results[0])
+        _print_devices(problem, results[0], names)
 
 
-def _print_devices(problem, result) -> None:
+def _print_devices(problem, result, names: list[str] | None) -> None:
+    names = names or [problem.device_name(d) for d in range(len(problem.devices()))]
     table = Table(title="placement")
     for column in ("device", "load", "ops"):
         table.add_column(column)
@@ -412,88 +527,95 @@ def _print_devices(problem, result) -> None:
         members = [problem.names[v] for v in range(problem.n) if result.placement.device[v] == device]
         if members:
             shown = ", ".join(members[:6]) + (f", … ({len(members)} ops)" if len(members) > 6 else "")
-            table.add_row(problem.device_name(device), f"{load:.6g}", shown)
+            table.add_row(names[device], f"{load:.6g}", shown)
     out.print(table)
 
 
 @app.command()
 @user_errors
 def evaluate(
-    input_path: Annotated[
-        Path, typer.Argument(metavar="INPUT", help="A paper workload JSON, or an ONNX model (with --board).")
-    ],
+    input_path: InputArgument,
     split: Annotated[
         Path, typer.Option("--split", help="Placement file: the paper's split format or `place --out` output.")
     ],
-    board_name: Annotated[str | None, typer.Option("--board", "-b", help="Board for an ONNX model.")] = None,
+    board_name: OptionalBoardOption = None,
+    optimized: OptimizeOption = True,
+    input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
+    precision: PrecisionOption = "int8",
+    profile: ProfileOption = True,
     as_json: JsonOption = False,
 ) -> None:
     """Max-load and latency of a given split (the paper's expert splits included).
 
+    For an ONNX model, give the same model flags as the `place` that wrote the split.
+
     Example: fpgaplace evaluate layer-bert24_inference.json --split bert24_inference_expert.json
     """
-    from fpgaplace.inputs import load_problem
     from fpgaplace.solvers.evaluate import evaluate as evaluate_placement
     from fpgaplace.workload import load_split
 
-    problem = load_problem(input_path, board=board_name, batch=batch).problem
+    problem, design = _load_input(input_path, board_name, optimized=optimized, input_shape=input_shape,
+                                  batch=batch, precision=precision, profile=profile)
     placement = load_split(split, problem)
     result = evaluate_placement(problem, placement)
+    names = design.device_names() if design else [problem.device_name(d) for d in range(len(problem.devices()))]
     document = {
         "maxLoad": result.max_load,
         "latency": result.latency,
         "contiguous": result.contiguous,
         "feasible": result.feasible,
         "violations": result.violations,
-        "loads": {problem.device_name(d): load for d, load in enumerate(result.loads)},
+        "loads": {names[d]: load for d, load in enumerate(result.loads)},
     }
     if as_json:
         print_json(document)
         return
     out.print(f"max-load {result.max_load:.6g}   latency {result.latency:.6g}   contiguous {result.contiguous}")
     for violation in result.violations:
-        err.print(f"[yellow]violation:[/] {violation}", highlight=False)
+        err.print(f"[yellow]violation:[/] {escape(violation)}", highlight=False)
 
 
 # --------------------------------------------------------------------------- split / search
 
 OutDirOption = Annotated[Path, typer.Option("--out", help="Folder for the per-device ONNX models and manifest.json.")]
-OptimizeOption = Annotated[bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first.")]
 
 
 @app.command()
 @user_errors
 def split(
-    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    model: ModelArgument,
     out_dir: OutDirOption,
     board_name: BoardOption = "zcu104",
     objective: ObjectiveOption = "throughput",
-    method: Annotated[str, typer.Option("--method", "-m", help="Placement method (see `place --help`).")] = "auto",
+    method: MethodOption = "auto",
+    subgraphs_per_device: SubgraphsOption = 1,
+    non_contiguous: NonContiguousOption = False,
+    time_limit: TimeLimitOption = 60.0,
     optimized: OptimizeOption = True,
-    time_limit: Annotated[float, typer.Option("--time-limit", min=0.1, help="Seconds for the solver.")] = 60.0,
+    input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
+    precision: PrecisionOption = "int8",
+    profile: ProfileOption = True,
     as_json: JsonOption = False,
 ) -> None:
     """Place a model and write one ONNX model per device, checked against the whole model.
 
     Example: fpgaplace split resnet50.onnx --board zcu104 --out split/
     """
-    from fpgaplace.flow import prepare, split_placement
-    from fpgaplace.solvers.run import SolveOptions, solve
     from fpgaplace.split import check_out_dir
 
     check_out_dir(out_dir)
-    with err.status(f"importing and costing {model.name}..."):
-        prepared = prepare(model, board_name, batch=batch, optimized=optimized)
-    with err.status(f"placing ({method}, {objective})..."):
-        result = solve(prepared.problem, method, SolveOptions(objective=objective, time_limit=time_limit))
-    with err.status("splitting and checking against the whole model..."):
-        manifest, errors = split_placement(prepared, result.placement, out_dir)
+    design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
+                         precision=precision, profile=profile)
+    place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
+    manifest, errors = design.split(out_dir)
+    result = design.placement
     document = {
         "out": str(out_dir),
         "value": result.value,
         "objective": objective,
+        "method": result.placement.method,
         "submodels": [{"name": s.name, "device": s.device, "ops": len(s.nodes)} for s in manifest.submodels],
         "transfers": manifest.stats.get("transfers_after"),
         "max_relative_error": max(errors.values(), default=0.0),
@@ -501,7 +623,7 @@ def split(
     if as_json:
         print_json(document)
         return
-    table = Table(title=f"{model.name} split into {out_dir}")
+    table = Table(title=f"{model.name} split into {out_dir} ({objective} {result.value:.6g} us)")
     for column in ("submodel", "device", "ops"):
         table.add_column(column)
     for s in document["submodels"]:
@@ -513,13 +635,22 @@ def split(
 @app.command()
 @user_errors
 def search(
-    model: Annotated[Path, typer.Argument(help="ONNX model file.")],
+    model: ModelArgument,
     board_name: BoardOption = "zcu104",
     target: Annotated[
         str, typer.Option("--target", help="Rank by throughput (time per sample) or latency.")
     ] = "throughput",
     batches: Annotated[str, typer.Option("--batch", help="Batch sizes to try, comma-separated (e.g. 1,4).")] = "1",
-    time_limit: Annotated[float, typer.Option("--time-limit", min=1.0, help="Seconds for the whole search.")] = 120.0,
+    optimized: Annotated[
+        bool | None,
+        typer.Option("--optimize/--no-optimize", help="Only with (or only without) the graph optimizer; default both."),
+    ] = None,
+    input_shape: InputShapeOption = None,
+    precision: PrecisionOption = "int8",
+    profile: ProfileOption = True,
+    time_limit: Annotated[
+        float, typer.Option("--time-limit", min=1.0, help="Total seconds the whole search may take.")
+    ] = 120.0,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write the best placement and its split here.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows of the ranked table to print.")] = 15,
     as_json: JsonOption = False,
@@ -528,31 +659,31 @@ def search(
 
     Example: fpgaplace search model.onnx --board zcu102 --batch 1,4 --time-limit 60 --out best/
     """
-    from fpgaplace.flow import split_placement
     from fpgaplace.search import search as run_search
     from fpgaplace.split import check_out_dir
-    from fpgaplace.workload import placement_to_json
 
     sizes = _parse_batches(batches)
     if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder")
     if out_dir is not None:
         check_out_dir(out_dir / "split")
-    with err.status("searching placements..."):
-        ranked = run_search(
-            model,
-            board_name,
-            target=target,
-            batches=sizes,
-            time_limit=time_limit,
-            progress=lambda message: err.print(f"[dim]{message}[/]", highlight=False),
-        )
+    ranked = run_search(
+        model,
+        board_name,
+        target=target,
+        batches=sizes,
+        optimizer=(False, True) if optimized is None else (optimized,),
+        time_limit=time_limit,
+        progress=progress,
+        input_shapes=parse_input_shapes(input_shape),
+        precision=precision,
+        profile_cpu=profile,
+    )
     best = ranked[0]
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        split_placement(best.prepared, best.result.placement, out_dir / "split")
-        document = placement_to_json(best.prepared.problem, best.result.placement, best.result.evaluation)
-        _write_json_atomically(out_dir / "placement.json", _with_names(best.prepared.problem, document))
+        best.design.split(out_dir / "split")
+        _write_json_atomically(out_dir / "placement.json", best.design.placement_json())
     rows = [
         {
             "rank": rank,
@@ -567,7 +698,7 @@ def search(
     if as_json:
         print_json({"target": target, "ranked": rows, "out": str(out_dir) if out_dir else None})
         return
-    table = Table(title=f"{model.name} on {board_name}: ranked by {target} (us per sample)")
+    table = Table(title=f"{model.name} on {best.design.board.name}: ranked by {target} (us per sample)")
     for column in ("#", "optimizer", "objective", "cores", "sets", "batch", "pipelined", "latency", "gap"):
         table.add_column(column)
     for r in rows[:top]:
@@ -595,6 +726,162 @@ def _parse_batches(text: str) -> list[int]:
     if not sizes or min(sizes) < 1:
         raise FpgaplaceError(f"--batch: expected positive integers separated by commas, got {text!r}")
     return sizes
+
+
+# --------------------------------------------------------------------------- quantize / compile / csim
+
+
+def _calibration(calib: Path | None, random: int | None, default_random: int | None = None) -> dict[str, Any]:
+    """``calib_dir``/``random_samples`` keywords from --calib / --random (exactly one of them,
+    unless ``default_random`` stands in for both missing)."""
+    if calib is not None and random is not None:
+        raise FpgaplaceError("--calib and --random: expected one of them, got both")
+    if calib is not None:
+        if not calib.is_dir():
+            raise FpgaplaceError(f"--calib {calib}: not a folder; expected a folder of .npy calibration inputs")
+        return {"calib_dir": calib}
+    if random is None and default_random is None:
+        raise FpgaplaceError("--calib DIR or --random N: expected one of them to calibrate the quantization")
+    return {"random_samples": random if random is not None else default_random}
+
+
+@app.command()
+@user_errors
+def quantize(
+    model: ModelArgument,
+    out_file: Annotated[Path, typer.Option("--out", help="Where to write the int8 QDQ model (.onnx).")],
+    calib: CalibOption = None,
+    random: RandomOption = None,
+    seed: SeedOption = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """Quantize a float model to int8 QDQ (onnxruntime static quantization, per-channel symmetric
+    weights) and print its drift from the float model.
+
+    Example: fpgaplace quantize model.onnx --out model.int8.onnx --random 64
+    """
+    from fpgaplace.quantize import quantize_file
+
+    if not out_file.parent.is_dir():
+        raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
+    drift, path = quantize_file(model, out_file, seed=seed, **_calibration(calib, random))
+    document = {"model": str(model), "out": str(path), "drift": drift.to_json()}
+    if as_json:
+        print_json(document)
+        return
+    out.print(f"wrote {path}")
+    table = Table(title=f"drift from {model.name} over {document['drift']['samples']} calibration samples")
+    for column in ("output", "max abs error", "relative error", "top-1 agreement"):
+        table.add_column(column, justify="left" if column == "output" else "right")
+    for entry in document["drift"]["outputs"]:
+        agreement = entry.get("top1_agreement")
+        table.add_row(entry["name"], f"{entry['max_abs_error']:.4g}", f"{entry['max_relative_error']:.2%}",
+                      "—" if agreement is None else f"{agreement:.1%}")
+    out.print(table)
+
+
+@app.command("compile")
+@user_errors
+def compile_project(
+    model: ModelArgument,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the project (design.json, one folder per core).")],
+    board_name: BoardOption = "zcu104",
+    objective: ObjectiveOption = "throughput",
+    method: MethodOption = "auto",
+    subgraphs_per_device: SubgraphsOption = 1,
+    non_contiguous: NonContiguousOption = False,
+    time_limit: TimeLimitOption = 60.0,
+    calib: CalibOption = None,
+    random: RandomOption = None,
+    optimized: OptimizeOption = True,
+    input_shape: InputShapeOption = None,
+    batch: BatchOption = 1,
+    profile: ProfileOption = True,
+    as_json: JsonOption = False,
+) -> None:
+    """Place an int8 model and write its HLS project: one kernel per FPGA core, the CPU
+    submodels and design.json. A float model is quantized first (--calib or --random, default
+    32 random inputs).
+
+    Example: fpgaplace compile model.onnx --board zcu104 --out project/ --random 64
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
+    calibration = _calibration(calib, random, default_random=32)
+    design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
+                         profile=profile).quantized(**calibration)
+    place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
+    result = design.compile(out_dir)
+    document = {**result.to_json(), "quantized_here": result.quantized_here}
+    if as_json:
+        print_json(document)
+        return
+    if result.quantized_here:
+        how = f"calibrated on {calib}" if calib else f"calibrated on {calibration['random_samples']} random inputs"
+        out.print(f"{model.name} is a float model: quantized to int8 QDQ ({how})")
+    print_compile(document, design.board)
+
+
+def print_compile(document: dict, board) -> None:
+    """Per-core table (core, ops, DSP, BRAM36, URAM, LUT, cycles, fps) and the CPU ops."""
+    clocks = {core.name: core.clock_mhz for core in board.cores}
+    table = Table(title=f"project {document.get('project', '')}")
+    for column in ("core", "ops", "DSP", "BRAM36", "URAM", "LUT", "cycles", "fps"):
+        table.add_column(column, justify="left" if column == "core" else "right")
+    for core in document.get("cores", []):
+        cycles, clock = core.get("cycles"), clocks.get(core["name"])
+        fps = clock * 1e6 / cycles if cycles and clock else math.nan
+        ops = core.get("ops", [])
+        table.add_row(core["name"], str(len(ops) if isinstance(ops, list) else ops),
+                      *[str(core.get(key, "—")) for key in ("dsp", "bram36", "uram", "lut")],
+                      f"{cycles:,}" if isinstance(cycles, int) else str(cycles), human(fps))
+    out.print(table)
+    cpu_ops = [op if isinstance(op, str) else op.get("name", str(op)) for op in document.get("cpu_ops", [])]
+    out.print(f"CPU ops ({len(cpu_ops)}): {', '.join(cpu_ops) if cpu_ops else 'none'}")
+
+
+@app.command()
+@user_errors
+def csim(
+    project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
+    samples: Annotated[int, typer.Option("--samples", "-n", min=1, help="Random inputs to simulate.")] = 1,
+    seed: SeedOption = 0,
+    as_json: JsonOption = False,
+) -> None:
+    """C-simulate a project: each core built with g++ and checked bit-exactly against its integer
+    reference, the model's outputs against onnxruntime on the QDQ model. Exit 1 when not exact.
+
+    Example: fpgaplace csim project/ --samples 8
+    """
+    from fpgaplace.sim.csim import run_csim
+
+    if not project.is_dir():
+        raise FpgaplaceError(f"{project}: not a folder; expected a project written by `fpgaplace compile`")
+    document = run_csim(project, samples=samples, seed=seed, progress=progress).to_json()
+    if as_json:
+        print_json(document)
+    else:
+        print_csim(document)
+    if not document.get("ok"):
+        raise typer.Exit(1)
+
+
+def print_csim(document: dict) -> None:
+    """Cores bit-exact yes/no, outputs' max difference in LSB, build and run seconds."""
+    table = Table(title="C simulation")
+    table.add_column("core")
+    table.add_column("bit-exact")
+    for core in document.get("cores", []):
+        table.add_row(core["name"], "yes" if core.get("bit_exact") else "[red]no[/]")
+    out.print(table)
+    outputs = Table(title="model outputs against onnxruntime (QDQ model)")
+    outputs.add_column("output")
+    outputs.add_column("max diff (LSB)", justify="right")
+    for entry in document.get("outputs", []):
+        outputs.add_row(entry["name"], f"{entry.get('max_abs_diff_lsb')}")
+    out.print(outputs)
+    out.print(f"built in {document.get('build_seconds', 0):.1f} s, ran in {document.get('run_seconds', 0):.1f} s: "
+              + ("[green]ok[/]" if document.get("ok") else "[red]not exact[/]"))
 
 
 @app.command("run-cluster")
@@ -652,39 +939,51 @@ def run_cluster(
 
 # --------------------------------------------------------------------------- demo
 
+DEMO_COMPILES = False
+"""Switch for demo's last step (compile and C-simulate); on once codegen and sim/csim land."""
+
 
 @app.command()
 @user_errors
 def demo(
     board_name: BoardOption = "zcu104",
+    time_limit: TimeLimitOption = 60.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the whole flow on a small built-in CNN: import, cost, place (optimal DP), print.
+    """Run the whole flow on a small built-in CNN: import, optimize, cost, place (optimal DP),
+    then compile and C-simulate it in a temporary folder.
 
     Example: fpgaplace demo --board kv260
     """
-    from fpgaplace.board import load_board
-    from fpgaplace.cost import CostOptions, build_problem
-    from fpgaplace.frontend import from_model
     from fpgaplace.models import demo_model
-    from fpgaplace.solvers.run import SolveOptions, solve
-    from fpgaplace.workload import placement_to_json
 
-    chosen = load_board(board_name)
-    with err.status("importing the demo model..."):
-        graph = from_model(demo_model(), source="demo-cnn")
-    with err.status(f"costing {len(graph.ops)} ops on {chosen.name}..."):
-        problem = build_problem(graph, chosen, CostOptions())
-    with err.status("placing (exact throughput DP)..."):
-        result = solve(problem, "dp", SolveOptions(objective="throughput", time_limit=60))
+    design = make_design(demo_model(), board_name, source="demo-cnn")
+    result = design.place("throughput", "dp", time_limit)
+    built = demo_compile_and_csim(design) if DEMO_COMPILES else None
     if as_json:
-        print_json(_with_names(problem, placement_to_json(problem, result.placement, result.evaluation)))
+        print_json({**design.placement_json(result), **(built or {})})
         return
+    graph, board = design.graph, design.board
     out.print(
-        f"[bold]demo[/]: {len(graph.ops)} ops, {human(graph.total_macs)} MACs on {chosen.name} "
-        f"({len(chosen.cores)} FPGA cores, {len(chosen.cpus)} CPUs)"
+        f"[bold]demo[/]: {len(graph.ops)} ops, {human(graph.total_macs)} MACs on {board.name} "
+        f"({len(board.cores)} FPGA cores, {len(board.cpus)} CPUs)"
     )
-    _print_results(problem, [result], "throughput")
+    _print_results(design.problem, [result], "throughput", design.device_names())
+    if built is not None:
+        print_compile(built["compile"], board)
+        print_csim(built["csim"])
+    if built is not None and not built["csim"].get("ok"):
+        raise typer.Exit(1)
+
+
+def demo_compile_and_csim(design) -> dict[str, dict]:
+    """Compile the placed ``design`` into a temporary project and C-simulate it; the two
+    results' JSON under "compile" and "csim"."""
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-demo-") as tmp:
+        project = Path(tmp) / "project"
+        compiled = design.compile(project)
+        simulated = design.csim(project)
+        return {"compile": compiled.to_json(), "csim": simulated.to_json()}
 
 
 def main() -> None:

@@ -3,28 +3,30 @@
 After BBGraP's idea: treat the model and the board as black boxes and search the settings
 that decide a partition — graph optimizer on/off, the objective the solver optimises, how many
 FPGA cores to use, contiguous or non-contiguous device sets, and the batch size — keeping the
-memory limits. Every candidate is solved by ``fpgaplace.solvers.run.solve`` (no solver of its
-own) and scored by the trusted evaluator on both metrics; the table is ranked by the target:
+memory limits. Every candidate is solved by ``Design.place`` (no solver of its own) and scored
+by the trusted evaluator on both metrics; the table is ranked by the target:
   throughput: time per sample of the pipeline = max-load / batch (lower is better);
   latency:    time until one batch's outputs exist, per sample = latency / batch.
-Cost: one solve per candidate, at most 2 * 2 * cores * 2 * len(batches) candidates; the time
-limit is shared evenly among the candidates still to run.
+Every candidate is a ``Design`` (restricted to its cores with ``Design.with_cores``), so the
+best one can be split or compiled as it was placed. Cost: one solve per candidate, at most
+2 * 2 * cores * 2 * len(batches) candidates; the time limit covers the whole search (loading
+and costing included) and is shared evenly among the candidates still to run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpgaplace.cost import CostOptions
+import onnx
+
+from fpgaplace.board import Board
+from fpgaplace.design import Design
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.flow import PreparedModel, prepare
-from fpgaplace.solvers.problem import PlacementProblem
-from fpgaplace.solvers.run import Result, SolveOptions, exact_method, solve
+from fpgaplace.solvers.run import Result, SolveOptions, exact_method
 
 TARGETS = ("throughput", "latency")
 
@@ -53,25 +55,12 @@ class Candidate:
 class Scored:
     candidate: Candidate
     result: Result
-    prepared: PreparedModel
+    design: Design  # placed with ``result``, on the candidate's cores
     per_sample_throughput: float  # max-load / batch
     per_sample_latency: float  # latency / batch
 
     def score(self, target: str) -> float:
         return self.per_sample_throughput if target == "throughput" else self.per_sample_latency
-
-
-def with_cores(problem: PlacementProblem, cores: int) -> PlacementProblem:
-    """The same problem with only the first ``cores`` FPGA cores (in kind order) available."""
-    kinds, left = [], cores
-    for kind in problem.kinds:
-        if kind.is_cpu:
-            kinds.append(kind)
-            continue
-        take = min(kind.count, left)
-        left -= take
-        kinds.append(dataclasses.replace(kind, count=take))
-    return dataclasses.replace(problem, kinds=kinds)
 
 
 def candidates(total_cores: int, batches: Sequence[int], optimizer: Sequence[bool]) -> list[Candidate]:
@@ -80,24 +69,28 @@ def candidates(total_cores: int, batches: Sequence[int], optimizer: Sequence[boo
 
 
 def search(
-    model_path: str | Path,
-    board: str,
+    model: str | Path | onnx.ModelProto,
+    board: str | Path | Board,
     target: str = "throughput",
     batches: Sequence[int] = (1,),
     optimizer: Sequence[bool] = (False, True),
     time_limit: float = 120.0,
-    options: CostOptions = CostOptions(),
     progress: Callable[[str], None] | None = None,
+    **design_options,
 ) -> list[Scored]:
-    """Solve every candidate setting within ``time_limit`` seconds; best first for ``target``."""
+    """Solve every candidate setting within ``time_limit`` seconds in all (loading and costing
+    the model included); best first for ``target``. ``design_options`` are further ``Design``
+    keywords (input_shapes, precision, profile_cpu)."""
     if target not in TARGETS:
-        raise FpgaplaceError(f"--target: expected one of {', '.join(TARGETS)}, got {target!r}")
+        raise FpgaplaceError(f"target: expected one of {', '.join(TARGETS)}, got {target!r}")
     deadline = time.perf_counter() + time_limit
-    prepared = {
-        (o, b): prepare(model_path, board, batch=b, optimized=o, options=options) for o in optimizer for b in batches
+    designs = {
+        (o, b): Design(model, board, batch=b, optimize=o, progress=progress, **design_options)
+        for o in optimizer
+        for b in batches
     }
-    total_cores = sum(k.count for k in next(iter(prepared.values())).problem.kinds if not k.is_cpu)
-    todo = candidates(total_cores, batches, optimizer)
+    first = next(iter(designs.values()))
+    todo = candidates(len(first.board.cores), batches, optimizer)
     scored: list[Scored] = []
     for done, candidate in enumerate(todo):
         remaining = deadline - time.perf_counter()
@@ -105,16 +98,15 @@ def search(
             if progress:
                 progress(f"time limit reached after {done} of {len(todo)} candidates")
             break
-        base = prepared[(candidate.optimized, candidate.batch)]
-        problem = with_cores(base.problem, candidate.cores)
-        solve_options = SolveOptions(
-            objective=candidate.objective,
-            time_limit=max(0.5, remaining / (len(todo) - done)),
-            contiguous=candidate.contiguous,
-            subgraphs_per_device=1 if candidate.contiguous else 2,
-        )
+        design = designs[(candidate.optimized, candidate.batch)].with_cores(candidate.cores)
         try:
-            result = solve(problem, candidate.method, solve_options)
+            result = design.place(
+                candidate.objective,
+                candidate.method,
+                max(0.5, remaining / (len(todo) - done)),
+                contiguous=candidate.contiguous,
+                subgraphs_per_device=1 if candidate.contiguous else 2,
+            )
         except FpgaplaceError as error:  # e.g. nothing fits on one core: skip, say why
             if progress:
                 progress(f"{candidate.label()}: {error}")
@@ -125,7 +117,7 @@ def search(
             Scored(
                 candidate,
                 result,
-                dataclasses.replace(base, problem=problem),
+                design,
                 result.evaluation.max_load / candidate.batch,
                 result.evaluation.latency / candidate.batch,
             )
@@ -133,5 +125,5 @@ def search(
         if progress:
             progress(f"[{done + 1}/{len(todo)}] {candidate.label()}: {scored[-1].score(target):.4g}")
     if not scored:
-        raise FpgaplaceError(f"{model_path}: no candidate placement fits {board} within the time limit")
+        raise FpgaplaceError(f"{first.name}: no candidate placement fits {first.board.name} within the time limit")
     return sorted(scored, key=lambda s: (s.score(target), s.per_sample_latency + s.per_sample_throughput))

@@ -222,12 +222,10 @@ def test_heterogeneous_kinds_use_the_big_core_for_the_big_node() -> None:
 
 def raw_model_problem(model: str) -> PlacementProblem:
     """An unoptimised light-zoo model on zcu102 with analytic (deterministic) costs."""
-    from fpgaplace.cost import CostOptions
-    from fpgaplace.flow import prepare
+    from fpgaplace.design import Design
     from fpgaplace.models import light_model_path
 
-    return prepare(light_model_path(model), "zcu102", optimized=False,
-                   options=CostOptions(profile_cpu=False)).problem
+    return Design(light_model_path(model), "zcu102", optimize=False, profile_cpu=False).problem
 
 
 def without_contiguity_pruning(monkeypatch: pytest.MonkeyPatch) -> None:
