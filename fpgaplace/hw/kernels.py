@@ -284,7 +284,8 @@ class Conv2d(Kernel):
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        return reference.conv2d(inputs[0], arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
+        x = inputs[0].reshape(c["H"], c["W"], c["CIN"])
+        return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
                                 pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
                                 groups=c["GROUPS"])
