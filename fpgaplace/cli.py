@@ -824,20 +824,21 @@ def compile_project(
 
 def print_compile(document: dict, board) -> None:
     """Per-core table (core, ops, DSP, BRAM36, URAM, LUT, cycles, fps) and the CPU ops."""
-    clocks = {core.name: core.clock_mhz for core in board.cores}
-    table = Table(title=f"project {document.get('project', '')}")
+    table = Table(title=f"project {document.get('project', '')} on {board.name}")
     for column in ("core", "ops", "DSP", "BRAM36", "URAM", "LUT", "cycles", "fps"):
         table.add_column(column, justify="left" if column == "core" else "right")
     for core in document.get("cores", []):
-        cycles, clock = core.get("cycles"), clocks.get(core["name"])
-        fps = clock * 1e6 / cycles if cycles and clock else math.nan
         ops = core.get("ops", [])
+        cycles, fps = core.get("cycles"), core.get("fps")
         table.add_row(core["name"], str(len(ops) if isinstance(ops, list) else ops),
                       *[str(core.get(key, "—")) for key in ("dsp", "bram36", "uram", "lut")],
-                      f"{cycles:,}" if isinstance(cycles, int) else str(cycles), human(fps))
+                      f"{cycles:,}" if isinstance(cycles, int) else str(cycles),
+                      human(fps) if isinstance(fps, int | float) else "—")
     out.print(table)
     cpu_ops = [op if isinstance(op, str) else op.get("name", str(op)) for op in document.get("cpu_ops", [])]
     out.print(f"CPU ops ({len(cpu_ops)}): {', '.join(cpu_ops) if cpu_ops else 'none'}")
+    if isinstance(document.get("fps"), int | float):
+        out.print(f"pipeline: {document['interval_us']:.4g} us per batch, {document['fps']:.4g} samples/s")
 
 
 @app.command()
@@ -939,10 +940,6 @@ def run_cluster(
 
 # --------------------------------------------------------------------------- demo
 
-DEMO_COMPILES = False
-"""Switch for demo's last step (compile and C-simulate); on once codegen and sim/csim land."""
-
-
 @app.command()
 @user_errors
 def demo(
@@ -950,35 +947,35 @@ def demo(
     time_limit: TimeLimitOption = 60.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the whole flow on a small built-in CNN: import, optimize, cost, place (optimal DP),
-    then compile and C-simulate it in a temporary folder.
+    """Run the whole flow on a small built-in CNN in a temporary folder: import, optimize,
+    quantize to int8, cost, place (optimal DP), compile and C-simulate it. Exit 1 when the C
+    simulation is not bit-exact.
 
     Example: fpgaplace demo --board kv260
     """
     from fpgaplace.models import demo_model
 
-    design = make_design(demo_model(), board_name, source="demo-cnn")
+    design = make_design(demo_model(), board_name, source="demo-cnn").quantized()
     result = design.place("throughput", "dp", time_limit)
-    built = demo_compile_and_csim(design) if DEMO_COMPILES else None
+    built = demo_compile_and_csim(design)
     if as_json:
-        print_json({**design.placement_json(result), **(built or {})})
-        return
-    graph, board = design.graph, design.board
-    out.print(
-        f"[bold]demo[/]: {len(graph.ops)} ops, {human(graph.total_macs)} MACs on {board.name} "
-        f"({len(board.cores)} FPGA cores, {len(board.cpus)} CPUs)"
-    )
-    _print_results(design.problem, [result], "throughput", design.device_names())
-    if built is not None:
+        print_json({**design.placement_json(result), **built})
+    else:
+        graph, board = design.graph, design.board
+        out.print(
+            f"[bold]demo[/]: {len(graph.ops)} ops (int8 QDQ), {human(graph.total_macs)} MACs on {board.name} "
+            f"({len(board.cores)} FPGA cores, {len(board.cpus)} CPUs)"
+        )
+        _print_results(design.problem, [result], "throughput", design.device_names())
         print_compile(built["compile"], board)
         print_csim(built["csim"])
-    if built is not None and not built["csim"].get("ok"):
+    if not built["csim"].get("ok"):
         raise typer.Exit(1)
 
 
 def demo_compile_and_csim(design) -> dict[str, dict]:
-    """Compile the placed ``design`` into a temporary project and C-simulate it; the two
-    results' JSON under "compile" and "csim"."""
+    """Compile the placed ``design`` into a temporary project (removed afterwards) and
+    C-simulate it; the two results' JSON under "compile" and "csim"."""
     with tempfile.TemporaryDirectory(prefix="fpgaplace-demo-") as tmp:
         project = Path(tmp) / "project"
         compiled = design.compile(project)

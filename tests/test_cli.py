@@ -1,6 +1,7 @@
 """The `fpgaplace` command as a user runs it: real processes, real files, JSON and errors."""
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -126,6 +127,10 @@ def test_demo_places_every_op():
     placed = [n for device in data["fpgas"] + data["cpus"] for n in device["nodes"]]
     assert sorted(placed) == sorted(int(i) for i in data["nodeNames"])
     assert data["maxLoad"] > 0 and data["gap"] < 1e-9  # optimal up to rounding
+    cores = {core["name"] for core in data["compile"]["cores"]}
+    assert cores and cores <= set(data["deviceNames"][: len(data["fpgas"])])
+    assert data["compile"]["quantized_here"]
+    assert data["csim"]["ok"] and {core["name"] for core in data["csim"]["cores"]} == cores
 
 
 def test_place_workload_json_and_out(tmp_path):
@@ -340,3 +345,41 @@ def test_compile_refuses_an_out_path_that_is_a_file(tmp_path, fixed_cnn_file):
 
 def test_csim_needs_a_project_folder(tmp_path):
     assert_one_line_error(run("csim", str(tmp_path / "no-project")), "no-project")
+
+
+def test_compile_then_csim_is_bit_exact(tmp_path, fixed_cnn_file):
+    project = tmp_path / "project"
+    result = run("compile", str(fixed_cnn_file), "--out", str(project), "--random", "4", "--no-profile", "--json")
+    assert result.returncode == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert data["quantized_here"] and data["project"] == str(project) and (project / "design.json").is_file()
+    assert data["cores"] and {core["name"] for core in data["cores"]} <= {"core0", "core1"}
+    for core in data["cores"]:
+        assert {"name", "ops", "dsp", "bram36", "uram", "lut", "cycles"} <= set(core) and core["cycles"] > 0
+    simulated = run("csim", str(project), "--json")
+    assert simulated.returncode == 0, simulated.stderr
+    report = json.loads(simulated.stdout)
+    assert report["ok"] and all(core["bit_exact"] for core in report["cores"])
+    assert [entry["name"] for entry in report["outputs"]] == ["logits"]
+    weights = project / "cores" / data["cores"][0]["name"] / "weights.h"
+    text = weights.read_text()
+    first_bias = re.search(r"_bias\[\d+\] = \{(-?\d+)", text)
+    assert first_bias is not None
+    start, end = first_bias.span(1)
+    weights.write_text(text[:start] + str(int(first_bias.group(1)) + 1000) + text[end:])
+    broken = run("csim", str(project))
+    assert broken.returncode == 1 and "no" in broken.stdout and "not exact" in broken.stdout
+
+
+def test_compile_takes_a_qdq_model_as_it_is(tmp_path, fixed_cnn_file):
+    from fpgaplace.quantize import quantize_file
+
+    _, qdq_file = quantize_file(fixed_cnn_file, tmp_path / "cnn.int8.onnx", random_samples=4)
+    result = run("compile", str(qdq_file), "--out", str(tmp_path / "project"), "--no-profile")
+    assert result.returncode == 0, result.stderr
+    assert "quantized" not in result.stdout
+    assert "DSP" in result.stdout and "fps" in result.stdout and "CPU ops" in result.stdout
+
+
+def test_csim_of_a_folder_without_design_json(tmp_path):
+    assert_one_line_error(run("csim", str(tmp_path)), "design.json")
