@@ -873,13 +873,15 @@ def print_csim(document: dict) -> None:
     table.add_column("core")
     table.add_column("bit-exact")
     for core in document.get("cores", []):
-        table.add_row(core["name"], "yes" if core.get("bit_exact") else "[red]no[/]")
+        first = f" ({core['first_mismatch']})" if core.get("first_mismatch") else ""
+        table.add_row(core["name"], "yes" if core.get("bit_exact") else f"[red]no[/]{escape(first)}")
     out.print(table)
     outputs = Table(title="model outputs against onnxruntime (QDQ model)")
     outputs.add_column("output")
     outputs.add_column("max diff (LSB)", justify="right")
     for entry in document.get("outputs", []):
-        outputs.add_row(entry["name"], f"{entry.get('max_abs_diff_lsb')}")
+        lsb = entry.get("max_abs_diff_lsb")
+        outputs.add_row(entry["name"], f"{lsb:g}" if lsb is not None else f"— (float {entry['max_abs_diff']:.3g})")
     out.print(outputs)
     out.print(f"built in {document.get('build_seconds', 0):.1f} s, ran in {document.get('run_seconds', 0):.1f} s: "
               + ("[green]ok[/]" if document.get("ok") else "[red]not exact[/]"))

@@ -225,10 +225,9 @@ class Design:
         from fpgaplace.frontend import from_model, load_onnx
 
         self._say(f"importing {self.name}")
-        shapes = {"input_shapes": self.input_shapes} if self.input_shapes else {}
         if isinstance(self.model, onnx.ModelProto):
-            return from_model(self.model, batch=self.batch, source=self.name, **shapes)
-        return load_onnx(self.model, batch=self.batch, **shapes)
+            return from_model(self.model, batch=self.batch, source=self.name, input_shapes=self.input_shapes)
+        return load_onnx(self.model, batch=self.batch, input_shapes=self.input_shapes)
 
     @cached_property
     def is_qdq(self) -> bool:
@@ -245,7 +244,7 @@ class Design:
             return self.loaded, None
         self._say("running the graph optimizer" + (" (QDQ: fusion annotations only)" if self.is_qdq else ""))
         model, report = optimize(self.loaded.model, QDQ_PASSES if self.is_qdq else DEFAULT_PASSES)
-        return from_model(model, batch=self.batch, source=self.name), report
+        return from_model(model, batch=self.batch, source=self.name), report  # input dims are bound by now
 
     @property
     def graph(self) -> OpGraph:

@@ -201,24 +201,20 @@ def test_quantized_float_design_is_placed_again_with_the_same_arguments(placed_c
     assert not analytic(models.mlp(batch=1)).quantized(random_samples=2).placed
 
 
-def test_compile_hands_the_quantized_design_to_codegen(monkeypatch, cnn, tmp_path):
-    import fpgaplace.codegen
-
-    class Compiled:
-        pass
-
-    received = []
-
-    def compile_design(design, out_dir, progress=None):
-        received.append((design, out_dir, design.placed))
-        return Compiled()
-
-    monkeypatch.setattr(fpgaplace.codegen, "compile_design", compile_design, raising=False)
+def test_compile_writes_the_placement_that_was_planned(cnn, tmp_path):
     design = analytic(cnn)
     design.place()
-    result = design.compile(tmp_path / "project", random_samples=2)
-    [(given, out_dir, placed)] = received
-    assert given.is_qdq and given.float_design is design and placed and out_dir == tmp_path / "project"
-    assert result.quantized_here is True
-    qdq = given
-    assert qdq.compile(tmp_path / "again").quantized_here is True  # quantized by fpgaplace, earlier
+    result = design.compile(tmp_path / "project", random_samples=4)
+    assert result.quantized_here and result.project == tmp_path / "project"
+    planned = json.loads((tmp_path / "project" / "design.json").read_text())["placement"]
+    quantized = design.quantized(random_samples=4)  # same calibration: the same QDQ model, placed the same way
+    assert planned["devices"] == {op: device.name for op, device in quantized.op_devices().items()}
+    assert planned["value"] == pytest.approx(quantized.placement.value, rel=1e-12)
+    assert analytic(onnx.load(tmp_path / "project" / "model.qdq.onnx")).compile(tmp_path / "again").quantized_here \
+        is False  # a QDQ model is compiled as it is
+
+
+def test_csim_without_a_project_compiles_into_a_temporary_one(cnn):
+    report = analytic(cnn).quantized(random_samples=4).csim()
+    assert report.ok and report.cores and all(core.bit_exact for core in report.cores)
+    assert not Path(report.project).exists()
