@@ -21,8 +21,9 @@
 //   the PE*SIMD weights one cycle multiplies are adjacent and `ARRAY_PARTITION cyclic
 //   factor=PE*SIMD` gives each lane its own bank. fpgaplace.hw.reference.fold_weights produces
 //   it. bias, mult and shift are in plain output-channel order (cyclic factor=PE banks).
-// * Grouped conv: PE must divide COUT/GROUPS or be a multiple of it (a fold's PE channels then
-//   lie in one group or in whole groups, so the window reads partition cleanly).
+// * Grouped conv: any PE dividing COUT computes correctly, but the window partition is exact
+//   (one bank per lane, so II=1 under HLS) only when PE divides COUT/GROUPS or is a multiple
+//   of it: a fold's PE channels then lie in one group or in whole consecutive groups.
 // * Conv's line buffer holds DH*(KH-1)+1 rows (= KH rows without dilation).
 // * Accumulation: each dot product in int32 (static_assert that KK*255*128 < 2**31), plus the
 //   int32 bias in int64; requantization in int64, as fp::requantize.
@@ -193,7 +194,6 @@ void conv2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out, const int8_t w[Co
   static_assert(C::HO > 0 && C::WO > 0, "conv2d: the kernel must fit in the padded input");
   static_assert(C::PE > 0 && C::COUT % C::PE == 0, "conv2d: PE must divide COUT");
   static_assert(C::SIMD > 0 && KKG % C::SIMD == 0, "conv2d: SIMD must divide KH*KW*CIN/GROUPS");
-  static_assert(CPG % C::PE == 0 || C::PE % CPG == 0, "conv2d: PE must divide COUT/GROUPS or be a multiple of it");
   static_assert(KKG <= detail::MAX_DOT_LENGTH, "conv2d: dot product too long for an int32 accumulator");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "conv2d: zero points and LO <= HI must be int8");
