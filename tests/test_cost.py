@@ -128,19 +128,17 @@ def test_oversized_weights_stream_and_fit(zcu104):
     kind = fpga_core_kinds(zcu104)[0][0]
     core = zcu104.cores[0]
     op = graph.ops[streamed[0].name]
-    resident = fpga_latency_us(op, graph, core, zcu104, 1, OnChipPlan(op.param_bytes, 0))
+    resident = fpga_latency_us(op, graph, core, zcu104, OnChipPlan(op.param_bytes, 0))
     assert streamed[0].latency_us[kind] > resident
     print(f"cost of resnet50 on zcu104: {seconds:.2f} s")
 
 
 def test_resident_weights_fit_the_budget_smallest_first(zcu104):
-    from fpgaplace.cost import RESIDENT_BUDGET, RESIDENT_LIMIT, resident_ops
+    from fpgaplace.cost import RESIDENT_BUDGET, RESIDENT_LIMIT, kernel_weight_bytes, resident_ops
 
     graph = load_onnx(light_model_path("resnet50"))
     chosen = resident_ops(graph, zcu104, precision=1)
-    weights = {
-        name: sum(graph.tensors[t].numel for t in op.inputs if t in graph.params) for name, op in graph.ops.items()
-    }
+    weights = {name: kernel_weight_bytes(op, graph, 1) for name, op in graph.ops.items()}
     total_area = sum(weight_area(core.onchip_bytes) for core in zcu104.cores)
     assert 0 < sum(weights[n] for n in chosen) <= RESIDENT_BUDGET * total_area
     assert max(weights[n] for n in chosen) <= RESIDENT_LIMIT * weight_area(zcu104.cores[0].onchip_bytes)

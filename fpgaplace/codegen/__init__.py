@@ -115,6 +115,10 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
     core: FpgaCore = c.core
     device = design.device_names().index(c.name)
     planned_us = float(result.evaluation.loads[device])
+    problem = design.problem
+    kind = problem.devices()[device][0]
+    rows = [problem.names.index(op) for op in c.ops]
+    compute_us = float(sum(problem.latency[v, kind] for v in rows))
     interval = c.folding.interval
     return {
         "name": c.name,
@@ -142,6 +146,7 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "interval_cycles": interval,
         "interval_us": hw.cycles_to_us(interval, core),
         "planned_load_us": planned_us,
+        "planned_compute_us": compute_us,
     }
 
 
@@ -184,6 +189,7 @@ def _summary(record: dict) -> dict:
     return {"name": record["name"], "ops": len(record["ops"]), "stages": len(record["layers"]), "dsp": r["dsp"],
             "bram36": r["bram36"], "uram": r["uram"], "lut": r["lut"], "cycles": record["interval_cycles"],
             "interval_us": record["interval_us"], "planned_us": record["planned_load_us"],
+            "planned_compute_us": record["planned_compute_us"],
             "fps": 1e6 / record["interval_us"] if record["interval_us"] else None}
 
 

@@ -102,7 +102,7 @@ class _Streams:
 def _layer_config(layer: Layer) -> dict[str, int]:
     config = dict(layer.config)
     if layer.kernel in ("conv2d", "dense"):
-        config.update(PE=layer.folding.pe, SIMD=layer.folding.simd)
+        config.update(PE=layer.folding.pe, SIMD=layer.folding.simd, MMV=layer.folding.mmv)
     return config
 
 

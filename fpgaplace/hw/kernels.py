@@ -4,11 +4,13 @@ A core runs its ops as one dataflow pipeline (one stage per op, streams between 
 sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
 
 * dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
-  elements per cycle on DSPs (``ceil(PE * SIMD / macs_per_dsp)`` of them):
-  ``cycles = pixels * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with PE
-  dividing the channels and SIMD the reduction length;
-* lane kernels (pools, add, requantize, concat) handle ``PE`` channels per cycle in LUTs:
-  ``cycles = stream elements / PE``;
+  elements per cycle on DSPs (``ceil(PE * SIMD * MMV / macs_per_dsp)`` of them):
+  ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
+  PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
+  by side (FINN's MMV; ``pixels / MMV`` is ``rows * ceil(row / MMV)``: a row's last group may be
+  partial);
+* lane kernels (pools, add, requantize, concat) handle ``PE`` channels of ``MMV`` pixels per
+  cycle in LUTs: ``cycles = rows * ceil(row / MMV) * ceil(elements per pixel / PE)``;
 * free kernels (reshape, quantize/dequantize and batch norm absorbed into their neighbours)
   cost nothing.
 
@@ -57,10 +59,16 @@ URAM_SHAPE = (72, 4096)
 
 @dataclass(frozen=True)
 class Folding:
-    """Parallelism of one stage: PE output channels and SIMD reduction elements per cycle."""
+    """Parallelism of one stage: PE output channels, SIMD reduction elements and MMV output
+    pixels (of one row) per cycle."""
 
     pe: int = 1
     simd: int = 1
+    mmv: int = 1
+
+    @property
+    def lanes(self) -> int:
+        return self.pe * self.simd * self.mmv
 
 
 @dataclass(frozen=True)
@@ -109,6 +117,7 @@ class Geometry:
     channels: int  # parallel output channels (PE folds them)
     reduction: int  # dot-product length per output (SIMD folds it); 1 for lane kernels
     stream_elements: int  # elements of the busiest stream (input or output) per run
+    row: int = 1  # output pixels of one row (MMV folds them)
     weights: int = 0  # int8 weight elements
     linebuffer_bytes: int = 0
     macs: int = 0
@@ -118,6 +127,13 @@ class Geometry:
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
     """The one conversion from cycles to microseconds: ``clock_mhz`` cycles per microsecond."""
     return cycles / core.clock_mhz
+
+
+@cache
+def fold_widths(n: int) -> tuple[int, ...]:
+    """The smallest width giving each possible fold count ``ceil(n / width)`` of ``n`` items:
+    one width per distinct count, O(sqrt(n)) of them (a last partial fold is allowed)."""
+    return tuple(sorted({math.ceil(n / math.ceil(n / w)) for w in range(1, n + 1)})) if n <= 4096 else divisors(n)
 
 
 @cache
@@ -154,16 +170,16 @@ class Kernel:
     def foldings(self, g: Geometry) -> list[Folding]:
         if self.free:
             return [Folding()]
-        if self.uses_dsp:
-            return [Folding(pe, simd) for pe in divisors(g.channels) for simd in divisors(g.reduction)]
-        return [Folding(pe, 1) for pe in divisors(g.channels)]
+        simds = divisors(g.reduction) if self.uses_dsp else (1,)
+        return [Folding(pe, simd, mmv) for pe in divisors(g.channels) for simd in simds for mmv in fold_widths(g.row)]
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         if self.free:
             return 0
+        rows = g.pixels // g.row * math.ceil(g.row / fold.mmv)
         if self.uses_dsp:
-            return g.pixels * (g.channels // fold.pe) * (g.reduction // fold.simd)
-        return math.ceil(g.stream_elements / fold.pe)
+            return rows * (g.channels // fold.pe) * (g.reduction // fold.simd)
+        return rows * math.ceil(g.stream_elements // g.pixels / fold.pe)
 
     def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
         """The op's share of the core's budget (what it adds to the core's load)."""
@@ -185,7 +201,7 @@ class Kernel:
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         if self.free:
             return Resources()
-        lanes = fold.pe * fold.simd
+        lanes = fold.lanes
         if self.uses_dsp:
             macs_per_dsp = core.macs_per_dsp if core is not None else 1
             logic = Resources(
@@ -194,7 +210,7 @@ class Kernel:
                 ff=DOT_FF_BASE + DOT_FF_PER_LANE * lanes,
             )
         else:
-            logic = Resources(lut=LANE_LUT_BASE + LANE_LUT_PER_PE * fold.pe, ff=LANE_FF_BASE + LANE_FF_PER_PE * fold.pe)
+            logic = Resources(lut=LANE_LUT_BASE + LANE_LUT_PER_PE * lanes, ff=LANE_FF_BASE + LANE_FF_PER_PE * lanes)
         return logic + self._memory(g, fold, core, resident)
 
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> Resources:
@@ -207,7 +223,7 @@ class Kernel:
             bank = memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe), core)
             total += Resources(*(fold.pe * x for x in bank.as_tuple()))
         if g.linebuffer_bytes:
-            banks = max(1, fold.simd if self.uses_dsp else fold.pe)
+            banks = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
             bank = memory_blocks(8, math.ceil(g.linebuffer_bytes / banks), None)
             total += Resources(*(banks * x for x in bank.as_tuple()))
         return total
@@ -277,6 +293,7 @@ class Conv2d(Kernel):
             stream_elements=max(math.prod(x), math.prod(out)),
             weights=math.prod(w),
             linebuffer_bytes=(dh * (kh - 1) + 1) * (window["W"] + window["PL"] + window["PR"]) * cin if kh > 1 else 0,
+            row=window["WO"],
             macs=pixels * cout * kh * kw * cin_g,
             shape=shape,
         )
@@ -358,7 +375,7 @@ class Pool(Kernel):
         shape = {**window, "C": x[1], "KH": kh, "KW": kw}
         rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
         return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
-                        stream_elements=math.prod(x), linebuffer_bytes=rows, shape=shape)
+                        stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
 
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
@@ -397,7 +414,8 @@ class Elementwise(Kernel):
         channels = out[1] if len(out) >= 2 else out[0]
         pixels = math.prod(out) // channels
         shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes]}
-        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out), shape=shape)
+        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
+                        row=out[3] if len(out) == 4 else 1, shape=shape)
 
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:

@@ -133,7 +133,8 @@ class _Core:
         out_array = (pointer * max(1, len(outs)))(*[y.ctypes.data_as(pointer) for y in outs])
         status = self.entry(in_array, out_array)
         if status != 0:
-            what = "an output stream held the wrong number of elements" if status == 1 else "an input was not consumed"
+            what = {1: "an output stream held the wrong number of elements", 2: "an input was not consumed",
+                    3: "a stage read an empty stream"}.get(status, "unknown status")
             raise FpgaplaceError(f"{self.record['name']}: the C simulation ended with status {status} ({what})")
         return outs
 
