@@ -36,8 +36,8 @@ app = typer.Typer(
         "  fpgaplace boards                        # which boards ship with fpgaplace\n\n"
         "  fpgaplace cost model.onnx --board zcu104   # per-op cost on each device kind\n\n"
         "  fpgaplace place model.onnx --board zcu104  # optimal placement\n\n"
-        "  fpgaplace compile model.onnx --board zcu104 --out project/   # int8 HLS project\n\n"
-        "  fpgaplace csim project/                 # C simulation, bit-exact check\n\n"
+        "  fpgaplace compile model.onnx --out proj/   # the int8 HLS project\n\n"
+        "  fpgaplace csim proj/                    # C simulation, bit-exact check\n\n"
         "  fpgaplace demo                          # all of it on a built-in model"
     ),
     no_args_is_help=True,
@@ -235,8 +235,9 @@ def inspect(
     batch: BatchOption = 1,
     as_json: JsonOption = False,
 ) -> None:
-    """Show the model's ops (after the graph optimizer unless --no-optimize): type, output shape,
-    MACs, parameters, and where each may run.
+    """Show the model's ops: type, output shape, MACs, parameters, and where each may run.
+
+    The graph is the one every other command uses: after the graph optimizer unless --no-optimize.
 
     Example: fpgaplace inspect resnet50.onnx --input-shape data=1x3x224x224
     """
@@ -753,18 +754,23 @@ def quantize(
     calib: CalibOption = None,
     random: RandomOption = None,
     seed: SeedOption = 0,
+    input_shape: InputShapeOption = None,
+    batch: BatchOption = 1,
     as_json: JsonOption = False,
 ) -> None:
-    """Quantize a float model to int8 QDQ (onnxruntime static quantization, per-channel symmetric
-    weights) and print its drift from the float model.
+    """Quantize a float model to int8 QDQ and print its drift from the float model.
+
+    onnxruntime static quantization: QDQ, per-channel symmetric int8 weights.
+
+    The model's input dims are bound first (--input-shape, --batch), as every command does.
 
     Example: fpgaplace quantize model.onnx --out model.int8.onnx --random 64
     """
-    from fpgaplace.quantize import quantize_file
-
     if not out_file.parent.is_dir():
         raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
-    drift, path = quantize_file(model, out_file, seed=seed, **_calibration(calib, random))
+    calibration = _calibration(calib, random)
+    design = make_design(model, optimized=False, input_shape=input_shape, batch=batch)
+    drift, path = design.quantize_file(out_file, seed=seed, **calibration)
     document = {"model": str(model), "out": str(path), "drift": drift.to_json()}
     if as_json:
         print_json(document)
@@ -799,9 +805,10 @@ def compile_project(
     profile: ProfileOption = True,
     as_json: JsonOption = False,
 ) -> None:
-    """Place an int8 model and write its HLS project: one kernel per FPGA core, the CPU
-    submodels and design.json. A float model is quantized first (--calib or --random, default
-    32 random inputs).
+    """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).
+
+    A QDQ model is taken as it is; a float model is quantized first (--calib or --random,
+    default 32 random inputs). The CPU pieces are written as ONNX submodels.
 
     Example: fpgaplace compile model.onnx --board zcu104 --out project/ --random 64
     """
@@ -849,8 +856,10 @@ def csim(
     seed: SeedOption = 0,
     as_json: JsonOption = False,
 ) -> None:
-    """C-simulate a project: each core built with g++ and checked bit-exactly against its integer
-    reference, the model's outputs against onnxruntime on the QDQ model. Exit 1 when not exact.
+    """C-simulate a project: every core bit-exact, outputs within 1 LSB. Exit 1 when not.
+
+    Each core is built with g++ and checked bit-exactly against its integer reference; the
+    model's outputs are compared with onnxruntime running the QDQ model.
 
     Example: fpgaplace csim project/ --samples 8
     """
@@ -949,9 +958,10 @@ def demo(
     time_limit: TimeLimitOption = 60.0,
     as_json: JsonOption = False,
 ) -> None:
-    """Run the whole flow on a small built-in CNN in a temporary folder: import, optimize,
-    quantize to int8, cost, place (optimal DP), compile and C-simulate it. Exit 1 when the C
-    simulation is not bit-exact.
+    """Run the whole flow on a small built-in CNN, from import to C simulation.
+
+    Import, optimize, quantize to int8, cost, place (optimal DP), compile and C-simulate in a
+    temporary folder. Exit 1 when the C simulation is not exact.
 
     Example: fpgaplace demo --board kv260
     """

@@ -444,6 +444,21 @@ class Design:
             quantized.place(**self._place_args)
         return quantized
 
+    def quantize_file(self, out_path: str | Path, *, calib_dir: str | Path | None = None,
+                      random_samples: int | None = None, seed: int = 0):
+        """Write the model as loaded (input dims bound by ``input_shapes``/``batch``, not
+        optimized) quantized to int8 QDQ to ``out_path`` with ``quantize.quantize_file``;
+        returns its ``(Drift, path)``. The bound model passes through a temporary file of the
+        same name, since ``quantize_file`` reads a file."""
+        from fpgaplace.quantize import quantize_file
+
+        name = self.model.name if isinstance(self.model, Path) else "model.onnx"
+        with tempfile.TemporaryDirectory(prefix="fpgaplace-quantize-") as tmp:
+            bound = Path(tmp) / name
+            onnx.save(self.loaded.model, bound)
+            self._say("quantizing to int8 (QDQ)")
+            return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed)
+
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32):
         """Write the HLS project of the placement into ``out_dir`` (``codegen.compile_design``)
         for the int8 QDQ model (``quantized()``). The result's ``quantized_here`` says whether

@@ -327,6 +327,14 @@ def test_quantize_writes_a_qdq_model_and_prints_its_drift(tmp_path, fixed_cnn_fi
     assert placed.returncode == 0 and json.loads(placed.stdout)["feasible"], placed.stderr
 
 
+def test_quantize_binds_a_symbolic_batch_first(tmp_path, cnn_file):
+    target = tmp_path / "cnn.int8.onnx"
+    result = run("quantize", str(cnn_file), "--out", str(target), "--random", "2", "--input-shape", "image=2x3x32x32")
+    assert result.returncode == 0, result.stderr
+    [image] = [i for i in onnx.load(target).graph.input if i.name == "image"]
+    assert [d.dim_value for d in image.type.tensor_type.shape.dim] == [2, 3, 32, 32]
+
+
 @pytest.mark.parametrize("flags", [[], ["--random", "2", "--calib", "."], ["--random", "0"], ["--calib", "nowhere"]])
 def test_quantize_needs_one_calibration(tmp_path, fixed_cnn_file, flags):
     target = tmp_path / "q.onnx"
