@@ -126,6 +126,45 @@ def cnn_residual(batch: int | str = "N", image: int = 32, classes: int = 10, see
     )
 
 
+def _inverted_residual(b: _Builder, x: str, prefix: str, cin: int, cout: int, stride: int, expand: int) -> str:
+    """MobileNetV2 block: 1x1 expand-bn-relu6, 3x3 depthwise-bn-relu6, 1x1 project-bn (+ x)."""
+    hidden = cin * expand
+    low = b.const(f"{prefix}_relu6_min", np.array(0.0, np.float32))
+    high = b.const(f"{prefix}_relu6_max", np.array(6.0, np.float32))
+    y = x
+    if expand != 1:
+        y = b.node("Clip", [_conv_bn(b, y, f"{prefix}_expand", cin, hidden, 1), low, high])
+    y = b.node("Clip", [_conv_bn(b, y, f"{prefix}_dw", hidden, hidden, 3, stride, group=hidden), low, high])
+    y = _conv_bn(b, y, f"{prefix}_project", hidden, cout, 1)
+    return b.node("Add", [y, x]) if stride == 1 and cin == cout else y
+
+
+MOBILENET_V2_BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1))
+"""(expansion, output channels, repeats, first stride) of MobileNetV2's bottleneck stages (Sandler et al., 2018)."""
+
+
+def mobilenet_v2(batch: int | str = 1, image: int = 224, classes: int = 1000, seed: int = 4) -> onnx.ModelProto:
+    """MobileNetV2 (width 1.0) with seeded random weights: stem conv, 17 inverted residual
+    blocks, 1x1 conv to 1280, global average pool, classifier; about 300 M MACs at 224x224."""
+    b = _Builder(seed)
+    low = b.const("stem_relu6_min", np.array(0.0, np.float32))
+    high = b.const("stem_relu6_max", np.array(6.0, np.float32))
+    x = b.node("Clip", [_conv_bn(b, "image", "stem", 3, 32, 3, 2), low, high])
+    cin = 32
+    for stage, (expand, cout, repeats, stride) in enumerate(MOBILENET_V2_BLOCKS):
+        for i in range(repeats):
+            x = _inverted_residual(b, x, f"s{stage}b{i}", cin, cout, stride if i == 0 else 1, expand)
+            cin = cout
+    x = b.node("Clip", [_conv_bn(b, x, "head", cin, 1280, 1), low, high])
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    w = b.weight("classifier_w", (classes, 1280))
+    bias = b.weight("classifier_b", (classes,), scale=0.1)
+    b.node("Gemm", [x, w, bias], output="logits", transB=1)
+    return b.model("mobilenet_v2", [_float_input("image", [batch, 3, image, image])],
+                   [_float_input("logits", [batch, classes])])
+
+
 def _layer_norm(b: _Builder, x: str, prefix: str, hidden: int, output: str | None = None) -> str:
     gamma = b.const(f"{prefix}_gamma", (1.0 + 0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
     beta = b.const(f"{prefix}_beta", (0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
@@ -193,6 +232,48 @@ def multi_io(seed: int = 3) -> onnx.ModelProto:
         [_float_input("a", shape), _float_input("b", shape)],
         [_float_input("y1", shape), _float_input("y2", shape)],
     )
+
+
+def with_random_weights(model: onnx.ModelProto, seed: int = 5) -> onnx.ModelProto:
+    """``model`` with every ConstantOfShape-filled weight (the light model zoo stores weights that
+    way) replaced by a seeded random initializer of its shape: He-scaled for 4-D and 2-D weights,
+    near 1 for batch-norm scales and variances, small elsewhere; so that quantization and
+    numerics behave as with trained weights. Inputs that are initializers are dropped."""
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(seed)
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    graph = work.graph
+    shapes = {t.name: nh.to_array(t) for t in graph.initializer}
+    keep, new = [], []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            keep.append(node)
+            continue
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        name = node.output[0]
+        if len(shape) in (2, 4):
+            values = rng.standard_normal(shape) * math.sqrt(2.0 / max(1, math.prod(shape[1:])))
+        elif name.endswith(("_s_0", "_scale", "_var_0", "_var", "_riv_0")):
+            values = 1.0 + 0.1 * rng.random(shape)
+        else:
+            values = 0.05 * rng.standard_normal(shape)
+        new.append(nh.from_array(values.astype(np.float32), name))
+    del graph.node[:]
+    graph.node.extend(keep)
+    graph.initializer.extend(new)
+    used = {t for node in graph.node for t in node.input}
+    kept_init = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_init)
+    initializers = {t.name for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers and i.name in used]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    work.ir_version = max(work.ir_version, 4)  # from IR 4 on, initializers need not be graph inputs
+    onnx.checker.check_model(work)
+    return work
 
 
 def light_model_path(name: str) -> Path:

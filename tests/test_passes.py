@@ -423,3 +423,21 @@ def test_colocate_fused_groups_moves_members_to_their_head():
     optimized, _ = fuse_elementwise(conv_add_relu())
     placed, moved = colocate_fused_groups(optimized, {"conv": "A", "add": "B", "relu": "A"})
     assert moved == 1 and placed == {"conv": "A", "add": "A", "relu": "A"}
+
+
+def test_sum_of_two_becomes_add_and_of_one_identity():
+    from fpgaplace.passes.simplify import sum_to_add
+
+    model = build(
+        [helper.make_node("Sum", ["a", "b"], ["s"], name="s2"), helper.make_node("Sum", ["s"], ["y"], name="s1"),
+         helper.make_node("Sum", ["a", "b", "y"], ["z"], name="s3")],
+        {"a": [2, 3], "b": [1, 3]},
+        {"z": [2, 3]},
+    )
+    rewritten, changes = sum_to_add(model)
+    assert changes == 2
+    assert ops(rewritten) == ["Add", "Identity", "Sum"]
+    assert_same_outputs(model, rewritten)
+    optimized, _ = optimize(model)
+    assert "Identity" not in ops(optimized)
+    assert_same_outputs(model, optimized)

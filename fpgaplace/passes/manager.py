@@ -38,11 +38,13 @@ from fpgaplace.passes.simplify import (
     remove_noop_cast,
     remove_noop_reshape,
     remove_noop_transpose,
+    sum_to_add,
 )
 
 Pass = Callable[[onnx.ModelProto], PassResult]
 
 DEFAULT_PASSES: tuple[Pass, ...] = (
+    sum_to_add,
     remove_identity,
     remove_dropout,
     remove_noop_cast,
