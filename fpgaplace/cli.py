@@ -98,7 +98,7 @@ CalibOption = Annotated[
     Path | None, typer.Option("--calib", help="Folder of .npy calibration inputs (one file per input and sample).")
 ]
 RandomOption = Annotated[
-    int | None, typer.Option("--random", min=1, help="Calibrate on this many random inputs instead of --calib.")
+    int | None, typer.Option("--random", help="Calibrate on this many random inputs instead of --calib.")
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
 
@@ -852,7 +852,7 @@ def print_compile(document: dict, board) -> None:
 @user_errors
 def csim(
     project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
-    samples: Annotated[int, typer.Option("--samples", "-n", min=1, help="Random inputs to simulate.")] = 1,
+    samples: Annotated[int, typer.Option("--samples", "-n", help="Random inputs to simulate.")] = 1,
     seed: SeedOption = 0,
     as_json: JsonOption = False,
 ) -> None:
@@ -865,6 +865,8 @@ def csim(
     """
     from fpgaplace.sim.csim import run_csim
 
+    if samples < 1:
+        raise FpgaplaceError(f"--samples: expected a positive number of inputs, got {samples}")
     if not project.is_dir():
         raise FpgaplaceError(f"{project}: not a folder; expected a project written by `fpgaplace compile`")
     document = run_csim(project, samples=samples, seed=seed, progress=progress).to_json()

@@ -158,7 +158,7 @@ def placement_json(problem: PlacementProblem, result: Result, device_names: list
         return document
     document["deviceNames"] = list(device_names)
     document["nodeNames"] = {str(i): name for i, name in zip(problem.ids, problem.names, strict=True)}
-    for group, name in zip(document.get("devices", []), device_names, strict=False):
+    for group, name in zip(document.get("devices", []), device_names, strict="devices" in document):
         group["name"] = name
     return document
 
@@ -194,7 +194,8 @@ class Design:
         if precision not in PRECISION_BYTES:
             raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {precision!r}")
         self.model = model if isinstance(model, onnx.ModelProto) else Path(model)
-        self.name = source or (model.graph.name or "<model>" if isinstance(model, onnx.ModelProto) else str(model))
+        default_name = (model.graph.name or "<model>") if isinstance(model, onnx.ModelProto) else str(model)
+        self.name = source or default_name
         self.input_shapes = dict(input_shapes) if input_shapes else None
         self.batch = batch
         self.optimize = optimize
