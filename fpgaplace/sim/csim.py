@@ -220,13 +220,24 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None) -> C
                 values.update(zip(sub.outputs, results, strict=True))
         expected = run_model(model, inputs)
         for name, bounds in worst.items():
-            diff = float(np.max(np.abs(values[name].astype(np.float64) - expected[name].astype(np.float64)),
-                                initial=0.0))
-            bounds[0] = max(bounds[0], diff)
+            got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
+            bounds[0] = max(bounds[0], float(np.max(np.abs(got - want), initial=0.0)))
+            if name in output_scales:
+                bounds[1] = max(bounds[1], lsb_difference(got, want, output_scales[name]))
     run_seconds = time.perf_counter() - start
-    outputs = [OutputCheck(name, d, d / output_scales[name] if name in output_scales else None)
-               for name, (d, _) in worst.items()]
+    outputs = [OutputCheck(name, d, lsb if name in output_scales else None) for name, (d, lsb) in worst.items()]
     return CsimResult(project, samples, list(checks.values()), outputs, build_seconds, run_seconds)
+
+
+def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
+    """Largest difference of two dequantized int8 tensors in quantization steps.
+
+    Both hold ``(q - zero_point) * scale`` rounded to float32, so dividing by the scale and
+    rounding recovers ``q - zero_point`` exactly (|q - zero_point| <= 255 keeps the float32
+    error far below half a step); the difference of those integers is the exact step count, where
+    the float difference over the scale is off by float noise (1.0000003 for one step).
+    """
+    return float(np.max(np.abs(np.rint(got / scale) - np.rint(want / scale)), initial=0.0))
 
 
 def _run_core(core: _Core, check: CoreCheck, values: dict) -> None:
