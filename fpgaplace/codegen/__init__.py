@@ -26,7 +26,6 @@ from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_samp
 from fpgaplace.codegen.render import environment, include_dir, plan_core, render_core
 from fpgaplace.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.split import check_out_dir, move_into_place
 
 if TYPE_CHECKING:
     from fpgaplace.design import Design
@@ -55,11 +54,21 @@ def _say(progress, message: str) -> None:
         progress(message)
 
 
+def check_project_dir(out_dir: Path) -> None:
+    """Refuse an output path that is a file, or a non-empty folder that is not a project (a
+    previous project, with its ``design.json``, is replaced)."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"{out_dir}: is a file; expected a folder for the project")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / DESIGN_FILE).is_file():
+        raise FpgaplaceError(f"{out_dir}: exists and is not a project folder (no {DESIGN_FILE}); "
+                             "expected an empty folder or a previous project")
+
+
 def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResult:
     """Write the project of ``design`` (an int8 QDQ design; placed with defaults if it is not)
     into ``out_dir``."""
     out_dir = Path(out_dir)
-    check_out_dir(out_dir)
+    check_project_dir(out_dir)
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
     graph, board = design.graph, design.board
@@ -104,7 +113,10 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         (tmp / "README.md").write_text(environment().get_template("project/README.md.j2").render(
             model=graph.name, board=board.name, version=__version__, cores=[_summary(r) for r in document["cores"]],
             cpu_ops=document["cpu_ops"]))
-        move_into_place(tmp, out_dir)
+        check_project_dir(out_dir)
+        if out_dir.exists():
+            shutil.rmtree(out_dir)
+        tmp.rename(out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
@@ -130,7 +142,8 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "ops": c.ops,
         "layers": [
             {"op": layer.op, "kernel": layer.kernel, "inputs": layer.inputs, "output": layer.output,
-             "config": layer.config, "pe": layer.folding.pe, "simd": layer.folding.simd, "rows": layer.rows,
+             "config": layer.config, "pe": layer.folding.pe, "simd": layer.folding.simd, "mmv": layer.folding.mmv,
+             "uram": layer.folding.uram, "rows": layer.rows,
              "resident": layer.resident, "cycles": layer.cycles, "macs": layer_macs(layer),
              "resources": layer.resources.to_json(), "arrays": sorted(layer.arrays)}
             for layer in c.layers
