@@ -26,6 +26,7 @@ from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_samp
 from fpgaplace.codegen.render import environment, include_dir, plan_core, render_core
 from fpgaplace.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.quantize import check_qdq
 
 if TYPE_CHECKING:
     from fpgaplace.design import Design
@@ -72,6 +73,7 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
     graph, board = design.graph, design.board
+    check_qdq(graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
     result = design.placement
     devices = design.op_devices()
     names = {op: device.name for op, device in devices.items()}
