@@ -7,9 +7,10 @@ FPGA core: what the hardware op library (``fpgaplace.hw``) says the op costs: it
   plus the cycles to stream its weights from DRAM when they do not stay resident, turned into
   microseconds by ``hw.cycles_to_us``. An op without a kernel, or whose line buffer does not fit
   the core's working area, cannot run on the core (infinite latency).
-On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for line buffers and
-  streams; the rest holds resident weights, which add up over the ops on the core. So an op's
-  footprint m(v) is its kernel's on-chip weight bytes when they stay resident, else 0. Which
+On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for streams and the
+  rounding of memories into blocks; the rest holds what the ops keep on chip, which adds up over
+  the ops on the core (all stages of a dataflow exist at once): an op's footprint m(v) is its
+  kernel's line buffer and per-channel words, plus its weights when they stay resident. Which
   weights stay resident is decided here, once: smallest first, each at most ``RESIDENT_LIMIT``
   of the smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of all cores' weight
   areas together (so the cores can hold every resident op with room to spare, and no op is
@@ -45,7 +46,7 @@ from fpgaplace.passes.fuse import fused_head
 from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
 
 PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
-WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (line buffers, streams)
+WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (streams, block rounding)
 RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
 RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
 
@@ -129,9 +130,14 @@ def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
 
 
 def on_chip_plan(op: Op, graph: OpGraph, precision: int, resident: bool) -> OnChipPlan:
-    """Resident weights count in m(v); the others cross the DRAM link at every run."""
-    weights = kernel_weight_bytes(op, graph, precision)
-    return OnChipPlan(weights, 0) if resident else OnChipPlan(0, weights)
+    """m(v): the kernel's fixed on-chip bytes (line buffer, per-channel words) plus its weights
+    when they stay resident; weights that do not cross the DRAM link at every run."""
+    planned = hw.plan_op(op, graph)
+    if not planned:
+        return OnChipPlan(0, 0)
+    kernel, geometry = planned
+    weights, fixed = kernel.weight_bytes(geometry, precision), kernel.fixed_bytes(geometry)
+    return OnChipPlan(fixed + weights, 0) if resident else OnChipPlan(fixed, weights)
 
 
 def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: OnChipPlan) -> float:
@@ -141,7 +147,7 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: 
     if not planned:
         return math.inf
     kernel, geometry = planned
-    if geometry.linebuffer_bytes > core.onchip_bytes * WORKING_SHARE:
+    if kernel.fixed_bytes(geometry) > weight_area(core.onchip_bytes):
         return math.inf
     cycles = kernel.ideal_cycles(geometry, core) + streamed_cycles(plan.streamed_bytes, core, board.dram)
     return hw.cycles_to_us(cycles, core)

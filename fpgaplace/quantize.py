@@ -301,7 +301,7 @@ def quantize_model(
     if is_qdq(model):
         raise FpgaplaceError(f"{what}: already has QuantizeLinear/DequantizeLinear nodes, expected a float model")
     check_samples(model, calibration, "calibration sample")
-    original = copy_model(model)
+    original = _with_opset(copy_model(model), QDQ_MIN_OPSET, what)
     name_nodes(original)
     with tempfile.TemporaryDirectory(prefix="fpgaplace-quant-") as folder:
         prepared_path, qdq_path = Path(folder) / "prepared.onnx", Path(folder) / "qdq.onnx"
@@ -321,6 +321,26 @@ def quantize_model(
         raise FpgaplaceError(f"{what}: onnxruntime's QDQ model is not valid ONNX: {first_line(exc)}") from exc
     check_qdq(quantized)
     return quantized
+
+
+QDQ_MIN_OPSET = 13  # per-channel DequantizeLinear (its axis attribute) needs opset 13
+
+
+def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelProto:
+    """``model`` converted to default-domain opset ``minimum`` when it is older (onnx's version
+    converter), so that the quantizer may emit per-channel Q/DQ; node names are kept."""
+    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
+    if version >= minimum:
+        return model
+    from onnx import version_converter
+
+    try:
+        converted = version_converter.convert_version(model, minimum)
+    except Exception as exc:  # the converter raises bare RuntimeErrors and C++ errors alike
+        raise FpgaplaceError(f"{what}: opset {version} cannot be upgraded to {minimum} for quantization "
+                             f"({first_line(exc)})") from None
+    converted.ir_version = max(converted.ir_version, 7)
+    return converted
 
 
 def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[str], set[str]]:

@@ -16,14 +16,14 @@ weights) per core.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from fpgaplace.board import FpgaCore, Link
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import Folding, Resources, plan_op
-from fpgaplace.hw.folding import CoreFolding, Stage, fold_core
+from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.ir import Op, OpGraph
@@ -281,7 +281,7 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
     if not layers:
         raise FpgaplaceError(f"{name}: none of its {len(op_names)} ops computes anything; nothing to build")
     stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
-    folding = fold_core(stages, core, dram)
+    folding = _fold_streaming_if_needed(stages, layers, core, dram)
     for layer, stage in zip(layers, folding.stages, strict=True):
         layer.folding, layer.cycles, layer.resources = stage.folding, stage.cycles, stage.resources
     produced = {layer.output for layer in layers}
@@ -297,6 +297,21 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         if _read_elsewhere(index, graph, q, placed, name)
     ]
     return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias)
+
+
+def _fold_streaming_if_needed(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link) -> CoreFolding:
+    """The core's folding; when its on-chip memory does not hold every resident weight once
+    rounded into blocks, the largest resident weights move to DRAM (m_axi), one op at a time."""
+    while True:
+        try:
+            return fold_core(stages, core, dram)
+        except DoesNotFit as error:
+            movable = [i for i, s in enumerate(stages) if s.resident and s.geometry.weights]
+            if error.resource not in ("bram36", "uram", "lut") or not movable:
+                raise
+            i = max(movable, key=lambda i: stages[i].geometry.weights)
+            stages[i] = replace(stages[i], resident=False)
+            layers[i].resident = False
 
 
 def _boundary(index: QdqIndex, graph: OpGraph, q: str) -> CoreTensor:

@@ -206,11 +206,12 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
     """Register a dot-product layer's arrays; returns the C expression of its weights."""
     for name, ctype in (("bias", "int32_t"), ("mult", "int32_t"), ("shift", "int8_t")):
         arrays.append(_array(f"{prefix}_{name}", ctype, layer.arrays[name]))
-        partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe})
+        partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
     w = fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd)
     if layer.resident:
         arrays.append(_array(f"{prefix}_w", "int8_t", w))
-        partitions.append({"name": f"{prefix}_w", "factor": layer.folding.pe * layer.folding.simd})
+        partitions.append({"name": f"{prefix}_w", "factor": layer.folding.pe * layer.folding.simd,
+                           "impl": "uram" if layer.folding.uram else ""})
         return f"{prefix}_w", offset
     wmem_parts.append(w.astype(np.int8))
     return f"wmem + {offset}", offset + w.size

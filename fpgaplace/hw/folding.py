@@ -18,10 +18,19 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 from fpgaplace.board import FpgaCore, Link
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import Folding, Geometry, Kernel, Resources, core_budget
+
+
+class DoesNotFit(FpgaplaceError):
+    """The ops of a core need more of ``resource`` than the core has, at every folding."""
+
+    def __init__(self, message: str, resource: str) -> None:
+        super().__init__(message)
+        self.resource = resource
 
 
 @dataclass(frozen=True)
@@ -67,6 +76,8 @@ class _Candidates:
     def __init__(self, stage: Stage, core: FpgaCore, budget: Resources) -> None:
         options = []
         for fold in stage.kernel.foldings(stage.geometry):
+            if (fold.uram and core.uram == 0) or stage.kernel.lane_bound(fold, core) > budget.dsp:
+                continue
             used = stage.kernel.resources(stage.geometry, fold, core, stage.resident)
             if not used.over(budget):
                 options.append((stage.kernel.cycles(stage.geometry, fold), _weight(used, budget), fold, used))
@@ -82,6 +93,13 @@ class _Candidates:
     def pick(self, target: int) -> tuple[int, float, Folding, Resources] | None:
         i = bisect.bisect_right(self.cycles, target) - 1
         return self.options[self.cheapest[i]] if i >= 0 else None
+
+
+@lru_cache(maxsize=4096)
+def _candidates(stage: Stage, core: FpgaCore) -> _Candidates:
+    """The stage's candidates on ``core`` (cached: a core folded again after one op's weights
+    moved to DRAM rebuilds only that op's)."""
+    return _Candidates(stage, core, core_budget(core))
 
 
 def _weight(used: Resources, budget: Resources) -> float:
@@ -101,13 +119,14 @@ def fold_core(stages: list[Stage], core: FpgaCore, dram: Link) -> CoreFolding:
     Raises ``FpgaplaceError`` naming the core, an op and the resource when the ops cannot fit
     the core at any folding.
     """
+    candidates = [_candidates(stage, core) for stage in stages]
     budget = core_budget(core)
-    candidates = [_Candidates(stage, core, budget) for stage in stages]
     for c in candidates:
         if not c.options:
             slowest = c.stage.kernel.resources(c.stage.geometry, Folding(), core, c.stage.resident)
             over = ", ".join(f"{n} {getattr(slowest, n)} > {getattr(budget, n)}" for n in slowest.over(budget))
-            raise FpgaplaceError(f"{core.name}: op '{c.stage.op}' does not fit the core at any folding ({over})")
+            raise DoesNotFit(f"{core.name}: op '{c.stage.op}' does not fit the core at any folding ({over})",
+                             slowest.over(budget)[0])
     targets = sorted({cycles for c in candidates for cycles in c.cycles}) or [0]
 
     def fits(target: int) -> bool:
@@ -117,9 +136,10 @@ def fold_core(stages: list[Stage], core: FpgaCore, dram: Link) -> CoreFolding:
     if not fits(targets[-1]):
         slowest = _total(c.pick(targets[-1]) for c in candidates)
         name = slowest.over(budget)[0]
-        raise FpgaplaceError(
+        raise DoesNotFit(
             f"{core.name}: its {len(stages)} ops need {getattr(slowest, name)} {name} at the smallest folding; "
-            f"the core has {getattr(budget, name)}"
+            f"the core has {getattr(budget, name)}",
+            name,
         )
     low = bisect.bisect_left(range(len(targets)), True, key=lambda i: fits(targets[i]))
     picks = [c.pick(targets[low]) for c in candidates]

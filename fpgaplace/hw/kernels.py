@@ -23,8 +23,8 @@ cycle makes the real interval exceed the share (the report shows both).
 
 Resources are estimates of the kind FINN's ``bram_estimation``/``lut_estimation`` make:
 weights are held in ``PE`` banks of ``SIMD`` bytes per word (plus a 72-bit word of bias,
-multiplier and shift per output channel), each bank in BRAM36 of the best aspect ratio, in
-URAM when it is deep and the core has URAM, or in LUTRAM when it is shallow; a window kernel
+multiplier and shift per output channel), each bank in BRAM36 of the best aspect ratio or, as
+a folding choice, in URAM when it is deep and the core has URAM, or in LUTRAM when shallow; a window kernel
 keeps ``KH`` rows of its input in a line buffer. LUT and FF counts are linear in the lanes; the
 coefficients are documented below and are to be checked against yosys.
 """
@@ -65,6 +65,7 @@ class Folding:
     pe: int = 1
     simd: int = 1
     mmv: int = 1
+    uram: bool = False  # weights in UltraRAM rather than BRAM
 
     @property
     def lanes(self) -> int:
@@ -143,17 +144,19 @@ def divisors(n: int) -> tuple[int, ...]:
     return tuple(sorted({*small, *(n // d for d in small)}))
 
 
-def memory_blocks(width_bits: int, depth: int, core: FpgaCore | None) -> Resources:
-    """On-chip memory for one bank of ``depth`` words of ``width_bits``: LUTRAM when shallow,
-    URAM when deep and the core has it, else BRAM36 of the cheapest aspect ratio."""
+@cache
+def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUT) for one bank of ``depth`` words of ``width_bits``: LUTRAM when
+    shallow, URAM (4096 x 72 words) when asked for and the bank is deep, else BRAM36 of the
+    cheapest aspect ratio."""
     if depth <= 0 or width_bits <= 0:
-        return Resources()
+        return (0, 0, 0)
     if depth <= LUTRAM_MAX_DEPTH:
-        return Resources(lut=width_bits * math.ceil(depth / 64))
-    if core is not None and core.uram > 0 and depth >= URAM_MIN_DEPTH:
+        return (0, 0, width_bits * math.ceil(depth / 64))
+    if uram and depth >= URAM_MIN_DEPTH:
         w, d = URAM_SHAPE
-        return Resources(uram=math.ceil(width_bits / w) * math.ceil(depth / d))
-    return Resources(bram36=min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES))
+        return (0, math.ceil(width_bits / w) * math.ceil(depth / d), 0)
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
 
 
 class Kernel:
@@ -171,7 +174,13 @@ class Kernel:
         if self.free:
             return [Folding()]
         simds = divisors(g.reduction) if self.uses_dsp else (1,)
-        return [Folding(pe, simd, mmv) for pe in divisors(g.channels) for simd in simds for mmv in fold_widths(g.row)]
+        memories = (False, True) if g.weights else (False,)
+        return [Folding(pe, simd, mmv, uram) for pe in divisors(g.channels) for simd in simds
+                for mmv in fold_widths(g.row) for uram in memories]
+
+    def lane_bound(self, fold: Folding, core: FpgaCore) -> int:
+        """DSPs the folding needs at least (a cheap filter before ``resources``)."""
+        return math.ceil(fold.lanes / core.macs_per_dsp) if self.uses_dsp else 0
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         if self.free:
@@ -194,39 +203,39 @@ class Kernel:
         raise NotImplementedError(f"{self.name} has no integer reference")
 
     def weight_bytes(self, g: Geometry, precision_bytes: int = 1) -> int:
-        """On-chip bytes of the op's weights, plus bias, multiplier and shift per output channel."""
-        per_channel = CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0
-        return g.weights * precision_bytes + per_channel
+        """Bytes of the op's weights: on chip when resident, else read from DRAM every run."""
+        return g.weights * precision_bytes
+
+    def fixed_bytes(self, g: Geometry) -> int:
+        """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
+        output channel, and its line buffer."""
+        return (CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0) + g.linebuffer_bytes
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         if self.free:
             return Resources()
         lanes = fold.lanes
+        bram, uram, lutram = self._memory(g, fold, core, resident)
         if self.uses_dsp:
             macs_per_dsp = core.macs_per_dsp if core is not None else 1
-            logic = Resources(
-                dsp=math.ceil(lanes / macs_per_dsp),
-                lut=DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes,
-                ff=DOT_FF_BASE + DOT_FF_PER_LANE * lanes,
-            )
-        else:
-            logic = Resources(lut=LANE_LUT_BASE + LANE_LUT_PER_PE * lanes, ff=LANE_FF_BASE + LANE_FF_PER_PE * lanes)
-        return logic + self._memory(g, fold, core, resident)
+            return Resources(math.ceil(lanes / macs_per_dsp), bram, uram,
+                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram, DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+        return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
+                         LANE_FF_BASE + LANE_FF_PER_PE * lanes)
 
-    def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> Resources:
-        total = Resources()
+    def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
+        """(BRAM36, URAM, LUTRAM LUTs) of the weight banks, per-channel words and line buffer."""
+        banks: list[tuple[int, tuple[int, int, int]]] = []
         if g.weights and resident:
             depth = math.ceil(g.weights / (fold.pe * fold.simd))
-            bank = memory_blocks(8 * fold.simd, depth, core)
-            total += Resources(*(fold.pe * x for x in bank.as_tuple()))
+            in_uram = fold.uram and core is not None and core.uram > 0
+            banks.append((fold.pe, memory_blocks(8 * fold.simd, depth, in_uram)))
         if self.uses_dsp:
-            bank = memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe), core)
-            total += Resources(*(fold.pe * x for x in bank.as_tuple()))
+            banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
         if g.linebuffer_bytes:
-            banks = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
-            bank = memory_blocks(8, math.ceil(g.linebuffer_bytes / banks), None)
-            total += Resources(*(banks * x for x in bank.as_tuple()))
-        return total
+            count = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
+            banks.append((count, memory_blocks(8, math.ceil(g.linebuffer_bytes / count))))
+        return tuple(sum(n * bank[i] for n, bank in banks) for i in range(3))
 
 
 # ---- shapes -------------------------------------------------------------------------------
