@@ -49,7 +49,8 @@ class Step:
     ins: list[str]
     out: str = ""
     outs: list[str] = field(default_factory=list)
-    w: str = ""
+    w: str = ""  # the on-chip weight array; "" when the weights are read from wmem
+    w_offset: int = 0  # where the weights start in wmem when they are streamed
     prefix: str = ""
     rows: int = 1
 
@@ -159,7 +160,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
             step = Step(layer.kernel, _template(layer.kernel), f"l{i}_cfg", _layer_config(layer), ins, out=out,
                         prefix=f"l{i}", rows=layer.rows)
             if layer.kernel in ("conv2d", "dense"):
-                step.w, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset, top)
+                step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
             steps.append(step)
         if len(targets) > 1:
             steps += streams.fan_out(out, targets, size)
@@ -202,8 +203,10 @@ def _output_size(design: CoreDesign, layer: Layer) -> int:
     return c["SIZE"]
 
 
-def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_parts: list, offset: int, top: str):
-    """Register a dot-product layer's arrays; returns the C expression of its weights."""
+def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_parts: list,
+             offset: int) -> tuple[str, int, int]:
+    """Register a dot-product layer's arrays; returns the name of its on-chip weight array (""
+    when streamed), its offset in wmem and the next free offset there."""
     for name, ctype in (("bias", "int32_t"), ("mult", "int32_t"), ("shift", "int8_t")):
         arrays.append(_array(f"{prefix}_{name}", ctype, layer.arrays[name]))
         partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
@@ -212,9 +215,9 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         arrays.append(_array(f"{prefix}_w", "int8_t", w))
         partitions.append({"name": f"{prefix}_w", "factor": layer.folding.pe * layer.folding.simd,
                            "impl": "uram" if layer.folding.uram else ""})
-        return f"{prefix}_w", offset
+        return f"{prefix}_w", 0, offset
     wmem_parts.append(w.astype(np.int8))
-    return f"wmem + {offset}", offset + w.size
+    return "", offset, offset + w.size
 
 
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:
