@@ -476,7 +476,7 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
         ops.append(op)
     inputs = [v.name for v in graph.input if v.name not in initializer_names]
     outputs = [v.name for v in graph.output]
-    return OpGraph(
+    built = OpGraph(
         graph.name or Path(source).stem,
         ops,
         infos,
@@ -488,6 +488,11 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
         param_storage_bytes=storage,
         notes=notes,
     )
+    from fpgaplace.hw import plan_op  # the op library decides what a core can run
+
+    for op in built.ops.values():
+        op.fpga_supported = op.fpga_supported and bool(plan_op(op, built))
+    return built
 
 
 def _fill_costs(

@@ -123,7 +123,7 @@ def test_oversized_weights_stream_and_fit(zcu104):
     accel = next(k for k in problem.kinds if not k.is_cpu)
     assert np.all(problem.size <= accel.memory)
     costs = op_costs(graph, zcu104, CostOptions(profile_cpu=False))
-    streamed = [c for c in costs if c.streamed and c.onchip_bytes == 0 and graph.ops[c.name].param_bytes > 0]
+    streamed = [c for c in costs if c.streamed and 0 < c.onchip_bytes < graph.ops[c.name].param_bytes]
     assert streamed, "expected ResNet-50 layers whose weights do not stay resident"
     kind = fpga_core_kinds(zcu104)[0][0]
     core = zcu104.cores[0]

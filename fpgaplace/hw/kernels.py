@@ -458,8 +458,9 @@ class Free(Kernel):
             return Unsupported("unknown output shape")
         if self.name == "reshape":
             x = _shape(graph, op.inputs[0])
-            if x is None or (len(x) == 4 and x[1] > 1 and x[2] * x[3] > 1):
-                return Unsupported("reshaping a 4-D tensor with both channels and pixels changes its stream order")
+            if x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out)):
+                return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
+                                   "stream order (channels last)")
         if self.name == "batchnorm" and not _fused_member(op, graph):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})

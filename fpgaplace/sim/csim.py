@@ -58,7 +58,9 @@ class CsimResult:
     cores: list[CoreCheck]
     outputs: list[OutputCheck]
     build_seconds: float
-    run_seconds: float
+    run_seconds: float  # the placed model only: cores in C, CPU pieces in onnxruntime
+    check_seconds: float = 0.0  # the integer reference and the whole QDQ model in onnxruntime
+    values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # each output over all samples
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -77,6 +79,7 @@ class CsimResult:
                         for o in self.outputs],
             "build_seconds": self.build_seconds,
             "run_seconds": self.run_seconds,
+            "check_seconds": self.check_seconds,
         }
 
 
@@ -182,14 +185,17 @@ def _core_inputs(record: dict, values: dict) -> list[np.ndarray]:
     return arrays
 
 
-def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None) -> CsimResult:
-    """Build every core and run ``samples`` random samples through the placed model (see the
-    module docstring)."""
+def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
+             inputs: np.ndarray | None = None) -> CsimResult:
+    """Build every core and run ``samples`` random samples (or the given ``inputs``, one row per
+    sample of the model's one input) through the placed model (see the module docstring)."""
     import onnxruntime as ort
 
     project = Path(project)
     if samples < 1 or samples > 10**6:
         raise FpgaplaceError(f"samples: expected 1 to 1000000, got {samples}")
+    if inputs is not None and not 1 <= len(inputs) <= 10**6:
+        raise FpgaplaceError(f"inputs: expected 1 to 1000000 samples, got {len(inputs)}")
     document = load_design(project)
     say = progress or (lambda message: None)
     start = time.perf_counter()
@@ -206,27 +212,36 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None) -> C
                 for s in manifest.submodels if s.device not in cores}
     output_scales = _output_scales(model)
     worst: dict[str, list[float]] = {o["name"]: [0.0, 0.0] for o in manifest.graph_outputs}
-    start = time.perf_counter()
-    for sample in range(samples):
-        if samples > 1 and sample % max(1, samples // 10) == 0:
-            say(f"sample {sample + 1} of {samples}")
-        inputs = random_inputs(model, seed + sample)
-        values = dict(inputs)
+    feeds = _sample_feeds(model, inputs, samples, seed)
+    produced: dict[str, list[np.ndarray]] = {name: [] for name in worst}
+    run_seconds = check_seconds = 0.0
+    for sample, feed in enumerate(feeds):
+        if len(feeds) > 1 and sample % max(1, len(feeds) // 10) == 0:
+            say(f"sample {sample + 1} of {len(feeds)}")
+        start = time.perf_counter()
+        values, runs = dict(feed), {}
         for sub in manifest.submodels:
             if sub.device in cores:
-                _run_core(cores[sub.device], checks[sub.device], values)
+                runs[sub.device] = _run_core(cores[sub.device], values)
             else:
                 results = sessions[sub.name].run(sub.outputs, {t: values[t] for t in sub.inputs})
                 values.update(zip(sub.outputs, results, strict=True))
-        expected = run_model(model, inputs)
+        run_seconds += time.perf_counter() - start
+        start = time.perf_counter()
+        for name, core_runs in runs.items():
+            _check_core(cores[name], checks[name], core_runs)
+        expected = run_model(model, feed)
         for name, bounds in worst.items():
             got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
+            produced[name].append(values[name])
             bounds[0] = max(bounds[0], float(np.max(np.abs(got - want), initial=0.0)))
             if name in output_scales:
                 bounds[1] = max(bounds[1], lsb_difference(got, want, output_scales[name]))
-    run_seconds = time.perf_counter() - start
+        check_seconds += time.perf_counter() - start
     outputs = [OutputCheck(name, d, lsb if name in output_scales else None) for name, (d, lsb) in worst.items()]
-    return CsimResult(project, samples, list(checks.values()), outputs, build_seconds, run_seconds)
+    return CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
+                      check_seconds=check_seconds,
+                      values={name: np.concatenate(arrays) for name, arrays in produced.items()})
 
 
 def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
@@ -240,26 +255,49 @@ def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
     return float(np.max(np.abs(np.rint(got / scale) - np.rint(want / scale)), initial=0.0))
 
 
-def _run_core(core: _Core, check: CoreCheck, values: dict) -> None:
+def _run_core(core: _Core, values: dict) -> list[tuple[list[np.ndarray], list[np.ndarray]]]:
+    """Run the core in C on every sample of the batch; store its outputs (and their float views)
+    in ``values``; return each sample's (inputs, outputs) for the reference check."""
     record = core.record
     batch_inputs = [_to_stream(q, t) for q, t in zip(_core_inputs(record, values), record["inputs"], strict=True)]
-    per_output: list[list[np.ndarray]] = [[] for _ in record["outputs"]]
-    for sample_inputs in zip(*batch_inputs, strict=True):
-        got = core.run(list(sample_inputs))
-        want = core.reference(list(sample_inputs))
-        for i, (g, w) in enumerate(zip(got, want, strict=True)):
+    runs = [(list(sample_inputs), core.run(list(sample_inputs))) for sample_inputs in zip(*batch_inputs, strict=True)]
+    for i, t in enumerate(record["outputs"]):
+        q = _from_stream([got[i] for _, got in runs], t)
+        values[t["name"]] = q
+        for view in t["views"]:
+            values[view["name"]] = dequantize(q, t["scale"], t["zero_point"]).reshape(view["shape"])
+    return runs
+
+
+def _check_core(core: _Core, check: CoreCheck, runs: list[tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
+    """Compare the C outputs with the integer reference on the same inputs, element by element."""
+    for inputs, got in runs:
+        for i, (g, w) in enumerate(zip(got, core.reference(inputs), strict=True)):
             bad = np.flatnonzero(g != w)
             if bad.size:
                 check.bit_exact = False
                 check.mismatches += int(bad.size)
                 check.first_mismatch = check.first_mismatch or (
-                    f"{record['outputs'][i]['name']}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
-            per_output[i].append(g)
-    for t, samples in zip(record["outputs"], per_output, strict=True):
-        q = _from_stream(samples, t)
-        values[t["name"]] = q
-        for view in t["views"]:
-            values[view["name"]] = dequantize(q, t["scale"], t["zero_point"]).reshape(view["shape"])
+                    f"{core.record['outputs'][i]['name']}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
+
+
+def _sample_feeds(model: onnx.ModelProto, inputs: np.ndarray | None, samples: int, seed: int) -> list[dict]:
+    """One feed per sample: the given samples of the model's one input (each without the batch
+    axis of 1), or seeded random inputs."""
+    if inputs is None:
+        return [random_inputs(model, seed + i) for i in range(samples)]
+    initializers = {t.name for t in model.graph.initializer}
+    graph_inputs = [i for i in model.graph.input if i.name not in initializers]
+    if len(graph_inputs) != 1:
+        raise FpgaplaceError(f"inputs: the model has {len(graph_inputs)} inputs; given samples feed exactly one")
+    info = graph_inputs[0]
+    shape = [d.dim_value for d in info.type.tensor_type.shape.dim]
+    if not shape or shape[0] != 1 or list(inputs.shape[1:]) != shape[1:]:
+        expected = ", ".join(map(str, shape[1:]))
+        raise FpgaplaceError(f"inputs: samples of shape {list(inputs.shape)}; expected (N, {expected}) for input "
+                             f"'{info.name}' of shape {shape}")
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
+    return [{info.name: sample[None].astype(dtype)} for sample in inputs]
 
 
 def _output_scales(model: onnx.ModelProto) -> dict[str, float]:
