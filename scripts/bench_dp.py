@@ -22,8 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fpgaplace.cost import CostOptions
-from fpgaplace.flow import prepare
+from fpgaplace.design import Design
 from fpgaplace.models import light_model_path
 from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
 from fpgaplace.solvers.evaluate import evaluate
@@ -37,9 +36,7 @@ MODEL_BOARD = "zcu102"
 
 def model_problem(model: str) -> PlacementProblem:
     """The raw (unoptimised) operator graph of a light-zoo model on the benchmark board."""
-    prepared = prepare(light_model_path(model), MODEL_BOARD, optimized=False,
-                       options=CostOptions(profile_cpu=False))
-    return prepared.problem
+    return Design(light_model_path(model), MODEL_BOARD, optimize=False, profile_cpu=False).problem
 
 
 def inception_like(modules: int = 22, branches: tuple[int, ...] = (2, 3, 4, 4, 5),

@@ -18,10 +18,9 @@ from pathlib import Path
 
 import onnx
 
-from fpgaplace.flow import prepare, split_placement
+from fpgaplace.design import Design
 from fpgaplace.models import bert_encoder_layer, light_model_path
 from fpgaplace.search import search
-from fpgaplace.solvers.run import SolveOptions, solve
 
 
 def model_files(folder: Path) -> dict[str, Path]:
@@ -36,13 +35,13 @@ def model_files(folder: Path) -> dict[str, Path]:
 
 def measure(path: Path, board: str, optimized: bool, folder: Path) -> dict:
     start = time.perf_counter()
-    prepared = prepare(path, board, optimized=optimized)
-    result = solve(prepared.problem, "dp", SolveOptions(objective="throughput", time_limit=120))
-    manifest, errors = split_placement(prepared, result.placement, folder / f"{path.stem}-{optimized}")
+    design = Design(path, board, optimize=optimized)
+    result = design.place("throughput", "dp", time_limit=120)
+    manifest, errors = design.split(folder / f"{path.stem}-{optimized}")
     moved = manifest.stats["transfers_after"]
     return {
-        "onnx_nodes": len(prepared.model.graph.node),
-        "placed_ops": prepared.problem.n,
+        "onnx_nodes": len(design.graph.model.graph.node),
+        "placed_ops": design.problem.n,
         "max_load_us": result.value,
         "transfers": moved["count"],
         "transfer_bytes": moved["bytes"],
