@@ -99,14 +99,14 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
                 )
         shutil.copytree(include_dir(), tmp / "include")
         (tmp / "model.qdq.onnx").write_bytes(graph.model.SerializeToString())
-        context = {"model": graph.name, "board": board.name, "part": board.part}
+        context = {"model": graph.name, "board": board.name}
         records = []
         for c in cores:
             _say(progress, f"rendering {c.name} ({len(c.layers)} stages)")
             folder = tmp / "cores" / c.name
             folder.mkdir(parents=True)
             plan = plan_core(c)
-            render_core(c, plan, folder, context)
+            render_core(c, plan, folder, {**context, "part": board.node_board(c.core.node).part})
             np.savez(folder / "layers.npz", **{f"{i}.{k}": v for i, layer in enumerate(c.layers)
                                                 for k, v in layer.arrays.items()})
             records.append(_core_record(c, plan, design, result))
@@ -139,6 +139,7 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "folder": f"cores/{c.name}",
         "top": plan.top,
         "node": core.node,
+        "part": design.board.node_board(core.node).part,
         "slr": core.region,
         "clock_mhz": core.clock_mhz,
         "ops": c.ops,
