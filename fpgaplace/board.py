@@ -174,6 +174,19 @@ class Board:
             return self
         return self.node_boards[node]
 
+    def link_between(self, a: Device, b: Device) -> Link:
+        """The link a tensor crosses from device ``a`` to device ``b``: the network between two
+        nodes; on one node the AXI stream between two FPGA cores, the host link (PCIe) between a
+        card's core and a host CPU, else the core's DRAM link."""
+        if a.node != b.node:
+            return self.network if self.network is not None else self.dram
+        board = self.node_board(a.node)
+        if isinstance(a, FpgaCore) and isinstance(b, FpgaCore):
+            return board.stream
+        if board.host is not None and isinstance(a, CpuCore) != isinstance(b, CpuCore):
+            return board.host
+        return board.dram
+
     def core_groups(self) -> list[list[FpgaCore]]:
         """Cores grouped by ``kind_key``, in board order of each group's first core."""
         groups: dict[tuple, list[FpgaCore]] = {}

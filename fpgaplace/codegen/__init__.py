@@ -194,10 +194,32 @@ def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
         "cores": records,
         "cpu_ops": cpu_ops,
         "split": "split/manifest.json",
-        "transfers": [vars(t) if hasattr(t, "__dict__") else t for t in manifest.transfers],
+        "transfers": _transfers(design, manifest),
         "interval_us": interval_us,
         "fps": design.batch * 1e6 / interval_us if interval_us > 0 else None,
     }
+
+
+def _transfers(design: Design, manifest) -> list[dict]:
+    """Every tensor crossing devices, with the link that joins them (``Board.link_between``),
+    the bytes it moves (int8 for a dequantized view of an int8 tensor) and the time that takes."""
+    from fpgaplace.hw.qdq import qdq_index
+
+    graph, board = design.graph, design.board
+    by_name = {device.name: device for device in design.devices()}
+    index = qdq_index(graph.model)
+    rows = []
+    for transfer in manifest.transfers:
+        source, target = by_name.get(transfer.source_device), by_name.get(transfer.target_device)
+        info = graph.tensors.get(transfer.tensor)
+        quantized = index.int_source(transfer.tensor) is not None
+        nbytes = (info.numel if quantized else info.nbytes) if info is not None else transfer.nbytes
+        row = {**transfer.to_dict(), "bytes": nbytes, "int8": quantized}
+        if source is not None and target is not None and nbytes is not None:
+            link = board.link_between(source, target)
+            row.update(link=link.kind, link_type=link.type, us=link.transfer_us(nbytes))
+        rows.append(row)
+    return rows
 
 
 def _summary(record: dict) -> dict:
