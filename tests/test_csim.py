@@ -1,0 +1,161 @@
+"""C simulation (``fpgaplace.sim.csim.run_csim``): every core built with g++ and compared bit for
+bit with the integer reference, the model's outputs with onnxruntime in LSB.
+
+Each project is compiled and simulated once per module; tests that break a project work on a
+copy of it.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpgaplace import Design, models
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.sim.csim import CsimResult, run_csim
+
+SAMPLES = 3
+
+
+@dataclass
+class Simulated:
+    folder: Path
+    doc: dict
+    first: CsimResult  # the run that built every core
+
+
+def compile_and_simulate(model, folder: Path, board: str = "zcu104") -> Simulated:
+    result = Design(model, board, profile_cpu=False).compile(folder, random_samples=8)
+    return Simulated(folder, result.design, run_csim(folder, samples=SAMPLES))
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory) -> Simulated:
+    return compile_and_simulate(models.cnn_residual(batch=1), tmp_path_factory.mktemp("cnn") / "project")
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Simulated:
+    return compile_and_simulate(models.mlp(batch=1, sizes=(16, 64, 32, 5)), tmp_path_factory.mktemp("mlp") / "project")
+
+
+def copy_of(project: Simulated, tmp_path: Path) -> Path:
+    target = tmp_path / "copy"
+    shutil.copytree(project.folder, target)
+    return target
+
+
+def one_line_error(caught: pytest.ExceptionInfo) -> str:
+    message = str(caught.value)
+    assert message and "\n" not in message
+    return message
+
+
+# --------------------------------------------------------------------------- exactness
+
+
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_cores_are_bit_exact_and_outputs_within_one_lsb(name, request):
+    project: Simulated = request.getfixturevalue(name)
+    report = project.first
+    assert [c.name for c in report.cores] == [core["name"] for core in project.doc["cores"]]
+    assert report.cores and all(c.bit_exact and c.mismatches == 0 and c.built for c in report.cores)
+    assert report.outputs and all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in report.outputs)
+    assert report.ok and report.samples == SAMPLES
+
+
+def test_to_json_has_the_documented_keys(mlp):
+    data = mlp.first.to_json()
+    json.dumps(data)  # plain JSON
+    assert {"ok", "cores", "outputs", "build_seconds", "run_seconds"} <= set(data)
+    assert data["ok"] is True and data["build_seconds"] > 0 and data["run_seconds"] >= 0
+    assert all({"name", "bit_exact"} <= set(core) for core in data["cores"])
+    assert [o["name"] for o in data["outputs"]] == ["y"]
+    assert all({"name", "max_abs_diff_lsb"} <= set(o) for o in data["outputs"])
+
+
+def test_weights_streamed_from_dram_are_bit_exact(tmp_path):
+    """An MLP whose 512 x 256 layer is too big to stay on a PYNQ-Z2 core reads it over m_axi."""
+    project = compile_and_simulate(models.mlp(batch=1, sizes=(16, 512, 256, 5)), tmp_path / "project", "pynq-z2")
+    streamed = [core for core in project.doc["cores"] if core["streamed_weight_bytes"] > 0]
+    assert streamed and all((tmp_path / "project" / c["folder"] / "wmem.h").is_file() for c in streamed)
+    assert project.first.ok and all(c.bit_exact for c in project.first.cores)
+
+
+def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):
+    """The check can fail: one weight changed in layers.npz (the reference's copy, not the C's)."""
+    folder = copy_of(mlp, tmp_path)
+    core = mlp.doc["cores"][0]
+    i = next(i for i, layer in enumerate(core["layers"]) if layer["kernel"] == "dense")
+    path = folder / core["folder"] / "layers.npz"
+    arrays = dict(np.load(path))
+    w = arrays[f"{i}.w"]
+    w.flat[0] = 127 if w.flat[0] < 0 else -128
+    np.savez(path, **arrays)
+    report = run_csim(folder, samples=SAMPLES)
+    [check] = [c for c in report.cores if c.name == core["name"]]
+    assert not check.bit_exact and check.mismatches > 0 and "reference" in check.first_mismatch
+    assert not report.ok and report.to_json()["ok"] is False
+
+
+# --------------------------------------------------------------------------- builds
+
+
+def test_unchanged_cores_are_not_rebuilt_and_a_touched_one_is(cnn):
+    again = run_csim(cnn.folder, samples=1)
+    assert again.ok and not any(c.built for c in again.cores)
+    assert all(not core["rebuilt"] for core in again.to_json()["cores"])
+    touched = cnn.doc["cores"][0]
+    weights = cnn.folder / touched["folder"] / "weights.h"
+    weights.write_text(weights.read_text() + "// touched\n")
+    rebuilt = run_csim(cnn.folder, samples=1)
+    assert {c.name: c.built for c in rebuilt.cores} == {core["name"]: core is touched for core in cnn.doc["cores"]}
+    assert rebuilt.ok
+
+
+def test_a_corrupted_source_names_the_core_the_first_error_and_the_log(mlp, tmp_path):
+    folder = copy_of(mlp, tmp_path)
+    core = mlp.doc["cores"][0]
+    source = folder / core["folder"] / f"{core['top']}.cpp"
+    text = source.read_text()
+    source.write_text(text.replace("#pragma HLS DATAFLOW", "#pragma HLS DATAFLOW\n  int broken = ;", 1))
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(folder)
+    message = one_line_error(caught)
+    log = folder / core["folder"] / "build" / "g++.log"
+    assert message.startswith(f"{core['name']}:") and str(log) in message
+    first_error = next(line.strip() for line in log.read_text().splitlines() if "error" in line)
+    assert first_error in message and f"{core['top']}.cpp" in first_error
+    assert re.search(r"expected primary-expression", message)
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_a_folder_without_design_json_is_a_one_line_error(tmp_path):
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(tmp_path)
+    assert "design.json" in one_line_error(caught) and str(tmp_path) in str(caught.value)
+
+
+@pytest.mark.parametrize(("content", "word"), [("{not json", "JSON"), ('{"format": 99, "cores": []}', "format"),
+                                               ("[1, 2]", "format")])
+def test_a_broken_design_json_is_a_one_line_error(tmp_path, content, word):
+    (tmp_path / "design.json").write_text(content)
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(tmp_path)
+    message = one_line_error(caught)
+    assert "design.json" in message and word in message
+
+
+@pytest.mark.parametrize("samples", [0, -1])
+def test_samples_must_be_positive(mlp, samples):
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(mlp.folder, samples=samples)
+    assert "samples" in one_line_error(caught) and str(samples) in str(caught.value)
