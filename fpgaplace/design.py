@@ -206,6 +206,7 @@ class Design:
         self._board = board
         self._result: Result | None = None
         self._place_args: dict[str, Any] | None = None
+        self._quantized: dict[tuple, Design] = {}  # quantized() by calibration, built once each
 
     def __repr__(self) -> str:
         return (f"Design({self.name!r}, board={self.board.name!r}, optimize={self.optimize}, "
@@ -347,6 +348,7 @@ class Design:
         restricted = copy.copy(self)
         restricted.__dict__["problem"] = problem
         restricted._result = restricted._place_args = None
+        restricted._quantized = {}  # a quantized design of this view has its own cores
         return restricted
 
     # ---- devices by board identity -----------------------------------------------------
@@ -425,6 +427,12 @@ class Design:
 
         if self.is_qdq:
             return self
+        key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed)
+        cached = self._quantized.get(key)
+        if cached is not None:
+            if self._place_args is not None and cached._place_args != self._place_args:
+                cached.place(**self._place_args)
+            return cached
         float_model = self.graph.model
         self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
                                                       else f"{random_samples} random calibration inputs"))
@@ -443,6 +451,7 @@ class Design:
         quantized.float_design = self
         if self._place_args is not None:
             quantized.place(**self._place_args)
+        self._quantized[key] = quantized
         return quantized
 
     def quantize_file(self, out_path: str | Path, *, calib_dir: str | Path | None = None,

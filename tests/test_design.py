@@ -218,3 +218,13 @@ def test_csim_without_a_project_compiles_into_a_temporary_one(cnn):
     report = analytic(cnn).quantized(random_samples=4).csim()
     assert report.ok and report.cores and all(core.bit_exact for core in report.cores)
     assert not Path(report.project).exists()
+
+
+def test_quantized_is_built_once_per_calibration_and_follows_a_new_placement():
+    design = Design(models.mlp(batch=1, sizes=(16, 64, 32, 5)), "zcu104", profile_cpu=False)
+    first = design.quantized(random_samples=4)
+    assert design.quantized(random_samples=4) is first
+    assert design.quantized(random_samples=5) is not first
+    design.place("throughput", "greedy")
+    again = design.quantized(random_samples=4)
+    assert again is first and again.placement.placement.method == "greedy"
