@@ -191,6 +191,7 @@ def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
             "bound": result.placement.bound, "gap": result.placement.gap, "unit": "us",
             "devices": {op: device.name for op, device in devices.items()},
         },
+        "devices": _devices(design, result),
         "cores": records,
         "cpu_ops": cpu_ops,
         "split": "split/manifest.json",
@@ -198,6 +199,22 @@ def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
         "interval_us": interval_us,
         "fps": design.batch * 1e6 / interval_us if interval_us > 0 else None,
     }
+
+
+def _devices(design: Design, result) -> list[dict]:
+    """Every device of the board with its ops and its planned load (the trusted evaluator's, in
+    us, transfers included) and planned compute (the sum of its ops' latencies)."""
+    problem = design.problem
+    rows = []
+    for index, device in enumerate(design.devices()):
+        members = [v for v in range(problem.n) if result.placement.device[v] == index]
+        kind = problem.devices()[index][0]
+        rows.append({
+            "name": device.name, "kind": "fpga" if isinstance(device, FpgaCore) else "cpu", "node": device.node,
+            "ops": [problem.names[v] for v in members], "load_us": float(result.evaluation.loads[index]),
+            "compute_us": float(sum(problem.latency[v, kind] for v in members)),
+        })
+    return rows
 
 
 def _transfers(design: Design, manifest) -> list[dict]:
