@@ -38,6 +38,7 @@ app = typer.Typer(
         "  fpgaplace place model.onnx --board zcu104  # optimal placement\n\n"
         "  fpgaplace compile model.onnx --out proj/   # the int8 HLS project\n\n"
         "  fpgaplace csim proj/                    # C simulation, bit-exact check\n\n"
+        "  fpgaplace sim proj/                     # event simulation: latency, fps, stalls\n\n"
         "  fpgaplace demo                          # all of it on a built-in model"
     ),
     no_args_is_help=True,
@@ -941,6 +942,53 @@ def print_csim(document: dict) -> None:
     out.print(outputs)
     out.print(f"built in {document.get('build_seconds', 0):.1f} s, ran in {document.get('run_seconds', 0):.1f} s: "
               + ("[green]ok[/]" if document.get("ok") else "[red]not exact[/]"))
+
+
+@app.command()
+@user_errors
+def sim(
+    project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
+    samples: Annotated[int, typer.Option("--samples", "-n", help="Samples to stream through (1 to 1000000).")] = 256,
+    as_json: JsonOption = False,
+) -> None:
+    """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
+
+    Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
+    sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound.
+
+    Example: fpgaplace sim project/ --samples 1000
+    """
+    from fpgaplace.sim.event import simulate
+
+    document = simulate(project, samples).to_json()
+    if as_json:
+        print_json(document)
+    else:
+        print_sim(document)
+
+
+def print_sim(document: dict) -> None:
+    """Per-device table (per-sample time, utilisation, blocked and starved time), then latency,
+    interval, fps, bottleneck and the bounds with the share of them reached."""
+    table = Table(title=f"event simulation of {document['samples']} samples")
+    for column in ("device", "kind", "us/sample", "utilisation", "blocked us", "starved us"):
+        table.add_column(column, justify="left" if column in ("device", "kind") else "right")
+    for device in document["devices"]:
+        name = escape(device["name"])
+        if device["name"] == document["bottleneck"]:
+            name = f"[bold]{name}[/]"
+        table.add_row(name, device["kind"], f"{device['per_sample_us']:.4g}", f"{device['utilisation']:.1%}",
+                      f"{device['blocked_us']:.4g}", f"{device['starved_us']:.4g}")
+    out.print(table)
+    out.print(f"latency {document['latency_us']:.4g} us ({document['latency_cycles']:,.0f} cycles); interval "
+              f"{document['interval_us']:.4g} us ({document['interval_cycles']:,.0f} cycles): "
+              f"{document['fps']:.4g} fps; bottleneck {escape(document['bottleneck'])}")
+    for label, key, fraction in (("DSP roofline", "roofline_fps", "roofline_fraction"),
+                                 ("DRAM bound", "dram_bound_fps", "dram_fraction")):
+        if document.get(key):
+            out.print(f"{label}: {document[key]:.4g} fps ({document[fraction]:.1%} reached)")
+    if document.get("cpu_ops"):
+        out.print(f"[dim]the roofline counts the MACs on FPGA cores; {document['cpu_ops']} ops run on CPUs[/]")
 
 
 @app.command("run-cluster")
