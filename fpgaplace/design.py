@@ -427,6 +427,7 @@ class Design:
 
         if self.is_qdq:
             return self
+        _ = self.board  # an unknown board is an error before any quantization work
         key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed)
         cached = self._quantized.get(key)
         if cached is not None:

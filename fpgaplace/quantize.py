@@ -58,6 +58,7 @@ of value 0 on a ``DequantizeLinear`` of an int32 constant (a quantized bias).
 from __future__ import annotations
 
 import json
+import logging
 import math
 import os
 import tempfile
@@ -369,6 +370,9 @@ def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], 
                      what: str) -> None:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
 
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)  # the quantizer warns on the root logger (e.g. 1-D weights it leaves per tensor)
     try:
         quantize_static(
             str(source), str(target), _SampleReader(calibration),
@@ -381,6 +385,8 @@ def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], 
         )
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises many unrelated types
         raise FpgaplaceError(f"{what}: onnxruntime quantize_static failed: {first_line(exc)}") from exc
+    finally:
+        root.setLevel(level)
 
 
 def _restore_metadata(original: onnx.ModelProto, quantized: onnx.ModelProto, removed: set[str]) -> None:

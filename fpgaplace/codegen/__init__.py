@@ -80,11 +80,16 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
     batch = design.batch
     cores: list[CoreDesign] = []
+    host_ops: list[str] = []  # placed on a core that would compute nothing: the host runs them
     for core in board.cores:
         ops = [op for op in graph.topological_order() if names.get(op) == core.name]
         if ops:
             _say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
-            cores.append(lower_core(core.name, core, ops, graph, names, resident, board.dram, batch))
+            lowered = lower_core(core.name, core, ops, graph, names, resident, board.dram, batch)
+            if lowered is None:
+                host_ops += ops
+            else:
+                cores.append(lowered)
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -111,6 +116,8 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
                                                 for k, v in layer.arrays.items()})
             records.append(_core_record(c, plan, design, result))
         document = _design_json(design, result, records, manifest)
+        document["host_ops"] = host_ops
+        document["cpu_ops"] += host_ops
         (tmp / DESIGN_FILE).write_text(json.dumps(document, indent=2) + "\n")
         (tmp / "README.md").write_text(environment().get_template("project/README.md.j2").render(
             model=graph.name, board=board.name, version=__version__, cores=[_summary(r) for r in document["cores"]],

@@ -264,8 +264,9 @@ def _node_ops(index: QdqIndex, graph: OpGraph, tensor: str) -> list[str]:
 
 
 def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, placed: dict[str, str],
-               resident: set[str], dram: Link, batch: int) -> CoreDesign:
-    """Lower and fold the ops ``placed`` on the core called ``name`` (see the module docstring)."""
+               resident: set[str], dram: Link, batch: int) -> CoreDesign | None:
+    """Lower and fold the ops ``placed`` on the core called ``name`` (see the module docstring);
+    None when none of them computes anything (the core is left empty, its ops run on the host)."""
     lowering = _Lowering(graph)
     index = lowering.index
     layers: list[Layer] = []
@@ -279,7 +280,7 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
             result.resident = op_name in resident
             layers.append(result)
     if not layers:
-        raise FpgaplaceError(f"{name}: none of its {len(op_names)} ops computes anything; nothing to build")
+        return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
     stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
     folding = _fold_streaming_if_needed(stages, layers, core, dram)
     for layer, stage in zip(layers, folding.stages, strict=True):
