@@ -1,7 +1,9 @@
 """Cost model: analytic FPGA latency, CPU profiling, footprints, and the PlacementProblem it builds."""
 
+import json
 import math
 import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,3 +150,168 @@ def test_resident_weights_fit_the_budget_smallest_first(zcu104):
     problem = build_problem(graph, zcu104, CostOptions(profile_cpu=False))
     accel = next(k for k in problem.kinds if not k.is_cpu)
     assert problem.size.sum() <= accel.memory * accel.count
+
+
+# ---- reproducible CPU costs: median profiles cached per model and host ------------------------------
+
+
+def cpu_figures(costs) -> dict[str, float]:
+    """Each op's latency (us) on the board's first CPU kind."""
+    kind = next(k for k in costs[0].latency_us if k.startswith("cpu"))
+    return {c.name: c.latency_us[kind] for c in costs}
+
+
+def test_two_runs_in_a_row_give_the_same_cpu_figures_from_the_cache(tmp_path, monkeypatch, cnn_graph, zcu104):
+    """The first run measures and stores the profile; the second reads it: figures exactly equal
+    (so within 5%), and no profiling happens the second time."""
+    import fpgaplace.cost as cost
+
+    options = CostOptions(cpu_cache_dir=tmp_path / "cache")
+    first = cpu_figures(op_costs(cnn_graph, zcu104, options))
+    assert len(list((tmp_path / "cache").glob("*.json"))) == 1
+
+    def no_profiling(*args, **kwargs):
+        raise AssertionError("the second run profiled again instead of reading the cache")
+
+    monkeypatch.setattr(cost, "_profile_model", no_profiling)
+    monkeypatch.setattr(cost, "_host_rate_samples", no_profiling)
+    second = cpu_figures(op_costs(cnn_graph, zcu104, options))
+    assert second == first
+    assert all(abs(second[n] - first[n]) <= 0.05 * first[n] for n in first)
+    assert all(math.isfinite(us) and us > 0 for us in first.values())
+
+
+def count_measurements(monkeypatch) -> list[int]:
+    """Wrap the profiler so a test can count how often the model was really measured."""
+    import fpgaplace.cost as cost
+
+    calls: list[int] = []
+    measure = cost._profile_model
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return measure(*args, **kwargs)
+
+    monkeypatch.setattr(cost, "_profile_model", counted)
+    return calls
+
+
+def test_cache_key_follows_model_content_runs_and_host(tmp_path, monkeypatch, cnn_graph):
+    import fpgaplace.cost as cost
+    from fpgaplace.cost import CpuProfileCache, cpu_profile, profile_key
+
+    cache = CpuProfileCache(tmp_path)
+    calls = count_measurements(monkeypatch)
+    cpu_profile(cnn_graph, 2, cache)
+    renamed = from_model(cnn_residual(), source="another-name")
+    assert profile_key(renamed.to_onnx(), 2) == profile_key(cnn_graph.to_onnx(), 2)  # a name is not content
+    cpu_profile(renamed, 2, cache)
+    assert len(calls) == 1
+    cpu_profile(cnn_graph, 3, cache)  # another run count: another measurement
+    cpu_profile(from_model(cnn_residual(seed=2), source="cnn"), 2, cache)  # other weights
+    assert len(calls) == 3
+    identity = cost.host_identity()
+    monkeypatch.setattr(cost, "host_identity", lambda: {**identity, "onnxruntime": "0.0.0-other"})
+    cpu_profile(cnn_graph, 2, cache)
+    monkeypatch.setattr(cost, "host_identity", lambda: {**identity, "host": "another-host"})
+    cpu_profile(cnn_graph, 2, cache)
+    assert len(calls) == 5
+    assert len(list(tmp_path.glob("*.json"))) == 5
+
+
+@pytest.mark.parametrize("content", ["{not json", "[1, 2]", "", '{"key": "wrong"}', "NEGATIVE", "NAN_RATE"])
+def test_a_corrupt_cache_file_is_measured_again_and_replaced(tmp_path, monkeypatch, cnn_graph, content):
+    from fpgaplace.cost import CpuProfileCache, cpu_profile, profile_key
+
+    cache = CpuProfileCache(tmp_path)
+    calls = count_measurements(monkeypatch)
+    good = cpu_profile(cnn_graph, 2, cache)
+    path = cache.path(profile_key(cnn_graph.to_onnx(), 2))
+    record = json.loads(path.read_text())
+    if content == "NEGATIVE":
+        record["op_us"][next(iter(record["op_us"]))] = -1.0
+        content = json.dumps(record)
+    elif content == "NAN_RATE":
+        content = json.dumps({**record, "host_gflops": float("nan")})
+    path.write_text(content)
+    again = cpu_profile(cnn_graph, 2, cache)
+    assert len(calls) == 2
+    assert set(again.op_us) == set(good.op_us)
+    assert json.loads(path.read_text())["op_us"] == again.op_us  # the bad file was replaced
+    assert cpu_profile(cnn_graph, 2, cache) == again and len(calls) == 2
+
+
+def test_an_unwritable_cache_folder_only_means_nothing_is_kept(tmp_path, cnn_graph, zcu104):
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    costs = op_costs(cnn_graph, zcu104, CostOptions(cpu_cache_dir=blocker / "cpu-costs"))
+    assert all(c.cpu_measured for c in costs)
+    assert blocker.read_text() == "a file where the cache folder would go"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["not-a-folder"]
+
+
+def test_cache_store_is_atomic_and_leaves_no_temporary_files(tmp_path, cnn_graph):
+    from fpgaplace.cost import CpuProfile, CpuProfileCache
+
+    cache = CpuProfileCache(tmp_path / "deep" / "folder")
+    key = {"format": "test", "model": "abc"}
+    assert cache.store(key, CpuProfile({"a": 1.5}, 70.0))
+    assert cache.store(key, CpuProfile({"a": 2.5}, 71.0))  # replaces in one rename
+    assert [p.name for p in cache.folder.iterdir()] == [cache.path(key).name]
+    assert cache.load(key) == CpuProfile({"a": 2.5}, 71.0)
+    assert cache.load({**key, "model": "abd"}) is None
+
+
+def test_default_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
+    from fpgaplace.cost import default_cpu_cache_dir
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert default_cpu_cache_dir() == tmp_path / "fpgaplace" / "cpu-costs"
+    assert CostOptions().profile_cache().folder == tmp_path / "fpgaplace" / "cpu-costs"
+    monkeypatch.setenv("XDG_CACHE_HOME", "relative/path")  # not absolute: ignored, as the XDG spec says
+    assert default_cpu_cache_dir() == Path.home() / ".cache" / "fpgaplace" / "cpu-costs"
+    assert CostOptions(cpu_cache=False).profile_cache() is None
+
+
+def test_node_times_are_the_median_of_the_timed_runs_after_the_warm_up():
+    from fpgaplace.cost import _node_times_us
+
+    def event(name, dur):
+        return {"cat": "Node", "name": f"{name}_kernel_time", "dur": dur}
+
+    durations = {"conv": [900, 10, 12, 11, 500, 13], "relu": [50, 2, 3, 2, 2, 100]}  # first run: warm-up
+    events = [event(n, d) for i in range(6) for n, d in ((n, durations[n][i]) for n in durations)]
+    events.append({"cat": "Session", "name": "model_run", "dur": 5000})
+    assert _node_times_us(events, runs=5) == {"conv": 12.0, "relu": 2.0}
+
+
+@pytest.mark.parametrize("runs", [0, -1, 2.5, True, 10**6])
+def test_bad_profile_runs_is_one_line(cnn_graph, zcu104, runs, tmp_path):
+    with pytest.raises(FpgaplaceError, match="profile_runs"):
+        op_costs(cnn_graph, zcu104, CostOptions(profile_runs=runs, cpu_cache_dir=tmp_path))
+
+
+UNCACHED_SPREAD_BOUND = 3.0  # max/min of a figure over two uncached profiles in a row (see the test)
+
+
+def test_uncached_profiles_agree_within_the_documented_bound(tmp_path, monkeypatch, zcu104):
+    """Without the cache each run measures again, and on this project's loaded 2-core machines
+    two profiles in a row differ far more than 5%. Measured on a 2-core VM at load 1.7-2.6
+    (other test suites running), 30 pairs of profiles of this model: max/min per op of 50 us
+    or more up to 1.9 (median 1.05, 90th percentile 1.43), model total up to 1.9; before
+    profiles ran for at least ``MIN_PROFILE_SECONDS``, up to 2.6. The bound asserted, 3.0 for
+    those ops and for the total, catches a broken median or host scaling and holds on such a
+    machine; 5% holds only from the cache (the test above)."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    graph = from_model(mlp(batch=32, sizes=(256, 512, 512, 256)), batch=32)
+    options = CostOptions(cpu_cache=False)
+    runs = [cpu_figures(op_costs(graph, zcu104, options)) for _ in range(2)]
+    assert list(tmp_path.iterdir()) == []  # nothing cached
+    measured = profile_cpu_us(graph, 5)
+    heavy = [n for n, us in measured.items() if us >= 50]
+    assert heavy, "the test model should have ops of 50 us or more"
+    ratios = {n: max(runs[0][n], runs[1][n]) / min(runs[0][n], runs[1][n]) for n in heavy}
+    totals = [sum(r.values()) for r in runs]
+    print(f"uncached spread: per-op {max(ratios.values()):.3f}, total {max(totals) / min(totals):.3f}")
+    assert max(ratios.values()) <= UNCACHED_SPREAD_BOUND
+    assert max(totals) / min(totals) <= UNCACHED_SPREAD_BOUND
