@@ -237,12 +237,21 @@ def _tensor_bytes(entry: dict) -> float:
 
 
 def build_pipeline(project: Path, buffer: int = BUFFER_SAMPLES) -> Pipeline:
-    """The stages and servers of ``project`` (see the module docstring for the model)."""
+    """The stages and servers of ``project`` (see the module docstring for the model); a
+    design.json missing what the simulation reads is a one-line error naming the field."""
     project = Path(project)
     document = load_design(project)
     path = project / "design.json"
     board = _board(document, path)
     manifest = _manifest(project, document)
+    try:
+        return _pipeline(document, path, board, manifest, buffer)
+    except (KeyError, TypeError, ValueError, AttributeError) as error:
+        what = f"no field {error}" if isinstance(error, KeyError) else first_line(error)
+        raise FpgaplaceError(f"{path}: {what}; expected a design.json written by `fpgaplace compile`") from None
+
+
+def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -> Pipeline:
     board_cores = {core.name: core for core in board.cores}
     devices = {d["name"]: d for d in _field(document, "devices", str(path))}
     cores = {c["name"]: c for c in document["cores"]}
