@@ -94,7 +94,10 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
         _say(progress, "writing the per-device split")
-        manifest, _ = design.split(tmp / "split")
+        # Not checked here against the whole model in float: onnxruntime fuses Q/DQ differently in a
+        # piece and in the whole model, so a dequantized tensor may differ by one step; csim checks
+        # the placed model against the whole QDQ model in steps (LSB).
+        manifest, _ = design.split(tmp / "split", check=False)
         pieces = [s.device for s in manifest.submodels]
         for c in cores:
             if pieces.count(c.name) != 1:
