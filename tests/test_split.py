@@ -219,3 +219,143 @@ def test_split_refuses_to_overwrite_a_folder_that_is_not_a_split(tmp_path):
         split_model(model, chunked(model, ["A", "B"], 1), tmp_path / "out")
     assert (tmp_path / "out" / "precious.txt").read_text() == "keep me"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
+
+
+# ---- the split check compares like numpy.allclose, scaled to each tensor's range ---------------------
+
+
+def tiny_output_model(channels: int = 8, size: int = 8, offset: float = 7e-4) -> onnx.ModelProto:
+    """y = BatchNorm(Conv(x, w)) - Conv(x, w_folded, b_folded + offset * noise): two O(1) branches
+    that cancel to outputs below 1e-3. onnxruntime folds the BatchNorm into the Conv only when
+    both are in one model, so a split between them rounds the O(1) values differently."""
+    rng = np.random.default_rng(0)
+    w = (rng.standard_normal((channels, channels, 3, 3)) / np.sqrt(channels * 9)).astype(np.float32)
+    gamma = rng.uniform(0.5, 2, channels).astype(np.float32)
+    beta = rng.standard_normal(channels).astype(np.float32)
+    mean = (0.1 * rng.standard_normal(channels)).astype(np.float32)
+    var = rng.uniform(0.5, 2, channels).astype(np.float32)
+    scale = gamma / np.sqrt(var + 1e-5)
+    folded_w = (w * scale[:, None, None, None]).astype(np.float32)
+    folded_b = (beta - mean * scale + offset * rng.standard_normal(channels)).astype(np.float32)
+    arrays = {"w": w, "gamma": gamma, "beta": beta, "mean": mean, "var": var, "w2": folded_w, "b2": folded_b}
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("BatchNormalization", ["c", "gamma", "beta", "mean", "var"], ["n"], name="bn"),
+             helper.make_node("Conv", ["x", "w2", "b2"], ["c2"], name="conv2", pads=[1, 1, 1, 1]),
+             helper.make_node("Sub", ["n", "c2"], ["y"], name="sub")]
+    shape = [1, channels, size, size]
+    graph = helper.make_graph(nodes, "tiny_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)],
+                              initializer=[onnx.numpy_helper.from_array(a, n) for n, a in arrays.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model)
+    return model
+
+
+TINY_ASSIGNMENT = {"conv": "A", "bn": "B", "conv2": "B", "sub": "B"}
+
+
+def test_tiny_outputs_that_failed_the_norm_wise_check_now_agree(tmp_path):
+    from fpgaplace.split import relative_error
+
+    model = tiny_output_model()
+    split_model(model, TINY_ASSIGNMENT, tmp_path / "out")
+    inputs = random_inputs(model, seed=0)
+    got, want = run_split(tmp_path / "out", inputs)["y"], run_model(model, inputs)["y"]
+    peak = float(np.abs(want).max())
+    assert peak < 2e-3
+    assert 0 < float(np.abs(got - want).max()) < 1e-5  # float32 rounding of the O(1) branches
+    assert relative_error(got, want) > 1e-5  # what the old check (norm-wise, rtol 1e-5) rejected
+    errors = check_split(model, tmp_path / "out")  # passes now
+    assert set(errors) == {"y"} and errors["y"] > 1e-5  # the old check raised on this figure
+
+
+def perturb_initializer(folder: Path, initializer: str, change) -> str:
+    """Apply ``change`` to ``initializer`` in the one submodel file that holds it; its name."""
+    for path in sorted(folder.glob("sub*.onnx")):
+        sub = onnx.load(path)
+        for tensor in sub.graph.initializer:
+            if tensor.name == initializer:
+                values = change(onnx.numpy_helper.to_array(tensor).copy())
+                tensor.CopyFrom(onnx.numpy_helper.from_array(values.astype(np.float32), initializer))
+                onnx.save(sub, path)
+                return path.stem
+    raise AssertionError(f"no submodel holds {initializer}")
+
+
+def test_a_real_difference_on_tiny_outputs_still_fails(tmp_path):
+    """Shifting one channel's bias by 5e-5, about 5% of the outputs' range (and over six times the
+    float32 floor), is a real difference: the check names the submodel and the tensor."""
+    model = tiny_output_model()
+    split_model(model, TINY_ASSIGNMENT, tmp_path / "out")
+
+    def shift_one_channel(bias):
+        bias[3] += 5e-5
+        return bias
+
+    changed = perturb_initializer(tmp_path / "out", "b2", shift_one_channel)
+    with pytest.raises(FpgaplaceError, match=f"submodel '{changed}'.*differs from the whole model at index"):
+        check_split(model, tmp_path / "out")
+
+
+def test_a_slightly_changed_weight_fails_on_an_ordinary_model(tmp_path):
+    model = models.cnn_residual()
+    manifest = split_model(model, chunked(model, ["A", "B"], 1), tmp_path / "out")
+    check_split(model, tmp_path / "out")
+    last = onnx.load(tmp_path / "out" / manifest.submodels[-1].file)
+    weight = max(last.graph.initializer, key=lambda t: np.prod(t.dims))
+    changed = perturb_initializer(tmp_path / "out", weight.name, lambda w: w * (1 + 1e-3))
+    with pytest.raises(FpgaplaceError, match=f"submodel '{changed}'"):
+        check_split(model, tmp_path / "out")
+
+
+def test_the_tolerance_rule_at_its_boundary():
+    """|a - b| <= atol + rtol * |b| with atol = range_rtol * max|b| + floor_ulps * eps, per element."""
+    from fpgaplace.split import Tolerance, compare_tensors
+
+    expected = np.array([[1e-3, -0.5], [0.25, 0.0]], dtype=np.float32)
+    tolerance = Tolerance()
+    atol = tolerance.range_rtol * 0.5 + tolerance.floor_ulps * np.finfo(np.float32).eps
+    assert tolerance.atol(expected) == pytest.approx(atol)
+    allowed = atol + tolerance.rtol * np.abs(expected.astype(np.float64))
+    for share, agrees in ((0.9, True), (1.1, False)):
+        for index in np.ndindex(expected.shape):
+            actual = expected.astype(np.float64).copy()
+            actual[index] += share * allowed[index]
+            comparison = compare_tensors(actual, expected, tolerance)
+            assert comparison.agrees == agrees, (index, share)
+            assert comparison.index == index
+    assert compare_tensors(expected, expected).used == 0.0
+    assert not compare_tensors(expected * 1.01, expected).agrees  # a 1% change is a real difference
+
+
+def test_the_tolerance_is_scaled_to_each_tensor_and_its_float_type():
+    from fpgaplace.split import Tolerance, compare_tensors
+
+    tiny = np.full(4, 7e-4, dtype=np.float32)
+    big = np.full(4, 7e3, dtype=np.float32)
+    assert compare_tensors(tiny + 1e-6, tiny).agrees  # below the float32 floor (7.6e-6)
+    assert not compare_tensors(tiny + 1e-5, tiny).agrees
+    assert compare_tensors(big + 0.1, big).agrees  # within 1e-5 of the range and of the value
+    assert not compare_tensors(big + 0.2, big).agrees
+    exact = np.full(4, 7e-4, dtype=np.float64)
+    assert compare_tensors((tiny + 1e-7).astype(np.float32), tiny).agrees
+    assert not compare_tensors(exact + 1e-7, exact).agrees  # float64 floor is 64 * 2.2e-16
+    assert compare_tensors(exact + 1e-7, exact, Tolerance(floor_ulps=1e9)).agrees
+
+
+def test_special_values_and_exact_types():
+    from fpgaplace.split import compare_tensors
+
+    floats = np.array([np.inf, -np.inf, np.nan, 1.0], dtype=np.float32)
+    assert compare_tensors(floats.copy(), floats).agrees  # NaN equals NaN, infinities themselves
+    assert not compare_tensors(np.array([-np.inf, -np.inf, np.nan, 1.0], np.float32), floats).agrees
+    stray_nan = compare_tensors(np.array([np.inf, -np.inf, np.nan, np.nan], np.float32), floats)
+    assert not stray_nan.agrees and stray_nan.index == (3,)
+    ints = np.array([1, 2, 3], dtype=np.int64)
+    assert compare_tensors(ints.copy(), ints).agrees
+    off_by_one = compare_tensors(np.array([1, 2, 4]), ints)
+    assert not off_by_one.agrees and "index (2,): 4 vs 3" in off_by_one.describe()
+    assert not compare_tensors(np.array([True, False]), np.array([True, True])).agrees
+    mismatch = compare_tensors(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32))
+    assert not mismatch.agrees and "shape [2, 3] where [3, 2] was expected" in mismatch.describe()
+    assert compare_tensors(np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)).agrees
