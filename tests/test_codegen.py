@@ -325,3 +325,12 @@ def test_a_qdq_model_with_bad_qparams_is_a_one_line_error_naming_the_node(mlp_qd
     assert f"'{node_name}'" in message
     assert ("scale" if zero_scale else "zero point") in message
     assert leftovers(tmp_path) == ["good"]
+
+
+def test_c_literals_round_trip_every_int8_and_wide_ints():
+    from fpgaplace.codegen.render import c_literals
+
+    every = np.arange(-128, 128, dtype=np.int8)
+    assert [int(v) for v in c_literals(every).split(",")] == every.tolist()
+    wide = np.array([-(2**31), 0, 2**31 - 1], dtype=np.int32)
+    assert [int(v) for v in c_literals(wide).split(",")] == wide.tolist()

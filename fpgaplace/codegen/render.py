@@ -220,9 +220,22 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
     return "", offset, offset + w.size
 
 
+# "-128," ... " 127,": every int8 as a C literal of five characters (leading blanks are fine in C)
+_INT8_LITERALS = np.array([f"{v:>4},".encode() for v in range(-128, 128)], dtype="S5")
+
+
+def c_literals(values: np.ndarray) -> str:
+    """The comma-separated C initializer of ``values``; int8 arrays (the weights, millions of
+    them for ResNet-50) through a table of fixed-width literals, O(n) in numpy."""
+    flat = np.asarray(values).reshape(-1)
+    if flat.dtype == np.int8:
+        return _INT8_LITERALS[flat.astype(np.int16) + 128].tobytes().decode().rstrip(",")
+    return ",".join(map(str, flat.tolist()))
+
+
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:
     flat = np.asarray(values).reshape(-1)
-    return {"name": name, "ctype": ctype, "size": max(1, flat.size), "data": ",".join(map(str, flat.tolist()))}
+    return {"name": name, "ctype": ctype, "size": max(1, flat.size), "data": c_literals(flat)}
 
 
 def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict) -> list[Path]:
@@ -241,7 +254,7 @@ def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict)
     }
     if plan.streamed:
         written["wmem.h"] = env.get_template("hls/wmem.h.j2").render(
-            core=design.name, size=plan.streamed, values=",".join(map(str, plan.wmem.tolist())))
+            core=design.name, size=plan.streamed, values=c_literals(plan.wmem))
         (folder / "weights.bin").write_bytes(plan.wmem.astype(np.int8).tobytes())
     paths = []
     for name, text in written.items():
