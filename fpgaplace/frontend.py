@@ -9,7 +9,10 @@ ops ``fpgaplace.ops`` names), then build the ops. Nodes whose inputs are all con
 ops (see ``fpgaplace.ir``).
 
 Each op's MACs, FPGA support and foldability come from its class in ``fpgaplace.ops``, whose
-docstring states what counts as a MAC. The published 4.09 G for ResNet-50 and 19.6 G for VGG-19
+docstring states what counts as a MAC. A control-flow op (If, Loop, Scan) is costed from its
+bodies (``fpgaplace.ops.control_flow_cost``, given the top-level shapes, element types and small
+constants such as a Loop's trip count), and the graph's notes say which branch or trip count was
+used. The published 4.09 G for ResNet-50 and 19.6 G for VGG-19
 count conv and FC MACs only; ``dot_product_macs`` gives that figure, ``OpGraph.total_macs``
 adds the (small) rest.
 """
@@ -23,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 from google.protobuf.message import DecodeError
-from onnx import helper, shape_inference
+from onnx import helper, numpy_helper, shape_inference
 
 from fpgaplace import graphs, ops
 from fpgaplace.errors import FpgaplaceError, first_line
@@ -40,8 +43,6 @@ InputShapes = Mapping[str, Sequence[int]]
 
 FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 """Op types the FPGA cores can run (a view of ``fpgaplace.ops``, which decides)."""
-
-Shapes = dict[str, tuple[int, ...]]
 
 
 def dot_product_macs(graph: OpGraph) -> int:
@@ -413,18 +414,6 @@ def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
     return all(t in constants for t in node.input if t)
 
 
-def _attr_values(node: onnx.NodeProto) -> dict:
-    attrs = {}
-    for attr in node.attribute:
-        value = helper.get_attribute_value(attr)
-        if isinstance(value, bytes):
-            value = value.decode("utf-8", errors="replace")
-        elif isinstance(value, list) and value and isinstance(value[0], bytes):
-            value = [v.decode("utf-8", errors="replace") for v in value]
-        attrs[attr.name] = value
-    return attrs
-
-
 def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, TensorInfo]) -> dict[str, int]:
     """Stored bytes of each constant tensor: a dequantized weight is stored quantized."""
     storage = {}
@@ -455,8 +444,8 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
         else:
             compute.append((index, node))
     storage = _param_storage(constant_nodes, infos)
-    shapes = {name: info.shape for name, info in infos.items()}
-    ops = []
+    scope = _outer_scope(model, constant_nodes, infos)
+    graph_ops = []
     for (index, node), name in zip(compute, unique_op_names(compute), strict=True):
         proto = onnx.NodeProto()
         proto.CopyFrom(node)
@@ -465,20 +454,20 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
             name=name,
             op_type=node.op_type,
             domain=node.domain,
-            attrs=_attr_values(node),
+            attrs=ops.attribute_values(node),
             inputs=list(node.input),
             outputs=list(node.output),
             index=index,
             implicit_inputs=outer_references(node),
             node=proto,
         )
-        _fill_costs(op, shapes, infos, constants, storage)
-        ops.append(op)
+        _fill_costs(op, scope, infos, constants, storage, notes)
+        graph_ops.append(op)
     inputs = [v.name for v in graph.input if v.name not in initializer_names]
     outputs = [v.name for v in graph.output]
     built = OpGraph(
         graph.name or Path(source).stem,
-        ops,
+        graph_ops,
         infos,
         constants,
         inputs,
@@ -495,12 +484,33 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
     return built
 
 
+def _outer_scope(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto],
+                 infos: dict[str, TensorInfo]) -> ops.Scope:
+    """What control-flow bodies read from the top-level graph: shapes, element types, the values
+    of small initializers and Constant nodes (trip counts), and the opsets."""
+    values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
+              if math.prod(t.dims) <= ops.SMALL_CONSTANT}
+    values.update(ops.constant_node_values(constant_nodes))
+    return ops.Scope(
+        {name: info.shape for name, info in infos.items()},
+        {name: info.elem_type for name, info in infos.items()},
+        values,
+        tuple(model.opset_import),
+    )
+
+
 def _fill_costs(
-    op: Op, shapes: Shapes, infos: dict[str, TensorInfo], params: set[str], storage: dict[str, int]
+    op: Op, scope: ops.Scope, infos: dict[str, TensorInfo], params: set[str], storage: dict[str, int],
+    notes: list[str],
 ) -> None:
-    """Set ``op``'s MACs, byte counts and FPGA support flag."""
+    """Set ``op``'s MACs, byte counts and FPGA support flag; a control-flow op's costing is noted."""
     reads = op.all_inputs()
-    op.macs = ops.count_macs(op, shapes)
+    if ops.is_control_flow(op.op_type, op.domain):
+        cost = ops.control_flow_cost(op, scope)
+        op.macs = cost.macs
+        notes.append(cost.note)
+    else:
+        op.macs = ops.count_macs(op, scope.shapes)
     op.param_bytes = sum(storage.get(t, infos[t].nbytes if t in infos else 0) for t in reads if t in params)
     op.input_bytes = sum(infos[t].nbytes for t in reads if t not in params and t in infos)
     op.output_bytes = sum(infos[t].nbytes for t in op.outputs if t in infos)

@@ -14,9 +14,23 @@ operation on one element:
   elements times the weight's per-output-channel size (any rank, grouped, depthwise, dilated,
   strided). FusedConv's activation is not counted, as a separate Relu after a Conv would be.
 * ConvTranspose: input elements * (Cout/groups) * kernel size.
-* Gemm: M*N*K. MatMul, MatMulInteger, QLinearMatMul, FusedMatMul: output elements (batched and
-  broadcast) * K. Bias additions and FusedMatMul's alpha scaling are not counted (the published
-  ResNet/VGG figures leave them out).
+* Gemm, QGemm (com.microsoft): M*N*K (from A and B, so a QGemm without a known output shape
+  is still counted). MatMul, MatMulInteger, QLinearMatMul, FusedMatMul: output elements (batched
+  and broadcast) * K. Bias additions and FusedMatMul's alpha scaling are not counted (the
+  published ResNet/VGG figures leave them out).
+* RNN, GRU, LSTM (and com.microsoft DynamicQuantizeLSTM), from the ONNX operator spec's
+  equations, per time step, batch row and direction, with g gates (1, 3, 4) and hidden size h:
+  the matrix products X_t*W^T and H_{t-1}*R^T, g*h*(input_size + h); the biases Wb and Rb, 2*g*h
+  if B is given; LSTM's peepholes P (.) C, 3*h if P is given; the elementwise rest: RNN h (the
+  activation), GRU 7*h (3 gate activations, r (.) H or r (.) (H*Rh^T), (1-z) (.) h' + z (.) H as 3),
+  LSTM 8*h (4 gate activations, C_t = f (.) C + i (.) c as 2, h(C_t), o (.) h(C_t)). Time steps:
+  X's sequence length (``layout`` 0: [seq, batch, input], 1: [batch, seq, input]); a shorter
+  ``sequence_lens`` entry is not taken into account. Directions: 2 if bidirectional.
+* Control flow (If, Loop, Scan): the MACs of the ops in their bodies (nested bodies too), found
+  with the body's own shape inference seeded from the outer tensors (``control_flow_cost``). If:
+  the larger branch; Loop: the body times the trip count M when it is a constant (an upper bound
+  when a condition is given: it may stop sooner), else the body once; Scan: the body times the
+  scan axis' extent. The front end notes which figure it used.
 * Attention / MultiHeadAttention (com.microsoft): the Q/K/V projection (Attention only),
   Q*K^T and P*V products, plus 3 per softmax element. Plain MatMul-based attention is costed
   op by op.
@@ -27,7 +41,13 @@ operation on one element:
   QuantizeLinear, DequantizeLinear: one per element.
 * Softmax, LogSoftmax: 3 per element (exp, accumulate, scale). LayerNormalization and the other
   normalisations: 4 per element (mean, variance, normalise, scale+shift). LRN: size+1 per element.
-  Reductions: one per input element. Einsum: the product of all index extents.
+  Reductions: one per input element. Einsum: the product of all index extents (an ellipsis
+  stands for its operands' broadcast dims), times operands-1 for three or more operands; with
+  fewer index shapes than the equation needs, the output elements.
+* QOperator contrib ops count as their float counterparts: QLinearAdd, QLinearMul, QLinearWhere,
+  QLinearSigmoid, QLinearLeakyRelu one per output element; QLinearSoftmax 3; QLinearConcat one
+  per output element (each input is requantized); QLinearAveragePool and
+  QLinearGlobalAveragePool like their pools.
 * Pure data movement (Reshape, Transpose, Concat, Slice, Gather, Pad, Cast, ...) and shape
   arithmetic (Shape, Range, ...): 0; its cost is in its bytes.
 * Random generators, and any op not in the registry: its output elements; not on FPGA cores.
@@ -40,13 +60,14 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Literal
 
+import numpy as np
 import onnx
-from onnx import helper
+from onnx import helper, numpy_helper, shape_inference
 
-from fpgaplace.ir import Op
+from fpgaplace.ir import Op, outer_references
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 """The names of the default ONNX domain."""
@@ -129,11 +150,17 @@ def _conv_transpose_macs(op: Op, shapes: Shapes) -> int:
 
 
 def _gemm_macs(op: Op, shapes: Shapes) -> int:
+    """M*N*K from A (input 0) and B (input 1; QGemm's input 3), each 2-D, with transA/transB."""
     a = _shape(shapes, op.inputs, 0)
+    b = _shape(shapes, op.inputs, 3 if op.op_type == "QGemm" else 1)
     if a is None or len(a) != 2:
         return 0
-    k = a[0] if op.attrs.get("transA", 0) else a[1]
-    return _out_numel(op, shapes) * k
+    m, k = (a[1], a[0]) if op.attrs.get("transA", 0) else a
+    if b is None or len(b) != 2:
+        out = _shape(shapes, op.outputs, 0)
+        return m * out[-1] * k if out else 0
+    n = b[0] if op.attrs.get("transB", 0) else b[1]
+    return m * n * k
 
 
 def _matmul_macs(op: Op, shapes: Shapes) -> int:
@@ -206,18 +233,291 @@ def _lrn_macs(op: Op, shapes: Shapes) -> int:
 
 
 def _einsum_macs(op: Op, shapes: Shapes) -> int:
-    """Product of the extents of every index letter (no ellipsis); else output elements."""
+    """Product of the extents of every index letter and of the broadcast ellipsis dims, times
+    operands-1 for three or more operands; else (a shape missing or not matching its term)
+    output elements. O(sum of the operands' ranks)."""
     equation = str(op.attrs.get("equation", "")).replace(" ", "")
     terms = equation.split("->")[0].split(",")
-    if "..." in equation or len(terms) != len(op.inputs):
+    if len(terms) != len(op.inputs):
         return _out_numel(op, shapes)
     extents: dict[str, int] = {}
+    ellipsis: list[int] = []  # the broadcast ellipsis dims, innermost last
     for position, term in enumerate(terms):
         shape = _shape(shapes, op.inputs, position)
-        if shape is None or len(shape) != len(term):
+        letters = term.replace("...", "")
+        if shape is None or len(shape) < len(letters) or ("..." not in term and len(shape) != len(letters)):
             return _out_numel(op, shapes)
-        extents.update(zip(term, shape, strict=True))
-    return math.prod(extents.values())
+        before = term.index("...") if "..." in term else len(term)
+        broadcast = len(shape) - len(letters)
+        dims = list(shape[:before]) + list(shape[before + broadcast:])
+        for letter, dim in zip(letters, dims, strict=True):
+            extents[letter] = max(extents.get(letter, 1), dim)
+        ellipsis = _broadcast(ellipsis, list(shape[before:before + broadcast]))
+    return math.prod(extents.values()) * math.prod(ellipsis) * max(1, len(terms) - 1)
+
+
+def _broadcast(a: list[int], b: list[int]) -> list[int]:
+    """Numpy broadcasting of two shapes (dims aligned from the right; the larger dim kept)."""
+    rank = max(len(a), len(b))
+    a, b = [1] * (rank - len(a)) + a, [1] * (rank - len(b)) + b
+    return [max(x, y) for x, y in zip(a, b, strict=True)]
+
+
+# ---- recurrent ops ----------------------------------------------------------------------------
+
+RECURRENT_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4, "DynamicQuantizeLSTM": 4}
+"""Gates per op type: each has its own W, R and bias blocks of hidden_size rows."""
+_RECURRENT_ELEMENTWISE = {"RNN": 1, "GRU": 7, "LSTM": 8, "DynamicQuantizeLSTM": 8}
+"""Elementwise operations per hidden unit and step besides biases and peepholes (see the module
+docstring)."""
+
+
+def _recurrent_macs(op: Op, shapes: Shapes) -> int:
+    """RNN/GRU/LSTM by the module docstring: steps * batch * directions * per-step work."""
+    x = _shape(shapes, op.inputs, 0)
+    hidden = _hidden_size(op, shapes)
+    if x is None or len(x) != 3 or hidden is None:
+        return 0
+    steps, batch = (x[1], x[0]) if op.attrs.get("layout", 0) else (x[0], x[1])
+    directions = 2 if op.attrs.get("direction", "forward") == "bidirectional" else 1
+    gates = RECURRENT_GATES[op.op_type]
+    per_unit = gates * (x[2] + hidden) + _RECURRENT_ELEMENTWISE[op.op_type]
+    if _shape(shapes, op.inputs, 3) is not None:  # B: Wb and Rb
+        per_unit += 2 * gates
+    if gates == 4 and _shape(shapes, op.inputs, 7) is not None:  # P: three peepholes
+        per_unit += 3
+    return steps * batch * directions * hidden * per_unit
+
+
+def _hidden_size(op: Op, shapes: Shapes) -> int | None:
+    """The ``hidden_size`` attribute, else the hidden dim of R ([dirs, gates*h, h]; the
+    DynamicQuantizeLSTM R is stored transposed, [dirs, h, 4*h])."""
+    if op.attrs.get("hidden_size"):
+        return int(op.attrs["hidden_size"])
+    r = _shape(shapes, op.inputs, 2)
+    if r is None or len(r) != 3:
+        return None
+    return r[1] if op.op_type == "DynamicQuantizeLSTM" else r[2]
+
+
+# ---- control flow ------------------------------------------------------------------------------
+
+CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
+"""Default-domain ops whose work is in subgraph attributes (bodies)."""
+SMALL_CONSTANT = 64
+"""The most elements a constant may have to be kept as a value in a ``Scope`` (trip counts,
+shape tensors)."""
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a body may read from around it: tensor shapes, ONNX element types, the values of
+    small constants (trip counts, shape tensors), and the model's opset imports."""
+
+    shapes: Shapes
+    elem_types: Mapping[str, int] = field(default_factory=dict)
+    values: Mapping[str, np.ndarray] = field(default_factory=dict)
+    opsets: tuple[onnx.OperatorSetIdProto, ...] = ()
+
+
+@dataclass(frozen=True)
+class ControlFlowCost:
+    """A control-flow op's MACs and a one-line note saying how they were found."""
+
+    macs: int
+    note: str
+
+
+def control_flow_cost(op: Op, scope: Scope) -> ControlFlowCost:
+    """MACs of an If, Loop or Scan by the module docstring's rule, with the note saying which
+    branch or trip count was used. One onnx shape inference per body (nested ones too)."""
+    if op.op_type == "If":
+        return _if_cost(op, scope)
+    if op.op_type == "Loop":
+        return _loop_cost(op, scope)
+    if op.op_type == "Scan":
+        return _scan_cost(op, scope)
+    raise ValueError(f"'{op.op_type}' is not a control-flow op")
+
+
+@dataclass(frozen=True)
+class _BodyCost:
+    macs: int
+    unshaped: list[str]  # body ops with an output of unknown shape
+
+    def remark(self) -> str:
+        if not self.unshaped:
+            return ""
+        listed = ", ".join(f"'{name}'" for name in self.unshaped[:3])
+        more = f" and {len(self.unshaped) - 3} more" if len(self.unshaped) > 3 else ""
+        return f"; body ops without a known output shape ({listed}{more}) are costed from what is known"
+
+
+def _if_cost(op: Op, scope: Scope) -> ControlFlowCost:
+    then_cost = _body_cost(op, "then_branch", {}, scope)
+    else_cost = _body_cost(op, "else_branch", {}, scope)
+    larger, cost = ("then", then_cost) if then_cost.macs >= else_cost.macs else ("else", else_cost)
+    note = (f"If '{op.name}': then branch {then_cost.macs} MACs, else branch {else_cost.macs} MACs; "
+            f"the larger ({larger}) is costed{then_cost.remark() or else_cost.remark()}")
+    return ControlFlowCost(cost.macs, note)
+
+
+def _loop_cost(op: Op, scope: Scope) -> ControlFlowCost:
+    """Body inputs: iteration number (int64 scalar), condition (bool scalar), carried values."""
+    seeds: dict[int, tuple[tuple[int, ...], int] | None] = {
+        0: ((), onnx.TensorProto.INT64), 1: ((), onnx.TensorProto.BOOL)}
+    for k, outer in enumerate(op.inputs[2:]):
+        seeds[2 + k] = _outer_seed(outer, scope)
+    body = _body_cost(op, "body", seeds, scope)
+    trip_name = op.inputs[0] if op.inputs else ""
+    trips = _scalar(scope.values.get(trip_name)) if trip_name else None
+    if trips is None:
+        return ControlFlowCost(body.macs, f"Loop '{op.name}': trip count unknown; its body ({body.macs} MACs) "
+                                          f"is costed once{body.remark()}")
+    bound = " (at most: its condition may stop it sooner)" if len(op.inputs) > 1 and op.inputs[1] else ""
+    note = f"Loop '{op.name}': body {body.macs} MACs x {trips} trips{bound}{body.remark()}"
+    return ControlFlowCost(body.macs * trips, note)
+
+
+def _scan_cost(op: Op, scope: Scope) -> ControlFlowCost:
+    """Body inputs: the state variables, then one slice of each scan input (its scan axis gone)."""
+    scanned = int(op.attrs.get("num_scan_inputs", 0))
+    states = len(op.inputs) - scanned
+    axes = list(op.attrs.get("scan_input_axes") or [0] * scanned)
+    seeds: dict[int, tuple[tuple[int, ...], int] | None] = {
+        k: _outer_seed(t, scope) for k, t in enumerate(op.inputs[:states])}
+    trips = None
+    for j, outer in enumerate(op.inputs[states:]):
+        seed = _outer_seed(outer, scope)
+        axis = axes[j] if j < len(axes) else 0
+        if seed is None or not -len(seed[0]) <= axis < len(seed[0]):
+            seeds[states + j] = None
+            continue
+        shape = list(seed[0])
+        extent = shape.pop(axis)
+        trips = extent if trips is None else trips
+        seeds[states + j] = (tuple(shape), seed[1])
+    body = _body_cost(op, "body", seeds, scope)
+    if trips is None:
+        return ControlFlowCost(body.macs, f"Scan '{op.name}': scan length unknown; its body ({body.macs} MACs) "
+                                          f"is costed once{body.remark()}")
+    return ControlFlowCost(body.macs * trips, f"Scan '{op.name}': body {body.macs} MACs x {trips} steps{body.remark()}")
+
+
+def _outer_seed(tensor: str, scope: Scope) -> tuple[tuple[int, ...], int] | None:
+    if not tensor or tensor not in scope.shapes:
+        return None
+    return tuple(scope.shapes[tensor]), scope.elem_types.get(tensor, onnx.TensorProto.UNDEFINED)
+
+
+def _scalar(value: np.ndarray | None) -> int | None:
+    if value is None or value.size != 1:
+        return None
+    return int(value.reshape(-1)[0])
+
+
+def _body_cost(op: Op, attr: str, seeds: Mapping[int, tuple[tuple[int, ...], int] | None], scope: Scope) -> _BodyCost:
+    """MACs of the body ``op.attrs[attr]``, its ``seeds`` (body input position -> outer shape
+    and element type) and outer tensors typed from ``scope``."""
+    body = op.attrs.get(attr)
+    if not isinstance(body, onnx.GraphProto):
+        return _BodyCost(0, [])
+    node = op.node if op.node is not None else helper.make_node(op.op_type, op.inputs, op.outputs, **op.attrs)
+    inner = _body_scope(body, seeds, outer_references(node), scope)
+    total, unshaped = 0, []
+    for i, body_node in enumerate(body.node):
+        body_op = Op(name=body_node.name or f"{body_node.op_type}_{i}", op_type=body_node.op_type,
+                     domain=body_node.domain, attrs=attribute_values(body_node), inputs=list(body_node.input),
+                     outputs=list(body_node.output), index=i, node=body_node)
+        if is_control_flow(body_op.op_type, body_op.domain):
+            total += control_flow_cost(body_op, inner).macs
+        else:
+            total += count_macs(body_op, inner.shapes)
+        if any(t and t not in inner.shapes for t in body_node.output):
+            unshaped.append(body_op.name)
+    return _BodyCost(total, unshaped)
+
+
+def _body_scope(body: onnx.GraphProto, seeds: Mapping[int, tuple[tuple[int, ...], int] | None],
+                free: list[str], scope: Scope) -> Scope:
+    """``scope`` plus the shapes, types and small constants of ``body``, found by onnx shape
+    inference (strict off, data propagation on) of the body as a model of its own: seeded inputs
+    get their outer shapes, the outer tensors it reads become inputs (initializers when their
+    value is known). If inference fails, the body's declared shapes only."""
+    graph = onnx.GraphProto()
+    graph.CopyFrom(body)
+    for position, seed in seeds.items():
+        if seed is not None and position < len(graph.input):
+            _set_type(graph.input[position], *seed)
+    for tensor in free:
+        if tensor in scope.values:
+            graph.initializer.append(numpy_helper.from_array(scope.values[tensor], tensor))
+        elif tensor in scope.shapes:
+            elem_type = scope.elem_types.get(tensor, onnx.TensorProto.FLOAT)
+            graph.input.append(helper.make_tensor_value_info(tensor, elem_type, list(scope.shapes[tensor])))
+    model = helper.make_model(graph, opset_imports=list(scope.opsets) or [helper.make_opsetid("", 17)])
+    try:
+        model = shape_inference.infer_shapes(model, check_type=False, strict_mode=False, data_prop=True)
+    except Exception:  # inference raises InferenceError, ValueError or RuntimeError alike
+        pass
+    shapes, elem_types, values = dict(scope.shapes), dict(scope.elem_types), dict(scope.values)
+    for value in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        shape = _known_shape(value)
+        if shape is not None:
+            shapes[value.name] = shape
+            elem_types[value.name] = value.type.tensor_type.elem_type
+    for tensor in body.initializer:
+        shapes[tensor.name], elem_types[tensor.name] = tuple(tensor.dims), tensor.data_type
+        if math.prod(tensor.dims) <= SMALL_CONSTANT:
+            values[tensor.name] = numpy_helper.to_array(tensor)
+    values.update(constant_node_values(body.node))
+    return Scope(shapes, elem_types, values, scope.opsets)
+
+
+def _set_type(value: onnx.ValueInfoProto, shape: tuple[int, ...], elem_type: int) -> None:
+    """Give the body input ``value`` the outer ``shape`` (and ``elem_type`` if it declares none)."""
+    tensor_type = value.type.tensor_type
+    declared = tensor_type.elem_type
+    value.type.CopyFrom(helper.make_tensor_type_proto(declared or elem_type or onnx.TensorProto.FLOAT, list(shape)))
+
+
+def _known_shape(value: onnx.ValueInfoProto) -> tuple[int, ...] | None:
+    """``value``'s dims if every one is a number, else None."""
+    if not value.type.HasField("tensor_type") or not value.type.tensor_type.HasField("shape"):
+        return None
+    dims = value.type.tensor_type.shape.dim
+    if not all(d.HasField("dim_value") and d.dim_value >= 0 for d in dims):
+        return None
+    return tuple(d.dim_value for d in dims)
+
+
+def constant_node_values(nodes: Iterable[onnx.NodeProto]) -> dict[str, np.ndarray]:
+    """The values of the ``Constant`` nodes among ``nodes`` with at most SMALL_CONSTANT elements."""
+    values = {}
+    for node in nodes:
+        if node.op_type != "Constant" or normalize_domain(node.domain) != "" or not node.output:
+            continue
+        attr = next((a for a in node.attribute if a.name == "value"), None)
+        if attr is not None and math.prod(attr.t.dims) <= SMALL_CONSTANT:
+            values[node.output[0]] = numpy_helper.to_array(attr.t)
+    return values
+
+
+def _control_flow_macs(op: Op, shapes: Shapes) -> int:
+    return control_flow_cost(op, Scope(shapes)).macs
+
+
+def attribute_values(node: onnx.NodeProto) -> dict:
+    """``node``'s attributes as Python values (strings decoded; graphs as GraphProtos)."""
+    attrs = {}
+    for attr in node.attribute:
+        value = helper.get_attribute_value(attr)
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", errors="replace")
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode("utf-8", errors="replace") for v in value]
+        attrs[attr.name] = value
+    return attrs
 
 
 def _zero_macs(op: Op, shapes: Shapes) -> int:
@@ -267,6 +567,25 @@ def _fused_matmul_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
 
 
 _SAME_AS_INPUT = _proxy("Identity", [0], keep_attrs=False)
+_GEMM_OF_A_AND_B = _proxy("Gemm", [0, 3])
+
+
+def _qgemm_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
+    """QGemm as Gemm over A and B when its output is quantized (y_scale given); none when it is
+    float, which no default-domain node over int8 inputs gives."""
+    if len(node.input) < 8 or not node.input[7]:
+        return None
+    return _GEMM_OF_A_AND_B(node)
+
+
+def _qlinear_concat_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
+    """QLinearConcat (y_scale, y_zero_point, then (x, x_scale, x_zero_point) per input) as Concat."""
+    tensors = list(node.input[2::3])
+    if not tensors or not all(tensors):
+        return None
+    proxy = helper.make_node("Concat", tensors, node.output[:1], name=node.name)
+    proxy.attribute.extend(a for a in node.attribute if a.name == "axis")
+    return proxy
 
 # ---- the registry ---------------------------------------------------------------------------
 
@@ -286,6 +605,7 @@ _ALL: list[OpClass] = [
             shape_proxy=_proxy("Conv", [0, 1, 2], dropped_attrs=["activation", "activation_params"])),
     OpClass("ConvTranspose", "conv_transpose", _conv_transpose_macs, dot_product=True),
     OpClass("Gemm", "gemm", _gemm_macs, dot_product=True, kernel="dense"),
+    OpClass("QGemm", "gemm", _gemm_macs, _CONTRIB, dot_product=True, shape_proxy=_qgemm_proxy),
     *_classes("matmul", "MatMul MatMulInteger QLinearMatMul", _matmul_macs, dot_product=True,
               kernel="dense"),
     OpClass("FusedMatMul", "matmul", _matmul_macs, _CONTRIB, dot_product=True, kernel="dense",
@@ -293,6 +613,12 @@ _ALL: list[OpClass] = [
     OpClass("Attention", "attention", _attention_macs, _CONTRIB, dot_product=True),
     OpClass("MultiHeadAttention", "attention", _multi_head_attention_macs, _CONTRIB, dot_product=True),
     OpClass("Einsum", "einsum", _einsum_macs, dot_product=True),
+    # recurrent: matrix products and gates per time step; host only (no hardware kernel)
+    *_classes("recurrent", "RNN GRU LSTM", _recurrent_macs, dot_product=True, fpga=False),
+    OpClass("DynamicQuantizeLSTM", "recurrent", _recurrent_macs, _CONTRIB, dot_product=True, fpga=False,
+            shape_proxy=_proxy("LSTM", [0, 1, 2])),
+    # control flow: the bodies' MACs; host only
+    *_classes("control_flow", "If Loop Scan", _control_flow_macs, fpga=False),
     # pooling
     OpClass("MaxPool", "window_pool", _window_pool_macs, kernel="maxpool"),
     OpClass("AveragePool", "window_pool", _window_pool_macs, kernel="avgpool"),
@@ -315,6 +641,9 @@ _ALL: list[OpClass] = [
             shape_proxy=_proxy("Add", [0, 3], keep_attrs=False)),
     OpClass("QLinearMul", "elementwise", _elementwise_macs, _CONTRIB,
             shape_proxy=_proxy("Mul", [0, 3], keep_attrs=False)),
+    OpClass("QLinearWhere", "elementwise", _elementwise_macs, _CONTRIB,
+            shape_proxy=_proxy("Where", [0, 1, 4], keep_attrs=False)),
+    OpClass("QLinearConcat", "requantize", _elementwise_macs, _CONTRIB, shape_proxy=_qlinear_concat_proxy),
     *_classes("activation", "Relu Clip", _elementwise_macs, fusion="activation", kernel="requant"),
     *_classes("activation", "LeakyRelu PRelu Sigmoid HardSigmoid HardSwish Tanh Elu Selu Celu "
               "Softplus Softsign ThresholdedRelu Mish", _elementwise_macs, fusion="activation"),
@@ -336,6 +665,8 @@ _ALL: list[OpClass] = [
               _scaled_elementwise(4), domains=_CONTRIB, shape_proxy=_SAME_AS_INPUT),
     OpClass("LRN", "lrn", _lrn_macs),
     *_classes("softmax", "Softmax LogSoftmax", _scaled_elementwise(3)),
+    OpClass("QLinearSoftmax", "softmax", _scaled_elementwise(3), _CONTRIB,
+            shape_proxy=_proxy("Softmax", [0], dropped_attrs=["opset"])),
     *_classes("reduce", "ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 "
               "ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin Hardmax CumSum", _input_numel_macs),
     # data movement: no arithmetic; only the ones that do some real work may head a group
@@ -353,8 +684,8 @@ _ALL: list[OpClass] = [
     *_classes("random", "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial "
               "Bernoulli", output_elements, fpga=False, deterministic=False),
 ]
-"""Every op class. Control flow (If, Loop, Scan), string ops, NonMaxSuppression, TopK, NonZero,
-Unique and other ops not listed are unknown: they go to CPUs."""
+"""Every op class. String ops, NonMaxSuppression, TopK, NonZero, Unique and other ops not listed
+are unknown: they go to CPUs."""
 
 
 def _index(classes: list[OpClass]) -> dict[str, OpClass]:
@@ -412,6 +743,11 @@ def is_deterministic(op_type: str, domain: str = "") -> bool:
     """Whether equal inputs give equal outputs; unknown ops are taken to be deterministic."""
     op_class = lookup(op_type, domain)
     return op_class is None or op_class.deterministic
+
+
+def is_control_flow(op_type: str, domain: str = "") -> bool:
+    """Whether the op is a default-domain If, Loop or Scan (its work is in its bodies)."""
+    return op_type in CONTROL_FLOW and normalize_domain(domain) == ""
 
 
 def can_head(op_type: str, domain: str = "") -> bool:

@@ -614,3 +614,188 @@ def test_bad_input_shapes_are_one_line_errors_naming_input_and_dim(tmp_path, inp
     onnx.save(_symbolic_conv_model(), path)
     with pytest.raises(FpgaplaceError, match=message):
         load_onnx(path, input_shapes=input_shapes)
+
+
+# ---- control flow: If, Loop, Scan bodies --------------------------------------------------------
+
+FLOAT = TensorProto.FLOAT
+
+
+def _matmul_body(name: str, a: str, w: str, out: str, out_shape: list) -> onnx.GraphProto:
+    """A body without inputs reading the outer ``a`` and ``w``: MatMul then Relu."""
+    return helper.make_graph(
+        [helper.make_node("MatMul", [a, w], [f"{name}_mm"]), helper.make_node("Relu", [f"{name}_mm"], [out])],
+        name, [], [helper.make_tensor_value_info(out, FLOAT, out_shape)])
+
+
+def _if_model(big_branch: str) -> onnx.ModelProto:
+    """x [4, 8] -> If(cond): one branch x @ w [8, 16] then Relu, the other Relu(x @ v [8, 2]) padded to [4, 16]."""
+    big = _matmul_body("big", "x", "w", "big_out", [4, 16])
+    small = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "v"], ["small_mm"]),
+         helper.make_node("Tile", ["small_mm", "reps"], ["small_out"])],
+        "small", [], [helper.make_tensor_value_info("small_out", FLOAT, [4, 16])])
+    branches = {"then_branch": big, "else_branch": small} if big_branch == "then" else \
+        {"then_branch": small, "else_branch": big}
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], name="branch", **branches)], "if_model",
+        [helper.make_tensor_value_info("x", FLOAT, ["n", 8]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FLOAT, ["n", 16])],
+        initializer=[numpy_helper.from_array(weight(8, 16), "w"), numpy_helper.from_array(weight(8, 2), "v"),
+                     numpy_helper.from_array(np.array([1, 8], np.int64), "reps")])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+@pytest.mark.parametrize("big_branch", ["then", "else"])
+def test_if_costs_both_branches_and_uses_the_larger_with_a_note(big_branch):
+    model = _if_model(big_branch)
+    graph = from_model(model, batch=4)
+    op = graph.ops["branch"]
+    big, small = 4 * 16 * 8 + 4 * 16, 4 * 2 * 8  # MatMul M*N*K + Relu; MatMul (Tile moves data)
+    assert op.macs == big and not op.fpga_supported
+    (note,) = [n for n in graph.notes if n.startswith("If 'branch'")]
+    then_macs, else_macs = (big, small) if big_branch == "then" else (small, big)
+    assert f"then branch {then_macs} MACs, else branch {else_macs} MACs; the larger ({big_branch})" in note
+    x = RNG.standard_normal((4, 8)).astype(np.float32)
+    for cond in (True, False):  # the model is valid and both branches run
+        assert run(graph.to_onnx(), {"x": x, "cond": np.array(cond)})[0].shape == (4, 16)
+
+
+def _loop_model(trip_count: int | None, with_condition: bool) -> onnx.ModelProto:
+    """s [2, 6] carried through ``trip_count`` trips of s = s @ w [6, 6] + s; M a graph input if None."""
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["s_in", "w"], ["s_mm"]), helper.make_node("Add", ["s_mm", "s_in"], ["s_out"]),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        "body",
+        [helper.make_tensor_value_info("i", TensorProto.INT64, []),
+         helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_in", FLOAT, None)],
+        [helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+         helper.make_tensor_value_info("s_out", FLOAT, None)])
+    inits = [numpy_helper.from_array(weight(6, 6) / 6, "w"), numpy_helper.from_array(np.array(True), "go")]
+    inputs = [helper.make_tensor_value_info("s0", FLOAT, [2, 6])]
+    if trip_count is None:
+        inputs.append(helper.make_tensor_value_info("m", TensorProto.INT64, []))
+    else:
+        inits.append(numpy_helper.from_array(np.array(trip_count, np.int64), "m"))
+    node = helper.make_node("Loop", ["m", "go" if with_condition else "", "s0"], ["s_final"], name="loop", body=body)
+    graph = helper.make_graph([node], "loop_model", inputs, [helper.make_tensor_value_info("s_final", FLOAT, [2, 6])],
+                              initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+LOOP_BODY_MACS = 2 * 6 * 6 + 2 * 6  # MatMul M*N*K + Add (Identity moves data)
+
+
+@pytest.mark.parametrize("with_condition", [False, True])
+def test_loop_with_a_constant_trip_count_costs_body_times_trips(with_condition):
+    graph = from_model(_loop_model(5, with_condition))
+    assert graph.ops["loop"].macs == 5 * LOOP_BODY_MACS
+    (note,) = [n for n in graph.notes if n.startswith("Loop 'loop'")]
+    assert f"body {LOOP_BODY_MACS} MACs x 5 trips" in note and ("at most" in note) == with_condition
+    s0 = RNG.standard_normal((2, 6)).astype(np.float32)
+    expected = s0
+    w = numpy_helper.to_array(next(t for t in graph.model.graph.initializer if t.name == "w"))
+    for _ in range(5):
+        expected = expected @ w + expected
+    np.testing.assert_allclose(run(graph.to_onnx(), {"s0": s0})[0], expected, rtol=1e-4, atol=1e-5)
+
+
+def test_loop_with_an_unknown_trip_count_costs_the_body_once_and_says_so():
+    graph = from_model(_loop_model(None, True))
+    assert graph.ops["loop"].macs == LOOP_BODY_MACS
+    assert any(n.startswith("Loop 'loop': trip count unknown") for n in graph.notes)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_scan_costs_body_times_the_scan_length(axis):
+    steps, width, hidden = 9, 5, 3
+    body = helper.make_graph(
+        [helper.make_node("MatMul", ["xt", "w"], ["proj"]), helper.make_node("Add", ["acc_in", "proj"], ["acc_out"]),
+         helper.make_node("Tanh", ["acc_out"], ["yt"])],
+        "scan_body",
+        [helper.make_tensor_value_info("acc_in", FLOAT, None), helper.make_tensor_value_info("xt", FLOAT, None)],
+        [helper.make_tensor_value_info("acc_out", FLOAT, None), helper.make_tensor_value_info("yt", FLOAT, None)])
+    x_shape = [steps, 1, width] if axis == 0 else [1, steps, width]
+    node = helper.make_node("Scan", ["acc0", "x"], ["acc", "ys"], name="scan", body=body, num_scan_inputs=1,
+                            scan_input_axes=[axis])
+    graph = helper.make_graph(
+        [node], "scan_model",
+        [helper.make_tensor_value_info("acc0", FLOAT, [1, hidden]), helper.make_tensor_value_info("x", FLOAT, x_shape)],
+        [helper.make_tensor_value_info("acc", FLOAT, [1, hidden]), helper.make_tensor_value_info("ys", FLOAT, None)],
+        initializer=[numpy_helper.from_array(weight(width, hidden), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    model.graph.output[1].type.tensor_type.shape.dim.extend([onnx.TensorShapeProto.Dimension(dim_param=p)
+                                                            for p in ("a", "b", "c")])
+    built = from_model(model)
+    assert built.ops["scan"].macs == steps * (1 * hidden * width + hidden + hidden)  # MatMul, Add, Tanh
+    assert any(f"x {steps} steps" in n for n in built.notes)
+    feeds = {"acc0": np.zeros((1, hidden), np.float32), "x": RNG.standard_normal(x_shape).astype(np.float32)}
+    assert run(built.to_onnx(), feeds)[1].shape == (steps, 1, hidden)
+
+
+def test_an_if_inside_a_loop_is_costed_through_both_levels():
+    model = _loop_model(4, False)
+    body = model.graph.node[0].attribute[0].g
+    inner_if = helper.make_node("If", ["cond_in"], ["s_out"], name="inner",
+                                then_branch=_matmul_body("t", "s_mm", "w", "t_out", [2, 6]),
+                                else_branch=helper.make_graph([helper.make_node("Neg", ["s_mm"], ["e_out"])], "e", [],
+                                                              [helper.make_tensor_value_info("e_out", FLOAT, [2, 6])]))
+    body.node[1].CopyFrom(inner_if)  # the Add becomes If(cond) Relu(s_mm @ w) else -s_mm
+    graph = from_model(model)
+    inner = 2 * 6 * 6 + 2 * 6  # the then branch: MatMul + Relu
+    assert graph.ops["loop"].macs == 4 * (2 * 6 * 6 + inner)
+    s0 = RNG.standard_normal((2, 6)).astype(np.float32)
+    assert run(graph.to_onnx(), {"s0": s0})[0].shape == (2, 6)
+
+
+# ---- cross-check on a CRNN-style model against the shapes of an onnxruntime run -----------------------
+
+
+def _crnn_model() -> onnx.ModelProto:
+    """Conv -> Relu -> MaxPool -> reshape to a sequence over the width -> bidirectional LSTM -> MatMul."""
+    hidden, classes = 32, 11
+    nodes = [
+        helper.make_node("Conv", ["x", "cw", "cb"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Transpose", ["p"], ["pt"], name="to_sequence", perm=[3, 0, 1, 2]),  # [W, N, C, H]
+        helper.make_node("Reshape", ["pt", "seq_shape"], ["seq"], name="flatten_features"),
+        helper.make_node("LSTM", ["seq", "lw", "lr", "lb"], ["lstm_y"], name="lstm", hidden_size=hidden,
+                         direction="bidirectional"),
+        helper.make_node("Transpose", ["lstm_y"], ["lstm_t"], name="directions_last", perm=[0, 2, 1, 3]),
+        helper.make_node("Reshape", ["lstm_t", "feature_shape"], ["features"], name="join_directions"),
+        helper.make_node("MatMul", ["features", "fw"], ["y"], name="classifier"),
+    ]
+    features = 16 * 4  # channels * pooled height
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("cw", weight(16, 1, 3, 3)), ("cb", weight(16)), ("seq_shape", np.array([0, 0, -1], np.int64)),
+        ("lw", weight(2, 4 * hidden, features)), ("lr", weight(2, 4 * hidden, hidden)), ("lb", weight(2, 8 * hidden)),
+        ("feature_shape", np.array([0, 0, -1], np.int64)), ("fw", weight(2 * hidden, classes)),
+    ]]
+    graph = helper.make_graph(nodes, "crnn", [helper.make_tensor_value_info("x", FLOAT, ["n", 1, 8, 40])],
+                              [helper.make_tensor_value_info("y", FLOAT, ["t", "n", classes])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+def test_crnn_macs_match_a_count_from_onnxruntime_run_shapes():
+    from fpgaplace.split import run_model
+
+    model = _crnn_model()
+    graph = from_model(model, batch=2)
+    x = RNG.standard_normal((2, 1, 8, 40)).astype(np.float32)
+    outputs = run_model(model, {"x": x}, ["c", "p", "seq", "lstm_y", "features"])
+    shapes = {name: value.shape for name, value in outputs.items()}
+    n, cout, h, w = shapes["c"]
+    conv = n * cout * h * w * 1 * 3 * 3
+    relu = math.prod(shapes["c"])
+    pool = math.prod(shapes["p"]) * 2 * 2
+    steps, batch, features = shapes["seq"]
+    _, directions, _, hidden = shapes["lstm_y"]
+    per_unit = 4 * (features + hidden) + 2 * 4 + 8  # gate products, biases Wb + Rb, gates/cell/output
+    lstm = steps * batch * directions * hidden * per_unit
+    classifier = math.prod(shapes["features"][:-1]) * shapes["features"][-1] * shapes["y"][-1]
+    expected = conv + relu + pool + lstm + classifier
+    assert abs(graph.total_macs - expected) <= 0.01 * expected
+    assert graph.ops["lstm"].macs == lstm and dot_product_macs(graph) == conv + lstm + classifier

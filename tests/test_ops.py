@@ -7,6 +7,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
 from fpgaplace import ops
 from fpgaplace.frontend import FPGA_OPS, dot_product_macs, from_model, load_onnx
@@ -32,7 +33,8 @@ SPEC_KERNELS = {
     "quantize": {"QuantizeLinear"},
     "dequantize": {"DequantizeLinear"},
 }
-DOT_PRODUCT_FAMILIES = {"conv", "conv_transpose", "gemm", "matmul", "attention", "einsum"}
+DOT_PRODUCT_FAMILIES = {"conv", "conv_transpose", "gemm", "matmul", "attention", "einsum", "recurrent"}
+HOST_ONLY_FAMILIES = {"recurrent", "control_flow", "host_shape", "random", "constant"}
 
 
 def make_op(op_type: str, inputs: list[str], outputs: list[str], domain: str = "", **attrs) -> Op:
@@ -52,7 +54,7 @@ def test_lookup_treats_both_default_domain_spellings_alike():
 
 @pytest.mark.parametrize(("op_type", "domain"), [
     ("MyOp", ""), ("MyOp", "com.microsoft"), ("Conv", "com.example"), ("Conv", "com.microsoft"),
-    ("FusedConv", ""), ("Attention", "ai.onnx"), ("TopK", ""), ("If", ""), ("NonMaxSuppression", ""),
+    ("FusedConv", ""), ("Attention", "ai.onnx"), ("TopK", ""), ("If", "com.microsoft"), ("NonMaxSuppression", ""),
 ])
 def test_unknown_ops_and_wrong_domains_are_not_found(op_type, domain):
     assert ops.lookup(op_type, domain) is None
@@ -110,7 +112,8 @@ def test_dot_products_are_exactly_the_dot_product_families():
     for op_class in ops.all_classes():
         assert op_class.dot_product == (op_class.family in DOT_PRODUCT_FAMILIES), op_class.name
         if op_class.dot_product:
-            assert op_class.fpga and op_class.fusion is None and op_class.head
+            assert op_class.fusion is None and op_class.head
+        assert op_class.fpga == (op_class.family not in HOST_ONLY_FAMILIES), op_class.name
 
 
 def test_fusion_flags():
@@ -269,3 +272,185 @@ def test_qdq_chain_read_twice_splits_the_group():
     model.graph.output.append(helper.make_tensor_value_info("cd", FLOAT, [1, 4, 6, 6]))
     fused, _ = fuse_elementwise(model)
     assert fused_groups(fused) == {"conv": ["q1", "dq1"], "relu": ["q2", "dq2"]}
+
+
+# ---- recurrent ops, from the ONNX operator spec's equations ---------------------------------------
+
+GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+
+
+def _spec_recurrent_macs(op_type: str, steps: int, batch: int, directions: int, input_size: int, hidden: int,
+                         bias: bool, peephole: bool) -> int:
+    """Per step, batch row and direction, from the spec's equations (f, g, h the activations):
+    RNN  H = f(X W^T + H R^T + Wb + Rb)
+    GRU  z = f(..), r = f(..), h' = g(X Wh^T + (r . H) Rh^T + ..), H = (1 - z) . h' + z . H
+    LSTM i, f, o = f(.. + P . C), c = g(..), C = f . C + i . c, H = o . h(C)"""
+    gates = GATES[op_type]
+    products = gates * hidden * input_size + gates * hidden * hidden  # X W^T and H R^T per gate
+    biases = 2 * gates * hidden if bias else 0  # + Wb + Rb
+    if op_type == "RNN":
+        rest = hidden  # f
+    elif op_type == "GRU":
+        rest = 3 * hidden + hidden + 3 * hidden  # f(z), f(r), g(h'); r . H; 1 - z, (1 - z) . h', + z . H
+    else:
+        rest = 4 * hidden + 2 * hidden + hidden + hidden  # gate activations; C; h(C); o . h(C)
+        rest += 3 * hidden if peephole else 0  # P_i . C, P_f . C, P_o . C
+    return steps * batch * directions * (products + biases + rest)
+
+
+def _recurrent_model(op_type: str, steps: int, batch: int, input_size: int, hidden: int, direction: str,
+                     layout: int, bias: bool, peephole: bool) -> onnx.ModelProto:
+    gates, directions = GATES[op_type], 2 if direction == "bidirectional" else 1
+    x_shape = [batch, steps, input_size] if layout else [steps, batch, input_size]
+    inits = [numpy_helper.from_array(RNG.standard_normal((directions, gates * hidden, size)).astype(np.float32), name)
+             for name, size in (("w", input_size), ("r", hidden))]
+    inputs = ["x", "w", "r"]
+    if bias or peephole:
+        inputs.append("b" if bias else "")
+        if bias:
+            inits.append(numpy_helper.from_array(np.zeros((directions, 2 * gates * hidden), np.float32), "b"))
+    if peephole:
+        inputs += ["", "", "", "p"]
+        inits.append(numpy_helper.from_array(np.ones((directions, 3 * hidden), np.float32), "p"))
+    node = helper.make_node(op_type, inputs, ["y"], name="rnn", hidden_size=hidden, direction=direction,
+                            **({"layout": layout} if layout else {}))
+    graph = helper.make_graph([node], "recurrent", [helper.make_tensor_value_info("x", FLOAT, x_shape)],
+                              [helper.make_tensor_value_info("y", FLOAT, ["d0", "d1", "d2", "d3"])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)], ir_version=8)
+
+
+@pytest.mark.parametrize(("op_type", "direction", "layout", "bias", "peephole"), [
+    ("RNN", "forward", 0, True, False),
+    ("RNN", "bidirectional", 1, False, False),
+    ("GRU", "forward", 0, False, False),
+    ("GRU", "reverse", 1, True, False),
+    ("GRU", "bidirectional", 0, True, False),
+    ("LSTM", "forward", 0, True, False),
+    ("LSTM", "bidirectional", 0, True, True),
+    ("LSTM", "reverse", 1, False, True),
+])
+def test_recurrent_macs_follow_the_spec_equations(op_type, direction, layout, bias, peephole):
+    steps, batch, input_size, hidden = 7, 3, 10, 6
+    model = _recurrent_model(op_type, steps, batch, input_size, hidden, direction, layout, bias, peephole)
+    op = only_op(from_model(model))
+    # the counts come from the shapes of an onnxruntime run: Y is [seq, dirs, batch, hidden] (layout 0)
+    x = RNG.standard_normal([d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim])
+    # onnxruntime runs layout 0 only; onnx's reference evaluator runs both
+    (y,) = ReferenceEvaluator(model).run(None, {"x": x.astype(np.float32)}) if layout else \
+        run_model(model, {"x": x.astype(np.float32)}).values()
+    run_steps, run_dirs, run_batch, run_hidden = (y.shape[1], y.shape[2], y.shape[0], y.shape[3]) if layout \
+        else y.shape
+    assert (run_steps, run_batch, run_hidden) == (steps, batch, hidden)
+    expected = _spec_recurrent_macs(op_type, run_steps, run_batch, run_dirs, input_size, run_hidden, bias, peephole)
+    assert op.macs == expected
+    assert not op.fpga_supported and ops.is_dot_product(op_type)
+
+
+def only_op(graph):
+    (op,) = graph.ops.values()
+    return op
+
+
+def test_dynamically_quantized_lstm_costs_like_the_float_lstm(tmp_path):
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    model = _recurrent_model("LSTM", 5, 2, 8, 16, "bidirectional", 0, True, False)
+    onnx.save(model, tmp_path / "lstm.onnx")
+    quantize_dynamic(tmp_path / "lstm.onnx", tmp_path / "lstm_int8.onnx", weight_type=QuantType.QInt8,
+                     op_types_to_quantize=["LSTM"])
+    quantized = load_onnx(tmp_path / "lstm_int8.onnx")
+    (lstm,) = [op for op in quantized.ops.values() if op.op_type == "DynamicQuantizeLSTM"]
+    assert lstm.macs == _spec_recurrent_macs("LSTM", 5, 2, 2, 8, 16, True, False)
+    assert quantized.tensors[lstm.outputs[0]].shape == (5, 2, 2, 16)
+
+
+# ---- Einsum ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("equation", "shapes", "expected"), [
+    ("ij,jk->ik", [(4, 5), (5, 6)], 4 * 5 * 6),
+    ("bij,bjk->bik", [(3, 4, 5), (3, 5, 6)], 3 * 4 * 5 * 6),
+    ("...ij,...jk->...ik", [(2, 3, 4, 5), (1, 3, 5, 6)], 2 * 3 * 4 * 5 * 6),  # ellipsis broadcast to (2, 3)
+    ("...ij,jk", [(2, 4, 5), (5, 6)], 2 * 4 * 5 * 6),  # implicit output
+    ("ij,jk,kl->il", [(4, 5), (5, 6), (6, 7)], 2 * 4 * 5 * 6 * 7),  # two multiplies per index tuple
+    ("ii->i", [(5, 5)], 5),  # diagonal
+    ("ij->", [(4, 5)], 20),  # full sum: one per element
+])
+def test_einsum_counts_every_index_combination(equation, shapes, expected):
+    inputs = [f"t{i}" for i in range(len(shapes))]
+    feeds = {t: RNG.standard_normal(s).astype(np.float32) for t, s in zip(inputs, shapes, strict=True)}
+    reference = np.einsum(equation, *feeds.values())
+    graph = helper.make_graph(
+        [helper.make_node("Einsum", inputs, ["y"], name="e", equation=equation)], "einsum",
+        [helper.make_tensor_value_info(t, FLOAT, list(s)) for t, s in zip(inputs, shapes, strict=True)],
+        [helper.make_tensor_value_info("y", FLOAT, [f"d{i}" for i in range(reference.ndim)])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    np.testing.assert_allclose(run_model(model, feeds)["y"], reference, rtol=1e-4, atol=1e-4)
+    assert only_op(from_model(model)).macs == expected
+
+
+# ---- QOperator models from onnxruntime's quantizer --------------------------------------------------
+
+
+def _qoperator_source_model() -> onnx.ModelProto:
+    """Conv, AveragePool, Add, Mul, Concat, GlobalAveragePool, Flatten, Gemm, MatMul, Softmax."""
+    inits = [numpy_helper.from_array(RNG.standard_normal(s).astype(np.float32), n) for n, s in [
+        ("w", (8, 3, 3, 3)), ("cb", (8,)), ("gw", (16, 10)), ("gb", (10,)), ("mw", (10, 12)), ("k", (1, 8, 1, 1)),
+    ]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w", "cb"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+        helper.make_node("AveragePool", ["c"], ["p"], name="avgpool", kernel_shape=[2, 2], strides=[2, 2]),
+        helper.make_node("Add", ["p", "p"], ["a"], name="add"),
+        helper.make_node("Mul", ["a", "k"], ["m"], name="mul"),
+        helper.make_node("Concat", ["a", "m"], ["cat"], name="concat", axis=1),
+        helper.make_node("GlobalAveragePool", ["cat"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "gw", "gb"], ["h"], name="gemm"),
+        helper.make_node("MatMul", ["h", "mw"], ["mm"], name="matmul"),
+        helper.make_node("Softmax", ["mm"], ["y"], name="softmax", axis=-1),
+    ]
+    graph = helper.make_graph(nodes, "qop", [helper.make_tensor_value_info("x", FLOAT, [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", FLOAT, [1, 12])], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+
+
+class _Calibration:
+    def __init__(self) -> None:
+        self._batches = iter([{"x": RNG.standard_normal((1, 3, 16, 16)).astype(np.float32)} for _ in range(4)])
+
+    def get_next(self):
+        return next(self._batches, None)
+
+
+QOPERATOR_OF = {"conv": "QLinearConv", "avgpool": "QLinearAveragePool", "add": "QLinearAdd", "mul": "QLinearMul",
+                "concat": "QLinearConcat", "gap": "QLinearGlobalAveragePool", "gemm": "QGemm",
+                "matmul": "QLinearMatMul", "softmax": "QLinearSoftmax"}
+
+
+def test_qoperator_ops_onnxruntime_emits_get_the_macs_of_their_float_ops(tmp_path):
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    source = _qoperator_source_model()
+    onnx.save(source, tmp_path / "float.onnx")
+    quantize_static(tmp_path / "float.onnx", tmp_path / "int8.onnx", _Calibration(), quant_format=QuantFormat.QOperator)
+    float_graph, int8_graph = from_model(source), load_onnx(tmp_path / "int8.onnx")
+    by_type = {op.op_type: op for op in int8_graph.ops.values()}
+    assert set(QOPERATOR_OF.values()) <= set(by_type), sorted(by_type)
+    for float_name, q_type in QOPERATOR_OF.items():
+        q_op = by_type[q_type]
+        float_macs = float_graph.ops[float_name].macs
+        assert q_op.macs > 0 and (q_op.macs == float_macs or q_type == "QLinearConcat"), q_type
+        float_output = float_graph.ops[float_name].outputs[0]
+        assert int8_graph.tensors[q_op.outputs[0]].shape == float_graph.tensors[float_output].shape
+    assert by_type["QGemm"].macs == 1 * 16 * 10 and ops.is_dot_product("QGemm", ops.CONTRIB_DOMAIN)
+    assert by_type["QLinearConv"].macs == 8 * 16 * 16 * 3 * 3 * 3
+    assert by_type["QLinearConcat"].macs == 16 * 8 * 8  # one requantization per output element
+    assert dot_product_macs(int8_graph) == dot_product_macs(float_graph)
+    assert not [note for note in int8_graph.notes if "unknown" in note]
+
+
+def test_qgemm_with_a_float_output_still_counts_m_n_k():
+    op = make_op("QGemm", ["a", "as", "az", "b", "bs", "bz", "c"], ["y"], ops.CONTRIB_DOMAIN, transB=1)
+    assert ops.count_macs(op, {"a": (4, 9), "b": (5, 9)}) == 4 * 5 * 9
+    node = helper.make_node("QGemm", ["a", "as", "az", "b", "bs", "bz"], ["y"], domain=ops.CONTRIB_DOMAIN)
+    assert ops.shape_proxy(node) is None  # float output: no default-domain node has that type
