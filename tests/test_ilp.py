@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import json
 import math
 from pathlib import Path
 
@@ -13,9 +14,17 @@ from hypothesis import strategies as st
 from test_dp_vs_ip import is_chain
 
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.baselines import greedy_latency
+from fpgaplace.solvers.baselines import greedy_latency, pipedream
 from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.ilp import contract, solve_latency_ip, solve_throughput_ip
+from fpgaplace.solvers.ilp import (
+    Groups,
+    contract,
+    project_latency_start,
+    project_onto_groups,
+    project_throughput_start,
+    solve_latency_ip,
+    solve_throughput_ip,
+)
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.workload import load_workload
 
@@ -202,3 +211,81 @@ def test_node_too_big_for_every_device_is_rejected_by_name() -> None:
     for solve in (solve_throughput_ip, solve_latency_ip):
         with pytest.raises(FpgaplaceError, match=r"'n0'.*short by 15 bytes"):
             solve(problem, time_limit=5)
+
+
+def zero_group_problem() -> PlacementProblem:
+    """Node 4 is a free source read by the zero nodes 0 and 1; ops 2 and 3 read 0 and 1 and
+    only one fits an accelerator: contraction makes {0, 1, 4} one group rooted at 4."""
+    return make_problem(5, [(4, 0), (4, 1), (0, 2), (1, 3)], fpga=[0, 0, 3, 3, 0],
+                        cpu=[0, 0, 30, 30, 0], size=[0, 0, 4, 4, 0], transfer=[0, 0, 1, 1, 0],
+                        memory=5, accelerators=2)
+
+
+def splits_a_group(groups: Groups, device: np.ndarray) -> bool:
+    return any(len(set(device[m].tolist())) > 1 for m in groups.members)
+
+
+def test_start_splitting_a_zero_group_is_projected_onto_its_root() -> None:
+    problem = zero_group_problem()
+    groups = contract(problem, colours=False)
+    assert groups.count == 3 and groups.members[groups.of[4]] == [0, 1, 4]
+    assert groups.roots[groups.of[4]] == 4  # not the smallest member: the node the others joined
+    # each zero node rides with its reader, the source sits on the CPU (device 2)
+    start = Placement(device=np.array([0, 1, 0, 1, 2]), method="hand")
+    assert splits_a_group(groups, start.device)
+    latency = evaluate(problem, start).latency
+    assert latency == pytest.approx(3.0)
+    device_of_group = project_onto_groups(groups, start.device)
+    assert device_of_group[groups.of[4]] == 2 and device_of_group[groups.of[2]] == 0
+    projected = project_latency_start(problem, groups, start, q=1)
+    assert projected is not None and not splits_a_group(groups, projected.placement.device)
+    assert projected.value == pytest.approx(latency) == projected.original
+    assert projected.value == pytest.approx(evaluate(problem, projected.placement).latency)
+    messages: list[str] = []
+    answer = solve_latency_ip(problem, start=start, time_limit=10, progress=messages.append)
+    assert any("1 of 1 starts stored" in m for m in messages)
+    assert_consistent(problem, answer, "latency")
+    assert answer.value <= latency * (1 + REL)
+    throughput = project_throughput_start(problem, contract(problem), start, contiguous=True)
+    assert throughput is not None and not splits_a_group(contract(problem), throughput.placement.device)
+    assert throughput.value <= evaluate(problem, start).max_load * (1 + REL)
+
+
+def test_projection_refuses_a_start_with_too_many_subgraphs() -> None:
+    # a -> b -> c with a and c on the accelerator, b on the CPU: two subgraphs on fpga0
+    problem = make_problem(3, [(0, 1), (1, 2)], fpga=[1.0, 50.0, 1.0], cpu=[30.0, 5.0, 30.0],
+                           size=[0, 0, 0], transfer=[0.5, 0.5, 0.0], accelerators=1)
+    start = Placement(device=np.array([0, 1, 0]), order=np.array([0, 0, 1]), method="hand")
+    groups = contract(problem, colours=False)
+    assert project_latency_start(problem, groups, start, q=1) is None
+    two = project_latency_start(problem, groups, start, q=2)
+    assert two is not None and two.value == pytest.approx(evaluate(problem, start).latency)
+    assert list(two.slot[groups.of]) == [0, 0, 1]
+
+
+def gnmt_with_small_accelerators(tmp_path: Path) -> PlacementProblem:
+    """The public GNMT layer graph with 600 MiB accelerators (4) and 8 CPUs: every heuristic
+    start splits the zero-node groups the latency program merges (the issue-11 failure)."""
+    data = json.loads((WORKLOADS / "throughput/layer-gnmt_inference.json").read_text())
+    data.update(maxSizePerFPGA=629145600.0, maxFPGAs=4, maxCPUs=8)
+    path = tmp_path / "gnmt-600MiB.json"
+    path.write_text(json.dumps(data))
+    return load_workload(path)
+
+
+def test_latency_ip_keeps_group_splitting_starts_on_gnmt(tmp_path: Path) -> None:
+    problem = gnmt_with_small_accelerators(tmp_path)
+    groups = contract(problem, colours=False)
+    starts = [greedy_latency(problem), pipedream(problem, "latency")]
+    assert all(splits_a_group(groups, s.device) for s in starts)
+    for s in starts:
+        projected = project_latency_start(problem, groups, s, q=1)
+        assert projected is not None
+        assert projected.value <= evaluate(problem, s).latency * (1 + REL)
+    best = min(evaluate(problem, s).latency for s in starts)
+    messages: list[str] = []
+    answer = solve_latency_ip(problem, starts=starts, time_limit=5, progress=messages.append)
+    big_m = [float(m.rsplit("big-M ", 1)[1]) for m in messages if "big-M " in m]
+    assert big_m and big_m[0] <= best * (1 + 1e-5)  # the cutoff comes from the starts
+    assert_consistent(problem, answer, "latency")
+    assert answer.value <= best * (1 + REL)

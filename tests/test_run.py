@@ -52,3 +52,58 @@ def test_bad_method_and_objective_name_the_flag():
         solve(problem, "dp", SolveOptions(objective="speed"))
     with pytest.raises(FpgaplaceError, match="--method ip"):
         solve(problem, "dp", SolveOptions(objective="latency"))
+
+
+
+LATENCY_WORKLOADS = sorted((WORKLOADS / "latency").glob("*.json"))
+
+
+def test_every_public_latency_workload_is_swept():
+    assert len(LATENCY_WORKLOADS) >= 4  # the public latency files of the paper
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", LATENCY_WORKLOADS, ids=lambda p: p.stem)
+def test_latency_ip_never_worse_than_its_best_start(path):
+    problem = load_workload(path)
+    options = SolveOptions(objective="latency", time_limit=8)
+    result = solve(problem, "ip", options)
+    assert {s.method for s in result.starts} >= {"greedy", "pipedream", "local-search"}
+    for start in result.starts:  # the values compared are the trusted evaluator's
+        assert start.value == pytest.approx(evaluate(problem, start).latency, rel=1e-12)
+    best = min(s.value for s in result.starts)
+    assert result.value == pytest.approx(evaluate(problem, result.placement).latency, rel=1e-12)
+    assert result.value <= best * (1 + 1e-9)
+    assert result.placement.bound <= result.value * (1 + 1e-9)
+    for method in ("greedy", "pipedream"):  # deterministic heuristics, run on their own
+        assert result.value <= solve(problem, method, options).value * (1 + 1e-9)
+
+
+def all_cpu_answer(problem, **_):
+    """A stand-in IP that ends at a poor placement (everything on the first CPU core)."""
+    from fpgaplace.solvers.baselines import all_cpu
+
+    answer = all_cpu(problem, "latency")
+    answer.method, answer.status, answer.bound = "ip", "time limit", 1.0
+    return answer
+
+
+def failing_ip(problem, **_):
+    raise FpgaplaceError("the latency IP found no placement within 1 s")
+
+
+@pytest.mark.parametrize("stand_in", [all_cpu_answer, failing_ip], ids=["worse", "failed"])
+def test_entry_point_returns_the_best_start_when_the_ip_ends_worse(monkeypatch, stand_in):
+    from fpgaplace.solvers import ilp
+
+    problem = load_workload(WORKLOADS / "latency" / "layer-bert24_inference.json")
+    monkeypatch.setattr(ilp, "solve_latency_ip", stand_in)
+    result = solve(problem, "ip", SolveOptions(objective="latency", time_limit=2))
+    best = min(result.starts, key=lambda s: s.value)
+    assert result.value == pytest.approx(best.value, rel=1e-12)
+    assert result.value == pytest.approx(evaluate(problem, result.placement).latency, rel=1e-12)
+    assert result.value < evaluate(problem, all_cpu_answer(problem)).latency
+    assert result.placement.method == "ip"
+    assert result.placement.status.startswith(f"best start kept ({best.method})")
+    assert ("IP failed" in result.placement.status) == (stand_in is failing_ip)
+    assert result.placement.bound <= result.value

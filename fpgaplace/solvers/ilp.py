@@ -46,7 +46,13 @@ Latency: each accelerator holds q slots (subgraphs) run in a fixed order; x[g,s]
     its inputs exist (and, with finite cores, after every earlier op of its core in the
     evaluator's fixed topological order: a core clock C[m,i] per position i); slots of one
     device run in order; empty slots come last. Minimise T >= E[g]. Big-M = an upper bound on
-    the optimum (the warm start when it fits the model, else the sum of all work and moves).
+    the optimum (the best warm start, else the sum of all work and moves).
+
+Warm starts: a heuristic start usually splits a group (zero nodes on another device than their
+    input), so each start is first projected onto the groups: a group follows its root's device
+    (and, for latency, its root's subgraph). This never raises a load or a finish time; the
+    evaluator scores the projection anyway. Every projected start is given to SCIP, the best
+    sets the cutoff, and it is returned when SCIP ends with nothing better.
 
 Sizes: non-contiguous max-load has G*D binaries and O(T*D) transfer columns, O((m+T)*D) rows
 (G groups, D devices, T transfer terms, m edges); contiguous max-load G*D*K binaries (K device
@@ -56,9 +62,10 @@ q and adds O(G + n*l) time columns. Solving is NP-hard in general; SCIP branch-a
 
 from __future__ import annotations
 
+import copy
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -89,6 +96,8 @@ class Groups:
     edges: list[tuple[int, int]]  # contiguity edges between distinct groups
     terms: list[tuple[float, int, tuple[int, ...]]] = field(default_factory=list)
     # (summed transfer cost, source group, successor groups): one indicator per device
+    roots: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    # group -> its root: the smallest member not merged in as a zero node or a weight source
 
     @property
     def count(self) -> int:
@@ -132,6 +141,7 @@ def _zero_nodes(problem: PlacementProblem) -> np.ndarray:
 def contract(problem: PlacementProblem, colours: bool = True, zero_nodes: bool = True) -> Groups:
     """Contract colour classes (optional) and zero nodes into groups. O((n + m) log n)."""
     union = _UnionFind(problem.n)
+    merged_in = np.zeros(problem.n, dtype=bool)  # joined a neighbour's group (not a root)
     if colours:
         first: dict[int, int] = {}
         for v in range(problem.n):
@@ -147,10 +157,12 @@ def contract(problem: PlacementProblem, colours: bool = True, zero_nodes: bool =
                 u = preds[v][0]
                 if not problem.backward[u]:
                     union.union(u, v)
+                    merged_in[v] = True
             elif free[v] and not preds[v] and len(set(succ[v])) == 1:
                 w = succ[v][0]  # a free source (a weight) feeding only its colour mate
                 if problem.color[v] >= 0 and problem.color[v] == problem.color[w]:
                     union.union(v, w)
+                    merged_in[v] = True
     roots = sorted({union.find(v) for v in range(problem.n)})
     index = {r: g for g, r in enumerate(roots)}
     of = np.array([index[union.find(v)] for v in range(problem.n)], dtype=np.int64)
@@ -178,7 +190,40 @@ def contract(problem: PlacementProblem, colours: bool = True, zero_nodes: bool =
             key = (int(of[u]), others)
             costs[key] = costs.get(key, 0.0) + float(problem.transfer[u])
     terms = [(cost, g, others) for (g, others), cost in sorted(costs.items())]
-    return Groups(of=of, members=members, latency=latency, size=size, edges=edges, terms=terms)
+    # a zero node joins an earlier node (its input), a weight its operator (never merged in
+    # itself): following those links from any member ends at a member that was not merged in
+    roots = np.array([next(v for v in m if not merged_in[v]) for m in members], dtype=np.int64)
+    return Groups(of=of, members=members, latency=latency, size=size, edges=edges, terms=terms,
+                  roots=roots)
+
+
+def project_onto_groups(groups: Groups, device: np.ndarray) -> np.ndarray:
+    """Device of each group for a placement that may split groups: a group follows its root.
+
+    Moving a zero node next to its only input (or a weight next to its operator, which shares
+    its device anyway) adds no work, memory or transfer to the input's subgraph and removes at
+    most a read from the node's old one, so a start's load and latency never rise (the callers
+    check this with the evaluator). O(G).
+    """
+    return np.asarray(device, dtype=np.int64)[groups.roots]
+
+
+@dataclass
+class ProjectedStart:
+    """A start placement carried onto the program's groups (``project_onto_groups``).
+
+    ``device_of_group`` (CPU cores folded to their kind's first core when CPUs overlap without
+    limit) and ``slot`` (subgraph position on an accelerator) are what the program sees;
+    ``placement`` is the projected start as the evaluator scores it, ``value`` that score and
+    ``original`` the score of the start as given.
+    """
+
+    device_of_group: np.ndarray
+    slot: np.ndarray
+    placement: Placement
+    value: float
+    original: float
+    method: str = ""
 
 
 # --------------------------------------------------------------------------- SCIP plumbing
@@ -558,7 +603,7 @@ def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainMo
     value = max(evaluate(problem, Placement(device=device[groups.of])).loads)
     model.setSolVal(sol, built.load, value)
     accepted = model.addSol(sol, free=True)
-    _emit(progress, f"warm start {'accepted' if accepted else 'rejected'}: {value:.6g}")
+    _emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {value:.6g}")
     return bool(accepted)
 
 
@@ -582,7 +627,7 @@ def _warm_start_free(problem: PlacementProblem, groups: Groups, built: _FreeMode
     loads = evaluate(problem, Placement(device=device_of_group[groups.of])).loads
     model.setSolVal(sol, built.load, max(loads))
     accepted = model.addSol(sol, free=True)
-    _emit(progress, f"warm start {'accepted' if accepted else 'rejected'}: {max(loads):.6g}")
+    _emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {max(loads):.6g}")
     return bool(accepted)
 
 
@@ -620,17 +665,32 @@ def _default_throughput_start(problem: PlacementProblem) -> Placement | None:
     return candidate if math.isfinite(candidate.value) else None
 
 
-def _usable_start(problem: PlacementProblem, groups: Groups, start: Placement | None,
-                  contiguous: bool) -> np.ndarray | None:
-    """The start's device per group if it is feasible (and a chain, when contiguous)."""
-    if start is None or not evaluate(problem, start).feasible:
+def _max_load_or_inf(problem: PlacementProblem, placement: Placement, contiguous: bool) -> float:
+    result = evaluate(problem, placement)
+    if not result.feasible or (contiguous and not result.contiguous):
+        return math.inf
+    return float(result.max_load)
+
+
+def project_throughput_start(problem: PlacementProblem, groups: Groups, start: Placement,
+                             contiguous: bool) -> ProjectedStart | None:
+    """``start`` on the max-load program's groups (each follows its root's device), or None if
+    it is infeasible (or, when ``contiguous``, not a chain of ideals). O(D (n + m))."""
+    original = _max_load_or_inf(problem, start, contiguous)
+    if not math.isfinite(original):
         return None
-    device_of_group = _group_devices(groups, np.asarray(start.device))
-    if device_of_group is None:
-        return None
+    device_of_group = project_onto_groups(groups, start.device)
     if contiguous and chain_order(groups, device_of_group) is None:
         return None
-    return device_of_group
+    placement = Placement(device=device_of_group[groups.of], method=start.method,
+                          objective="throughput", contiguous=contiguous)
+    value = _max_load_or_inf(problem, placement, contiguous)
+    if not math.isfinite(value):
+        return None
+    placement.value = value
+    return ProjectedStart(device_of_group=device_of_group,
+                          slot=np.zeros(groups.count, dtype=np.int64), placement=placement,
+                          value=value, original=original, method=start.method)
 
 
 def solve_throughput_ip(
@@ -640,25 +700,25 @@ def solve_throughput_ip(
     gap: float = 1e-6,
     start: Placement | None = None,
     progress: Progress | None = None,
+    starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise the max-load (time per sample of a pipeline) with SCIP.
 
     ``contiguous`` searches chains of ideals, the DP's space (module docstring); otherwise any
     split. Returns the best placement found with ``value`` its evaluated max-load, ``bound``
-    SCIP's dual bound, ``status`` "optimal" | "time limit" | "gap limit". ``start`` (e.g. the
-    DP's answer) is given to SCIP as a solution and caps the objective when it lies in the
-    searched space; without it PipeDream's split is used. Raises FpgaplaceError if no placement
-    exists.
+    SCIP's dual bound, ``status`` "optimal" | "time limit" | "gap limit" | "start kept (...): ...".
+    ``start`` and ``starts`` (e.g. the DP's answer; default PipeDream's split) are projected
+    onto the groups (``project_throughput_start``) and all given to SCIP; the best caps the
+    objective and is returned when SCIP ends with nothing better. Raises FpgaplaceError if no
+    placement exists.
     """
     started = time.perf_counter()
     check_feasible(problem)
     groups = contract(problem, colours=True, zero_nodes=True)
-    if start is None:
-        start = _default_throughput_start(problem)
-    start_groups = _usable_start(problem, groups, start, contiguous)
-    upper = math.inf
-    if start_groups is not None:
-        upper = float(evaluate(problem, start).max_load) * (1 + 1e-9) + 1e-12
+    candidates = [start, *starts] if start is not None or starts else [_default_throughput_start(problem)]
+    projected = _projected_starts(
+        candidates, lambda c: project_throughput_start(problem, groups, c, contiguous), progress)
+    upper = projected[0].value * (1 + 1e-9) + 1e-12 if projected else math.inf
     label = "max-load IP" + (" (contiguous)" if contiguous else "")
     model = _new_model(label, time_limit - (time.perf_counter() - started), gap, progress)
     built: _ChainModel | _FreeModel
@@ -669,12 +729,12 @@ def solve_throughput_ip(
     size = model_size(model)
     _emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
                     f"{size['vars']} vars, {size['conss']} conss")
-    if start_groups is not None:
-        warm = _warm_start_chain if contiguous else _warm_start_free
-        warm(problem, groups, built, start_groups, progress)
+    warm = _warm_start_chain if contiguous else _warm_start_free
+    _warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
+                 progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
-    if model.getNSols() == 0 and (start_groups is None or model.getStatus() == "infeasible"):
+    if model.getNSols() == 0 and (not projected or model.getStatus() == "infeasible"):
         if model.getStatus() == "infeasible":
             raise FpgaplaceError(
                 f"{problem.source or 'problem'}: no "
@@ -684,20 +744,24 @@ def solve_throughput_ip(
             f"{problem.source or 'problem'}: the max-load IP found no placement within "
             f"{time_limit:g} s ({_bounds_message(model)}); give a start placement or more time"
         )
+    bound = max(float(model.getDualbound()), built.load.getLbOriginal())
     if model.getNSols() == 0:  # stopped before SCIP took in the warm start: return the start
-        device = np.asarray(start.device, dtype=np.int64).copy()
-    elif isinstance(built, _ChainModel):
-        device = _chain_solution(problem, groups, built, model)[groups.of]
+        placement = _kept_start(projected[0], bound, _status(model))
     else:
-        device = _free_solution(groups, built, model)[groups.of]
-    placement = Placement(device=device, method="ip", objective="throughput",
-                          contiguous=contiguous)
-    value = float(evaluate(problem, placement).max_load)
-    placement.value = value
-    placement.bound = max(float(model.getDualbound()), built.load.getLbOriginal())
-    placement.status = _status(model)
+        if isinstance(built, _ChainModel):
+            device = _chain_solution(problem, groups, built, model)[groups.of]
+        else:
+            device = _free_solution(groups, built, model)[groups.of]
+        placement = Placement(device=device, method="ip", objective="throughput",
+                              contiguous=contiguous)
+        placement.value = float(evaluate(problem, placement).max_load)
+        placement.bound = bound
+        placement.status = _status(model)
+        if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
+            placement = _kept_start(projected[0], bound,
+                                    f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
-    _emit(progress, f"{label}: value {value:.6g}, bound {placement.bound:.6g}, "
+    _emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
                     f"{placement.status}, {placement.seconds:.1f} s")
     return placement
 
@@ -912,39 +976,65 @@ def _core_clocks(problem: PlacementProblem, groups: Groups, model: Model, x: dic
     return clocks
 
 
-def _latency_start_fits(problem: PlacementProblem, groups: Groups, start: Placement, q: int,
-                        cpu_unlimited: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """(device, slot) per group if ``start`` fits the latency model, else None."""
-    device_of_group = _group_devices(groups, np.asarray(start.device))
-    if device_of_group is None or not math.isfinite(_latency_or_inf(problem, start)):
-        return None
+def _unit_ranks(problem: PlacementProblem, placement: Placement) -> np.ndarray:
+    """Position of each accelerator node's subgraph among its device's subgraphs (by start time)
+    in the evaluator's schedule; 0 for CPU nodes. O(n + m) plus one evaluation."""
+    schedule = evaluate(problem, placement).schedule
     kinds = _device_kind(problem)
-    devices = problem.devices()
-    evaluation = evaluate(problem, start)
-    slot = np.zeros(groups.count, dtype=np.int64)
-    unit_of_node: dict[int, int] = {}
-    for position, entry in enumerate(evaluation.schedule):
-        for v in entry.nodes:
-            unit_of_node[v] = position
-    for d in range(len(devices)):
-        if problem.kinds[kinds[d]].is_cpu:
-            continue
-        units = sorted({unit_of_node[v] for v in range(problem.n) if start.device[v] == d},
-                       key=lambda u: evaluation.schedule[u].start)
-        if len(units) > q:
-            return None
-        rank = {u: j for j, u in enumerate(units)}
-        for g in range(groups.count):
-            if device_of_group[g] == d:
-                ranks = {rank[unit_of_node[v]] for v in groups.members[g]}
-                if len(ranks) != 1:
-                    return None
-                slot[g] = ranks.pop()
-    if cpu_unlimited:
+    rank = np.zeros(problem.n, dtype=np.int64)
+    by_device: dict[int, list[int]] = {}
+    for position, entry in enumerate(schedule):
+        if entry.nodes and not problem.kinds[kinds[entry.device]].is_cpu:
+            by_device.setdefault(entry.device, []).append(position)
+    for positions in by_device.values():
+        for j, position in enumerate(sorted(positions, key=lambda u: schedule[u].start)):
+            rank[schedule[position].nodes] = j
+    return rank
+
+
+def _compact_slots(device_of_group: np.ndarray, slot: np.ndarray) -> np.ndarray:
+    """Renumber each device's slots 0, 1, ... keeping their order (projection may empty one)."""
+    out = slot.copy()
+    for d in set(device_of_group.tolist()):
+        on = device_of_group == d
+        ranks = {r: j for j, r in enumerate(sorted(set(slot[on].tolist())))}
+        out[on] = [ranks[r] for r in slot[on].tolist()]
+    return out
+
+
+def project_latency_start(problem: PlacementProblem, groups: Groups, start: Placement, q: int
+                          ) -> ProjectedStart | None:
+    """``start`` on the latency program's groups, or None if it is infeasible or needs more
+    than ``q`` subgraphs on some accelerator.
+
+    Each group takes its root's device and its root's subgraph position in the evaluator's
+    schedule of ``start``; the projected placement is scored again by the evaluator (a group
+    split by the start, e.g. zero nodes away from their input, is otherwise never accepted by
+    the program). O(n + m) plus two evaluations.
+    """
+    original = _latency_or_inf(problem, start)
+    if not math.isfinite(original):
+        return None
+    device_of_group = project_onto_groups(groups, start.device)
+    accelerator = np.array([not problem.kinds[k].is_cpu for k in _device_kind(problem)])
+    on_accelerator = accelerator[device_of_group]
+    slot = np.where(on_accelerator, _unit_ranks(problem, start)[groups.roots], 0)
+    slot[on_accelerator] = _compact_slots(device_of_group[on_accelerator], slot[on_accelerator])
+    if slot.max(initial=0) >= q:
+        return None
+    placement = Placement(device=device_of_group[groups.of], order=slot[groups.of],
+                          method=start.method, objective="latency", contiguous=start.contiguous)
+    value = _latency_or_inf(problem, placement)
+    if not math.isfinite(value):
+        return None
+    placement.value = value
+    if problem.cpu_overlap_unlimited:
+        devices = problem.devices()
         first = {k: d for d, (k, o) in enumerate(devices) if o == 0}
-        device_of_group = np.array([first[kinds[d]] if problem.kinds[kinds[d]].is_cpu else d
-                                    for d in device_of_group])
-    return device_of_group, slot
+        device_of_group = np.array([d if accelerator[d] else first[devices[d][0]]
+                                    for d in device_of_group.tolist()], dtype=np.int64)
+    return ProjectedStart(device_of_group=device_of_group, slot=slot, placement=placement,
+                          value=value, original=original, method=start.method)
 
 
 def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _LatencyModel,
@@ -1010,7 +1100,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
                 model.setSolVal(sol, built.clocks[m, i], clock)
     model.setSolVal(sol, built.total, float(exists.max(initial=0.0)))
     accepted = model.addSol(sol, free=True)
-    _emit(progress, f"warm start {'accepted' if accepted else 'rejected'}: "
+    _emit(progress, f"warm start {'stored' if accepted else 'not stored'}: "
                     f"{float(exists.max(initial=0.0)):.6g}")
     return bool(accepted)
 
@@ -1036,6 +1126,45 @@ def _default_latency_starts(problem: PlacementProblem) -> list[Placement]:
     return out
 
 
+def _projected_starts(candidates: Sequence[Placement | None],
+                      project: Callable[[Placement], ProjectedStart | None],
+                      progress: Progress | None) -> list[ProjectedStart]:
+    """Every candidate that projects onto the groups, best projected value first; a projection
+    that scores worse than its start is reported (it never should, ``project_onto_groups``)."""
+    out = []
+    for candidate in candidates:
+        if candidate is None:
+            continue
+        projected = project(candidate)
+        if projected is None:
+            _emit(progress, f"start {candidate.method or '?'}: infeasible for this program, skipped")
+            continue
+        if projected.value > projected.original * (1 + 1e-9) + 1e-12:
+            _emit(progress, f"start {projected.method or '?'}: {projected.original:.6g} becomes "
+                            f"{projected.value:.6g} on the program's groups")
+        out.append(projected)
+    return sorted(out, key=lambda p: p.value)
+
+
+def _kept_start(best: ProjectedStart, bound: float, reason: str) -> Placement:
+    """The best projected start as the program's answer (SCIP ended with nothing better);
+    status "start kept (<its method>): <reason>"."""
+    placement = copy.copy(best.placement)
+    placement.method = "ip"
+    placement.value = best.value
+    placement.bound = min(bound, best.value)
+    placement.status = f"start kept ({best.method or 'given'}): {reason}"
+    return placement
+
+
+def _warm_starts(starts: list[ProjectedStart], give: Callable[[ProjectedStart], bool],
+                 progress: Progress | None, label: str) -> None:
+    """Hand every projected start to SCIP (best first; worse ones exceed the big-M cutoff)."""
+    stored = [s.method or "?" for s in starts if give(s)]
+    _emit(progress, f"{label}: {len(stored)} of {len(starts)} starts stored by SCIP "
+                    f"({', '.join(stored) or 'none'}); SCIP checks them when it starts solving")
+
+
 def solve_latency_ip(
     problem: PlacementProblem,
     subgraphs_per_device: int = 1,
@@ -1043,13 +1172,16 @@ def solve_latency_ip(
     gap: float = 1e-6,
     start: Placement | None = None,
     progress: Progress | None = None,
+    starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise single-sample latency with q = ``subgraphs_per_device`` subgraphs per accelerator.
 
     CPU semantics follow ``problem.cpu_overlap_unlimited``. Returns a placement whose ``order``
     gives each accelerator node its subgraph's position, ``value`` its evaluated latency,
-    ``bound`` SCIP's dual bound. ``start`` (default: the better of greedy and PipeDream) seeds
-    SCIP and, when it fits the model, tightens the big-M constants. Raises FpgaplaceError if no placement exists.
+    ``bound`` SCIP's dual bound. ``start`` and ``starts`` (default: greedy and PipeDream) are
+    projected onto the program's groups (``project_latency_start``) and all given to SCIP; the
+    best projected one sets the big-M constants and is returned (status "start kept (...): ...") when
+    SCIP ends with nothing better. Raises FpgaplaceError if no placement exists.
     """
     started = time.perf_counter()
     if subgraphs_per_device < 1:
@@ -1059,29 +1191,25 @@ def solve_latency_ip(
     cpu_unlimited = bool(problem.cpu_overlap_unlimited)
     q = int(subgraphs_per_device)
     groups = contract(problem, colours=False, zero_nodes=cpu_unlimited)
-    fitted = None
-    candidates = [start] if start is not None else _default_latency_starts(problem)
-    for candidate in sorted(candidates, key=lambda p: _latency_or_inf(problem, p)):
-        fitted = _latency_start_fits(problem, groups, candidate, q, cpu_unlimited)
-        if fitted is not None:
-            start = candidate
-            break
+    candidates = [start, *starts] if start is not None or starts else _default_latency_starts(problem)
+    projected = _projected_starts(candidates, lambda c: project_latency_start(problem, groups, c, q),
+                                  progress)
     accel_count = sum(kind.count for kind in problem.kinds if not kind.is_cpu)
     big_m = _latency_upper_bound(problem, accel_count * q)
-    if fitted is not None:
-        big_m = min(big_m, float(evaluate(problem, start).latency) * (1 + 1e-9) + 1e-9)
+    if projected:
+        big_m = min(big_m, projected[0].value * (1 + 1e-9) + 1e-9)
     label = f"latency IP (q={q})"
     model = _new_model(label, time_limit, gap, progress)
     built = _build_latency(problem, groups, q, model, big_m, cpu_unlimited)
     size = model_size(model)
     _emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
-                    f"{size['vars']} vars, {size['conss']} conss")
-    if fitted is not None:
-        _warm_start_latency(problem, groups, built, fitted[0], fitted[1], progress)
+                    f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
+    _warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
+                                                          s.slot, progress), progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
     infeasible = model.getStatus() == "infeasible"
-    if model.getNSols() == 0 and fitted is None:
+    if model.getNSols() == 0 and not projected:
         if infeasible:
             raise FpgaplaceError(
                 f"{problem.source or 'problem'}: no placement with {q} contiguous subgraphs per "
@@ -1089,18 +1217,19 @@ def solve_latency_ip(
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: the latency IP found no placement within "
             f"{time_limit:g} s ({_bounds_message(model)}); give a start placement or more time")
+    floor = built.total.getLbOriginal()
     if model.getNSols() == 0:
         # Either SCIP stopped before taking in the warm start, or it proved that nothing beats
         # the start's latency (the start's value is the model's cutoff, so "infeasible" means
         # "no better placement" up to SCIP's tolerances): return the evaluated start.
-        placement = Placement(device=fitted[0][groups.of], order=fitted[1][groups.of],
-                              method="ip", objective="latency", contiguous=True)
-        placement.value = float(evaluate(problem, placement).latency)
-        dual = built.total.getLbOriginal() if infeasible else float(model.getDualbound())
-        placement.bound = max(dual, built.total.getLbOriginal())
-        placement.status = "start kept: no better placement" if infeasible else _status(model)
+        dual = floor if infeasible else max(float(model.getDualbound()), floor)
+        placement = _kept_start(projected[0], dual, "no better placement" if infeasible
+                                else _status(model))
     else:
         placement = _extract_latency(problem, groups, built, model)
+        if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
+            placement = _kept_start(projected[0], placement.bound,
+                                    f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
     _emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
                     f"{placement.status}, {placement.seconds:.1f} s")

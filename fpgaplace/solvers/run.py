@@ -6,10 +6,11 @@ is the evaluator's, never a solver's own claim.
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import Evaluation, evaluate
@@ -35,6 +36,8 @@ class SolveOptions:
 class Result:
     placement: Placement
     evaluation: Evaluation
+    starts: list[Placement] = field(default_factory=list)
+    # the IP's heuristic starts, each with ``value`` from the evaluator (empty for other methods)
 
     @property
     def value(self) -> float:
@@ -43,27 +46,49 @@ class Result:
         return self.evaluation.max_load
 
 
-def _heuristic_start(problem: PlacementProblem, options: SolveOptions) -> Placement | None:
-    """Best cheap placement to warm-start an integer program: the DP for contiguous throughput,
-    else the best of greedy, PipeDream and a short local search (so the IP never returns worse)."""
+def _start_value(problem: PlacementProblem, placement: Placement, options: SolveOptions) -> float:
+    """The evaluator's objective for a start; inf if infeasible (or not contiguous when asked)."""
+    try:
+        result = evaluate(problem, placement)
+    except FpgaplaceError:  # a given subgraph order that deadlocks
+        return math.inf
+    if not result.feasible:
+        return math.inf
+    if options.objective == "latency":
+        return float(result.latency)
+    return float(result.max_load) if result.contiguous or not options.contiguous else math.inf
+
+
+def _attempt(make: Callable[[], Placement], options: SolveOptions) -> list[Placement]:
+    """[make()], or [] when it raises a user-level error (reported as progress)."""
+    try:
+        return [make()]
+    except FpgaplaceError as error:
+        if options.progress:
+            options.progress(f"start: {error}")
+        return []
+
+
+def heuristic_starts(problem: PlacementProblem, options: SolveOptions) -> list[Placement]:
+    """Every cheap placement that can warm-start an integer program, scored by the evaluator
+    (``value``), infeasible ones dropped: the DP for contiguous throughput, greedy, PipeDream
+    and, unless the DP answered, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
     from fpgaplace.solvers import baselines
 
+    starts: list[Placement] = []
     if options.objective == "throughput" and options.contiguous:
-        try:
-            return _dp(problem, options)
-        except FpgaplaceError:
-            pass
-    candidates = [
-        baselines.greedy_latency(problem),
-        baselines.pipedream(problem),
-        baselines.local_search(
-            problem, objective=options.objective, time_limit=min(LOCAL_SEARCH_SHARE * options.time_limit, 10.0)
-        ),
-    ]
-    key = "latency" if options.objective == "latency" else "max_load"
-    scored = [(getattr(evaluate(problem, p), key), i) for i, p in enumerate(candidates)]
-    feasible = [(v, i) for v, i in scored if math.isfinite(v)]
-    return candidates[min(feasible)[1]] if feasible else None
+        starts += _attempt(lambda: _dp(problem, options), options)
+    dp_answered = bool(starts)
+    starts += _attempt(lambda: baselines.greedy_latency(problem), options)
+    starts += _attempt(lambda: baselines.pipedream(problem, options.objective), options)
+    if not dp_answered:
+        seconds = min(LOCAL_SEARCH_SHARE * options.time_limit, 10.0)
+        starts += _attempt(lambda: baselines.local_search(problem, objective=options.objective,
+                                                          time_limit=seconds), options)
+    for start in starts:
+        start.objective = options.objective
+        start.value = _start_value(problem, start, options)
+    return [start for start in starts if math.isfinite(start.value)]
 
 
 def _dp(problem: PlacementProblem, options: SolveOptions) -> Placement:
@@ -71,20 +96,59 @@ def _dp(problem: PlacementProblem, options: SolveOptions) -> Placement:
 
     if options.objective != "throughput":
         raise FpgaplaceError("--method dp: the DP solves the throughput objective; use --method ip for latency")
-    return solve_throughput_dp(problem, time_limit=options.time_limit, progress=options.progress)
+    placement = solve_throughput_dp(problem, time_limit=options.time_limit, progress=options.progress)
+    placement.method = placement.method or "dp"
+    return placement
 
 
-def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
+def _in_ip_space(problem: PlacementProblem, start: Placement, options: SolveOptions) -> bool:
+    """Whether the IP's model contains ``start`` (so the IP's bound applies to it)."""
+    from fpgaplace.solvers import ilp
+
+    if options.objective == "latency":
+        groups = ilp.contract(problem, colours=False, zero_nodes=bool(problem.cpu_overlap_unlimited))
+        return ilp.project_latency_start(problem, groups, start, options.subgraphs_per_device) is not None
+    return ilp.project_throughput_start(problem, ilp.contract(problem), start, options.contiguous) is not None
+
+
+def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: Placement | None,
+                     starts: list[Placement], why: str) -> Placement:
+    """The best start in place of an IP answer that is worse (or missing): status says so, the
+    IP's bound is kept only when the start lies in the IP's space."""
+    best = min(starts, key=lambda start: start.value)
+    kept = copy.copy(best)
+    kept.method = "ip"
+    kept.status = f"best start kept ({best.method}): {why}"
+    kept.bound = -math.inf
+    if answer is not None and _in_ip_space(problem, best, options):
+        kept.bound = min(answer.bound, best.value)
+    return kept
+
+
+def _ip(problem: PlacementProblem, options: SolveOptions, starts: list[Placement] | None = None) -> Placement:
+    """The IP warm-started from every heuristic start; never worse than the best of them."""
     from fpgaplace.solvers import ilp
 
     started = time.perf_counter()
-    start = _heuristic_start(problem, options)
+    if starts is None:
+        starts = heuristic_starts(problem, options)
     remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
-    limits = {"time_limit": remaining, "gap": options.gap, "start": start, "progress": options.progress}
-    if options.objective == "latency":
-        return ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device,
-                                    **limits)
-    return ilp.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
+    limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
+    try:
+        if options.objective == "latency":
+            answer = ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device, **limits)
+        else:
+            answer = ilp.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
+    except FpgaplaceError as error:
+        if not starts:
+            raise
+        return _keep_best_start(problem, options, None, starts, f"IP failed: {error}")
+    value = _start_value(problem, answer, options)
+    best = min((start.value for start in starts), default=math.inf)
+    if value > best * (1 + 1e-9) + 1e-12:
+        return _keep_best_start(problem, options, answer, starts,
+                                f"IP ended at {value:.6g} ({answer.status})")
+    return answer
 
 
 def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement]:
@@ -100,7 +164,7 @@ def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement
         if name == "partitioner":
             return baselines.partitioner(problem, objective=options.objective)
         if name == "pipedream":
-            return baselines.pipedream(problem)
+            return baselines.pipedream(problem, options.objective)
         if name == "single":
             return baselines.single_accelerator(problem)
         return baselines.all_cpu(problem)
@@ -129,13 +193,14 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
     if method not in SOLVERS:
         raise FpgaplaceError(f"--method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
     start = time.perf_counter()
-    placement = SOLVERS[method](problem, options)
+    starts = heuristic_starts(problem, options) if method == "ip" else []
+    placement = _ip(problem, options, starts) if method == "ip" else SOLVERS[method](problem, options)
     placement.seconds = time.perf_counter() - start
     placement.method = placement.method or method
     placement.objective = options.objective
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
-    return Result(placement, evaluation)
+    return Result(placement, evaluation, starts)
 
 
 def solve_all(problem: PlacementProblem, options: SolveOptions) -> list[Result]:
