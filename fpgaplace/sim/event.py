@@ -362,24 +362,22 @@ class _Run:
     def __init__(self, pipeline: Pipeline, samples: int) -> None:
         self.stages = [Stage(s.name, s.server, s.busy_us, s.latency_us, s.inputs, s.outputs) for s in pipeline.stages]
         self.servers = [Server(s.name, s.kind, s.pipelined, s.stages) for s in pipeline.servers]
-        self.edges = pipeline.edges
+        edges, stages = pipeline.edges, self.stages
+        self.sources = [[stages[edges[e].source] for e in s.inputs] for s in stages]  # what a stage reads
+        self.targets = [[(stages[edges[e].target], edges[e].capacity) for e in s.outputs] for s in stages]
+        self.upstream = [list(dict.fromkeys(stages[edges[e].source].server for e in s.inputs)) for s in stages]
+        self.downstream = [list(dict.fromkeys([s.server, *(stages[edges[e].target].server for e in s.outputs)]))
+                           for s in stages]
+        self.members = [[(i, stages[i]) for i in server.stages] for server in self.servers]
         self.samples = samples
         self.now = 0.0
         self.events: list[tuple[float, int, int, int]] = []
         self.sequence = 0
-        self.sinks = [i for i, s in enumerate(self.stages) if not s.outputs]
         self.done = [0.0] * samples
 
     def push(self, time: float, kind: int, index: int) -> None:
         self.sequence += 1
         heapq.heappush(self.events, (time, self.sequence, kind, index))
-
-    def inputs_ready(self, stage: Stage) -> bool:
-        return all(self.stages[self.edges[e].source].finished > stage.started for e in stage.inputs)
-
-    def room(self, stage: Stage) -> bool:
-        return all(stage.started - self.stages[self.edges[e].target].started < self.edges[e].capacity
-                   for e in stage.outputs)
 
     def idle(self, server: Server, reason: str | None) -> None:
         """Close the server's current idle segment and open one for ``reason`` (None: busy or done)."""
@@ -388,30 +386,47 @@ class _Run:
         server.idle_reason = reason if server.first_start is not None else None
         server.idle_since = self.now
 
+    def choose(self, index: int) -> tuple[int | None, str | None]:
+        """The stage the server starts next (lowest sample, then pipeline order), else why none:
+        blocked (a stage has its inputs but no room downstream), starved, or None when done."""
+        best, best_sample, waiting, ready = None, self.samples, False, False
+        for stage_index, stage in self.members[index]:  # loops written out: this is the hot path
+            sample = stage.started
+            if sample >= self.samples:
+                continue
+            waiting = True
+            for source in self.sources[stage_index]:
+                if source.finished <= sample:
+                    break
+            else:
+                ready = True
+                if sample < best_sample:
+                    for target, capacity in self.targets[stage_index]:
+                        if sample - target.started >= capacity:
+                            break
+                    else:
+                        best, best_sample = stage_index, sample
+        if best is not None or not waiting:
+            return best, None
+        return None, _BLOCKED if ready else _STARVED
+
     def attempt(self, index: int) -> list[int]:
         """Start what the server can start now; the servers whose state that changed."""
         server = self.servers[index]
         touched: list[int] = []
         while True:
-            if not server.pipelined and server.running:
-                return touched
             if server.pipelined and self.now < server.next_start:
                 if server.wake_at != server.next_start:
                     server.wake_at = server.next_start
                     self.push(server.next_start, _WAKE, index)
                 return touched
-            waiting = [s for s in server.stages if self.stages[s].started < self.samples]
-            if not waiting:
-                self.idle(server, None)
+            if not server.pipelined and server.running:
                 return touched
-            ready = [s for s in waiting if self.inputs_ready(self.stages[s])]
-            startable = [s for s in ready if self.room(self.stages[s])]
-            if not startable:
-                reason = _BLOCKED if ready else _STARVED
+            stage_index, reason = self.choose(index)
+            if stage_index is None:
                 if server.idle_reason != reason:
                     self.idle(server, reason)
                 return touched
-            stage_index = min(startable, key=lambda s: (self.stages[s].started, s))
             touched += self.start(server, stage_index)
 
     def start(self, server: Server, index: int) -> list[int]:
@@ -425,7 +440,7 @@ class _Run:
         server.next_start = self.now + stage.busy_us
         server.last_end = max(server.last_end, self.now + (stage.busy_us if server.pipelined else stage.latency_us))
         self.push(self.now + stage.latency_us, _FINISH, index)
-        return [self.stages[self.edges[e].source].server for e in stage.inputs]
+        return self.upstream[index]
 
     def finish(self, index: int) -> list[int]:
         stage = self.stages[index]
@@ -434,7 +449,7 @@ class _Run:
         self.servers[stage.server].running -= 1
         if not stage.outputs:
             self.done[sample] = max(self.done[sample], self.now)
-        return [stage.server] + [self.stages[self.edges[e].target].server for e in stage.outputs]
+        return self.downstream[index]
 
     def run(self) -> _Run:
         work = list(range(len(self.servers)))
@@ -445,7 +460,7 @@ class _Run:
                 break
             self.now, _, kind, index = heapq.heappop(self.events)
             if kind == _FINISH:
-                work = self.finish(index)
+                work = list(self.finish(index))
             else:
                 self.servers[index].wake_at = None
                 work = [index]
