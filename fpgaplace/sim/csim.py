@@ -19,6 +19,7 @@ import os
 import shutil
 import subprocess
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -200,9 +201,10 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
     say = progress or (lambda message: None)
     start = time.perf_counter()
     cores, checks = {}, {}
-    for record in document["cores"]:
-        say(f"building {record['name']} with g++")
-        library, built = build_core(project, record)
+    say(f"building {len(document['cores'])} cores with g++")
+    with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:  # one g++ process per core
+        builds = list(pool.map(lambda record: build_core(project, record), document["cores"]))
+    for record, (library, built) in zip(document["cores"], builds, strict=True):
         cores[record["name"]] = _Core(project, record, library)
         checks[record["name"]] = CoreCheck(record["name"], True, built=built)
     build_seconds = time.perf_counter() - start
