@@ -70,10 +70,11 @@ class CostOptions:
 
     ``profile_cpu`` measures CPU op times with onnxruntime (else analytic only): one warm-up run
     and at least ``profile_runs`` timed runs (more while they take under ``MIN_PROFILE_SECONDS``
-    in all), an op's time the median of its timed runs. ``cpu_cache``
-    keeps each profile, with the host rate measured beside it, in ``cpu_cache_dir`` (None:
-    ``default_cpu_cache_dir()``), keyed by the model's content, the number of runs and the host
-    (``profile_key``), so the next run on the same model and host gives the same figures.
+    in all), an op's time the median of its timed runs. ``cpu_cache`` keeps each profile, with
+    the host rate measured beside it, in ``cpu_cache_dir`` (None: ``default_cpu_cache_dir()``),
+    keyed by the model's content, the timing method and the host (``profile_key``), so the next
+    run on the same model and host reads the same figures; without it every run measures again
+    (and two runs on a loaded machine can differ by a factor of 2, see tests/test_cost.py).
     """
 
     precision: str = "int8"
@@ -205,6 +206,7 @@ def _host_rate_samples(samples: int, n: int = HOST_RATE_SIZE) -> list[float]:
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     options.inter_op_num_threads = 1
+    options.log_severity_level = 3
     session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
     feed = {"a": np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)}
     session.run(None, feed)
