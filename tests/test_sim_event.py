@@ -340,3 +340,39 @@ def test_design_json_without_a_core_s_layers(cnn_zcu104: Path, tmp_path: Path) -
         simulate(folder, 4)
     message = one_line(caught)
     assert "layers" in message and "design.json" in message
+
+
+@pytest.fixture(scope="module")
+def cnn_cluster(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cnn-cluster") / "project"
+    Design(models.cnn_residual(batch=1), "cluster-2x-zcu104", profile_cpu=False).compile(folder)
+    return folder
+
+
+def test_a_cpu_runs_its_pieces_one_sample_at_a_time(cnn_cluster: Path, tmp_path: Path) -> None:
+    """Two consecutive CPU pieces moved onto one CPU made slow: that CPU's compute is the interval."""
+    folder = tmp_path / "shared-cpu"
+    shutil.copytree(cnn_cluster, folder)
+    design = json.loads((folder / "design.json").read_text())
+    manifest_path = folder / "split" / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    cpus = [piece for piece in manifest["submodels"] if piece["device"] not in {c["name"] for c in design["cores"]}]
+    assert len(cpus) >= 2, "the cluster CNN is expected to end in CPU pieces"
+    first, second = cpus[-2], cpus[-1]
+    keep, gone = first["device"], second["device"]
+    devices = {d["name"]: d for d in design["devices"]}
+    devices[keep]["ops"] += devices[gone]["ops"]
+    devices[keep]["compute_us"] = 1000.0
+    devices[gone]["ops"], devices[gone]["compute_us"] = [], 0.0
+    second["device"] = keep
+    for transfer in design["transfers"]:
+        for side in ("from_device", "to_device"):
+            if transfer[side] == gone:
+                transfer[side] = keep
+    (folder / "design.json").write_text(json.dumps(design))
+    manifest_path.write_text(json.dumps(manifest))
+    result = simulate(folder, 30)
+    assert result.bottleneck == keep
+    assert result.interval_us == pytest.approx(1000.0, rel=1e-9)
+    assert by_name(result)[keep].per_sample_us == pytest.approx(1000.0)
+    assert gone not in by_name(result)
