@@ -29,12 +29,17 @@ Measured: the latency is the first sample's time through an empty pipeline (a ru
 the steady-state interval is the mean gap between sample completions over the last half of the
 run (with one sample there is no gap: the interval is then the latency); fps = batch * 1e6 /
 interval, a sample being one run of the compiled model (``model.batch`` inputs). Utilisation is
-a server's busy time over its active window. Beside them: the board's roofline (the cores' MACs
-over the DSP peak of all its cores) and the DRAM-bandwidth bound.
+a server's busy time over its active window. Beside them two bounds, in inputs per second:
+the roofline, the MACs of the ops on FPGA cores (those on CPUs are not in design.json) over the
+DSP peak of all the board's cores (DSPs x MACs per DSP x clock; ``fabric_roofline_fps`` uses the
+whole part's DSPs), and the DRAM bound, each node's DRAM bandwidth over the bytes a sample moves
+through it (weights its cores stream, transfers over it written then read, the model's inputs
+and outputs).
 
 Cost: a heap of finish and wake-up events, two per stage and sample, each re-trying only the
-servers it affects: O(N * (pieces + transfers) * d * log(N)) for N samples and d stages per
-server (one for a core, a few for a shared link or CPU).
+servers it affects; the heap holds a few events per stage, so for N samples, S stages (pieces +
+transfers) and d stages per server (one for a core, a few for a shared link or CPU) the run is
+O(N * S * d * log S).
 """
 
 from __future__ import annotations
