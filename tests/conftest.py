@@ -46,3 +46,19 @@ def resnet50_graph(resnet50_path: Path) -> OpGraph:
 @pytest.fixture(scope="session")
 def vgg19_graph() -> OpGraph:
     return load_onnx(models.light_model_path("vgg19"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_cache(tmp_path_factory) -> Path:
+    """Keep the CPU-cost cache of every test (and of the CLI processes they start) out of the
+    user's ~/.cache: a session-wide temporary XDG_CACHE_HOME."""
+    import os
+
+    folder = tmp_path_factory.mktemp("xdg-cache")
+    previous = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(folder)
+    yield folder
+    if previous is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = previous
