@@ -46,7 +46,8 @@ FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 
 
 def dot_product_macs(graph: OpGraph) -> int:
-    """MACs of the convolution, matrix-product and attention ops only (the published convention)."""
+    """MACs of the dot-product ops only: convolution, matrix-product, attention and recurrent ops
+    (the published convention counts conv and FC layers)."""
     return sum(op.macs for op in graph.ops.values() if ops.is_dot_product(op.op_type, op.domain))
 
 

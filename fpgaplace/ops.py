@@ -15,9 +15,10 @@ operation on one element:
   strided). FusedConv's activation is not counted, as a separate Relu after a Conv would be.
 * ConvTranspose: input elements * (Cout/groups) * kernel size.
 * Gemm, QGemm (com.microsoft): M*N*K (from A and B, so a QGemm without a known output shape
-  is still counted). MatMul, MatMulInteger, QLinearMatMul, FusedMatMul: output elements (batched
-  and broadcast) * K. Bias additions and FusedMatMul's alpha scaling are not counted (the
-  published ResNet/VGG figures leave them out).
+  is still counted). MatMul, MatMulInteger, QLinearMatMul, FusedMatMul and com.microsoft's
+  DynamicQuantizeMatMul, MatMulIntegerToFloat: output elements (batched and broadcast) * K.
+  Bias additions and FusedMatMul's alpha scaling are not counted (the published ResNet/VGG
+  figures leave them out).
 * RNN, GRU, LSTM (and com.microsoft DynamicQuantizeLSTM), from the ONNX operator spec's
   equations, per time step, batch row and direction, with g gates (1, 3, 4) and hidden size h:
   the matrix products X_t*W^T and H_{t-1}*R^T, g*h*(input_size + h); the biases Wb and Rb, 2*g*h
@@ -31,7 +32,7 @@ operation on one element:
   the larger branch; Loop: the body times the trip count M when it is a constant (an upper bound
   when a condition is given: it may stop sooner), else the body once; Scan: the body times the
   scan axis' extent. The front end notes which figure it used.
-* Attention / MultiHeadAttention (com.microsoft): the Q/K/V projection (Attention only),
+* Attention, QAttention, MultiHeadAttention (com.microsoft): the Q/K/V projection (not MHA),
   Q*K^T and P*V products, plus 3 per softmax element. Plain MatMul-based attention is costed
   op by op.
 * Pooling: output elements * kernel size (one op per input element read per output element);
@@ -53,7 +54,8 @@ operation on one element:
 * Random generators, and any op not in the registry: its output elements; not on FPGA cores.
 
 The published 4.09 G for ResNet-50 and 19.6 G for VGG-19 count conv and FC MACs only — the ops
-whose ``OpClass.dot_product`` is set; ``fpgaplace.frontend.dot_product_macs`` gives that figure.
+whose ``OpClass.dot_product`` is set (which also marks attention, einsum and recurrent ops);
+``fpgaplace.frontend.dot_product_macs`` gives that figure.
 """
 
 from __future__ import annotations
@@ -93,7 +95,8 @@ class OpClass:
     ``domains``: the ONNX domains it is defined in ("" is the default one). ``family``: the
     kind of computation (names the MAC rule's shape: "conv", "matmul", "elementwise", ...).
     ``mac_rule(op, shapes)``: its MACs by the module docstring's rules; tolerates unknown shapes.
-    ``dot_product``: its MACs run on DSPs (convolutions, matrix products, attention, einsum).
+    ``dot_product``: its MACs are dot products, the work a core's DSPs do (convolutions, matrix
+    products, attention, einsum; also the recurrent ops' gates, though those run on CPUs).
     ``fpga``: an FPGA core may run it. ``fusion``: it may join its producer's fused group as an
     activation or as any elementwise op (``fpgaplace.passes.fuse``); None: it never joins one.
     ``head``: it may head a fused group (False for constants, shape arithmetic and data movement
@@ -165,24 +168,39 @@ def _gemm_macs(op: Op, shapes: Shapes) -> int:
 
 def _matmul_macs(op: Op, shapes: Shapes) -> int:
     """Output elements * K. K is A's last dim; FusedMatMul's transA makes it the matrix dim
-    before it, or with transBatchA (A's first dim moved behind the batch dims) A's first dim."""
+    before it, or with transBatchA (A's first dim moved behind the batch dims) A's first dim.
+    Without a known output shape (contrib ops onnx cannot infer), A and B give it (no transposes)."""
     a = _shape(shapes, op.inputs, 0)
     if not a:
         return 0
     k = a[-1]
     if op.attrs.get("transA", 0) and len(a) >= 2:
         k = a[0] if op.attrs.get("transBatchA", 0) else a[-2]
-    return _out_numel(op, shapes) * k
+    out = _shape(shapes, op.outputs, 0)
+    if out is None and not op.attrs.get("transA", 0) and not op.attrs.get("transB", 0):
+        out = _matmul_output(a, _shape(shapes, op.inputs, 3 if op.op_type == "QLinearMatMul" else 1))
+    return math.prod(out) * k if out is not None else 0
+
+
+def _matmul_output(a: tuple[int, ...], b: tuple[int, ...] | None) -> tuple[int, ...] | None:
+    """numpy.matmul's output shape of A and B (1-D operands promoted and their dim dropped)."""
+    if b is None or not b:
+        return None
+    rows = a[-2:-1] if len(a) >= 2 else ()
+    cols = b[-1:] if len(b) >= 2 else ()
+    return (*_broadcast(list(a[:-2]), list(b[:-2])), *rows, *cols)
 
 
 def _attention_macs(op: Op, shapes: Shapes) -> int:
-    """com.microsoft Attention: x [B,S,Hin] @ W [Hin, Hq+Hk+Hv], then QK^T and PV."""
+    """com.microsoft Attention and QAttention: x [B,S,Hin] @ W [Hin, Hq+Hk+Hv], then QK^T and
+    PV. Hv from ``qkv_hidden_sizes``, else the output's last dim, else a third of W's width."""
     x, w = _shape(shapes, op.inputs, 0), _shape(shapes, op.inputs, 1)
-    out = _shape(shapes, op.outputs, 0)
-    if x is None or w is None or out is None or len(x) != 3:
+    if x is None or w is None or len(x) != 3 or not w:
         return _out_numel(op, shapes)
     batch, seq, _ = x
-    hidden_v = out[-1]
+    sizes = list(op.attrs.get("qkv_hidden_sizes") or [])
+    out = _shape(shapes, op.outputs, 0)
+    hidden_v = sizes[2] if len(sizes) == 3 else (out[-1] if out else w[-1] // 3)
     hidden_qk = (w[-1] - hidden_v) // 2
     heads = int(op.attrs.get("num_heads", 1))
     projection = math.prod(x) * w[-1]
@@ -610,7 +628,12 @@ _ALL: list[OpClass] = [
               kernel="dense"),
     OpClass("FusedMatMul", "matmul", _matmul_macs, _CONTRIB, dot_product=True, kernel="dense",
             shape_proxy=_fused_matmul_proxy),
-    OpClass("Attention", "attention", _attention_macs, _CONTRIB, dot_product=True),
+    # onnxruntime's fusions of dynamically quantized MatMuls; MatMulIntegerToFloat's int8 inputs
+    # and float output match no default-domain node's types, so it has no shape proxy
+    OpClass("DynamicQuantizeMatMul", "matmul", _matmul_macs, _CONTRIB, dot_product=True,
+            shape_proxy=_proxy("MatMul", [0, 1], keep_attrs=False)),
+    OpClass("MatMulIntegerToFloat", "matmul", _matmul_macs, _CONTRIB, dot_product=True),
+    *_classes("attention", "Attention QAttention", _attention_macs, domains=_CONTRIB, dot_product=True),
     OpClass("MultiHeadAttention", "attention", _multi_head_attention_macs, _CONTRIB, dot_product=True),
     OpClass("Einsum", "einsum", _einsum_macs, dot_product=True),
     # recurrent: matrix products and gates per time step; host only (no hardware kernel)
@@ -728,7 +751,8 @@ def op_types(predicate: Callable[[OpClass], bool] = lambda op_class: True) -> fr
 
 
 def is_dot_product(op_type: str, domain: str = "") -> bool:
-    """Whether the op's MACs run on DSPs (convolutions, matrix products, attention, einsum)."""
+    """Whether the op's MACs are dot products (convolutions, matrix products, attention, einsum,
+    recurrent gates)."""
     op_class = lookup(op_type, domain)
     return op_class is not None and op_class.dot_product
 

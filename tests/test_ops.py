@@ -454,3 +454,49 @@ def test_qgemm_with_a_float_output_still_counts_m_n_k():
     assert ops.count_macs(op, {"a": (4, 9), "b": (5, 9)}) == 4 * 5 * 9
     node = helper.make_node("QGemm", ["a", "as", "az", "b", "bs", "bz"], ["y"], domain=ops.CONTRIB_DOMAIN)
     assert ops.shape_proxy(node) is None  # float output: no default-domain node has that type
+
+
+def weight_of(*shape: int) -> np.ndarray:
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def _save_dynamic_quantized(model: onnx.ModelProto, folder) -> onnx.ModelProto:
+    """``model`` through onnxruntime's dynamic quantizer (int8 weights)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    onnx.save(model, folder / "float.onnx")
+    quantize_dynamic(folder / "float.onnx", folder / "dynamic.onnx", weight_type=QuantType.QInt8)
+    return onnx.load(folder / "dynamic.onnx")
+
+
+def test_dynamically_quantized_matmul_in_every_form_costs_m_n_k(tmp_path):
+    batch, rows, k, n = 2, 8, 16, 10
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], "mm",
+                              [helper.make_tensor_value_info("x", FLOAT, [batch, rows, k])],
+                              [helper.make_tensor_value_info("y", FLOAT, [batch, rows, n])],
+                              initializer=[numpy_helper.from_array(weight_of(k, n), "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    dynamic = _save_dynamic_quantized(model, tmp_path)
+    fused = _ort_optimized(dynamic, tmp_path / "fused.onnx")
+    assert "MatMulInteger" in {n.op_type for n in dynamic.graph.node}
+    assert "DynamicQuantizeMatMul" in {n.op_type for n in fused.graph.node}
+    for form in (model, dynamic, fused):
+        assert dot_product_macs(from_model(form)) == batch * rows * n * k
+
+
+def test_qattention_costs_like_the_attention_it_quantizes(tmp_path):
+    b, s, h, heads = 2, 8, 16, 4
+    inits = [numpy_helper.from_array(RNG.standard_normal(shape).astype(np.float32), name)
+             for name, shape in (("w", (h, 3 * h)), ("bias", (3 * h,)))]
+    graph = helper.make_graph(
+        [helper.make_node("Attention", ["x", "w", "bias"], ["y"], name="attention", domain=ops.CONTRIB_DOMAIN,
+                          num_heads=heads)], "attention",
+        [helper.make_tensor_value_info("x", FLOAT, [b, s, h])], [helper.make_tensor_value_info("y", FLOAT, [b, s, h])],
+        initializer=inits)
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid(ops.CONTRIB_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=opsets, ir_version=8)
+    # the contrib op's definition: x W + bias, Q K^T per head, softmax, P V per head
+    expected = b * s * h * 3 * h + b * heads * s * s * (h // heads) * 2 + 3 * b * heads * s * s
+    dynamic = from_model(_save_dynamic_quantized(model, tmp_path))
+    (qattention,) = [op for op in dynamic.ops.values() if op.op_type == "QAttention"]
+    assert qattention.macs == expected == only_op(from_model(model)).macs
