@@ -223,7 +223,14 @@ class _Lowering:
         return self._pool(op, shape, average=True)
 
     def _add(self, op: Op, shape: dict) -> Layer:
-        a, b = (self.source(op, t) for t in op.inputs[:2])
+        constant = next((t for t in op.inputs if t and t in self.graph.params), None)
+        a = self.source(op, next(t for t in op.inputs if t and t != constant))
+        values = None
+        if constant is None:
+            b = self.source(op, next(t for t in op.inputs[1:] if t and t != a.name and t != op.inputs[0]))
+        else:
+            values, b = self.index.constant_int8(constant)
+            check_scale(b.scale, f"op '{op.name}': constant '{constant}'")
         out = self.sink(op)
         y = out.tensor
         ra, rb = a.scale / y.scale, b.scale / y.scale
@@ -231,7 +238,11 @@ class _Lowering:
         lo, hi = _bounds(self.index, out.activations, y.scale, y.zero_point)
         config = {"SIZE": shape["SIZE"] // self._batch(), "ZA": a.zero_point, "MA": round(ra * 2**s),
                   "ZB": b.zero_point, "MB": round(rb * 2**s), "S": s, "ZY": y.zero_point, "LO": lo, "HI": hi}
-        return Layer(op.name, "add", [a.name, b.name], y.name, config)
+        if values is None:
+            return Layer(op.name, "add", [a.name, b.name], y.name, config)
+        period = shape["CONST_PERIOD"]
+        arrays = {"b": np.broadcast_to(values.reshape(-1), (period,)).astype(np.int8).copy()}
+        return Layer(op.name, "add", [a.name], y.name, config, arrays)
 
     def _concat(self, op: Op, shape: dict) -> Layer:
         xs = [self.source(op, t) for t in op.inputs if t]

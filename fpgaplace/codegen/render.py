@@ -156,6 +156,13 @@ def plan_core(design: CoreDesign) -> CorePlan:
         out = targets[0] if len(targets) == 1 else streams.new(layer.output)
         if layer.kernel == "concat":
             steps += _concat_steps(layer, i, ins, out, streams)
+        elif layer.kernel == "add" and "b" in layer.arrays:  # a constant operand, streamed per pixel
+            constant = streams.new(f"const{i}")
+            steps.append(Step("broadcast", "hls/ops/broadcast.j2", f"l{i}_b_cfg",
+                              {"SIZE": size, "C": int(layer.arrays["b"].size)}, [], out=constant, prefix=f"l{i}"))
+            arrays.append(_array(f"l{i}_b", "int8_t", layer.arrays["b"]))
+            steps.append(Step("add", _template("add"), f"l{i}_cfg", _layer_config(layer), [*ins, constant], out=out,
+                              prefix=f"l{i}"))
         else:
             step = Step(layer.kernel, _template(layer.kernel), f"l{i}_cfg", _layer_config(layer), ins, out=out,
                         prefix=f"l{i}", rows=layer.rows)

@@ -395,6 +395,22 @@ class Pool(Kernel):
                    zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
 
+def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -> int | None:
+    """How many values a broadcast constant repeats in stream order: 1 for one value, the channel
+    count for one value per channel (``[C, 1, 1]`` against NCHW, ``[C]`` against the last axis of
+    a tensor of rank 3 or less); None for any other broadcast."""
+    if constant is None:
+        return None
+    dims = list(constant)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    if math.prod(dims) == 1:
+        return 1
+    if len(out) == 4:
+        return out[1] if dims == [out[1], 1, 1] else None
+    return out[-1] if dims == [out[-1]] else None
+
+
 class Elementwise(Kernel):
     """Add (two streams), requantize (ReLU, Clip) and channel concatenation."""
 
@@ -410,19 +426,25 @@ class Elementwise(Kernel):
         out = _shape(graph, op.outputs[0])
         if out is None or any(s is None for s in shapes) or not acts:
             return Unsupported("unknown shapes")
-        if self.inputs is not None and len(acts) != self.inputs:
-            return Unsupported(f"expected {self.inputs} activation input(s), got {len(acts)}")
+        consts = [t for t in op.inputs if t and t in graph.params] if self.name == "add" else []
+        if self.inputs is not None and len(acts) + len(consts) != self.inputs:
+            return Unsupported(f"expected {self.inputs} input(s) of which at most one constant, got {len(acts)} "
+                               f"activations and {len(consts)} constants")
         if op.op_type == "Clip" and any(t and t not in graph.params for t in op.inputs[1:]):
             return Unsupported("Clip bounds must be constant")
         if self.name == "add" and any(s != out for s in shapes):
             return Unsupported("Add with broadcasting")
+        period = per_channel_period(_shape(graph, consts[0]), out) if consts else 0
+        if period is None:
+            return Unsupported("Add of a constant that is not one value per channel (or one in all)")
         if self.name == "concat":
             axis = int(op.attrs.get("axis", 1)) % len(out)
             if axis != 1 or len(out) not in (2, 4):
                 return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
         channels = out[1] if len(out) >= 2 else out[0]
         pixels = math.prod(out) // channels
-        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes]}
+        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
+                 "CONST_PERIOD": period}
         return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
                         row=out[3] if len(out) == 4 else 1, shape=shape)
 
@@ -430,8 +452,9 @@ class Elementwise(Kernel):
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         if self.name == "add":
-            return reference.add(inputs[0], inputs[1], za=c["ZA"], ma=c["MA"], zb=c["ZB"], mb=c["MB"], s=c["S"],
-                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+            other = inputs[1] if len(inputs) > 1 else np.tile(arrays["b"], c["SIZE"] // arrays["b"].size)
+            return reference.add(inputs[0], other.reshape(inputs[0].shape), za=c["ZA"], ma=c["MA"], zb=c["ZB"],
+                                 mb=c["MB"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
         if self.name == "requant":
             return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
                                      hi=c["HI"])
@@ -512,7 +535,9 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         return geometry
     if _is_qdq(graph) and kernel.name not in ("quantize", "dequantize"):
         weights = [op.inputs[1]] if kernel.uses_dsp else []
-        reason = qdq.unlowerable(op.op_type, _activation_inputs(op, graph), op.outputs, weights, graph.model)
+        constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
+        reason = qdq.unlowerable(op.op_type, _activation_inputs(op, graph), op.outputs, weights, graph.model,
+                                 constants)
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry

@@ -126,6 +126,18 @@ class QdqIndex:
                 axis = attr.i
         return QuantizedWeight(values, params[0].reshape(-1), axis % max(values.ndim, 1))
 
+    def constant_int8(self, tensor: str) -> tuple[np.ndarray, QTensor] | None:
+        """A constant activation operand: DequantizeLinear of a constant int8 tensor with one
+        scale and zero point; its values and quantization."""
+        node = self.producer.get(tensor)
+        if node is None or node.op_type != "DequantizeLinear":
+            return None
+        values, params = self.constant(node.input[0]), self.qparams(node)
+        if values is None or params is None or values.dtype != np.int8 or params[0].size != 1:
+            return None
+        scale, zero = float(params[0].reshape(-1)[0]), int(params[1].reshape(-1)[0])
+        return values, QTensor(node.input[0], scale, zero)
+
     def bias(self, tensor: str) -> np.ndarray | None:
         """A bias as float (DequantizeLinear of int32, or a float constant)."""
         node = self.producer.get(tensor)
@@ -169,9 +181,12 @@ def check_scale(value: float, where: str) -> float:
 
 
 def unlowerable(op_type: str, inputs: list[str], outputs: list[str], weight_inputs: list[str],
-                model: onnx.ModelProto) -> str | None:
+                model: onnx.ModelProto, constant_inputs: list[str] = ()) -> str | None:
     """Why an op of a QDQ model cannot run on a core in int8, or None when it can."""
     index = qdq_index(model)
+    for tensor in constant_inputs:
+        if index.constant_int8(tensor) is None:
+            return f"constant '{tensor}' is not a per-tensor int8 DequantizeLinear of a constant"
     if op_type in ("QuantizeLinear", "DequantizeLinear"):
         return None
     for tensor in inputs:

@@ -14,6 +14,7 @@
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI
 //   fork<C>(in, out0, out1)                   SIZE
+//   broadcast<C>(values, out)                 SIZE C   (a per-channel constant, every pixel)
 //
 // Additions to the spec (no deviation in names or signatures):
 // * Weight order. `w` of conv2d/dense is NOT the plain [COUT][KH][KW][CIN/GROUPS] / [N][K] order
@@ -441,6 +442,17 @@ void fork(hls::stream<int8_t>& in, hls::stream<int8_t>& out0, hls::stream<int8_t
     const int8_t v = in.read();
     out0.write(v);
     out1.write(v);
+  }
+}
+
+// Streams SIZE elements of a per-channel constant (C values, repeated every pixel): the second
+// operand of an Add whose other input is a constant bias, in the order of the first operand.
+template <class C>
+void broadcast(const int8_t values[C::C], hls::stream<int8_t>& out) {
+  static_assert(C::SIZE > 0 && C::C > 0 && C::SIZE % C::C == 0, "broadcast: SIZE must be a multiple of C");
+  for (int i = 0; i < C::SIZE; ++i) {
+#pragma HLS PIPELINE II=1
+    out.write(values[i % C::C]);
   }
 }
 
