@@ -445,7 +445,7 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
         else:
             compute.append((index, node))
     storage = _param_storage(constant_nodes, infos)
-    scope = _outer_scope(model, constant_nodes, infos)
+    scope = _outer_scope(model, constant_nodes, [node for _, node in compute], infos)
     graph_ops = []
     for (index, node), name in zip(compute, unique_op_names(compute), strict=True):
         proto = onnx.NodeProto()
@@ -485,19 +485,52 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
     return built
 
 
-def _outer_scope(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto],
+def _outer_scope(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto], compute: list[onnx.NodeProto],
                  infos: dict[str, TensorInfo]) -> ops.Scope:
     """What control-flow bodies read from the top-level graph: shapes, element types, the values
-    of small initializers and Constant nodes (trip counts), and the opsets."""
+    of small initializers and Constant nodes, and of the small constant tensors other constant
+    nodes compute for control-flow ops (a Loop's trip count as Cast(Constant), ...), and the opsets."""
     values = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer
               if math.prod(t.dims) <= ops.SMALL_CONSTANT}
     values.update(ops.constant_node_values(constant_nodes))
+    produced = {t for node in constant_nodes for t in node.output if t}
+    wanted = {t for node in compute if ops.is_control_flow(node.op_type, node.domain) for t in node.input
+              if t in produced and t not in values and t in infos and infos[t].numel <= ops.SMALL_CONSTANT}
+    values.update(_evaluated_constants(model, constant_nodes, wanted))
     return ops.Scope(
         {name: info.shape for name, info in infos.items()},
         {name: info.elem_type for name, info in infos.items()},
         values,
         tuple(model.opset_import),
     )
+
+
+def _evaluated_constants(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto],
+                         wanted: set[str]) -> dict[str, np.ndarray]:
+    """The values of the constant tensors ``wanted``, by onnx's reference evaluator over only the
+    constant nodes producing them (transitively; O(those nodes)); {} if it cannot run them."""
+    if not wanted:
+        return {}
+    producer = {t: i for i, node in enumerate(constant_nodes) for t in node.output if t}
+    needed: set[int] = set()
+    stack = [producer[t] for t in wanted]
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack += [producer[t] for t in constant_nodes[i].input if t in producer]
+    nodes = [constant_nodes[i] for i in sorted(needed)]
+    reads = {t for node in nodes for t in node.input if t}
+    names = sorted(wanted)
+    graph = helper.make_graph(nodes, "constants", [], [helper.make_empty_tensor_value_info(t) for t in names],
+                              initializer=[t for t in model.graph.initializer if t.name in reads])
+    try:
+        from onnx.reference import ReferenceEvaluator
+
+        results = ReferenceEvaluator(helper.make_model(graph, opset_imports=list(model.opset_import))).run(names, {})
+    except Exception:  # the evaluator raises whatever its op implementations raise
+        return {}
+    return {t: np.asarray(value) for t, value in zip(names, results, strict=True)}
 
 
 def _fill_costs(

@@ -400,6 +400,8 @@ def _loop_cost(op: Op, scope: Scope) -> ControlFlowCost:
 def _scan_cost(op: Op, scope: Scope) -> ControlFlowCost:
     """Body inputs: the state variables, then one slice of each scan input (its scan axis gone)."""
     scanned = int(op.attrs.get("num_scan_inputs", 0))
+    if not 0 < scanned <= len(op.inputs):
+        scanned = 0  # malformed: no scan input known, so no scan length
     states = len(op.inputs) - scanned
     axes = list(op.attrs.get("scan_input_axes") or [0] * scanned)
     seeds: dict[int, tuple[tuple[int, ...], int] | None] = {
@@ -429,9 +431,11 @@ def _outer_seed(tensor: str, scope: Scope) -> tuple[tuple[int, ...], int] | None
 
 
 def _scalar(value: np.ndarray | None) -> int | None:
-    if value is None or value.size != 1:
+    """A one-element numeric value as a trip count (a negative one runs no trip); else None."""
+    if value is None or value.size != 1 or value.dtype.kind not in "biuf":
         return None
-    return int(value.reshape(-1)[0])
+    number = value.reshape(-1)[0]
+    return max(0, int(number)) if np.isfinite(number) else None
 
 
 def _body_cost(op: Op, attr: str, seeds: Mapping[int, tuple[tuple[int, ...], int] | None], scope: Scope) -> _BodyCost:

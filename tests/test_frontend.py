@@ -799,3 +799,17 @@ def test_crnn_macs_match_a_count_from_onnxruntime_run_shapes():
     expected = conv + relu + pool + lstm + classifier
     assert abs(graph.total_macs - expected) <= 0.01 * expected
     assert graph.ops["lstm"].macs == lstm and dot_product_macs(graph) == conv + lstm + classifier
+
+
+def test_loop_trip_count_computed_by_constant_nodes_is_evaluated():
+    model = _loop_model(None, False)
+    model.graph.input.pop()  # m is no longer a graph input but Add(Cast(Constant 2), 1) = 3
+    two = numpy_helper.from_array(np.array(2, np.int32))
+    model.graph.node.insert(0, helper.make_node("Constant", [], ["two"], value=two))
+    model.graph.node.insert(1, helper.make_node("Cast", ["two"], ["two64"], to=TensorProto.INT64))
+    model.graph.node.insert(2, helper.make_node("Add", ["two64", "one"], ["m"]))
+    model.graph.initializer.append(numpy_helper.from_array(np.array(1, np.int64), "one"))
+    graph = from_model(model)
+    assert list(graph.ops) == ["loop"]  # the trip count's nodes fold into parameters
+    assert graph.ops["loop"].macs == 3 * LOOP_BODY_MACS
+    assert any("x 3 trips" in n for n in graph.notes)

@@ -500,3 +500,17 @@ def test_qattention_costs_like_the_attention_it_quantizes(tmp_path):
     dynamic = from_model(_save_dynamic_quantized(model, tmp_path))
     (qattention,) = [op for op in dynamic.ops.values() if op.op_type == "QAttention"]
     assert qattention.macs == expected == only_op(from_model(model)).macs
+
+
+def test_control_flow_costs_tolerate_malformed_nodes():
+    a, b = (helper.make_tensor_value_info(name, FLOAT, [3]) for name in "ab")
+    body = helper.make_graph([helper.make_node("Relu", ["a"], ["b"])], "body", [a], [b])
+    too_many = make_op("Scan", ["x"], ["y"], body=body, num_scan_inputs=5)
+    cost = ops.control_flow_cost(too_many, ops.Scope({"x": (4, 3)}))
+    assert cost.macs == 3 and "scan length unknown" in cost.note  # the body once, from its declared shapes
+    negative = make_op("Loop", ["m", "", "x"], ["y"], body=body)
+    scope = ops.Scope({"x": (3,)}, values={"m": np.array(-4, np.int64)})
+    assert ops.control_flow_cost(negative, scope).macs == 0  # a negative trip count runs no trip
+    assert ops.control_flow_cost(make_op("If", ["c"], ["y"]), ops.Scope({})).macs == 0  # no branches
+    with pytest.raises(ValueError, match="not a control-flow op"):
+        ops.control_flow_cost(make_op("Relu", ["x"], ["y"]), ops.Scope({}))
