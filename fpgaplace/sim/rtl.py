@@ -156,11 +156,15 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
     nf, sf = n // pe, k // simd
     folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
     channel_bits = acc_bits + 40
+    # |v| = |acc * m| < 2**(acc_bits + 30), so every shift s >= V_W - 1 = acc_bits + 31 rounds v to 0
+    # (q is 0 or -1 and the remainder test rounds -1 up): clamping s there is exact and keeps the
+    # shifter's bit select v[s-1] inside v.
+    shifts = np.minimum(checked["shift"], acc_bits + 31)
     channel_words = []
     for fold in range(nf):
         lanes = range(fold * pe, (fold + 1) * pe)
         channel_words.append(sum(
-            ((int(checked["shift"][c]) << (acc_bits + 32)) | (int(checked["mult"][c]) << acc_bits)
+            ((int(shifts[c]) << (acc_bits + 32)) | (int(checked["mult"][c]) << acc_bits)
              | (int(bias[c]) & ((1 << acc_bits) - 1))) << (channel_bits * p) for p, c in enumerate(lanes)))
     weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
     values = {m: int(config[m]) for m in DENSE_MEMBERS} | {
