@@ -289,3 +289,18 @@ def test_latency_ip_keeps_group_splitting_starts_on_gnmt(tmp_path: Path) -> None
     assert big_m and big_m[0] <= best * (1 + 1e-5)  # the cutoff comes from the starts
     assert_consistent(problem, answer, "latency")
     assert answer.value <= best * (1 + REL)
+
+
+def test_throughput_ip_keeps_a_group_splitting_start_on_gnmt() -> None:
+    problem = load_workload(WORKLOADS / "throughput/layer-gnmt_inference.json")
+    groups = contract(problem)
+    start = pipedream(problem, "throughput")
+    assert splits_a_group(groups, start.device)
+    projected = project_throughput_start(problem, groups, start, contiguous=True)
+    assert projected is not None and evaluate(problem, projected.placement).contiguous
+    assert projected.value <= evaluate(problem, start).max_load * (1 + REL)
+    messages: list[str] = []
+    answer = solve_throughput_ip(problem, start=start, time_limit=3, progress=messages.append)
+    assert any("1 of 1 starts stored" in m for m in messages)
+    assert_consistent(problem, answer, "throughput")
+    assert answer.value <= projected.value * (1 + REL)

@@ -125,14 +125,23 @@ def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: P
     return kept
 
 
-def _ip(problem: PlacementProblem, options: SolveOptions, starts: list[Placement] | None = None) -> Placement:
-    """The IP warm-started from every heuristic start; never worse than the best of them."""
+def _ip_with_starts(problem: PlacementProblem, options: SolveOptions) -> tuple[Placement, list[Placement]]:
+    """The IP warm-started from every heuristic start, all within the time limit, never worse
+    than the best of them; and the starts."""
+    started = time.perf_counter()
+    starts = heuristic_starts(problem, options)
+    remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
+    return _ip_from(problem, options, starts, remaining), starts
+
+
+def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
+    return _ip_with_starts(problem, options)[0]
+
+
+def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
+             remaining: float) -> Placement:
     from fpgaplace.solvers import ilp
 
-    started = time.perf_counter()
-    if starts is None:
-        starts = heuristic_starts(problem, options)
-    remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
     limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
     try:
         if options.objective == "latency":
@@ -193,8 +202,11 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
     if method not in SOLVERS:
         raise FpgaplaceError(f"--method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
     start = time.perf_counter()
-    starts = heuristic_starts(problem, options) if method == "ip" else []
-    placement = _ip(problem, options, starts) if method == "ip" else SOLVERS[method](problem, options)
+    starts: list[Placement] = []
+    if method == "ip":
+        placement, starts = _ip_with_starts(problem, options)
+    else:
+        placement = SOLVERS[method](problem, options)
     placement.seconds = time.perf_counter() - start
     placement.method = placement.method or method
     placement.objective = options.objective
