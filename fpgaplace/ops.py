@@ -465,9 +465,14 @@ def _body_scope(body: onnx.GraphProto, seeds: Mapping[int, tuple[tuple[int, ...]
     """``scope`` plus the shapes, types and small constants of ``body``, found by onnx shape
     inference (strict off, data propagation on) of the body as a model of its own: seeded inputs
     get their outer shapes, the outer tensors it reads become inputs (initializers when their
-    value is known). If inference fails, the body's declared shapes only."""
+    value is known); contrib nodes stand in as their shape proxies. If inference fails, the
+    body's declared shapes only."""
     graph = onnx.GraphProto()
     graph.CopyFrom(body)
+    for node in graph.node:
+        proxy = shape_proxy(node)
+        if proxy is not None:
+            node.CopyFrom(proxy)
     for position, seed in seeds.items():
         if seed is not None and position < len(graph.input):
             _set_type(graph.input[position], *seed)
@@ -554,19 +559,22 @@ def output_elements(op: Op, shapes: Shapes) -> int:
 # ---- shape proxies for contrib ops ------------------------------------------------------------
 
 
-def _proxy(op_type: str, inputs: Iterable[int], *, keep_attrs: bool = True,
+def _proxy(op_type: str, inputs: Iterable[int], *, optional: int = 0, keep_attrs: bool = True,
            dropped_attrs: Iterable[str] = (), refused_attrs: Iterable[str] = ()) -> ShapeProxy:
-    """A proxy builder: ``op_type`` over the node's ``inputs`` (positions), writing its first
-    output, with the node's attributes (if ``keep_attrs``) minus ``dropped_attrs`` and
-    ``refused_attrs``; it builds none when a ``refused_attrs`` one is set (non-zero)."""
+    """A proxy builder: ``op_type`` over the node's ``inputs`` (positions; the last ``optional``
+    of them may be missing), writing its first output, with the node's attributes (if
+    ``keep_attrs``) minus ``dropped_attrs`` and ``refused_attrs``; it builds none when a
+    ``refused_attrs`` one is set (non-zero) or a required input is missing."""
     positions, dropped, refused = tuple(inputs), frozenset(dropped_attrs), frozenset(refused_attrs)
+    required = positions[:len(positions) - optional]
 
     def build(node: onnx.NodeProto) -> onnx.NodeProto | None:
         if any(a.name in refused and helper.get_attribute_value(a) for a in node.attribute):
             return None
-        if max(positions) >= len(node.input):
+        if any(i >= len(node.input) or not node.input[i] for i in required):
             return None
-        proxy = helper.make_node(op_type, [node.input[i] for i in positions], node.output[:1], name=node.name)
+        present = [node.input[i] for i in positions if i < len(node.input)]
+        proxy = helper.make_node(op_type, present, node.output[:1], name=node.name)
         if keep_attrs:
             proxy.attribute.extend(a for a in node.attribute if a.name not in dropped | refused)
         return proxy
@@ -624,7 +632,8 @@ _ALL: list[OpClass] = [
     # dot products: the DSP work
     *_classes("conv", "Conv ConvInteger QLinearConv", _conv_macs, dot_product=True, kernel="conv2d"),
     OpClass("FusedConv", "conv", _conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
-            shape_proxy=_proxy("Conv", [0, 1, 2], dropped_attrs=["activation", "activation_params"])),
+            shape_proxy=_proxy("Conv", [0, 1, 2], optional=1,
+                               dropped_attrs=["activation", "activation_params"])),
     OpClass("ConvTranspose", "conv_transpose", _conv_transpose_macs, dot_product=True),
     OpClass("Gemm", "gemm", _gemm_macs, dot_product=True, kernel="dense"),
     OpClass("QGemm", "gemm", _gemm_macs, _CONTRIB, dot_product=True, shape_proxy=_qgemm_proxy),

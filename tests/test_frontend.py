@@ -813,3 +813,23 @@ def test_loop_trip_count_computed_by_constant_nodes_is_evaluated():
     assert list(graph.ops) == ["loop"]  # the trip count's nodes fold into parameters
     assert graph.ops["loop"].macs == 3 * LOOP_BODY_MACS
     assert any("x 3 trips" in n for n in graph.notes)
+
+
+def test_contrib_ops_in_a_branch_get_shapes_from_their_proxies():
+    conv = helper.make_node("FusedConv", ["x", "w"], ["c"], domain="com.microsoft", kernel_shape=[3, 3],
+                            activation="Relu")
+    then_branch = helper.make_graph([conv, helper.make_node("Relu", ["c"], ["t"])], "then", [],
+                                    [helper.make_tensor_value_info("t", FLOAT, ["a", "b", "c", "d"])])
+    else_branch = helper.make_graph([helper.make_node("Identity", ["x"], ["e"])], "else", [],
+                                    [helper.make_tensor_value_info("e", FLOAT, ["a", "b", "c", "d"])])
+    graph = helper.make_graph(
+        [helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)],
+        "contrib_if",
+        [helper.make_tensor_value_info("x", FLOAT, [1, 4, 10, 10]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("y", FLOAT, ["a", "b", "c", "d"])],
+        initializer=[numpy_helper.from_array(weight(6, 4, 3, 3), "w")])
+    model = helper.make_model(graph, ir_version=8, opset_imports=[helper.make_opsetid("", 17),
+                                                                   helper.make_opsetid("com.microsoft", 1)])
+    conv_macs = 1 * 6 * 8 * 8 * 4 * 3 * 3
+    assert from_model(model).ops["branch"].macs == conv_macs + 6 * 8 * 8  # FusedConv + Relu
