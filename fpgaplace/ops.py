@@ -29,9 +29,10 @@ operation on one element:
   ``sequence_lens`` entry is not taken into account. Directions: 2 if bidirectional.
 * Control flow (If, Loop, Scan): the MACs of the ops in their bodies (nested bodies too), found
   with the body's own shape inference seeded from the outer tensors (``control_flow_cost``). If:
-  the larger branch; Loop: the body times the trip count M when it is a constant (an upper bound
-  when a condition is given: it may stop sooner), else the body once; Scan: the body times the
-  scan axis' extent. The front end notes which figure it used.
+  the larger branch (the one taken if the condition is a known constant); Loop: the body times
+  the trip count M when it is a constant (an upper bound when a condition is given: it may stop
+  sooner), else the body once; Scan: the body times the scan axis' extent. The front end notes
+  which figure it used.
 * Attention, QAttention, MultiHeadAttention (com.microsoft): the Q/K/V projection (not MHA),
   Q*K^T and P*V products, plus 3 per softmax element. Plain MatMul-based attention is costed
   op by op.
@@ -372,11 +373,18 @@ class _BodyCost:
 
 
 def _if_cost(op: Op, scope: Scope) -> ControlFlowCost:
+    """The larger branch; the one taken when the condition is a known constant."""
     then_cost = _body_cost(op, "then_branch", {}, scope)
     else_cost = _body_cost(op, "else_branch", {}, scope)
-    larger, cost = ("then", then_cost) if then_cost.macs >= else_cost.macs else ("else", else_cost)
+    condition = _scalar(scope.values.get(op.inputs[0])) if op.inputs and op.inputs[0] else None
+    if condition is not None:
+        taken, cost = ("then", then_cost) if condition else ("else", else_cost)
+        why = f"the condition is a constant {bool(condition)}: the {taken} branch is costed"
+    else:
+        taken, cost = ("then", then_cost) if then_cost.macs >= else_cost.macs else ("else", else_cost)
+        why = f"the larger ({taken}) is costed"
     note = (f"If '{op.name}': then branch {then_cost.macs} MACs, else branch {else_cost.macs} MACs; "
-            f"the larger ({larger}) is costed{then_cost.remark() or else_cost.remark()}")
+            f"{why}{then_cost.remark() or else_cost.remark()}")
     return ControlFlowCost(cost.macs, note)
 
 

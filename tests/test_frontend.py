@@ -833,3 +833,15 @@ def test_contrib_ops_in_a_branch_get_shapes_from_their_proxies():
                                                                    helper.make_opsetid("com.microsoft", 1)])
     conv_macs = 1 * 6 * 8 * 8 * 4 * 3 * 3
     assert from_model(model).ops["branch"].macs == conv_macs + 6 * 8 * 8  # FusedConv + Relu
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_with_a_constant_condition_costs_the_branch_taken(condition):
+    model = _if_model("then")
+    model.graph.input.pop()  # cond becomes a constant
+    model.graph.initializer.append(numpy_helper.from_array(np.array(condition), "cond"))
+    graph = from_model(model, batch=4)
+    big, small = 4 * 16 * 8 + 4 * 16, 4 * 2 * 8
+    assert graph.ops["branch"].macs == (big if condition else small)
+    taken = "then" if condition else "else"
+    assert any(f"the condition is a constant {condition}: the {taken} branch is costed" in n for n in graph.notes)
