@@ -243,7 +243,7 @@ def test_start_splitting_a_zero_group_is_projected_onto_its_root() -> None:
     assert projected.value == pytest.approx(evaluate(problem, projected.placement).latency)
     messages: list[str] = []
     answer = solve_latency_ip(problem, start=start, time_limit=10, progress=messages.append)
-    assert any("1 of 1 starts stored" in m for m in messages)
+    assert any("1 of 1 starts given to SCIP" in m for m in messages)
     assert_consistent(problem, answer, "latency")
     assert answer.value <= latency * (1 + REL)
     throughput = project_throughput_start(problem, contract(problem), start, contiguous=True)
@@ -301,6 +301,6 @@ def test_throughput_ip_keeps_a_group_splitting_start_on_gnmt() -> None:
     assert projected.value <= evaluate(problem, start).max_load * (1 + REL)
     messages: list[str] = []
     answer = solve_throughput_ip(problem, start=start, time_limit=3, progress=messages.append)
-    assert any("1 of 1 starts stored" in m for m in messages)
+    assert any("1 of 1 starts given to SCIP" in m for m in messages)
     assert_consistent(problem, answer, "throughput")
     assert answer.value <= projected.value * (1 + REL)

@@ -576,6 +576,16 @@ def _devices_of_positions(problem: PlacementProblem, kind_of_position: list[int]
     return out
 
 
+def _set_prefix_counts(model: Model, sol: Any, device_of_group: np.ndarray) -> None:
+    """Symmetry-breaking prefix sums P_g_d = number of groups 0..g on device d. O(vars + G D)."""
+    prefix: dict[int, np.ndarray] = {}
+    for var in model.getVars():
+        if var.name.startswith("P_"):
+            _, g, d = var.name.split("_")
+            counts = prefix.setdefault(int(d), np.cumsum(device_of_group == int(d)))
+            model.setSolVal(sol, var, float(counts[int(g)]))
+
+
 def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainModel,
                       device_of_group: np.ndarray, progress: Progress | None) -> bool:
     """Give SCIP a chain split: its devices in chain order become positions 0, 1, ..."""
@@ -618,12 +628,7 @@ def _warm_start_free(problem: PlacementProblem, groups: Groups, built: _FreeMode
         _, g, others = groups.terms[term]
         crossing = any((device_of_group[g] == d) != (device_of_group[h] == d) for h in others)
         model.setSolVal(sol, var, float(crossing))
-    for var in model.getVars():
-        name = var.name
-        if name.startswith("P_"):
-            _, g, d = name.split("_")
-            members = device_of_group[: int(g) + 1] == int(d)
-            model.setSolVal(sol, var, float(members.sum()))
+    _set_prefix_counts(model, sol, device_of_group)
     loads = evaluate(problem, Placement(device=device_of_group[groups.of])).loads
     model.setSolVal(sol, built.load, max(loads))
     accepted = model.addSol(sol, free=True)
@@ -731,7 +736,7 @@ def solve_throughput_ip(
                     f"{size['vars']} vars, {size['conss']} conss")
     warm = _warm_start_chain if contiguous else _warm_start_free
     _warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
-                 progress, label)
+                 upper, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
     if model.getNSols() == 0 and (not projected or model.getStatus() == "infeasible"):
@@ -1059,12 +1064,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
         reach = _downsets(groups, chosen)
         for g in range(groups.count):
             model.setSolVal(sol, built.z[g, s], float(reach[g]))
-    for var in model.getVars():
-        if var.name.startswith("P_"):
-            _, g, d = var.name.split("_")
-            on = [machine(h) for h in range(int(g) + 1)]
-            model.setSolVal(sol, var, float(sum(
-                (m == int(d)) or (isinstance(m, tuple) and m[0] == int(d)) for m in on)))
+    _set_prefix_counts(model, sol, device_of_group)
     order = np.array([slot[g] for g in groups.of])
     placement = Placement(device=device_of_group[groups.of], order=order)
     schedule = evaluate(problem, placement).schedule
@@ -1157,12 +1157,22 @@ def _kept_start(best: ProjectedStart, bound: float, reason: str) -> Placement:
     return placement
 
 
-def _warm_starts(starts: list[ProjectedStart], give: Callable[[ProjectedStart], bool],
+def _warm_starts(starts: list[ProjectedStart], give: Callable[[ProjectedStart], bool], cutoff: float,
                  progress: Progress | None, label: str) -> None:
-    """Hand every projected start to SCIP (best first; worse ones exceed the big-M cutoff)."""
-    stored = [s.method or "?" for s in starts if give(s)]
-    _emit(progress, f"{label}: {len(stored)} of {len(starts)} starts stored by SCIP "
-                    f"({', '.join(stored) or 'none'}); SCIP checks them when it starts solving")
+    """Hand SCIP every projected start within the cutoff (the best start's value; a worse one
+    violates the objective's bound), each distinct assignment once."""
+    seen: set[tuple[bytes, bytes]] = set()
+    given: list[str] = []
+    for start in starts:
+        key = (start.device_of_group.tobytes(), start.slot.tobytes())
+        if start.value > cutoff or key in seen:
+            continue
+        seen.add(key)
+        if give(start):
+            given.append(start.method or "?")
+    _emit(progress, f"{label}: {len(given)} of {len(starts)} starts given to SCIP "
+                    f"({', '.join(given) or 'none'}); the rest repeat one or exceed the cutoff "
+                    f"{cutoff:.6g}")
 
 
 def solve_latency_ip(
@@ -1205,7 +1215,7 @@ def solve_latency_ip(
     _emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
                     f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
     _warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
-                                                          s.slot, progress), progress, label)
+                                                          s.slot, progress), big_m, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimize()
     infeasible = model.getStatus() == "infeasible"
