@@ -28,7 +28,7 @@ import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import KERNELS, Folding, Geometry
+from fpgaplace.hw.kernels import KERNELS, LUTRAM_MAX_DEPTH, Folding, Geometry
 from fpgaplace.ir import Op, TensorInfo
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
@@ -172,6 +172,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
         "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
         "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
         "weights_file": weights_file, "channels_file": channels_file,
+        "weights_style": "distributed" if nf * sf <= LUTRAM_MAX_DEPTH else "block",
     }
     verilog = environment().get_template("rtl/dense.v.j2").render(**values)
     return RtlModule(top, {
