@@ -338,23 +338,25 @@ def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx
 def _with_shape_proxies(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """A copy of ``model`` with its top-level contrib nodes replaced by their shape proxies;
     None if no node has one."""
-    proxies = {i: proxy for i, node in enumerate(model.graph.node) if (proxy := ops.shape_proxy(node)) is not None}
-    if not proxies:
+    proxies = [ops.shape_proxy(node) for node in model.graph.node]
+    if all(proxy is None for proxy in proxies):
         return None
     proxied = onnx.ModelProto()
     proxied.CopyFrom(model)
-    for i, proxy in proxies.items():
-        proxied.graph.node[i].CopyFrom(proxy)
+    del proxied.graph.node[:]
+    for node, proxy in zip(model.graph.node, proxies, strict=True):
+        proxied.graph.node.extend(proxy or [node])
     return proxied
 
 
 def _with_types_of(model: onnx.ModelProto, inferred: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` (its own nodes) with the value_info and output types of ``inferred``, a model
-    with the same tensors."""
+    with the same tensors plus, maybe, the proxies' own (which are left out)."""
     result = onnx.ModelProto()
     result.CopyFrom(model)
+    produced = {t for node in model.graph.node for t in node.output}
     del result.graph.value_info[:]
-    result.graph.value_info.extend(inferred.graph.value_info)
+    result.graph.value_info.extend(v for v in inferred.graph.value_info if v.name in produced)
     for output, typed in zip(result.graph.output, inferred.graph.output, strict=True):
         output.type.CopyFrom(typed.type)
     return result

@@ -79,7 +79,7 @@ CONTRIB_DOMAIN = "com.microsoft"
 
 Shapes = Mapping[str, tuple[int, ...]]
 MacRule = Callable[[Op, Shapes], int]
-ShapeProxy = Callable[[onnx.NodeProto], onnx.NodeProto | None]
+ShapeProxy = Callable[[onnx.NodeProto], onnx.NodeProto | list[onnx.NodeProto] | None]
 Fusion = Literal["activation", "elementwise"]
 
 KERNELS = frozenset({
@@ -103,8 +103,9 @@ class OpClass:
     ``head``: it may head a fused group (False for constants, shape arithmetic and data movement
     that does no real work). ``deterministic``: equal inputs give equal outputs (so it may be
     constant-folded and merged by CSE). ``kernel``: the int8 hardware kernel implementing it.
-    ``shape_proxy(node)``: a default-domain node with the same first output shape, for onnx
-    shape inference, which does not know contrib ops (None when no such node exists).
+    ``shape_proxy(node)``: a default-domain node (or a few, in order) writing the same first
+    output with the same shape, for onnx shape inference, which does not know contrib ops (None
+    when no such nodes exist).
     """
 
     name: str
@@ -477,10 +478,9 @@ def _body_scope(body: onnx.GraphProto, seeds: Mapping[int, tuple[tuple[int, ...]
     body's declared shapes only."""
     graph = onnx.GraphProto()
     graph.CopyFrom(body)
-    for node in graph.node:
-        proxy = shape_proxy(node)
-        if proxy is not None:
-            node.CopyFrom(proxy)
+    proxied = [proxy or [node] for node in graph.node for proxy in [shape_proxy(node)]]
+    del graph.node[:]
+    graph.node.extend(n for nodes in proxied for n in nodes)
     for position, seed in seeds.items():
         if seed is not None and position < len(graph.input):
             _set_type(graph.input[position], *seed)
@@ -605,6 +605,34 @@ def _fused_matmul_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
 
 
 _SAME_AS_INPUT = _proxy("Identity", [0], keep_attrs=False)
+
+
+def _channels_last(proxy: ShapeProxy) -> ShapeProxy:
+    """``proxy`` of the node without its ``channels_last`` attribute; when that is set (NHWC
+    tensors, as onnxruntime's layout transformer leaves them), between Transposes of the first
+    input to channels-first and of the output back. The rank is kernel_shape's plus 2, else 4."""
+
+    def build(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+        channels_last = any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
+        plain = onnx.NodeProto()
+        plain.CopyFrom(node)
+        del plain.attribute[:]
+        plain.attribute.extend(a for a in node.attribute if a.name != "channels_last")
+        inner = proxy(plain)
+        if inner is None or not channels_last:
+            return inner
+        (inner,) = [inner] if isinstance(inner, onnx.NodeProto) else inner
+        kernel = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "kernel_shape"), None)
+        rank = len(kernel) + 2 if kernel else 4
+        source, target = inner.input[0], inner.output[0]
+        inner.input[0], inner.output[0] = f"{source}__channels_first", f"{target}__channels_first"
+        return [
+            helper.make_node("Transpose", [source], [inner.input[0]], perm=[0, rank - 1, *range(1, rank - 1)]),
+            inner,
+            helper.make_node("Transpose", [inner.output[0]], [target], perm=[0, *range(2, rank), 1]),
+        ]
+
+    return build
 _GEMM_OF_A_AND_B = _proxy("Gemm", [0, 3])
 
 
@@ -638,7 +666,9 @@ def _classes(family: str, names: str, mac_rule: MacRule, **flags) -> list[OpClas
 
 _ALL: list[OpClass] = [
     # dot products: the DSP work
-    *_classes("conv", "Conv ConvInteger QLinearConv", _conv_macs, dot_product=True, kernel="conv2d"),
+    *_classes("conv", "Conv ConvInteger", _conv_macs, dot_product=True, kernel="conv2d"),
+    OpClass("QLinearConv", "conv", _conv_macs, _STD | _CONTRIB, dot_product=True, kernel="conv2d",
+            shape_proxy=_channels_last(_proxy("Conv", [0, 3, 8], optional=1))),  # contrib: NHWC too
     OpClass("FusedConv", "conv", _conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
             shape_proxy=_proxy("Conv", [0, 1, 2], optional=1,
                                dropped_attrs=["activation", "activation_params"])),
@@ -668,11 +698,11 @@ _ALL: list[OpClass] = [
     OpClass("AveragePool", "window_pool", _window_pool_macs, kernel="avgpool"),
     OpClass("LpPool", "window_pool", _window_pool_macs),
     OpClass("QLinearAveragePool", "window_pool", _window_pool_macs, _CONTRIB,
-            shape_proxy=_proxy("AveragePool", [0], refused_attrs=["channels_last"])),
+            shape_proxy=_channels_last(_proxy("AveragePool", [0]))),
     OpClass("GlobalAveragePool", "global_pool", _input_numel_macs, kernel="globalavgpool"),
     *_classes("global_pool", "GlobalMaxPool GlobalLpPool", _input_numel_macs),
     OpClass("QLinearGlobalAveragePool", "global_pool", _input_numel_macs, _CONTRIB,
-            shape_proxy=_proxy("GlobalAveragePool", [0], refused_attrs=["channels_last"])),
+            shape_proxy=_channels_last(_proxy("GlobalAveragePool", [0]))),
     # elementwise arithmetic, activations, quantisation
     *_classes("variadic", "Sum Max Min Mean", _variadic_macs, fusion="elementwise"),
     OpClass("Add", "elementwise", _elementwise_macs, fusion="elementwise", kernel="add"),
@@ -817,10 +847,11 @@ def count_macs(op: Op, shapes: Shapes) -> int:
     return int(rule(op, shapes))
 
 
-def shape_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
-    """A default-domain node with ``node``'s first output shape, for onnx shape inference;
-    None if ``node`` needs none (a default-domain op) or has none."""
+def shape_proxy(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
+    """Default-domain nodes (in order) writing ``node``'s first output with its shape, for onnx
+    shape inference; None if ``node`` needs none (a default-domain op) or has none."""
     op_class = lookup(node.op_type, node.domain)
     if op_class is None or op_class.shape_proxy is None or normalize_domain(node.domain) == "":
         return None
-    return op_class.shape_proxy(node)
+    proxy = op_class.shape_proxy(node)
+    return [proxy] if isinstance(proxy, onnx.NodeProto) else proxy

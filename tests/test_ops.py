@@ -169,8 +169,8 @@ def test_shape_proxy_only_for_contrib_ops():
     fused = helper.make_node("FusedConv", ["x", "w", "b"], ["y"], domain=ops.CONTRIB_DOMAIN, name="f",
                              kernel_shape=[3, 3], activation="Relu")
     fused.attribute.append(onnx.AttributeProto(name="activation_params", type=onnx.AttributeProto.FLOATS))
-    proxy = ops.shape_proxy(fused)
-    assert proxy is not None and proxy.op_type == "Conv" and proxy.domain == ""
+    (proxy,) = ops.shape_proxy(fused)
+    assert proxy.op_type == "Conv" and proxy.domain == ""
     assert list(proxy.input) == ["x", "w", "b"] and list(proxy.output) == ["y"]
     assert {a.name for a in proxy.attribute} == {"kernel_shape"}
     batched = helper.make_node("FusedMatMul", ["a", "b"], ["y"], domain=ops.CONTRIB_DOMAIN, transBatchA=1)
@@ -447,6 +447,28 @@ def test_qoperator_ops_onnxruntime_emits_get_the_macs_of_their_float_ops(tmp_pat
     assert by_type["QLinearConcat"].macs == 16 * 8 * 8  # one requantization per output element
     assert dot_product_macs(int8_graph) == dot_product_macs(float_graph)
     assert not [note for note in int8_graph.notes if "unknown" in note]
+
+
+def test_channels_last_qoperator_ops_of_onnxruntimes_layout_transformer_keep_their_macs(tmp_path):
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    onnx.save(_qoperator_source_model(), tmp_path / "float.onnx")
+    quantize_static(tmp_path / "float.onnx", tmp_path / "int8.onnx", _Calibration(), quant_format=QuantFormat.QOperator)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL  # NHWC layout transformer
+    options.optimized_model_filepath = str(tmp_path / "nhwc.onnx")
+    options.log_severity_level = 3
+    ort.InferenceSession(str(tmp_path / "int8.onnx"), options, providers=["CPUExecutionProvider"])
+    nhwc_model = onnx.load(tmp_path / "nhwc.onnx")
+    conv = next(n for n in nhwc_model.graph.node if n.op_type == "QLinearConv")
+    assert conv.domain == ops.CONTRIB_DOMAIN
+    assert any(a.name == "channels_last" and helper.get_attribute_value(a) == 1 for a in conv.attribute)
+    plain, nhwc = load_onnx(tmp_path / "int8.onnx"), load_onnx(tmp_path / "nhwc.onnx")
+    macs_by_type = {op.op_type: op.macs for op in plain.ops.values() if op.op_type.startswith("Q")}
+    assert {op.op_type: op.macs for op in nhwc.ops.values() if op.op_type.startswith("Q")} == macs_by_type
+    nhwc_conv = next(op for op in nhwc.ops.values() if op.op_type == "QLinearConv")
+    assert nhwc.tensors[nhwc_conv.outputs[0]].shape == (1, 16, 16, 8)  # NHWC
+    assert not any("__channels_first" in name for name in nhwc.tensors)  # the proxies' tensors stay out
 
 
 def test_qgemm_with_a_float_output_still_counts_m_n_k():
