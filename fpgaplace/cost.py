@@ -21,8 +21,9 @@ CPU core: the op's time measured by profiling the whole model with onnxruntime o
   GFLOP/s), the host rate measured around the profile; both are cached per model content and
   host (``CpuProfileCache``), so a second run reads the same figures. Where a node has no
   measurement, analytic ``2 * macs / GFLOP/s``.
-Transfer c(u): bytes of u's outputs at the chosen precision over the core<->DRAM link, plus the
-  link's latency.
+Transfer c(u): bytes of u's outputs at the chosen precision over ``transfer_link`` (the DRAM link
+  of one board, the network of a cluster: the slowest a tensor between devices may cross), plus
+  the link's latency.
 Fused ops (annotated by ``fpgaplace.passes.fuse``): a fused group shares one colour class so
   every solver keeps it on one device; on a core each member is a stage of the same dataflow.
 """
@@ -44,7 +45,7 @@ import numpy as np
 import onnx
 
 from fpgaplace import hw
-from fpgaplace.board import Board, CpuCore, FpgaCore
+from fpgaplace.board import Board, CpuCore, FpgaCore, Link
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.ir import Op, OpGraph
@@ -185,12 +186,18 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: 
     return hw.cycles_to_us(cycles, core)
 
 
+def transfer_link(board: Board) -> Link:
+    """The link the placement charges a tensor sent to another device on: the placement
+    problem has one transfer time per op, so it is the slowest link such a tensor may cross —
+    the network on a cluster, the DRAM link on one board (``Board.link_between`` gives the
+    exact one per pair, which design.json and ``fpgaplace sim`` use)."""
+    return board.network if board.is_cluster and board.network is not None else board.dram
+
+
 def transfer_us(op: Op, graph: OpGraph, board: Board, precision: int) -> float:
-    """Time to move ``op``'s outputs between a core and DRAM over the board's AXI link."""
+    """Time to move ``op``'s outputs to another device over ``transfer_link(board)``."""
     nbytes = _element_bytes(graph, op.outputs, precision)
-    if nbytes == 0:
-        return 0.0
-    return nbytes / (board.dram.gbps * 1e3) + board.dram.latency_us
+    return transfer_link(board).transfer_us(nbytes) if nbytes else 0.0
 
 
 def _host_rate_samples(samples: int, n: int = HOST_RATE_SIZE) -> list[float]:

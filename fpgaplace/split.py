@@ -409,7 +409,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0, *,
         if np.issubdtype(dtype, np.floating):
             values[info.name] = rng.standard_normal(shape).astype(dtype)
         elif dtype == np.bool_:
-            values[info.name] = rng.random(shape) < 0.5
+            values[info.name] = np.asarray(rng.random(shape) < 0.5)
         else:
             values[info.name] = rng.integers(0, integer_high, shape).astype(dtype)
     return values

@@ -11,6 +11,9 @@ from fpgaplace import models
 from fpgaplace.frontend import load_onnx
 from fpgaplace.ir import OpGraph
 
+FAST_CLUSTER = str(Path(__file__).resolve().parent / "boards" / "cluster-2x-zcu104-fast.yaml")
+"""Two zcu104 over a network as fast as DRAM: small models spread over both nodes (tests of names and links)."""
+
 
 @pytest.fixture(scope="session")
 def mlp_model() -> onnx.ModelProto:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from conftest import FAST_CLUSTER
 from onnx import TensorProto, helper
 
 from fpgaplace.models import cnn_residual, light_model_path
@@ -241,11 +242,11 @@ def test_place_value_is_the_value_of_the_split(tmp_path, cnn_file):
 
 
 def test_cluster_devices_by_board_identity(tmp_path, cnn_file):
-    result = run("place", str(cnn_file), "--board", "cluster-2x-zcu104", "--no-profile", "--json")
+    result = run("place", str(cnn_file), "--board", FAST_CLUSTER, "--no-profile", "--json")
     assert result.returncode == 0, result.stderr
     names = json.loads(result.stdout)["deviceNames"]
     assert names[:4] == ["node0.core0", "node0.core1", "node1.core0", "node1.core1"]
-    table = run("place", str(cnn_file), "--board", "cluster-2x-zcu104", "--no-profile").stdout
+    table = run("place", str(cnn_file), "--board", FAST_CLUSTER, "--no-profile").stdout
     assert "node1.core" in table and "core3" not in table
 
 

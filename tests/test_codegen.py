@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import FAST_CLUSTER
 from onnx import numpy_helper
 
 import fpgaplace.codegen
@@ -56,7 +57,7 @@ def cnn(tmp_path_factory) -> Project:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory) -> Project:
-    return Project(qdq_design(models.cnn_residual(batch=1), "cluster-2x-zcu104"),
+    return Project(qdq_design(models.cnn_residual(batch=1), FAST_CLUSTER),
                    tmp_path_factory.mktemp("cluster") / "project")
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import FAST_CLUSTER
 from typer.testing import CliRunner
 
 from fpgaplace import Design, models
@@ -40,7 +41,7 @@ class Project:
 @pytest.fixture(scope="module", params=CASES, ids=[f"{m}-{b}" for m, b in CASES])
 def project(request, tmp_path_factory) -> Project:
     model, board = request.param
-    folder = tmp_path_factory.mktemp(f"{model}-{board}") / "project"
+    folder = tmp_path_factory.mktemp(f"{model}-{Path(board).stem}") / "project"
     Design(MODELS[model](), board, profile_cpu=False).compile(folder)
     design = json.loads((folder / "design.json").read_text())
     manifest = json.loads((folder / "split" / "manifest.json").read_text())
@@ -142,8 +143,9 @@ def test_a_link_carries_its_transfers_one_after_another(project: Project) -> Non
         carried[link_of(transfer, nodes)].append(transfer["us"])
     links = sorted(d.per_sample_us for d in project.result.devices if d.kind == "link")
     assert links == pytest.approx(sorted(sum(us) for us in carried.values()))
-    if shares_a_link(project):  # one sample's second transfer waits for its first
-        assert project.result.latency_us > critical_path_us(project) * (1 + 1e-9)
+    # a shared link never makes one sample faster than its critical path (whether its transfers of
+    # one sample also wait for each other depends on where they sit in the pipeline)
+    assert project.result.latency_us >= critical_path_us(project) * (1 - 1e-9)
 
 
 def test_bottleneck_is_busy_all_the_time_and_no_device_beyond(project: Project) -> None:
@@ -169,8 +171,12 @@ def test_devices_listed_are_the_pieces_devices_and_links(project: Project) -> No
 
 
 def test_roofline_from_the_board_dsps(project: Project) -> None:
-    board = load_board(project.design["board"]["name"])
+    entry = project.design["board"]
+    board = load_board(entry["source"] if Path(entry["source"]).is_file() else entry["name"])
     macs = sum(layer["macs"] for core in project.design["cores"] for layer in core["layers"])
+    if macs == 0:  # nothing placed on the fabric: no roofline to compare with
+        assert project.result.roofline_fps is None and project.result.roofline_fraction is None
+        return
     peak_macs_per_us = sum(core.dsp * core.macs_per_dsp * core.clock_mhz for core in board.cores)
     result = project.result
     assert result.roofline_fps == pytest.approx(1e6 * peak_macs_per_us / macs, rel=1e-12)
@@ -345,7 +351,7 @@ def test_design_json_without_a_core_s_layers(cnn_zcu104: Path, tmp_path: Path) -
 @pytest.fixture(scope="module")
 def cnn_cluster(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("cnn-cluster") / "project"
-    Design(models.cnn_residual(batch=1), "cluster-2x-zcu104", profile_cpu=False).compile(folder)
+    Design(models.cnn_residual(batch=1), FAST_CLUSTER, profile_cpu=False).compile(folder)
     return folder
 
 
