@@ -1,7 +1,10 @@
 """One entry point over every placement method: ``solve(problem, objective, method, ...)``.
 
 Every answer is scored by the trusted evaluator before it is returned, so the value a user sees
-is the evaluator's, never a solver's own claim.
+is the evaluator's, never a solver's own claim. The IP is warm-started from every heuristic start
+(``heuristic_starts``, inside its time limit); when it ends worse than the best of them, or finds
+nothing, that start is returned instead with status "best start kept (<method>): <why>" (its
+bound is the IP's only when the start lies in the IP's search space, else none).
 """
 
 from __future__ import annotations
