@@ -172,7 +172,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
         "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
         "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
         "weights_file": weights_file, "channels_file": channels_file,
-        "weights_style": "distributed" if nf * sf <= LUTRAM_MAX_DEPTH else "block",
+        "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) ',
     }
     verilog = environment().get_template("rtl/dense.v.j2").render(**values)
     return RtlModule(top, {
