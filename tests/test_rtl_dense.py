@@ -11,6 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from fpgaplace.board import load_board
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import reference
 from fpgaplace.hw.kernels import KERNELS, Folding
@@ -42,9 +43,9 @@ def expected_outputs(config, arrays, vectors) -> np.ndarray:
                                      zy=config["ZY"], lo=config["LO"], hi=config["HI"]) for v in vectors])
 
 
-def check_simulation(config, arrays, vectors, folder: Path, steady_vectors: int = 6):
+def check_simulation(config, arrays, vectors, folder: Path, steady_vectors: int = 6, macs_per_dsp: int = 1):
     result = simulate_dense(config, arrays, vectors, folder, seed=config["K"] + config["N"],
-                            steady_vectors=steady_vectors)
+                            steady_vectors=steady_vectors, macs_per_dsp=macs_per_dsp)
     assert result.random.mismatches == 0, f"{config}: {result.random.mismatches} outputs differ under backpressure"
     assert result.steady.mismatches == 0, f"{config}: {result.steady.mismatches} outputs differ back to back"
     assert result.random.vectors == len(vectors) and result.steady.vectors == steady_vectors
@@ -100,9 +101,10 @@ def test_dense_sweep_bit_exact_and_within_ten_percent(tmp_path, k, n, pe, simd):
     check_simulation(config, arrays, vectors, tmp_path, steady_vectors=5)
 
 
-def test_rendered_verilog_is_verilog_2005_clean(tmp_path):
+@pytest.mark.parametrize("macs_per_dsp", [1, 2])
+def test_rendered_verilog_is_verilog_2005_clean(tmp_path, macs_per_dsp):
     config, arrays, _ = random_dense(16, 8, 4, 2, seed=5)
-    sources = render_dense(config, arrays, top="dense_lint").write(tmp_path)
+    sources = render_dense(config, arrays, top="dense_lint", macs_per_dsp=macs_per_dsp).write(tmp_path)
     run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *map(str, sources)],
                          capture_output=True, text=True, check=False)
     assert run.returncode == 0 and not run.stderr.strip(), run.stderr
@@ -141,28 +143,40 @@ def test_bad_arrays_are_one_line_errors():
         render_dense(config, arrays | {"bias": np.full(8, 2**32, dtype=np.int64)})
 
 
-def yosys_dsps(folder: Path, module) -> int:
-    """DSP48E1 cells of ``module`` after yosys ``synth_xilinx`` (run in ``folder``, where the
-    ``$readmemh`` files are)."""
+def yosys_dsps(folder: Path, module, family: str) -> int:
+    """DSP48 cells of ``module`` after yosys ``synth_xilinx -family family`` (run in ``folder``,
+    where the ``$readmemh`` files are)."""
     sources = module.write(folder)
-    script = f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -top {module.top}; tee -o stat.txt stat"
+    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}; "
+              "tee -o stat.txt stat")
     run = subprocess.run(["yosys", "-q", "-p", script], cwd=folder, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
-    found = re.search(r"DSP48E1\s+(\d+)", (folder / "stat.txt").read_text())
-    return int(found.group(1)) if found else 0
+    return sum(int(count) for count in re.findall(r"DSP48E\d\s+(\d+)", (folder / "stat.txt").read_text()))
 
 
 @pytest.mark.slow
-def test_yosys_one_dsp_per_mac_lane_beside_the_model(tmp_path):
-    """Going from SIMD=1 to SIMD=4 adds exactly PE*3 DSP48E1s: yosys maps one int8 MAC lane to one
-    DSP, the op library's count for macs_per_dsp = 1 (``resources(..., core=None)``). The rest is
-    the requantization multiplier (acc * m, one per PE lane), which the model does not count."""
+@pytest.mark.parametrize(("family", "board"), [("xc7", "pynq-z2"), ("xcup", "zcu104")])
+def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
+    """Going from SIMD=1 to SIMD=4 adds exactly the DSPs the op library's model adds for the
+    board's macs_per_dsp (pynq-z2: 1 MAC per DSP48E1; zcu104: 2 per DSP48E2, channel pairs
+    packed): yosys maps the MAC lanes as the model counts them. The rest is requantization
+    (acc * m, per PE lane), which the model does not count."""
+    core = load_board(board).cores[0]
     k, n, pe = 16, 8, 2
     counts, models = {}, {}
     for simd in (1, 4):
         config, arrays, _ = random_dense(k, n, pe, simd, seed=9)
-        counts[simd] = yosys_dsps(tmp_path / f"simd{simd}", render_dense(config, arrays))
-        models[simd] = KERNELS["dense"].resources(dense_geometry(k, n), Folding(pe=pe, simd=simd)).dsp
-    assert counts[4] - counts[1] == models[4] - models[1] == pe * 3
+        module = render_dense(config, arrays, macs_per_dsp=core.macs_per_dsp)
+        counts[simd] = yosys_dsps(tmp_path / f"simd{simd}", module, family)
+        models[simd] = KERNELS["dense"].resources(dense_geometry(k, n), Folding(pe=pe, simd=simd), core).dsp
+    assert counts[4] - counts[1] == models[4] - models[1] == pe * 3 // core.macs_per_dsp
     requantize_dsps = counts[1] - models[1]
     assert requantize_dsps >= 0 and requantize_dsps % pe == 0, (counts, models)
+
+@pytest.mark.parametrize(("pe", "simd"), [(4, 2), (3, 4)])
+def test_dense_two_macs_per_multiplier_bit_exact(tmp_path, pe, simd):
+    """Channel pairs sharing one 27 x 8 multiplier (macs_per_dsp = 2; an odd PE leaves one single)."""
+    config, arrays, vectors = random_dense(16, 12, pe, simd, seed=12, vectors=4)
+    verilog = render_dense(config, arrays, macs_per_dsp=2).files["fp_dense.v"]
+    assert f"localparam PACKED_PE = {pe // 2 * 2};" in verilog
+    check_simulation(config, arrays, vectors, tmp_path, macs_per_dsp=2)

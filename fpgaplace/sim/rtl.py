@@ -140,11 +140,15 @@ def _pack(lanes: np.ndarray, bits: int) -> int:
     return sum((int(v) & mask) << (bits * j) for j, v in enumerate(lanes))
 
 
-def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense") -> RtlModule:
+def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",
+                 macs_per_dsp: int = 1) -> RtlModule:
     """The dense unit (``hls_templates/rtl/dense.v.j2``) for ``config`` and ``arrays``: files
     ``{top}.v``, ``{top}_weights.mem`` (folded ``[N/PE][K/SIMD][PE][SIMD]``, one word per MAC
     step) and ``{top}_channels.mem`` (per output fold, PE words of ``{shift, mult, bias'}`` with
-    ``bias' = bias - ZX * sum_k w``). O(N*K)."""
+    ``bias' = bias - ZX * sum_k w``). ``macs_per_dsp = 2`` (a board's ``macs_per_dsp``) packs the
+    MACs of channel pairs into one multiplier each (an odd PE's last channel stays single). O(N*K)."""
+    if macs_per_dsp not in (1, 2):
+        raise FpgaplaceError(f"rtl dense: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
     checked = _check_dense(config, arrays)
     k, n, pe, simd, zx = (int(config[m]) for m in ("K", "N", "PE", "SIMD", "ZX"))
     w = checked["w"]
@@ -168,7 +172,9 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
              | (int(bias[c]) & ((1 << acc_bits) - 1))) << (channel_bits * p) for p, c in enumerate(lanes)))
     weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
     values = {m: int(config[m]) for m in DENSE_MEMBERS} | {
-        "name": top, "NF": nf, "SF": sf, "DOT_W": signed_bits(k * PRODUCT_MAGNITUDE), "ACC_W": acc_bits,
+        "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
+        "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
+        "DOT_W": signed_bits(k * PRODUCT_MAGNITUDE), "ACC_W": acc_bits,
         "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
         "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
         "weights_file": weights_file, "channels_file": channels_file,
@@ -241,7 +247,7 @@ def _phase(spec: dict[str, Any], result: dict[str, Any], expected: np.ndarray, w
 
 def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.ndarray, folder: Path,
                    seed: int = 0, gap: float = 0.3, backpressure: float = 0.3, warmup: int = 2,
-                   steady_vectors: int | None = None) -> DenseSimulation:
+                   steady_vectors: int | None = None, macs_per_dsp: int = 1) -> DenseSimulation:
     """Simulate the rendered dense unit on ``vectors [V, K]`` (int8) in ``folder``: a phase with
     random input gaps (probability ``gap`` a cycle) and output backpressure, and a back-to-back
     phase (``steady_vectors``, default V) whose cycles per vector after ``warmup`` vectors are
@@ -257,7 +263,7 @@ def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.n
                 for name, inputs in (("random", vectors), ("steady", steady_inputs))}
     phases = [{"name": "random", "gap": gap, "backpressure": backpressure, "inputs": vectors.tolist()},
               {"name": "steady", "gap": 0.0, "backpressure": 0.0, "inputs": steady_inputs.tolist()}]
-    module = render_dense(config, arrays)
+    module = render_dense(config, arrays, macs_per_dsp=macs_per_dsp)
     job = {"in_elems": int(config["SIMD"]), "out_elems": int(config["PE"]), "out_len": int(config["N"]),
            "cycle_limit": 64 * model_cycles(config) * max(len(vectors), steady_count) + 1000, "phases": phases}
     results = _run_cocotb(module, folder, job, seed)
