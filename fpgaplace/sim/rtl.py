@@ -256,6 +256,8 @@ def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.n
     if vectors.dtype != np.int8 or vectors.ndim != 2 or vectors.shape[1] != int(config["K"]):
         raise FpgaplaceError(f"rtl dense: vectors must be int8 of shape (V, {config['K']}), got {vectors.shape}")
     steady_count = steady_vectors or len(vectors)
+    if steady_count < warmup + 2:
+        raise FpgaplaceError(f"rtl dense: {steady_count} back-to-back vectors leave no steady state after {warmup}")
     steady_inputs = np.resize(vectors, (steady_count, vectors.shape[1]))
     expected = {name: np.stack([reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"],
                                                 zx=int(config["ZX"]), zy=int(config["ZY"]), lo=int(config["LO"]),
