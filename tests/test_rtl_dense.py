@@ -91,7 +91,7 @@ def test_dense_rounding_ties_shift_extremes_and_clamp(tmp_path):
 
 
 SWEEP = [(k, n, pe, simd) for k, n in ((16, 8), (16, 32), (64, 8), (64, 32))
-         for pe, simd in ((1, 1), (2, 4), (8, 8), (4, 2), (8, 1))]
+         for pe, simd in ((1, 1), (2, 4), (8, 8), (4, 2), (8, 1))] + [(16, 32, 8, 16), (64, 8, 8, 32)]  # SF = 1, 2
 
 
 @pytest.mark.slow
@@ -160,7 +160,7 @@ def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
     """Going from SIMD=1 to SIMD=4 adds exactly the DSPs the op library's model adds for the
     board's macs_per_dsp (pynq-z2: 1 MAC per DSP48E1; zcu104: 2 per DSP48E2, channel pairs
     packed): yosys maps the MAC lanes as the model counts them. The rest is requantization
-    (acc * m, per PE lane), which the model does not count."""
+    (acc * m, shared by the PE lanes), which the model does not count: the same for both."""
     core = load_board(board).cores[0]
     k, n, pe = 16, 8, 2
     counts, models = {}, {}
@@ -170,8 +170,7 @@ def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
         counts[simd] = yosys_dsps(tmp_path / f"simd{simd}", module, family)
         models[simd] = KERNELS["dense"].resources(dense_geometry(k, n), Folding(pe=pe, simd=simd), core).dsp
     assert counts[4] - counts[1] == models[4] - models[1] == pe * 3 // core.macs_per_dsp
-    requantize_dsps = counts[1] - models[1]
-    assert requantize_dsps >= 0 and requantize_dsps % pe == 0, (counts, models)
+    assert counts[1] - models[1] == counts[4] - models[4] > 0, (counts, models)
 
 @pytest.mark.parametrize(("pe", "simd"), [(4, 2), (3, 4)])
 def test_dense_two_macs_per_multiplier_bit_exact(tmp_path, pe, simd):

@@ -36,7 +36,7 @@ DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")
 DENSE_ARRAYS = ("w", "bias", "mult", "shift")
 PRODUCT_MAGNITUDE = 128 * 128  # largest |x * w| of two int8 values
 MAX_ACC_BITS = 33  # |acc| < 2**32, as fpgaplace.hw.quant.requantize needs
-FIFO_DEPTH = 16  # output FIFO slots: more than the pipeline's issue-to-FIFO latency (8) + credit return
+FIFO_DEPTH = 16  # output FIFO slots: above the results in flight, (issue-to-FIFO latency 7 + PE/RQ + 2) / SF + 1 <= 12
 STREAM_TESTBENCH = "fpgaplace.sim.rtl_stream_tb"
 JOB_ENV = "FPGAPLACE_RTL_JOB"
 
@@ -108,6 +108,12 @@ def signed_bits(magnitude: int) -> int:
     return magnitude.bit_length() + 1
 
 
+def requantize_units(pe: int, sf: int) -> int:
+    """Requantization units of a dense unit: the fewest dividing ``pe`` that keep up with a fold's
+    ``pe`` results every ``sf`` cycles (``units * sf >= pe``), one group of lanes a cycle each."""
+    return next(units for units in range(1, pe + 1) if pe % units == 0 and units * sf >= pe)
+
+
 def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np.ndarray]:
     missing = [m for m in DENSE_MEMBERS if m not in config] + [a for a in DENSE_ARRAYS if a not in arrays]
     if missing:
@@ -175,6 +181,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
         "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
         "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
         "DOT_W": signed_bits(k * PRODUCT_MAGNITUDE), "ACC_W": acc_bits,
+        "RQ": requantize_units(pe, sf), "GROUP_BITS": index_bits(pe // requantize_units(pe, sf)),
         "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
         "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
         "weights_file": weights_file, "channels_file": channels_file,
