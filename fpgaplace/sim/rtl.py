@@ -69,6 +69,7 @@ class PhaseResult:
     mismatches: int
     cycles: int  # from reset release to the last output
     cycles_per_vector: float  # steady state: between the last outputs of vectors after the warm-up
+    latency: int  # cycles from reset release to the first vector's last output
 
     @property
     def bit_exact(self) -> bool:
@@ -249,7 +250,7 @@ def _phase(spec: dict[str, Any], result: dict[str, Any], expected: np.ndarray, w
     mismatches = int(np.sum(got != want)) if len(got) == len(want) else len(want)  # a short stream: all wrong
     done = result["done_cycles"]
     steady = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
-    return PhaseResult(spec["name"], len(expected), mismatches, result["cycles"], steady)
+    return PhaseResult(spec["name"], len(expected), mismatches, result["cycles"], steady, done[0] if done else -1)
 
 
 def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.ndarray, folder: Path,
