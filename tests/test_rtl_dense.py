@@ -66,8 +66,8 @@ def test_dense_bit_exact_under_backpressure_and_cycles(tmp_path):
     expected = expected_outputs(config, arrays, vectors)
     assert len(np.unique(expected)) > 20, "the case must spread the outputs, not saturate them"
     result = check_simulation(config, arrays, vectors, tmp_path, steady_vectors=10)
-    # backpressure and gaps make the random phase slower than back to back
-    assert result.random.cycles / result.random.vectors > result.steady.cycles_per_vector
+    # the gaps and backpressure do slow the stream down: the random phase is not back to back
+    assert result.random.cycles_per_vector > result.steady.cycles_per_vector
 
 
 def test_dense_rounding_ties_shift_extremes_and_clamp(tmp_path):
