@@ -126,6 +126,7 @@ def test_weights_file_is_folded_order(tmp_path):
     ({"PE": 3}, "PE=3 must divide N=8"),
     ({"SIMD": 5}, "SIMD=5 must divide K=16"),
     ({"LO": 100, "HI": 0}, "LO <= HI"),
+    ({"ZY": 128}, "ZY and LO <= HI must be int8"),
 ])
 def test_bad_config_is_one_line_error(change, message):
     config, arrays, _ = random_dense(16, 8, 2, 4, seed=7)

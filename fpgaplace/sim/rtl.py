@@ -9,6 +9,10 @@ test): once with random input gaps and output backpressure, once back to back, c
 every output with ``fpgaplace.hw.reference.dense`` and measuring the steady-state cycles per
 vector, which ``model_cycles`` gives from the op library's cycle model for comparison.
 
+The unit computes PE x SIMD MACs a cycle (two to a DSP48E2 with ``macs_per_dsp=2``) and shares
+``requantize_units(PE, K/SIMD)`` requantization multipliers among its PE lanes; see the
+template's header for the stream format, memories and arithmetic.
+
 Rendering is O(N*K) (the weight file); simulation costs O(cycles) cocotb steps.
 """
 
@@ -95,6 +99,7 @@ class DenseSimulation:
 
 
 def environment() -> jinja2.Environment:
+    """The Jinja2 environment over the shipped templates (undefined names are errors)."""
     loader = jinja2.FileSystemLoader(str(files(TEMPLATE_PACKAGE)))
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
@@ -130,8 +135,9 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
         raise FpgaplaceError("rtl dense: mult must lie in [0, 2**31)")
     if per_channel["shift"].min() < 1 or per_channel["shift"].max() > 62:
         raise FpgaplaceError("rtl dense: shift must lie in [1, 62]")
-    if not -128 <= int(config["ZX"]) <= 127 or not -128 <= int(config["LO"]) <= int(config["HI"]) <= 127:
-        raise FpgaplaceError("rtl dense: ZX, LO <= HI must be int8")
+    if not all(-128 <= int(config[z]) <= 127 for z in ("ZX", "ZY")) or not -128 <= int(config["LO"]) <= int(
+            config["HI"]) <= 127:
+        raise FpgaplaceError("rtl dense: ZX, ZY and LO <= HI must be int8")
     return {"w": w, **per_channel}
 
 
