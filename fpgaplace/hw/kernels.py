@@ -4,7 +4,9 @@ A core runs its ops as one dataflow pipeline (one stage per op, streams between 
 sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
 
 * dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
-  elements per cycle on DSPs (``ceil(PE * SIMD * MMV / macs_per_dsp)`` of them):
+  elements per cycle on DSPs (``ceil(PE * SIMD * MMV / macs_per_dsp)`` of them; the
+  requantization units, ``requantize_units``, take two DSPs each in the RTL and are not counted
+  yet):
   ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
   PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
   by side (FINN's MMV; ``pixels / MMV`` is ``rows * ceil(row / MMV)``: a row's last group may be
@@ -128,6 +130,13 @@ class Geometry:
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
     """The one conversion from cycles to microseconds: ``clock_mhz`` cycles per microsecond."""
     return cycles / core.clock_mhz
+
+
+def requantize_units(results: int, folds: int) -> int:
+    """Requantization units a dot-product stage needs: ``results`` accumulators finish every
+    ``folds`` cycles and one unit takes one group of them a cycle, so the fewest units dividing
+    ``results`` with ``units * folds >= results`` (one when the folds outnumber the results)."""
+    return next(units for units in range(1, results + 1) if results % units == 0 and units * folds >= results)
 
 
 @cache

@@ -32,7 +32,7 @@ import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import KERNELS, LUTRAM_MAX_DEPTH, Folding, Geometry
+from fpgaplace.hw.kernels import KERNELS, LUTRAM_MAX_DEPTH, Folding, Geometry, requantize_units
 from fpgaplace.ir import Op, TensorInfo
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
@@ -112,12 +112,6 @@ def index_bits(count: int) -> int:
 def signed_bits(magnitude: int) -> int:
     """Bits of a two's-complement number holding every value in [-magnitude, magnitude]."""
     return magnitude.bit_length() + 1
-
-
-def requantize_units(pe: int, sf: int) -> int:
-    """Requantization units of a dense unit: the fewest dividing ``pe`` that keep up with a fold's
-    ``pe`` results every ``sf`` cycles (``units * sf >= pe``), one group of lanes a cycle each."""
-    return next(units for units in range(1, pe + 1) if pe % units == 0 and units * sf >= pe)
 
 
 def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np.ndarray]:
