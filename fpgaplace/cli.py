@@ -48,6 +48,23 @@ app = typer.Typer(
 out = Console()
 err = Console(stderr=True)
 
+
+def _print_version(value: bool) -> None:
+    if value:
+        from fpgaplace import __version__
+
+        out.print(f"fpgaplace {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _options(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_print_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """Place a model on a multicore FPGA board and build the project that runs it."""
+
 # ---- options shared by every command that reads a model -----------------------------------
 
 JsonOption = Annotated[bool, typer.Option("--json", help="Print machine-readable JSON on stdout instead of a table.")]

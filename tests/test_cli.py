@@ -392,3 +392,10 @@ def test_compile_takes_a_qdq_model_as_it_is(tmp_path, fixed_cnn_file):
 
 def test_csim_of_a_folder_without_design_json(tmp_path):
     assert_one_line_error(run("csim", str(tmp_path)), "design.json")
+
+
+def test_version_prints_the_package_version():
+    from fpgaplace import __version__
+
+    result = run("--version")
+    assert result.returncode == 0 and result.stdout.strip() == f"fpgaplace {__version__}"
