@@ -270,9 +270,11 @@ def inspect(
         "cpu_only_ops": sum(not r["fpga"] for r in rows),
     }
     report = design.optimize_report
+    inputs = {name: list(graph.tensors[name].shape) for name in graph.inputs if name in graph.tensors}
     if as_json:
-        print_json({"model": str(model), "batch": batch, "optimized": optimized,
-                    "optimizer": report.to_dict() if report else None, "ops": rows, "totals": totals})
+        print_json({"model": str(model), "batch": batch, "optimized": optimized, "inputs": inputs,
+                    "notes": graph.notes, "optimizer": report.to_dict() if report else None, "ops": rows,
+                    "totals": totals})
         return
     table = Table(title=f"{model.name} (batch {batch}{', optimized' if optimized else ''})")
     for column in ("op", "type", "output shape", "MACs", "params", "runs on"):
@@ -287,6 +289,8 @@ def inspect(
             "FPGA or CPU" if r["fpga"] else "CPU only",
         )
     out.print(table)
+    out.print("inputs: " + ", ".join(f"{name} {'x'.join(map(str, shape)) or 'scalar'}"
+                                     for name, shape in inputs.items()))
     if report:
         out.print(f"graph optimizer: {report.nodes_before} -> {report.nodes_after} nodes")
     out.print(

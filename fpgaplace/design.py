@@ -228,8 +228,19 @@ class Design:
 
         self._say(f"importing {self.name}")
         if isinstance(self.model, onnx.ModelProto):
-            return from_model(self.model, batch=self.batch, source=self.name, input_shapes=self.input_shapes)
-        return load_onnx(self.model, batch=self.batch, input_shapes=self.input_shapes)
+            graph = from_model(self.model, batch=self.batch, source=self.name, input_shapes=self.input_shapes)
+        else:
+            graph = load_onnx(self.model, batch=self.batch, input_shapes=self.input_shapes)
+        self._say_notes(graph.notes)
+        return graph
+
+    def _say_notes(self, notes: list[str], shown: int = 8) -> None:
+        """The front end's notes (an assumption it made, a fixed batch kept) as progress lines."""
+        distinct = list(dict.fromkeys(notes))
+        for note in distinct[:shown]:
+            self._say(f"note: {note}")
+        if len(distinct) > shown:
+            self._say(f"note: … and {len(distinct) - shown} more")
 
     @cached_property
     def is_qdq(self) -> bool:

@@ -399,3 +399,22 @@ def test_version_prints_the_package_version():
 
     result = run("--version")
     assert result.returncode == 0 and result.stdout.strip() == f"fpgaplace {__version__}"
+
+
+def test_inspect_prints_the_front_ends_notes_and_the_input_shapes(tmp_path):
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="relu")], "fixed",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = tmp_path / "fixed.onnx"
+    onnx.save(model, path)
+    result = run("inspect", str(path), "--batch", "2")
+    assert result.returncode == 0, result.stderr
+    assert "note: input 'x' has a fixed batch of 4" in result.stderr
+    assert "inputs: x 4x8" in result.stdout
+    document = json.loads(run("inspect", str(path), "--json").stdout)
+    assert document["inputs"] == {"x": [4, 8]}
