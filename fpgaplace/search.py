@@ -63,6 +63,13 @@ class Scored:
         return self.per_sample_throughput if target == "throughput" else self.per_sample_latency
 
 
+def model_batch(design: Design) -> int:
+    """The batch the design's graph runs: dim 0 of its first input (1 for a scalar input)."""
+    graph = design.loaded
+    info = graph.tensors.get(graph.inputs[0]) if graph.inputs else None
+    return info.shape[0] if info is not None and info.shape else 1
+
+
 def candidates(total_cores: int, batches: Sequence[int], optimizer: Sequence[bool]) -> list[Candidate]:
     grid = itertools.product(optimizer, TARGETS, range(1, total_cores + 1), (True, False), batches)
     return [Candidate(o, obj, c, contiguous, b) for o, obj, c, contiguous, b in grid]
@@ -90,7 +97,15 @@ def search(
         for b in batches
     }
     first = next(iter(designs.values()))
-    todo = candidates(len(first.board.cores), batches, optimizer)
+    kept = [b for b in batches if all(model_batch(designs[(o, b)]) == b for o in optimizer)]
+    for b in batches:
+        if b not in kept and progress:
+            progress(f"batch {b}: the model's inputs keep a fixed batch of {model_batch(designs[(optimizer[0], b)])}; "
+                     "skipped")
+    if not kept:
+        raise FpgaplaceError(f"{first.name}: none of the batches {list(batches)} is the model's "
+                             f"(its inputs have a fixed batch of {model_batch(first)})")
+    todo = candidates(len(first.board.cores), kept, optimizer)
     scored: list[Scored] = []
     for done, candidate in enumerate(todo):
         remaining = deadline - time.perf_counter()

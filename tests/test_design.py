@@ -228,3 +228,16 @@ def test_quantized_is_built_once_per_calibration_and_follows_a_new_placement():
     design.place("throughput", "greedy")
     again = design.quantized(random_samples=4)
     assert again is first and again.placement.placement.method == "greedy"
+
+
+def test_search_never_divides_by_a_batch_the_model_does_not_have():
+    from fpgaplace.search import search
+
+    said: list[str] = []
+    ranked = search(models.cnn_residual(batch=1), "zcu104", batches=(1, 4), optimizer=(True,), time_limit=20,
+                    progress=said.append, profile_cpu=False)
+    assert ranked and {r.candidate.batch for r in ranked} == {1}
+    assert any("batch 4" in line and "fixed batch of 1" in line for line in said)
+    with pytest.raises(FpgaplaceError, match="fixed batch of 1"):
+        search(models.cnn_residual(batch=1), "zcu104", batches=(4,), optimizer=(True,), time_limit=5,
+               profile_cpu=False)
