@@ -1111,6 +1111,20 @@ def demo_compile_and_csim(design) -> dict[str, dict]:
         return {"compile": compiled.to_json(), "csim": simulated.to_json()}
 
 
+def _register_command_modules() -> None:
+    """Import every module of ``fpgaplace.commands``: each adds its commands to ``app``."""
+    import importlib
+    import pkgutil
+
+    import fpgaplace.commands as package
+
+    for module in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        importlib.import_module(f"{package.__name__}.{module.name}")
+
+
+_register_command_modules()
+
+
 def main() -> None:
     app()
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
-#   scripts/setup.sh          the tool and the system tools later stages use (g++, iverilog, yosys)
-#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray)
+#   scripts/setup.sh          the tool and the system tools later stages use (g++, iverilog, yosys, tclsh)
+#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray),
+#                             sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +19,12 @@ need_apt=()
 command -v g++ >/dev/null || need_apt+=(g++)
 command -v iverilog >/dev/null || need_apt+=(iverilog)
 command -v yosys >/dev/null || need_apt+=(yosys)
+command -v tclsh >/dev/null || need_apt+=(tcl)                          # checks the generated TCL
+if [[ "${1:-}" == "--test" ]]; then
+  [[ -x /usr/sbin/sshd ]] || need_apt+=(openssh-server)                 # flash tests: a local sshd
+  command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)
+  command -v chromium >/dev/null || need_apt+=(chromium)                # report tests: headless browser
+fi
 python3 -c "import venv, ensurepip" 2>/dev/null || need_apt+=(python3-venv)
 if ((${#need_apt[@]})); then
   echo "setup: installing Debian packages: ${need_apt[*]}"

@@ -22,8 +22,11 @@ import numpy as np
 
 from fpgaplace import __version__, hw
 from fpgaplace.board import FpgaCore
+from fpgaplace.codegen.build_scripts import write_build_scripts
+from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_sample_shape
 from fpgaplace.codegen.render import environment, include_dir, plan_core, render_core
+from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.quantize import check_qdq
@@ -125,6 +128,10 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         (tmp / "README.md").write_text(environment().get_template("project/README.md.j2").render(
             model=graph.name, board=board.name, version=__version__, cores=[_summary(r) for r in document["cores"]],
             cpu_ops=document["cpu_ops"]))
+        # The later stages' files, each from design.json and the folder written so far.
+        write_build_scripts(document, tmp)  # vivado/ or vitis/, Makefile
+        write_host_driver(document, tmp)  # host/: the PYNQ driver
+        write_rtl_project(document, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
         check_project_dir(out_dir)
         if out_dir.exists():
             shutil.rmtree(out_dir)
