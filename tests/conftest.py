@@ -14,6 +14,9 @@ from fpgaplace.ir import OpGraph
 FAST_CLUSTER = str(Path(__file__).resolve().parent / "boards" / "cluster-2x-zcu104-fast.yaml")
 """Two zcu104 over a network as fast as DRAM: small models spread over both nodes (tests of names and links)."""
 
+WORKLOADS = Path(__file__).resolve().parent / "workloads"
+"""The paper's public placement workloads (MIT licence: see workloads/README.md), copied into the tests."""
+
 
 @pytest.fixture(scope="session")
 def mlp_model() -> onnx.ModelProto:

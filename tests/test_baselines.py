@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import WORKLOADS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -26,8 +26,6 @@ from fpgaplace.solvers.baselines import (
 from fpgaplace.solvers.evaluate import evaluate
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.workload import load_workload
-
-WORKLOADS = Path("/work/shared/workloads")
 
 
 def chain(latency_fpga: list[float], latency_cpu: list[float], size: list[float],

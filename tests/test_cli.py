@@ -8,12 +8,10 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import FAST_CLUSTER
+from conftest import FAST_CLUSTER, WORKLOADS
 from onnx import TensorProto, helper
 
 from fpgaplace.models import cnn_residual, light_model_path
-
-WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
 
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
+from conftest import WORKLOADS
 
 from fpgaplace import Design, load_board, models
 from fpgaplace.design import is_workload, load_input, place_problem
@@ -19,7 +20,7 @@ from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import evaluate
 from fpgaplace.solvers.problem import Placement
 
-WORKLOAD = Path(__file__).resolve().parents[2] / "shared" / "workloads" / "throughput" / "layer-bert24_inference.json"
+WORKLOAD = WORKLOADS / "throughput" / "layer-bert24_inference.json"
 
 
 def analytic(model, board="zcu104", **options) -> Design:

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import WORKLOADS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -19,7 +20,6 @@ from fpgaplace.solvers.evaluate import class_graph, device_loads, evaluate
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.workload import load_workload
 
-WORKLOADS = Path("/work/shared/workloads")
 KNOWN_OPTIMA = {  # published in workloads/README.md (the paper's reference DP)
     "layer-bert24_inference.json": 17.78990625,
     "layer-resnet50_inference.json": 33.774666015625,

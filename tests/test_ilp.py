@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import WORKLOADS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dp_vs_ip import is_chain
@@ -28,7 +29,6 @@ from fpgaplace.solvers.ilp import (
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.workload import load_workload
 
-WORKLOADS = Path("/work/shared/workloads")
 REL = 1e-6
 
 

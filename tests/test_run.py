@@ -1,15 +1,13 @@
 """The one solver entry point: every answer re-scored by the evaluator, warm starts that never lose."""
 
-from pathlib import Path
 
 import pytest
+from conftest import WORKLOADS
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import evaluate
 from fpgaplace.solvers.run import SolveOptions, exact_method, solve, solve_all
 from fpgaplace.workload import load_workload
-
-WORKLOADS = Path(__file__).resolve().parents[2] / "shared" / "workloads"
 
 
 def test_latency_ip_never_worse_than_its_heuristics():

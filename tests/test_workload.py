@@ -8,13 +8,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import WORKLOADS
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import evaluate
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.workload import load_split, load_workload, placement_to_json, save_workload
-
-WORKLOADS = Path("/work/shared/workloads")
 
 
 def tiny() -> dict:
