@@ -84,7 +84,7 @@ InputShapeOption = Annotated[
     typer.Option(
         "--input-shape",
         metavar="NAME=DIMS",
-        help="Fix a graph input's shape, e.g. image=1x3x224x224 (repeat for several inputs).",
+        help="Fix a graph input's shape, e.g. image=1x3x224x224 or image=1,3,224,224 (repeat for several inputs).",
     ),
 ]
 ProfileOption = Annotated[
@@ -134,10 +134,18 @@ LEADING_PARAMETERS = ("precision", "target", "objective", "method", "samples", "
 def flag_message(message: str) -> str:
     """``message`` with the parameter names it uses replaced by the flags that set them: the
     ``PARAMETER_FLAGS`` anywhere, the ``LEADING_PARAMETERS`` where they lead the message or
-    follow the name of the file it is about ("model.onnx: batch must be ...")."""
+    follow the name of the file it is about ("model.onnx: batch must be ..."); an example value
+    ``input_shapes={'x': (1, 3, h, w)}`` becomes ``--input-shape x=1x3x<h>x<w>``."""
+    message = re.sub(r"input_shapes=\{'([^']*)': \(([^)]*)\)\}", _input_shape_flag, message)
     for parameter, flag in PARAMETER_FLAGS.items():
         message = re.sub(rf"(?<![\w-]){parameter}\b", flag, message)
     return re.sub(rf"(^|: )({'|'.join(LEADING_PARAMETERS)})(?=[: ])", r"\1--\2", message)
+
+
+def _input_shape_flag(match: re.Match) -> str:
+    """``input_shapes={'x': (1, 3, h, w)}`` (groups: name, dims) as ``--input-shape x=1x3x<h>x<w>``."""
+    dims = [dim.strip() for dim in match[2].split(",") if dim.strip()]
+    return f"--input-shape {match[1]}=" + "x".join(dim if dim.isdigit() else f"<{dim}>" for dim in dims)
 
 
 def user_errors(command):
@@ -187,7 +195,8 @@ def human(value: float, unit: str = "") -> str:
 
 
 def parse_input_shapes(texts: list[str] | None) -> dict[str, tuple[int, ...]] | None:
-    """``["image=1x3x224x224", ...]`` -> ``{"image": (1, 3, 224, 224)}``; None when none given.
+    """``["image=1x3x224x224", ...]`` (or ``image=1,3,224,224``) -> ``{"image": (1, 3, 224, 224)}``;
+    None when none given.
 
     Only the syntax is checked here; the front end checks the names and dims against the model.
     """
@@ -199,7 +208,7 @@ def parse_input_shapes(texts: list[str] | None) -> dict[str, tuple[int, ...]] | 
         expected = "expected NAME=D1xD2x... with positive integer dims, e.g. image=1x3x224x224"
         if not equals or not name.strip() or not dims.strip():
             raise FpgaplaceError(f"--input-shape {text!r}: {expected}")
-        parts = [part.strip() for part in dims.lower().split("x")]
+        parts = [part.strip() for part in re.split(r"[x,]", dims.lower())]
         if not all(part.isdigit() and int(part) > 0 for part in parts):
             raise FpgaplaceError(f"--input-shape {text!r}: every dim must be a positive integer; {expected}")
         if name.strip() in shapes:

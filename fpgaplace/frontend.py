@@ -2,7 +2,8 @@
 
 Steps: read (with external data from the file's folder), sort the nodes topologically (a cycle
 is an error naming an op on it), bind the graph inputs' dims (those ``input_shapes`` gives, then
-the symbolic batch dim of every other input to ``batch``), check with ``onnx.checker``, run onnx
+the symbolic batch dim of every other input to ``batch``; any other dim left unbound is an error
+naming it), check with ``onnx.checker``, run onnx
 shape inference (strict off, with data propagation; contrib ops stand in as the default-domain
 ops ``fpgaplace.ops`` names), then build the ops. Nodes whose inputs are all constant
 (initializers or outputs of other such nodes) are folded into parameters rather than kept as
@@ -222,7 +223,8 @@ def _bind_inputs(
     model: onnx.ModelProto, batch: int, given: dict[str, tuple[int, ...]], source: str, notes: list[str]
 ) -> None:
     """Bind the graph inputs' dims, in place: first the inputs ``given`` names (checked against
-    their fixed dims), then the rest with ``_bind_batch``. The bound symbols are replaced
+    their fixed dims), then axis 0 of the rest with ``_bind_batch``; their other dims must be
+    bound by then (``_check_bound``). The bound symbols are replaced
     everywhere else too (outputs, value_info) so shape inference sees consistent shapes."""
     graph = model.graph
     params = _initializer_names(graph)
@@ -236,9 +238,11 @@ def _bind_inputs(
     symbols: dict[str, int] = {}
     for name, shape in given.items():
         _bind_given_input(inputs[name], shape, symbols, source)
-    for name, value in inputs.items():
-        if name not in given:
-            _bind_batch(value, batch, symbols, notes)
+    free = [value for name, value in inputs.items() if name not in given]
+    for value in free:  # the batch symbols first, wherever else they appear
+        _bind_batch(value, batch, symbols, notes)
+    for value in free:
+        _check_bound(value, symbols, source)
     for value in [*graph.output, *graph.value_info]:
         if value.type.HasField("tensor_type"):
             for dim in value.type.tensor_type.shape.dim:
@@ -281,26 +285,40 @@ def _bind_given_input(value: onnx.ValueInfoProto, shape: tuple[int, ...], symbol
 
 
 def _bind_batch(value: onnx.ValueInfoProto, batch: int, symbols: dict[str, int], notes: list[str]) -> None:
-    """Bind one input's unknown dims: a symbol ``symbols`` knows takes its value, other symbolic
-    or unknown dims 0 take ``batch`` (their symbols are recorded); other unknown dims become 1
-    (noted)."""
-    for axis, dim in enumerate(value.type.tensor_type.shape.dim):
+    """Bind one input's axis 0: a symbol ``symbols`` knows takes its value, another symbolic or
+    unknown dim takes ``batch`` (its symbol is recorded); a fixed batch other than ``batch`` is noted."""
+    dims = value.type.tensor_type.shape.dim
+    if not dims:
+        return
+    dim = dims[0]
+    if dim.HasField("dim_value") and dim.dim_value > 0:
+        if dim.dim_value != batch:
+            notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
+        return
+    symbol = dim.dim_param if dim.HasField("dim_param") else ""
+    if symbol:
+        dim.dim_value = symbols.setdefault(symbol, batch)
+    else:
+        dim.dim_value = batch
+
+
+def _check_bound(value: onnx.ValueInfoProto, symbols: dict[str, int], source: str) -> None:
+    """Give ``value``'s symbolic dims the values ``symbols`` binds; a dim still unknown (other than
+    the batch, which ``_bind_batch`` bound) is an error naming the input, axis, dim and parameter."""
+    dims = value.type.tensor_type.shape.dim
+    for axis, dim in enumerate(dims):
         if dim.HasField("dim_value") and dim.dim_value > 0:
-            if axis == 0 and dim.dim_value != batch:
-                notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
             continue
         symbol = dim.dim_param if dim.HasField("dim_param") else ""
         if symbol in symbols:
             dim.dim_value = symbols[symbol]
             continue
-        if axis == 0:
-            if symbol:
-                symbols[symbol] = batch
-            dim.dim_value = batch
-            continue
-        described = f" ('{symbol}')" if symbol else ""
-        notes.append(f"input '{value.name}' dim {axis}{described} unknown, taken as 1")
-        dim.dim_value = 1
+        described = f"the symbolic dim '{symbol}'" if symbol else "an unknown dim"
+        wanted = ", ".join(str(d.dim_value) if d.dim_value > 0 else (d.dim_param or "?") for d in dims)
+        raise FpgaplaceError(
+            f"{source}: input '{value.name}' axis {axis} is {described}, which nothing binds; "
+            f"expected its value in input_shapes={{'{value.name}': ({wanted})}}"
+        )
 
 
 def _run_checker(model: onnx.ModelProto, source: str, notes: list[str]) -> None:

@@ -416,3 +416,20 @@ def test_inspect_prints_the_front_ends_notes_and_the_input_shapes(tmp_path):
     assert "inputs: x 4x8" in result.stdout
     document = json.loads(run("inspect", str(path), "--json").stdout)
     assert document["inputs"] == {"x": [4, 8]}
+
+
+def test_an_unbound_height_and_width_name_the_flag_to_give_them(tmp_path):
+    graph = helper.make_graph(
+        [helper.make_node("Conv", ["images", "w"], ["y"], pads=[1, 1, 1, 1])], "detector",
+        [helper.make_tensor_value_info("images", TensorProto.FLOAT, ["batch", 3, "height", "width"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 8, "height", "width"])],
+        [helper.make_tensor("w", TensorProto.FLOAT, [8, 3, 3, 3], [0.5] * 216)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "detector.onnx"
+    onnx.save(model, path)
+    assert_one_line_error(run("inspect", str(path)), str(path), "input 'images'", "axis 2", "'height'",
+                          "--input-shape images=1x3x<height>x<width>")
+    for text in ("images=1x3x320x320", "images=1,3,320,320"):
+        result = run("inspect", str(path), "--input-shape", text, "--json")
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["totals"]["macs"] == 8 * 3 * 3 * 3 * 320 * 320

@@ -317,11 +317,34 @@ def test_symbolic_batch_binds_to_requested_batch(tmp_path, mlp_model, cnn_model)
     assert not cnn4.notes  # every dim was known after binding
 
 
-def test_other_unknown_input_dims_become_one_with_a_note():
+def test_an_unbound_symbolic_dim_other_than_the_batch_is_an_error_naming_it():
     model = one_node_model("Relu", ["N", "seq", 8], {})
-    graph = from_model(model, batch=3)
-    assert graph.tensors["x"].shape == (3, 1, 8)
-    assert any("seq" in note for note in graph.notes)
+    with pytest.raises(FpgaplaceError) as caught:
+        from_model(model, batch=3, source="m.onnx")
+    message = str(caught.value)
+    assert "\n" not in message
+    for part in ("m.onnx", "input 'x'", "axis 1", "'seq'", "input_shapes={'x': (3, seq, 8)}"):
+        assert part in message, part
+    graph = from_model(model, batch=3, input_shapes={"x": (3, 5, 8)})
+    assert graph.tensors["x"].shape == (3, 5, 8)
+
+
+def test_an_unnamed_unknown_dim_is_an_error_too():
+    model = one_node_model("Relu", ["N", 4, 8], {})
+    model.graph.input[0].type.tensor_type.shape.dim[2].Clear()
+    with pytest.raises(FpgaplaceError, match=r"input 'x' axis 2 is an unknown dim"):
+        from_model(model)
+
+
+def test_a_batch_symbol_elsewhere_takes_the_batch():
+    """'N' at axis 0 of one input binds it at axis 1 of another (sequence-first inputs)."""
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, "N", 8])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])
+    out = helper.make_tensor_value_info("z", TensorProto.FLOAT, [4, "N", 8])
+    model = helper.make_model(helper.make_graph([helper.make_node("Add", ["x", "y"], ["z"])], "g", [x, y], [out]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    graph = from_model(model, batch=2)
+    assert graph.tensors["x"].shape == (4, 2, 8) and graph.tensors["z"].shape == (4, 2, 8)
 
 
 @pytest.mark.parametrize("opset", [9, 11, 13, 17, 21])
