@@ -1,12 +1,404 @@
-"""Project build scripts (Vivado block design or Vitis link config, Makefile) from design.json.
+"""Project build scripts from design.json: a Vivado block design (Zynq) or a Vitis link config
+(Alveo) per node, and the project's Makefile.
 
-Being written (issue 8); until then it writes nothing.
+What goes where is planned here (``plan_node``) and written by the templates in
+``hls_templates/project`` (``vivado/``, ``vitis/``, ``Makefile.j2``):
+
+- a tensor between two cores of one node runs through an AXI-Stream FIFO (Zynq) or a Vitis
+  stream connection (Alveo), its depth from the cycle model (``fifo_depth``);
+- a stream that enters or leaves the fabric (from or to a CPU, the host, another node, or the
+  model's own input or output) gets a DMA: an AXI DMA on Zynq, a data-mover kernel reading or
+  writing card memory on Alveo, named ``dma_instance(core, port)`` on both;
+- an output read by more than one of those gets an AXI-Stream broadcaster (Zynq) or a fork
+  kernel (Alveo) in front;
+- a core with streamed weights (an ``m_axi`` port) reads the PS DDR (Zynq) or an HBM/DDR bank
+  (Alveo, ``sp=``).
+
+Planning a node is O(cores' ports + transfers). Cell names come from ``codegen.names``.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import re
+from dataclasses import dataclass, field
 from pathlib import Path
+
+from fpgaplace.board import Board, load_board
+from fpgaplace.codegen.names import (
+    BITSTREAM_DIR,
+    bitstream_files,
+    cell_name,
+    core_ip_instance,
+    dma_instance,
+    fifo_instance,
+)
+from fpgaplace.codegen.render import environment
+from fpgaplace.errors import FpgaplaceError
+
+FIFO_MIN_DEPTH = 16  # the depths Vivado's axis_data_fifo allows: powers of two in 16..32768
+FIFO_MAX_DEPTH = 32768
+CONTROL_MAX_PORTS = 64  # AXI-Lite slaves on one axi_interconnect
+MEMORY_PORTS_PER_INTERCONNECT = 16  # AXI masters on one axi_interconnect, one per PS HP port
+PS_HP_PORTS = 4
+
+# Vitis platforms (Alveo) and memory banks; `sp=` spreads the ports over the banks in order.
+ALVEO_PLATFORMS = {
+    "alveo-u50": "xilinx_u50_gen3x16_xdma_5_202210_1",
+    "alveo-u250": "xilinx_u250_gen3x16_xdma_4_1_202210_1",
+    "alveo-u280": "xilinx_u280_gen3x16_xdma_1_202211_1",
+}
+ALVEO_BANKS = {"alveo-u50": ("HBM", 32), "alveo-u250": ("DDR", 4), "alveo-u280": ("HBM", 32)}
+
+# Vivado board parts by board name, as patterns: the newest installed file version is taken.
+ZYNQ_BOARD_PARTS = {
+    "pynq-z1": "www.digilentinc.com:pynq-z1:part0:*",
+    "pynq-z2": "tul.com.tw:pynq-z2:part0:*",
+    "ultra96-v2": "avnet.com:ultra96v2:part0:*",
+    "kv260": "xilinx.com:kv260_som:part0:*",
+    "zcu102": "xilinx.com:zcu102:part0:*",
+    "zcu104": "xilinx.com:zcu104:part0:*",
+}
+# The KV260 SOM's board file needs its carrier card (board part pattern, SOM connector) to apply the preset.
+ZYNQ_CARRIERS = {"kv260": ("xilinx.com:kv260_carrier:part0:*", "som240_1_connector")}
+DMA_LENGTH_BITS = 26  # AXI DMA buffer length register width: up to 64 MiB per transfer
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """An AXI-Stream port of a core's IP (``port`` is the HLS argument name)."""
+
+    core: str
+    port: str
+
+    @property
+    def cell(self) -> str:
+        return core_ip_instance(self.core)
+
+
+@dataclass
+class Fifo:
+    name: str
+    producer: Endpoint
+    consumer: Endpoint
+    tensor: str
+    depth: int
+
+
+@dataclass
+class Dma:
+    """A stream entering (``to_fabric``: memory -> core input) or leaving the fabric."""
+
+    name: str
+    endpoint: Endpoint
+    tensor: str
+    to_fabric: bool
+    bytes_per_sample: int
+
+
+@dataclass
+class Fanout:
+    """An output port read by several sinks (FIFOs and at most one DMA) through a broadcaster."""
+
+    name: str
+    source: Endpoint
+    sinks: list[str]  # the cells it feeds, in order: fifo names, then the DMA
+
+
+@dataclass
+class CorePlan:
+    name: str
+    cell: str
+    top: str
+    folder: str
+    slr: int
+    weights_port: str  # the m_axi argument ("wmem") or "" when every weight is on chip
+
+
+@dataclass
+class NodePlan:
+    node: str
+    board: str
+    part: str
+    alveo: bool
+    clock_mhz: float
+    cores: list[CorePlan]
+    fifos: list[Fifo] = field(default_factory=list)
+    dmas: list[Dma] = field(default_factory=list)
+    fanouts: list[Fanout] = field(default_factory=list)
+    single: bool = True  # the only node with cores (no per-node folders)
+
+    @property
+    def folder(self) -> str:
+        """Where the node's scripts live (one folder per node on clusters)."""
+        return "" if self.single else cell_name(self.node)
+
+
+def next_power_of_two(n: int) -> int:
+    return 1 << max(0, math.ceil(math.log2(max(1, n))))
+
+
+def fifo_depth(elements: int, producer_cycles: int, consumer_cycles: int) -> int:
+    """Depth of the FIFO carrying one sample of ``elements`` beats from a producer that emits
+    them in ``producer_cycles`` to a consumer that reads them in ``consumer_cycles``.
+
+    When the producer is faster it runs ahead by ``elements * (1 - producer / consumer)``
+    beats by the end of the sample (the backlog of two constant-rate streams); the FIFO holds
+    that backlog so the producer never stalls within a sample, rounded up to a power of two and
+    kept within Vivado's axis_data_fifo depths 16..32768 (beyond that the producer stalls, which
+    costs nothing: the slower consumer sets the pace). A faster consumer needs the minimum. O(1).
+    """
+    producer, consumer = max(1, producer_cycles), max(1, consumer_cycles)
+    backlog = math.ceil(elements * max(0.0, 1.0 - producer / consumer))
+    return min(FIFO_MAX_DEPTH, max(FIFO_MIN_DEPTH, next_power_of_two(backlog)))
+
+
+def _tensor_names(tensor: dict) -> set[str]:
+    return {tensor["name"], *(view["name"] for view in tensor.get("views", []))}
+
+
+def _port_of(core: dict, direction: str, tensor: str) -> dict | None:
+    """The port of ``core`` (``inputs``/``outputs``) carrying ``tensor`` or one of its views."""
+    return next((t for t in core[direction] if tensor in _tensor_names(t)), None)
+
+
+def _elements(tensor: dict) -> int:
+    return math.prod(tensor["sample_shape"])
+
+
+def _producing_cycles(core: dict, tensor: dict) -> int:
+    """Cycles of the layer that writes ``tensor`` (the core's interval when no layer does)."""
+    source = core.get("aliases", {}).get(tensor["name"], tensor["name"])
+    return next((layer["cycles"] for layer in core["layers"] if layer["output"] == source), core["interval_cycles"])
+
+
+def _consuming_cycles(core: dict, tensor: dict) -> int:
+    """Cycles of the slowest layer reading ``tensor`` (the core's interval when none does)."""
+    cycles = [layer["cycles"] for layer in core["layers"] if tensor["name"] in layer["inputs"]]
+    return max(cycles, default=core["interval_cycles"])
+
+
+def _graph_outputs(folder: Path, document: dict) -> set[str]:
+    manifest = folder / document.get("split", "split/manifest.json")
+    if not manifest.is_file():
+        return set()
+    return {output["name"] for output in json.loads(manifest.read_text()).get("graph_outputs", [])}
+
+
+def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -> NodePlan:
+    """FIFOs, DMAs and broadcasters of one node's block design (see the module docstring)."""
+    cores = {c["name"]: c for c in document["cores"] if c["node"] == node}
+    first = next(iter(cores.values()))
+    plan = NodePlan(node, _node_board_name(document, node), first["part"], alveo, first["clock_mhz"],
+                    [CorePlan(c["name"], core_ip_instance(c["name"]), c["top"], c["folder"], c["slr"],
+                              "wmem" if c["streamed_weight_bytes"] > 0 else "") for c in cores.values()],
+                    single=len({c["node"] for c in document["cores"]}) <= 1)
+    fed: set[Endpoint] = set()  # core inputs with a source
+    sinks: dict[Endpoint, list[str]] = {}  # core outputs -> cells they feed
+    leaving: dict[Endpoint, str] = {}  # core outputs that need a DMA -> tensor
+    pair_counts: dict[tuple[str, str], int] = {}
+    for transfer in document["transfers"]:
+        source, target, tensor = transfer["from_device"], transfer["to_device"], transfer["tensor"]
+        out_port = _port_of(cores[source], "outputs", tensor) if source in cores else None
+        in_port = _port_of(cores[target], "inputs", tensor) if target in cores else None
+        for device, port, kind in ((source, out_port, "an output"), (target, in_port, "an input")):
+            if device in cores and port is None:
+                raise FpgaplaceError(f"design.json: transfer of {tensor} names {device}, which has no {kind} "
+                                     "port carrying it; expected the tensor or one of its views")
+        if out_port is not None and in_port is not None:
+            producer, consumer = Endpoint(source, out_port["port"]), Endpoint(target, in_port["port"])
+            if consumer in fed:
+                continue
+            index = pair_counts.get((source, target), 0)
+            pair_counts[(source, target)] = index + 1
+            depth = fifo_depth(_elements(out_port), _producing_cycles(cores[source], out_port),
+                               _consuming_cycles(cores[target], in_port))
+            fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth)
+            plan.fifos.append(fifo)
+            sinks.setdefault(producer, []).append(fifo.name)
+            fed.add(consumer)
+        elif out_port is not None:
+            leaving[Endpoint(source, out_port["port"])] = out_port["name"]
+        elif in_port is not None:
+            _add_dma(plan, Endpoint(target, in_port["port"]), in_port, to_fabric=True)
+            fed.add(Endpoint(target, in_port["port"]))
+    for core in cores.values():
+        for tensor in core["inputs"]:
+            endpoint = Endpoint(core["name"], tensor["port"])
+            if endpoint not in fed:  # a model input
+                _add_dma(plan, endpoint, tensor, to_fabric=True)
+        for tensor in core["outputs"]:
+            endpoint = Endpoint(core["name"], tensor["port"])
+            if endpoint in leaving or endpoint not in sinks or _tensor_names(tensor) & graph_outputs:
+                sinks.setdefault(endpoint, []).append(_add_dma(plan, endpoint, tensor, to_fabric=False).name)
+    plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells) for e, cells in sinks.items()
+                    if len(cells) > 1]
+    return plan
+
+
+def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: dict, to_fabric: bool) -> Dma:
+    dma = Dma(dma_instance(endpoint.core, endpoint.port), endpoint, tensor["name"], to_fabric, _elements(tensor))
+    plan.dmas.append(dma)
+    return dma
+
+
+def _node_board_name(document: dict, node: str) -> str:
+    board = _load_board(document)
+    return board.node_board(node).name if board is not None else document["board"]["name"]
+
+
+def _load_board(document: dict) -> Board | None:
+    for name in (document["board"].get("source"), document["board"]["name"]):
+        try:
+            return load_board(name) if name else None
+        except FpgaplaceError:
+            continue
+    return None
+
+
+def is_alveo(document: dict) -> bool:
+    """A PCIe card (the board has a host link), built with Vitis into an xclbin."""
+    board = _load_board(document)
+    if board is not None:
+        return board.host is not None
+    return document["board"]["name"] in ALVEO_PLATFORMS
+
+
+def plan_nodes(document: dict, folder: Path) -> list[NodePlan]:
+    """One plan per node that has FPGA cores, in node order."""
+    alveo = is_alveo(document)
+    outputs = _graph_outputs(folder, document)
+    nodes = list(dict.fromkeys(c["node"] for c in document["cores"]))
+    return [plan_node(document, node, outputs, alveo) for node in nodes]
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _node_files(plan: NodePlan, node_count: int) -> list[str]:
+    return bitstream_files(node_count, plan.node, plan.alveo)
+
+
+def _vivado_context(plan: NodePlan, node_count: int) -> dict:
+    ps7 = plan.part.startswith("xc7z")
+    memory_masters = [(d.name, "M_AXI_MM2S" if d.to_fabric else "M_AXI_S2MM") for d in plan.dmas]
+    memory_masters += [(c.cell, "m_axi_gmem") for c in plan.cores if c.weights_port]
+    if len(memory_masters) > MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS:
+        raise FpgaplaceError(f"{plan.node}: {len(memory_masters)} DMA and weight ports; a block design takes at most "
+                             f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)")
+    control = [c.cell for c in plan.cores] + [d.name for d in plan.dmas]
+    if len(control) > CONTROL_MAX_PORTS:
+        raise FpgaplaceError(f"{plan.node}: {len(control)} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}")
+    too_long = [d for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
+    if too_long:
+        raise FpgaplaceError(f"{too_long[0].endpoint.core}: {too_long[0].tensor} has {too_long[0].bytes_per_sample} "
+                             f"bytes per sample; an AXI DMA moves less than 2**{DMA_LENGTH_BITS}")
+    groups = [memory_masters[i:i + MEMORY_PORTS_PER_INTERCONNECT]
+              for i in range(0, len(memory_masters), MEMORY_PORTS_PER_INTERCONNECT)]
+    bit, hwh = _node_files(plan, node_count)
+    return {"plan": plan, "ps7": ps7, "board_part": ZYNQ_BOARD_PARTS.get(plan.board, ""),
+            "carrier": ZYNQ_CARRIERS.get(plan.board), "control": control, "length_bits": DMA_LENGTH_BITS,
+            "memory_groups": groups, "root": "../.." if plan.folder else "..", "bit": bit, "hwh": hwh,
+            "sink_pins": _sink_pins(plan)}
+
+
+def _sink_pins(plan: NodePlan) -> dict[str, str]:
+    """The stream pin each FIFO or DMA is fed from: a core port, or a broadcaster's master."""
+    pins: dict[str, str] = {}
+    for fanout in plan.fanouts:
+        for i, cell in enumerate(fanout.sinks):
+            pins[cell] = f"{fanout.name}/M{i:02d}_AXIS"
+    for fifo in plan.fifos:
+        pins.setdefault(fifo.name, f"{fifo.producer.cell}/{fifo.producer.port}")
+    for dma in plan.dmas:
+        if not dma.to_fabric:
+            pins.setdefault(dma.name, f"{dma.endpoint.cell}/{dma.endpoint.port}")
+    return pins
+
+
+def _vitis_context(plan: NodePlan, node_count: int) -> dict:
+    platform = ALVEO_PLATFORMS.get(plan.board)
+    if platform is None:
+        raise FpgaplaceError(f"{plan.board}: no Vitis platform known for this card; expected one of "
+                             f"{', '.join(ALVEO_PLATFORMS)}")
+    bank, count = ALVEO_BANKS[plan.board]
+    memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
+                                                           if c.weights_port]
+    banks = {f"{cell}.{arg}": f"{bank}[{i % count}]" for i, (cell, arg) in enumerate(memory_ports)}
+    slr = {c.cell: c.slr for c in plan.cores}
+    slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
+    slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
+    return {"plan": plan, "platform": platform, "banks": banks, "slr": slr, "xclbin": _node_files(plan, node_count)[0],
+            "forks": _forks_by_width(plan), "sources": _vitis_sources(plan)}
+
+
+def _forks_by_width(plan: NodePlan) -> dict[int, list[str]]:
+    """Fork compute units by their number of outputs (one kernel fp_fork<N> per N)."""
+    forks: dict[int, list[str]] = {}
+    for fanout in plan.fanouts:
+        forks.setdefault(len(fanout.sinks), []).append(fanout.name)
+    return dict(sorted(forks.items()))
+
+
+def _vitis_sources(plan: NodePlan) -> dict[str, str]:
+    """The stream each sink reads in the link: a core port, or a fork kernel's output."""
+    pins: dict[str, str] = {}
+    for fanout in plan.fanouts:
+        for i, cell in enumerate(fanout.sinks):
+            pins[cell] = f"{fanout.name}.out{i}"
+    for fifo in plan.fifos:
+        pins.setdefault(fifo.name, f"{fifo.producer.cell}.{fifo.producer.port}")
+    for dma in plan.dmas:
+        if not dma.to_fabric:
+            pins.setdefault(dma.name, f"{dma.endpoint.cell}.{dma.endpoint.port}")
+    return pins
+
+
+def script_folder(plan: NodePlan) -> str:
+    """The node's script folder relative to the project: ``vivado``/``vitis`` (+ ``/<node>``)."""
+    tool = "vitis" if plan.alveo else "vivado"
+    return f"{tool}/{plan.folder}" if plan.folder else tool
 
 
 def write_build_scripts(document: dict, folder: Path) -> None:
-    """Write the build scripts of the project whose ``design.json`` is ``document`` into ``folder``."""
+    """Write the build scripts of the project whose ``design.json`` is ``document`` into ``folder``:
+    per node ``vivado/[<node>/]create_project.tcl`` (Zynq) or ``vitis/[<node>/]link.cfg`` and
+    ``movers.cpp`` (Alveo), and the ``Makefile``. Nothing but the Makefile when no op is on a core."""
+    folder = Path(folder)
+    plans = plan_nodes(document, folder) if document["cores"] else []
+    for plan in plans:
+        target = folder / script_folder(plan)
+        target.mkdir(parents=True, exist_ok=True)
+        if plan.alveo:
+            context = _vitis_context(plan, len(plans))
+            _render(target / "link.cfg", "project/vitis/link.cfg.j2", context)
+            _render(target / "movers.cpp", "project/vitis/movers.cpp.j2", context)
+        else:
+            _render(target / "create_project.tcl", "project/vivado/create_project.tcl.j2",
+                    _vivado_context(plan, len(plans)))
+    _render(folder / "Makefile", "project/Makefile.j2",
+            {"cores": document["cores"], "nodes": [_make_node(plan, len(plans)) for plan in plans],
+             "alveo": bool(plans) and plans[0].alveo, "bitstream_dir": BITSTREAM_DIR})
+
+
+def _render(path: Path, template: str, context: dict) -> None:
+    """Render ``template`` into ``path``; runs of blank lines the template's tags leave become one."""
+    text = environment().get_template(template).render(**context)
+    path.write_text(re.sub(r"\n{3,}", "\n\n", text))
+
+
+def _make_node(plan: NodePlan, node_count: int) -> dict:
+    scripts = script_folder(plan)
+    files = _node_files(plan, node_count)
+    node = {"name": plan.node, "scripts": scripts, "files": files, "cores": plan.cores}
+    if plan.alveo:
+        context = _vitis_context(plan, node_count)
+        node.update(platform=context["platform"], clock_mhz=plan.clock_mhz,
+                    kernels=_mover_kernels(plan) + [f"fp_fork{width}" for width in context["forks"]])
+    return node
+
+
+def _mover_kernels(plan: NodePlan) -> list[str]:
+    kinds = {"fp_mm2s" if d.to_fabric else "fp_s2mm" for d in plan.dmas}
+    return sorted(kinds)

@@ -1,0 +1,466 @@
+"""Build scripts (``fpgaplace.codegen.build_scripts``): the Vivado block design, the Vitis link
+config and the Makefile, checked without vendor tools.
+
+The generated ``create_project.tcl`` runs under tclsh with stand-ins for the Vivado commands
+(``tests/tcl/vivado_standin.tcl``) that record every call; the tests read the design from that
+record. ``link.cfg`` is parsed and checked against design.json; the Makefile is run with
+``make -n``, with a PATH lacking the tools, and with fake tools that leave what the real ones do.
+Each project is compiled once per module.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import FAST_CLUSTER
+
+from fpgaplace import Design, models
+from fpgaplace.board import load_board
+from fpgaplace.codegen.build_scripts import (
+    ALVEO_PLATFORMS,
+    FIFO_MAX_DEPTH,
+    FIFO_MIN_DEPTH,
+    fifo_depth,
+    write_build_scripts,
+)
+from fpgaplace.codegen.names import bitstream_files, core_ip_instance, dma_instance
+
+STANDIN = Path(__file__).resolve().parent / "tcl" / "vivado_standin.tcl"
+STREAM_CELLS = ("axi_dma", "axis_data_fifo", "axis_broadcaster")
+
+
+class Project:
+    def __init__(self, board: str, folder: Path) -> None:
+        design = Design(models.cnn_residual(batch=1), board, profile_cpu=False).quantized(random_samples=2)
+        design.place()
+        design.compile(folder)
+        self.board = design.board
+        self.folder = folder
+        self.doc = json.loads((folder / "design.json").read_text())
+
+    def cores(self, node: str | None = None) -> list[dict]:
+        return [c for c in self.doc["cores"] if node is None or c["node"] == node]
+
+
+def run_standin(script: Path, record: Path) -> list[list[str]]:
+    done = subprocess.run(["tclsh", str(STANDIN), str(script), str(record)], capture_output=True, text=True,
+                          check=False)
+    assert done.returncode == 0, done.stderr + done.stdout
+    calls = json.loads(record.read_text())
+    assert calls[-1] == ["done", "0", ""]
+    return calls
+
+
+class Record:
+    """What a stand-in run of a create_project.tcl built."""
+
+    def __init__(self, calls: list[list[str]]) -> None:
+        self.calls = calls
+        self.cells = {}  # name -> vlnv
+        for call in calls:
+            if call[0] == "create_bd_cell":
+                name = call[-1]
+                assert name not in self.cells, f"{name} created twice"
+                self.cells[name] = call[call.index("-vlnv") + 1]
+        self.links = [(a.lstrip("/"), b.lstrip("/")) for c in calls if c[0] == "connect_bd_intf_net"
+                      for a, b in [c[1:]]]
+        self.nets = [[pin.lstrip("/") for pin in c[1:]] for c in calls if c[0] == "connect_bd_net"]
+
+    def of_kind(self, ip: str) -> list[str]:
+        return [name for name, vlnv in self.cells.items() if vlnv.split(":")[2] == ip]
+
+    def pin_uses(self, pin: str) -> int:
+        return sum(pin in link for link in self.links)
+
+    def peer(self, pin: str) -> str:
+        (link,) = [link for link in self.links if pin in link]
+        return link[1] if link[0] == pin else link[0]
+
+    def properties(self, cell: str) -> dict[str, str]:
+        """CONFIG.* values set with ``set_property -dict [list ...]`` on ``cell``."""
+        values = {}
+        for call in self.calls:
+            if call[0] == "set_property" and call[1] == "-dict" and call[-1].lstrip("/") == cell:
+                words = call[2].split()
+                pairs = zip(words[::2], words[1::2], strict=True)
+                values.update({k.removeprefix("CONFIG."): v.strip("{}") for k, v in pairs})
+        return values
+
+    def source_of(self, pin: str) -> str:
+        """The core pin a stream into ``pin`` comes from, through FIFOs and broadcasters."""
+        upstream = self.peer(pin)
+        cell = upstream.split("/")[0]
+        if cell in self.of_kind("axis_data_fifo") or cell in self.of_kind("axis_broadcaster"):
+            return self.source_of(f"{cell}/S_AXIS")
+        return upstream
+
+
+def is_fed_from_core(project: Project, core: dict, port: dict) -> bool:
+    """The port's tensor comes from a core of the same node (a FIFO, not a DMA)."""
+    node = {c["name"]: c["node"] for c in project.cores()}
+    names = {port["name"], *(v["name"] for v in port["views"])}
+    return any(t["to_device"] == core["name"] and t["tensor"] in names and node.get(t["from_device"]) == core["node"]
+               for t in project.doc["transfers"])
+
+
+def leaves_fabric(project: Project, core: dict, port: dict) -> bool:
+    """The port's tensor goes to a CPU, another node or the model's output (or nowhere listed)."""
+    node = {c["name"]: c["node"] for c in project.cores()}
+    names = {port["name"], *(v["name"] for v in port["views"])}
+    outgoing = [t for t in project.doc["transfers"] if t["from_device"] == core["name"] and t["tensor"] in names]
+    manifest = json.loads((project.folder / "split" / "manifest.json").read_text())
+    is_model_output = bool(names & {o["name"] for o in manifest["graph_outputs"]})
+    return not outgoing or is_model_output or any(node.get(t["to_device"]) != core["node"] for t in outgoing)
+
+
+def expected_dmas(project: Project, node: str) -> set[str]:
+    dmas = set()
+    for core in project.cores(node):
+        entering = [p for p in core["inputs"] if not is_fed_from_core(project, core, p)]
+        leaving = [p for p in core["outputs"] if leaves_fabric(project, core, p)]
+        dmas |= {dma_instance(core["name"], p["port"]) for p in entering + leaving}
+    return dmas
+
+
+@pytest.fixture(scope="module")
+def zcu104(tmp_path_factory) -> Project:
+    return Project("zcu104", tmp_path_factory.mktemp("zcu104") / "project")
+
+
+@pytest.fixture(scope="module")
+def pynq(tmp_path_factory) -> Project:
+    return Project("pynq-z2", tmp_path_factory.mktemp("pynq") / "project")
+
+
+@pytest.fixture(scope="module")
+def u280(tmp_path_factory) -> Project:
+    return Project("alveo-u280", tmp_path_factory.mktemp("u280") / "project")
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory) -> Project:
+    return Project(FAST_CLUSTER, tmp_path_factory.mktemp("cluster") / "project")
+
+
+@pytest.fixture(scope="module")
+def zcu104_record(zcu104, tmp_path_factory) -> Record:
+    return Record(run_standin(zcu104.folder / "vivado" / "create_project.tcl",
+                              tmp_path_factory.mktemp("record") / "zcu104.json"))
+
+
+@pytest.fixture(scope="module")
+def cluster_records(cluster, tmp_path_factory) -> dict[str, Record]:
+    folder = tmp_path_factory.mktemp("records")
+    return {node: Record(run_standin(cluster.folder / "vivado" / node / "create_project.tcl", folder / f"{node}.json"))
+            for node in ("node0", "node1")}
+
+
+# --------------------------------------------------------------------------- the cycle model's FIFO depths
+
+
+def test_fifo_depth_holds_the_backlog_of_a_faster_producer_as_a_power_of_two():
+    # 4096 beats made in 256 cycles, read in 1024: 3072 beats wait at the end of the sample
+    assert fifo_depth(4096, 256, 1024) == 4096
+    assert fifo_depth(1000, 100, 200) == 512  # backlog 500
+    assert fifo_depth(4096, 1024, 256) == FIFO_MIN_DEPTH  # the consumer is faster: nothing waits
+    assert fifo_depth(10, 1, 1000) == FIFO_MIN_DEPTH
+    assert fifo_depth(10**7, 1, 10**6) == FIFO_MAX_DEPTH  # capped at Vivado's largest axis_data_fifo
+
+
+def test_fifo_depths_in_the_block_design_follow_the_layers_cycles(zcu104, zcu104_record):
+    cores = {c["name"]: c for c in zcu104.cores()}
+    fifos = zcu104_record.of_kind("axis_data_fifo")
+    assert fifos
+    for fifo in fifos:
+        depth = int(zcu104_record.properties(fifo)["FIFO_DEPTH"])
+        consumer_cell, consumer_port = zcu104_record.peer(f"{fifo}/M_AXIS").split("/")
+        producer_cell, producer_port = zcu104_record.source_of(f"{fifo}/S_AXIS").split("/")
+        producer = next(c for c in cores.values() if core_ip_instance(c["name"]) == producer_cell)
+        consumer = next(c for c in cores.values() if core_ip_instance(c["name"]) == consumer_cell)
+        out = next(t for t in producer["outputs"] if t["port"] == producer_port)
+        into = next(t for t in consumer["inputs"] if t["port"] == consumer_port)
+        made = next(layer["cycles"] for layer in producer["layers"] if layer["output"] == out["name"])
+        read = max(layer["cycles"] for layer in consumer["layers"] if into["name"] in layer["inputs"])
+        elements = 1
+        for n in out["sample_shape"]:
+            elements *= n
+        assert depth == fifo_depth(elements, made, read)
+        assert FIFO_MIN_DEPTH <= depth <= FIFO_MAX_DEPTH and depth & (depth - 1) == 0
+
+
+# --------------------------------------------------------------------------- Zynq block design
+
+
+def test_every_core_ip_is_instantiated_once_by_its_vlnv(zcu104, zcu104_record):
+    for core in zcu104.cores():
+        cell = core_ip_instance(core["name"])
+        assert zcu104_record.cells[cell] == f"fpgaplace:hls:{core['top']}:1.0"
+        assert list(zcu104_record.cells.values()).count(f"fpgaplace:hls:{core['top']}:1.0") == 1
+    assert len([v for v in zcu104_record.cells.values() if v.startswith("fpgaplace:")]) == len(zcu104.cores())
+
+
+def test_every_core_stream_port_is_connected_exactly_once(zcu104, zcu104_record):
+    for core in zcu104.cores():
+        for port in core["inputs"] + core["outputs"]:
+            assert zcu104_record.pin_uses(f"{core_ip_instance(core['name'])}/{port['port']}") == 1, port["port"]
+
+
+def test_every_tensor_between_cores_runs_through_one_fifo(zcu104, zcu104_record):
+    cores = {c["name"]: c for c in zcu104.cores()}
+    crossing = [t for t in zcu104.doc["transfers"] if t["from_device"] in cores and t["to_device"] in cores]
+    assert crossing
+    for transfer in crossing:
+        source, target = cores[transfer["from_device"]], cores[transfer["to_device"]]
+        out = next(p for p in source["outputs"] if transfer["tensor"] in {p["name"], *(v["name"] for v in p["views"])})
+        into = next(p for p in target["inputs"] if transfer["tensor"] in {p["name"], *(v["name"] for v in p["views"])})
+        consumer_pin = f"{core_ip_instance(target['name'])}/{into['port']}"
+        fifo = zcu104_record.peer(consumer_pin).split("/")[0]
+        assert fifo in zcu104_record.of_kind("axis_data_fifo")
+        assert zcu104_record.source_of(consumer_pin) == f"{core_ip_instance(source['name'])}/{out['port']}"
+
+
+def test_one_dma_per_stream_entering_or_leaving_the_fabric(zcu104, zcu104_record):
+    dmas = set(zcu104_record.of_kind("axi_dma"))
+    assert dmas == expected_dmas(zcu104, "node0") and len(dmas) == 2  # the model's input and output
+    for dma in dmas:
+        properties = zcu104_record.properties(dma)
+        assert properties["c_include_sg"] == "0"
+        stream = f"{dma}/M_AXIS_MM2S" if properties["c_include_mm2s"] == "1" else f"{dma}/S_AXIS_S2MM"
+        core_pin = zcu104_record.source_of(stream) if stream.endswith("S2MM") else zcu104_record.peer(stream)
+        core, port = core_pin.split("/")
+        assert dma == dma_instance(next(c["name"] for c in zcu104.cores() if core_ip_instance(c["name"]) == core), port)
+        lite = zcu104_record.peer(f"{dma}/S_AXI_LITE")
+        assert lite.startswith("axi_ctrl/M")
+        memory = f"{dma}/M_AXI_MM2S" if stream.endswith("MM2S") else f"{dma}/M_AXI_S2MM"
+        assert zcu104_record.peer(memory).startswith("axi_mem0/S")
+    assert zcu104_record.peer("axi_mem0/M00_AXI") == "zynq_ps/S_AXI_HP0_FPD"
+
+
+def test_part_board_preset_and_board_clock(zcu104, zcu104_record):
+    board = load_board("zcu104")
+    (create,) = [c for c in zcu104_record.calls if c[0] == "create_project"]
+    assert create[create.index("-part") + 1] == board.part
+    patterns = [c[-1] for c in zcu104_record.calls if c[0] == "get_board_parts"]
+    assert patterns == ["xilinx.com:zcu104:part0:*"]
+    assert zcu104_record.cells["zynq_ps"].startswith("xilinx.com:ip:zynq_ultra_ps_e:")
+    ps = zcu104_record.properties("zynq_ps")
+    assert float(ps["PSU__CRL_APB__PL0_REF_CTRL__FREQMHZ"]) == board.cores[0].clock_mhz == 300
+    (clock,) = [net for net in zcu104_record.nets if net[0] == "zynq_ps/pl_clk0"]
+    for cell in zcu104_record.cells:  # every cell but the PS runs on the one PL clock
+        assert cell == "zynq_ps" or any(pin.startswith(f"{cell}/") for pin in clock), cell
+    (reset,) = [net for net in zcu104_record.nets if net[0] == "rst_pl/peripheral_aresetn"]
+    assert {f"{core_ip_instance(c['name'])}/ap_rst_n" for c in zcu104.cores()} <= set(reset)
+
+
+def test_every_axi_lite_port_is_on_the_control_interconnect(zcu104, zcu104_record):
+    count = int(zcu104_record.properties("axi_ctrl")["NUM_MI"])
+    lite = [zcu104_record.peer(f"axi_ctrl/M{i:02d}_AXI") for i in range(count)]
+    expected = {f"{core_ip_instance(c['name'])}/s_axi_control" for c in zcu104.cores()}
+    expected |= {f"{d}/S_AXI_LITE" for d in expected_dmas(zcu104, "node0")}
+    assert sorted(lite) == sorted(expected)
+    assert zcu104_record.peer("axi_ctrl/S00_AXI") == "zynq_ps/M_AXI_HPM0_FPD"
+
+
+def test_the_script_leaves_the_bitstream_and_handoff_where_the_driver_looks(zcu104, zcu104_record):
+    for name in bitstream_files(1, "node0", alveo=False):
+        assert (zcu104.folder / name).is_file(), name
+
+
+def test_zynq_7000_boards_get_processing_system7_at_their_clock(pynq, tmp_path):
+    record = Record(run_standin(pynq.folder / "vivado" / "create_project.tcl", tmp_path / "pynq.json"))
+    assert record.cells["zynq_ps"].startswith("xilinx.com:ip:processing_system7:")
+    ps = record.properties("zynq_ps")
+    assert float(ps["PCW_FPGA0_PERIPHERAL_FREQMHZ"]) == load_board("pynq-z2").cores[0].clock_mhz == 100
+    assert [c[-1] for c in record.calls if c[0] == "get_board_parts"] == ["tul.com.tw:pynq-z2:part0:*"]
+    assert set(record.of_kind("axi_dma")) == expected_dmas(pynq, "node0")
+    assert record.peer("axi_mem0/M00_AXI") == "zynq_ps/S_AXI_HP0"
+
+
+def test_streamed_weights_read_the_ps_ddr(zcu104, tmp_path):
+    document = copy.deepcopy(zcu104.doc)
+    document["cores"][0]["streamed_weight_bytes"] = 1234
+    shutil.copytree(zcu104.folder / "split", tmp_path / "split")
+    write_build_scripts(document, tmp_path)
+    record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
+    cell = core_ip_instance(document["cores"][0]["name"])
+    assert record.peer(f"{cell}/m_axi_gmem").startswith("axi_mem0/S")
+    assert int(record.properties("axi_mem0")["NUM_SI"]) == len(record.of_kind("axi_dma")) + 1
+
+
+# --------------------------------------------------------------------------- clusters: one block design per node
+
+
+def test_a_cluster_gets_one_script_per_node_with_that_nodes_cores(cluster, cluster_records):
+    assert sorted(p.parent.name for p in (cluster.folder / "vivado").glob("*/create_project.tcl")) == ["node0", "node1"]
+    for node, record in cluster_records.items():
+        ips = {name for name, vlnv in record.cells.items() if vlnv.startswith("fpgaplace:")}
+        assert ips == {core_ip_instance(c["name"]) for c in cluster.cores(node)}
+        assert set(record.of_kind("axi_dma")) == expected_dmas(cluster, node)
+        for name in bitstream_files(2, node, alveo=False):
+            assert (cluster.folder / name).is_file(), name
+
+
+def test_a_tensor_over_the_network_leaves_one_node_and_enters_the_other_by_dma(cluster, cluster_records):
+    cores = {c["name"]: c for c in cluster.cores()}
+    network = [t for t in cluster.doc["transfers"] if t.get("link") == "network"]
+    assert network
+    for transfer in network:
+        source, target = cores[transfer["from_device"]], cores[transfer["to_device"]]
+        names = lambda p: {p["name"], *(v["name"] for v in p["views"])}  # noqa: E731
+        out = next(p for p in source["outputs"] if transfer["tensor"] in names(p))
+        into = next(p for p in target["inputs"] if transfer["tensor"] in names(p))
+        assert dma_instance(source["name"], out["port"]) in cluster_records[source["node"]].cells
+        assert dma_instance(target["name"], into["port"]) in cluster_records[target["node"]].cells
+
+
+def test_an_output_read_by_a_fifo_and_a_dma_goes_through_a_broadcaster(cluster, cluster_records):
+    fanouts = {node: record.of_kind("axis_broadcaster") for node, record in cluster_records.items()}
+    assert any(fanouts.values())  # node1's first core feeds its neighbour and node0 (over the network)
+    for node, cells in fanouts.items():
+        record = cluster_records[node]
+        for cell in cells:
+            count = int(record.properties(cell)["NUM_MI"])
+            assert count >= 2
+            sinks = [record.peer(f"{cell}/M{i:02d}_AXIS").split("/")[0] for i in range(count)]
+            assert all(s in record.of_kind("axis_data_fifo") + record.of_kind("axi_dma") for s in sinks)
+
+
+# --------------------------------------------------------------------------- Alveo: the Vitis link config
+
+
+def parse_link_cfg(path: Path) -> dict[str, list[str]]:
+    entries: dict[str, list[str]] = {}
+    for line in path.read_text().splitlines():
+        if line.strip() and not line.startswith(("#", "[")):
+            key, value = line.split("=", 1)
+            entries.setdefault(key, []).append(value)
+    return entries
+
+
+def test_alveo_link_config_matches_the_placement(u280):
+    config = parse_link_cfg(u280.folder / "vitis" / "link.cfg")
+    assert config["platform"] == [ALVEO_PLATFORMS["alveo-u280"]]
+    units = {cu: kernel for value in config["nk"] for kernel, count, names in [value.split(":")]
+             for cu in names.split(".")}
+    for value in config["nk"]:
+        kernel, count, names = value.split(":")
+        assert int(count) == len(names.split("."))
+    slr = dict(value.split(":") for value in config["slr"])
+    assert set(slr) == set(units)
+    for core in u280.cores():
+        cell = core_ip_instance(core["name"])
+        assert units[cell] == core["top"]
+        assert slr[cell] == f"SLR{core['slr']}"
+    streams = [value.split(":")[:2] for value in config["sc"]]
+    for core in u280.cores():
+        for port in core["inputs"] + core["outputs"]:
+            pin = f"{core_ip_instance(core['name'])}.{port['port']}"
+            assert sum(pin in pair for pair in streams) == 1, pin
+    movers = {cu for cu, kernel in units.items() if kernel in ("fp_mm2s", "fp_s2mm")}
+    assert movers == expected_dmas(u280, "node0")
+    banks = dict(value.split(":") for value in config["sp"])
+    assert set(banks) == {f"{cu}.mem" for cu in movers}
+    assert all(bank.startswith("HBM[") for bank in banks.values())
+    assert len(set(banks.values())) == len(banks)  # spread over the pseudo-channels
+    kernels = (u280.folder / "vitis" / "movers.cpp").read_text()
+    assert "void fp_mm2s(" in kernels and "void fp_s2mm(" in kernels
+
+
+def test_alveo_streamed_weights_get_a_memory_bank(u280, tmp_path):
+    document = copy.deepcopy(u280.doc)
+    document["cores"][0]["streamed_weight_bytes"] = 99
+    write_build_scripts(document, tmp_path)
+    banks = dict(value.split(":") for value in parse_link_cfg(tmp_path / "vitis" / "link.cfg")["sp"])
+    assert f"{core_ip_instance(document['cores'][0]['name'])}.wmem" in banks
+
+
+# --------------------------------------------------------------------------- the Makefile
+
+
+def make(folder: Path, *goals: str, path: str | None = None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PATH": path} if path is not None else None
+    return subprocess.run([shutil.which("make"), "-C", str(folder), *goals], capture_output=True, text=True,
+                          env=env, check=False)
+
+
+@pytest.fixture
+def zcu104_copy(zcu104, tmp_path) -> Path:
+    folder = tmp_path / "project"
+    shutil.copytree(zcu104.folder, folder, ignore=shutil.ignore_patterns("prj", "bitstream"))
+    return folder
+
+
+def test_make_n_lists_hls_per_core_then_vivado(zcu104, zcu104_copy):
+    done = make(zcu104_copy, "-n", "bitstream")
+    assert done.returncode == 0, done.stderr
+    lines = [line for line in done.stdout.splitlines() if not line.startswith("make")]
+    hls = [f"cd {c['folder']} && vitis_hls -f run_hls.tcl" for c in zcu104.cores()]
+    vivado = "vivado -mode batch -nojournal -log vivado/vivado.log -source vivado/create_project.tcl"
+    assert sorted(lines[:-2]) == sorted(hls) and lines[-2] == vivado
+    assert lines[-1] == "touch " + " ".join(bitstream_files(1, "node0", alveo=False))
+    clean = make(zcu104_copy, "-n", "clean").stdout
+    assert "rm -rf" in clean and "bitstream" in clean and all(f"{c['top']}_prj" in clean for c in zcu104.cores())
+
+
+def test_make_n_xclbin_compiles_every_kernel_and_links_with_the_config(u280):
+    done = make(u280.folder, "-n", "xclbin")
+    assert done.returncode == 0, done.stderr
+    compiles = [line for line in done.stdout.splitlines() if line.startswith("v++ -c")]
+    kernels = {line.split(" -k ")[1].split()[0] for line in compiles}
+    assert kernels == {c["top"] for c in u280.cores()} | {"fp_mm2s", "fp_s2mm"}
+    (link,) = [line for line in done.stdout.splitlines() if line.startswith("v++ -l")]
+    assert "--config vitis/link.cfg" in link and "-o bitstream/design.xclbin" in link
+    assert f"--platform {ALVEO_PLATFORMS['alveo-u280']}" in link
+
+
+def test_a_missing_tool_stops_make_with_status_2_and_one_line(zcu104_copy, tmp_path):
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    done = make(zcu104_copy, "hls", path=str(empty))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "vitis_hls not found on PATH" in line and "settings64.sh" in line
+
+
+def test_make_runs_hls_in_parallel_then_vivado_with_fake_tools(zcu104, zcu104_copy, tmp_path):
+    tools = tmp_path / "bin"
+    tools.mkdir()
+    (tools / "vitis_hls").write_text(
+        '#!/bin/sh\ntop=$(sed -n "s/^set_top //p" run_hls.tcl)\n'
+        'mkdir -p "${top}_prj/solution1/impl/ip" && touch "${top}_prj/solution1/impl/ip/component.xml"\n')
+    (tools / "vivado").write_text(
+        f'#!/bin/sh\nwhile [ "$1" != "-source" ]; do shift; done\nexec tclsh {STANDIN} "$2" vivado/record.json\n')
+    for tool in tools.iterdir():
+        tool.chmod(0o755)
+    path = f"{tools}:{os.environ['PATH']}"
+    hls = make(zcu104_copy, "-j2", "hls", path=path)
+    assert hls.returncode == 0, hls.stderr
+    for core in zcu104.cores():
+        assert (zcu104_copy / core["folder"] / f"{core['top']}_prj/solution1/impl/ip/component.xml").is_file()
+    done = make(zcu104_copy, "bitstream", path=path)
+    assert done.returncode == 0, done.stderr
+    for name in bitstream_files(1, "node0", alveo=False):
+        assert (zcu104_copy / name).is_file()
+    assert "Nothing to be done for 'bitstream'" in make(zcu104_copy, "-n", "bitstream").stdout
+    assert make(zcu104_copy, "clean").returncode == 0
+    assert not (zcu104_copy / "bitstream").exists()
+    assert (zcu104_copy / "vivado" / "create_project.tcl").is_file()
+
+
+def test_without_vivado_make_bitstream_names_it(zcu104, zcu104_copy, tmp_path):
+    for core in zcu104.cores():  # HLS already done
+        ip = zcu104_copy / core["folder"] / f"{core['top']}_prj/solution1/impl/ip/component.xml"
+        ip.parent.mkdir(parents=True)
+        ip.touch()
+    empty = tmp_path / "empty-bin"
+    empty.mkdir()
+    done = make(zcu104_copy, "bitstream", path=str(empty))
+    assert done.returncode == 2
+    (line,) = done.stderr.strip().splitlines()
+    assert "vivado not found on PATH" in line and "VIVADO=" in line
