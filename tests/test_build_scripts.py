@@ -92,12 +92,21 @@ class Record:
                 values.update({k.removeprefix("CONFIG."): v.strip("{}") for k, v in pairs})
         return values
 
+    def core_ips(self) -> set[str]:
+        return {name for name, vlnv in self.cells.items() if vlnv.startswith("fpgaplace:")
+                and not vlnv.split(":")[2].startswith("fp_last_")}
+
+    def last_markers(self) -> list[str]:
+        return [name for name, vlnv in self.cells.items() if vlnv.split(":")[2].startswith("fp_last_")]
+
     def source_of(self, pin: str) -> str:
-        """The core pin a stream into ``pin`` comes from, through FIFOs and broadcasters."""
+        """The core pin a stream into ``pin`` comes from, through FIFOs, broadcasters and TLAST markers."""
         upstream = self.peer(pin)
         cell = upstream.split("/")[0]
         if cell in self.of_kind("axis_data_fifo") or cell in self.of_kind("axis_broadcaster"):
             return self.source_of(f"{cell}/S_AXIS")
+        if cell in self.last_markers():
+            return self.source_of(f"{cell}/src")
         return upstream
 
 
@@ -202,7 +211,24 @@ def test_every_core_ip_is_instantiated_once_by_its_vlnv(zcu104, zcu104_record):
         cell = core_ip_instance(core["name"])
         assert zcu104_record.cells[cell] == f"fpgaplace:hls:{core['top']}:1.0"
         assert list(zcu104_record.cells.values()).count(f"fpgaplace:hls:{core['top']}:1.0") == 1
-    assert len([v for v in zcu104_record.cells.values() if v.startswith("fpgaplace:")]) == len(zcu104.cores())
+    assert zcu104_record.core_ips() == {core_ip_instance(c["name"]) for c in zcu104.cores()}
+
+
+def test_every_s2mm_channel_is_fed_through_a_tlast_marker_of_its_sample_size(zcu104, zcu104_record):
+    cores = {core_ip_instance(c["name"]): c for c in zcu104.cores()}
+    s2mm = [d for d in zcu104_record.of_kind("axi_dma") if zcu104_record.properties(d)["c_include_s2mm"] == "1"]
+    assert s2mm
+    for dma in s2mm:
+        marker = zcu104_record.peer(f"{dma}/S_AXIS_S2MM").split("/")[0]
+        assert marker in zcu104_record.last_markers()
+        cell, port = zcu104_record.peer(f"{marker}/src").split("/")
+        (tensor,) = [t for t in cores[cell]["outputs"] if t["port"] == port]
+        elements = 1
+        for n in tensor["sample_shape"]:
+            elements *= n
+        assert zcu104_record.cells[marker] == f"fpgaplace:hls:fp_last_{elements}:1.0"
+        source = (zcu104.folder / "vivado" / "ip" / f"fp_last_{elements}" / f"fp_last_{elements}.cpp").read_text()
+        assert f"i < {elements}u" in source and f"beat.last = i == {elements - 1}u" in source
 
 
 def test_every_core_stream_port_is_connected_exactly_once(zcu104, zcu104_record):
@@ -299,8 +325,7 @@ def test_streamed_weights_read_the_ps_ddr(zcu104, tmp_path):
 def test_a_cluster_gets_one_script_per_node_with_that_nodes_cores(cluster, cluster_records):
     assert sorted(p.parent.name for p in (cluster.folder / "vivado").glob("*/create_project.tcl")) == ["node0", "node1"]
     for node, record in cluster_records.items():
-        ips = {name for name, vlnv in record.cells.items() if vlnv.startswith("fpgaplace:")}
-        assert ips == {core_ip_instance(c["name"]) for c in cluster.cores(node)}
+        assert record.core_ips() == {core_ip_instance(c["name"]) for c in cluster.cores(node)}
         assert set(record.of_kind("axi_dma")) == expected_dmas(cluster, node)
         for name in bitstream_files(2, node, alveo=False):
             assert (cluster.folder / name).is_file(), name
@@ -328,7 +353,7 @@ def test_an_output_read_by_a_fifo_and_a_dma_goes_through_a_broadcaster(cluster, 
             count = int(record.properties(cell)["NUM_MI"])
             assert count >= 2
             sinks = [record.peer(f"{cell}/M{i:02d}_AXIS").split("/")[0] for i in range(count)]
-            assert all(s in record.of_kind("axis_data_fifo") + record.of_kind("axi_dma") for s in sinks)
+            assert all(s in record.of_kind("axis_data_fifo") + record.last_markers() for s in sinks)
 
 
 # --------------------------------------------------------------------------- Alveo: the Vitis link config
@@ -401,6 +426,8 @@ def test_make_n_lists_hls_per_core_then_vivado(zcu104, zcu104_copy):
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if not line.startswith("make")]
     hls = [f"cd {c['folder']} && vitis_hls -f run_hls.tcl" for c in zcu104.cores()]
+    hls += [f"cd vivado/ip/{ip.name} && vitis_hls -f run_hls.tcl" for ip in (zcu104_copy / "vivado" / "ip").iterdir()]
+    assert len(hls) > len(zcu104.cores())  # the TLAST markers are HLS IPs too
     vivado = "vivado -mode batch -nojournal -log vivado/vivado.log -source vivado/create_project.tcl"
     assert sorted(lines[:-2]) == sorted(hls) and lines[-2] == vivado
     assert lines[-1] == "touch " + " ".join(bitstream_files(1, "node0", alveo=False))
@@ -454,8 +481,9 @@ def test_make_runs_hls_in_parallel_then_vivado_with_fake_tools(zcu104, zcu104_co
 
 
 def test_without_vivado_make_bitstream_names_it(zcu104, zcu104_copy, tmp_path):
-    for core in zcu104.cores():  # HLS already done
-        ip = zcu104_copy / core["folder"] / f"{core['top']}_prj/solution1/impl/ip/component.xml"
+    for script in zcu104_copy.rglob("run_hls.tcl"):  # HLS already done, for the cores and the TLAST markers
+        (top,) = [line.split()[1] for line in script.read_text().splitlines() if line.startswith("set_top ")]
+        ip = script.parent / f"{top}_prj/solution1/impl/ip/component.xml"
         ip.parent.mkdir(parents=True)
         ip.touch()
     empty = tmp_path / "empty-bin"

@@ -11,6 +11,9 @@ What goes where is planned here (``plan_node``) and written by the templates in
   writing card memory on Alveo, named ``dma_instance(core, port)`` on both;
 - an output read by more than one of those gets an AXI-Stream broadcaster (Zynq) or a fork
   kernel (Alveo) in front;
+- on Zynq, a stream into an AXI DMA's S2MM channel passes a small HLS IP (``fp_last_<n>``, one
+  per sample size n, in ``vivado/ip``) that marks the last beat of every sample with TLAST: the
+  cores' streams carry data only, and the DMA ends a transfer on TLAST;
 - a core with streamed weights (an ``m_axi`` port) reads the PS DDR (Zynq) or an HBM/DDR bank
   (Alveo, ``sp=``).
 
@@ -96,6 +99,15 @@ class Dma:
     to_fabric: bool
     bytes_per_sample: int
 
+    @property
+    def last_top(self) -> str:
+        """The TLAST marker IP in front of an S2MM channel (Zynq), one per sample size."""
+        return f"fp_last_{self.bytes_per_sample}"
+
+    @property
+    def last_cell(self) -> str:
+        return cell_name(f"last_{self.name}")
+
 
 @dataclass
 class Fanout:
@@ -133,6 +145,11 @@ class NodePlan:
     def folder(self) -> str:
         """Where the node's scripts live (one folder per node on clusters)."""
         return "" if self.single else cell_name(self.node)
+
+    @property
+    def last_tops(self) -> list[str]:
+        """The TLAST marker IPs the node's S2MM channels need (Zynq), sorted."""
+        return sorted({d.last_top for d in self.dmas if not d.to_fabric})
 
 
 def next_power_of_two(n: int) -> int:
@@ -377,9 +394,21 @@ def write_build_scripts(document: dict, folder: Path) -> None:
         else:
             _render(target / "create_project.tcl", "project/vivado/create_project.tcl.j2",
                     _vivado_context(plan, len(plans)))
+            _write_last_ips(plan, target)
     _render(folder / "Makefile", "project/Makefile.j2",
             {"cores": document["cores"], "nodes": [_make_node(plan, len(plans)) for plan in plans],
              "alveo": bool(plans) and plans[0].alveo, "bitstream_dir": BITSTREAM_DIR})
+
+
+def _write_last_ips(plan: NodePlan, target: Path) -> None:
+    """The TLAST marker IPs' HLS source and run_hls.tcl, in ``<scripts>/ip/<top>/``."""
+    for top in plan.last_tops:
+        ip = target / "ip" / top
+        ip.mkdir(parents=True, exist_ok=True)
+        context = {"top": top, "beats": int(top.rsplit("_", 1)[1]), "part": plan.part, "clock_mhz": plan.clock_mhz,
+                   "period_ns": f"{1e3 / plan.clock_mhz:.3f}"}
+        _render(ip / f"{top}.cpp", "project/vivado/last.cpp.j2", context)
+        _render(ip / "run_hls.tcl", "project/vivado/last_run_hls.tcl.j2", context)
 
 
 def _render(path: Path, template: str, context: dict) -> None:
@@ -391,7 +420,8 @@ def _render(path: Path, template: str, context: dict) -> None:
 def _make_node(plan: NodePlan, node_count: int) -> dict:
     scripts = script_folder(plan)
     files = _node_files(plan, node_count)
-    node = {"name": plan.node, "scripts": scripts, "files": files, "cores": plan.cores}
+    node = {"name": plan.node, "scripts": scripts, "files": files, "cores": plan.cores,
+            "last_ips": [] if plan.alveo else [f"{scripts}/ip/{top}" for top in plan.last_tops]}
     if plan.alveo:
         context = _vitis_context(plan, node_count)
         node.update(platform=context["platform"], clock_mhz=plan.clock_mhz,
