@@ -117,7 +117,7 @@ def search(
         try:
             result = design.place(
                 candidate.objective,
-                candidate.method,
+                "auto",  # the exact method while its state space allows, else one that scales
                 max(0.5, remaining / (len(todo) - done)),
                 contiguous=candidate.contiguous,
                 subgraphs_per_device=1 if candidate.contiguous else 2,

@@ -187,7 +187,7 @@ def test_infeasible_names_node() -> None:
 def test_too_many_ideals_is_a_clear_error() -> None:
     kinds = [DeviceKind("fpga", 2, math.inf, False)]
     problem = make_problem(14, [], np.random.default_rng(3), kinds)  # 2**14 ideals
-    with pytest.raises(FpgaplaceError, match=r"more than 1,000 ideals.*--method ip"):
+    with pytest.raises(FpgaplaceError, match=r"more than 1,000 ideals.*method auto coarsens"):
         solve_throughput_dp(problem, max_ideals=1000)
 
 

@@ -42,13 +42,13 @@ def test_all_methods_are_scored_by_the_evaluator():
             assert r.value >= optimum * (1 - 1e-9) or not r.placement.contiguous
 
 
-def test_bad_method_and_objective_name_the_flag():
+def test_bad_method_and_objective_name_the_parameter():
     problem = load_workload(WORKLOADS / "throughput" / "layer-bert24_inference.json")
-    with pytest.raises(FpgaplaceError, match="--method"):
+    with pytest.raises(FpgaplaceError, match="^method: expected"):
         solve(problem, "magic", SolveOptions())
-    with pytest.raises(FpgaplaceError, match="--objective"):
+    with pytest.raises(FpgaplaceError, match="^objective: expected"):
         solve(problem, "dp", SolveOptions(objective="speed"))
-    with pytest.raises(FpgaplaceError, match="--method ip"):
+    with pytest.raises(FpgaplaceError, match="method ip"):
         solve(problem, "dp", SolveOptions(objective="latency"))
 
 

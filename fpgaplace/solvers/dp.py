@@ -71,6 +71,7 @@ from fpgaplace.solvers.evaluate import class_graph, device_loads
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 MAX_IDEALS = 150_000
+IDEALS_PER_SECOND = 2_500  # method auto gives the exact DP at most this many ideals per second of its limit
 MAX_FIT_ENTRIES = 50_000_000  # ideals * kinds * states of the contiguity tables (8 bytes each)
 RELAXED_PRECISION = 1e-3  # relative width the compute-only lower bound is bisected to
 CUT_STEP = 2e-3  # the DP's cuts grow from the relaxed bound by 0, 0.2 %, 0.6 %, 1.4 %
@@ -79,7 +80,14 @@ CHUNK = 1024  # ideals per compiled call, between time-limit checks and progress
 PROGRESS_SECONDS = 2.0  # least time between two progress reports of one DP run
 BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside the search
 
+COARSE_IDEALS = 20_000  # ideal budget of the coarsened graph the DP solves past MAX_IDEALS
+COARSEN_FACTOR = 0.7  # each coarsening round keeps this share of the pieces
+
 Progress = Callable[[str], None] | None
+
+
+class StateSpaceTooLarge(FpgaplaceError):
+    """The block graph has more ideals than the DP may enumerate (``solve_coarsened_dp`` scales)."""
 
 
 @dataclass
@@ -179,9 +187,9 @@ def enumerate_ideals(n_blocks: int, edges: list[tuple[int, int]],
             if j is None:
                 j = len(masks)
                 if j >= limit:
-                    raise FpgaplaceError(
+                    raise StateSpaceTooLarge(
                         f"{source or 'problem'}: the contiguous DP needs more than {limit:,} "
-                        f"ideals of the {n_blocks}-block graph; use --method ip instead"
+                        f"ideals of the {n_blocks}-block graph (method auto coarsens it)"
                     )
                 ids[bigger] = j
                 masks.append(bigger)
@@ -717,7 +725,7 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
     ``upper_bound`` (e.g. from a heuristic) tightens the cut; the DP then only finds splits of
     max-load below it. On hitting ``time_limit`` the best linear split is returned with status
     "time limit" and a simple lower bound. Raises ``FpgaplaceError`` when no contiguous split
-    fits or the graph has more than ``max_ideals`` ideals.
+    fits, ``StateSpaceTooLarge`` when the graph has more than ``max_ideals`` ideals.
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
@@ -725,12 +733,20 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
         return Placement(device=np.zeros(0, dtype=np.int64), method="dp", value=0.0, bound=0.0,
                          status="optimal", seconds=0.0)
     blocks = build_blocks(problem)
-    tables = _tables(problem, blocks)
     lattice = enumerate_ideals(blocks.count, blocks.edges, limit=max_ideals,
                                source=problem.source)
+    placement = _solve_on_blocks(problem, blocks, lattice, deadline, upper_bound, progress)
+    placement.seconds = time.monotonic() - started
+    return placement
+
+
+def _solve_on_blocks(problem: PlacementProblem, blocks: Blocks, lattice: IdealLattice,
+                     deadline: float, upper_bound: float | None, progress: Progress) -> Placement:
+    """Steps 2-5 of the module docstring on given blocks and their ideals; ``bound`` is valid
+    for splits of these blocks (the caller decides whether it holds for the problem)."""
+    tables = _tables(problem, blocks)
     if progress is not None:
         progress(f"DP: {blocks.count} blocks, {lattice.count:,} ideals")
-
     incumbent, best = None, math.inf
     for order in _topological_orders(blocks):
         run = _run_dp(problem, blocks, tables, _chain_lattice(order), math.inf, math.inf, None)
@@ -751,15 +767,78 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
         if run.device is not None or not run.finished:
             break
         lower = max(lower, bound)  # no split has every load below this bound
-    seconds = time.monotonic() - started
     if not run.finished:
         if incumbent is None:
             raise FpgaplaceError(f"{problem.source or 'problem'}: the DP hit its time limit "
-                                 f"({time_limit} s) before finding any split; raise --time-limit")
+                                 "before finding any split; raise the time limit")
         return Placement(device=incumbent, method="dp", value=best, bound=min(lower, best),
-                         seconds=seconds, status=f"time limit ({lattice.count:,} ideals)")
+                         status=f"time limit ({lattice.count:,} ideals)")
     if run.device is None:  # nothing below an infinite cut: no contiguous split fits
         raise _infeasible(problem, blocks, tables)
     value = max(device_loads(problem, run.device))  # the evaluator's sum, not the DP's
     return Placement(device=run.device, method="dp", value=value, bound=min(value, run.value),
-                     seconds=seconds, status="optimal", contiguous=True)
+                     status="optimal", contiguous=True)
+
+
+def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
+                   pieces: int) -> Blocks:
+    """Cut a topological ``order`` of the blocks into about ``pieces`` intervals of equal
+    cheapest compute, each (where one block allows) within the smallest accelerator memory.
+
+    An interval of a topological order is convex (a path between two of its blocks only visits
+    blocks ordered between them) and every edge between intervals goes forward, so each chain of
+    ideals of the coarse graph is one of the blocks' graph: the coarse DP's split is feasible
+    for the problem, its optimum an upper bound. O(B + m).
+    """
+    tables = _tables(problem, blocks)
+    memory = min((problem.kinds[k].memory for k in problem.accelerator_kinds()
+                  if problem.kinds[k].count > 0), default=math.inf)
+    share = float(tables.cheapest.sum()) / max(pieces, 1)
+    interval = np.zeros(blocks.count, dtype=np.int64)
+    current, work, size = 0, 0.0, 0.0
+    for b in order:
+        weight, bytes_ = float(tables.cheapest[b]), float(tables.block_size[b])
+        if (work > 0 or size > 0) and (work + weight > share or size + bytes_ > memory):
+            current, work, size = current + 1, 0.0, 0.0
+        interval[b] = current
+        work, size = work + weight, size + bytes_
+    return Blocks(of_node=interval[blocks.of_node], count=current + 1,
+                  edges=_block_edges(interval, blocks.edges))
+
+
+def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = None,
+                       progress: Progress = None, *, max_ideals: int = COARSE_IDEALS) -> Placement:
+    """A contiguous split for graphs past the DP's state space: the exact DP over the finest
+    coarsening (``coarsen_blocks`` of a depth-first topological order, pieces shrunk by
+    ``COARSEN_FACTOR`` per round) whose ideal count stays within ``max_ideals``.
+
+    Returns the split with ``value`` its evaluated max-load and ``bound`` the simple lower bound
+    on every contiguous split (total cheapest work / devices, largest block); the coarse DP's
+    own optimum bounds only the coarse splits. Each round costs one enumeration of at most
+    ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
+    """
+    started = time.monotonic()
+    deadline = started + (time_limit if time_limit is not None else math.inf)
+    blocks = build_blocks(problem)
+    lower = _lower_bound(problem, _tables(problem, blocks))
+    order = _topological_orders(blocks)[2]
+    pieces = blocks.count
+    while True:
+        coarse = coarsen_blocks(problem, blocks, order, pieces)
+        try:
+            lattice = enumerate_ideals(coarse.count, coarse.edges, limit=max_ideals,
+                                       source=problem.source)
+            break
+        except StateSpaceTooLarge:
+            pieces = max(1, int(min(pieces, coarse.count) * COARSEN_FACTOR))
+    if progress is not None:
+        progress(f"DP: {blocks.count} blocks coarsened to {coarse.count} intervals "
+                 f"({lattice.count:,} ideals)")
+    placement = _solve_on_blocks(problem, coarse, lattice, deadline, None, progress)
+    placement.value = max(device_loads(problem, placement.device))
+    placement.bound = min(lower, placement.value)
+    placement.status = f"heuristic (DP over {coarse.count} intervals of {blocks.count} blocks: " \
+                       f"{placement.status})"
+    placement.method = "dp"
+    placement.seconds = time.monotonic() - started
+    return placement

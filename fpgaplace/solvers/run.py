@@ -13,7 +13,7 @@ import copy
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import Evaluation, evaluate
@@ -21,6 +21,7 @@ from fpgaplace.solvers.problem import Placement, PlacementProblem
 
 OBJECTIVES = ("throughput", "latency")
 LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its warm start
+COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the DP's state space
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
@@ -72,15 +73,17 @@ def _attempt(make: Callable[[], Placement], options: SolveOptions) -> list[Place
         return []
 
 
-def heuristic_starts(problem: PlacementProblem, options: SolveOptions) -> list[Placement]:
+def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
+                     dp_too_large: bool = False) -> list[Placement]:
     """Every cheap placement that can warm-start an integer program, scored by the evaluator
-    (``value``), infeasible ones dropped: the DP for contiguous throughput, greedy, PipeDream
-    and, unless the DP answered, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
+    (``value``), infeasible ones dropped: for contiguous throughput the DP (exact, or over a
+    coarsened graph past its state space or when ``dp_too_large``), greedy, PipeDream and,
+    unless a DP answered, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
     from fpgaplace.solvers import baselines
 
     starts: list[Placement] = []
     if options.objective == "throughput" and options.contiguous:
-        starts += _attempt(lambda: _dp(problem, options), options)
+        starts += _attempt(lambda: _contiguous_dp_start(problem, options, dp_too_large), options)
     dp_answered = bool(starts)
     starts += _attempt(lambda: baselines.greedy_latency(problem), options)
     starts += _attempt(lambda: baselines.pipedream(problem, options.objective), options)
@@ -94,12 +97,33 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions) -> list[P
     return [start for start in starts if math.isfinite(start.value)]
 
 
-def _dp(problem: PlacementProblem, options: SolveOptions) -> Placement:
-    from fpgaplace.solvers.dp import solve_throughput_dp
+def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_large: bool) -> Placement:
+    """The exact DP, or (past its state space) the DP over a coarsened graph, given
+    ``COARSE_DP_SHARE`` of the time limit."""
+    from fpgaplace.solvers.dp import StateSpaceTooLarge, solve_coarsened_dp
+
+    if not too_large:
+        try:
+            return _dp(problem, options, scaled=True)
+        except StateSpaceTooLarge as error:
+            if options.progress:
+                options.progress(f"start: {error}")
+    return solve_coarsened_dp(problem, time_limit=COARSE_DP_SHARE * options.time_limit,
+                              progress=options.progress)
+
+
+def _dp(problem: PlacementProblem, options: SolveOptions, scaled: bool = False) -> Placement:
+    """The exact DP; ``scaled`` (method auto) caps its ideals by the time limit
+    (``dp.IDEALS_PER_SECOND``, at most ``dp.MAX_IDEALS``)."""
+    from fpgaplace.solvers.dp import IDEALS_PER_SECOND, MAX_IDEALS, solve_throughput_dp
 
     if options.objective != "throughput":
-        raise FpgaplaceError("--method dp: the DP solves the throughput objective; use --method ip for latency")
-    placement = solve_throughput_dp(problem, time_limit=options.time_limit, progress=options.progress)
+        raise FpgaplaceError("method dp: the DP solves the throughput objective; use method ip for latency")
+    limit = MAX_IDEALS
+    if scaled:
+        limit = int(min(MAX_IDEALS, max(1_000, IDEALS_PER_SECOND * options.time_limit)))
+    placement = solve_throughput_dp(problem, time_limit=options.time_limit, progress=options.progress,
+                                    max_ideals=limit)
     placement.method = placement.method or "dp"
     return placement
 
@@ -128,11 +152,12 @@ def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: P
     return kept
 
 
-def _ip_with_starts(problem: PlacementProblem, options: SolveOptions) -> tuple[Placement, list[Placement]]:
+def _ip_with_starts(problem: PlacementProblem, options: SolveOptions,
+                    dp_too_large: bool = False) -> tuple[Placement, list[Placement]]:
     """The IP warm-started from every heuristic start, all within the time limit, never worse
     than the best of them; and the starts."""
     started = time.perf_counter()
-    starts = heuristic_starts(problem, options)
+    starts = heuristic_starts(problem, options, dp_too_large)
     remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
     return _ip_from(problem, options, starts, remaining), starts
 
@@ -197,21 +222,37 @@ def exact_method(options: SolveOptions) -> str:
 
 
 def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Result:
-    """Run ``method`` (or "auto": ``exact_method``) on ``problem``; score it with ``evaluate``."""
+    """Run ``method`` on ``problem``; score it with ``evaluate``.
+
+    "auto" always answers when a placement exists: the exact DP for contiguous throughput while
+    its ideals stay within ``dp.MAX_IDEALS`` (and ``dp.IDEALS_PER_SECOND`` per second of the
+    limit); past that, the contiguous max-load IP warm-started from the DP over a coarsened graph
+    (and greedy, PipeDream), so the answer carries the IP's bound; the IP for every other objective.
+    """
+    from fpgaplace.solvers.dp import StateSpaceTooLarge
+
     if options.objective not in OBJECTIVES:
-        raise FpgaplaceError(f"--objective: expected one of {', '.join(OBJECTIVES)}, got {options.objective!r}")
-    if method == "auto":
-        method = exact_method(options)
-    if method not in SOLVERS:
-        raise FpgaplaceError(f"--method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
+        raise FpgaplaceError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {options.objective!r}")
+    if method != "auto" and method not in SOLVERS:
+        raise FpgaplaceError(f"method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
     start = time.perf_counter()
     starts: list[Placement] = []
-    if method == "ip":
+    chosen = exact_method(options) if method == "auto" else method
+    if chosen == "ip":
         placement, starts = _ip_with_starts(problem, options)
+    elif method == "auto":
+        try:
+            placement = _dp(problem, options, scaled=True)
+        except StateSpaceTooLarge as error:
+            if options.progress:
+                options.progress(f"auto: {error}; the max-load IP from a coarsened DP instead")
+            remaining = replace(options, time_limit=max(MIN_IP_SECONDS,
+                                                        options.time_limit - (time.perf_counter() - start)))
+            placement, starts = _ip_with_starts(problem, remaining, dp_too_large=True)
     else:
-        placement = SOLVERS[method](problem, options)
+        placement = SOLVERS[chosen](problem, options)
     placement.seconds = time.perf_counter() - start
-    placement.method = placement.method or method
+    placement.method = placement.method or chosen
     placement.objective = options.objective
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
