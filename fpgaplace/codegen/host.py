@@ -1,12 +1,97 @@
-"""The project's host code (the PYNQ driver) from design.json.
+"""The project's host code: the PYNQ driver and what it reads besides design.json and split/.
 
-Being written (issue 8); until then it writes nothing.
+``host/`` gets
+* ``driver.py``: the generic driver (``hls_templates/host/driver.py``, copied unchanged): a
+  ``Driver`` class with ``run``/``run_many`` and ``python3 host/driver.py --self-test``;
+* ``hardware.json``: the block design's cell names the driver looks up in the overlay (each
+  core's HLS IP and the DMA of each of its streams, ``fpgaplace.codegen.names``), the bitstream,
+  the quantization step of every dequantized int8 graph output, and per core its weight file;
+* ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.split.random_inputs`` with
+  seeds 0, 1, ..., as ``fpgaplace csim`` draws them) as ``input.<name>`` and the outputs
+  onnxruntime computes for them from the whole QDQ model as ``expected.<name>``, one row per call;
+* ``weights_<core>.bin``: the int8 weights of a core that streams them from DRAM over m_axi (the
+  bytes its C simulation compiles in, ``wmem.h``).
+
+O(model run x SAMPLE_COUNT) for the expected outputs.
 """
 
 from __future__ import annotations
 
+import json
+import re
+import shutil
 from pathlib import Path
+
+import numpy as np
+import onnx
+
+from fpgaplace.codegen.names import HOST_DIR, bitstream_files, cell_name, core_ip_instance, dma_instance
+from fpgaplace.codegen.render import TEMPLATE_PACKAGE
+from fpgaplace.errors import FpgaplaceError
+
+SAMPLE_COUNT = 4
+DRIVER = "driver.py"
+HARDWARE = "hardware.json"
+SAMPLES = "samples.npz"
+
+
+def _template_dir() -> Path:
+    from importlib.resources import files
+
+    return Path(str(files(TEMPLATE_PACKAGE))) / "host"
+
+
+def streamed_weights(folder: Path, record: dict) -> np.ndarray:
+    """The weights a core streams, as its ``wmem.h`` gives them to the C simulation."""
+    path = folder / record["folder"] / "wmem.h"
+    found = re.search(r"=\s*\{([^}]*)\}", path.read_text()) if path.is_file() else None
+    if found is None:
+        raise FpgaplaceError(f"{path}: no weight array; expected the wmem.h of a core that streams its weights")
+    values = np.array([int(v) for v in found.group(1).split(",") if v.strip()], dtype=np.int8)
+    return values[: record["streamed_weight_bytes"]]
+
+
+def _hardware(document: dict, folder: Path) -> dict:
+    nodes = sorted({c["node"] for c in document["cores"]}) or ["node0"]
+    alveo = False
+    bitstream = bitstream_files(len(nodes), nodes[0], alveo)[0]
+    cores = {}
+    for record in document["cores"]:
+        name = record["name"]
+        entry = {"ip": core_ip_instance(name),
+                 "dma": {t["port"]: dma_instance(name, t["port"]) for t in [*record["inputs"], *record["outputs"]]},
+                 "weights": None}
+        if record["streamed_weight_bytes"] > 0:
+            entry["weights"] = f"weights_{cell_name(name)}.bin"
+            streamed_weights(folder, record).tofile(folder / HOST_DIR / entry["weights"])
+        cores[name] = entry
+    return {"bitstream": bitstream, "cores": cores, "samples": SAMPLES}
+
+
+def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+    """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
+    from fpgaplace.sim.csim import _output_scales
+    from fpgaplace.split import random_inputs, run_model
+
+    model = onnx.load(str(folder / document["model"]["file"]))
+    arrays: dict[str, list[np.ndarray]] = {}
+    for seed in range(SAMPLE_COUNT):
+        feed = random_inputs(model, seed)
+        outputs = run_model(model, feed)
+        for name, value in [*((f"input.{k}", v) for k, v in feed.items()),
+                            *((f"expected.{k}", v) for k, v in outputs.items())]:
+            arrays.setdefault(name, []).append(value)
+    return {name: np.stack(values) for name, values in arrays.items()}, _output_scales(model)
 
 
 def write_host_driver(document: dict, folder: Path) -> None:
-    """Write the host driver of the project whose ``design.json`` is ``document`` into ``folder``."""
+    """Write ``host/`` (module docstring) of the project whose ``design.json`` is ``document``
+    into ``folder``."""
+    host = Path(folder) / HOST_DIR
+    host.mkdir(exist_ok=True)
+    shutil.copyfile(_template_dir() / DRIVER, host / DRIVER)
+    hardware = _hardware(document, Path(folder))
+    arrays, scales = _samples(document, Path(folder))
+    np.savez(host / SAMPLES, **arrays)
+    hardware["output_scales"] = {name: float(scale) for name, scale in scales.items()}
+    (host / HARDWARE).write_text(json.dumps(hardware, indent=2) + "\n")
