@@ -103,6 +103,7 @@ def from_model(
     _bind_inputs(work, batch, given, source, notes)
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
+    work, positions = _resolve_shapes(work, positions, source, notes)
     return _build(work, positions, source, notes)
 
 
@@ -378,6 +379,97 @@ def _with_types_of(model: onnx.ModelProto, inferred: onnx.ModelProto) -> onnx.Mo
     for output, typed in zip(result.graph.output, inferred.graph.output, strict=True):
         output.type.CopyFrom(typed.type)
     return result
+
+
+# ---- shapes onnx inference leaves unknown ----------------------------------------------------
+
+
+def _resolve_shapes(model: onnx.ModelProto, positions: list[int], source: str,
+                    notes: list[str]) -> tuple[onnx.ModelProto, list[int]]:
+    """Make every top-level tensor shape concrete after binding: fold the static Shape-driven
+    subgraphs to constants (``passes.shapes``) and infer again, to a fixpoint; then take the
+    shapes still unknown from one onnxruntime run of the bound model (``onnxrt.run_shapes``) and
+    fold again. A shape still unknown is an error naming the op that produces it.
+
+    Returns the model and each remaining node's position in the original node list."""
+    from fpgaplace import onnxrt
+    from fpgaplace.passes.shapes import fold_static_shapes_to_fixpoint
+
+    position_of = {_node_key(node): position for node, position in zip(model.graph.node, positions, strict=True)}
+
+    def infer(candidate: onnx.ModelProto) -> onnx.ModelProto:
+        return _infer_shapes(candidate, source, notes)
+
+    model, folded = fold_static_shapes_to_fixpoint(model, infer)
+    unknown = _unknown_tensors(model)
+    if unknown:
+        try:
+            found = onnxrt.run_shapes(model, unknown, source)
+        except FpgaplaceError as error:
+            reason = str(error).removeprefix(f"{source}: ")
+            raise FpgaplaceError(_unresolved_message(model, unknown, source, reason)) from None
+        _set_tensor_types(model, found)
+        notes.append(f"the shapes of {len(found)} tensors onnx shape inference left unknown are those of an "
+                     f"onnxruntime run of the bound model (e.g. '{next(iter(found), '')}')")
+        model, more = fold_static_shapes_to_fixpoint(model, infer)
+        folded += more
+        left = [t for t in _unknown_tensors(model) if t not in found]
+        if left:
+            raise FpgaplaceError(_unresolved_message(model, left, source, "an onnxruntime run does not give it"))
+    if folded:
+        notes.append(f"{folded} nodes computing static shapes (Shape, Gather, Concat, ...) folded to constants")
+    return model, [position_of.get(_node_key(node), -1) for node in model.graph.node]
+
+
+def _node_key(node: onnx.NodeProto) -> tuple[str, ...]:
+    return (node.op_type, *node.output)
+
+
+def _unknown_tensors(model: onnx.ModelProto) -> list[str]:
+    """The outputs of top-level nodes whose type is missing or is a tensor with an unknown rank
+    or dim (a sequence or map type counts as known)."""
+    values = {v.name: v for v in [*model.graph.input, *model.graph.value_info, *model.graph.output]}
+    unknown = []
+    for node in model.graph.node:
+        for t in node.output:
+            value = values.get(t)
+            if not t:
+                continue
+            if value is None or not value.type.WhichOneof("value"):
+                unknown.append(t)
+            elif value.type.HasField("tensor_type") and not _fully_known(value.type.tensor_type):
+                unknown.append(t)
+    return unknown
+
+
+def _fully_known(tensor_type: onnx.TypeProto.Tensor) -> bool:
+    return (tensor_type.elem_type != onnx.TensorProto.UNDEFINED and tensor_type.HasField("shape")
+            and all(d.HasField("dim_value") for d in tensor_type.shape.dim))
+
+
+def _set_tensor_types(model: onnx.ModelProto, found: dict[str, tuple[tuple[int, ...], int] | None]) -> None:
+    """Record the shapes and element types a run found as value_info (or on the graph outputs)."""
+    graph = model.graph
+    outputs = {v.name: v for v in graph.output}
+    typed = {t: helper.make_tensor_value_info(t, elem_type, list(shape))
+             for t, known in found.items() if known is not None for shape, elem_type in [known]}
+    kept = [v for v in graph.value_info if v.name not in typed]
+    del graph.value_info[:]
+    graph.value_info.extend(kept)
+    for t, value in typed.items():
+        if t in outputs:
+            outputs[t].type.CopyFrom(value.type)
+        else:
+            graph.value_info.append(value)
+
+
+def _unresolved_message(model: onnx.ModelProto, unknown: list[str], source: str, reason: str) -> str:
+    producer = {t: node for node in model.graph.node for t in node.output if t}
+    node = producer[unknown[0]]
+    label = node.name or f"{node.op_type} producing '{unknown[0]}'"
+    others = f" (and {len(unknown) - 1} more tensors)" if len(unknown) > 1 else ""
+    return (f"{source}: op '{label}' ({node.op_type}): the shape of its output '{unknown[0]}'{others} is unknown to "
+            f"onnx shape inference, and {reason}; expected static shapes once the inputs are bound")
 
 
 # ---- building the OpGraph ------------------------------------------------------------------

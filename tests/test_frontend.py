@@ -868,3 +868,101 @@ def test_if_with_a_constant_condition_costs_the_branch_taken(condition):
     assert graph.ops["branch"].macs == (big if condition else small)
     taken = "then" if condition else "else"
     assert any(f"the condition is a constant {condition}: the {taken} branch is costed" in n for n in graph.notes)
+
+
+# ---- shapes onnx shape inference cannot follow -----------------------------------------------
+
+
+def _int64(name: str, values: list[int]) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(values, dtype=np.int64), name)
+
+
+def computed_reshape_attention(hidden: int = 64, heads: int = 4) -> onnx.ModelProto:
+    """Torch-style attention scores: the head split's Reshape target is Shape -> Gather -> Div -> Concat."""
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["q"], name="proj"),
+        helper.make_node("Shape", ["q"], ["q_shape"], name="shape"),
+        *[helper.make_node("Gather", ["q_shape", f"i{axis}"], [f"d{axis}"], axis=0, name=f"gather{axis}")
+          for axis in range(3)],
+        helper.make_node("Div", ["d2", "heads"], ["head_dim"], name="div"),
+        helper.make_node("Concat", ["d0", "d1", "heads", "head_dim"], ["target"], axis=0, name="concat"),
+        helper.make_node("Reshape", ["q", "target"], ["q4"], name="split_heads"),
+        helper.make_node("Transpose", ["q4"], ["qt"], perm=[0, 2, 1, 3], name="heads_first"),
+        helper.make_node("Transpose", ["q4"], ["kt"], perm=[0, 2, 3, 1], name="keys_first"),
+        helper.make_node("MatMul", ["qt", "kt"], ["scores"], name="scores"),
+    ]
+    initializers = [numpy_helper.from_array(weight(hidden, hidden), "w"), _int64("heads", [heads]),
+                    *[_int64(f"i{axis}", [axis]) for axis in range(3)]]
+    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                 ["batch", "seq", hidden])],
+                              [helper.make_tensor_value_info("scores", TensorProto.FLOAT, [None] * 4)], initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return model
+
+
+def test_a_computed_reshape_target_folds_and_the_attention_keeps_its_macs():
+    batch, seq, hidden, heads = 2, 10, 64, 4
+    graph = from_model(computed_reshape_attention(hidden, heads), batch=batch, input_shapes={"x": (batch, seq, hidden)})
+    assert graph.tensors["q4"].shape == (batch, seq, heads, hidden // heads)
+    assert graph.ops["scores"].macs == batch * heads * seq * seq * (hidden // heads)
+    assert not {"shape", "div", "concat"} & set(graph.ops)  # folded to constants, not CPU ops
+    assert any("folded to constants" in note for note in graph.notes)
+    assert not any("taken as 1" in note for note in graph.notes)
+
+
+def test_symbolic_height_and_width_drive_an_upsample_to_the_right_size():
+    """YOLO-style neck: Resize to twice the feature map's Shape, concatenated with a skip input."""
+    nodes = [
+        helper.make_node("Conv", ["images", "w"], ["f"], strides=[2, 2], kernel_shape=[3, 3], pads=[1, 1, 1, 1],
+                         name="down"),
+        helper.make_node("Shape", ["f"], ["f_shape"], name="shape"),
+        helper.make_node("Slice", ["f_shape", "two", "four"], ["hw"], name="hw"),
+        helper.make_node("Mul", ["hw", "two"], ["hw2"], name="double"),
+        helper.make_node("Slice", ["f_shape", "zero", "two"], ["nc"], name="nc"),
+        helper.make_node("Concat", ["nc", "hw2"], ["sizes"], axis=0, name="sizes"),
+        helper.make_node("Resize", ["f", "", "", "sizes"], ["up"], mode="nearest", name="up"),
+        helper.make_node("Conv", ["up", "w2"], ["y"], kernel_shape=[1, 1], name="head"),
+    ]
+    w, w2 = numpy_helper.from_array(weight(8, 3, 3, 3), "w"), numpy_helper.from_array(weight(4, 8, 1, 1), "w2")
+    initializers = [w, w2, _int64("zero", [0]), _int64("two", [2]), _int64("four", [4])]
+    graph = helper.make_graph(nodes, "neck", [helper.make_tensor_value_info("images", TensorProto.FLOAT,
+                                                                            ["batch", 3, "height", "width"])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 4, None, None])],
+                              initializers)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    loaded = from_model(model, input_shapes={"images": (1, 3, 320, 256)})
+    assert loaded.tensors["up"].shape == (1, 8, 320, 256)
+    assert loaded.ops["head"].macs == 4 * 8 * 320 * 256
+    expected = ort.InferenceSession(loaded.model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+        None, {"images": np.zeros((1, 3, 320, 256), np.float32)})[0].shape
+    assert loaded.tensors["y"].shape == expected
+
+
+def test_a_shape_onnx_cannot_infer_comes_from_an_onnxruntime_run():
+    nodes = [helper.make_node("Inverse", ["x"], ["inv"], domain="com.microsoft", name="inverse"),
+             helper.make_node("MatMul", ["inv", "w"], ["y"], name="mm")]
+    w = numpy_helper.from_array(weight(8, 8), "w")
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 8, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None, None])], [w])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("com.microsoft", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    loaded = from_model(model, batch=3)
+    assert loaded.tensors["inv"].shape == (3, 8, 8) and loaded.ops["mm"].macs == 3 * 8 * 8 * 8
+    assert any("onnxruntime run" in note for note in loaded.notes)
+
+
+def test_a_shape_nothing_resolves_is_an_error_naming_the_op():
+    nodes = [helper.make_node("Mystery", ["x"], ["m"], domain="example.custom", name="mystery"),
+             helper.make_node("Relu", ["m"], ["y"], name="relu")]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, None])])
+    opsets = [helper.make_opsetid("", 17), helper.make_opsetid("example.custom", 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    with pytest.raises(FpgaplaceError) as caught:
+        from_model(model, source="custom.onnx")
+    message = str(caught.value)
+    assert "\n" not in message
+    assert message.startswith("custom.onnx: op 'mystery' (Mystery)") and "'m'" in message
