@@ -63,9 +63,7 @@ def count_vitis(entries: dict[str, list[str]]) -> dict[str, int]:
     units = [cu for value in entries.get("nk", []) for cu in value.split(":")[2].split(".")]
     return {"cells": len(units), "connections": len(entries.get("sc", [])) + len(entries.get("sp", [])),
             "dmas": sum(cu.startswith("dma_") for cu in units),
-            "fifos": sum(not value.split(":")[0].split(".")[0].startswith("dma_")
-                         and not value.split(":")[1].split(".")[0].startswith("dma_")
-                         for value in entries.get("sc", []))}
+            "fifos": sum(len(value.split(":")) == 3 for value in entries.get("sc", []))}  # core-to-core: with a depth
 
 
 def measure(model_name: str, board: str, calib: int, folder: Path) -> list[dict]:

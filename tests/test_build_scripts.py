@@ -27,9 +27,11 @@ from fpgaplace.codegen.build_scripts import (
     FIFO_MAX_DEPTH,
     FIFO_MIN_DEPTH,
     fifo_depth,
+    memory_bank,
     write_build_scripts,
 )
 from fpgaplace.codegen.names import bitstream_files, core_ip_instance, dma_instance
+from fpgaplace.errors import FpgaplaceError
 
 STANDIN = Path(__file__).resolve().parent / "tcl" / "vivado_standin.tcl"
 STREAM_CELLS = ("axi_dma", "axis_data_fifo", "axis_broadcaster")
@@ -492,3 +494,42 @@ def test_without_vivado_make_bitstream_names_it(zcu104, zcu104_copy, tmp_path):
     assert done.returncode == 2
     (line,) = done.stderr.strip().splitlines()
     assert "vivado not found on PATH" in line and "VIVADO=" in line
+
+
+# --------------------------------------------------------------------------- hand-made documents
+
+
+def test_a_design_without_cores_gets_a_makefile_that_builds_nothing(zcu104, tmp_path):
+    document = {**copy.deepcopy(zcu104.doc), "cores": [], "transfers": []}
+    write_build_scripts(document, tmp_path)
+    assert not (tmp_path / "vivado").exists()
+    done = make(tmp_path, "-n", "bitstream")
+    assert done.returncode == 0 and "vivado" not in done.stdout and "vitis_hls" not in done.stdout
+
+
+def test_a_transfer_naming_a_port_the_core_lacks_is_a_one_line_error(zcu104, tmp_path):
+    document = copy.deepcopy(zcu104.doc)
+    core = zcu104.cores()[0]["name"]
+    document["transfers"].append({"tensor": "no_such_tensor", "from_device": "cpu0", "to_device": core})
+    with pytest.raises(FpgaplaceError) as caught:
+        write_build_scripts(document, tmp_path)
+    message = str(caught.value)
+    assert "\n" not in message and "no_such_tensor" in message and core in message
+
+
+def test_the_kv260_som_is_joined_to_its_carrier_card(zcu104, tmp_path):
+    board = load_board("kv260")
+    document = copy.deepcopy(zcu104.doc)
+    document["board"] = {**document["board"], "name": board.name, "part": board.part, "source": board.source}
+    for core in document["cores"]:
+        core["part"] = board.part
+    write_build_scripts(document, tmp_path)
+    record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
+    (connections,) = [c for c in record.calls if c[:2] == ["set_property", "board_connections"]]
+    assert connections[2] == "som240_1_connector xilinx.com:kv260_carrier:som240_1_connector:1.1"
+    assert record.cells["zynq_ps"].startswith("xilinx.com:ip:zynq_ultra_ps_e:")
+
+
+def test_memory_banks_are_hbm_channels_in_turn_or_the_ddr_of_the_slr():
+    assert [memory_bank("alveo-u280", i, 2) for i in (0, 1, 33)] == ["HBM[0]", "HBM[1]", "HBM[1]"]
+    assert [memory_bank("alveo-u250", i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == ["DDR[3]", "DDR[3]", "DDR[0]"]

@@ -339,13 +339,12 @@ def _vitis_context(plan: NodePlan, node_count: int) -> dict:
     if platform is None:
         raise FpgaplaceError(f"{plan.board}: no Vitis platform known for this card; expected one of "
                              f"{', '.join(ALVEO_PLATFORMS)}")
-    bank, count = ALVEO_BANKS[plan.board]
-    memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
-                                                           if c.weights_port]
-    banks = {f"{cell}.{arg}": f"{bank}[{i % count}]" for i, (cell, arg) in enumerate(memory_ports)}
     slr = {c.cell: c.slr for c in plan.cores}
     slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
     slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
+    memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
+                                                           if c.weights_port]
+    banks = {f"{cell}.{arg}": memory_bank(plan.board, i, slr[cell]) for i, (cell, arg) in enumerate(memory_ports)}
     return {"plan": plan, "platform": platform, "banks": banks, "slr": slr, "xclbin": _node_files(plan, node_count)[0],
             "forks": _forks_by_width(plan), "sources": _vitis_sources(plan)}
 
@@ -370,6 +369,13 @@ def _vitis_sources(plan: NodePlan) -> dict[str, str]:
         if not dma.to_fabric:
             pins.setdefault(dma.name, f"{dma.endpoint.cell}.{dma.endpoint.port}")
     return pins
+
+
+def memory_bank(board: str, index: int, slr: int) -> str:
+    """The ``sp=`` bank of the ``index``-th memory port, used from ``slr``: HBM pseudo-channels in
+    turn (all HBM sits below SLR0); on DDR cards the bank attached to the port's SLR."""
+    kind, count = ALVEO_BANKS[board]
+    return f"{kind}[{index % count}]" if kind == "HBM" else f"{kind}[{slr % count}]"
 
 
 def script_folder(plan: NodePlan) -> str:
