@@ -313,3 +313,16 @@ def test_a_changed_host_key_is_refused(sshd, project, tmp_path):
     assert_one_line_error(result, f"127.0.0.1:{sshd.port}", str(known_hosts), "host key changed")
     assert not dest.exists()
     assert known_hosts.read_text() == f"[127.0.0.1]:{sshd.port} {kind} {base64}\n"
+
+
+def test_a_failure_midway_leaves_no_manifest_behind(sshd, project, tmp_path):
+    dest = tmp_path / "board" / "cnn"
+    flash(project, sshd.host, sshd.port, sshd.user, key=sshd.client_key, dest=str(dest),
+          known_hosts=tmp_path / "known_hosts")
+    assert (dest / MANIFEST_NAME).is_file()
+    (project / "bitstream" / "design.bit").write_bytes(os.urandom(1000))  # a new build to flash
+    shutil.rmtree(dest / "bitstream")
+    (dest / "bitstream").write_text("in the way")
+    result = flash_cli(sshd, project, dest, known_hosts=tmp_path / "known_hosts")
+    assert_one_line_error(result, f"127.0.0.1:{sshd.port}", str(dest / "bitstream"), "not a folder")
+    assert not (dest / MANIFEST_NAME).exists()

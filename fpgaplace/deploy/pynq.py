@@ -324,11 +324,8 @@ class FarSide:
         status, output, errors = self.run("sha256sum -- " + " ".join(shlex.quote(path) for path in relatives))
         if status == 127:
             raise self.fail(relatives[0], "sha256sum not found on the board; expected GNU coreutils")
-        hashes = {}
-        for line in output.splitlines():
-            digest, _, name = line.partition(" ")
-            hashes[name.lstrip(" *")] = digest
-        return hashes
+        # Each line is the 64 hex digits, a space, " " (text) or "*" (binary), and the name.
+        return {line[66:]: line[:64] for line in output.splitlines() if line[64:66] in ("  ", " *")}
 
 
 def _where(user: str, host: str, port: int) -> str:
@@ -345,6 +342,17 @@ def _normal_dest(dest: str) -> str:
     if dest in ("~", "~/"):
         return "."
     return posixpath.normpath(dest[2:] if dest.startswith("~/") else dest)
+
+
+def _connect_problem(error: BaseException) -> str:
+    """What went wrong reaching sshd, in words (paramiko wraps a refused port in
+    ``NoValidConnectionsError`` with one socket error per address tried)."""
+    if isinstance(error, paramiko.ssh_exception.NoValidConnectionsError):
+        reasons = {getattr(cause, "strerror", None) or str(cause) for cause in error.errors.values()}
+        return f"{'; '.join(sorted(reasons)).lower()} (is sshd running on that port?)"
+    if isinstance(error, socket.timeout):
+        return "timed out"
+    return first_line(error)
 
 
 @contextmanager
@@ -394,8 +402,7 @@ def connect(
         ) from None
     except (paramiko.SSHException, OSError, EOFError) as error:
         client.close()
-        reason = "timed out" if isinstance(error, socket.timeout) else first_line(error)
-        raise FpgaplaceError(f"{where}: {dest}: cannot connect: {reason}") from None
+        raise FpgaplaceError(f"{where}: {dest}: cannot connect: {_connect_problem(error)}") from None
     try:
         yield FarSide(where=where, dest=dest, client=client, sftp=sftp)
     finally:
@@ -499,39 +506,58 @@ def _write_manifest(far: FarSide, files: list[LocalFile], project: Path, node: s
     far.sftp.posix_rename(part, far.path(MANIFEST_NAME))
 
 
+@dataclass
+class Current:
+    """The far-side file being worked on, for naming it when the connection or the disk fails."""
+
+    path: str = "."
+
+
 def _transfer(
-    far: FarSide, files: list[LocalFile], bwlimit_kbps: float | None, progress: Progress | None
+    far: FarSide, files: list[LocalFile], project: Path, node: str, bwlimit_kbps: float | None,
+    progress: Progress | None,
 ) -> list[FlashedFile]:
-    """Steps 1-3 of the module's protocol; the files as they ended on the far side."""
-    far.make_folder(".")
-    far.remove(MANIFEST_NAME)
-    plan = _plan(far, files)
-    throttle = Throttle(bwlimit_kbps * 1000 if bwlimit_kbps else None)
-    sent: dict[str, int] = {}
-    current = files[0].path if files else "."
+    """The module's protocol, steps 1-3 and the manifest; the files as they ended on the far side."""
+    current = Current()
     try:
-        for file in files:
-            current = file.path
-            action, offset = plan[file.path]
-            if action == "skipped":
-                sent[file.path] = 0
-                if progress is not None:
-                    progress(f"{file.path}: equal on the board, skipped ({file.bytes} bytes)")
-                continue
-            if action == "resent":
-                far.remove(file.path)  # a wrong file under its own name would look complete
-            sent[file.path] = _send(far, file, offset, throttle, progress)
+        far.make_folder(".")
+        current.path = MANIFEST_NAME
+        far.remove(MANIFEST_NAME)
+        plan = _plan(far, files)
+        sent = _send_all(far, files, plan, Throttle(bwlimit_kbps * 1000 if bwlimit_kbps else None), current, progress)
         fresh = [file for file in files if plan[file.path][0] != "skipped"]
-        current = fresh[0].path if fresh else current
+        current.path = fresh[0].path + PART_SUFFIX if fresh else "."
         _verify_parts(far, fresh)
         for file in fresh:
-            current = file.path
+            current.path = file.path
             far.sftp.posix_rename(far.path(file.path + PART_SUFFIX), far.path(file.path))
+        current.path = MANIFEST_NAME
+        _write_manifest(far, files, project, node)
     except (OSError, paramiko.SSHException, EOFError) as error:
-        raise far.fail(current, f"transfer failed: {first_line(error)}") from None
+        raise far.fail(current.path, f"transfer failed: {first_line(error)}") from None
     return [
         FlashedFile(file.path, file.bytes, file.sha256, sent[file.path], plan[file.path][0]) for file in files
     ]
+
+
+def _send_all(
+    far: FarSide, files: list[LocalFile], plan: dict[str, tuple[str, int]], throttle: Throttle, current: Current,
+    progress: Progress | None,
+) -> dict[str, int]:
+    """Send every file the plan does not skip into its ``.part``; the bytes sent per file."""
+    sent = {}
+    for file in files:
+        current.path = file.path
+        action, offset = plan[file.path]
+        if action == "skipped":
+            sent[file.path] = 0
+            if progress is not None:
+                progress(f"{file.path}: equal on the board, skipped ({file.bytes} bytes)")
+            continue
+        far.remove(file.path)  # a wrong file under its own name would look complete
+        current.path = file.path + PART_SUFFIX
+        sent[file.path] = _send(far, file, offset, throttle, progress)
+    return sent
 
 
 def _run_self_test(far: FarSide, python: str, timeout: float) -> SelfTest:
@@ -540,6 +566,8 @@ def _run_self_test(far: FarSide, python: str, timeout: float) -> SelfTest:
         status, output, errors = far.run(f"{python} {DRIVER_FILE} --self-test --json", timeout=timeout)
     except TimeoutError:
         raise far.fail(DRIVER_FILE, f"--self-test gave no result within {timeout:g} s") from None
+    except (OSError, paramiko.SSHException, EOFError) as error:
+        raise far.fail(DRIVER_FILE, f"--self-test could not run: {first_line(error)}") from None
     report = None
     for line in reversed(output.splitlines()):
         try:
@@ -594,8 +622,7 @@ def flash(
     folder = _normal_dest(dest if dest is not None else f"fpgaplace/{project.resolve().name}")
     known = Path(known_hosts) if known_hosts is not None else default_known_hosts()
     with connect(host, port, user, folder, Path(key) if key is not None else None, known, timeout) as far:
-        flashed = _transfer(far, files, bwlimit_kbps, progress)
-        _write_manifest(far, files, project, chosen)
+        flashed = _transfer(far, files, project, chosen, bwlimit_kbps, progress)
         if progress is not None:
             progress(f"verified {len(files)} files on {far.where}:{folder}")
         result_self_test = None
