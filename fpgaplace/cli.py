@@ -87,8 +87,16 @@ InputShapeOption = Annotated[
         help="Fix a graph input's shape, e.g. image=1x3x224x224 or image=1,3,224,224 (repeat for several inputs).",
     ),
 ]
+CPU_COSTS = ("profile", "analytic")
+CpuCostOption = Annotated[
+    str,
+    typer.Option("--cpu-cost", metavar="profile|analytic",
+                 help="CPU op times: profile (median of onnxruntime runs on this host, cached per model, board and "
+                 "host) or analytic (the op's MACs at the board's CPU GFLOP/s)."),
+]
 ProfileOption = Annotated[
-    bool, typer.Option("--profile/--no-profile", help="Measure CPU op times with onnxruntime (else analytic).")
+    bool | None,
+    typer.Option("--profile/--no-profile", hidden=True, help="Old spelling of --cpu-cost profile|analytic."),
 ]
 TIME_LIMIT_HELP = "Total seconds the placement may take (for --method all: all methods together)."
 TimeLimitOption = Annotated[float, typer.Option("--time-limit", min=0.1, help=TIME_LIMIT_HELP)]
@@ -217,11 +225,23 @@ def parse_input_shapes(texts: list[str] | None) -> dict[str, tuple[int, ...]] | 
     return shapes
 
 
+def profile_cpu(cpu_cost: str = "profile", profile: bool | None = None) -> bool:
+    """Whether ``--cpu-cost`` (or its old spelling ``--profile/--no-profile``) asks for measured CPU
+    op times; an unknown value, or the two flags disagreeing, is a one-line error."""
+    if cpu_cost not in CPU_COSTS:
+        raise FpgaplaceError(f"--cpu-cost {cpu_cost!r}: expected one of {', '.join(CPU_COSTS)}")
+    if profile and cpu_cost == "analytic":
+        raise FpgaplaceError("--profile contradicts --cpu-cost analytic; expected one of the two")
+    return cpu_cost == "profile" if profile is None else profile
+
+
 def design_options(*, optimized: bool = True, input_shape: list[str] | None = None, batch: int = 1,
-                   precision: str = "int8", profile: bool = True, source: str | None = None) -> dict[str, Any]:
+                   precision: str = "int8", cpu_cost: str = "profile", profile: bool | None = None,
+                   source: str | None = None) -> dict[str, Any]:
     """The ``Design`` keywords of the model flags every model command shares."""
     return {"input_shapes": parse_input_shapes(input_shape), "batch": batch, "optimize": optimized,
-            "precision": precision, "profile_cpu": profile, "progress": progress, "source": source}
+            "precision": precision, "profile_cpu": profile_cpu(cpu_cost, profile), "progress": progress,
+            "source": source}
 
 
 def make_design(model, board_name: str = "zcu104", **flags: Any):
@@ -410,7 +430,8 @@ def cost(
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Per-op cost on each device kind of a board: latency (us), on-chip bytes, transfer time.
@@ -418,7 +439,7 @@ def cost(
     Example: fpgaplace cost resnet50.onnx --board zcu104 --precision int8
     """
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
-                         precision=precision, profile=profile)
+                         precision=precision, cpu_cost=cpu_cost, profile=profile)
     costs = design.costs
     board = design.board
     if as_json:
@@ -498,7 +519,8 @@ def place(
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     out_file: Annotated[Path | None, typer.Option("--out", help="Write the placement JSON here.")] = None,
     as_json: JsonOption = False,
 ) -> None:
@@ -517,7 +539,7 @@ def place(
     if out_file is not None and not out_file.parent.is_dir():
         raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
     problem, design = _load_input(input_path, board_name, optimized=optimized, input_shape=input_shape,
-                                  batch=batch, precision=precision, profile=profile)
+                                  batch=batch, precision=precision, cpu_cost=cpu_cost, profile=profile)
     if design is None:
         results = place_problem(problem, objective, method, time_limit, subgraphs_per_device=subgraphs_per_device,
                                 contiguous=not non_contiguous, progress=progress)
@@ -580,7 +602,8 @@ def evaluate(
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Max-load and latency of a given split (the paper's expert splits included).
@@ -593,7 +616,7 @@ def evaluate(
     from fpgaplace.workload import load_split
 
     problem, design = _load_input(input_path, board_name, optimized=optimized, input_shape=input_shape,
-                                  batch=batch, precision=precision, profile=profile)
+                                  batch=batch, precision=precision, cpu_cost=cpu_cost, profile=profile)
     placement = load_split(split, problem)
     result = evaluate_placement(problem, placement)
     names = design.device_names() if design else [problem.device_name(d) for d in range(len(problem.devices()))]
@@ -633,7 +656,8 @@ def split(
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
     precision: PrecisionOption = "int8",
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Place a model and write one ONNX model per device, checked against the whole model.
@@ -644,7 +668,7 @@ def split(
 
     check_out_dir(out_dir)
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
-                         precision=precision, profile=profile)
+                         precision=precision, cpu_cost=cpu_cost, profile=profile)
     place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
     manifest, errors = design.split(out_dir)
     result = design.placement
@@ -684,7 +708,8 @@ def search(
     ] = None,
     input_shape: InputShapeOption = None,
     precision: PrecisionOption = "int8",
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     time_limit: Annotated[
         float, typer.Option("--time-limit", min=1.0, help="Total seconds the whole search may take.")
     ] = 120.0,
@@ -714,7 +739,7 @@ def search(
         progress=progress,
         input_shapes=parse_input_shapes(input_shape),
         precision=precision,
-        profile_cpu=profile,
+        profile_cpu=profile_cpu(cpu_cost, profile),
     )
     best = ranked[0]
     if out_dir is not None:
@@ -838,7 +863,8 @@ def compile_project(
     optimized: OptimizeOption = True,
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
-    profile: ProfileOption = True,
+    cpu_cost: CpuCostOption = "profile",
+    profile: ProfileOption = None,
     as_json: JsonOption = False,
 ) -> None:
     """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).
@@ -852,7 +878,7 @@ def compile_project(
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
     calibration = _calibration(calib, random, default_random=32)
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
-                         profile=profile).quantized(**calibration)
+                         cpu_cost=cpu_cost, profile=profile).quantized(**calibration)
     place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
     result = design.compile(out_dir)
     document = {**result.to_json(), "quantized_here": result.quantized_here}

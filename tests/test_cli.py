@@ -13,6 +13,9 @@ from onnx import TensorProto, helper
 
 from fpgaplace.models import cnn_residual, light_model_path
 
+ANALYTIC = ("--cpu-cost", "analytic")
+"""CPU op times from the board's figures: no profiling (fast, and the same on every host)."""
+
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
@@ -93,7 +96,7 @@ def test_bad_input_shape(cnn_file, shape):
 
 
 def test_bad_precision(cnn_file):
-    assert_one_line_error(run("cost", str(cnn_file), "--precision", "int3", "--no-profile"), "--precision", "int8")
+    assert_one_line_error(run("cost", str(cnn_file), "--precision", "int3", *ANALYTIC), "--precision", "int8")
 
 
 def test_inspect_table(cnn_file):
@@ -228,23 +231,23 @@ def test_split_matches_whole_model(tmp_path, cnn_file):
 
 def test_place_value_is_the_value_of_the_split(tmp_path, cnn_file):
     """place and split cost the same graph (they once did not: 9,905 vs 6,263 us on ResNet-50)."""
-    placed = run("place", str(cnn_file), "--no-profile", "--json", "--out", str(tmp_path / "placement.json"))
+    placed = run("place", str(cnn_file), *ANALYTIC, "--json", "--out", str(tmp_path / "placement.json"))
     assert placed.returncode == 0, placed.stderr
     split_dir = tmp_path / "split"
-    written = run("split", str(cnn_file), "--no-profile", "--out", str(split_dir), "--json")
+    written = run("split", str(cnn_file), *ANALYTIC, "--out", str(split_dir), "--json")
     assert written.returncode == 0, written.stderr
     value = json.loads(placed.stdout)["maxLoad"]
     assert abs(json.loads(written.stdout)["value"] - value) <= 1e-9 * value
-    again = run("evaluate", str(cnn_file), "--no-profile", "--split", str(tmp_path / "placement.json"), "--json")
+    again = run("evaluate", str(cnn_file), *ANALYTIC, "--split", str(tmp_path / "placement.json"), "--json")
     assert abs(json.loads(again.stdout)["maxLoad"] - value) <= 1e-9 * value
 
 
 def test_cluster_devices_by_board_identity(tmp_path, cnn_file):
-    result = run("place", str(cnn_file), "--board", FAST_CLUSTER, "--no-profile", "--json")
+    result = run("place", str(cnn_file), "--board", FAST_CLUSTER, *ANALYTIC, "--json")
     assert result.returncode == 0, result.stderr
     names = json.loads(result.stdout)["deviceNames"]
     assert names[:4] == ["node0.core0", "node0.core1", "node1.core0", "node1.core1"]
-    table = run("place", str(cnn_file), "--board", FAST_CLUSTER, "--no-profile").stdout
+    table = run("place", str(cnn_file), "--board", FAST_CLUSTER, *ANALYTIC).stdout
     assert "node1.core" in table and "core3" not in table
 
 
@@ -322,7 +325,7 @@ def test_quantize_writes_a_qdq_model_and_prints_its_drift(tmp_path, fixed_cnn_fi
     assert logits["name"] == "logits" and 0 <= logits["max_relative_error"] < 0.2
     table = run("quantize", str(fixed_cnn_file), "--out", str(tmp_path / "again.onnx"), "--random", "4").stdout
     assert "top-1 agreement" in table and "logits" in table
-    placed = run("place", str(target), "--no-profile", "--json")  # a QDQ model places like any other
+    placed = run("place", str(target), *ANALYTIC, "--json")  # a QDQ model places like any other
     assert placed.returncode == 0 and json.loads(placed.stdout)["feasible"], placed.stderr
 
 
@@ -356,7 +359,7 @@ def test_csim_needs_a_project_folder(tmp_path):
 
 def test_compile_then_csim_is_bit_exact(tmp_path, fixed_cnn_file):
     project = tmp_path / "project"
-    result = run("compile", str(fixed_cnn_file), "--out", str(project), "--random", "4", "--no-profile", "--json")
+    result = run("compile", str(fixed_cnn_file), "--out", str(project), "--random", "4", *ANALYTIC, "--json")
     assert result.returncode == 0, result.stderr
     data = json.loads(result.stdout)
     assert data["quantized_here"] and data["project"] == str(project) and (project / "design.json").is_file()
@@ -382,7 +385,7 @@ def test_compile_takes_a_qdq_model_as_it_is(tmp_path, fixed_cnn_file):
     from fpgaplace.quantize import quantize_file
 
     _, qdq_file = quantize_file(fixed_cnn_file, tmp_path / "cnn.int8.onnx", random_samples=4)
-    result = run("compile", str(qdq_file), "--out", str(tmp_path / "project"), "--no-profile")
+    result = run("compile", str(qdq_file), "--out", str(tmp_path / "project"), *ANALYTIC)
     assert result.returncode == 0, result.stderr
     assert "quantized" not in result.stdout
     assert "DSP" in result.stdout and "fps" in result.stdout and "CPU ops" in result.stdout
@@ -433,3 +436,20 @@ def test_an_unbound_height_and_width_name_the_flag_to_give_them(tmp_path):
         result = run("inspect", str(path), "--input-shape", text, "--json")
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["totals"]["macs"] == 8 * 3 * 3 * 3 * 320 * 320
+
+
+def test_cpu_cost_chooses_profiled_or_analytic_cpu_times_and_the_old_flag_still_works(cnn_file):
+    analytic = json.loads(run("cost", str(cnn_file), "--cpu-cost", "analytic", "--json").stdout)
+    assert analytic["ops"] and not any(op["cpu_measured"] for op in analytic["ops"])
+    old = json.loads(run("cost", str(cnn_file), "--no-profile", "--json").stdout)
+    assert [op["latency_us"] for op in old["ops"]] == [op["latency_us"] for op in analytic["ops"]]
+    profiled = json.loads(run("cost", str(cnn_file), "--cpu-cost", "profile", "--json").stdout)
+    assert any(op["cpu_measured"] for op in profiled["ops"])
+    assert_one_line_error(run("cost", str(cnn_file), "--cpu-cost", "guess"), "--cpu-cost", "'guess'", "analytic")
+    assert_one_line_error(run("cost", str(cnn_file), "--cpu-cost", "analytic", "--profile"), "--profile")
+
+
+@pytest.mark.parametrize("command", ["cost", "place", "evaluate", "split", "search", "compile"])
+def test_every_costing_command_takes_cpu_cost(command):
+    text = " ".join(run(command, "--help").stdout.replace("│", " ").split())
+    assert "--cpu-cost" in text and "analytic" in text, command
