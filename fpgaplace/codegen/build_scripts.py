@@ -203,6 +203,16 @@ def _graph_outputs(folder: Path, document: dict) -> set[str]:
     return {output["name"] for output in json.loads(manifest.read_text()).get("graph_outputs", [])}
 
 
+@dataclass
+class _Wiring:
+    """What the transfers of one node connect, while it is planned."""
+
+    fed: set[Endpoint] = field(default_factory=set)  # core inputs with a source
+    sinks: dict[Endpoint, list[str]] = field(default_factory=dict)  # core outputs -> cells they feed
+    leaving: set[Endpoint] = field(default_factory=set)  # core outputs read off the fabric
+    pairs: dict[tuple[str, str], int] = field(default_factory=dict)  # FIFOs per (producer, consumer)
+
+
 def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -> NodePlan:
     """FIFOs, DMAs and broadcasters of one node's block design (see the module docstring)."""
     cores = {c["name"]: c for c in document["cores"] if c["node"] == node}
@@ -211,47 +221,55 @@ def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -
                     [CorePlan(c["name"], core_ip_instance(c["name"]), c["top"], c["folder"], c["slr"],
                               "wmem" if c["streamed_weight_bytes"] > 0 else "") for c in cores.values()],
                     single=len({c["node"] for c in document["cores"]}) <= 1)
-    fed: set[Endpoint] = set()  # core inputs with a source
-    sinks: dict[Endpoint, list[str]] = {}  # core outputs -> cells they feed
-    leaving: dict[Endpoint, str] = {}  # core outputs that need a DMA -> tensor
-    pair_counts: dict[tuple[str, str], int] = {}
+    wiring = _Wiring()
     for transfer in document["transfers"]:
-        source, target, tensor = transfer["from_device"], transfer["to_device"], transfer["tensor"]
-        out_port = _port_of(cores[source], "outputs", tensor) if source in cores else None
-        in_port = _port_of(cores[target], "inputs", tensor) if target in cores else None
-        for device, port, kind in ((source, out_port, "an output"), (target, in_port, "an input")):
-            if device in cores and port is None:
-                raise FpgaplaceError(f"design.json: transfer of {tensor} names {device}, which has no {kind} "
-                                     "port carrying it; expected the tensor or one of its views")
-        if out_port is not None and in_port is not None:
-            producer, consumer = Endpoint(source, out_port["port"]), Endpoint(target, in_port["port"])
-            if consumer in fed:
-                continue
-            index = pair_counts.get((source, target), 0)
-            pair_counts[(source, target)] = index + 1
-            depth = fifo_depth(_elements(out_port), _producing_cycles(cores[source], out_port),
-                               _consuming_cycles(cores[target], in_port))
-            fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth)
-            plan.fifos.append(fifo)
-            sinks.setdefault(producer, []).append(fifo.name)
-            fed.add(consumer)
-        elif out_port is not None:
-            leaving[Endpoint(source, out_port["port"])] = out_port["name"]
-        elif in_port is not None:
-            _add_dma(plan, Endpoint(target, in_port["port"]), in_port, to_fabric=True)
-            fed.add(Endpoint(target, in_port["port"]))
+        _wire_transfer(plan, cores, transfer, wiring)
     for core in cores.values():
         for tensor in core["inputs"]:
             endpoint = Endpoint(core["name"], tensor["port"])
-            if endpoint not in fed:  # a model input
+            if endpoint not in wiring.fed:  # a model input
                 _add_dma(plan, endpoint, tensor, to_fabric=True)
         for tensor in core["outputs"]:
             endpoint = Endpoint(core["name"], tensor["port"])
-            if endpoint in leaving or endpoint not in sinks or _tensor_names(tensor) & graph_outputs:
-                sinks.setdefault(endpoint, []).append(_add_dma(plan, endpoint, tensor, to_fabric=False).name)
-    plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells) for e, cells in sinks.items()
+            read_off = endpoint in wiring.leaving or bool(_tensor_names(tensor) & graph_outputs)
+            if read_off or endpoint not in wiring.sinks:  # to a CPU, another node, or the model's output
+                wiring.sinks.setdefault(endpoint, []).append(_add_dma(plan, endpoint, tensor, to_fabric=False).name)
+    plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells) for e, cells in wiring.sinks.items()
                     if len(cells) > 1]
     return plan
+
+
+def _wire_transfer(plan: NodePlan, cores: dict[str, dict], transfer: dict, wiring: _Wiring) -> None:
+    """A FIFO for a tensor between two of the node's cores; a DMA into a core for one from elsewhere;
+    a core output read elsewhere is marked for its DMA."""
+    source, target, tensor = transfer["from_device"], transfer["to_device"], transfer["tensor"]
+    out_port = _port_of(cores[source], "outputs", tensor) if source in cores else None
+    in_port = _port_of(cores[target], "inputs", tensor) if target in cores else None
+    for device, port, kind in ((source, out_port, "an output"), (target, in_port, "an input")):
+        if device in cores and port is None:
+            raise FpgaplaceError(f"design.json: transfer of {tensor} names {device}, which has no {kind} "
+                                 "port carrying it; expected the tensor or one of its views")
+    consumer = Endpoint(target, in_port["port"]) if in_port is not None else None
+    if consumer is not None and consumer in wiring.fed:
+        return  # listed twice
+    if out_port is None and in_port is not None:
+        _add_dma(plan, consumer, in_port, to_fabric=True)
+        wiring.fed.add(consumer)
+        return
+    if out_port is None:
+        return  # between CPUs
+    producer = Endpoint(source, out_port["port"])
+    if in_port is None:
+        wiring.leaving.add(producer)
+        return
+    index = wiring.pairs.get((source, target), 0)
+    wiring.pairs[(source, target)] = index + 1
+    depth = fifo_depth(_elements(out_port), _producing_cycles(cores[source], out_port),
+                       _consuming_cycles(cores[target], in_port))
+    fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth)
+    plan.fifos.append(fifo)
+    wiring.sinks.setdefault(producer, []).append(fifo.name)
+    wiring.fed.add(consumer)
 
 
 def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: dict, to_fabric: bool) -> Dma:
