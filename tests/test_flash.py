@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 import fpgaplace.commands.flash  # noqa: F401  (registers the command)
 from fpgaplace import Design, models
 from fpgaplace.cli import app
-from fpgaplace.deploy.pynq import MANIFEST_NAME, PART_SUFFIX, flash, project_files
+from fpgaplace.deploy.pynq import MANIFEST_NAME, PART_SUFFIX, connect, flash, project_files, verify_parts
 from fpgaplace.errors import FpgaplaceError
 
 FPGAPLACE = str(Path(sys.executable).parent / "fpgaplace")
@@ -326,3 +326,14 @@ def test_a_failure_midway_leaves_no_manifest_behind(sshd, project, tmp_path):
     result = flash_cli(sshd, project, dest, known_hosts=tmp_path / "known_hosts")
     assert_one_line_error(result, f"127.0.0.1:{sshd.port}", str(dest / "bitstream"), "not a folder")
     assert not (dest / MANIFEST_NAME).exists()
+
+
+def test_a_part_that_differs_after_sending_is_removed_and_named(sshd, project, tmp_path):
+    dest = tmp_path / "board" / "cnn"
+    dest.mkdir(parents=True)
+    design = next(file for file in project_files(project) if file.path == "design.json")
+    (dest / f"design.json{PART_SUFFIX}").write_bytes((project / "design.json").read_bytes()[:-1] + b"!")
+    with connect(sshd.host, sshd.port, sshd.user, str(dest), sshd.client_key, tmp_path / "known_hosts", 10) as far:
+        with pytest.raises(FpgaplaceError, match=rf"127.0.0.1:{sshd.port}: {dest}/design.json.part: after sending"):
+            verify_parts(far, [design])
+    assert not (dest / f"design.json{PART_SUFFIX}").exists() and not (dest / "design.json").exists()

@@ -479,7 +479,7 @@ def _plan(far: FarSide, files: list[LocalFile]) -> dict[str, tuple[str, int]]:
     return plan
 
 
-def _verify_parts(far: FarSide, files: list[LocalFile]) -> None:
+def verify_parts(far: FarSide, files: list[LocalFile]) -> None:
     """Size and SHA-256 of every sent ``.part`` on the far side; a bad one is removed."""
     hashes = far.sha256([file.path + PART_SUFFIX for file in files])
     for file in files:
@@ -527,7 +527,7 @@ def _transfer(
         sent = _send_all(far, files, plan, Throttle(bwlimit_kbps * 1000 if bwlimit_kbps else None), current, progress)
         fresh = [file for file in files if plan[file.path][0] != "skipped"]
         current.path = fresh[0].path + PART_SUFFIX if fresh else "."
-        _verify_parts(far, fresh)
+        verify_parts(far, fresh)
         for file in fresh:
             current.path = file.path
             far.sftp.posix_rename(far.path(file.path + PART_SUFFIX), far.path(file.path))
