@@ -650,7 +650,7 @@ def _graph_section(project: Path, document: dict, colours: dict[str, str], notes
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError and others for a file that is not a model
         raise FpgaplaceError(f"{path}: not an ONNX model ({first_line(error)})") from None
-    nodes, total = model_graph(model, (document.get("placement") or {}).get("devices", {}))
+    nodes, total = model_graph(model, (document.get("placement") or {}).get("devices", {}), MAX_GRAPH_NODES)
     drawn = sum(1 for n in nodes if n.role == "op")
     if drawn < total:
         notes.append(f"model graph: {drawn} of {total} ops drawn (the first in topological order)")
