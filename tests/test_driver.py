@@ -1,0 +1,258 @@
+"""The generated PYNQ driver (``host/``) run with the real pynq 4.0 package on a stand-in board.
+
+pynq lives in its own environment (``scripts/setup_pynq_env.sh`` makes ``.venv-pynq``; the
+session fixture runs it, quick when it is done). The stand-in (``tests/pynq_standin``) is a
+``pynq.Device`` whose AXI DMA and HLS registers are simulated and whose cores compute with the
+C-simulation libraries, so the driver takes the code path it takes on a board: pynq's Overlay,
+HWH parser, DMA driver and ``allocate``. Its outputs must equal ``fpgaplace csim``'s on the same
+inputs (csim's seeded random inputs are the samples the project carries).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpgaplace import Design, models
+from fpgaplace.codegen.names import core_ip_instance, dma_instance
+from fpgaplace.hw.quant import dequantize, quantize_float
+from fpgaplace.sim import csim
+from fpgaplace.split import random_inputs
+
+REPO = Path(__file__).resolve().parents[1]
+STANDIN = REPO / "tests" / "pynq_standin"
+PYNQ_PYTHON = REPO / ".venv-pynq" / "bin" / "python"
+sys.path.insert(0, str(STANDIN))
+from hwh import fifo_links, write_standin_bitstream  # noqa: E402
+
+SAMPLES = 4
+
+
+def load_driver_module(project: Path):
+    """The project's host/driver.py as a module (it needs only numpy to import)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"driver_{project.parent.name}", project / "host" / "driver.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+class Project:
+    """A compiled project and its stand-in bitstream; ``on_board()`` builds its C-simulation libraries."""
+
+    def __init__(self, model, folder: Path, board: str = "zcu104") -> None:
+        design = Design(model, board, profile_cpu=False).quantized(random_samples=2)
+        design.place()
+        design.compile(folder)
+        self.folder = folder
+        self.doc = json.loads((folder / "design.json").read_text())
+        write_standin_bitstream(folder)
+
+    def on_board(self) -> Project:
+        for record in self.doc["cores"]:
+            csim.build_core(self.folder, record)  # not rebuilt when unchanged
+        return self
+
+
+@pytest.fixture(scope="session")
+def pynq_env() -> Path:
+    done = subprocess.run(["bash", str(REPO / "scripts" / "setup_pynq_env.sh")], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return PYNQ_PYTHON
+
+
+@pytest.fixture(scope="module")
+def cnn(tmp_path_factory) -> Project:
+    return Project(models.cnn_residual(batch=1), tmp_path_factory.mktemp("cnn") / "project")
+
+
+@pytest.fixture(scope="module")
+def mlp(tmp_path_factory) -> Project:
+    """An MLP whose Softmax runs on a CPU after the core."""
+    return Project(models.mlp(batch=1, sizes=(16, 64, 32, 5)), tmp_path_factory.mktemp("mlp") / "project")
+
+
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory) -> Project:
+    """A Zynq-7000 board whose second core streams its weights from DRAM (128 KiB over m_axi)."""
+    project = Project(models.mlp(batch=1, sizes=(128, 1024, 10)), tmp_path_factory.mktemp("streamed") / "project",
+                      board="pynq-z2")
+    assert any(c["streamed_weight_bytes"] > 0 for c in project.doc["cores"])
+    return project
+
+
+def standin_env() -> dict:
+    return {**os.environ, "FPGAPLACE_PYNQ_STANDIN": "1"}
+
+
+def run_in_pynq(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([str(python), *args], capture_output=True, text=True, env=standin_env(), cwd=cwd,
+                          timeout=300)
+
+
+def driver_outputs(python: Path, project: Project, tmp_path: Path) -> tuple[np.lib.npyio.NpzFile, dict]:
+    project.on_board()
+    out_npz, out_json = tmp_path / "outputs.npz", tmp_path / "report.json"
+    done = run_in_pynq(python, str(STANDIN / "run_driver.py"), str(project.folder), str(out_npz), str(out_json))
+    assert done.returncode == 0, done.stderr[-3000:]
+    return np.load(out_npz), json.loads(out_json.read_text())
+
+
+# --------------------------------------------------------------------------- what compile writes
+
+
+def test_hardware_json_names_every_core_ip_and_dma(cnn):
+    hardware = json.loads((cnn.folder / "host" / "hardware.json").read_text())
+    assert hardware["bitstream"] == "bitstream/design.bit"
+    assert set(hardware["cores"]) == {c["name"] for c in cnn.doc["cores"]}
+    for record in cnn.doc["cores"]:
+        entry = hardware["cores"][record["name"]]
+        assert entry["ip"] == core_ip_instance(record["name"])
+        ports = [t["port"] for t in [*record["inputs"], *record["outputs"]]]
+        assert entry["dma"] == {port: dma_instance(record["name"], port) for port in ports}
+
+
+def test_samples_are_csims_seeded_inputs_with_the_qdq_models_outputs(mlp):
+    import onnx
+
+    from fpgaplace.split import run_model
+
+    data = np.load(mlp.folder / "host" / "samples.npz")
+    model = onnx.load(str(mlp.folder / "model.qdq.onnx"))
+    for seed in range(SAMPLES):
+        feed = random_inputs(model, seed)
+        for name, value in feed.items():
+            np.testing.assert_array_equal(data[f"input.{name}"][seed], value)
+        for name, value in run_model(model, feed).items():
+            np.testing.assert_array_equal(data[f"expected.{name}"][seed], value)
+
+
+def test_driver_stream_order_and_quantization_match_csims(cnn):
+    driver = load_driver_module(cnn.folder)
+    rng = np.random.default_rng(3)
+    for record in cnn.doc["cores"]:
+        for tensor in record["inputs"]:
+            q = rng.integers(-128, 128, size=tensor["shape"], dtype=np.int8)
+            ours, theirs = driver.to_stream(q, tensor), csim._to_stream(q, tensor)
+            assert len(ours) == len(theirs) and all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
+            np.testing.assert_array_equal(driver.from_stream(ours, tensor), csim._from_stream(theirs, tensor))
+            x = rng.normal(size=tensor["shape"]).astype(np.float32) * 2
+            scale, zero = tensor["scale"], tensor["zero_point"]
+            np.testing.assert_array_equal(driver.quantize(x, scale, zero), quantize_float(x, scale, zero))
+            np.testing.assert_array_equal(driver.dequantize(q, scale, zero), dequantize(q, scale, zero))
+
+
+def test_standin_hwh_has_a_dma_per_fabric_boundary_stream_and_fifos_between_cores(cnn):
+    text = (cnn.folder / "bitstream" / "design.hwh").read_text()
+    links = fifo_links(cnn.doc["cores"])
+    assert links, "the CNN's two cores stream into each other"
+    internal = {(c["name"], t["port"]) for p, o, c, t in links} | {(p["name"], o["port"]) for p, o, c, t in links}
+    for record in cnn.doc["cores"]:
+        for tensor in [*record["inputs"], *record["outputs"]]:
+            has_dma = f'INSTANCE="{dma_instance(record["name"], tensor["port"])}"' in text
+            assert has_dma != ((record["name"], tensor["port"]) in internal)
+
+
+# --------------------------------------------------------------------------- the driver under pynq
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["cnn", "mlp", "streamed"])
+def test_driver_on_pynq_equals_csim(name, request, pynq_env, tmp_path):
+    project: Project = request.getfixturevalue(name)
+    outputs, report = driver_outputs(pynq_env, project, tmp_path)
+    assert report["device"] == "StandinDevice"
+    for record in project.doc["cores"]:  # pynq's HWH parser found every core and DMA the driver uses
+        assert core_ip_instance(record["name"]) in report["overlay_ips"]
+    expected = csim.run_csim(project.folder, samples=SAMPLES, seed=0)
+    assert expected.ok
+    for output, values in expected.values.items():
+        want = values.reshape(SAMPLES, *values.shape[1:]) if values.shape[0] == SAMPLES else values
+        np.testing.assert_array_equal(outputs[f"run.{output}"].reshape(want.shape), want)
+        np.testing.assert_array_equal(outputs[f"many.{output}"], outputs[f"run.{output}"])
+    assert report["fps"] > 0
+
+
+@pytest.mark.slow
+def test_bad_inputs_are_one_line_errors(mlp, pynq_env, tmp_path):
+    _, report = driver_outputs(pynq_env, mlp, tmp_path)
+    missing, wrong = report["missing_input"], report["wrong_shape"]
+    assert missing.startswith("DriverError: input 'x' is missing") and "\n" not in missing
+    assert "[1, 16]" in missing
+    assert wrong.startswith("DriverError: input 'x': shape [1, 16, 2]; expected [1, 16]") and "\n" not in wrong
+
+
+@pytest.mark.slow
+def test_self_test_passes_prints_fps_and_json(cnn, pynq_env):
+    cnn.on_board()
+    done = run_in_pynq(pynq_env, str(cnn.folder / "host" / "driver.py"), "--self-test", "--samples", "6", "--json",
+                       cwd=cnn.folder.parent)
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] is True and result["samples"] == 6 and result["fps"] > 0
+    assert result["max_abs_diff_lsb"] <= 1.0
+    assert "6 samples in" in done.stderr and "fps" in done.stderr
+    plain = run_in_pynq(pynq_env, str(cnn.folder / "host" / "driver.py"), "--self-test")
+    assert plain.returncode == 0 and plain.stdout.startswith("self-test pass: 4 samples")
+
+
+@pytest.mark.slow
+def test_self_test_fails_on_wrong_expected_outputs(cnn, pynq_env, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(cnn.on_board().folder, project)
+    samples = project / "host" / "samples.npz"
+    arrays = dict(np.load(samples))
+    key = next(k for k in arrays if k.startswith("expected."))
+    scale = json.loads((project / "host" / "hardware.json").read_text())["output_scales"][key.split(".", 1)[1]]
+    arrays[key] = arrays[key] + np.float32(3 * scale)  # three quantization steps off
+    np.savez(samples, **arrays)
+    done = run_in_pynq(pynq_env, str(project / "host" / "driver.py"), "--self-test", "--json")
+    assert done.returncode == 1
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] is False and result["max_abs_diff_lsb"] == pytest.approx(3.0)
+
+
+@pytest.mark.slow
+def test_missing_bitstream_is_a_one_line_error(mlp, pynq_env, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(mlp.on_board().folder, project)
+    shutil.rmtree(project / "bitstream")
+    done = run_in_pynq(pynq_env, str(project / "host" / "driver.py"), "--self-test")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("driver: ") and "design.bit" in lines[0]
+
+
+def test_streamed_weights_are_written_for_the_driver(streamed):
+    hardware = json.loads((streamed.folder / "host" / "hardware.json").read_text())
+    for record in streamed.doc["cores"]:
+        weights = hardware["cores"][record["name"]]["weights"]
+        if record["streamed_weight_bytes"] == 0:
+            assert weights is None
+            continue
+        data = np.fromfile(streamed.folder / "host" / weights, dtype=np.int8)
+        assert data.size == record["streamed_weight_bytes"] and np.any(data != 0)
+        assert 'NAME="wmem_1"' in (streamed.folder / "bitstream" / "design.hwh").read_text()
+
+
+@pytest.mark.slow
+def test_standin_refuses_a_weight_buffer_that_is_not_the_cores(streamed, pynq_env, tmp_path):
+    project = tmp_path / "project"
+    shutil.copytree(streamed.on_board().folder, project)
+    hardware = json.loads((project / "host" / "hardware.json").read_text())
+    name = next(c["name"] for c in streamed.doc["cores"] if c["streamed_weight_bytes"] > 0)
+    path = project / "host" / hardware["cores"][name]["weights"]
+    data = np.fromfile(path, dtype=np.int8)
+    data[0] = ~data[0]
+    data.tofile(path)
+    done = run_in_pynq(pynq_env, str(project / "host" / "driver.py"), "--self-test")
+    assert done.returncode != 0 and "weight pointer" in done.stderr
