@@ -1,7 +1,8 @@
 """Flash a project onto a PYNQ (or Alveo host) board over SSH, resumably and verified.
 
 What goes over: ``design.json``, the node's bitstream (``bitstream/design.bit`` + ``.hwh``, or
-``.xclbin`` on Alveo; see ``codegen.names.bitstream_files``), everything under ``host/`` (the
+``.xclbin`` on Alveo: ``codegen.names.bitstream_files`` with the build scripts' ``is_alveo``, so
+flash looks for what ``make`` builds), everything under ``host/`` (the
 driver, streamed weights, sample inputs with expected outputs) and ``split/`` (the CPU
 submodels). The protocol, one SSH connection (key authentication, SFTP plus a few commands):
 
@@ -36,6 +37,7 @@ from typing import Any
 
 import paramiko
 
+from fpgaplace.codegen.build_scripts import is_alveo
 from fpgaplace.codegen.names import HOST_DIR, bitstream_files
 from fpgaplace.errors import FpgaplaceError, first_line
 
@@ -167,7 +169,8 @@ def flash_node(project: Path, node: str | None = None) -> str:
 
 
 def _pick_node(project: Path, document: dict[str, Any], node: str | None) -> tuple[str, int]:
-    """The node to flash and the board's node count (which sets the bitstream folder)."""
+    """The node to flash and the count of nodes with FPGA cores (one bitstream each; above one,
+    each lies in a folder of its node's name), as the build scripts count them."""
     board_nodes, core_nodes = design_nodes(document)
     if node is None:
         if len(core_nodes) > 1:
@@ -175,17 +178,17 @@ def _pick_node(project: Path, document: dict[str, Any], node: str | None) -> tup
                 f"{project / DESIGN_FILE}: a cluster project with cores on nodes {', '.join(core_nodes)}; "
                 "expected node to name the one to flash"
             )
-        return (core_nodes or board_nodes)[0], len(board_nodes)
+        return (core_nodes or board_nodes)[0], max(len(core_nodes), 1)
     if node not in board_nodes:
         raise FpgaplaceError(
             f"{project / DESIGN_FILE}: node {node!r} is not on the board; expected one of {', '.join(board_nodes)}"
         )
-    return node, len(board_nodes)
+    return node, max(len(core_nodes), 1)
 
 
 def _bitstream_paths(project: Path, document: dict[str, Any], node: str | None) -> list[str]:
     chosen, node_count = _pick_node(project, document, node)
-    paths = bitstream_files(node_count, chosen, _is_alveo(project, document, chosen, node_count))
+    paths = bitstream_files(node_count, chosen, is_alveo(document))
     missing = [path for path in paths if not (project / path).is_file()]
     if missing:
         raise FpgaplaceError(
@@ -193,24 +196,6 @@ def _bitstream_paths(project: Path, document: dict[str, Any], node: str | None) 
             "or flash with no_bitstream (driver and weights only)"
         )
     return paths
-
-
-def _is_alveo(project: Path, document: dict[str, Any], node: str, node_count: int) -> bool:
-    """Whether the node's board is a PCIe card (its YAML has a ``host:`` link). design.json names
-    the YAML it was compiled from; when that file is gone (another machine), the board's name,
-    and failing that the bitstream file present in the project, decide."""
-    from fpgaplace.board import load_board
-
-    board_info = document.get("board", {})
-    for reference in (board_info.get("source"), board_info.get("name")):
-        if not reference:
-            continue
-        try:
-            board = load_board(reference)
-        except (FpgaplaceError, OSError):
-            continue
-        return board.node_board(node).host is not None if board.is_cluster else board.host is not None
-    return (project / bitstream_files(node_count, node, True)[0]).is_file()
 
 
 def _files_under(project: Path, folder: str) -> list[str]:
