@@ -26,6 +26,8 @@ from fpgaplace.codegen.build_scripts import (
     ALVEO_PLATFORMS,
     FIFO_MAX_DEPTH,
     FIFO_MIN_DEPTH,
+    Dma,
+    Endpoint,
     fifo_depth,
     memory_bank,
     write_build_scripts,
@@ -34,7 +36,7 @@ from fpgaplace.codegen.names import bitstream_files, core_ip_instance, dma_insta
 from fpgaplace.errors import FpgaplaceError
 
 STANDIN = Path(__file__).resolve().parent / "tcl" / "vivado_standin.tcl"
-STREAM_CELLS = ("axi_dma", "axis_data_fifo", "axis_broadcaster")
+PASS_THROUGH = ("axis_data_fifo", "axis_broadcaster", "axis_dwidth_converter")
 
 
 class Project:
@@ -102,14 +104,28 @@ class Record:
         return [name for name, vlnv in self.cells.items() if vlnv.split(":")[2].startswith("fp_last_")]
 
     def source_of(self, pin: str) -> str:
-        """The core pin a stream into ``pin`` comes from, through FIFOs, broadcasters and TLAST markers."""
+        """The pin a stream into ``pin`` comes from, through FIFOs, broadcasters, width converters
+        and TLAST markers."""
         upstream = self.peer(pin)
         cell = upstream.split("/")[0]
-        if cell in self.of_kind("axis_data_fifo") or cell in self.of_kind("axis_broadcaster"):
+        if any(cell in self.of_kind(kind) for kind in PASS_THROUGH):
             return self.source_of(f"{cell}/S_AXIS")
         if cell in self.last_markers():
             return self.source_of(f"{cell}/src")
         return upstream
+
+    def sink_of(self, pin: str) -> str:
+        """The pin a stream out of ``pin`` ends at, through FIFOs and width converters."""
+        downstream = self.peer(pin)
+        cell = downstream.split("/")[0]
+        if cell in self.of_kind("axis_data_fifo") or cell in self.of_kind("axis_dwidth_converter"):
+            return self.sink_of(f"{cell}/M_AXIS")
+        return downstream
+
+    def before(self, pin: str) -> str:
+        """The cell feeding ``pin``, past a width converter."""
+        cell = self.peer(pin).split("/")[0]
+        return self.before(f"{cell}/S_AXIS") if cell in self.of_kind("axis_dwidth_converter") else cell
 
 
 def is_fed_from_core(project: Project, core: dict, port: dict) -> bool:
@@ -190,7 +206,7 @@ def test_fifo_depths_in_the_block_design_follow_the_layers_cycles(zcu104, zcu104
     assert fifos
     for fifo in fifos:
         depth = int(zcu104_record.properties(fifo)["FIFO_DEPTH"])
-        consumer_cell, consumer_port = zcu104_record.peer(f"{fifo}/M_AXIS").split("/")
+        consumer_cell, consumer_port = zcu104_record.sink_of(f"{fifo}/M_AXIS").split("/")
         producer_cell, producer_port = zcu104_record.source_of(f"{fifo}/S_AXIS").split("/")
         producer = next(c for c in cores.values() if core_ip_instance(c["name"]) == producer_cell)
         consumer = next(c for c in cores.values() if core_ip_instance(c["name"]) == consumer_cell)
@@ -201,7 +217,7 @@ def test_fifo_depths_in_the_block_design_follow_the_layers_cycles(zcu104, zcu104
         elements = 1
         for n in out["sample_shape"]:
             elements *= n
-        assert depth == fifo_depth(elements, made, read)
+        assert depth == fifo_depth(-(-elements // out.get("beat", 1)), made, read)
         assert FIFO_MIN_DEPTH <= depth <= FIFO_MAX_DEPTH and depth & (depth - 1) == 0
 
 
@@ -221,16 +237,20 @@ def test_every_s2mm_channel_is_fed_through_a_tlast_marker_of_its_sample_size(zcu
     s2mm = [d for d in zcu104_record.of_kind("axi_dma") if zcu104_record.properties(d)["c_include_s2mm"] == "1"]
     assert s2mm
     for dma in s2mm:
-        marker = zcu104_record.peer(f"{dma}/S_AXIS_S2MM").split("/")[0]
+        marker = zcu104_record.before(f"{dma}/S_AXIS_S2MM")
         assert marker in zcu104_record.last_markers()
         cell, port = zcu104_record.peer(f"{marker}/src").split("/")
         (tensor,) = [t for t in cores[cell]["outputs"] if t["port"] == port]
         elements = 1
         for n in tensor["sample_shape"]:
             elements *= n
-        assert zcu104_record.cells[marker] == f"fpgaplace:hls:fp_last_{elements}:1.0"
-        source = (zcu104.folder / "vivado" / "ip" / f"fp_last_{elements}" / f"fp_last_{elements}.cpp").read_text()
-        assert f"i < {elements}u" in source and f"beat.last = i == {elements - 1}u" in source
+        beat = tensor.get("beat", 1)
+        top = f"fp_last_{-(-elements // beat)}x{beat}"
+        assert zcu104_record.cells[marker] == f"fpgaplace:hls:{top}:1.0"
+        source = (zcu104.folder / "vivado" / "ip" / top / f"{top}.cpp").read_text()
+        beats = -(-elements // beat)
+        assert f"i < {beats}u" in source and f"beat.last = i == {beats - 1}u" in source
+        assert f"ap_uint<{8 * beat}>" in source
 
 
 def test_every_core_stream_port_is_connected_exactly_once(zcu104, zcu104_record):
@@ -248,8 +268,7 @@ def test_every_tensor_between_cores_runs_through_one_fifo(zcu104, zcu104_record)
         out = next(p for p in source["outputs"] if transfer["tensor"] in {p["name"], *(v["name"] for v in p["views"])})
         into = next(p for p in target["inputs"] if transfer["tensor"] in {p["name"], *(v["name"] for v in p["views"])})
         consumer_pin = f"{core_ip_instance(target['name'])}/{into['port']}"
-        fifo = zcu104_record.peer(consumer_pin).split("/")[0]
-        assert fifo in zcu104_record.of_kind("axis_data_fifo")
+        assert zcu104_record.before(consumer_pin) in zcu104_record.of_kind("axis_data_fifo")
         assert zcu104_record.source_of(consumer_pin) == f"{core_ip_instance(source['name'])}/{out['port']}"
 
 
@@ -260,7 +279,7 @@ def test_one_dma_per_stream_entering_or_leaving_the_fabric(zcu104, zcu104_record
         properties = zcu104_record.properties(dma)
         assert properties["c_include_sg"] == "0"
         stream = f"{dma}/M_AXIS_MM2S" if properties["c_include_mm2s"] == "1" else f"{dma}/S_AXIS_S2MM"
-        core_pin = zcu104_record.source_of(stream) if stream.endswith("S2MM") else zcu104_record.peer(stream)
+        core_pin = zcu104_record.source_of(stream) if stream.endswith("S2MM") else zcu104_record.sink_of(stream)
         core, port = core_pin.split("/")
         assert dma == dma_instance(next(c["name"] for c in zcu104.cores() if core_ip_instance(c["name"]) == core), port)
         lite = zcu104_record.peer(f"{dma}/S_AXI_LITE")
@@ -533,3 +552,44 @@ def test_the_kv260_som_is_joined_to_its_carrier_card(zcu104, tmp_path):
 def test_memory_banks_are_hbm_channels_in_turn_or_the_ddr_of_the_slr():
     assert [memory_bank("alveo-u280", i, 2) for i in (0, 1, 33)] == ["HBM[0]", "HBM[1]", "HBM[1]"]
     assert [memory_bank("alveo-u250", i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == ["DDR[3]", "DDR[3]", "DDR[0]"]
+
+
+def test_streams_of_other_widths_meet_through_width_converters(zcu104, tmp_path):
+    """A model input of 3-byte beats: an 8-bit DMA and a 1 -> 3 converter; a core-to-core tensor
+    written in 2-byte and read in 4-byte beats: a 2 -> 4 converter after the FIFO; a 16-byte
+    output: a 128-bit DMA, no converter."""
+    document = copy.deepcopy(zcu104.doc)
+    cores = {c["name"]: c for c in document["cores"]}
+    cores_by_cell = {core_ip_instance(name): c for name, c in cores.items()}
+    shutil.copytree(zcu104.folder / "split", tmp_path / "split")
+    transfer = next(t for t in document["transfers"] if t["from_device"] in cores and t["to_device"] in cores)
+    for core in document["cores"]:
+        for port in core["inputs"]:
+            port["beat"] = 4 if core["name"] == transfer["to_device"] else 3
+        for port in core["outputs"]:
+            port["beat"] = 2 if core["name"] == transfer["from_device"] else 16
+    write_build_scripts(document, tmp_path)
+    record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
+    widths = {cell: (int(props["S_TDATA_NUM_BYTES"]), int(props["M_TDATA_NUM_BYTES"]))
+              for cell in record.of_kind("axis_dwidth_converter") for props in [record.properties(cell)]}
+    assert sorted(widths.values()) == [(1, 3), (2, 4)]
+    for dma in record.of_kind("axi_dma"):
+        properties = record.properties(dma)
+        if properties["c_include_mm2s"] == "1":
+            core, port = record.sink_of(f"{dma}/M_AXIS_MM2S").split("/")
+            beat = next(t["beat"] for t in cores_by_cell[core]["inputs"] if t["port"] == port)
+            assert properties["c_m_axis_mm2s_tdata_width"] == ("8" if beat == 3 else str(8 * beat))
+            assert (record.peer(f"{dma}/M_AXIS_MM2S").split("/")[0] in widths) == (beat == 3)
+        else:
+            core, port = record.source_of(f"{dma}/S_AXIS_S2MM").split("/")
+            beat = next(t["beat"] for t in cores_by_cell[core]["outputs"] if t["port"] == port)
+            assert beat == 16 and record.before(f"{dma}/S_AXIS_S2MM") in record.last_markers()
+            assert record.peer(f"{dma}/S_AXIS_S2MM").split("/")[0] not in widths
+
+
+def test_an_s2mm_stream_of_odd_beats_is_counted_in_its_beats_and_narrowed_to_bytes():
+    dma = Dma("dma_c_out0", Endpoint("c", "out0"), "t", to_fabric=False, bytes_per_sample=30, stream_bytes=3)
+    assert (dma.beats_per_sample, dma.dma_bytes, dma.last_top) == (10, 1, "fp_last_10x3")
+    assert dma.converter == "width_dma_c_out0"
+    wide = Dma("dma_c_out1", Endpoint("c", "out1"), "t", to_fabric=False, bytes_per_sample=640, stream_bytes=64)
+    assert (wide.beats_per_sample, wide.dma_bytes, wide.converter) == (10, 64, "")

@@ -66,6 +66,7 @@ ZYNQ_BOARD_PARTS = {
 # The KV260 SOM's board file needs its carrier card (board part pattern, SOM connector) to apply the preset.
 ZYNQ_CARRIERS = {"kv260": ("xilinx.com:kv260_carrier:part0:*", "som240_1_connector")}
 DMA_LENGTH_BITS = 26  # AXI DMA buffer length register width: up to 64 MiB per transfer
+DMA_MAX_STREAM_BYTES = 128  # AXI DMA stream widths: 8..1024 bits, powers of two
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,14 @@ class Fifo:
     producer: Endpoint
     consumer: Endpoint
     tensor: str
-    depth: int
+    depth: int  # in the producer's beats
+    producer_bytes: int = 1  # bytes per beat on each side; a width converter joins them when they differ
+    consumer_bytes: int = 1
+
+    @property
+    def converter(self) -> str:
+        """The width converter after the FIFO ("" when both sides have one beat)."""
+        return cell_name(f"width_{self.name}") if self.producer_bytes != self.consumer_bytes else ""
 
 
 @dataclass
@@ -98,11 +106,28 @@ class Dma:
     tensor: str
     to_fabric: bool
     bytes_per_sample: int
+    stream_bytes: int = 1  # bytes per beat of the core's port
+
+    @property
+    def beats_per_sample(self) -> int:
+        return math.ceil(self.bytes_per_sample / self.stream_bytes)
+
+    @property
+    def dma_bytes(self) -> int:
+        """The DMA's stream width: the port's beat when AXI DMA takes it (a power of two up to
+        128 bytes), else single bytes through a width converter."""
+        beat = self.stream_bytes
+        return beat if beat & (beat - 1) == 0 and beat <= DMA_MAX_STREAM_BYTES else 1
+
+    @property
+    def converter(self) -> str:
+        """The width converter between the DMA and the core ("" when the widths agree)."""
+        return cell_name(f"width_{self.name}") if self.dma_bytes != self.stream_bytes else ""
 
     @property
     def last_top(self) -> str:
-        """The TLAST marker IP in front of an S2MM channel (Zynq), one per sample size."""
-        return f"fp_last_{self.bytes_per_sample}"
+        """The TLAST marker IP in front of an S2MM channel (Zynq), one per sample size and beat."""
+        return f"fp_last_{self.beats_per_sample}x{self.stream_bytes}"
 
     @property
     def last_cell(self) -> str:
@@ -116,6 +141,7 @@ class Fanout:
     name: str
     source: Endpoint
     sinks: list[str]  # the cells it feeds, in order: fifo names, then the DMA
+    stream_bytes: int = 1
 
 
 @dataclass
@@ -156,18 +182,18 @@ def next_power_of_two(n: int) -> int:
     return 1 << max(0, math.ceil(math.log2(max(1, n))))
 
 
-def fifo_depth(elements: int, producer_cycles: int, consumer_cycles: int) -> int:
-    """Depth of the FIFO carrying one sample of ``elements`` beats from a producer that emits
+def fifo_depth(beats: int, producer_cycles: int, consumer_cycles: int) -> int:
+    """Depth of the FIFO carrying one sample of ``beats`` beats from a producer that emits
     them in ``producer_cycles`` to a consumer that reads them in ``consumer_cycles``.
 
-    When the producer is faster it runs ahead by ``elements * (1 - producer / consumer)``
+    When the producer is faster it runs ahead by ``beats * (1 - producer / consumer)``
     beats by the end of the sample (the backlog of two constant-rate streams); the FIFO holds
     that backlog so the producer never stalls within a sample, rounded up to a power of two and
     kept within Vivado's axis_data_fifo depths 16..32768 (beyond that the producer stalls, which
     costs nothing: the slower consumer sets the pace). A faster consumer needs the minimum. O(1).
     """
     producer, consumer = max(1, producer_cycles), max(1, consumer_cycles)
-    backlog = math.ceil(elements * max(0.0, 1.0 - producer / consumer))
+    backlog = math.ceil(beats * max(0.0, 1.0 - producer / consumer))
     return min(FIFO_MAX_DEPTH, max(FIFO_MIN_DEPTH, next_power_of_two(backlog)))
 
 
@@ -182,6 +208,11 @@ def _port_of(core: dict, direction: str, tensor: str) -> dict | None:
 
 def _elements(tensor: dict) -> int:
     return math.prod(tensor["sample_shape"])
+
+
+def _beat(tensor: dict) -> int:
+    """Elements (bytes) per beat of a port's stream (one when design.json does not say)."""
+    return int(tensor.get("beat", 1))
 
 
 def _producing_cycles(core: dict, tensor: dict) -> int:
@@ -234,8 +265,9 @@ def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -
             read_off = endpoint in wiring.leaving or bool(_tensor_names(tensor) & graph_outputs)
             if read_off or endpoint not in wiring.sinks:  # to a CPU, another node, or the model's output
                 wiring.sinks.setdefault(endpoint, []).append(_add_dma(plan, endpoint, tensor, to_fabric=False).name)
-    plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells) for e, cells in wiring.sinks.items()
-                    if len(cells) > 1]
+    beats = {Endpoint(c["name"], t["port"]): _beat(t) for c in cores.values() for t in c["outputs"]}
+    plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells, beats[e])
+                    for e, cells in wiring.sinks.items() if len(cells) > 1]
     return plan
 
 
@@ -264,16 +296,18 @@ def _wire_transfer(plan: NodePlan, cores: dict[str, dict], transfer: dict, wirin
         return
     index = wiring.pairs.get((source, target), 0)
     wiring.pairs[(source, target)] = index + 1
-    depth = fifo_depth(_elements(out_port), _producing_cycles(cores[source], out_port),
+    depth = fifo_depth(math.ceil(_elements(out_port) / _beat(out_port)), _producing_cycles(cores[source], out_port),
                        _consuming_cycles(cores[target], in_port))
-    fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth)
+    fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth,
+                _beat(out_port), _beat(in_port))
     plan.fifos.append(fifo)
     wiring.sinks.setdefault(producer, []).append(fifo.name)
     wiring.fed.add(consumer)
 
 
 def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: dict, to_fabric: bool) -> Dma:
-    dma = Dma(dma_instance(endpoint.core, endpoint.port), endpoint, tensor["name"], to_fabric, _elements(tensor))
+    dma = Dma(dma_instance(endpoint.core, endpoint.port), endpoint, tensor["name"], to_fabric, _elements(tensor),
+              _beat(tensor))
     plan.dmas.append(dma)
     return dma
 
@@ -429,8 +463,9 @@ def _write_last_ips(plan: NodePlan, target: Path) -> None:
     for top in plan.last_tops:
         ip = target / "ip" / top
         ip.mkdir(parents=True, exist_ok=True)
-        context = {"top": top, "beats": int(top.rsplit("_", 1)[1]), "part": plan.part, "clock_mhz": plan.clock_mhz,
-                   "period_ns": f"{1e3 / plan.clock_mhz:.3f}"}
+        beats, width = top.removeprefix("fp_last_").split("x")
+        context = {"top": top, "beats": int(beats), "bytes": int(width), "part": plan.part,
+                   "clock_mhz": plan.clock_mhz, "period_ns": f"{1e3 / plan.clock_mhz:.3f}"}
         _render(ip / f"{top}.cpp", "project/vivado/last.cpp.j2", context)
         _render(ip / "run_hls.tcl", "project/vivado/last_run_hls.tcl.j2", context)
 
