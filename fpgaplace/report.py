@@ -30,6 +30,7 @@ import math
 import os
 import tempfile
 import zipfile
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -238,10 +239,10 @@ def _kahn(vertices: list[int], preds: dict[int, list[int]]) -> list[int]:
         for p in preds[v]:
             if p in members:
                 successors[p].append(v)
-    ready = [v for v in vertices if waiting[v] == 0]
+    ready = deque(v for v in vertices if waiting[v] == 0)
     order: list[int] = []
     while ready:
-        v = ready.pop(0) if len(ready) < 64 else ready.pop()  # short queues stay in model order
+        v = ready.popleft()
         order.append(v)
         for s in successors[v]:
             waiting[s] -= 1
@@ -680,20 +681,22 @@ def build_context(project: Path, document: dict, samples: int, progress=None) ->
     schedule = _schedule_section(project, colours, samples, notes)
     _say(progress, "reading the cores and results")
     board = document.get("board") or {}
+    placement = document.get("placement") or {}
     context = {
         "version": __version__, "project": str(project), "document": document,
         "model": (document.get("model") or {}).get("name", "?"), "board": board.get("name", "?"),
         "part": board.get("part", "?"), "clock": format_number(board.get("clock_mhz")),
         "precision": document.get("precision", "?"), "batch": (document.get("model") or {}).get("batch", 1),
         "interval": format_us(document.get("interval_us")), "fps": format_fps(document.get("fps")),
-        "placement": document.get("placement") or {}, "legend": _legend(document, colours),
+        "placement": placement, "legend": _legend(document, colours),
+        "placement_value": _in_unit(finite(placement.get("value")), placement.get("unit", "us")),
         "graph": graph, "schedule": schedule,
         "resource_labels": [RESOURCE_LABELS[k] for k in RESOURCE_KEYS],
         "resources": _resource_rows(cores), "cores": [{"name": c["name"], "layers": _layer_rows(c),
                                                        "interval": format_us(c.get("interval_us")),
                                                        "planned": format_us(c.get("planned_load_us"))}
                                                       for c in cores],
-        "memory": _memory_rows(project, cores), "solvers": _solver_rows(document.get("placement") or {}),
+        "memory": _memory_rows(project, cores), "solvers": _solver_rows(placement),
         "devices": _device_rows(document, colours), "transfers": _transfer_rows(document),
         "cpu_ops": document.get("cpu_ops", []), "results": _results(project, notes), "notes": notes,
     }

@@ -176,11 +176,13 @@ def test_compared_solvers_are_a_table_with_bound_and_gap(cnn, tmp_path):
     shutil.copytree(cnn.folder, folder)
     document = json.loads((folder / "design.json").read_text())
     document["placement"]["compared"] = [
-        {"method": "dp", "value": 3.0, "bound": 3.0, "gap": 0.0, "seconds": 0.01},
         {"method": "greedy", "value": 4.5, "bound": float("-inf"), "gap": float("inf"), "seconds": 0.002},
+        {"method": "dp", "value": 3.0, "bound": 3.0, "gap": 0.0, "seconds": 0.01},
     ]
     (folder / "design.json").write_text(json.dumps(document))
     html = report.write_report(folder).report.read_text()
+    chosen = document["placement"]
+    assert f'<dd data-key="placement">{chosen["method"]}: {report.format_us(chosen["value"])}</dd>' in html
     table = section(html, "placement")
     assert cell_texts(row(table, "data-method", "greedy"))[1:5] == [report.format_us(4.5), "none proven",
                                                                      "none proven", "0.002"]
