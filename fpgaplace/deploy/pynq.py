@@ -11,9 +11,10 @@ submodels). The protocol, one SSH connection (key authentication, SFTP plus a fe
 2. One ``sha256sum`` on the far side hashes every file already there with the right size and
    every ``<file>.part``: an equal file is skipped, a ``.part`` whose content equals the local
    file's prefix is continued from its end, anything else is sent again from byte 0.
-3. Files are written as ``<file>.part``; one more ``sha256sum`` checks size and hash of every
-   ``.part`` before it is renamed to its name. A file under its own name is therefore always
-   complete and equal to the local one.
+3. Files not skipped lose their far-side name at once (a stale one is removed), are written as
+   ``<file>.part``, and one more ``sha256sum`` checks size and hash of every ``.part`` before it
+   is renamed to its name. Wherever a flash stops, a file under its own name is therefore
+   complete and equal to the one being flashed.
 
 Host keys are trusted on first use (OpenSSH's ``StrictHostKeyChecking accept-new``): an unknown
 host's key is appended to the known-hosts file, a known host offering a different key is refused.
@@ -441,18 +442,22 @@ def _send(far: FarSide, file: LocalFile, offset: int, throttle: Throttle, progre
     return sent
 
 
+def _has_size(attributes: paramiko.SFTPAttributes | None, size: int) -> bool:
+    return attributes is not None and attributes.st_size == size
+
+
 def _plan(far: FarSide, files: list[LocalFile]) -> dict[str, tuple[str, int]]:
     """What each file needs: (action, first byte to send) from one far-side hash of the files
     already there and of the ``.part`` files (a part whose content is the local prefix is kept)."""
     finals = {file.path: far.stat(file.path) for file in files}
     parts = {file.path: far.stat(file.path + PART_SUFFIX) for file in files}
-    to_hash = [path for path, attributes in finals.items() if attributes is not None]
-    to_hash += [path + PART_SUFFIX for path, attributes in parts.items() if attributes is not None]
+    to_hash = [file.path for file in files if _has_size(finals[file.path], file.bytes)]
+    to_hash += [file.path + PART_SUFFIX for file in files if parts[file.path] is not None]
     hashes = far.sha256(to_hash)
     plan = {}
     for file in files:
         final, part = finals[file.path], parts[file.path]
-        if final is not None and final.st_size == file.bytes and hashes.get(file.path) == file.sha256:
+        if _has_size(final, file.bytes) and hashes.get(file.path) == file.sha256:
             plan[file.path] = ("skipped", file.bytes)
             continue
         part_size = (part.st_size or 0) if part is not None else 0
@@ -509,6 +514,10 @@ def _transfer(
         current.path = MANIFEST_NAME
         far.remove(MANIFEST_NAME)
         plan = _plan(far, files)
+        for file in files:
+            if plan[file.path][0] != "skipped":
+                current.path = file.path
+                far.remove(file.path)
         sent = _send_all(far, files, plan, Throttle(bwlimit_kbps * 1000 if bwlimit_kbps else None), current, progress)
         fresh = [file for file in files if plan[file.path][0] != "skipped"]
         current.path = fresh[0].path + PART_SUFFIX if fresh else "."
@@ -539,7 +548,6 @@ def _send_all(
             if progress is not None:
                 progress(f"{file.path}: equal on the board, skipped ({file.bytes} bytes)")
             continue
-        far.remove(file.path)  # a wrong file under its own name would look complete
         current.path = file.path + PART_SUFFIX
         sent[file.path] = _send(far, file, offset, throttle, progress)
     return sent
