@@ -408,14 +408,19 @@ def test_alveo_link_config_matches_the_placement(u280):
         for port in core["inputs"] + core["outputs"]:
             pin = f"{core_ip_instance(core['name'])}.{port['port']}"
             assert sum(pin in pair for pair in streams) == 1, pin
-    movers = {cu for cu, kernel in units.items() if kernel in ("fp_mm2s", "fp_s2mm")}
+    movers = {cu for cu, kernel in units.items() if kernel.startswith(("fp_mm2s_", "fp_s2mm_"))}
     assert movers == expected_dmas(u280, "node0")
+    for core in u280.cores():  # each mover moves beats of its port's width
+        for port in core["inputs"] + core["outputs"]:
+            mover = dma_instance(core["name"], port["port"])
+            kind = "mm2s" if port in core["inputs"] else "s2mm"
+            assert units[mover] == f"fp_{kind}_{port.get('beat', 1)}"
     banks = dict(value.split(":") for value in config["sp"])
     assert set(banks) == {f"{cu}.mem" for cu in movers}
     assert all(bank.startswith("HBM[") for bank in banks.values())
     assert len(set(banks.values())) == len(banks)  # spread over the pseudo-channels
     kernels = (u280.folder / "vitis" / "movers.cpp").read_text()
-    assert "void fp_mm2s(" in kernels and "void fp_s2mm(" in kernels
+    assert all(f"void {kernel}(" in kernels for kernel in set(units.values()) - {c["top"] for c in u280.cores()})
 
 
 def test_alveo_streamed_weights_get_a_memory_bank(u280, tmp_path):
@@ -461,7 +466,9 @@ def test_make_n_xclbin_compiles_every_kernel_and_links_with_the_config(u280):
     assert done.returncode == 0, done.stderr
     compiles = [line for line in done.stdout.splitlines() if line.startswith("v++ -c")]
     kernels = {line.split(" -k ")[1].split()[0] for line in compiles}
-    assert kernels == {c["top"] for c in u280.cores()} | {"fp_mm2s", "fp_s2mm"}
+    config = parse_link_cfg(u280.folder / "vitis" / "link.cfg")
+    assert kernels == {value.split(":")[0] for value in config["nk"]}
+    assert {c["top"] for c in u280.cores()} < kernels
     (link,) = [line for line in done.stdout.splitlines() if line.startswith("v++ -l")]
     assert "--config vitis/link.cfg" in link and "-o bitstream/design.xclbin" in link
     assert f"--platform {ALVEO_PLATFORMS['alveo-u280']}" in link
@@ -593,3 +600,26 @@ def test_an_s2mm_stream_of_odd_beats_is_counted_in_its_beats_and_narrowed_to_byt
     assert dma.converter == "width_dma_c_out0"
     wide = Dma("dma_c_out1", Endpoint("c", "out1"), "t", to_fabric=False, bytes_per_sample=640, stream_bytes=64)
     assert (wide.beats_per_sample, wide.dma_bytes, wide.converter) == (10, 64, "")
+
+
+def test_alveo_cores_of_different_beats_meet_through_a_regroup_kernel(zcu104, tmp_path):
+    board = load_board("alveo-u280")
+    document = copy.deepcopy(zcu104.doc)
+    document["board"] = {**document["board"], "name": board.name, "part": board.part, "source": board.source}
+    for slr, core in enumerate(document["cores"]):
+        core.update(part=board.part, slr=slr + 1)
+    cores = {c["name"]: c for c in document["cores"]}
+    transfer = next(t for t in document["transfers"] if t["from_device"] in cores and t["to_device"] in cores)
+    cores[transfer["from_device"]]["outputs"][0]["beat"] = 8
+    cores[transfer["to_device"]]["inputs"][0]["beat"] = 2
+    write_build_scripts(document, tmp_path)
+    config = parse_link_cfg(tmp_path / "vitis" / "link.cfg")
+    producer = f"{core_ip_instance(transfer['from_device'])}.{cores[transfer['from_device']]['outputs'][0]['port']}"
+    consumer = f"{core_ip_instance(transfer['to_device'])}.{cores[transfer['to_device']]['inputs'][0]['port']}"
+    (first,) = [v.split(":") for v in config["sc"] if v.startswith(producer + ":")]
+    regroup = first[1].split(".")[0]
+    assert first[1] == f"{regroup}.src" and int(first[2]) >= FIFO_MIN_DEPTH
+    assert f"{regroup}.dst:{consumer}" in config["sc"]
+    assert f"fp_regroup_8_2:1:{regroup}" in config["nk"]
+    assert f"{regroup}:SLR{cores[transfer['to_device']]['slr']}" in config["slr"]
+    assert "void fp_regroup_8_2(" in (tmp_path / "vitis" / "movers.cpp").read_text()

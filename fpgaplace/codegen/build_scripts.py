@@ -386,6 +386,62 @@ def _sink_pins(plan: NodePlan) -> dict[str, str]:
     return pins
 
 
+@dataclass(frozen=True)
+class VitisKernel:
+    """A helper kernel of the link (``movers.cpp``): a data mover, a fork or a width regrouper."""
+
+    kind: str  # "mm2s", "s2mm", "fork", "regroup"
+    width: int  # bytes per beat (a regroup's input)
+    outputs: int = 1  # a fork's outputs
+    out_width: int = 0  # a regroup's output beat
+
+    @property
+    def name(self) -> str:
+        if self.kind == "fork":
+            return f"fp_fork{self.outputs}_{self.width}"
+        if self.kind == "regroup":
+            return f"fp_regroup_{self.width}_{self.out_width}"
+        return f"fp_{self.kind}_{self.width}"
+
+
+def _vitis_units(plan: NodePlan) -> dict[VitisKernel, list[str]]:
+    """Compute units of the helper kernels, by kernel: a mover per DMA, a fork per fan-out, a
+    regrouper per FIFO whose sides differ in width."""
+    units: dict[VitisKernel, list[str]] = {}
+    for dma in plan.dmas:
+        units.setdefault(VitisKernel("mm2s" if dma.to_fabric else "s2mm", dma.stream_bytes), []).append(dma.name)
+    for fanout in plan.fanouts:
+        units.setdefault(VitisKernel("fork", fanout.stream_bytes, len(fanout.sinks)), []).append(fanout.name)
+    for fifo in plan.fifos:
+        if fifo.converter:
+            kernel = VitisKernel("regroup", fifo.producer_bytes, out_width=fifo.consumer_bytes)
+            units.setdefault(kernel, []).append(fifo.converter)
+    return dict(sorted(units.items(), key=lambda item: item[0].name))
+
+
+def _vitis_streams(plan: NodePlan) -> list[tuple[str, str, int]]:
+    """``sc=`` connections as (producer.port, consumer.port, depth; 0 for Vitis's default)."""
+    feeds: dict[str, str] = {}  # sink cell -> the stream it reads
+    streams = []
+    for fanout in plan.fanouts:
+        streams.append((f"{fanout.source.cell}.{fanout.source.port}", f"{fanout.name}.src", 0))
+        feeds.update({cell: f"{fanout.name}.dst{i}" for i, cell in enumerate(fanout.sinks)})
+    for fifo in plan.fifos:
+        source = feeds.get(fifo.name, f"{fifo.producer.cell}.{fifo.producer.port}")
+        consumer = f"{fifo.consumer.cell}.{fifo.consumer.port}"
+        if fifo.converter:
+            streams += [(source, f"{fifo.converter}.src", fifo.depth), (f"{fifo.converter}.dst", consumer, 0)]
+        else:
+            streams.append((source, consumer, fifo.depth))
+    for dma in plan.dmas:
+        core = f"{dma.endpoint.cell}.{dma.endpoint.port}"
+        if dma.to_fabric:
+            streams.append((f"{dma.name}.dst", core, 0))
+        else:
+            streams.append((feeds.get(dma.name, core), f"{dma.name}.src", 0))
+    return streams
+
+
 def _vitis_context(plan: NodePlan, node_count: int) -> dict:
     platform = ALVEO_PLATFORMS.get(plan.board)
     if platform is None:
@@ -394,33 +450,12 @@ def _vitis_context(plan: NodePlan, node_count: int) -> dict:
     slr = {c.cell: c.slr for c in plan.cores}
     slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
     slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
+    slr.update({f.converter: slr[f.consumer.cell] for f in plan.fifos if f.converter})
     memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
                                                            if c.weights_port]
     banks = {f"{cell}.{arg}": memory_bank(plan.board, i, slr[cell]) for i, (cell, arg) in enumerate(memory_ports)}
     return {"plan": plan, "platform": platform, "banks": banks, "slr": slr, "xclbin": _node_files(plan, node_count)[0],
-            "forks": _forks_by_width(plan), "sources": _vitis_sources(plan)}
-
-
-def _forks_by_width(plan: NodePlan) -> dict[int, list[str]]:
-    """Fork compute units by their number of outputs (one kernel fp_fork<N> per N)."""
-    forks: dict[int, list[str]] = {}
-    for fanout in plan.fanouts:
-        forks.setdefault(len(fanout.sinks), []).append(fanout.name)
-    return dict(sorted(forks.items()))
-
-
-def _vitis_sources(plan: NodePlan) -> dict[str, str]:
-    """The stream each sink reads in the link: a core port, or a fork kernel's output."""
-    pins: dict[str, str] = {}
-    for fanout in plan.fanouts:
-        for i, cell in enumerate(fanout.sinks):
-            pins[cell] = f"{fanout.name}.out{i}"
-    for fifo in plan.fifos:
-        pins.setdefault(fifo.name, f"{fifo.producer.cell}.{fifo.producer.port}")
-    for dma in plan.dmas:
-        if not dma.to_fabric:
-            pins.setdefault(dma.name, f"{dma.endpoint.cell}.{dma.endpoint.port}")
-    return pins
+            "units": _vitis_units(plan), "streams": _vitis_streams(plan)}
 
 
 def memory_bank(board: str, index: int, slr: int) -> str:
@@ -484,10 +519,5 @@ def _make_node(plan: NodePlan, node_count: int) -> dict:
     if plan.alveo:
         context = _vitis_context(plan, node_count)
         node.update(platform=context["platform"], clock_mhz=plan.clock_mhz,
-                    kernels=_mover_kernels(plan) + [f"fp_fork{width}" for width in context["forks"]])
+                    kernels=[kernel.name for kernel in context["units"]])
     return node
-
-
-def _mover_kernels(plan: NodePlan) -> list[str]:
-    kinds = {"fp_mm2s" if d.to_fabric else "fp_s2mm" for d in plan.dmas}
-    return sorted(kinds)
