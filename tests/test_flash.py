@@ -214,6 +214,7 @@ def test_a_copy_killed_midway_resumes_and_sends_less_than_the_total(sshd, projec
     partial = part.stat().st_size
     assert 0 < partial < BITSTREAM_BYTES
     assert not (dest / MANIFEST_NAME).exists() and not (dest / "bitstream" / "design.bit").exists()
+    assert_same_files(project, dest, [path for path in remote_files(dest) if not path.endswith(PART_SUFFIX)])
 
     result = flash_cli(sshd, project, dest, "--json", known_hosts=tmp_path / "kh")
     assert result.returncode == 0, result.stderr
