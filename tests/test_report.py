@@ -307,9 +307,14 @@ def test_results_sections_appear_with_their_files(cnn, tmp_path):
     shutil.copytree(cnn.folder, folder)
     names = [c["name"] for c in cnn.doc["cores"]]
     write_results(folder, names)
+    saved = simulate(folder, 8).to_json()
+    (folder / "results" / "sim.json").write_text(json.dumps(saved))
     result = report.write_report(folder)
-    assert result.sections[-3:] == ["csim", "rtl", "synthesis"]
+    assert result.sections[-4:] == ["csim", "rtl", "synthesis", "saved_sim"]
     html = result.report.read_text()
+    saved_section = section(html, "saved_sim")
+    assert f"<dt>fps</dt><dd>{report.format_number(saved['fps'])}</dd>" in saved_section
+    assert all(f"<td>{escape(d['name'])}</td>" in saved_section for d in saved["devices"])
     csim = section(html, "csim")
     assert '<span class="status failed">FAILED</span>' in csim and "12.5" in csim
     assert all(name in csim for name in names) and '<td class="fail">NO</td>' in csim
