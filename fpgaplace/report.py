@@ -580,6 +580,15 @@ def _flatten(record: dict, prefix: str = "") -> dict[str, object]:
     return flat
 
 
+def _with_ratio(row: dict[str, object]) -> dict[str, object]:
+    """A row holding measured and modelled cycles gains their ratio (the estimate beside the
+    measurement, as one number)."""
+    measured, model = finite(row.get("cycles_measured")), finite(row.get("cycles_model"))
+    if measured is not None and model:
+        return {**row, "measured / model": f"{measured / model:.3f}"}
+    return row
+
+
 def _cell(value: object) -> str:
     if isinstance(value, bool):
         return "yes" if value else "NO"
@@ -600,7 +609,7 @@ def results_section(key: str, document: object) -> dict:
             facts += [(f"{name}.{k}", _cell(v)) for k, v in _flatten(value).items()]
             continue
         if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
-            rows = [_flatten(v) for v in value]
+            rows = [_with_ratio(_flatten(v)) for v in value]
             columns = list(dict.fromkeys(c for row in rows for c in row))
             tables.append({"name": name, "columns": columns,
                            "rows": [[_cell(row.get(c, "")) for c in columns] for row in rows]})

@@ -321,6 +321,7 @@ def test_results_sections_appear_with_their_files(cnn, tmp_path):
     rtl = section(html, "rtl")
     assert '<span class="status passed">passed</span>' in rtl
     assert "<th>cycles_measured</th>" in rtl and "1,111" in rtl and "1,000" in rtl
+    assert "<th>measured / model</th>" in rtl and "<td>1.111</td>" in rtl
     synthesis = section(html, "synthesis")
     assert "<th>yosys.lut</th>" in synthesis and "<th>estimate.lut</th>" in synthesis
     assert synthesis.count("<td>777</td>") == len(names)
