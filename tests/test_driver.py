@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from fpgaplace import Design, models
+from fpgaplace.codegen.build_scripts import plan_nodes
 from fpgaplace.codegen.names import core_ip_instance, dma_instance
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.sim import csim
@@ -30,7 +31,7 @@ REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "pynq_standin"
 PYNQ_PYTHON = REPO / ".venv-pynq" / "bin" / "python"
 sys.path.insert(0, str(STANDIN))
-from hwh import fifo_links, write_standin_bitstream  # noqa: E402
+from hwh import write_standin_bitstream  # noqa: E402
 
 SAMPLES = 4
 
@@ -151,15 +152,21 @@ def test_driver_stream_order_and_quantization_match_csims(cnn):
             np.testing.assert_array_equal(driver.dequantize(q, scale, zero), dequantize(q, scale, zero))
 
 
-def test_standin_hwh_has_a_dma_per_fabric_boundary_stream_and_fifos_between_cores(cnn):
-    text = (cnn.folder / "bitstream" / "design.hwh").read_text()
-    links = fifo_links(cnn.doc["cores"])
-    assert links, "the CNN's two cores stream into each other"
-    internal = {(c["name"], t["port"]) for p, o, c, t in links} | {(p["name"], o["port"]) for p, o, c, t in links}
-    for record in cnn.doc["cores"]:
-        for tensor in [*record["inputs"], *record["outputs"]]:
-            has_dma = f'INSTANCE="{dma_instance(record["name"], tensor["port"])}"' in text
-            assert has_dma != ((record["name"], tensor["port"]) in internal)
+def test_standin_hwh_holds_the_block_design_the_build_scripts_plan(cnn):
+    from xml.etree import ElementTree as ET
+
+    root = ET.parse(cnn.folder / "bitstream" / "design.hwh").getroot()
+    instances = {m.get("INSTANCE"): m.get("VLNV") for m in root.iter("MODULE")}
+    (plan,) = plan_nodes(cnn.doc, cnn.folder)
+    assert plan.fifos, "the CNN's two cores stream into each other"
+    assert {c.cell for c in plan.cores} | {d.name for d in plan.dmas} | {f.name for f in plan.fifos} \
+        | {b.name for b in plan.fanouts} == set(instances) - {"zynq_ultra_ps_e_0"}
+    assert all(instances[d.name] == "xilinx.com:ip:axi_dma:7.1" for d in plan.dmas)
+    fed_by_fifo = {(f.consumer.core, f.consumer.port) for f in plan.fifos}
+    for record in cnn.doc["cores"]:  # every input from outside the fabric has its DMA, the others none
+        for tensor in record["inputs"]:
+            has_dma = dma_instance(record["name"], tensor["port"]) in instances
+            assert has_dma != ((record["name"], tensor["port"]) in fed_by_fifo)
 
 
 # --------------------------------------------------------------------------- the driver under pynq
@@ -171,8 +178,8 @@ def test_driver_on_pynq_equals_csim(name, request, pynq_env, tmp_path):
     project: Project = request.getfixturevalue(name)
     outputs, report = driver_outputs(pynq_env, project, tmp_path)
     assert report["device"] == "StandinDevice"
-    for record in project.doc["cores"]:  # pynq's HWH parser found every core and DMA the driver uses
-        assert core_ip_instance(record["name"]) in report["overlay_ips"]
+    (plan,) = plan_nodes(project.doc, project.folder)  # pynq's HWH parser found every core and DMA
+    assert {c.cell for c in plan.cores} | {d.name for d in plan.dmas} <= set(report["overlay_ips"])
     expected = csim.run_csim(project.folder, samples=SAMPLES, seed=0)
     assert expected.ok
     for output, values in expected.values.items():

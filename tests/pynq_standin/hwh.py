@@ -1,14 +1,16 @@
 """A minimal Vivado hardware hand-off (HWH) of a project's block design, for the stand-in board.
 
-Written from ``design.json`` with the cell names of ``fpgaplace.codegen.names`` as the block
-design names them: the processing system (``zynq_ultra_ps_e`` on a Zynq UltraScale+ part,
-``processing_system7`` on a Zynq-7000), one ``xilinx.com:ip:axi_dma:7.1`` (simple mode, 26-bit
-length, 32-bit memory side, 8-bit stream side) per core stream that enters or leaves the fabric,
-each core's HLS IP with its AXI-Lite control register map (``CTRL`` at 0x0, the weight pointer
-``wmem_1``/``wmem_2`` at 0x10/0x14 when its weights are streamed), and an AXI-Stream FIFO for
-every tensor one core streams straight into another on the same node (the core input that has
-the name of an earlier core's output). Ends of one stream share a ``BUSNAME``, as in Vivado's
-own HWH, which is how the stand-in device wires the simulated cores.
+The block design is the one the project's build scripts create: ``build_scripts.plan_nodes``
+plans it from ``design.json`` (the cell names of ``fpgaplace.codegen.names``), and this writes
+its HWH: the processing system (``zynq_ultra_ps_e`` on a Zynq UltraScale+ part,
+``processing_system7`` on a Zynq-7000), each core's HLS IP with its AXI-Lite control register
+map (``CTRL`` at 0x0, the weight pointer ``wmem_1``/``wmem_2`` at 0x10/0x14 when its weights are
+streamed, where Vitis HLS puts the first argument), one ``xilinx.com:ip:axi_dma:7.1`` per stream
+entering or leaving the fabric (simple mode, 26-bit length, 32-bit memory side, one channel),
+the AXI-Stream FIFOs between cores and the broadcasters in front of an output read by several.
+The TLAST markers and width converters of the block design pass every byte through unchanged
+and are left out. Ends of one stream share a ``BUSNAME``, as in Vivado's own HWH, which is how
+the stand-in device wires the simulated cores.
 
 Only the elements pynq's HWH front end (``pynqmetadata``) reads are written; each bus
 interface maps its logical signals to physical ports of its module so the parser can resolve
@@ -22,12 +24,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from fpgaplace.codegen.names import BITSTREAM_DIR, BITSTREAM_STEM, core_ip_instance, dma_instance, fifo_instance
+from fpgaplace.codegen.build_scripts import plan_nodes
+from fpgaplace.codegen.names import BITSTREAM_DIR, BITSTREAM_STEM
 
 AXIMM = "xilinx.com:interface:aximm:1.0"
 AXIS = "xilinx.com:interface:axis:1.0"
 DMA_VLNV = "xilinx.com:ip:axi_dma:7.1"
 FIFO_VLNV = "xilinx.com:ip:axis_data_fifo:2.0"
+BROADCASTER_VLNV = "xilinx.com:ip:axis_broadcaster:1.1"
 REGISTER_SPAN = 0x10000
 DMA_PARAMETERS = {"C_INCLUDE_SG": "0", "C_SG_LENGTH_WIDTH": "26", "C_M_AXI_MM2S_DATA_WIDTH": "32",
                   "C_M_AXI_S2MM_DATA_WIDTH": "32", "C_M_AXIS_MM2S_TDATA_WIDTH": "8", "C_S_AXIS_S2MM_TDATA_WIDTH": "8",
@@ -53,19 +57,6 @@ ZYNQ_US = Processor("zynq_ultra_ps_e", "xilinx.com:ip:zynq_ultra_ps_e:3.3", "zyn
                     "S_AXI_HP0_FPD", 0xA000_0000, "zynquplus")
 ZYNQ_7000 = Processor("processing_system7", "xilinx.com:ip:processing_system7:5.5", "processing_system7_0",
                       "M_AXI_GP0", "S_AXI_HP0", 0x4000_0000, "zynq")
-
-
-def fifo_links(cores: list[dict]) -> list[tuple[dict, dict, dict, dict]]:
-    """(producer core, its output, consumer core, its input) of every tensor that goes from one
-    core straight into another on the same node (by tensor name), in design order."""
-    links = []
-    for j, consumer in enumerate(cores):
-        for tensor in consumer["inputs"]:
-            for producer in cores[:j] + cores[j + 1:]:
-                for out in producer["outputs"]:
-                    if out["name"] == tensor["name"] and producer["node"] == consumer["node"]:
-                        links.append((producer, out, consumer, tensor))
-    return links
 
 
 class _Writer:
@@ -190,52 +181,63 @@ def _control_registers(module: ET.Element, streamed: bool) -> None:
                 ET.SubElement(field, "PROPERTY", NAME=key, VALUE=value)
 
 
-def hwh_text(document: dict) -> str:
-    """The HWH of the project whose design.json is ``document`` (one node)."""
-    part = document["board"]["part"]
-    processor = ZYNQ_7000 if part.lower().startswith("xc7z") else ZYNQ_US
-    writer = _Writer(processor, part, float(document["board"]["clock_mhz"] or 100))
-    cores = document["cores"]
-    links = fifo_links(cores)
-    fed = {(c["name"], t["port"]) for _, _, c, t in links}
-    drained = {(p["name"], t["port"]) for p, t, _, _ in links}
-    for core in cores:
-        module = writer.module(core_ip_instance(core["name"]), f"xilinx.com:hls:{core['top']}:1.0", core["top"], {})
+def hwh_text(document: dict, folder: Path) -> str:
+    """The HWH of the block design ``build_scripts.plan_nodes`` plans for the project (one Zynq node)."""
+    plans = plan_nodes(document, folder)
+    if len(plans) != 1 or plans[0].alveo:
+        raise ValueError(f"{folder}: the stand-in board takes one Zynq node; the design plans "
+                         f"{len(plans)} node(s){' on Alveo' if plans and plans[0].alveo else ''}")
+    plan = plans[0]
+    processor = ZYNQ_7000 if plan.part.lower().startswith("xc7z") else ZYNQ_US
+    writer = _Writer(processor, plan.part, float(plan.clock_mhz or 100))
+    records = {c["name"]: c for c in document["cores"]}
+    bus = {}  # (cell, interface) -> BUSNAME of the stream it joins
+    for fifo in plan.fifos:
+        bus[(fifo.name, "S_AXIS")] = bus[(fifo.producer.cell, fifo.producer.port)] = f"{fifo.name}_in"
+        bus[(fifo.name, "M_AXIS")] = bus[(fifo.consumer.cell, fifo.consumer.port)] = f"{fifo.name}_out"
+    for dma in plan.dmas:
+        interface = "M_AXIS_MM2S" if dma.to_fabric else "S_AXIS_S2MM"
+        bus[(dma.name, interface)] = bus.setdefault((dma.endpoint.cell, dma.endpoint.port), f"{dma.name}_stream")
+    fifo_names = {fifo.name for fifo in plan.fifos}
+    for fanout in plan.fanouts:  # the core's port feeds the broadcaster, which feeds the FIFOs and the DMA
+        bus[(fanout.source.cell, fanout.source.port)] = bus[(fanout.name, "S_AXIS")] = f"{fanout.name}_in"
+        for index, cell in enumerate(fanout.sinks):
+            interface = "S_AXIS" if cell in fifo_names else "S_AXIS_S2MM"
+            bus[(fanout.name, f"M{index:02d}_AXIS")] = bus[(cell, interface)] = f"{fanout.name}_{index}"
+    for core in plan.cores:
+        record = records[core.name]
+        module = writer.module(core.cell, f"xilinx.com:hls:{core.top}:1.0", core.top, {})
         writer.register_slave(module, "s_axi_control")
-        _control_registers(module, core["streamed_weight_bytes"] > 0)
-        if core["streamed_weight_bytes"] > 0:
+        _control_registers(module, bool(core.weights_port))
+        if core.weights_port:
             writer.dram_master(module, "m_axi_gmem")
-        for tensor in core["inputs"]:
-            busname = _stream_bus(core, tensor, fed, "in")
-            writer.bus(module, tensor["port"], "SLAVE", AXIS, busname, STREAM_SIGNALS)
-            if (core["name"], tensor["port"]) not in fed:
-                dma = writer.module(dma_instance(core["name"], tensor["port"]), DMA_VLNV, "axi_dma",
-                                    dma_parameters(send=True))
-                writer.register_slave(dma, "S_AXI_LITE")
-                writer.dram_master(dma, "M_AXI_MM2S")
-                writer.bus(dma, "M_AXIS_MM2S", "INITIATOR", AXIS, busname, STREAM_SIGNALS)
-        for tensor in core["outputs"]:
-            busname = _stream_bus(core, tensor, drained, "out")
-            writer.bus(module, tensor["port"], "MASTER", AXIS, busname, STREAM_SIGNALS)
-            if (core["name"], tensor["port"]) not in drained:
-                dma = writer.module(dma_instance(core["name"], tensor["port"]), DMA_VLNV, "axi_dma",
-                                    dma_parameters(send=False))
-                writer.register_slave(dma, "S_AXI_LITE")
-                writer.dram_master(dma, "M_AXI_S2MM")
-                writer.bus(dma, "S_AXIS_S2MM", "TARGET", AXIS, busname, STREAM_SIGNALS)
-    for index, (producer, out, consumer, tensor) in enumerate(links):
-        fifo = writer.module(fifo_instance(producer["name"], consumer["name"], index), FIFO_VLNV, "axis_data_fifo",
-                             {"FIFO_DEPTH": "512"})
-        writer.bus(fifo, "S_AXIS", "SLAVE", AXIS, _stream_bus(producer, out, drained, "out"), STREAM_SIGNALS)
-        writer.bus(fifo, "M_AXIS", "MASTER", AXIS, _stream_bus(consumer, tensor, fed, "in"), STREAM_SIGNALS)
+        for tensor in record["inputs"]:
+            writer.bus(module, tensor["port"], "SLAVE", AXIS, bus[(core.cell, tensor["port"])], STREAM_SIGNALS)
+        for tensor in record["outputs"]:
+            writer.bus(module, tensor["port"], "MASTER", AXIS, bus[(core.cell, tensor["port"])], STREAM_SIGNALS)
+    for dma in plan.dmas:
+        module = writer.module(dma.name, DMA_VLNV, "axi_dma", dma_parameters(send=dma.to_fabric))
+        writer.register_slave(module, "S_AXI_LITE")
+        if dma.to_fabric:
+            writer.dram_master(module, "M_AXI_MM2S")
+            writer.bus(module, "M_AXIS_MM2S", "INITIATOR", AXIS, bus[(dma.name, "M_AXIS_MM2S")], STREAM_SIGNALS)
+        else:
+            writer.dram_master(module, "M_AXI_S2MM")
+            writer.bus(module, "S_AXIS_S2MM", "TARGET", AXIS, bus[(dma.name, "S_AXIS_S2MM")], STREAM_SIGNALS)
+    for fifo in plan.fifos:
+        module = writer.module(fifo.name, FIFO_VLNV, "axis_data_fifo", {"FIFO_DEPTH": str(fifo.depth)})
+        writer.bus(module, "S_AXIS", "SLAVE", AXIS, bus[(fifo.name, "S_AXIS")], STREAM_SIGNALS)
+        writer.bus(module, "M_AXIS", "MASTER", AXIS, bus[(fifo.name, "M_AXIS")], STREAM_SIGNALS)
+    for fanout in plan.fanouts:
+        module = writer.module(fanout.name, BROADCASTER_VLNV, "axis_broadcaster",
+                               {"NUM_MI": str(len(fanout.sinks))})
+        writer.bus(module, "S_AXIS", "SLAVE", AXIS, bus[(fanout.name, "S_AXIS")], STREAM_SIGNALS)
+        for index in range(len(fanout.sinks)):
+            writer.bus(module, f"M{index:02d}_AXIS", "MASTER", AXIS, bus[(fanout.name, f"M{index:02d}_AXIS")],
+                       STREAM_SIGNALS)
     writer.processing_system()
     ET.indent(writer.root)
     return '<?xml version="1.0" encoding="UTF-8" standalone="no" ?>\n' + ET.tostring(writer.root, encoding="unicode")
-
-
-def _stream_bus(core: dict, tensor: dict, via_fifo: set, direction: str) -> str:
-    side = "fifo" if (core["name"], tensor["port"]) in via_fifo else "dma"
-    return f"{core_ip_instance(core['name'])}_{tensor['port']}_{side}_{direction}"
 
 
 def write_standin_bitstream(project: Path) -> Path:
@@ -245,7 +247,7 @@ def write_standin_bitstream(project: Path) -> Path:
     document = json.loads((project / "design.json").read_text())
     folder = project / BITSTREAM_DIR
     folder.mkdir(exist_ok=True)
-    (folder / f"{BITSTREAM_STEM}.hwh").write_text(hwh_text(document))
+    (folder / f"{BITSTREAM_STEM}.hwh").write_text(hwh_text(document, project))
     bit = folder / f"{BITSTREAM_STEM}.bit"
     bit.write_bytes(b"fpgaplace stand-in: no bitstream\n")
     return bit

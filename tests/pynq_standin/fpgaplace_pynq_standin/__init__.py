@@ -21,6 +21,7 @@ import datetime
 import json
 import re
 import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
@@ -110,26 +111,41 @@ class StandinDevice(Device):
         """Nothing to cache: the stand-in keeps no state between processes."""
 
 
-def _bus_names(hwh: Path) -> dict[str, dict[str, str]]:
-    """instance -> bus interface name -> BUSNAME, from the HWH."""
-    root = ET.parse(hwh).getroot()
-    return {module.get("INSTANCE"): {bus.get("NAME"): bus.get("BUSNAME") for bus in module.iter("BUSINTERFACE")}
-            for module in root.iter("MODULE")}
+@dataclass
+class Wiring:
+    """The streams of the HWH: every module's bus interfaces by BUSNAME, and the FIFOs and
+    broadcasters that join them."""
 
+    buses: dict[str, dict[str, str]]  # instance -> bus interface -> BUSNAME
+    vlnv: dict[str, str]  # instance -> VLNV
+    streams: dict[str, Stream] = field(default_factory=dict)
 
-def _streams(buses: dict[str, dict[str, str]], ip_dict: dict) -> dict[str, Stream]:
-    """One stream per BUSNAME; a FIFO's two sides are one stream."""
-    streams: dict[str, Stream] = {}
-    for instance, interfaces in buses.items():
-        if ip_dict.get(instance, {}).get("type", "").startswith("xilinx.com:ip:axis_data_fifo"):
-            continue
-        for busname in interfaces.values():
-            streams.setdefault(busname, Stream(busname))
-    for instance, interfaces in buses.items():
-        if "S_AXIS" in interfaces and "M_AXIS" in interfaces and instance not in ip_dict:  # a FIFO (no registers)
-            shared = streams.setdefault(interfaces["S_AXIS"], Stream(interfaces["S_AXIS"]))
-            streams[interfaces["M_AXIS"]] = shared
-    return streams
+    @staticmethod
+    def read(hwh: Path) -> Wiring:
+        root = ET.parse(hwh).getroot()
+        modules = list(root.iter("MODULE"))
+        return Wiring({m.get("INSTANCE"): {b.get("NAME"): b.get("BUSNAME") for b in m.iter("BUSINTERFACE")}
+                       for m in modules}, {m.get("INSTANCE"): m.get("VLNV") for m in modules})
+
+    def _passing(self, busname: str) -> list[str]:
+        """The buses a FIFO or broadcaster whose input is ``busname`` drives."""
+        for instance, interfaces in self.buses.items():
+            kind = self.vlnv[instance].split(":")[2]
+            if kind in ("axis_data_fifo", "axis_broadcaster") and interfaces.get("S_AXIS") == busname:
+                return [bus for name, bus in sorted(interfaces.items()) if name != "S_AXIS"]
+        return []
+
+    def reader(self, busname: str) -> Stream:
+        """The stream a core input or an S2MM channel on ``busname`` reads."""
+        return self.streams.setdefault(busname, Stream(busname))
+
+    def readers(self, busname: str) -> list[Stream]:
+        """Where a packet written on ``busname`` ends up: through FIFOs and broadcasters to the
+        core inputs and S2MM channels at the far ends."""
+        passing = self._passing(busname)
+        if not passing:
+            return [self.reader(busname)]
+        return [stream for bus in passing for stream in self.readers(bus)]
 
 
 def _streamed_weights(project: Path, record: dict) -> np.ndarray | None:
@@ -146,23 +162,22 @@ def build_fabric(bitfile: Path, ip_dict: dict, memory: Memory) -> Fabric:
     project = bitfile.parent.parent
     document = json.loads((project / "design.json").read_text())
     records = {f"xilinx.com:hls:{r['top']}:1.0": r for r in document["cores"]}
-    buses = _bus_names(bitfile.with_suffix(".hwh"))
-    streams = _streams(buses, ip_dict)
+    wiring = Wiring.read(bitfile.with_suffix(".hwh"))
     fabric = Fabric()
     for instance, description in ip_dict.items():
-        interfaces = buses.get(instance, {})
+        interfaces = wiring.buses.get(instance, {})
         base, span = description.get("phys_addr"), description.get("addr_range")
         if description["type"] == "xilinx.com:ip:axi_dma:7.1":
-            feeds = streams.get(interfaces.get("M_AXIS_MM2S", ""))
-            drains = streams.get(interfaces.get("S_AXIS_S2MM", ""))
+            feeds = wiring.readers(interfaces["M_AXIS_MM2S"]) if "M_AXIS_MM2S" in interfaces else []
+            drains = wiring.reader(interfaces["S_AXIS_S2MM"]) if "S_AXIS_S2MM" in interfaces else None
             fabric.add(base, span, AxiDma(instance, memory, feeds, drains))
         elif description["type"] in records:
             record = records[description["type"]]
             library = project / record["folder"] / LIBRARY
             if not library.is_file():
                 raise RuntimeError(f"stand-in: {library} is missing; build the core's C simulation first")
-            inputs = [streams[interfaces[t["port"]]] for t in record["inputs"]]
-            outputs = [streams[interfaces[t["port"]]] for t in record["outputs"]]
+            inputs = [wiring.reader(interfaces[t["port"]]) for t in record["inputs"]]
+            outputs = [wiring.readers(interfaces[t["port"]]) for t in record["outputs"]]
             fabric.add(base, span, HlsCore(record, library, memory, inputs, outputs,
                                            _streamed_weights(project, record)))
     return fabric

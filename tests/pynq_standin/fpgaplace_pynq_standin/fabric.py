@@ -13,8 +13,9 @@ Everything above the registers is pynq's own code; this module is what the regis
 * ``HlsCore``: an ``ap_ctrl_hs`` HLS top: CTRL at 0x0 with ap_start (bit 0), ap_done (bit 1,
   cleared when read), ap_idle (bit 2), ap_ready (bit 3) and auto_restart (bit 7), and for
   streamed weights the pointer at 0x10/0x14. Once started it runs ``fp_run`` of the core's
-  C-simulation library whenever every input stream holds a whole sample; its outputs go to the
-  stream's reader (a DMA's S2MM channel or, through a FIFO, another core).
+  C-simulation library whenever every input stream holds a whole sample; each output goes to
+  its stream's readers (a DMA's S2MM channel and/or, through a FIFO, other cores; several
+  behind a broadcaster).
 
 Streams are unbounded queues of packets, so a producer never stalls (a FIFO in hardware would
 apply backpressure; the order of samples is the same). Each event (a register write) runs
@@ -57,9 +58,10 @@ class Memory:
 
 
 class AxiDma:
-    """One AXI DMA: an MM2S channel feeding ``source`` and/or an S2MM channel draining ``sink``."""
+    """One AXI DMA: an MM2S channel feeding the streams ``feeds`` (one, or the outputs of a
+    broadcaster) and/or an S2MM channel draining ``drains``."""
 
-    def __init__(self, name: str, memory: Memory, feeds: Stream | None, drains: Stream | None) -> None:
+    def __init__(self, name: str, memory: Memory, feeds: list[Stream], drains: Stream | None) -> None:
         self.name, self.memory, self.feeds, self.drains = name, memory, feeds, drains
         self.registers = {0x00: 0, 0x04: HALTED, 0x30: 0, 0x34: HALTED}
         self.armed: int | None = None  # S2MM: bytes the pending receive may take
@@ -87,14 +89,15 @@ class AxiDma:
         return self.registers.get(low, 0) | (self.registers.get(low + 4, 0) << 32)
 
     def _send(self, nbytes: int) -> None:
-        if self.feeds is None or self.registers[0x04] & HALTED:
+        if not self.feeds or self.registers[0x04] & HALTED:
             self.registers[0x04] |= INTERNAL_ERROR
             return
         data = self.memory.view(self._address(0x18), nbytes)
         if data is None:
             self.registers[0x04] |= DECODE_ERROR
             return
-        self.feeds.packets.append(data.copy())
+        for stream in self.feeds:
+            stream.packets.append(data.copy())
         self.registers[0x04] = (self.registers[0x04] | IDLE | IOC)
 
     def _arm(self, nbytes: int) -> None:
@@ -125,8 +128,8 @@ class AxiDma:
 class HlsCore:
     """One core's HLS IP, computing with its C-simulation library."""
 
-    def __init__(self, record: dict, library: Path, memory: Memory, inputs: list[Stream], outputs: list[Stream],
-                 weights: np.ndarray | None) -> None:
+    def __init__(self, record: dict, library: Path, memory: Memory, inputs: list[Stream],
+                 outputs: list[list[Stream]], weights: np.ndarray | None) -> None:
         self.record, self.memory, self.inputs, self.outputs, self.weights = record, memory, inputs, outputs, weights
         self.entry = ctypes.CDLL(str(library)).fp_run
         self.entry.restype = ctypes.c_int
@@ -168,8 +171,9 @@ class HlsCore:
         status = self.entry(in_array, out_array)
         if status != 0:
             raise RuntimeError(f"stand-in {record['name']}: fp_run returned status {status}")
-        for stream, out in zip(self.outputs, outs, strict=True):
-            stream.packets.append(out)
+        for readers, out in zip(self.outputs, outs, strict=True):
+            for stream in readers:
+                stream.packets.append(out.copy())
         self.control |= AP_DONE | AP_READY
         if not self.control & AUTO_RESTART:
             self.control = (self.control & ~AP_START) | AP_IDLE
