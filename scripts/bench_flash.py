@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from sshd import LocalSshd, start_sshd  # noqa: E402
 
 from fpgaplace import Design, models  # noqa: E402
-from fpgaplace.deploy.pynq import PART_SUFFIX, flash  # noqa: E402
+from fpgaplace.deploy.pynq import PART_SUFFIX, connect, flash  # noqa: E402
 
 RUNS = 3
 FPGAPLACE = str(Path(sys.executable).parent / "fpgaplace")
@@ -113,6 +113,18 @@ def run_case(case: str, server: LocalSshd, project: Path, work: Path) -> Row:
     return Row(case, seconds, sent, measured[0][2], measured[0][3])
 
 
+def command_seconds(server: LocalSshd, work: Path) -> float:
+    """Median round trip of one far-side command (``true``): full and equal flashes run one
+    (``sha256sum``), resumed ones two (what is there, then the check)."""
+    with connect(server.host, server.port, server.user, ".", server.client_key, work / "known_hosts", 10) as far:
+        times = []
+        for _ in range(RUNS):
+            started = time.perf_counter()
+            far.run("true")
+            times.append(time.perf_counter() - started)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--bitstream-mb", type=float, default=19.3, help="size of the stand-in .bit")
@@ -125,15 +137,18 @@ def main() -> None:
         server = start_sshd(work / "sshd")
         try:
             rows = [run_case(case, server, project, work / "board") for case in ("full", "resumed", "equal")]
+            command_s = command_seconds(server, work / "board")
         finally:
             server.stop()
     if arguments.json:
-        print(json.dumps([asdict(row) | {"mb_per_s": round(row.mb_per_s, 2)} for row in rows], indent=2))
+        cases = [asdict(row) | {"mb_per_s": round(row.mb_per_s, 2)} for row in rows]
+        print(json.dumps({"cases": cases, "far_side_command_s": round(command_s, 3)}, indent=2))
         return
     print(f"tiny CNN project, {rows[0].files} files, {rows[0].total_bytes} bytes; median of {RUNS}")
     print(f"{'case':8} {'seconds':>8} {'sent bytes':>12} {'total bytes':>12} {'MB/s':>6}")
     for row in rows:
         print(f"{row.case:8} {row.seconds:8.2f} {row.sent_bytes:12d} {row.total_bytes:12d} {row.mb_per_s:6.1f}")
+    print(f"one far-side command (login shell + `true`): {command_s:.2f} s")
 
 
 if __name__ == "__main__":

@@ -200,6 +200,15 @@ def test_a_full_copy_lands_equal_with_a_manifest_and_a_trusted_host_key(sshd, pr
     assert (tmp_path / "board" / "known_hosts").read_text().count("\n") == 1
 
 
+def test_a_new_host_key_is_added_after_the_known_ones(sshd, project, tmp_path):
+    known_hosts = tmp_path / "known_hosts"
+    known_hosts.write_text("# no newline at the end")
+    flash(project, sshd.host, sshd.port, sshd.user, key=sshd.client_key, dest=str(tmp_path / "cnn"),
+          known_hosts=known_hosts, no_bitstream=True)
+    lines = known_hosts.read_text().splitlines()
+    assert lines[0] == "# no newline at the end" and lines[1].startswith(f"[127.0.0.1]:{sshd.port} ssh-ed25519 ")
+
+
 def test_a_copy_killed_midway_resumes_and_sends_less_than_the_total(sshd, project, tmp_path):
     dest = tmp_path / "board" / "cnn"
     part = dest / "bitstream" / f"design.bit{PART_SUFFIX}"

@@ -243,8 +243,9 @@ class AcceptNewHostKey(paramiko.MissingHostKeyPolicy):
     def missing_host_key(self, client: paramiko.SSHClient, hostname: str, key: paramiko.PKey) -> None:
         try:
             self.known_hosts.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            ends_open = self.known_hosts.is_file() and not self.known_hosts.read_bytes().endswith(b"\n")
             with self.known_hosts.open("a") as stream:
-                stream.write(f"{hostname} {key.get_name()} {key.get_base64()}\n")
+                stream.write(("\n" if ends_open else "") + f"{hostname} {key.get_name()} {key.get_base64()}\n")
         except OSError as error:
             raise FpgaplaceError(
                 f"{hostname}: known hosts {self.known_hosts}: cannot record the host's key: {first_line(error)}"
