@@ -347,3 +347,9 @@ def test_a_part_that_differs_after_sending_is_removed_and_named(sshd, project, t
         with pytest.raises(FpgaplaceError, match=rf"127.0.0.1:{sshd.port}: {dest}/design.json.part: after sending"):
             verify_parts(far, [design])
     assert not (dest / f"design.json{PART_SUFFIX}").exists() and not (dest / "design.json").exists()
+
+
+def test_a_driver_that_crashes_is_one_line_with_its_last_error_line(sshd, project, tmp_path):
+    (project / "host" / "driver.py").write_text('raise SystemExit("driver test double: no overlay here")\n')
+    result = flash_cli(sshd, project, tmp_path / "cnn", "--self-test", "--python", sys.executable)
+    assert_one_line_error(result, f"127.0.0.1:{sshd.port}", "host/driver.py", "no overlay here", "exit 1")

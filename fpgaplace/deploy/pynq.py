@@ -572,8 +572,9 @@ def _run_self_test(far: FarSide, python: str, timeout: float) -> SelfTest:
             report = candidate
             break
     if report is None:
-        said = first_line(Exception(errors or output)) if (errors or output).strip() else "nothing"
-        raise far.fail(DRIVER_FILE, f"--self-test printed no JSON result (exit {status}): {said}")
+        said = [line.strip() for line in (errors or output).splitlines() if line.strip()]
+        last = said[-1] if said else "nothing"  # a Python traceback's last line names the error
+        raise far.fail(DRIVER_FILE, f"--self-test printed no JSON result (exit {status}): {last}")
     return SelfTest(
         ok=bool(report["ok"]) and status == 0,
         fps=report.get("fps"),
