@@ -50,8 +50,8 @@ def load_driver_module(project: Path):
 class Project:
     """A compiled project and its stand-in bitstream; ``on_board()`` builds its C-simulation libraries."""
 
-    def __init__(self, model, folder: Path, board: str = "zcu104") -> None:
-        design = Design(model, board, profile_cpu=False).quantized(random_samples=2)
+    def __init__(self, model, folder: Path, board: str = "zcu104", batch: int = 1) -> None:
+        design = Design(model, board, profile_cpu=False, batch=batch).quantized(random_samples=2)
         design.place()
         design.compile(folder)
         self.folder = folder
@@ -83,6 +83,13 @@ def mlp(tmp_path_factory) -> Project:
 
 
 @pytest.fixture(scope="module")
+def mlp_batch2(tmp_path_factory) -> Project:
+    """Two samples a call: the driver streams each through the core, as csim does."""
+    return Project(models.mlp(batch="N", sizes=(16, 64, 32, 5)), tmp_path_factory.mktemp("mlp2") / "project",
+                   batch=2)
+
+
+@pytest.fixture(scope="module")
 def streamed(tmp_path_factory) -> Project:
     """A Zynq-7000 board whose second core streams its weights from DRAM (128 KiB over m_axi)."""
     project = Project(models.mlp(batch=1, sizes=(128, 1024, 10)), tmp_path_factory.mktemp("streamed") / "project",
@@ -95,9 +102,9 @@ def standin_env() -> dict:
     return {**os.environ, "FPGAPLACE_PYNQ_STANDIN": "1"}
 
 
-def run_in_pynq(python: Path, *args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), *args], capture_output=True, text=True, env=standin_env(), cwd=cwd,
-                          timeout=300)
+def run_in_pynq(python: Path, *args: str, cwd: Path | None = None, standin: bool = True) -> subprocess.CompletedProcess:
+    env = standin_env() if standin else {k: v for k, v in os.environ.items() if k != "FPGAPLACE_PYNQ_STANDIN"}
+    return subprocess.run([str(python), *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300)
 
 
 def driver_outputs(python: Path, project: Project, tmp_path: Path) -> tuple[np.lib.npyio.NpzFile, dict]:
@@ -173,7 +180,7 @@ def test_standin_hwh_holds_the_block_design_the_build_scripts_plan(cnn):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["cnn", "mlp", "streamed"])
+@pytest.mark.parametrize("name", ["cnn", "mlp", "mlp_batch2", "streamed"])
 def test_driver_on_pynq_equals_csim(name, request, pynq_env, tmp_path):
     project: Project = request.getfixturevalue(name)
     outputs, report = driver_outputs(pynq_env, project, tmp_path)
@@ -263,3 +270,13 @@ def test_standin_refuses_a_weight_buffer_that_is_not_the_cores(streamed, pynq_en
     data.tofile(path)
     done = run_in_pynq(pynq_env, str(project / "host" / "driver.py"), "--self-test")
     assert done.returncode != 0 and "weight pointer" in done.stderr
+
+
+@pytest.mark.slow
+def test_without_a_board_pynq_finds_no_device_and_the_driver_says_so(mlp, pynq_env):
+    done = run_in_pynq(pynq_env, str(mlp.folder / "host" / "driver.py"), "--self-test", "--json", standin=False)
+    assert done.returncode == 1
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["ok"] is False and "No Devices Found" in result["error"]
+    errors = [line for line in done.stderr.splitlines() if line.startswith("driver: ")]
+    assert len(errors) == 1 and "design.bit: pynq could not load it" in errors[0]

@@ -61,9 +61,11 @@ def dequantize(q: np.ndarray, scale: float, zero_point: int) -> np.ndarray:
 
 
 def to_stream(array: np.ndarray, tensor: dict) -> list[np.ndarray]:
-    """The per-sample stream-order bytes of a boundary tensor (NCHW becomes HWC)."""
+    """The per-sample stream-order bytes of a boundary tensor (NCHW becomes HWC); a call holds
+    as many samples as ``sample_shape`` fits in ``shape``."""
     batch = array.reshape(tensor["shape"])
-    samples = [batch[i:i + 1] for i in range(batch.shape[0])] if batch.ndim else [batch]
+    count = max(1, batch.size // max(1, int(np.prod(tensor["sample_shape"]))))
+    samples = np.split(batch, count) if batch.ndim else [batch]
     if tensor["channels_last"]:
         return [np.ascontiguousarray(np.transpose(s, (0, 2, 3, 1))).reshape(-1) for s in samples]
     return [s.reshape(-1) for s in samples]
@@ -74,7 +76,7 @@ def from_stream(samples: list[np.ndarray], tensor: dict) -> np.ndarray:
     shape = tensor["shape"]
     if tensor["channels_last"]:
         _, c, h, w = shape
-        return np.concatenate([s.reshape(1, h, w, c).transpose(0, 3, 1, 2) for s in samples]).reshape(shape)
+        return np.concatenate([s.reshape(-1, h, w, c).transpose(0, 3, 1, 2) for s in samples]).reshape(shape)
     return np.concatenate([s.reshape(-1) for s in samples]).reshape(shape)
 
 
@@ -279,12 +281,17 @@ class Driver:
         self.fps: float | None = None
 
     def _overlay(self):
-        from pynq import Overlay
-
         bitfile = self.project / self.hardware["bitstream"]
         if not bitfile.is_file() or not bitfile.with_suffix(".hwh").is_file():
             raise DriverError(f"{bitfile}: missing (with its .hwh); run `make bitstream` in the project first")
-        return Overlay(str(bitfile))
+        try:
+            from pynq import Overlay
+        except ImportError as error:
+            raise DriverError(f"pynq is not importable here ({error}); the driver runs on a PYNQ board") from None
+        try:
+            return Overlay(str(bitfile))
+        except (RuntimeError, OSError, ValueError) as error:  # e.g. "No Devices Found" off a board
+            raise DriverError(f"{bitfile}: pynq could not load it ({error})") from None
 
     def _add_core(self, record: dict) -> None:
         from pynq import allocate
