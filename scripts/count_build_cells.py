@@ -2,7 +2,7 @@
 (ResNet-50 on zcu104) and of the Vitis link (a model on alveo-u280).
 
     python scripts/count_build_cells.py [--zynq resnet50:zcu104] [--alveo resnet50:alveo-u280]
-                                        [--calib 2] [--json]
+                                        [--calib 2] [--json] [--keep DIR]
 
 Each model is quantized on --calib random samples, placed with the defaults (analytic CPU
 costs) and compiled into a temporary project. A Zynq project's ``create_project.tcl`` is run
@@ -98,15 +98,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alveo", default="resnet50:alveo-u280", help="model:board of the Vitis link")
     parser.add_argument("--calib", type=int, default=2, help="random calibration samples for quantization")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
+    parser.add_argument("--keep", type=Path, help="write the projects into this folder and keep them")
     args = parser.parse_args(argv)
-    folder = Path(tempfile.mkdtemp(prefix="fpgaplace-count-cells-"))
+    folder = args.keep or Path(tempfile.mkdtemp(prefix="fpgaplace-count-cells-"))
+    folder.mkdir(parents=True, exist_ok=True)
     try:
         rows = []
         for spec in (args.zynq, args.alveo):
             model_name, _, board = spec.partition(":")
             rows += measure(model_name, board, args.calib, folder)
     finally:
-        shutil.rmtree(folder, ignore_errors=True)
+        if args.keep is None:
+            shutil.rmtree(folder, ignore_errors=True)
     if args.json:
         json.dump(rows, sys.stdout, indent=2)
         print()

@@ -11,9 +11,12 @@ What goes where is planned here (``plan_node``) and written by the templates in
   writing card memory on Alveo, named ``dma_instance(core, port)`` on both;
 - an output read by more than one of those gets an AXI-Stream broadcaster (Zynq) or a fork
   kernel (Alveo) in front;
-- on Zynq, a stream into an AXI DMA's S2MM channel passes a small HLS IP (``fp_last_<n>``, one
-  per sample size n, in ``vivado/ip``) that marks the last beat of every sample with TLAST: the
-  cores' streams carry data only, and the DMA ends a transfer on TLAST;
+- on Zynq, a stream into an AXI DMA's S2MM channel passes a small HLS IP (``fp_last_<n>x<b>``,
+  one per sample of n beats of b bytes, in ``vivado/ip``) that marks the last beat of every
+  sample with TLAST: the cores' streams carry data only, and the DMA ends a transfer on TLAST;
+- streams carry a port's ``beat`` elements per beat (design.json; one when absent): where two
+  sides differ an axis_dwidth_converter (Zynq) or an ``fp_regroup`` kernel (Alveo) joins them,
+  and an AXI DMA runs at the port's width when AXI DMA allows it (a power of two), else bytes;
 - a core with streamed weights (an ``m_axi`` port) reads the PS DDR (Zynq) or an HBM/DDR bank
   (Alveo, ``sp=``).
 
