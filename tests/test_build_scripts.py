@@ -11,6 +11,7 @@ Each project is compiled once per module.
 from __future__ import annotations
 
 import copy
+import importlib.util
 import json
 import os
 import shutil
@@ -623,3 +624,28 @@ def test_alveo_cores_of_different_beats_meet_through_a_regroup_kernel(zcu104, tm
     assert f"fp_regroup_8_2:1:{regroup}" in config["nk"]
     assert f"{regroup}:SLR{cores[transfer['to_device']]['slr']}" in config["slr"]
     assert "void fp_regroup_8_2(" in (tmp_path / "vitis" / "movers.cpp").read_text()
+
+
+# --------------------------------------------------------------------------- scripts/count_build_cells.py
+
+
+@pytest.fixture(scope="module")
+def counter():
+    script = Path(__file__).resolve().parents[1] / "scripts" / "count_build_cells.py"
+    spec = importlib.util.spec_from_file_location("count_build_cells", script)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_cell_counter_counts_what_the_record_and_the_config_hold(counter, zcu104, zcu104_record, u280):
+    counts = counter.count_vivado(zcu104_record.calls)
+    assert counts["cells"] == len(zcu104_record.cells)
+    assert counts["connections"] == len(zcu104_record.links) + len(zcu104_record.nets)
+    assert counts["dmas"] == len(expected_dmas(zcu104, "node0"))
+    assert counts["fifos"] == len(zcu104_record.of_kind("axis_data_fifo"))
+    config = parse_link_cfg(u280.folder / "vitis" / "link.cfg")
+    counts = counter.count_vitis(counter.parse_link_cfg((u280.folder / "vitis" / "link.cfg").read_text()))
+    assert counts["connections"] == len(config["sc"]) + len(config["sp"])
+    assert counts["dmas"] == len(expected_dmas(u280, "node0"))
+    assert counts["cells"] == sum(int(value.split(":")[1]) for value in config["nk"])
