@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from conftest import FAST_CLUSTER
 
 from fpgaplace import Design, models
 from fpgaplace.codegen.build_scripts import plan_nodes
@@ -280,3 +281,15 @@ def test_without_a_board_pynq_finds_no_device_and_the_driver_says_so(mlp, pynq_e
     assert result["ok"] is False and "No Devices Found" in result["error"]
     errors = [line for line in done.stderr.splitlines() if line.startswith("driver: ")]
     assert len(errors) == 1 and "design.bit: pynq could not load it" in errors[0]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("board, expected", [("alveo-u50", "is an Alveo card"), (FAST_CLUSTER, "nodes (node0, node1)")])
+def test_designs_not_for_one_zynq_board_are_refused_in_one_line(board, expected, pynq_env, tmp_path):
+    design = Design(models.cnn_residual(batch=1), board, profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(tmp_path / "project")
+    done = run_in_pynq(pynq_env, str(tmp_path / "project" / "host" / "driver.py"), "--self-test")
+    assert done.returncode == 1
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("driver: ") and expected in lines[0]

@@ -4,8 +4,9 @@
 * ``driver.py``: the generic driver (``hls_templates/host/driver.py``, copied unchanged): a
   ``Driver`` class with ``run``/``run_many`` and ``python3 host/driver.py --self-test``;
 * ``hardware.json``: the block design's cell names the driver looks up in the overlay (each
-  core's HLS IP and the DMA of each of its streams, ``fpgaplace.codegen.names``), the bitstream,
-  the quantization step of every dequantized int8 graph output, and per core its weight file;
+  core's HLS IP and the DMA of each of its streams, ``fpgaplace.codegen.names``), the bitstream
+  (as the build scripts name it), whether it is an Alveo card, the nodes with cores, the
+  quantization step of every dequantized int8 graph output, and per core its weight file;
 * ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.split.random_inputs`` with
   seeds 0, 1, ..., as ``fpgaplace csim`` draws them) as ``input.<name>`` and the outputs
   onnxruntime computes for them from the whole QDQ model as ``expected.<name>``, one row per call;
@@ -52,8 +53,10 @@ def streamed_weights(folder: Path, record: dict) -> np.ndarray:
 
 
 def _hardware(document: dict, folder: Path) -> dict:
-    nodes = sorted({c["node"] for c in document["cores"]}) or ["node0"]
-    alveo = False
+    from fpgaplace.codegen.build_scripts import is_alveo
+
+    nodes = list(dict.fromkeys(c["node"] for c in document["cores"])) or ["node0"]
+    alveo = is_alveo(document)
     bitstream = bitstream_files(len(nodes), nodes[0], alveo)[0]
     cores = {}
     for record in document["cores"]:
@@ -65,7 +68,7 @@ def _hardware(document: dict, folder: Path) -> dict:
             entry["weights"] = f"weights_{cell_name(name)}.bin"
             streamed_weights(folder, record).tofile(folder / HOST_DIR / entry["weights"])
         cores[name] = entry
-    return {"bitstream": bitstream, "cores": cores, "samples": SAMPLES}
+    return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES}
 
 
 def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:

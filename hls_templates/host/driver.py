@@ -266,6 +266,9 @@ class Driver:
         if len(nodes) > 1:
             raise DriverError(f"{self.project / 'design.json'}: cores on {len(nodes)} nodes ({', '.join(nodes)}); "
                               "this driver runs the design of one board")
+        if self.hardware.get("alveo"):
+            raise DriverError(f"{self.project / 'design.json'}: board {self.design['board']['name']} is an Alveo card; "
+                              "this driver drives the AXI DMAs of a Zynq PYNQ board")
         self.graph_inputs = manifest["graph_inputs"]
         self.graph_outputs = [o["name"] for o in manifest["graph_outputs"]]
         self.overlay = overlay if overlay is not None or not self.design["cores"] else self._overlay()
