@@ -649,3 +649,15 @@ def test_the_cell_counter_counts_what_the_record_and_the_config_hold(counter, zc
     assert counts["connections"] == len(config["sc"]) + len(config["sp"])
     assert counts["dmas"] == len(expected_dmas(u280, "node0"))
     assert counts["cells"] == sum(int(value.split(":")[1]) for value in config["nk"])
+
+
+def test_a_sample_longer_than_an_axi_dma_moves_stops_the_script_not_the_compile(zcu104, tmp_path):
+    document = copy.deepcopy(zcu104.doc)
+    port = document["cores"][0]["outputs"][0]
+    port["sample_shape"] = [1 << 26]
+    write_build_scripts(document, tmp_path)
+    done = subprocess.run(["tclsh", str(STANDIN), str(tmp_path / "vivado" / "create_project.tcl"),
+                           str(tmp_path / "record.json")], capture_output=True, text=True, check=False)
+    assert done.returncode == 1
+    (last,) = json.loads((tmp_path / "record.json").read_text())
+    assert last[0] == "done" and port["name"] in last[2] and "AXI DMA" in last[2]

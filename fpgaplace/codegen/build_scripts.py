@@ -352,27 +352,34 @@ def _node_files(plan: NodePlan, node_count: int) -> list[str]:
     return bitstream_files(node_count, plan.node, plan.alveo)
 
 
+def _block_design_limits(plan: NodePlan, memory_masters: int, control: int) -> list[str]:
+    """What keeps the node's block design from being built (said by the script when it runs, so
+    that compile, csim and sim still work): more memory or AXI-Lite ports than the interconnects
+    take, or a sample longer than an AXI DMA moves."""
+    problems = []
+    if memory_masters > MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS:
+        problems.append(f"node {plan.node}: {memory_masters} DMA and weight ports; a block design takes at most "
+                        f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)")
+    if control > CONTROL_MAX_PORTS:
+        problems.append(f"node {plan.node}: {control} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}")
+    problems += [f"{d.endpoint.core}: {d.tensor} has {d.bytes_per_sample} bytes per sample; an AXI DMA moves less "
+                 f"than 2**{DMA_LENGTH_BITS}" for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
+    return problems
+
+
 def _vivado_context(plan: NodePlan, node_count: int) -> dict:
     ps7 = plan.part.startswith("xc7z")
     memory_masters = [(d.name, "M_AXI_MM2S" if d.to_fabric else "M_AXI_S2MM") for d in plan.dmas]
     memory_masters += [(c.cell, "m_axi_gmem") for c in plan.cores if c.weights_port]
-    if len(memory_masters) > MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS:
-        raise FpgaplaceError(f"{plan.node}: {len(memory_masters)} DMA and weight ports; a block design takes at most "
-                             f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)")
     control = [c.cell for c in plan.cores] + [d.name for d in plan.dmas]
-    if len(control) > CONTROL_MAX_PORTS:
-        raise FpgaplaceError(f"{plan.node}: {len(control)} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}")
-    too_long = [d for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
-    if too_long:
-        raise FpgaplaceError(f"{too_long[0].endpoint.core}: {too_long[0].tensor} has {too_long[0].bytes_per_sample} "
-                             f"bytes per sample; an AXI DMA moves less than 2**{DMA_LENGTH_BITS}")
     groups = [memory_masters[i:i + MEMORY_PORTS_PER_INTERCONNECT]
-              for i in range(0, len(memory_masters), MEMORY_PORTS_PER_INTERCONNECT)]
+              for i in range(0, len(memory_masters), MEMORY_PORTS_PER_INTERCONNECT)][:PS_HP_PORTS]
     bit, hwh = _node_files(plan, node_count)
     return {"plan": plan, "ps7": ps7, "board_part": ZYNQ_BOARD_PARTS.get(plan.board, ""),
             "carrier": ZYNQ_CARRIERS.get(plan.board), "control": control, "length_bits": DMA_LENGTH_BITS,
             "memory_groups": groups, "root": "../.." if plan.folder else "..", "bit": bit, "hwh": hwh,
-            "sink_pins": _sink_pins(plan)}
+            "sink_pins": _sink_pins(plan),
+            "problems": _block_design_limits(plan, len(memory_masters), len(control))}
 
 
 def _sink_pins(plan: NodePlan) -> dict[str, str]:
@@ -446,10 +453,7 @@ def _vitis_streams(plan: NodePlan) -> list[tuple[str, str, int]]:
 
 
 def _vitis_context(plan: NodePlan, node_count: int) -> dict:
-    platform = ALVEO_PLATFORMS.get(plan.board)
-    if platform is None:
-        raise FpgaplaceError(f"{plan.board}: no Vitis platform known for this card; expected one of "
-                             f"{', '.join(ALVEO_PLATFORMS)}")
+    platform = ALVEO_PLATFORMS.get(plan.board, "")  # another card: `make xclbin PLATFORM=...`
     slr = {c.cell: c.slr for c in plan.cores}
     slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
     slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
@@ -464,7 +468,7 @@ def _vitis_context(plan: NodePlan, node_count: int) -> dict:
 def memory_bank(board: str, index: int, slr: int) -> str:
     """The ``sp=`` bank of the ``index``-th memory port, used from ``slr``: HBM pseudo-channels in
     turn (all HBM sits below SLR0); on DDR cards the bank attached to the port's SLR."""
-    kind, count = ALVEO_BANKS[board]
+    kind, count = ALVEO_BANKS.get(board, ("DDR", 1))
     return f"{kind}[{index % count}]" if kind == "HBM" else f"{kind}[{slr % count}]"
 
 
