@@ -118,8 +118,9 @@ class Port:
 class Core:
     """One core on the fabric: its HLS IP started with auto-restart, and the DMAs of its ports."""
 
-    def __init__(self, record: dict, names: dict, overlay, allocate) -> None:
+    def __init__(self, record: dict, names: dict, overlay, allocate, host: Path) -> None:
         self.record = record
+        self.host = host
         self.name = record["name"]
         ip_name = names["ip"]
         if ip_name not in overlay.ip_dict:
@@ -152,9 +153,12 @@ class Core:
         if low is None:
             raise DriverError(f"{self.name}: streams its weights but the .hwh register map of '{names['ip']}' has no "
                               "wmem register; rebuild the bitstream from this project")
-        data = np.fromfile(HOST / names["weights"], dtype=np.int8)
+        path = self.host / names["weights"]
+        if not path.is_file():
+            raise DriverError(f"{path}: missing; recompile the project to write the weights {self.name} streams")
+        data = np.fromfile(path, dtype=np.int8)
         if data.size != self.record["streamed_weight_bytes"]:
-            raise DriverError(f"{HOST / names['weights']}: {data.size} bytes; expected "
+            raise DriverError(f"{path}: {data.size} bytes; expected "
                               f"{self.record['streamed_weight_bytes']} for {self.name}")
         buffer = allocate((data.size,), dtype=np.int8)
         buffer[:] = data
@@ -299,7 +303,7 @@ class Driver:
     def _add_core(self, record: dict) -> None:
         from pynq import allocate
 
-        core = Core(record, self.hardware["cores"][record["name"]], self.overlay, allocate)
+        core = Core(record, self.hardware["cores"][record["name"]], self.overlay, allocate, self.project / "host")
         last = self.stages[-1] if self.stages else None
         fed_by_fifo = any(port.channel is None for port in core.inputs)
         if isinstance(last, FabricStage) and fed_by_fifo:
