@@ -293,3 +293,33 @@ def test_designs_not_for_one_zynq_board_are_refused_in_one_line(board, expected,
     assert done.returncode == 1
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("driver: ") and expected in lines[0]
+
+
+def test_run_many_runs_the_cpu_piece_of_one_sample_while_the_fabric_has_the_next(mlp):
+    """The pipeline of run_many, with stages that record what they do: a core stage then a CPU stage."""
+    module = load_driver_module(mlp.folder)
+    events: list[tuple[str, int]] = []
+
+    class RecordingFabric(module.FabricStage):
+        def launch(self, values):
+            events.append(("fabric starts", values["sample"]))
+
+        def complete(self, values):
+            events.append(("fabric done", values["sample"]))
+            values["mid"] = values["sample"]
+
+    class RecordingSession:
+        def run(self, names, feed):
+            events.append(("cpu", feed["mid"]))
+            return [np.float32(feed["mid"])]
+
+    driver = object.__new__(module.Driver)
+    driver.graph_inputs = [{"name": "sample", "dtype": "int64", "shape": []}]
+    driver.graph_outputs = ["out"]
+    driver.design = {"model": {"batch": 1}}
+    driver.stages = [RecordingFabric([]), module.CpuStage(RecordingSession(), ["mid"], ["out"])]
+    results = driver.run_many([{"sample": k} for k in range(3)], report=False)
+    assert [r["out"] for r in results] == [0, 1, 2]
+    for k in range(2):  # the CPU works on sample k between the start and the end of sample k + 1 on the fabric
+        assert events.index(("fabric starts", k + 1)) < events.index(("cpu", k)) < events.index(("fabric done", k + 1))
+    assert driver.fps > 0
