@@ -112,7 +112,7 @@ def test_latency_ip_never_worse_than_greedy(problem: PlacementProblem, unlimited
     answers = {q: solve_latency_ip(problem, subgraphs_per_device=q, time_limit=30)
                for q in sorted({1, 2, used})}
     for q, answer in answers.items():
-        assert answer.status in ("optimal", "gap limit")
+        assert answer.status.startswith(("optimal", "gap limit"))
         assert answer.order is not None
         assert_consistent(problem, answer, "latency")
         if q >= used:  # greedy's split is one of the IP's candidates
@@ -243,7 +243,9 @@ def test_start_splitting_a_zero_group_is_projected_onto_its_root() -> None:
     assert projected.value == pytest.approx(evaluate(problem, projected.placement).latency)
     messages: list[str] = []
     answer = solve_latency_ip(problem, start=start, time_limit=10, progress=messages.append)
-    assert any("1 of 1 starts given to SCIP" in m for m in messages)
+    # SCIP takes the projected start, unless the critical-path bound proves it optimal first
+    assert (any("1 of 1 starts given to SCIP" in m for m in messages)
+            or answer.status == "optimal (critical-path bound; start hand)")
     assert_consistent(problem, answer, "latency")
     assert answer.value <= latency * (1 + REL)
     throughput = project_throughput_start(problem, contract(problem), start, contiguous=True)

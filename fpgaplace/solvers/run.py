@@ -30,7 +30,7 @@ METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "si
 class SolveOptions:
     objective: str = "throughput"
     time_limit: float = 60.0
-    gap: float = 1e-6
+    gap: float = 0.01  # relative gap at which the IPs stop (ilp.DEFAULT_GAP)
     subgraphs_per_device: int = 1
     contiguous: bool = True
     progress: Callable[[str], None] | None = None
@@ -149,6 +149,10 @@ def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: P
     kept.bound = -math.inf
     if answer is not None and _in_ip_space(problem, best, options):
         kept.bound = min(answer.bound, best.value)
+    elif options.objective == "latency":  # a bound on every placement, whatever its subgraphs
+        from fpgaplace.solvers.bounds import critical_path_bound
+
+        kept.bound = min(critical_path_bound(problem, problem.n), best.value)
     return kept
 
 
