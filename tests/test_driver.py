@@ -323,3 +323,38 @@ def test_run_many_runs_the_cpu_piece_of_one_sample_while_the_fabric_has_the_next
     for k in range(2):  # the CPU works on sample k between the start and the end of sample k + 1 on the fabric
         assert events.index(("fabric starts", k + 1)) < events.index(("cpu", k)) < events.index(("fabric done", k + 1))
     assert driver.fps > 0
+
+
+STANDIN_PROBE = """
+import sys
+import numpy as np
+import pynq
+
+project, dma_in, dma_out, size_in = sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4])
+overlay = pynq.Overlay(project + "/bitstream/design.bit")
+core = [name for name, ip in overlay.ip_dict.items() if ip["type"].startswith("xilinx.com:hls:")][0]
+getattr(overlay, core).write(0x0, 0x81)
+send, recv = getattr(overlay, dma_in).sendchannel, getattr(overlay, dma_out).recvchannel
+short = pynq.allocate((2,), dtype=np.int8)
+recv.transfer(short)
+data = pynq.allocate((size_in,), dtype=np.int8)
+send.transfer(data)
+send.wait()
+try:
+    recv.wait()
+except RuntimeError as error:
+    print(error)
+"""
+
+
+@pytest.mark.slow
+def test_standin_dma_refuses_a_receive_buffer_shorter_than_the_packet(mlp, pynq_env):
+    """pynq's own DMA driver reports the S2MM error the stand-in raises, as on a board."""
+    mlp.on_board()
+    (record,) = mlp.doc["cores"]
+    dma_in = dma_instance(record["name"], record["inputs"][0]["port"])
+    dma_out = dma_instance(record["name"], record["outputs"][0]["port"])
+    size = int(np.prod(record["inputs"][0]["sample_shape"]))
+    done = run_in_pynq(pynq_env, "-c", STANDIN_PROBE, str(mlp.folder), dma_in, dma_out, str(size))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "DMA Internal Error" in done.stdout
