@@ -558,8 +558,9 @@ def test_the_kv260_som_is_joined_to_its_carrier_card(zcu104, tmp_path):
 
 
 def test_memory_banks_are_hbm_channels_in_turn_or_the_ddr_of_the_slr():
-    assert [memory_bank("alveo-u280", i, 2) for i in (0, 1, 33)] == ["HBM[0]", "HBM[1]", "HBM[1]"]
-    assert [memory_bank("alveo-u250", i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == ["DDR[3]", "DDR[3]", "DDR[0]"]
+    assert [memory_bank("alveo-u280", i, 2) for i in (0, 1, 33)] == [("HBM", 0), ("HBM", 1), ("HBM", 1)]
+    assert [memory_bank("alveo-u250", i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == [
+        ("DDR", 3), ("DDR", 3), ("DDR", 0)]
 
 
 def test_streams_of_other_widths_meet_through_width_converters(zcu104, tmp_path):

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -358,13 +357,16 @@ def _block_design_limits(plan: NodePlan, memory_masters: int, control: int) -> l
     take, or a sample longer than an AXI DMA moves."""
     problems = []
     if memory_masters > MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS:
-        problems.append(f"node {plan.node}: {memory_masters} DMA and weight ports; a block design takes at most "
-                        f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)")
+        problems.append(FpgaplaceError(
+            f"node {plan.node}: {memory_masters} DMA and weight ports; a block design takes at most "
+            f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)"))
     if control > CONTROL_MAX_PORTS:
-        problems.append(f"node {plan.node}: {control} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}")
-    problems += [f"{d.endpoint.core}: {d.tensor} has {d.bytes_per_sample} bytes per sample; an AXI DMA moves less "
-                 f"than 2**{DMA_LENGTH_BITS}" for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
-    return problems
+        problems.append(FpgaplaceError(
+            f"node {plan.node}: {control} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}"))
+    problems += [FpgaplaceError(f"{d.endpoint.core}: {d.tensor} has {d.bytes_per_sample} bytes per sample; an AXI "
+                                f"DMA moves less than 2**{DMA_LENGTH_BITS}")
+                 for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
+    return [str(problem) for problem in problems]
 
 
 def _vivado_context(plan: NodePlan, node_count: int) -> dict:
@@ -465,11 +467,12 @@ def _vitis_context(plan: NodePlan, node_count: int) -> dict:
             "units": _vitis_units(plan), "streams": _vitis_streams(plan)}
 
 
-def memory_bank(board: str, index: int, slr: int) -> str:
-    """The ``sp=`` bank of the ``index``-th memory port, used from ``slr``: HBM pseudo-channels in
-    turn (all HBM sits below SLR0); on DDR cards the bank attached to the port's SLR."""
+def memory_bank(board: str, index: int, slr: int) -> tuple[str, int]:
+    """The ``sp=`` bank (kind, number) of the ``index``-th memory port, used from ``slr``: HBM
+    pseudo-channels in turn (all HBM sits below SLR0); on DDR cards the bank attached to the
+    port's SLR."""
     kind, count = ALVEO_BANKS.get(board, ("DDR", 1))
-    return f"{kind}[{index % count}]" if kind == "HBM" else f"{kind}[{slr % count}]"
+    return kind, index % count if kind == "HBM" else slr % count
 
 
 def script_folder(plan: NodePlan) -> str:
@@ -515,7 +518,9 @@ def _write_last_ips(plan: NodePlan, target: Path) -> None:
 def _render(path: Path, template: str, context: dict) -> None:
     """Render ``template`` into ``path``; runs of blank lines the template's tags leave become one."""
     text = environment().get_template(template).render(**context)
-    path.write_text(re.sub(r"\n{3,}", "\n\n", text))
+    lines = text.split("\n")
+    kept = [line for i, line in enumerate(lines) if line.strip() or i == 0 or lines[i - 1].strip()]
+    path.write_text("\n".join(kept))
 
 
 def _make_node(plan: NodePlan, node_count: int) -> dict:
