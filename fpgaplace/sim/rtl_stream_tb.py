@@ -1,18 +1,16 @@
 """cocotb test (cocotb 2.x) streaming vectors through an RTL op with AXI-Stream ports.
 
 Run by ``fpgaplace.sim.rtl`` through cocotb's runner, never imported by the package itself. The
-job (JSON, path in ``$FPGAPLACE_RTL_JOB``) gives the beat widths in elements (``in_elems``,
-``out_elems``), the output length of one vector (``out_len``), a cycle limit and phases, each
-``{"name", "gap", "backpressure", "inputs": [[int8, ...], ...]}``. For every phase the DUT is
-reset, the input beats are offered with probability ``1 - gap`` a cycle (a valid beat is held
-until accepted, as AXI-Stream requires) and the output is ready with probability
-``1 - backpressure``. The results file gets, per phase, the output elements in order, the
-cycle (counted from reset release) at which each vector's last output beat left, and the
-total cycles. Ports: ``ap_clk``, ``ap_rst_n`` (active low), ``s_axis_t{data,valid,ready}``,
-``m_axis_t{data,valid,ready}``; element ``i`` of a beat is bits ``[8*i +: 8]``, int8.
-
-Signals are driven just after the falling edge and sampled in the read-only phase of that
-half cycle, so a handshake seen there is the one the next rising edge performs.
+job (JSON, path in ``$FPGAPLACE_RTL_JOB``) names the input ports (``inputs``: ``[{"port",
+"elems"}]``, ``elems`` int8 elements a beat) and output ports (``outputs``: ``[{"port", "elems",
+"length"}]``, ``length`` elements a vector), a cycle limit and phases, each ``{"name", "gap",
+"backpressure", "inputs": [[vector, ...] per input port]}``. For every phase the DUT is reset,
+every input port's beats are offered with probability ``1 - gap`` a cycle (a valid beat is held
+until accepted, as AXI-Stream requires) and every output is ready with probability ``1 -
+backpressure``. The results file gets, per phase, each output port's elements in order, the
+cycle (counted from reset release) at which each vector's last output beat left (on every
+output port), and the total cycles. Ports: ``ap_clk``, ``ap_rst_n`` (active low),
+``<port>_t{data,valid,ready}``; element ``i`` of a beat is bits ``[8*i +: 8]``, int8.
 """
 
 from __future__ import annotations
@@ -45,43 +43,84 @@ def beats(inputs: list[list[int]], width: int) -> list[int]:
     return [pack(vector[i:i + width]) for vector in inputs for i in range(0, len(vector), width)]
 
 
+class InputPort:
+    """An input port's beats and the AXI-Stream master state driving it."""
+
+    def __init__(self, dut: Any, spec: dict[str, Any], vectors: list[list[int]]) -> None:
+        self.data, self.valid = getattr(dut, f"{spec['port']}_tdata"), getattr(dut, f"{spec['port']}_tvalid")
+        self.ready = getattr(dut, f"{spec['port']}_tready")
+        self.words = beats(vectors, spec["elems"])
+        self.sent, self.offering = 0, False
+
+    def idle(self) -> None:
+        self.valid.value = 0
+        self.data.value = 0
+
+    def drive(self, rng: random.Random, gap: float) -> None:
+        if not self.offering and self.sent < len(self.words) and rng.random() >= gap:
+            self.offering = True
+            self.data.value = self.words[self.sent]
+        self.valid.value = int(self.offering)
+
+    def sample(self) -> None:
+        if self.offering and self.ready.value == 1:
+            self.sent, self.offering = self.sent + 1, False
+
+
+class OutputPort:
+    """An output port's received elements and its ready."""
+
+    def __init__(self, dut: Any, spec: dict[str, Any]) -> None:
+        self.data, self.valid = getattr(dut, f"{spec['port']}_tdata"), getattr(dut, f"{spec['port']}_tvalid")
+        self.ready = getattr(dut, f"{spec['port']}_tready")
+        self.elems, self.beats_per_vector = spec["elems"], spec["length"] // spec["elems"]
+        self.outputs: list[int] = []
+        self.received, self.is_ready = 0, False
+
+    def drive(self, rng: random.Random, backpressure: float) -> None:
+        self.is_ready = rng.random() >= backpressure
+        self.ready.value = int(self.is_ready)
+
+    def sample(self) -> None:
+        if self.is_ready and self.valid.value == 1:
+            self.outputs.extend(unpack(self.data.value.to_unsigned(), self.elems))
+            self.received += 1
+
+
 async def run_phase(dut: Any, phase: dict[str, Any], job: dict[str, Any], rng: random.Random) -> dict[str, Any]:
     """Reset the DUT and stream one phase; O(cycles)."""
+    inputs = [InputPort(dut, spec, vectors) for spec, vectors in zip(job["inputs"], phase["inputs"], strict=True)]
+    outputs = [OutputPort(dut, spec) for spec in job["outputs"]]
     dut.ap_rst_n.value = 0
-    dut.s_axis_tvalid.value = 0
-    dut.s_axis_tdata.value = 0
-    dut.m_axis_tready.value = 0
+    for port in inputs:
+        port.idle()
+    for port in outputs:
+        port.ready.value = 0
     for _ in range(RESET_CYCLES):
         await RisingEdge(dut.ap_clk)
     await FallingEdge(dut.ap_clk)
     dut.ap_rst_n.value = 1
-    words = beats(phase["inputs"], job["in_elems"])
-    beats_per_vector = job["out_len"] // job["out_elems"]
-    wanted = beats_per_vector * len(phase["inputs"])
-    outputs: list[int] = []
+    vectors = len(phase["inputs"][0]) if phase["inputs"] else 0
     done_cycles: list[int] = []
-    sent, offering, received, cycle = 0, False, 0, 0
-    while received < wanted and cycle < job["cycle_limit"]:
+    cycle = 0
+    while len(done_cycles) < vectors and cycle < job["cycle_limit"]:
         if cycle:
             await FallingEdge(dut.ap_clk)
-        if not offering and sent < len(words) and rng.random() >= phase["gap"]:
-            offering = True
-            dut.s_axis_tdata.value = words[sent]
-        dut.s_axis_tvalid.value = int(offering)
-        ready = rng.random() >= phase["backpressure"]
-        dut.m_axis_tready.value = int(ready)
+        for port in inputs:
+            port.drive(rng, phase["gap"])
+        for port in outputs:
+            port.drive(rng, phase["backpressure"])
         await ReadOnly()
-        if offering and dut.s_axis_tready.value == 1:
-            sent, offering = sent + 1, False
-        if ready and dut.m_axis_tvalid.value == 1:
-            outputs.extend(unpack(dut.m_axis_tdata.value.to_unsigned(), job["out_elems"]))
-            received += 1
-            if received % beats_per_vector == 0:
-                done_cycles.append(cycle)
+        for port in [*inputs, *outputs]:
+            port.sample()
+        finished = min(port.received // port.beats_per_vector for port in outputs)
+        done_cycles.extend([cycle] * (finished - len(done_cycles)))
         cycle += 1
     await FallingEdge(dut.ap_clk)
-    dut.s_axis_tvalid.value = 0
-    return {"name": phase["name"], "outputs": outputs, "done_cycles": done_cycles, "cycles": cycle}
+    for port in inputs:
+        port.valid.value = 0
+    return {"name": phase["name"], "outputs": [port.outputs for port in outputs], "done_cycles": done_cycles,
+            "cycles": cycle}
 
 
 @cocotb.test()
@@ -93,6 +132,8 @@ async def stream(dut: Any) -> None:
     results = [await run_phase(dut, phase, job, rng) for phase in job["phases"]]
     Path(job["results"]).write_text(json.dumps(results))
     for phase, result in zip(job["phases"], results, strict=True):
-        expected = len(phase["inputs"]) * job["out_len"]
-        assert len(result["outputs"]) == expected, (
-            f"phase {phase['name']}: {len(result['outputs'])} of {expected} outputs within {job['cycle_limit']} cycles")
+        vectors = len(phase["inputs"][0]) if phase["inputs"] else 0
+        for spec, got in zip(job["outputs"], result["outputs"], strict=True):
+            expected = vectors * spec["length"]
+            assert len(got) == expected, (f"phase {phase['name']}: {spec['port']} gave {len(got)} of {expected} "
+                                          f"outputs within {job['cycle_limit']} cycles")

@@ -1,0 +1,72 @@
+"""Random int8 layers for the RTL op tests: config members as the code generator writes them,
+arrays as layers.npz holds them, scales calibrated so the outputs spread over the int8 range."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.kernels import Folding
+from fpgaplace.hw.quant import quantize_multiplier
+
+
+def out_size(size: int, kernel: int, stride: int, before: int, after: int, dilation: int = 1) -> int:
+    return (size + before + after - dilation * (kernel - 1) - 1) // stride + 1
+
+
+def conv_case(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int, groups: int, folding: Folding,
+              seed: int, samples: int = 3, dilation: int = 1):
+    """(config, arrays, inputs [samples, H*W*CIN], folding) of a random square convolution."""
+    rng = np.random.default_rng(seed)
+    ho, wo = out_size(h, k, stride, pad, pad, dilation), out_size(w, k, stride, pad, pad, dilation)
+    config = {"H": h, "W": w, "CIN": cin, "COUT": cout, "KH": k, "KW": k, "SH": stride, "SW": stride, "PT": pad,
+              "PL": pad, "PB": pad, "PR": pad, "DH": dilation, "DW": dilation, "GROUPS": groups, "HO": ho, "WO": wo,
+              "ZX": int(rng.integers(-128, 128)), "ZY": int(rng.integers(-20, 20)), "LO": -100, "HI": 120}
+    weights = rng.integers(-128, 128, (cout, k, k, cin // groups), dtype=np.int8)
+    bias = rng.integers(-2**12, 2**12, cout).astype(np.int32)
+    inputs = rng.integers(-128, 128, (samples, h * w * cin), dtype=np.int8)
+    acc = np.stack([reference.conv2d_accumulate(x.reshape(h, w, cin), weights, bias, zx=config["ZX"],
+                                                stride=(stride, stride), pads=(pad,) * 4,
+                                                dilation=(dilation, dilation), groups=groups) for x in inputs])
+    largest = np.abs(acc).reshape(-1, cout).max(axis=0)
+    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.5, 1.5, cout) * 100 / (largest + 1)]
+    arrays = {"w": weights, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
+              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
+    return config, arrays, inputs, folding
+
+
+def pool_case(kernel: str, h: int, w: int, c: int, k: int, stride: int, pad: int, folding: Folding, seed: int,
+              samples: int = 3):
+    """A random max or average pool (``kernel`` maxpool / avgpool / globalavgpool)."""
+    rng = np.random.default_rng(seed)
+    if kernel == "globalavgpool":
+        k, stride, pad = h, 1, 0
+    ho, wo = out_size(h, k, stride, pad, pad), out_size(w, k, stride, pad, pad)
+    zx = int(rng.integers(-128, 128))
+    scale = 1.0 if kernel == "maxpool" else rng.uniform(0.5, 1.5) / (k * k)
+    m, s = quantize_multiplier(scale)
+    config = {"H": h, "W": w, "C": c, "KH": k, "KW": k, "SH": stride, "SW": stride, "PT": pad, "PL": pad, "PB": pad,
+              "PR": pad, "HO": ho, "WO": wo, "ZX": zx, "M": m, "S": s, "ZY": int(rng.integers(-20, 20)),
+              "LO": -110, "HI": 115}
+    inputs = rng.integers(-128, 128, (samples, h * w * c), dtype=np.int8)
+    return config, {}, inputs, folding
+
+
+def elementwise_case(kernel: str, shape: tuple[int, int, int], folding: Folding, seed: int, samples: int = 3):
+    """A random add (two inputs) or requantize (ReLU-like lower bound) over ``shape`` (C, H, W)."""
+    rng = np.random.default_rng(seed)
+    size = int(np.prod(shape))
+    zy = int(rng.integers(-20, 20))
+    config = {"SIZE": size, "PIXELS": size // shape[0], "CHANNELS": [shape[0]], "CONST_PERIOD": 0, "ZY": zy,
+              "LO": max(-128, zy), "HI": 127}
+    if kernel == "add":
+        shift = 31  # one shift for both multipliers, as requantize2 takes them
+        ma, mb = (int(round(r * 2**shift)) for r in rng.uniform(0.3, 0.6, 2))
+        config |= {"ZA": int(rng.integers(-128, 128)), "MA": ma, "ZB": int(rng.integers(-128, 128)), "MB": mb,
+                   "S": shift}
+        inputs = [rng.integers(-128, 128, (samples, size), dtype=np.int8) for _ in range(2)]
+    else:
+        m, s = quantize_multiplier(rng.uniform(0.5, 2.0))
+        config |= {"ZX": int(rng.integers(-128, 128)), "M": m, "S": s}
+        inputs = [rng.integers(-128, 128, (samples, size), dtype=np.int8)]
+    return config, {}, inputs, folding
