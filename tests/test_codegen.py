@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import FAST_CLUSTER
+from hw_spec import sliding_ticks
 from onnx import numpy_helper
 
 import fpgaplace.codegen
@@ -111,12 +112,17 @@ def test_cluster_placement_names_devices_by_node(cluster):
 
 
 def expected_cycles(layer: dict) -> int:
-    """The MVAU count of a dot-product layer, from its config and folding."""
+    """The documented count of a dot-product layer, from its config, folding and beats: a
+    conv's line buffer and MVAU (tests/hw_spec.py), a dense layer's MVAU."""
     c, pe, simd = layer["config"], layer["pe"], layer["simd"]
     if layer["kernel"] == "conv2d":
         reduction = c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
-        assert c["COUT"] % pe == 0 and reduction % simd == 0
-        return c["HO"] * math.ceil(c["WO"] / layer["mmv"]) * (c["COUT"] // pe) * (reduction // simd)
+        assert c["COUT"] % pe == 0 and reduction % simd == 0 and c["WO"] % layer["mmv"] == 0
+        steps = c["WO"] // layer["mmv"] * (c["COUT"] // pe) * (reduction // simd)
+        reordered = layer["mmv"] > 1 and pe < c["COUT"]
+        drain = layer["mmv"] * c["COUT"] // layer["beats"]["output"] if reordered else 0
+        rows = c["DH"] * (c["KH"] - 1) + 1
+        return sliding_ticks(c, c["CIN"], layer["beats"]["inputs"][0], rows, steps) + drain
     assert c["N"] % pe == 0 and c["K"] % simd == 0
     return layer["rows"] * (c["N"] // pe) * (c["K"] // simd)
 

@@ -70,6 +70,24 @@ def test_cores_are_bit_exact_and_outputs_within_one_lsb(name, request):
     assert report.ok and report.samples == SAMPLES
 
 
+@pytest.mark.parametrize("name", ["cnn", "mlp"])
+def test_every_stage_loops_as_many_cycles_as_the_op_library_says(name, request):
+    """The C simulation counts each stage's pipelined-loop iterations (II=1 cycles): for every
+    layer they equal the op library's cycles for its folding, forks and width converters stay
+    within the core's interval, so the core's measured interval is the planned one."""
+    project: Simulated = request.getfixturevalue(name)
+    data = project.first.to_json()
+    for core, record in zip(data["cores"], project.doc["cores"], strict=True):
+        stages = core["stages"]
+        assert len(stages) >= len(record["layers"]) and all(s["cycles_csim"] > 0 for s in stages)
+        layers = {layer["op"]: layer for layer in record["layers"]}
+        for stage in stages:
+            if stage["op"] is not None:
+                assert stage["cycles_csim"] == stage["cycles_model"] == layers[stage["op"]]["cycles"], stage
+            assert stage["cycles_csim"] <= record["compute_interval_cycles"], stage
+        assert core["interval_cycles_csim"] == core["interval_cycles_model"] == record["compute_interval_cycles"]
+
+
 def test_to_json_has_the_documented_keys(mlp):
     data = mlp.first.to_json()
     json.dumps(data)  # plain JSON

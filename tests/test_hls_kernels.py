@@ -21,6 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hw_spec import sliding_ticks
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.quant import quantize_multiplier, requantize, requantize2
@@ -29,20 +30,22 @@ ROOT = Path(__file__).resolve().parents[1]
 INCLUDE_DIR = ROOT / "hls_templates" / "hls" / "include"
 HARNESS_SOURCE = ROOT / "tests" / "cpp" / "kernel_harness.cpp"
 CXX = shutil.which("g++") or "g++"
-CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas")
+CXXFLAGS = ("-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-DFP_COUNT_TICKS")
 CASES_HEADER = "harness_cases.h"
 
 # Config members of each kernel, as the spec names them (the order they are written in).
 CONFIG_MEMBERS: dict[str, tuple[str, ...]] = {
     "conv2d": ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR", "DH", "DW", "GROUPS", "HO",
-               "WO", "ZX", "ZY", "LO", "HI", "PE", "SIMD"),
-    "dense": ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD"),
+               "WO", "ZX", "ZY", "LO", "HI", "PE", "SIMD", "MMV", "IW", "OW", "STAGE"),
+    "dense": ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD", "STAGE"),
     "maxpool": ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR", "HO", "WO", "ZX", "ZY", "LO", "HI", "M",
-                "S"),
-    "add": ("SIZE", "ZA", "MA", "ZB", "MB", "S", "ZY", "LO", "HI"),
-    "requant": ("SIZE", "ZX", "M", "S", "ZY", "LO", "HI"),
-    "concat2": ("PIXELS", "C0", "C1", "Z0", "M0", "S0", "Z1", "M1", "S1", "ZY", "LO", "HI"),
-    "fork": ("SIZE",),
+                "S", "PE", "MMV", "STAGE"),
+    "add": ("SIZE", "ZA", "MA", "ZB", "MB", "S", "ZY", "LO", "HI", "L", "STAGE"),
+    "requant": ("SIZE", "ZX", "M", "S", "ZY", "LO", "HI", "L", "STAGE"),
+    "concat2": ("PIXELS", "C0", "C1", "Z0", "M0", "S0", "Z1", "M1", "S1", "ZY", "LO", "HI", "L", "STAGE"),
+    "fork": ("SIZE", "L", "STAGE"),
+    "regroup": ("SIZE", "A", "B", "STAGE"),
+    "broadcast": ("SIZE", "C", "L", "STAGE"),
 }
 CONFIG_MEMBERS["avgpool"] = CONFIG_MEMBERS["maxpool"]
 
@@ -90,7 +93,7 @@ def zero_point(rng: np.random.Generator) -> int:
 
 
 def conv_config(rng: np.random.Generator, h, w, cin, cout, kernel, stride=(1, 1), pads=(0, 0, 0, 0), dilation=(1, 1),
-                groups=1, pe=1, simd=1) -> dict[str, int]:
+                groups=1, pe=1, simd=1, mmv=1) -> dict[str, int]:
     zy = zero_point(rng)
     lo, hi = output_bounds(rng, zy)
     return {
@@ -98,7 +101,7 @@ def conv_config(rng: np.random.Generator, h, w, cin, cout, kernel, stride=(1, 1)
         "PT": pads[0], "PL": pads[1], "PB": pads[2], "PR": pads[3], "DH": dilation[0], "DW": dilation[1],
         "GROUPS": groups, "HO": reference.output_size(h, kernel[0], stride[0], pads[0], pads[2], dilation[0]),
         "WO": reference.output_size(w, kernel[1], stride[1], pads[1], pads[3], dilation[1]),
-        "ZX": zero_point(rng), "ZY": zy, "LO": lo, "HI": hi, "PE": pe, "SIMD": simd,
+        "ZX": zero_point(rng), "ZY": zy, "LO": lo, "HI": hi, "PE": pe, "SIMD": simd, "MMV": mmv,
     }
 
 
@@ -209,7 +212,36 @@ def build_cases() -> list[Case]:
                                   "M1": m1, "S1": s1, "ZY": zy, "LO": lo, "HI": hi}))
     for size in (1, 50):
         specs.append(("fork", {"SIZE": size}))
+    specs.append(("conv2d", conv_config(rng, 6, 8, 3, 4, (3, 3), pads=(1, 1, 1, 1), pe=4, simd=9, mmv=4)))  # MMV
+    specs.append(("conv2d", conv_config(rng, 5, 6, 4, 6, (3, 3), (1, 1), (1, 1, 1, 1), pe=2, simd=12, mmv=3)))
+    specs.append(("conv2d", conv_config(rng, 6, 6, 2, 8, (1, 1), (1, 1), pe=4, simd=2, mmv=2)))  # 2 folds, 16 out
+    specs.append(("maxpool", {**pool_config(rng, 8, 8, 3, (2, 2), (2, 2)), "PE": 3, "MMV": 2}))  # whole pixels a beat
+    for size, a, b in ((48, 3, 16), (48, 16, 3), (60, 12, 10), (7, 7, 1)):
+        specs.append(("regroup", {"SIZE": size, "A": a, "B": b}))
+    specs.append(("broadcast", {"SIZE": 24, "C": 6, "L": 4}))
+    specs = [(kernel, with_widths(kernel, config, rng)) for kernel, config in specs]
     return [Case(kernel, index, config) for index, (kernel, config) in enumerate(specs)]
+
+
+def with_widths(kernel: str, config: dict[str, int], rng: np.random.Generator) -> dict[str, int]:
+    """``config`` with the stream widths a case leaves open drawn at random (any width the kernel
+    accepts), and its stage number."""
+    c = dict(config, STAGE=0)
+    if kernel == "conv2d":
+        c.setdefault("IW", int(rng.choice([d for d in divisors(c["W"] * c["CIN"]) if d <= 64])))
+        if c["MMV"] > 1 and c["PE"] < c["COUT"]:  # a reorder buffer: any width leaving a group in time
+            steps = c["COUT"] // c["PE"] * (c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"] // c["SIMD"])
+            group = c["MMV"] * c["COUT"]
+            c.setdefault("OW", int(rng.choice([d for d in divisors(group) if d * steps >= group])))
+        c.setdefault("OW", c["PE"] * c["MMV"])
+    elif kernel in ("maxpool", "avgpool"):
+        c.setdefault("PE", int(rng.choice(divisors(c["C"]))))
+        c.setdefault("MMV", 1)
+    elif kernel in ("add", "requant", "fork"):
+        c.setdefault("L", int(rng.choice(divisors(c["SIZE"]))))
+    elif kernel == "concat2":
+        c.setdefault("L", int(rng.choice(divisors(math.gcd(c["C0"], c["C1"])))))
+    return c
 
 
 CASES = build_cases()
@@ -265,6 +297,11 @@ def run_harness(binary: Path, kernel: str, case_id: int, directory: Path, inputs
     return [np.fromfile(directory / f"{name}.bin", dtype=np.int8) for name in outputs]
 
 
+def ticks(directory: Path) -> int:
+    """The loop iterations the case's stage counted (the harness writes them after the kernel ran)."""
+    return int(np.fromfile(directory / "ticks.bin", dtype=np.int64)[0])
+
+
 def random_int8(rng: np.random.Generator, shape) -> np.ndarray:
     return rng.integers(-128, 128, size=shape, dtype=np.int8)
 
@@ -301,6 +338,10 @@ def test_conv2d_matches_reference(case: Case, harness: Path, tmp_path: Path):
     (got,) = run_harness(harness, "conv2d", case.id, tmp_path, {
         "x": x, "w": reference.fold_weights(w, cfg["PE"], cfg["SIMD"]), "bias": bias, "mult": mult, "shift": shift})
     assert_bit_exact(got, expected)
+    folds = cfg["COUT"] // cfg["PE"] * (cfg["KH"] * cfg["KW"] * cin_per_group // cfg["SIMD"])
+    rows = cfg["DH"] * (cfg["KH"] - 1) + 1
+    drain = cfg["MMV"] * cfg["COUT"] // cfg["OW"] if cfg["MMV"] > 1 and cfg["PE"] < cfg["COUT"] else 0
+    assert ticks(tmp_path) == sliding_ticks(cfg, cfg["CIN"], cfg["IW"], rows, cfg["WO"] // cfg["MMV"] * folds) + drain
 
 
 @pytest.mark.parametrize("case", params(("dense",)))
@@ -313,6 +354,7 @@ def test_dense_matches_reference(case: Case, harness: Path, tmp_path: Path):
     (got,) = run_harness(harness, "dense", case.id, tmp_path, {
         "x": x, "w": reference.fold_weights(w, cfg["PE"], cfg["SIMD"]), "bias": bias, "mult": mult, "shift": shift})
     assert_bit_exact(got, expected)
+    assert ticks(tmp_path) == cfg["N"] // cfg["PE"] * (cfg["K"] // cfg["SIMD"])  # the MVAU count, nothing more
 
 
 @pytest.mark.parametrize("case", params(("maxpool", "avgpool")))
@@ -325,6 +367,12 @@ def test_pool_matches_reference(case: Case, harness: Path, tmp_path: Path):
                     zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"])
     (got,) = run_harness(harness, case.kernel, case.id, tmp_path, {"x": x})
     assert_bit_exact(got, expected)
+    lanes = cfg["PE"] * cfg["MMV"]
+    if cfg["KH"] == cfg["H"] and cfg["KW"] == cfg["W"] and not any(cfg[p] for p in ("PT", "PL", "PB", "PR")):
+        assert ticks(tmp_path) == (cfg["H"] * cfg["W"] + 1) * cfg["C"] // lanes  # global: read, then write
+    else:
+        steps = cfg["WO"] // cfg["MMV"] * (cfg["C"] // cfg["PE"])
+        assert ticks(tmp_path) == sliding_ticks(cfg, cfg["C"], lanes, cfg["KH"], steps)
     if cfg["M"] == 2**30 and cfg["S"] == 30 and cfg["ZY"] == cfg["ZX"] and case.kernel == "maxpool":
         assert set(got.tolist()) <= set(x.reshape(-1).tolist())  # identity rescale: values are inputs
 
@@ -337,6 +385,7 @@ def test_add_matches_reference(case: Case, harness: Path, tmp_path: Path):
                              lo=cfg["LO"], hi=cfg["HI"])
     (got,) = run_harness(harness, "add", case.id, tmp_path, {"a": a, "b": b})
     assert_bit_exact(got, expected)
+    assert ticks(tmp_path) == cfg["SIZE"] // cfg["L"]
 
 
 @pytest.mark.parametrize("case", params(("requant",)))
@@ -346,6 +395,7 @@ def test_requant_matches_reference(case: Case, harness: Path, tmp_path: Path):
     expected = reference.requant(x, zx=cfg["ZX"], m=cfg["M"], s=cfg["S"], zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"])
     (got,) = run_harness(harness, "requant", case.id, tmp_path, {"x": x})
     assert_bit_exact(got, expected)
+    assert ticks(tmp_path) == cfg["SIZE"] // cfg["L"]
 
 
 @pytest.mark.parametrize("case", params(("concat2",)))
@@ -358,6 +408,24 @@ def test_concat2_matches_reference(case: Case, harness: Path, tmp_path: Path):
                                 ss=[cfg["S0"], cfg["S1"]], zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"])
     (got,) = run_harness(harness, "concat2", case.id, tmp_path, {"x0": x0, "x1": x1})
     assert_bit_exact(got, expected)
+
+
+@pytest.mark.parametrize("case", params(("regroup",)))
+def test_regroup_keeps_the_order_and_takes_about_the_busier_sides_beats(case: Case, harness: Path, tmp_path: Path):
+    cfg = case.config
+    x = random_int8(np.random.default_rng(case.id), (cfg["SIZE"],))
+    (got,) = run_harness(harness, "regroup", case.id, tmp_path, {"x": x})
+    assert_bit_exact(got, x)
+    beats = max(cfg["SIZE"] // cfg["A"], cfg["SIZE"] // cfg["B"])
+    assert beats <= ticks(tmp_path) <= beats + math.ceil(cfg["B"] / cfg["A"]) + 1
+
+
+@pytest.mark.parametrize("case", params(("broadcast",)))
+def test_broadcast_repeats_the_channel_values(case: Case, harness: Path, tmp_path: Path):
+    cfg = case.config
+    values = random_int8(np.random.default_rng(case.id), (cfg["C"],))
+    (got,) = run_harness(harness, "broadcast", case.id, tmp_path, {"values": values})
+    assert_bit_exact(got, np.tile(values, cfg["SIZE"] // cfg["C"]))
 
 
 @pytest.mark.parametrize("case", params(("fork",)))
@@ -377,6 +445,8 @@ def test_cases_cover_the_folding_and_geometry_features():
     assert any(min(c["PT"], c["PL"], c["PB"], c["PR"]) > 0 for c in convs)
     assert any(c["PE"] > 1 and c["SIMD"] > 1 for c in convs)
     assert any(c["SIMD"] > c["CIN"] // c["GROUPS"] for c in convs)  # SIMD lanes across pixels
+    assert any(c["MMV"] > 1 and c["PE"] == c["COUT"] for c in convs)  # whole pixels a beat
+    assert any(c["MMV"] > 1 and c["PE"] < c["COUT"] for c in convs)  # through the reorder buffer
     assert any(c["H"] % 2 == 1 for c in convs) and any(c["LO"] > -128 for c in convs)
 
 

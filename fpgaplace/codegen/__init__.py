@@ -25,7 +25,7 @@ from fpgaplace.board import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_sample_shape
-from fpgaplace.codegen.render import environment, include_dir, plan_core, render_core
+from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.errors import FpgaplaceError
@@ -163,13 +163,14 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "layers": [
             {"op": layer.op, "kernel": layer.kernel, "inputs": layer.inputs, "output": layer.output,
              "config": layer.config, "pe": layer.folding.pe, "simd": layer.folding.simd, "mmv": layer.folding.mmv,
-             "uram": layer.folding.uram, "rows": layer.rows,
+             "uram": layer.folding.uram, "rows": layer.rows, "beats": _beats(layer),
              "resident": layer.resident, "cycles": layer.cycles, "macs": layer_macs(layer),
              "resources": layer.resources.to_json(), "arrays": sorted(layer.arrays)}
             for layer in c.layers
         ],
-        "inputs": [_tensor(t, c.batch, p.port) for t, p in zip(c.inputs, plan.inputs, strict=True)],
-        "outputs": [_tensor(t, c.batch, p.port) for t, p in zip(c.outputs, plan.outputs, strict=True)],
+        "inputs": [_tensor(t, c.batch, p) for t, p in zip(c.inputs, plan.inputs, strict=True)],
+        "outputs": [_tensor(t, c.batch, p) for t, p in zip(c.outputs, plan.outputs, strict=True)],
+        "stages": [_stage(step, c.layers) for step in plan.steps],
         "aliases": c.aliases,
         "streamed_weight_bytes": plan.streamed,
         "resources": c.folding.resources.to_json(),
@@ -183,8 +184,22 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
     }
 
 
-def _tensor(t, batch: int, port: str) -> dict:
-    return {"name": t.name, "port": port, "shape": list(t.shape), "sample_shape": list(per_sample_shape(t, batch)),
+def _beats(layer) -> dict:
+    """Elements per beat of the layer's input streams and its output stream."""
+    ins, out = layer_widths(layer)
+    return {"inputs": ins, "output": out}
+
+
+def _stage(step, layers) -> dict:
+    """One dataflow stage of a core: its kernel, the layer it computes (none for forks, width
+    converters and constants) and that layer's model cycles."""
+    cycles = next((layer.cycles for layer in layers if layer.op == step.op), None) if step.op else None
+    return {"stage": step.config["STAGE"], "kernel": step.kernel, "op": step.op or None, "cycles_model": cycles}
+
+
+def _tensor(t, batch: int, port) -> dict:
+    return {"name": t.name, "port": port.port, "beat": port.width, "shape": list(t.shape),
+            "sample_shape": list(per_sample_shape(t, batch)),
             "channels_last": t.channels_last, "scale": t.scale, "zero_point": t.zero_point, "views": t.views,
             "quantized_from": t.quantized_from}
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from fpgaplace.board import FpgaCore, Link
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.hw import Folding, Resources, plan_op
+from fpgaplace.hw import Folding, Geometry, Resources, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
@@ -46,6 +46,7 @@ class Layer:
     resources: Resources = Resources()
     resident: bool = True
     rows: int = 1  # dense: vectors per sample
+    geometry: Geometry | None = None  # the op in its kernel's terms (set with the folding)
 
 
 @dataclass
@@ -294,8 +295,9 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
     stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
     folding = _fold_streaming_if_needed(stages, layers, core, dram)
-    for layer, stage in zip(layers, folding.stages, strict=True):
-        layer.folding, layer.cycles, layer.resources = stage.folding, stage.cycles, stage.resources
+    for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
+        layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
+        layer.geometry = stage.geometry
     produced = {layer.output for layer in layers}
     inputs: dict[str, CoreTensor] = {}
     for layer in layers:

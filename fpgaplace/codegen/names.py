@@ -7,8 +7,6 @@ defined once here. Names follow Vivado's rules for cell names (letters, digits, 
 
 from __future__ import annotations
 
-import re
-
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
@@ -17,7 +15,7 @@ RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once th
 
 def cell_name(text: str) -> str:
     """``text`` as a Vivado cell name: other characters become ``_``; never starts with a digit."""
-    name = re.sub(r"[^A-Za-z0-9_]", "_", text)
+    name = "".join(ch if (ch.isascii() and ch.isalnum()) or ch == "_" else "_" for ch in text)
     return name if name[:1].isalpha() else f"c_{name}"
 
 

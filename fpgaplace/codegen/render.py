@@ -2,7 +2,9 @@
 
 The C++ lives in templates (``hls_templates/hls``) and in the kernel headers; this module only
 plans what the templates need: one *step* per stage (its config struct, streams in and out,
-weight arrays) in dataflow order, and the forks that copy a stream read by several stages.
+weight arrays) in dataflow order, the forks that copy a stream read by several stages, and the
+stream widths. Each stage reads and writes beats of the widths its folding implies
+(``layer_widths``); where a tensor's producer and a reader differ, a ``regroup`` stage converts.
 A tensor read by k readers gets k - 1 two-way forks. O(layers + weight elements).
 """
 
@@ -17,10 +19,12 @@ import jinja2
 import numpy as np
 
 from fpgaplace.codegen.lower import IDENTITY, CoreDesign, Layer, numel, per_sample_shape
+from fpgaplace.hw.kernels import KERNELS, divisors
 from fpgaplace.hw.reference import fold_weights
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
 POOL_KERNELS = ("maxpool", "avgpool", "globalavgpool")
+MAX_PORT_WIDTH = 64  # int8 elements per beat at the core's boundary (a 512-bit AXI-Stream)
 
 
 def environment() -> jinja2.Environment:
@@ -53,6 +57,7 @@ class Step:
     w_offset: int = 0  # where the weights start in wmem when they are streamed
     prefix: str = ""
     rows: int = 1
+    op: str = ""  # the layer it computes ("" for forks, converters and constants)
 
 
 @dataclass
@@ -60,6 +65,7 @@ class Port:
     name: str  # the int8 tensor
     port: str
     size: int  # elements per sample
+    width: int = 1  # elements per beat
 
 
 @dataclass
@@ -68,7 +74,7 @@ class CorePlan:
     inputs: list[Port]
     outputs: list[Port]
     steps: list[Step]
-    streams: list[str]
+    streams: list[dict]  # name, width
     arrays: list[dict]
     partitions: list[dict]
     streamed: int  # bytes of weights read over m_axi
@@ -76,34 +82,90 @@ class CorePlan:
 
 
 class _Streams:
-    """Names of the streams a tensor's readers read, and the forks that feed them."""
+    """Names and widths of the streams between stages, and the forks and converters that feed
+    a tensor's readers."""
 
     def __init__(self) -> None:
-        self.internal: list[str] = []
+        self.width: dict[str, int] = {}
         self.forks = 0
+        self.converters = 0
 
-    def new(self, base: str) -> str:
-        name = f"s{len(self.internal)}_{identifier(base)}"[:60]
-        self.internal.append(name)
+    def new(self, base: str, width: int) -> str:
+        name = f"s{len(self.width)}_{identifier(base)}"[:60]
+        self.width[name] = width
         return name
 
-    def fan_out(self, source: str, targets: list[str], size: int) -> list[Step]:
-        """Forks copying ``source`` into every target stream (none when there is one target)."""
+    def feed(self, targets: list[str], size: int, width: int, base: str) -> tuple[str, list[Step]]:
+        """The stream a tensor's producer writes (beats of ``width``) and the steps that copy it
+        into every reader's stream: a regroup before each reader of another width, and forks
+        between them. A single reader of the producer's width reads its stream directly."""
+        direct, converters = [], []
+        for target in targets:
+            if self.width[target] == width:
+                direct.append(target)
+                continue
+            staging = self.new(f"to{self.width[target]}_{base}", width)
+            self.converters += 1
+            converters.append(Step("regroup", "hls/ops/regroup.j2", f"regroup{self.converters}_cfg",
+                                   {"SIZE": size, "A": width, "B": self.width[target]}, [staging], out=target))
+            direct.append(staging)
+        if len(direct) == 1:
+            return direct[0], converters
+        source = self.new(base, width)
+        return source, self._fan_out(source, direct, size, width) + converters
+
+    def _fan_out(self, source: str, targets: list[str], size: int, width: int) -> list[Step]:
         steps = []
         current = source
         for i, target in enumerate(targets[:-1]):
-            rest = targets[-1] if i == len(targets) - 2 else self.new(f"fork{self.forks}")
+            rest = targets[-1] if i == len(targets) - 2 else self.new(f"fork{self.forks}", width)
             self.forks += 1
-            steps.append(Step("fork", "hls/ops/fork.j2", f"fork{self.forks}_cfg", {"SIZE": size}, [current],
-                              outs=[target, rest]))
+            steps.append(Step("fork", "hls/ops/fork.j2", f"fork{self.forks}_cfg", {"SIZE": size, "L": width},
+                              [current], outs=[target, rest]))
             current = rest
         return steps
 
 
+def layer_widths(layer: Layer) -> tuple[list[int], int]:
+    """Elements per beat of each input and of the output of a stage, from its folding: a dot
+    product reads SIMD (dense) or a line buffer's share (conv2d, ``conv_input_width``) and writes
+    PE x MMV; a lane stage moves PE x MMV lanes in and out."""
+    fold = layer.folding
+    lanes = fold.pe * fold.mmv
+    if layer.kernel == "conv2d":
+        return [conv_input_width(layer)], KERNELS["conv2d"].output_width(layer.geometry, fold)
+    if layer.kernel == "dense":
+        return [fold.simd], fold.pe
+    return [lanes] * len(layer.inputs), lanes
+
+
+def conv_input_width(layer: Layer) -> int:
+    """The conv's input beat, as the op library chose it with the folding."""
+    kernel = KERNELS["conv2d"]
+    return kernel.input_width(layer.geometry, layer.folding)
+
+
+def port_width(size: int, preferred: int) -> int:
+    """The beat of a boundary stream: ``preferred`` when it fits an AXI-Stream port, else the
+    widest width that does and divides the tensor."""
+    if preferred <= MAX_PORT_WIDTH:
+        return preferred
+    return max(d for d in divisors(size) if d <= MAX_PORT_WIDTH)
+
+
 def _layer_config(layer: Layer) -> dict[str, int]:
+    """The stage's config members: the layer's shape and quantization plus its folding."""
     config = dict(layer.config)
-    if layer.kernel in ("conv2d", "dense"):
-        config.update(PE=layer.folding.pe, SIMD=layer.folding.simd, MMV=layer.folding.mmv)
+    fold = layer.folding
+    if layer.kernel == "conv2d":
+        config.update(PE=fold.pe, SIMD=fold.simd, MMV=fold.mmv, IW=conv_input_width(layer),
+                      OW=KERNELS["conv2d"].output_width(layer.geometry, fold))
+    elif layer.kernel == "dense":
+        config.update(PE=fold.pe, SIMD=fold.simd)
+    elif layer.kernel in POOL_KERNELS:
+        config.update(PE=fold.pe, MMV=fold.mmv)
+    else:
+        config.update(L=fold.pe * fold.mmv)
     return config
 
 
@@ -111,16 +173,18 @@ def _concat_steps(layer: Layer, index: int, ins: list[str], out: str, streams: _
     """A concat of n inputs as n - 1 chained two-input concats; the chain's partial results are
     already at the output scale (identity rescale)."""
     a = layer.arrays
+    width = layer.folding.pe
     steps = []
     left, left_c, left_z, left_m, left_s = ins[0], int(a["channels"][0]), int(a["zero_points"][0]), int(
         a["mult"][0]), int(a["shift"][0])
     for j in range(1, len(ins)):
-        target = out if j == len(ins) - 1 else streams.new(f"concat{index}_{j}")
+        target = out if j == len(ins) - 1 else streams.new(f"concat{index}_{j}", width)
         config = {"PIXELS": layer.config["PIXELS"], "C0": left_c, "C1": int(a["channels"][j]), "Z0": left_z,
                   "M0": left_m, "S0": left_s, "Z1": int(a["zero_points"][j]), "M1": int(a["mult"][j]),
                   "S1": int(a["shift"][j]), "ZY": layer.config["ZY"], "LO": layer.config["LO"],
-                  "HI": layer.config["HI"]}
-        steps.append(Step("concat", "hls/ops/concat.j2", f"l{index}_{j}_cfg", config, [left, ins[j]], out=target))
+                  "HI": layer.config["HI"], "L": width}
+        steps.append(Step("concat", "hls/ops/concat.j2", f"l{index}_{j}_cfg", config, [left, ins[j]], out=target,
+                          op=layer.op))
         left, left_c, left_z = target, left_c + int(a["channels"][j]), layer.config["ZY"]
         left_m, left_s = IDENTITY
     return steps
@@ -129,68 +193,76 @@ def _concat_steps(layer: Layer, index: int, ins: list[str], out: str, streams: _
 def plan_core(design: CoreDesign) -> CorePlan:
     """Steps, streams, ports and arrays of one core (see the module docstring)."""
     top = identifier(f"{design.name}_top")
-    inputs = [Port(t.name, f"in{i}_{identifier(t.name)}"[:48], numel(per_sample_shape(t, design.batch)))
-              for i, t in enumerate(design.inputs)]
-    outputs = [Port(t.name, f"out{i}_{identifier(t.name)}"[:48], numel(per_sample_shape(t, design.batch)))
-               for i, t in enumerate(design.outputs)]
     streams = _Streams()
     readers: dict[str, list[str]] = {}  # tensor -> stream of each reader, in reader order
     layer_inputs: list[list[str]] = []
     for layer in design.layers:
-        slots = []
-        for tensor in layer.inputs:
-            slots.append(streams.new(tensor))
-            readers.setdefault(tensor, []).append(slots[-1])
+        widths, _ = layer_widths(layer)
+        slots = [streams.new(tensor, width) for tensor, width in zip(layer.inputs, widths, strict=True)]
+        for tensor, slot in zip(layer.inputs, slots, strict=True):
+            readers.setdefault(tensor, []).append(slot)
         layer_inputs.append(slots)
-    for port in outputs:
-        source = design.aliases.get(port.name, port.name)
+    produced = {layer.output: layer_widths(layer)[1] for layer in design.layers}
+    outputs = []
+    for i, t in enumerate(design.outputs):
+        size = numel(per_sample_shape(t, design.batch))
+        source = design.aliases.get(t.name, t.name)
+        port = Port(t.name, f"out{i}_{identifier(t.name)}"[:48], size, port_width(size, produced[source]))
+        streams.width[port.port] = port.width
         readers.setdefault(source, []).append(port.port)
-    steps: list[Step] = []
-    for port in inputs:
-        targets = readers.get(port.name, [])
-        steps += _connect(port.port, targets, port.size, streams, layer_inputs)
+        outputs.append(port)
+    inputs, steps = [], []
+    for i, t in enumerate(design.inputs):
+        size = numel(per_sample_shape(t, design.batch))
+        targets = readers.get(t.name, [])
+        port = Port(t.name, f"in{i}_{identifier(t.name)}"[:48], size,
+                    port_width(size, streams.width[targets[0]] if targets else 1))
+        stream, feeding = streams.feed(targets, size, port.width, port.port)
+        _rename(stream, port.port, layer_inputs, feeding)  # the port is the producer's stream
+        streams.width[port.port] = port.width
+        inputs.append(port)
+        steps += feeding
     arrays, partitions, wmem_parts, offset = [], [], [], 0
     for i, (layer, ins) in enumerate(zip(design.layers, layer_inputs, strict=True)):
-        targets = readers.get(layer.output, [])
         size = _output_size(design, layer)
-        out = targets[0] if len(targets) == 1 else streams.new(layer.output)
+        out, feeding = streams.feed(readers.get(layer.output, []), size, produced[layer.output], layer.output)
         if layer.kernel == "concat":
             steps += _concat_steps(layer, i, ins, out, streams)
         elif layer.kernel == "add" and "b" in layer.arrays:  # a constant operand, streamed per pixel
-            constant = streams.new(f"const{i}")
+            constant = streams.new(f"const{i}", layer_widths(layer)[1])
             steps.append(Step("broadcast", "hls/ops/broadcast.j2", f"l{i}_b_cfg",
-                              {"SIZE": size, "C": int(layer.arrays["b"].size)}, [], out=constant, prefix=f"l{i}"))
+                              {"SIZE": size, "C": int(layer.arrays["b"].size), "L": streams.width[constant]}, [],
+                              out=constant, prefix=f"l{i}"))
             arrays.append(_array(f"l{i}_b", "int8_t", layer.arrays["b"]))
             steps.append(Step("add", _template("add"), f"l{i}_cfg", _layer_config(layer), [*ins, constant], out=out,
-                              prefix=f"l{i}"))
+                              prefix=f"l{i}", op=layer.op))
         else:
             step = Step(layer.kernel, _template(layer.kernel), f"l{i}_cfg", _layer_config(layer), ins, out=out,
-                        prefix=f"l{i}", rows=layer.rows)
+                        prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if layer.kernel in ("conv2d", "dense"):
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
             steps.append(step)
-        if len(targets) > 1:
-            steps += streams.fan_out(out, targets, size)
+        steps += feeding
+    for stage, step in enumerate(steps):
+        step.config["STAGE"] = stage
     wmem = np.concatenate(wmem_parts) if wmem_parts else np.zeros(0, dtype=np.int8)
-    used = _used_streams(steps, [p.port for p in [*inputs, *outputs]])
+    ports = {p.port for p in [*inputs, *outputs]}
+    used = [{"name": name, "width": streams.width[name]} for name in _used_streams(steps) if name not in ports]
     return CorePlan(top, inputs, outputs, steps, used, arrays, partitions, int(wmem.size), wmem)
 
 
-def _used_streams(steps: list[Step], ports: list[str]) -> list[str]:
-    """Internal streams the steps read or write (ports are the top's arguments)."""
-    used = dict.fromkeys(name for step in steps for name in [*step.ins, step.out, *step.outs] if name)
-    return [name for name in used if name not in ports]
+def _used_streams(steps: list[Step]) -> list[str]:
+    """Every stream the steps read or write, in first-use order."""
+    return list(dict.fromkeys(name for step in steps for name in [*step.ins, step.out, *step.outs] if name))
 
 
-def _connect(source: str, targets: list[str], size: int, streams: _Streams, layer_inputs: list[list[str]]):
-    """Feed an input port to its readers: directly when it has one (the reader reads the port)."""
-    if len(targets) == 1:
-        for slots in layer_inputs:
-            for j, slot in enumerate(slots):
-                if slot == targets[0]:
-                    slots[j] = source
-        return []
-    return streams.fan_out(source, targets, size)
+def _rename(stream: str, port: str, layer_inputs: list[list[str]], steps: list[Step]) -> None:
+    """Make readers of ``stream`` (a layer's input slot or a converter's input) read ``port``."""
+    for slots in layer_inputs:
+        slots[:] = [port if slot == stream else slot for slot in slots]
+    for step in steps:
+        step.ins = [port if name == stream else name for name in step.ins]
+        step.outs = [port if name == stream else name for name in step.outs]
 
 
 def _template(kernel: str) -> str:
@@ -254,7 +326,8 @@ def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict)
         f"{plan.top}.cpp": env.get_template("hls/core_top.cpp.j2").render(
             **common, core=design, steps=plan.steps, streams=plan.streams, partitions=plan.partitions),
         "weights.h": env.get_template("hls/weights.h.j2").render(core=design.name, arrays=plan.arrays),
-        "csim_entry.cpp": env.get_template("hls/csim_entry.cpp.j2").render(**common, core=design.name),
+        "csim_entry.cpp": env.get_template("hls/csim_entry.cpp.j2").render(**common, core=design.name,
+                                                                            stages=len(plan.steps)),
         "run_hls.tcl": env.get_template("project/run_hls.tcl.j2").render(
             **common, core=design.name, clock_mhz=design.core.clock_mhz,
             period_ns=f"{1e3 / design.core.clock_mhz:.3f}"),

@@ -71,7 +71,8 @@ def streamed_cycles(nbytes: int, core: FpgaCore, dram: Link) -> float:
 
 
 class _Candidates:
-    """One stage's foldings sorted by cycles, with the cheapest one among the first i."""
+    """One stage's foldings sorted by cycles and, for each way of ranking what a folding costs
+    (``RANKINGS``), the cheapest one among the first i."""
 
     def __init__(self, stage: Stage, core: FpgaCore, budget: Resources) -> None:
         options = []
@@ -85,14 +86,29 @@ class _Candidates:
         self.stage = stage
         self.options = options
         self.cycles = [o[0] for o in options]
-        self.cheapest: list[int] = []
-        for i, option in enumerate(options):
-            best = self.cheapest[-1] if self.cheapest else 0
-            self.cheapest.append(i if not self.cheapest or option[1] < options[best][1] else best)
+        self.cheapest = [self._prefix_minima(rank, budget) for rank in RANKINGS]
 
-    def pick(self, target: int) -> tuple[int, float, Folding, Resources] | None:
+    def _prefix_minima(self, rank, budget: Resources) -> list[int]:
+        """For each i, the index of the cheapest of the first i + 1 options under ``rank``."""
+        minima: list[int] = []
+        for i, option in enumerate(self.options):
+            best = minima[-1] if minima else i
+            minima.append(i if rank(option, budget) < rank(self.options[best], budget) else best)
+        return minima
+
+    def pick(self, target: int, ranking: int = 0) -> tuple[int, float, Folding, Resources] | None:
         i = bisect.bisect_right(self.cycles, target) - 1
-        return self.options[self.cheapest[i]] if i >= 0 else None
+        return self.options[self.cheapest[ranking][i]] if i >= 0 else None
+
+
+# Ways to rank a stage's foldings within a target: the weighted share of every resource, or one
+# resource first (the core's scarce one decides which balance fits).
+RANKINGS = (
+    lambda option, budget: option[1],
+    lambda option, budget: (option[3].dsp, option[1]),
+    lambda option, budget: (option[3].lut, option[1]),
+    lambda option, budget: (option[3].bram36 + option[3].uram, option[1]),
+)
 
 
 @lru_cache(maxsize=4096)
@@ -129,9 +145,16 @@ def fold_core(stages: list[Stage], core: FpgaCore, dram: Link) -> CoreFolding:
                              slowest.over(budget)[0])
     targets = sorted({cycles for c in candidates for cycles in c.cycles}) or [0]
 
+    def fitting_picks(target: int) -> list | None:
+        """The stages' foldings within ``target`` under the first ranking whose total fits."""
+        for ranking in range(len(RANKINGS)):
+            picks = [c.pick(target, ranking) for c in candidates]
+            if all(p is not None for p in picks) and not _total(picks).over(budget):
+                return picks
+        return None
+
     def fits(target: int) -> bool:
-        picks = [c.pick(target) for c in candidates]
-        return all(p is not None for p in picks) and not _total(picks).over(budget)
+        return fitting_picks(target) is not None
 
     if not fits(targets[-1]):
         slowest = _total(c.pick(targets[-1]) for c in candidates)
@@ -142,7 +165,7 @@ def fold_core(stages: list[Stage], core: FpgaCore, dram: Link) -> CoreFolding:
             name,
         )
     low = bisect.bisect_left(range(len(targets)), True, key=lambda i: fits(targets[i]))
-    picks = [c.pick(targets[low]) for c in candidates]
+    picks = fitting_picks(targets[low])
     folded = [FoldedStage(c.stage, p[2], p[0], p[3]) for c, p in zip(candidates, picks, strict=True)]
     streamed = sum(s.geometry.weights for s in stages if not s.resident)
     return CoreFolding(

@@ -9,8 +9,8 @@ sample leaves the core every *interval* = the slowest stage's cycles. Each stage
   yet):
   ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
   PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
-  by side (FINN's MMV; ``pixels / MMV`` is ``rows * ceil(row / MMV)``: a row's last group may be
-  partial);
+  by side (FINN's MMV, taken only where a beat then holds whole pixels: PE is every channel
+  and MMV divides the row, see ``Kernel.pixel_widths``);
 * lane kernels (pools, add, requantize, concat) handle ``PE`` channels of ``MMV`` pixels per
   cycle in LUTs: ``cycles = rows * ceil(row / MMV) * ceil(elements per pixel / PE)``;
 * free kernels (reshape, quantize/dequantize and batch norm absorbed into their neighbours)
@@ -52,6 +52,7 @@ if TYPE_CHECKING:
 DOT_LUT_PER_LANE, DOT_FF_PER_LANE, DOT_LUT_BASE, DOT_FF_BASE = 16, 24, 250, 300
 LANE_LUT_PER_PE, LANE_FF_PER_PE, LANE_LUT_BASE, LANE_FF_BASE = 40, 48, 150, 200
 LUTS_PER_LANE_BUDGET = 64  # LUTs one lane of a lane kernel is taken to need, for its budget share
+MAX_LINE_WIDTH = 256  # int8 elements a line buffer takes in per cycle
 LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
 URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
 CHANNEL_WORD_BITS = 72  # bias (32) + multiplier (32) + shift (8) per output channel
@@ -132,18 +133,25 @@ def cycles_to_us(cycles: float, core: FpgaCore) -> float:
     return cycles / core.clock_mhz
 
 
+def sliding_cycles(shape: dict[str, int], window_rows: int, row_beats: int, steps: int) -> int:
+    """Iterations per sample of a line-buffered stage (kernels.h ``detail::slide_rows``): the
+    input rows output row 0 needs, then per output row the larger of the input beats of the rows
+    the next output row needs and the row's ``steps`` compute cycles. O(HO), in numpy."""
+    h, pt, sh = shape["H"], shape["PT"], shape["SH"]
+    first = max(0, min(h, window_rows - pt))
+    tops = np.arange(shape["HO"]) * sh - pt
+    wanted = np.minimum(h, tops + sh + window_rows)
+    wanted[-1] = h  # the last output row also reads the rows no window covers
+    read_before = np.maximum.accumulate(np.concatenate(([first], wanted[:-1])))
+    reads = np.maximum(0, wanted - read_before) * row_beats
+    return int(first * row_beats + np.maximum(reads, steps).sum())
+
+
 def requantize_units(results: int, folds: int) -> int:
     """Requantization units a dot-product stage needs: ``results`` accumulators finish every
     ``folds`` cycles and one unit takes one group of them a cycle, so the fewest units dividing
     ``results`` with ``units * folds >= results`` (one when the folds outnumber the results)."""
     return next(units for units in range(1, results + 1) if results % units == 0 and units * folds >= results)
-
-
-@cache
-def fold_widths(n: int) -> tuple[int, ...]:
-    """The smallest width giving each possible fold count ``ceil(n / width)`` of ``n`` items:
-    one width per distinct count, O(sqrt(n)) of them (a last partial fold is allowed)."""
-    return tuple(sorted({math.ceil(n / math.ceil(n / w)) for w in range(1, n + 1)})) if n <= 4096 else divisors(n)
 
 
 @cache
@@ -185,7 +193,17 @@ class Kernel:
         simds = divisors(g.reduction) if self.uses_dsp else (1,)
         memories = (False, True) if g.weights else (False,)
         return [Folding(pe, simd, mmv, uram) for pe in divisors(g.channels) for simd in simds
-                for mmv in fold_widths(g.row) for uram in memories]
+                for mmv in self.pixel_widths(g, pe) for uram in memories]
+
+    def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
+        """The MMV values a stage of ``pe`` channels may take: divisors of the row; for a lane
+        stage only when a beat then holds whole pixels (``pe`` is every channel), so that the
+        MMV x PE elements of a cycle are consecutive in stream order (kernels.h)."""
+        if self.uses_dsp:  # a conv's outputs may leave through a reorder buffer (Conv2d.output_width)
+            return divisors(g.row)
+        if pe != g.channels or self.name == "concat":
+            return (1,)
+        return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
 
     def lane_bound(self, fold: Folding, core: FpgaCore) -> int:
         """DSPs the folding needs at least (a cheap filter before ``resources``)."""
@@ -204,8 +222,13 @@ class Kernel:
         if self.free:
             return 0.0
         if self.uses_dsp:
-            return g.macs / (core.dsp * core.macs_per_dsp)
+            return g.macs / (core.dsp * core.macs_per_dsp) * self.fill_factor(g)
         return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
+
+    def fill_factor(self, g: Geometry) -> float:
+        """How much longer than its compute a stage runs for refilling buffers it cannot overlap
+        (1 but for a line-buffered conv, see ``Conv2d.fill_factor``)."""
+        return 1.0
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
@@ -317,6 +340,52 @@ class Conv2d(Kernel):
         )
 
 
+    def row_steps(self, g: Geometry, fold: Folding) -> int:
+        """Compute cycles of one output row: WO/MMV pixel groups of COUT/PE x KKG/SIMD folds."""
+        return g.row // fold.mmv * (g.channels // fold.pe) * (g.reduction // fold.simd)
+
+    def input_width(self, g: Geometry, fold: Folding) -> int:
+        """Input elements a beat: the narrowest width dividing an input row (W x CIN) with which
+        the rows of the next output row arrive within the current row's compute steps (so the
+        refill hides behind the MVAU), at most ``MAX_LINE_WIDTH``."""
+        s = g.shape
+        row = s["W"] * s["CIN"]
+        fitting = [d for d in divisors(row) if d <= MAX_LINE_WIDTH]
+        steps = self.row_steps(g, fold)
+        return next((d for d in fitting if s["SH"] * row <= d * steps), fitting[-1])
+
+    def fill_factor(self, g: Geometry) -> float:
+        """The line buffer's first rows are read before any output: with the refill just hidden
+        behind the compute (``input_width``), reading one input row takes about 1/SH of an output
+        row's compute, so the stage runs (HO + first rows / SH) rows' worth of compute."""
+        s = g.shape
+        first = max(0, min(s["H"], s["DH"] * (s["KH"] - 1) + 1 - s["PT"]))
+        return (s["HO"] + first / s["SH"]) / s["HO"]
+
+    def reorders(self, g: Geometry, fold: Folding) -> bool:
+        """Whether a cycle's MMV x PE outputs are not consecutive in stream order, so that a
+        pixel group's outputs leave through a double buffer (kernels.h ``ConvStep``)."""
+        return fold.mmv > 1 and fold.pe < g.channels
+
+    def output_width(self, g: Geometry, fold: Folding) -> int:
+        """Output elements a beat: PE x MMV, or with a reorder buffer the narrowest width that
+        lets a group's MMV x COUT outputs leave within the next group's COUT/PE x KKG/SIMD steps."""
+        if not self.reorders(g, fold):
+            return fold.pe * fold.mmv
+        group = fold.mmv * g.channels
+        steps = g.channels // fold.pe * (g.reduction // fold.simd)
+        return next(d for d in divisors(group) if group <= d * steps)
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        """The line buffer's first rows, then per output row the compute steps (or the refill,
+        when it takes longer), per sample (``sliding_cycles``); a reorder buffer drains its last
+        group after them."""
+        s = g.shape
+        samples = g.pixels // (s["HO"] * s["WO"])
+        row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
+        drain = fold.mmv * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
+        return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
+
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         x = inputs[0].reshape(c["H"], c["W"], c["CIN"])
@@ -396,12 +465,29 @@ class Pool(Kernel):
                         stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
 
 
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        """Per sample: a whole-plane pool reads H*W*C/L beats, then writes C/L; a windowed one
+        streams rows through its line buffer (``sliding_cycles``), PE x MMV lanes a cycle."""
+        s = g.shape
+        lanes = fold.pe * fold.mmv
+        samples = g.pixels // (s["HO"] * s["WO"])
+        if is_whole_plane(s):
+            return samples * (s["H"] * s["W"] + 1) * s["C"] // lanes
+        steps = s["WO"] // fold.mmv * (s["C"] // fold.pe)
+        return samples * sliding_cycles(s, s["KH"], s["W"] * s["C"] // lanes, steps)
+
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         x = inputs[0].reshape(c["H"], c["W"], c["C"])
         run = reference.avgpool if self.average else reference.maxpool
         return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
                    zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+
+
+def is_whole_plane(shape: dict[str, int]) -> bool:
+    """A pool whose one window is the whole unpadded plane (kernels.h pools it as it streams in)."""
+    return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
+        shape[p] for p in ("PT", "PL", "PB", "PR"))
 
 
 def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -> int | None:
@@ -452,6 +538,8 @@ class Elementwise(Kernel):
                 return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
         channels = out[1] if len(out) >= 2 else out[0]
         pixels = math.prod(out) // channels
+        if self.name == "concat":  # PE channels a cycle from each input in turn: PE divides each part
+            channels = math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
         shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
                  "CONST_PERIOD": period}
         return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),

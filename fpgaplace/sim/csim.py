@@ -32,7 +32,8 @@ from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.split import Manifest, random_inputs, run_model
 
-CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC"]
+CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
+             "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
 LIBRARY = "libcore.so"
 
 
@@ -43,6 +44,18 @@ class CoreCheck:
     mismatches: int = 0
     first_mismatch: str = ""
     built: bool = False
+    stage_ticks: list[int] = field(default_factory=list)  # each stage's loop iterations over all runs
+    runs: int = 0  # samples the core ran
+
+    def stages(self, record: dict) -> list[dict]:
+        """Each stage's measured iterations per sample beside the model's cycles (design.json)."""
+        per_sample = [t / max(1, self.runs) for t in self.stage_ticks]
+        return [{**stage, "cycles_csim": ticks} for stage, ticks in zip(record.get("stages", []), per_sample,
+                                                                          strict=False)]
+
+    def interval_cycles(self) -> float:
+        """The busiest stage's iterations per sample: the core's interval at II=1."""
+        return max(self.stage_ticks, default=0) / max(1, self.runs)
 
 
 @dataclass
@@ -63,6 +76,7 @@ class CsimResult:
     check_seconds: float = 0.0  # the integer reference and the whole QDQ model in onnxruntime
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # each output over all samples
     notes: list[str] = field(default_factory=list)
+    records: dict[str, dict] = field(default_factory=dict, repr=False)  # design.json's core records
 
     @property
     def ok(self) -> bool:
@@ -75,7 +89,10 @@ class CsimResult:
             "project": str(self.project),
             "samples": self.samples,
             "cores": [{"name": c.name, "bit_exact": c.bit_exact, "mismatches": c.mismatches,
-                       "first_mismatch": c.first_mismatch, "rebuilt": c.built} for c in self.cores],
+                       "first_mismatch": c.first_mismatch, "rebuilt": c.built,
+                       "interval_cycles_csim": c.interval_cycles(),
+                       "interval_cycles_model": self.records.get(c.name, {}).get("compute_interval_cycles"),
+                       "stages": c.stages(self.records.get(c.name, {}))} for c in self.cores],
             "outputs": [{"name": o.name, "max_abs_diff": o.max_abs_diff, "max_abs_diff_lsb": o.max_abs_diff_lsb}
                         for o in self.outputs],
             "build_seconds": self.build_seconds,
@@ -122,8 +139,12 @@ class _Core:
 
     def __init__(self, project: Path, record: dict, library: Path) -> None:
         self.record = record
-        self.entry = ctypes.CDLL(str(library)).fp_run
+        library_handle = ctypes.CDLL(str(library))
+        self.entry = library_handle.fp_run
         self.entry.restype = ctypes.c_int
+        self.ticks_entry = library_handle.fp_ticks
+        self.ticks_entry.restype = ctypes.c_int
+        self.stage_count = len(record.get("stages", []))
         arrays = np.load(project / record["folder"] / "layers.npz")
         self.arrays = [{key: arrays[f"{i}.{key}"] for key in layer["arrays"]}
                        for i, layer in enumerate(record["layers"])]
@@ -141,6 +162,12 @@ class _Core:
                     3: "a stage read an empty stream"}.get(status, "unknown status")
             raise FpgaplaceError(f"{self.record['name']}: the C simulation ended with status {status} ({what})")
         return outs
+
+    def ticks(self) -> np.ndarray:
+        """Each stage's loop iterations since the last call (the counters are then reset)."""
+        counts = np.zeros(max(1, self.stage_count), dtype=np.int64)
+        filled = self.ticks_entry(counts.ctypes.data_as(ctypes.POINTER(ctypes.c_longlong)))
+        return counts[:filled]
 
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The same sample through the integer reference of every layer."""
@@ -232,6 +259,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         start = time.perf_counter()
         for name, core_runs in runs.items():
             _check_core(cores[name], checks[name], core_runs)
+            _count_ticks(cores[name], checks[name], len(core_runs))
         expected = run_model(model, feed)
         for name, bounds in worst.items():
             got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
@@ -242,6 +270,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         check_seconds += time.perf_counter() - start
     outputs = [OutputCheck(name, d, lsb if name in output_scales else None) for name, (d, lsb) in worst.items()]
     return CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
+                      records={r["name"]: r for r in document["cores"]},
                       check_seconds=check_seconds,
                       values={name: np.concatenate(arrays) for name, arrays in produced.items()})
 
@@ -281,6 +310,16 @@ def _check_core(core: _Core, check: CoreCheck, runs: list[tuple[list[np.ndarray]
                 check.mismatches += int(bad.size)
                 check.first_mismatch = check.first_mismatch or (
                     f"{core.record['outputs'][i]['name']}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
+
+
+def _count_ticks(core: _Core, check: CoreCheck, runs: int) -> None:
+    """Add the stages' loop iterations of the last ``runs`` samples to the check."""
+    ticks = core.ticks().tolist()
+    if len(check.stage_ticks) < len(ticks):
+        check.stage_ticks += [0] * (len(ticks) - len(check.stage_ticks))
+    check.stage_ticks = [a + b for a, b in zip(check.stage_ticks, ticks + [0] * (len(check.stage_ticks) - len(ticks)),
+                                               strict=True)]
+    check.runs += runs
 
 
 def _sample_feeds(model: onnx.ModelProto, inputs: np.ndarray | None, samples: int, seed: int) -> list[dict]:

@@ -1,6 +1,6 @@
 // Test harness for hls_templates/hls/include/fpgaplace/kernels.h (used by tests/test_hls_kernels.py).
 //
-// Build: g++ -std=c++17 -O2 -Wall -Werror -Wno-unknown-pragmas -I hls_templates/hls/include
+// Build: g++ -std=c++17 -O2 -Wall -Werror -Wno-unknown-pragmas -DFP_COUNT_TICKS -I hls_templates/hls/include
 //        -I <dir with harness_cases.h> tests/cpp/kernel_harness.cpp
 // harness_cases.h (written by the test) holds one config struct per case, named <kernel>_case_<id>,
 // with the kernel's spec members as `static constexpr int`, and the list
@@ -9,8 +9,9 @@
 // Run:   kernel_harness <kernel> <id> <dir>
 // reads the case's inputs from <dir> (raw little-endian arrays, sizes fixed by the config:
 // x.bin / a.bin b.bin / x0.bin x1.bin int8 streams, w.bin int8 folded weights, bias.bin and
-// mult.bin int32, shift.bin int8), runs the kernel on hls::streams and writes y.bin (y0.bin,
-// y1.bin for fork). It fails (exit 1) if a file has the wrong size, an input stream is not
+// mult.bin int32, shift.bin int8; values.bin for broadcast), runs the kernel on streams of beats of
+// the case's widths and writes y.bin (y0.bin, y1.bin for fork) and ticks.bin (int64: the
+// iterations its stage counted). It fails (exit 1) if a file has the wrong size, an input stream is not
 // consumed to the end, or an output stream does not hold exactly the expected elements.
 //
 //        kernel_harness requantize <n> <dir>   /  kernel_harness requantize2 <n> <dir>
@@ -32,7 +33,8 @@
 
 namespace {
 
-using Stream = hls::stream<int8_t>;
+template <int N>
+using Stream = hls::stream<fp::beat<N>>;
 
 template <typename T>
 std::vector<T> read_array(const std::string& path, std::size_t count) {
@@ -55,25 +57,44 @@ void write_array(const std::string& path, const std::vector<T>& values) {
   if (!file) throw std::runtime_error("cannot write " + path);
 }
 
-void fill(Stream& stream, const std::vector<int8_t>& values) {
-  for (int8_t v : values) stream.write(v);
-}
-
-void expect_consumed(const Stream& stream, const char* name) {
-  if (!stream.empty()) {
-    throw std::runtime_error(std::string("input stream ") + name + " has " + std::to_string(stream.size()) +
-                             " unread elements");
+// Writes `values` into `stream` as beats of N consecutive elements (N divides their count).
+template <int N>
+void fill(Stream<N>& stream, const std::vector<int8_t>& values) {
+  if (values.size() % N != 0) throw std::runtime_error("input of " + std::to_string(values.size()) + " elements "
+                                                       "is not a whole number of beats of " + std::to_string(N));
+  for (std::size_t i = 0; i < values.size(); i += N) {
+    fp::beat<N> b;
+    for (int j = 0; j < N; ++j) b.v[j] = values[i + j];
+    stream.write(b);
   }
 }
 
-void drain_to(Stream& stream, std::size_t expected, const std::string& path) {
-  if (stream.size() != expected) {
-    throw std::runtime_error("output stream holds " + std::to_string(stream.size()) + " elements, expected " +
+template <int N>
+void expect_consumed(const Stream<N>& stream, const char* name) {
+  if (!stream.empty()) {
+    throw std::runtime_error(std::string("input stream ") + name + " has " + std::to_string(stream.size()) +
+                             " unread beats");
+  }
+}
+
+template <int N>
+void drain_to(Stream<N>& stream, std::size_t expected, const std::string& path) {
+  if (stream.size() * N != expected) {
+    throw std::runtime_error("output stream holds " + std::to_string(stream.size() * N) + " elements, expected " +
                              std::to_string(expected));
   }
   std::vector<int8_t> values;
-  while (!stream.empty()) values.push_back(stream.read());
+  while (!stream.empty()) {
+    const fp::beat<N> b = stream.read();
+    values.insert(values.end(), b.v, b.v + N);
+  }
   write_array(path, values);
+}
+
+// The loop iterations the kernel's stage counted (fp::tick_counters()[STAGE]), as ticks.bin.
+template <class C>
+void write_ticks(const std::string& dir) {
+  write_array(dir + "/ticks.bin", std::vector<long long>{fp::tick_counters()[C::STAGE]});
 }
 
 struct ChannelParams {
@@ -89,31 +110,36 @@ template <class C>
 void run_conv2d(const std::string& dir) {
   const auto w = read_array<int8_t>(dir + "/w.bin", fp::ConvShape<C>::WEIGHTS);
   const ChannelParams params(dir, C::COUT);
-  Stream in("conv2d.in"), out("conv2d.out");
+  Stream<C::IW> in("conv2d.in");
+  Stream<C::OW> out("conv2d.out");
   fill(in, read_array<int8_t>(dir + "/x.bin", std::size_t(C::H) * C::W * C::CIN));
   fp::conv2d<C>(in, out, w.data(), params.bias.data(), params.mult.data(), params.shift.data());
   expect_consumed(in, "x");
   drain_to(out, std::size_t(C::HO) * C::WO * C::COUT, dir + "/y.bin");
+  write_ticks<C>(dir);
 }
 
 template <class C>
 void run_dense(const std::string& dir) {
   const auto w = read_array<int8_t>(dir + "/w.bin", std::size_t(C::N) * C::K);
   const ChannelParams params(dir, C::N);
-  Stream in("dense.in"), out("dense.out");
+  Stream<C::SIMD> in("dense.in");
+  Stream<C::PE> out("dense.out");
   fill(in, read_array<int8_t>(dir + "/x.bin", C::K));
   fp::dense<C>(in, out, w.data(), params.bias.data(), params.mult.data(), params.shift.data());
   expect_consumed(in, "x");
   drain_to(out, C::N, dir + "/y.bin");
+  write_ticks<C>(dir);
 }
 
-template <class C, void (*Kernel)(Stream&, Stream&)>
+template <class C, void (*Kernel)(Stream<C::PE * C::MMV>&, Stream<C::PE * C::MMV>&)>
 void run_pool(const std::string& dir) {
-  Stream in("pool.in"), out("pool.out");
+  Stream<C::PE * C::MMV> in("pool.in"), out("pool.out");
   fill(in, read_array<int8_t>(dir + "/x.bin", std::size_t(C::H) * C::W * C::C));
   Kernel(in, out);
   expect_consumed(in, "x");
   drain_to(out, std::size_t(C::HO) * C::WO * C::C, dir + "/y.bin");
+  write_ticks<C>(dir);
 }
 
 template <class C>
@@ -128,27 +154,29 @@ void run_avgpool(const std::string& dir) {
 
 template <class C>
 void run_add(const std::string& dir) {
-  Stream a("add.a"), b("add.b"), out("add.out");
+  Stream<C::L> a("add.a"), b("add.b"), out("add.out");
   fill(a, read_array<int8_t>(dir + "/a.bin", C::SIZE));
   fill(b, read_array<int8_t>(dir + "/b.bin", C::SIZE));
   fp::add<C>(a, b, out);
   expect_consumed(a, "a");
   expect_consumed(b, "b");
   drain_to(out, C::SIZE, dir + "/y.bin");
+  write_ticks<C>(dir);
 }
 
 template <class C>
 void run_requant(const std::string& dir) {
-  Stream in("requant.in"), out("requant.out");
+  Stream<C::L> in("requant.in"), out("requant.out");
   fill(in, read_array<int8_t>(dir + "/x.bin", C::SIZE));
   fp::requant<C>(in, out);
   expect_consumed(in, "x");
   drain_to(out, C::SIZE, dir + "/y.bin");
+  write_ticks<C>(dir);
 }
 
 template <class C>
 void run_concat2(const std::string& dir) {
-  Stream in0("concat2.in0"), in1("concat2.in1"), out("concat2.out");
+  Stream<C::L> in0("concat2.in0"), in1("concat2.in1"), out("concat2.out");
   fill(in0, read_array<int8_t>(dir + "/x0.bin", std::size_t(C::PIXELS) * C::C0));
   fill(in1, read_array<int8_t>(dir + "/x1.bin", std::size_t(C::PIXELS) * C::C1));
   fp::concat2<C>(in0, in1, out);
@@ -159,12 +187,31 @@ void run_concat2(const std::string& dir) {
 
 template <class C>
 void run_fork(const std::string& dir) {
-  Stream in("fork.in"), out0("fork.out0"), out1("fork.out1");
+  Stream<C::L> in("fork.in"), out0("fork.out0"), out1("fork.out1");
   fill(in, read_array<int8_t>(dir + "/x.bin", C::SIZE));
   fp::fork<C>(in, out0, out1);
   expect_consumed(in, "x");
   drain_to(out0, C::SIZE, dir + "/y0.bin");
   drain_to(out1, C::SIZE, dir + "/y1.bin");
+}
+
+template <class C>
+void run_regroup(const std::string& dir) {
+  Stream<C::A> in("regroup.in");
+  Stream<C::B> out("regroup.out");
+  fill(in, read_array<int8_t>(dir + "/x.bin", C::SIZE));
+  fp::regroup<C>(in, out);
+  expect_consumed(in, "x");
+  drain_to(out, C::SIZE, dir + "/y.bin");
+  write_ticks<C>(dir);
+}
+
+template <class C>
+void run_broadcast(const std::string& dir) {
+  const auto values = read_array<int8_t>(dir + "/values.bin", C::C);
+  Stream<C::L> out("broadcast.out");
+  fp::broadcast<C>(values.data(), out);
+  drain_to(out, C::SIZE, dir + "/y.bin");
 }
 
 void run_requantize_values(bool two_inputs, std::size_t n, const std::string& dir) {

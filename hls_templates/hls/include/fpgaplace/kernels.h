@@ -1,20 +1,40 @@
 // fpgaplace int8 dataflow kernels (namespace fp), bit-exact with fpgaplace/hw/reference.py.
 //
 // Semantics: see the int8 hardware spec (fpgaplace.hw.quant / fpgaplace.hw.reference). Every
-// kernel processes one sample per call, reads its input stream(s) and writes its output stream
-// one int8 element per read/write, in channels-last order (for h, for w, for c). Each kernel is
-// a template on a config struct of `static constexpr int` members, checked by static_assert.
+// kernel processes one sample per call. Streams carry *beats* of N int8 elements
+// (fp::beat<N>): consecutive elements of the tensor in channels-last order (for h, for w, for
+// c), so a beat of a width dividing W*C never straddles a row. Each kernel is a template on a
+// config struct of `static constexpr int` members, checked by static_assert, and its widths are
+// the folding's: a kernel reads and writes at most one beat per stream per cycle.
 //
-// Kernels and config members:
+// Kernels and config members (STAGE: the stage's index, for the iteration counters below):
 //   conv2d<C>(in, out, w, bias, mult, shift)  H W CIN COUT KH KW SH SW PT PL PB PR DH DW GROUPS
-//                                            HO WO ZX ZY LO HI PE SIMD
-//   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD
+//                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE
+//                                            in: beat<IW>, out: beat<OW> (PE*MMV, but see ConvStep)
+//   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE; in beat<SIMD>, out beat<PE>
 //   maxpool<C>(in, out), avgpool<C>(in, out)  H W C KH KW SH SW PT PL PB PR HO WO ZX ZY LO HI M S
-//   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI
-//   requant<C>(in, out)                       SIZE ZX M S ZY LO HI
-//   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI
-//   fork<C>(in, out0, out1)                   SIZE
-//   broadcast<C>(values, out)                 SIZE C   (a per-channel constant, every pixel)
+//                                            PE MMV STAGE; in and out beat<PE*MMV>
+//   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
+//   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
+//   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
+//   fork<C>(in, out0, out1)                   SIZE L STAGE
+//   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
+//   regroup<C>(in, out)                       SIZE A B STAGE (beats of A elements -> beats of B)
+//
+// Folding (the op library's, fpgaplace/hw/kernels.py): a dot-product stage computes PE output
+// channels x SIMD reduction elements of MMV output pixels per cycle (MMV dividing WO; with PE <
+// COUT, a group's outputs leave through a reorder buffer, OW a beat). A lane stage
+// handles PE channels of MMV pixels (MMV > 1 only with PE == C). Every loop below that runs per
+// element or per beat is pipelined at II=1, with the lanes unrolled; its trip count is what the
+// cycle model counts:
+//   conv2d  fill + sum over output rows of max(input beats read for the next row,
+//           WO/MMV * COUT/PE * KKG/SIMD)          (the MVAU overlaps the line buffer's refill)
+//           + MMV*COUT/OW when a reorder buffer drains the last group
+//   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
+//   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
+//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B)
+// Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
+// so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
 // Additions to the spec (no deviation in names or signatures):
 // * Weight order. `w` of conv2d/dense is NOT the plain [COUT][KH][KW][CIN/GROUPS] / [N][K] order
@@ -22,27 +42,14 @@
 //   the PE*SIMD weights one cycle multiplies are adjacent and `ARRAY_PARTITION cyclic
 //   factor=PE*SIMD` gives each lane its own bank. fpgaplace.hw.reference.fold_weights produces
 //   it. bias, mult and shift are in plain output-channel order (cyclic factor=PE banks).
-// * Grouped conv: any PE dividing COUT computes correctly, but the window partition is exact
-//   (one bank per lane, so II=1 under HLS) only when PE divides COUT/GROUPS or is a multiple
-//   of it: a fold's PE channels then lie in one group or in whole consecutive groups.
-// * Conv's line buffer holds DH*(KH-1)+1 rows (= KH rows without dilation).
+// * Conv and windowed pooling keep R + SH rows of their input in a line buffer (R = DH*(KH-1)+1
+//   window rows plus the SH rows the next output row needs), so the rows of output row ho+1
+//   stream in while row ho is computed.
 // * Accumulation: each dot product in int32 (static_assert that KK*255*128 < 2**31), plus the
 //   int32 bias in int64; requantization in int64, as fp::requantize.
-// * Global pooling (KH == H, KW == W, no pads) accumulates per channel while the input streams
-//   in, with no line buffer.
 // The weight/bias/multiplier/shift arrays are declared with their sizes (they still decay to
 // pointers, so callers pass arrays or pointers as before) so that HLS can partition them.
-//
-// Under plain g++ the `#pragma HLS` lines are ignored (-Wno-unknown-pragmas); they say how the
-// loops map to hardware: the pixel and fold loops are pipelined at II=1, the PE and SIMD lanes
-// unrolled, and the arrays they read in one cycle partitioned accordingly. No dynamic memory.
-//
-// Loop structure (cycles per sample at II=1, ignoring pipeline fill), for a cost model to match:
-//   conv2d  H*W*CIN reads + HO*WO * (KH*KW*CIN/G gather + COUT/PE * (KKG/SIMD + PE)),
-//           G = gcd(SIMD, CIN/GROUPS) (the window gather and the MVAU run one after the other)
-//   dense   K + N/PE * (K/SIMD + PE)
-//   pools   H*W*C reads + HO*WO*C (window read in one cycle); global: H*W*C + 2*C
-//   add, requant, fork: SIZE; concat2: PIXELS*(C0+C1)
+// Under plain g++ the `#pragma HLS` lines are ignored (-Wno-unknown-pragmas). No dynamic memory.
 #ifndef FPGAPLACE_KERNELS_H
 #define FPGAPLACE_KERNELS_H
 
@@ -97,63 +104,87 @@ inline int8_t requantize2(int64_t a, int32_t ma, int64_t b, int32_t mb, int s, i
   return detail::shift_round_clip(a * static_cast<int64_t>(ma) + b * static_cast<int64_t>(mb), s, zp, lo, hi);
 }
 
-// ---------------------------------------------------------------- shared building blocks
+// ---------------------------------------------------------------- beats and iteration counters
+
+// N consecutive int8 elements of a stream, moved in one cycle.
+template <int N>
+struct beat {
+  int8_t v[N];
+};
+
+#ifdef FP_COUNT_TICKS
+#ifndef FP_MAX_STAGES
+#define FP_MAX_STAGES 4096
+#endif
+// Iterations of each stage's pipelined loops since the last reset (C simulation only).
+inline long long* tick_counters() {
+  static long long counts[FP_MAX_STAGES];
+  return counts;
+}
+#define FP_TICK(stage) (++::fp::tick_counters()[stage])
+#else
+#define FP_TICK(stage) ((void)0)
+#endif
 
 namespace detail {
 
-// Reads input rows [first, last] of a [.][W][C] stream into a circular line buffer of R rows
-// (row ih in slot ih % R); returns the number of rows read so far. One element per cycle.
-template <int R, int W, int C>
-int fill_rows(hls::stream<int8_t>& in, int8_t line[R][W][C], int first, int last) {
+// Reads one beat of row-major [.][W][CH] input into the line buffer's slot of the row being read.
+// (row, offset) is the read position: offset counts elements within the row.
+template <int SLOTS, int W, int CH, int IW>
+void read_beat(hls::stream<beat<IW>>& in, int8_t line[SLOTS][W][CH], int& row, int& offset) {
 #pragma HLS INLINE
-  for (int ih = first; ih <= last; ++ih) {
-    for (int iw = 0; iw < W; ++iw) {
-      for (int c = 0; c < C; ++c) {
-#pragma HLS PIPELINE II=1
-        line[ih % R][iw][c] = in.read();
-      }
-    }
+  const beat<IW> b = in.read();
+  for (int j = 0; j < IW; ++j) {
+#pragma HLS UNROLL
+    const int e = offset + j;
+    line[row % SLOTS][e / CH][e % CH] = b.v[j];
   }
-  return max_int(first, last + 1);
+  offset += IW;
+  if (offset == W * CH) {
+    offset = 0;
+    ++row;
+  }
 }
 
-// Matrix-vector unit (FINN's MVAU shape): for each of COUT/PE folds, TILES = KKG/SIMD cycles
-// of PE x SIMD multiply-accumulates, then the fold's PE outputs are requantized and written.
-// win[g][k] is element k of group g's im2col column; output channel co reads group co/CPG.
-template <int GROUPS, int KKG, int COUT, int PE, int SIMD, int ZX, int ZY, int LO, int HI>
-void mvau(const int8_t win[GROUPS][KKG], const int8_t w[], const int32_t bias[], const int32_t mult[],
-          const int8_t shift[], hls::stream<int8_t>& out) {
+// The row loop shared by convolution and windowed pooling (FINN's sliding window generator and
+// its consumer in one loop). Rows enter a line buffer of SLOTS = R + SH rows; before output row
+// ho is computed, every input row its window covers has been read; while its STEPS compute
+// steps run (one per cycle), the rows output row ho + 1 needs (all the remaining rows, after the
+// last output row) are read, one beat per cycle. Iterations: the rows of output row 0, then per
+// output row max(beats read, STEPS).
+template <class C, int CH, int IW, int R, int STEPS, class Step>
+void slide_rows(hls::stream<beat<IW>>& in, Step& step) {
 #pragma HLS INLINE
-  constexpr int NF = COUT / PE;
-  constexpr int TILES = KKG / SIMD;
-  constexpr int CPG = COUT / GROUPS;
-  for (int nf = 0; nf < NF; ++nf) {
-    int32_t dot[PE];
-#pragma HLS ARRAY_PARTITION variable=dot complete
-    for (int p = 0; p < PE; ++p) {
-#pragma HLS UNROLL
-      dot[p] = 0;
-    }
-    for (int t = 0; t < TILES; ++t) {
+  constexpr int SLOTS = R + C::SH;
+  constexpr int ROW_BEATS = C::W * CH / IW;
+  int8_t line[SLOTS][C::W][CH];
+#pragma HLS ARRAY_PARTITION variable=line complete dim=1
+  int row = 0, offset = 0;
+  const int first = max_int(0, min_int(C::H, R - C::PT));  // rows output row 0 needs
+  for (int i = 0; i < first * ROW_BEATS; ++i) {
 #pragma HLS PIPELINE II=1
-      for (int p = 0; p < PE; ++p) {
-#pragma HLS UNROLL
-        const int group = (nf * PE + p) / CPG;
-        int32_t partial = 0;
-        for (int i = 0; i < SIMD; ++i) {
-#pragma HLS UNROLL
-          const int32_t x = static_cast<int32_t>(win[group][t * SIMD + i]) - ZX;
-          partial += x * static_cast<int32_t>(w[((nf * TILES + t) * PE + p) * SIMD + i]);
-        }
-        dot[p] += partial;
-      }
-    }
-    for (int p = 0; p < PE; ++p) {
+    FP_TICK(C::STAGE);
+    read_beat<SLOTS, C::W, CH, IW>(in, line, row, offset);
+  }
+  for (int ho = 0; ho < C::HO; ++ho) {
+    const int top = ho * C::SH - C::PT;
+    const int wanted = ho + 1 < C::HO ? min_int(C::H, top + C::SH + R) : C::H;
+    const int reads = max_int(0, wanted - row) * ROW_BEATS;  // whole rows: each row loop ends on a row boundary
+    const int iterations = max_int(reads, STEPS);
+    for (int i = 0; i < iterations; ++i) {
 #pragma HLS PIPELINE II=1
-      const int co = nf * PE + p;
-      out.write(requantize(static_cast<int64_t>(bias[co]) + dot[p], mult[co], shift[co], ZY, LO, HI));
+      FP_TICK(C::STAGE);
+      if (i < STEPS) step.compute(line, top, i);
+      if (i < reads) read_beat<SLOTS, C::W, CH, IW>(in, line, row, offset);
     }
   }
+}
+
+// Element (ih, iw, c) of the line buffer, or `pad` outside the input.
+template <int SLOTS, int H, int W, int CH>
+int8_t at(const int8_t line[SLOTS][W][CH], int ih, int iw, int c, int8_t pad) {
+#pragma HLS INLINE
+  return (ih >= 0 && ih < H && iw >= 0 && iw < W) ? line[ih % SLOTS][iw][c] : pad;
 }
 
 }  // namespace detail
@@ -165,25 +196,117 @@ struct ConvShape {
   static constexpr int CG = C::CIN / C::GROUPS;         // input channels per group
   static constexpr int KKG = C::KH * C::KW * CG;        // dot-product length
   static constexpr int WEIGHTS = C::COUT * KKG;
-  static constexpr int ROWS = C::DH * (C::KH - 1) + 1;  // line buffer rows
-  // channels gathered per cycle: consecutive channels of one group land in consecutive window
-  // elements, which fall in distinct SIMD banks as long as there are at most SIMD of them
-  static constexpr int GATHER = detail::gcd(C::SIMD, CG);
+  static constexpr int ROWS = C::DH * (C::KH - 1) + 1;  // window rows
+  static constexpr int NF = C::COUT / C::PE;            // output-channel folds
+  static constexpr int SF = KKG / C::SIMD;              // reduction folds
+  static constexpr int STEPS = C::WO / C::MMV * NF * SF;  // compute cycles per output row
+  // outputs of a pixel group are not consecutive in stream order: they leave through a buffer
+  static constexpr bool REORDER = C::MMV > 1 && C::PE < C::COUT;
+  static constexpr int GROUP_BEATS = C::MMV * C::COUT / C::OW;  // REORDER: beats a group leaves in
 };
 
-// y[HO][WO][COUT] = requantize(bias + sum (x - ZX) * w over the window, mult, shift, ZY, LO, HI).
-// Input rows enter a line buffer of ConvShape::ROWS rows; for each output pixel the window is
-// gathered (GATHER = gcd(SIMD, CIN/GROUPS) channels per cycle) into a per-group im2col column
-// and the MVAU computes the COUT outputs in COUT/PE folds of KKG/SIMD cycles.
+namespace detail {
+
+// One MVAU step of a convolution: fold (nf, t) of the pixel group g of output row `top`: PE x
+// SIMD x MMV multiply-accumulates; the fold's last tile requantizes PE x MMV outputs. When they
+// are consecutive in stream order (MMV == 1 or PE == COUT) they leave as one beat; otherwise a
+// group's MMV x COUT outputs collect in one half of a double buffer and leave, OW a beat, during
+// the next group's steps (S::REORDER), the last group after the row loop (`drain`).
 template <class C>
-void conv2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out, const int8_t w[ConvShape<C>::WEIGHTS],
-            const int32_t bias[C::COUT], const int32_t mult[C::COUT], const int8_t shift[C::COUT]) {
+struct ConvStep {
   using S = ConvShape<C>;
-  constexpr int CG = S::CG, KKG = S::KKG, R = S::ROWS, GATHER = S::GATHER;
-  constexpr int CPG = C::COUT / C::GROUPS;
-  // named for the pragmas (unused by g++, which ignores them)
-  [[maybe_unused]] constexpr int PE = C::PE, SIMD = C::SIMD, LANES = PE * SIMD;
-  [[maybe_unused]] constexpr int GROUP_LANES = C::PE > CPG ? C::PE / CPG : 1;  // groups one fold reads at once
+  static constexpr int SLOTS = S::ROWS + C::SH;
+  const int8_t* w;
+  const int32_t* bias;
+  const int32_t* mult;
+  const int8_t* shift;
+  hls::stream<beat<C::OW>>& out;
+  int32_t acc[C::MMV][C::PE];
+  int8_t held[2][C::MMV * C::COUT];  // REORDER only: the group being computed and the one leaving
+  int groups = 0;  // REORDER only: groups completed
+
+  void compute(const int8_t line[SLOTS][C::W][C::CIN], int top, int i) {
+#pragma HLS INLINE
+    const int g = i / (S::NF * S::SF), nf = i / S::SF % S::NF, t = i % S::SF;
+    if (S::REORDER && groups > 0) emit(i % (S::NF * S::SF), (groups - 1) % 2);
+    beat<C::PE * C::MMV> y = {};
+    for (int m = 0; m < C::MMV; ++m) {
+#pragma HLS UNROLL
+      const int left = (g * C::MMV + m) * C::SW - C::PL;
+      for (int p = 0; p < C::PE; ++p) {
+#pragma HLS UNROLL
+        const int co = nf * C::PE + p;
+        const int channel0 = co / (C::COUT / C::GROUPS) * S::CG;
+        int32_t partial = 0;
+        for (int s = 0; s < C::SIMD; ++s) {
+#pragma HLS UNROLL
+          const int k = t * C::SIMD + s;  // (kh, kw, c) of the window, c fastest
+          const int c = k % S::CG, kw = k / S::CG % C::KW, kh = k / S::CG / C::KW;
+          const int8_t x = at<SLOTS, C::H, C::W, C::CIN>(line, top + kh * C::DH, left + kw * C::DW, channel0 + c,
+                                                          static_cast<int8_t>(C::ZX));
+          partial += (static_cast<int32_t>(x) - C::ZX) * static_cast<int32_t>(w[((nf * S::SF + t) * C::PE + p) * C::SIMD + s]);
+        }
+        acc[m][p] = (t == 0 ? 0 : acc[m][p]) + partial;
+        if (t == S::SF - 1) {
+          const int8_t q = requantize(static_cast<int64_t>(bias[co]) + acc[m][p], mult[co], shift[co], C::ZY, C::LO,
+                                      C::HI);
+          y.v[m * C::PE + p] = q;
+          if (S::REORDER) held[groups % 2][m * C::COUT + co] = q;
+        }
+      }
+    }
+    if (t == S::SF - 1) {
+      if (!S::REORDER) {
+        write_direct(y);
+      } else if (nf == S::NF - 1) {
+        ++groups;
+      }
+    }
+  }
+
+  // Beat e of the completed group in held[half], if the group has that many beats.
+  void emit(int e, int half) {
+#pragma HLS INLINE
+    if (e >= S::GROUP_BEATS) return;
+    beat<C::OW> b;
+    for (int j = 0; j < C::OW; ++j) {
+#pragma HLS UNROLL
+      b.v[j] = held[half][e * C::OW + j];
+    }
+    out.write(b);
+  }
+
+  // The last group's beats, after the row loop (REORDER only).
+  void drain() {
+    for (int e = 0; e < S::GROUP_BEATS; ++e) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      emit(e, (groups - 1) % 2);
+    }
+  }
+
+  void write_direct(const beat<C::PE * C::MMV>& y) {
+#pragma HLS INLINE
+    beat<C::OW> b;
+    for (int j = 0; j < C::OW; ++j) {
+#pragma HLS UNROLL
+      b.v[j] = y.v[j];
+    }
+    out.write(b);
+  }
+};
+
+}  // namespace detail
+
+// y[HO][WO][COUT] = requantize(bias + sum (x - ZX) * w over the window, mult, shift, ZY, LO, HI).
+// Input beats of IW elements fill the line buffer while the MVAU computes (detail::slide_rows);
+// each output pixel group takes COUT/PE * KKG/SIMD cycles.
+template <class C>
+void conv2d(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
+            const int8_t w[ConvShape<C>::WEIGHTS], const int32_t bias[C::COUT], const int32_t mult[C::COUT],
+            const int8_t shift[C::COUT]) {
+  using S = ConvShape<C>;
+  [[maybe_unused]] constexpr int PE = C::PE, LANES = C::PE * C::SIMD;  // for the pragmas
   static_assert(C::H > 0 && C::W > 0 && C::CIN > 0 && C::COUT > 0, "conv2d: sizes must be positive");
   static_assert(C::KH > 0 && C::KW > 0 && C::SH > 0 && C::SW > 0 && C::DH > 0 && C::DW > 0,
                 "conv2d: kernel, stride and dilation must be positive");
@@ -194,59 +317,33 @@ void conv2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out, const int8_t w[Co
   static_assert(C::WO == detail::out_size(C::W, C::KW, C::SW, C::PL, C::PR, C::DW), "conv2d: WO mismatch");
   static_assert(C::HO > 0 && C::WO > 0, "conv2d: the kernel must fit in the padded input");
   static_assert(C::PE > 0 && C::COUT % C::PE == 0, "conv2d: PE must divide COUT");
-  static_assert(C::SIMD > 0 && KKG % C::SIMD == 0, "conv2d: SIMD must divide KH*KW*CIN/GROUPS");
-  static_assert(KKG <= detail::MAX_DOT_LENGTH, "conv2d: dot product too long for an int32 accumulator");
+  static_assert(C::SIMD > 0 && S::KKG % C::SIMD == 0, "conv2d: SIMD must divide KH*KW*CIN/GROUPS");
+  static_assert(C::MMV > 0 && C::WO % C::MMV == 0, "conv2d: MMV must divide WO");
+  static_assert(S::REORDER ? (C::MMV * C::COUT) % C::OW == 0 && S::GROUP_BEATS <= S::NF * S::SF
+                           : C::OW == C::PE * C::MMV,
+                "conv2d: OW must be PE*MMV, or (MMV > 1 and PE < COUT) divide MMV*COUT in at most COUT/PE*KKG/SIMD beats");
+  static_assert(C::IW > 0 && (C::W * C::CIN) % C::IW == 0, "conv2d: IW must divide W*CIN");
+  static_assert(S::KKG <= detail::MAX_DOT_LENGTH, "conv2d: dot product too long for an int32 accumulator");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "conv2d: zero points and LO <= HI must be int8");
 #pragma HLS ARRAY_PARTITION variable=w cyclic factor=LANES
 #pragma HLS ARRAY_PARTITION variable=bias cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
-  int8_t line[R][C::W][C::CIN];
-#pragma HLS ARRAY_PARTITION variable=line cyclic factor=GATHER dim=3
-  int8_t win[C::GROUPS][KKG];
-#pragma HLS ARRAY_PARTITION variable=win cyclic factor=SIMD dim=2
-#pragma HLS ARRAY_PARTITION variable=win cyclic factor=GROUP_LANES dim=1
-  int rows_read = 0;
-  for (int ho = 0; ho < C::HO; ++ho) {
-    const int top = ho * C::SH - C::PT;
-    rows_read = detail::fill_rows<R, C::W, C::CIN>(in, line, rows_read, detail::min_int(C::H - 1, top + R - 1));
-    for (int wo = 0; wo < C::WO; ++wo) {
-      const int left = wo * C::SW - C::PL;
-      for (int kh = 0; kh < C::KH; ++kh) {
-        const int ih = top + kh * C::DH;
-        const bool row_inside = ih >= 0 && ih < C::H;
-        const int slot = row_inside ? ih % R : 0;
-        for (int kw = 0; kw < C::KW; ++kw) {
-          const int iw = left + kw * C::DW;
-          const bool inside = row_inside && iw >= 0 && iw < C::W;
-          const int col = inside ? iw : 0;
-          for (int c0 = 0; c0 < C::CIN; c0 += GATHER) {
-#pragma HLS PIPELINE II=1
-            for (int j = 0; j < GATHER; ++j) {
-#pragma HLS UNROLL
-              // a padded position holds ZX, so that its (x - ZX) contributes 0
-              const int c = c0 + j;
-              win[c / CG][(kh * C::KW + kw) * CG + c % CG] = inside ? line[slot][col][c] : static_cast<int8_t>(C::ZX);
-            }
-          }
-        }
-      }
-      detail::mvau<C::GROUPS, KKG, C::COUT, C::PE, C::SIMD, C::ZX, C::ZY, C::LO, C::HI>(win, w, bias, mult, shift,
-                                                                                      out);
-    }
-  }
-  detail::fill_rows<R, C::W, C::CIN>(in, line, rows_read, C::H - 1);  // rows below the last window
+  detail::ConvStep<C> step{w, bias, mult, shift, out, {}, {}, 0};
+  detail::slide_rows<C, C::CIN, C::IW, S::ROWS, S::STEPS>(in, step);
+  if (S::REORDER) step.drain();
 }
 
 // ---------------------------------------------------------------- dense
 
-// y[N] = requantize(bias + sum_k (x[k] - ZX) * w[n][k], mult, shift, ZY, LO, HI): the input
-// vector is buffered (SIMD banks), then the MVAU computes N/PE folds of K/SIMD cycles.
+// y[N] = requantize(bias + sum_k (x[k] - ZX) * w[n][k], mult, shift, ZY, LO, HI) in N/PE folds of
+// K/SIMD cycles; the input vector is read (SIMD elements a beat) during the first fold and kept.
 template <class C>
-void dense(hls::stream<int8_t>& in, hls::stream<int8_t>& out, const int8_t w[C::N * C::K], const int32_t bias[C::N],
-           const int32_t mult[C::N], const int8_t shift[C::N]) {
+void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const int8_t w[C::N * C::K],
+           const int32_t bias[C::N], const int32_t mult[C::N], const int8_t shift[C::N]) {
   [[maybe_unused]] constexpr int PE = C::PE, SIMD = C::SIMD, LANES = PE * SIMD;  // for the pragmas
+  constexpr int NF = C::N / C::PE, SF = C::K / C::SIMD;
   static_assert(C::K > 0 && C::N > 0, "dense: sizes must be positive");
   static_assert(C::PE > 0 && C::N % C::PE == 0, "dense: PE must divide N");
   static_assert(C::SIMD > 0 && C::K % C::SIMD == 0, "dense: SIMD must divide K");
@@ -257,13 +354,35 @@ void dense(hls::stream<int8_t>& in, hls::stream<int8_t>& out, const int8_t w[C::
 #pragma HLS ARRAY_PARTITION variable=bias cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
-  int8_t x[1][C::K];
-#pragma HLS ARRAY_PARTITION variable=x cyclic factor=SIMD dim=2
-  for (int k = 0; k < C::K; ++k) {
+  int8_t x[SF][C::SIMD];
+#pragma HLS ARRAY_PARTITION variable=x complete dim=2
+  int32_t acc[C::PE] = {};
+#pragma HLS ARRAY_PARTITION variable=acc complete
+  for (int i = 0; i < NF * SF; ++i) {
 #pragma HLS PIPELINE II=1
-    x[0][k] = in.read();
+    FP_TICK(C::STAGE);
+    const int nf = i / SF, t = i % SF;
+    if (nf == 0) {
+      const beat<C::SIMD> b = in.read();
+      for (int s = 0; s < C::SIMD; ++s) {
+#pragma HLS UNROLL
+        x[t][s] = b.v[s];
+      }
+    }
+    beat<C::PE> y = {};
+    for (int p = 0; p < C::PE; ++p) {
+#pragma HLS UNROLL
+      int32_t partial = 0;
+      for (int s = 0; s < C::SIMD; ++s) {
+#pragma HLS UNROLL
+        partial += (static_cast<int32_t>(x[t][s]) - C::ZX) * static_cast<int32_t>(w[(i * C::PE + p) * C::SIMD + s]);
+      }
+      acc[p] = (t == 0 ? 0 : acc[p]) + partial;
+      const int co = nf * C::PE + p;
+      if (t == SF - 1) y.v[p] = requantize(static_cast<int64_t>(bias[co]) + acc[p], mult[co], shift[co], C::ZY, C::LO, C::HI);
+    }
+    if (t == SF - 1) out.write(y);
   }
-  detail::mvau<1, C::K, C::N, C::PE, C::SIMD, C::ZX, C::ZY, C::LO, C::HI>(x, w, bias, mult, shift, out);
 }
 
 // ---------------------------------------------------------------- pooling
@@ -295,64 +414,75 @@ constexpr bool valid_pool() {
          C::PR < C::KW;
 }
 
-// Global pooling: one accumulator per channel, updated as the input streams in.
+// Global pooling: one accumulator per channel, updated L channels a cycle as the input streams
+// in, then C/L beats of results.
 template <class C, class Reduce>
-void global_pool(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
+void global_pool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
 #pragma HLS INLINE
+  constexpr int L = C::PE * C::MMV;
   int32_t acc[C::C];
+#pragma HLS ARRAY_PARTITION variable=acc cyclic factor=L
   for (int c = 0; c < C::C; ++c) {
-#pragma HLS PIPELINE II=1
+#pragma HLS UNROLL factor=L
     acc[c] = Reduce::INIT;
   }
-  for (int i = 0; i < C::H * C::W; ++i) {
-    for (int c = 0; c < C::C; ++c) {
+  for (int i = 0; i < C::H * C::W * C::C / L; ++i) {
 #pragma HLS PIPELINE II=1
-      acc[c] = Reduce::combine(acc[c], in.read(), C::ZX);
+    FP_TICK(C::STAGE);
+    const beat<L> b = in.read();
+    for (int l = 0; l < L; ++l) {
+#pragma HLS UNROLL
+      const int c = (i * L + l) % C::C;
+      acc[c] = Reduce::combine(acc[c], b.v[l], C::ZX);
     }
   }
-  for (int c = 0; c < C::C; ++c) {
+  for (int i = 0; i < C::C / L; ++i) {
 #pragma HLS PIPELINE II=1
-    out.write(requantize(Reduce::finish(acc[c], C::ZX), C::M, C::S, C::ZY, C::LO, C::HI));
+    FP_TICK(C::STAGE);
+    beat<L> y;
+    for (int l = 0; l < L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = requantize(Reduce::finish(acc[i * L + l], C::ZX), C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
   }
 }
 
-// Windowed pooling through a line buffer of KH rows: per output pixel and channel (II=1), the
-// KH x KW window is read in one cycle (rows completely partitioned, columns in KW banks).
+// One step of windowed pooling: PE channels of MMV output pixels of output row `top`.
 template <class C, class Reduce>
-void window_pool(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
+struct PoolStep {
+  static constexpr int SLOTS = C::KH + C::SH;
+  static constexpr int CF = C::C / C::PE;  // channel folds
+  hls::stream<beat<C::PE * C::MMV>>& out;
+
+  void compute(const int8_t line[SLOTS][C::W][C::C], int top, int i) {
 #pragma HLS INLINE
-  [[maybe_unused]] constexpr int KW = C::KW;  // for the pragma
-  int8_t line[C::KH][C::W][C::C];
-#pragma HLS ARRAY_PARTITION variable=line complete dim=1
-#pragma HLS ARRAY_PARTITION variable=line cyclic factor=KW dim=2
-  int rows_read = 0;
-  for (int ho = 0; ho < C::HO; ++ho) {
-    const int top = ho * C::SH - C::PT;
-    rows_read = fill_rows<C::KH, C::W, C::C>(in, line, rows_read, min_int(C::H - 1, top + C::KH - 1));
-    for (int wo = 0; wo < C::WO; ++wo) {
-      const int left = wo * C::SW - C::PL;
-      for (int c = 0; c < C::C; ++c) {
-#pragma HLS PIPELINE II=1
+    const int g = i / CF, cf = i % CF;
+    beat<C::PE * C::MMV> y;
+    for (int m = 0; m < C::MMV; ++m) {
+#pragma HLS UNROLL
+      const int left = (g * C::MMV + m) * C::SW - C::PL;
+      for (int p = 0; p < C::PE; ++p) {
+#pragma HLS UNROLL
+        const int c = cf * C::PE + p;
         int32_t acc = Reduce::INIT;
         for (int kh = 0; kh < C::KH; ++kh) {
 #pragma HLS UNROLL
           for (int kw = 0; kw < C::KW; ++kw) {
 #pragma HLS UNROLL
             const int ih = top + kh, iw = left + kw;
-            if (ih >= 0 && ih < C::H && iw >= 0 && iw < C::W) {
-              acc = Reduce::combine(acc, line[ih % C::KH][iw][c], C::ZX);
-            }
+            if (ih >= 0 && ih < C::H && iw >= 0 && iw < C::W) acc = Reduce::combine(acc, line[ih % SLOTS][iw][c], C::ZX);
           }
         }
-        out.write(requantize(Reduce::finish(acc, C::ZX), C::M, C::S, C::ZY, C::LO, C::HI));
+        y.v[m * C::PE + p] = requantize(Reduce::finish(acc, C::ZX), C::M, C::S, C::ZY, C::LO, C::HI);
       }
     }
+    out.write(y);
   }
-  fill_rows<C::KH, C::W, C::C>(in, line, rows_read, C::H - 1);  // rows below the last window
-}
+};
 
 template <class C, class Reduce>
-void pool2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
+void pool2d(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
   static_assert(valid_pool<C>(), "pool: sizes, kernel and stride must be positive, 0 <= pads < kernel");
   static_assert(C::HO == out_size(C::H, C::KH, C::SH, C::PT, C::PB, 1), "pool: HO mismatch");
   static_assert(C::WO == out_size(C::W, C::KW, C::SW, C::PL, C::PR, 1), "pool: WO mismatch");
@@ -360,10 +490,14 @@ void pool2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
   static_assert(C::KH * C::KW * 255 < 2147483647 / 2, "pool: window too large");
   static_assert(is_int8(C::ZX) && valid_output(C::ZY, C::LO, C::HI), "pool: zero points and LO <= HI must be int8");
   static_assert(valid_rescale(C::M, C::S), "pool: need M >= 0 and 1 <= S <= 62");
+  static_assert(C::PE > 0 && C::C % C::PE == 0, "pool: PE must divide C");
+  static_assert(C::MMV > 0 && (C::MMV == 1 || (C::PE == C::C && C::WO % C::MMV == 0 && C::W % C::MMV == 0)),
+                "pool: MMV > 1 needs PE == C and MMV dividing W and WO");
   if constexpr (is_global_pool<C>()) {
     global_pool<C, Reduce>(in, out);
   } else {
-    window_pool<C, Reduce>(in, out);
+    PoolStep<C, Reduce> step{out};
+    slide_rows<C, C::C, C::PE * C::MMV, C::KH, C::WO / C::MMV * (C::C / C::PE)>(in, step);
   }
 }
 
@@ -371,75 +505,102 @@ void pool2d(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
 
 // y = requantize(max over the window's non-padded x  -  ZX, M, S, ZY, LO, HI).
 template <class C>
-void maxpool(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
+void maxpool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
   detail::pool2d<C, detail::MaxReduce>(in, out);
 }
 
 // y = requantize(sum over the window's non-padded (x - ZX), M, S, ZY, LO, HI); 1/count is in M, S.
 template <class C>
-void avgpool(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
+void avgpool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
   detail::pool2d<C, detail::SumReduce>(in, out);
 }
 
 // ---------------------------------------------------------------- elementwise
 
-// y = requantize2(a - ZA, MA, b - ZB, MB, S, ZY, LO, HI), SIZE elements.
+namespace detail {
+
 template <class C>
-void add(hls::stream<int8_t>& a, hls::stream<int8_t>& b, hls::stream<int8_t>& out) {
-  static_assert(C::SIZE > 0, "add: SIZE must be positive");
+constexpr bool valid_lanes(int size) {
+  return C::L > 0 && size > 0 && size % C::L == 0;
+}
+
+}  // namespace detail
+
+// y = requantize2(a - ZA, MA, b - ZB, MB, S, ZY, LO, HI), SIZE elements, L a cycle.
+template <class C>
+void add(hls::stream<beat<C::L>>& a, hls::stream<beat<C::L>>& b, hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE), "add: SIZE must be positive and a multiple of L");
   static_assert(detail::is_int8(C::ZA) && detail::is_int8(C::ZB) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "add: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::MA, C::S) && C::MB >= 0, "add: need MA, MB >= 0 and 1 <= S <= 62");
-  for (int i = 0; i < C::SIZE; ++i) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
-    const int64_t da = static_cast<int64_t>(a.read()) - C::ZA;
-    const int64_t db = static_cast<int64_t>(b.read()) - C::ZB;
-    out.write(requantize2(da, C::MA, db, C::MB, C::S, C::ZY, C::LO, C::HI));
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = a.read(), z = b.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = requantize2(static_cast<int64_t>(x.v[l]) - C::ZA, C::MA, static_cast<int64_t>(z.v[l]) - C::ZB, C::MB,
+                           C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
   }
 }
 
-// y = requantize(x - ZX, M, S, ZY, LO, HI), SIZE elements (standalone ReLU / Clip / rescale).
+// y = requantize(x - ZX, M, S, ZY, LO, HI), SIZE elements, L a cycle (ReLU / Clip / rescale).
 template <class C>
-void requant(hls::stream<int8_t>& in, hls::stream<int8_t>& out) {
-  static_assert(C::SIZE > 0, "requant: SIZE must be positive");
+void requant(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE), "requant: SIZE must be positive and a multiple of L");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "requant: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::M, C::S), "requant: need M >= 0 and 1 <= S <= 62");
-  for (int i = 0; i < C::SIZE; ++i) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
-    out.write(requantize(static_cast<int64_t>(in.read()) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI));
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = in.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
   }
 }
 
-// Channel concatenation of two [PIXELS][C0] and [PIXELS][C1] streams into [PIXELS][C0 + C1], each
-// input requantized to the output (zero point, multiplier and shift per input). Vectors are
-// PIXELS = 1. More inputs: chain concat2.
+// Channel concatenation of [PIXELS][C0] and [PIXELS][C1] into [PIXELS][C0 + C1], L channels a
+// cycle (L divides C0 and C1), each input requantized to the output. More inputs: chain concat2.
 template <class C>
-void concat2(hls::stream<int8_t>& in0, hls::stream<int8_t>& in1, hls::stream<int8_t>& out) {
+void concat2(hls::stream<beat<C::L>>& in0, hls::stream<beat<C::L>>& in1, hls::stream<beat<C::L>>& out) {
+  constexpr int B0 = C::C0 / C::L, B1 = C::C1 / C::L;
   static_assert(C::PIXELS > 0 && C::C0 > 0 && C::C1 > 0, "concat2: sizes must be positive");
+  static_assert(C::L > 0 && C::C0 % C::L == 0 && C::C1 % C::L == 0, "concat2: L must divide C0 and C1");
   static_assert(detail::is_int8(C::Z0) && detail::is_int8(C::Z1) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "concat2: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::M0, C::S0) && detail::valid_rescale(C::M1, C::S1),
                 "concat2: need M0, M1 >= 0 and 1 <= S0, S1 <= 62");
-  for (int p = 0; p < C::PIXELS; ++p) {
-    for (int c = 0; c < C::C0; ++c) {
+  for (int i = 0; i < C::PIXELS * (B0 + B1); ++i) {
 #pragma HLS PIPELINE II=1
-      out.write(requantize(static_cast<int64_t>(in0.read()) - C::Z0, C::M0, C::S0, C::ZY, C::LO, C::HI));
+    FP_TICK(C::STAGE);
+    const bool first = i % (B0 + B1) < B0;
+    const beat<C::L> x = first ? in0.read() : in1.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = first ? requantize(static_cast<int64_t>(x.v[l]) - C::Z0, C::M0, C::S0, C::ZY, C::LO, C::HI)
+                     : requantize(static_cast<int64_t>(x.v[l]) - C::Z1, C::M1, C::S1, C::ZY, C::LO, C::HI);
     }
-    for (int c = 0; c < C::C1; ++c) {
-#pragma HLS PIPELINE II=1
-      out.write(requantize(static_cast<int64_t>(in1.read()) - C::Z1, C::M1, C::S1, C::ZY, C::LO, C::HI));
-    }
+    out.write(y);
   }
 }
 
 // Copies SIZE elements of one stream into two (a tensor read by two ops on the same core).
 template <class C>
-void fork(hls::stream<int8_t>& in, hls::stream<int8_t>& out0, hls::stream<int8_t>& out1) {
-  static_assert(C::SIZE > 0, "fork: SIZE must be positive");
-  for (int i = 0; i < C::SIZE; ++i) {
+void fork(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out0, hls::stream<beat<C::L>>& out1) {
+  static_assert(detail::valid_lanes<C>(C::SIZE), "fork: SIZE must be positive and a multiple of L");
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
-    const int8_t v = in.read();
+    FP_TICK(C::STAGE);
+    const beat<C::L> v = in.read();
     out0.write(v);
     out1.write(v);
   }
@@ -448,11 +609,56 @@ void fork(hls::stream<int8_t>& in, hls::stream<int8_t>& out0, hls::stream<int8_t
 // Streams SIZE elements of a per-channel constant (C values, repeated every pixel): the second
 // operand of an Add whose other input is a constant bias, in the order of the first operand.
 template <class C>
-void broadcast(const int8_t values[C::C], hls::stream<int8_t>& out) {
-  static_assert(C::SIZE > 0 && C::C > 0 && C::SIZE % C::C == 0, "broadcast: SIZE must be a multiple of C");
-  for (int i = 0; i < C::SIZE; ++i) {
+void broadcast(const int8_t values[C::C], hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE) && C::C > 0 && C::SIZE % C::C == 0,
+                "broadcast: SIZE must be a multiple of C and of L");
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
-    out.write(values[i % C::C]);
+    FP_TICK(C::STAGE);
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = values[(i * C::L + l) % C::C];
+    }
+    out.write(y);
+  }
+}
+
+// Width conversion: SIZE elements from beats of A into beats of B (both dividing SIZE), in order,
+// through a ring of 2*max(A, B) elements: each cycle reads a beat when there is room and writes
+// one when enough has arrived, so it takes about max(SIZE/A, SIZE/B) + B/A cycles.
+template <class C>
+void regroup(hls::stream<beat<C::A>>& in, hls::stream<beat<C::B>>& out) {
+  constexpr int CAP = 2 * detail::max_int(C::A, C::B);
+  static_assert(C::A > 0 && C::B > 0 && C::SIZE % C::A == 0 && C::SIZE % C::B == 0,
+                "regroup: A and B must divide SIZE");
+  int8_t ring[CAP];
+#pragma HLS ARRAY_PARTITION variable=ring complete
+  int reads = C::SIZE / C::A, writes = C::SIZE / C::B, head = 0, tail = 0, held = 0;
+  while (writes > 0) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    if (reads > 0 && held + C::A <= CAP) {
+      const beat<C::A> x = in.read();
+      for (int j = 0; j < C::A; ++j) {
+#pragma HLS UNROLL
+        ring[(head + j) % CAP] = x.v[j];
+      }
+      head = (head + C::A) % CAP;
+      held += C::A;
+      --reads;
+    }
+    if (held >= C::B) {
+      beat<C::B> y;
+      for (int j = 0; j < C::B; ++j) {
+#pragma HLS UNROLL
+        y.v[j] = ring[(tail + j) % CAP];
+      }
+      tail = (tail + C::B) % CAP;
+      held -= C::B;
+      --writes;
+      out.write(y);
+    }
   }
 }
 
