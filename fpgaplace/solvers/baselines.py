@@ -519,14 +519,16 @@ def local_search(
     seed: int = 0,
     time_limit: float = 10.0,
     contiguous: bool = True,
+    starts: Sequence[Placement] = (),
 ) -> Placement:
     """First-improvement local search over block moves and swaps, with random restarts.
 
-    Start: the better of greedy and PipeDream. A candidate moves one colour block to another
-    device, half the time swapping a block of that device back. It is accepted if the
-    evaluator scores it strictly better, feasible and (with ``contiguous``) contiguous. Each
-    restart perturbs the best placement by moving three random blocks. Stops at ``time_limit``
-    seconds. A sweep costs O(B * D) evaluations of O(D (n + m)) each.
+    Start: the best of ``starts`` (default: greedy and PipeDream, computed inside the limit).
+    A candidate moves one colour block to another device, half the time swapping a block of
+    that device back. It is accepted if the evaluator scores it strictly better, feasible and
+    (with ``contiguous``) contiguous. Each restart perturbs the best placement by moving three
+    random blocks. Stops at ``time_limit`` seconds. A sweep costs O(B * D) evaluations of
+    O(D (n + m)) each.
     """
     started = time.perf_counter()
     _check_objective(objective)
@@ -548,11 +550,12 @@ def local_search(
     def runs(b: int, d: int) -> bool:
         return math.isfinite(blocks.latency[b, kind[d]])
 
-    starts = [greedy_latency(problem)]
-    try:
-        starts.append(pipedream(problem, objective))
-    except FpgaplaceError:
-        pass
+    if not starts:
+        starts = [greedy_latency(problem)]
+        try:
+            starts.append(pipedream(problem, objective))
+        except FpgaplaceError:
+            pass
     candidates = [np.array([p.device[m[0]] for m in blocks.members]) for p in starts]
     scored = [(value_of(c), i) for i, c in enumerate(candidates)]
     best_value, best_index = min(scored)

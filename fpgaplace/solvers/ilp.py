@@ -81,6 +81,7 @@ from fpgaplace.solvers.problem import Placement, PlacementProblem
 Progress = Callable[[str], Any] | Any
 
 DEFAULT_GAP = 0.01  # the entry point's relative gap (the paper's Gurobi runs stop at 1 %); functions here are exact
+PROGRESS_SECONDS = 2.0  # most seconds between two reports of a running solve
 STATUS_NAMES = {"optimal": "optimal", "timelimit": "time limit", "gaplimit": "gap limit"}
 
 
@@ -242,28 +243,39 @@ def _emit(progress: Progress | None, message: str) -> None:
 
 
 class _ProgressEvents(Eventhdlr):
-    """Reports primal and dual bound on every new incumbent and at most every 5 s."""
+    """Reports incumbent, bound and gap on every new incumbent and at most every
+    ``PROGRESS_SECONDS`` on node and LP events; numbers also go to ``progress.update`` when the
+    callback has one (``progress.Heartbeat``, which fills the silences of a long LP)."""
+
+    EVENTS = ("BESTSOLFOUND", "NODESOLVED", "LPSOLVED", "DUALBOUNDIMPROVED")
 
     def __init__(self, progress: Progress, label: str) -> None:
         super().__init__()
         self.progress, self.label, self.last = progress, label, 0.0
 
     def eventinit(self) -> None:
-        self.model.catchEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
-        self.model.catchEvent(SCIP_EVENTTYPE.NODESOLVED, self)
+        for name in self.EVENTS:
+            self.model.catchEvent(getattr(SCIP_EVENTTYPE, name), self)
 
     def eventexit(self) -> None:
-        self.model.dropEvent(SCIP_EVENTTYPE.BESTSOLFOUND, self)
-        self.model.dropEvent(SCIP_EVENTTYPE.NODESOLVED, self)
+        for name in self.EVENTS:
+            self.model.dropEvent(getattr(SCIP_EVENTTYPE, name), self)
 
     def eventexec(self, event: Any) -> None:
+        m = self.model
+        primal, dual = m.getPrimalbound(), m.getDualbound()
+        update = getattr(self.progress, "update", None)
+        if update is not None:
+            update(method=self.label, incumbent=primal if abs(primal) < 1e19 else None,
+                   bound=dual if abs(dual) < 1e19 else None)
         now = time.perf_counter()
-        if event.getType() != SCIP_EVENTTYPE.BESTSOLFOUND and now - self.last < 5.0:
+        if event.getType() != SCIP_EVENTTYPE.BESTSOLFOUND and now - self.last < PROGRESS_SECONDS:
             return
         self.last = now
-        m = self.model
-        _emit(self.progress, f"{self.label}: primal {m.getPrimalbound():.6g}, "
-                             f"dual {m.getDualbound():.6g}, {m.getSolvingTime():.1f} s")
+        gap = m.getGap()
+        _emit(self.progress, f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, "
+                             f"bound {dual:.6g}, gap {100 * gap:.2f} %" if gap < 1e19 else
+                             f"{self.label}: {m.getSolvingTime():.1f} s, bound {dual:.6g}")
 
 
 def _new_model(name: str, time_limit: float, gap: float, progress: Progress | None) -> Model:
@@ -741,7 +753,7 @@ def solve_throughput_ip(
     _warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
                  upper, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
-    model.optimize()
+    model.optimizeNogil()  # lets a progress thread run during long LPs
     if model.getNSols() == 0 and (not projected or model.getStatus() == "infeasible"):
         if model.getStatus() == "infeasible":
             raise FpgaplaceError(
@@ -1246,7 +1258,7 @@ def solve_latency_ip(
     _warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
                                                           s.slot, progress), big_m, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
-    model.optimize()
+    model.optimizeNogil()  # lets a progress thread run during long LPs
     infeasible = model.getStatus() == "infeasible"
     if model.getNSols() == 0 and not projected:
         if infeasible:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.solvers.problem import Placement, PlacementProblem
+from fpgaplace.solvers.progress import Heartbeat
 
 OBJECTIVES = ("throughput", "latency")
 LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its warm start
@@ -63,14 +64,29 @@ def _start_value(problem: PlacementProblem, placement: Placement, options: Solve
     return float(result.max_load) if result.contiguous or not options.contiguous else math.inf
 
 
-def _attempt(make: Callable[[], Placement], options: SolveOptions) -> list[Placement]:
-    """[make()], or [] when it raises a user-level error (reported as progress)."""
+def _attempt(name: str, make: Callable[[], Placement], problem: PlacementProblem,
+             options: SolveOptions) -> list[Placement]:
+    """[make()] scored by the evaluator (``value``; inf if infeasible), or [] when it raises a
+    user-level error (reported as progress). The progress status names ``name`` while it runs
+    and takes in its value."""
+    _report(options, method=name)
     try:
-        return [make()]
+        start = make()
     except FpgaplaceError as error:
         if options.progress:
             options.progress(f"start: {error}")
         return []
+    start.objective = options.objective
+    start.value = _start_value(problem, start, options)
+    _report(options, incumbent=start.value if math.isfinite(start.value) else None, say=True)
+    return [start]
+
+
+def _report(options: SolveOptions, **status: object) -> None:
+    """Pass numbers to the progress callback's ``update`` (a ``progress.Heartbeat``) if it has one."""
+    update = getattr(options.progress, "update", None)
+    if update is not None:
+        update(**status)
 
 
 def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
@@ -78,22 +94,29 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
     """Every cheap placement that can warm-start an integer program, scored by the evaluator
     (``value``), infeasible ones dropped: for contiguous throughput the DP (exact, or over a
     coarsened graph past its state space or when ``dp_too_large``), greedy, PipeDream and,
-    unless a DP answered, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
+    unless a DP answered or (latency) a start is already within the gap of the critical-path
+    bound, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
     from fpgaplace.solvers import baselines
 
+    started = time.perf_counter()
     starts: list[Placement] = []
     if options.objective == "throughput" and options.contiguous:
-        starts += _attempt(lambda: _contiguous_dp_start(problem, options, dp_too_large), options)
-    dp_answered = bool(starts)
-    starts += _attempt(lambda: baselines.greedy_latency(problem), options)
-    starts += _attempt(lambda: baselines.pipedream(problem, options.objective), options)
-    if not dp_answered:
-        seconds = min(LOCAL_SEARCH_SHARE * options.time_limit, 10.0)
-        starts += _attempt(lambda: baselines.local_search(problem, objective=options.objective,
-                                                          time_limit=seconds), options)
-    for start in starts:
-        start.objective = options.objective
-        start.value = _start_value(problem, start, options)
+        starts += _attempt("dp", lambda: _contiguous_dp_start(problem, options, dp_too_large), problem, options)
+    done = bool(starts)
+    starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
+    starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective), problem, options)
+    if options.objective == "latency" and starts:
+        from fpgaplace.solvers.bounds import critical_path_bound
+
+        bound = critical_path_bound(problem, options.subgraphs_per_device)
+        _report(options, bound=bound)
+        done = min(start.value for start in starts) <= bound * (1 + options.gap) + 1e-12
+    left = options.time_limit - (time.perf_counter() - started) - MIN_IP_SECONDS
+    if not done and left > 0:
+        seconds = min(LOCAL_SEARCH_SHARE * options.time_limit, 10.0, left)
+        feasible = [start for start in starts if math.isfinite(start.value)]
+        starts += _attempt("local-search", lambda: baselines.local_search(
+            problem, objective=options.objective, time_limit=seconds, starts=feasible), problem, options)
     return [start for start in starts if math.isfinite(start.value)]
 
 
@@ -174,6 +197,7 @@ def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Plac
              remaining: float) -> Placement:
     from fpgaplace.solvers import ilp
 
+    _report(options, method="ip", say=True)
     limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
     try:
         if options.objective == "latency":
@@ -233,15 +257,21 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
     limit); past that, the contiguous max-load IP warm-started from the DP over a coarsened graph
     (and greedy, PipeDream), so the answer carries the IP's bound; the IP for every other objective.
     """
-    from fpgaplace.solvers.dp import StateSpaceTooLarge
-
     if options.objective not in OBJECTIVES:
         raise FpgaplaceError(f"objective: expected one of {', '.join(OBJECTIVES)}, got {options.objective!r}")
     if method != "auto" and method not in SOLVERS:
         raise FpgaplaceError(f"method: expected auto, all or one of {', '.join(METHODS)}, got {method!r}")
+    with Heartbeat(options.progress) as beat:
+        return _solve(problem, method, replace(options, progress=beat if options.progress else None))
+
+
+def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Result:
+    from fpgaplace.solvers.dp import StateSpaceTooLarge
+
     start = time.perf_counter()
     starts: list[Placement] = []
     chosen = exact_method(options) if method == "auto" else method
+    _report(options, method=chosen)
     if chosen == "ip":
         placement, starts = _ip_with_starts(problem, options)
     elif method == "auto":
