@@ -41,4 +41,7 @@ fi
 echo "setup: installing fpgaplace${extras} into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".${extras}"
+if [[ "${1:-}" == "--test" ]]; then
+  bash scripts/setup_pynq_env.sh  # pynq 4.0 pins numpy<2: the driver tests run it in .venv-pynq
+fi
 echo "setup: done (.venv/bin/fpgaplace --help)"

@@ -30,3 +30,5 @@ def test_wheel_carries_boards_and_templates(tmp_path):
     }
     assert {f"fpgaplace/hls_templates/{t}" for t in templates} <= names
     assert "fpgaplace/cli.py" in names and "fpgaplace/solvers/problem.py" in names
+    commands = {f"fpgaplace/commands/{p.name}" for p in (ROOT / "fpgaplace" / "commands").glob("*.py")}
+    assert len(commands) >= 3 and commands <= names  # the commands that register themselves ship too

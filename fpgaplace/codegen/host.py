@@ -19,7 +19,6 @@ O(model run x SAMPLE_COUNT) for the expected outputs.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 from pathlib import Path
 
@@ -45,10 +44,11 @@ def _template_dir() -> Path:
 def streamed_weights(folder: Path, record: dict) -> np.ndarray:
     """The weights a core streams, as its ``wmem.h`` gives them to the C simulation."""
     path = folder / record["folder"] / "wmem.h"
-    found = re.search(r"=\s*\{([^}]*)\}", path.read_text()) if path.is_file() else None
-    if found is None:
+    text = path.read_text() if path.is_file() else ""
+    start, end = text.find(chr(123)), text.rfind(chr(125))  # the initializer's braces
+    if start < 0 or end < start:
         raise FpgaplaceError(f"{path}: no weight array; expected the wmem.h of a core that streams its weights")
-    values = np.array([int(v) for v in found.group(1).split(",") if v.strip()], dtype=np.int8)
+    values = np.array([int(v) for v in text[start + 1:end].split(",") if v.strip()], dtype=np.int8)
     return values[: record["streamed_weight_bytes"]]
 
 
@@ -73,7 +73,7 @@ def _hardware(document: dict, folder: Path) -> dict:
 
 def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
-    from fpgaplace.sim.csim import _output_scales
+    from fpgaplace.sim.csim import output_scales
     from fpgaplace.split import random_inputs, run_model
 
     model = onnx.load(str(folder / document["model"]["file"]))
@@ -84,7 +84,7 @@ def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[
         for name, value in [*((f"input.{k}", v) for k, v in feed.items()),
                             *((f"expected.{k}", v) for k, v in outputs.items())]:
             arrays.setdefault(name, []).append(value)
-    return {name: np.stack(values) for name, values in arrays.items()}, _output_scales(model)
+    return {name: np.stack(values) for name, values in arrays.items()}, output_scales(model)
 
 
 def write_host_driver(document: dict, folder: Path) -> None:

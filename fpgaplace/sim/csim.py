@@ -239,7 +239,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
     manifest = Manifest.load(project / "split")
     sessions = {s.name: ort.InferenceSession(str(project / "split" / s.file), providers=["CPUExecutionProvider"])
                 for s in manifest.submodels if s.device not in cores}
-    output_scales = _output_scales(model)
+    scales = output_scales(model)
     worst: dict[str, list[float]] = {o["name"]: [0.0, 0.0] for o in manifest.graph_outputs}
     feeds = _sample_feeds(model, inputs, samples, seed)
     produced: dict[str, list[np.ndarray]] = {name: [] for name in worst}
@@ -265,10 +265,10 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
             got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
             produced[name].append(values[name])
             bounds[0] = max(bounds[0], float(np.max(np.abs(got - want), initial=0.0)))
-            if name in output_scales:
-                bounds[1] = max(bounds[1], lsb_difference(got, want, output_scales[name]))
+            if name in scales:
+                bounds[1] = max(bounds[1], lsb_difference(got, want, scales[name]))
         check_seconds += time.perf_counter() - start
-    outputs = [OutputCheck(name, d, lsb if name in output_scales else None) for name, (d, lsb) in worst.items()]
+    outputs = [OutputCheck(name, d, lsb if name in scales else None) for name, (d, lsb) in worst.items()]
     return CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
                       records={r["name"]: r for r in document["cores"]},
                       check_seconds=check_seconds,
@@ -341,7 +341,7 @@ def _sample_feeds(model: onnx.ModelProto, inputs: np.ndarray | None, samples: in
     return [{info.name: sample[None].astype(dtype)} for sample in inputs]
 
 
-def _output_scales(model: onnx.ModelProto) -> dict[str, float]:
+def output_scales(model: onnx.ModelProto) -> dict[str, float]:
     """Quantization step of every graph output that is a dequantized int8 tensor."""
     from fpgaplace.hw.qdq import qdq_index
 
