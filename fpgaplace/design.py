@@ -505,6 +505,30 @@ class Design:
             self.compile(folder)
             return run_csim(folder, samples=samples, seed=seed, progress=self.progress)
 
+    # The later stages read the project folder and nothing else (design.json is their record);
+    # these give a Python user the same entry points as the commands.
+
+    @staticmethod
+    def sim(project: str | Path, samples: int = 256):
+        """Event-simulate ``project`` (``sim.event.simulate``): latency, interval, fps, stalls."""
+        from fpgaplace.sim.event import simulate
+
+        return simulate(Path(project), samples)
+
+    def report(self, project: str | Path, out: str | Path | None = None, samples: int = 256):
+        """Write the HTML report of ``project`` (``report.write_report``)."""
+        from fpgaplace.report import write_report
+
+        return write_report(Path(project), Path(out) if out is not None else None, progress=self.progress,
+                            samples=samples)
+
+    def flash(self, project: str | Path, host: str, **options):
+        """Copy ``project`` to a PYNQ board over SSH and optionally self-test it there
+        (``deploy.pynq.flash``; ``options`` as its parameters: port, user, key, dest, ...)."""
+        from fpgaplace.deploy.pynq import flash
+
+        return flash(Path(project), host, progress=self.progress, **options)
+
 
 __all__ = ["DEFAULT_BOARD", "QDQ_PASSES", "Design", "Placement", "is_workload", "load_input", "place_problem",
            "placement_json", "with_cores"]
