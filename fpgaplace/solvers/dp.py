@@ -50,7 +50,8 @@ Algorithm
            f[s][I] = min over J, kind t of  max(f[s - e_t][J], load_t(I \\ J)),
        plus "leave a device unused": f[s][I] <= f[s - e_t][I]. Back-links give the split.
        Time O(P * (T + deg)) for P visited ideal pairs (P <= N^2, far fewer with the cut) and
-       T device-count states; memory O(N * T). The hot loop is compiled with numba.
+       T device-count states; memory O(N * T). The hot loop is compiled with numba (plain
+       Python on small lattices, ``PYTHON_WORK``, to spare numba's start-up).
 
 The reference C++ stores every ideal pair with its scores; this walk stores none.
 """
@@ -62,7 +63,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numba
 import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
@@ -78,6 +78,7 @@ CUT_STEP = 2e-3  # the DP's cuts grow from the relaxed bound by 0, 0.2 %, 0.6 %,
 CUT_STEPS = 4  # then the upper bound itself
 CHUNK = 1024  # ideals per compiled call, between time-limit checks and progress reports
 PROGRESS_SECONDS = 2.0  # least time between two progress reports of one DP run
+PYTHON_WORK = 60_000  # ideals^2 x states up to which the DP's kernels run as plain Python
 BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside the search
 
 COARSE_IDEALS = 20_000  # ideal budget of the coarsened graph the DP solves past MAX_IDEALS
@@ -292,14 +293,12 @@ def _tables(problem: PlacementProblem, blocks: Blocks) -> _Tables:
     )
 
 
-@numba.njit(cache=True, inline="always")
 def _crossing(x, in_set, succ_in_set, out_degree):  # pragma: no cover - compiled
     if in_set[x]:
         return succ_in_set[x] < out_degree[x]
     return succ_in_set[x] > 0
 
 
-@numba.njit(cache=True)
 def _toggle_block(b, sign, block_ptr, block_nodes, transfer, pred_ptr, preds, out_degree,
                   in_set, succ_in_set):  # pragma: no cover - compiled
     """Add (sign=1) or remove (sign=-1) block b from S; return the change of transfer cost."""
@@ -319,7 +318,6 @@ def _toggle_block(b, sign, block_ptr, block_nodes, transfer, pred_ptr, preds, ou
     return delta
 
 
-@numba.njit(cache=True)
 def _fits_below(down_ptr, down_block, down_to, relaxed, digit, stride, cut,
                 slack):  # pragma: no cover - compiled
     """below[I, s]: ideal I splits into a chain over the devices of state s with every device's
@@ -360,7 +358,6 @@ def _fits_below(down_ptr, down_block, down_to, relaxed, digit, stride, cut,
     return below
 
 
-@numba.njit(cache=True)
 def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, compute,
                unsupported, available, block_size, memory, is_cpu, transfer, pred_ptr, preds,
                out_degree, stride, digit, cheapest, ideal_cheapest, total_cheapest, used_capacity,
@@ -504,6 +501,28 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
     return pairs
 
 
+_PYTHON_KERNELS = {f.__name__: f for f in (_crossing, _toggle_block, _fits_below, _dp_ideals)}
+_compiled: dict[str, Callable] = {}
+
+
+def _kernel(name: str, work: float) -> Callable:
+    """Kernel ``name`` as plain Python when ``work`` (ideals^2 x states, a bound on the walk) is
+    at most PYTHON_WORK and nothing was compiled yet, else compiled with numba (imported, and
+    every kernel jitted, on the first large problem; the machine code is cached on disk). Small
+    problems so skip numba's import and cache load, most of the start-up of a small solve."""
+    if work <= PYTHON_WORK and not _compiled:
+        return _PYTHON_KERNELS[name]
+    if not _compiled:
+        import numba
+
+        module = globals()
+        for helper, options in (("_crossing", {"inline": "always"}), ("_toggle_block", {})):
+            module[helper] = numba.njit(cache=True, **options)(_PYTHON_KERNELS[helper])
+        for main in ("_fits_below", "_dp_ideals"):  # compiled against the jitted helpers above
+            _compiled[main] = numba.njit(cache=True)(_PYTHON_KERNELS[main])
+    return _compiled[name]
+
+
 @dataclass
 class _DpRun:
     value: float
@@ -564,12 +583,13 @@ def _contiguous_fits(tables: _Tables, lattice: IdealLattice, bound: float, *,
         return everything, everything
     relaxed = np.where(tables.unsupported > 0, bound, tables.compute)
     slack = 1e-9 * (relaxed.sum(axis=0) + 1.0)
-    below = _fits_below(lattice.down_ptr, lattice.down_block, lattice.down_to, relaxed,
+    fits_below = _kernel("_fits_below", n * n * n_states)
+    below = fits_below(lattice.down_ptr, lattice.down_block, lattice.down_to, relaxed,
                         tables.digit, tables.stride, bound, slack)
     if not above_too:
         return below, below
     up_ptr, up_block, up_to = _reversed_lattice(lattice)
-    above = _fits_below(up_ptr, up_block, up_to, relaxed, tables.digit, tables.stride, bound,
+    above = fits_below(up_ptr, up_block, up_to, relaxed, tables.digit, tables.stride, bound,
                         slack)[::-1]
     return below, np.ascontiguousarray(above)
 
@@ -587,11 +607,12 @@ def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: _Tables, lattice:
     ideal_cheapest = _ideal_cheapest(tables, lattice)
     total_cheapest = float(tables.cheapest.sum())
     below, above = _contiguous_fits(tables, lattice, bound)
+    dp_ideals = _kernel("_dp_ideals", n * n * n_states)
     pairs = 0
     reported = time.monotonic()
     for lo in range(0, n, CHUNK):
         hi = min(n, lo + CHUNK)
-        pairs += _dp_ideals(lo, hi, lattice.down_ptr, lattice.down_block, lattice.down_to,
+        pairs += dp_ideals(lo, hi, lattice.down_ptr, lattice.down_block, lattice.down_to,
                             tables.block_ptr, tables.block_nodes, tables.compute,
                             tables.unsupported, tables.available, tables.block_size,
                             tables.memory, tables.is_cpu, tables.transfer,
