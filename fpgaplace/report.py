@@ -41,8 +41,8 @@ from markupsafe import Markup
 
 from fpgaplace import __version__
 from fpgaplace.board import BRAM36_BYTES, URAM_BYTES
-from fpgaplace.codegen import load_design
 from fpgaplace.codegen.names import RESULTS_DIR
+from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError, first_line
 
 REPORT_FILE = "report.html"

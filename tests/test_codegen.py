@@ -20,6 +20,7 @@ from hw_spec import sliding_ticks
 from onnx import numpy_helper
 
 import fpgaplace.codegen
+import fpgaplace.codegen.project
 from fpgaplace import Design, models
 from fpgaplace.board import CpuCore, FpgaCore
 from fpgaplace.errors import FpgaplaceError
@@ -300,7 +301,7 @@ def test_a_failure_while_writing_leaves_no_temporary_folder(mlp_qdq, tmp_path, m
     def broken_render(*args, **kwargs):
         raise FpgaplaceError("rendering failed")
 
-    monkeypatch.setattr(fpgaplace.codegen, "render_core", broken_render)
+    monkeypatch.setattr(fpgaplace.codegen.project, "render_core", broken_render)
     with pytest.raises(FpgaplaceError, match="rendering failed"):
         Design(mlp_qdq, "zcu104", profile_cpu=False).compile(tmp_path / "project")
     assert leftovers(tmp_path) == []

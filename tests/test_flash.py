@@ -60,7 +60,7 @@ def compiled(tmp_path_factory) -> Path:
     design.place()
     with pytest.MonkeyPatch.context() as patch:
         for writer in ("write_build_scripts", "write_host_driver", "write_rtl_project"):
-            patch.setattr(f"fpgaplace.codegen.{writer}", lambda document, folder: None)
+            patch.setattr(f"fpgaplace.codegen.project.{writer}", lambda document, folder: None)
         design.compile(folder)
     (folder / "bitstream").mkdir()
     (folder / "bitstream" / "design.bit").write_bytes(os.urandom(BITSTREAM_BYTES))

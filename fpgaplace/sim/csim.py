@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.codegen import load_design
+from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float

@@ -1,6 +1,6 @@
 """Event simulation of a compiled project: samples streamed through its cores, CPUs and links.
 
-Everything is read from ``design.json`` (through ``fpgaplace.codegen.load_design``) and the
+Everything is read from ``design.json`` (through ``fpgaplace.codegen.record.load_design``) and the
 split manifest it names; cycles come from the op library as the compile step wrote them there,
 and ``fpgaplace.hw.cycles_to_us`` is the one conversion to time. Nothing is recomputed.
 
@@ -53,7 +53,7 @@ import numpy as np
 
 from fpgaplace import hw
 from fpgaplace.board import Board, load_board
-from fpgaplace.codegen import load_design
+from fpgaplace.codegen.record import load_design, transfer_channel
 from fpgaplace.errors import FpgaplaceError, first_line
 
 MAX_SAMPLES = 10**6
@@ -208,16 +208,6 @@ def _field(record: dict, key: str, where: str):
     return record[key]
 
 
-def _link_name(transfer: dict, nodes: dict[str, str]) -> str:
-    """Which physical link a transfer uses: streams are point to point, other links are one per
-    node (or per direction between two nodes)."""
-    kind, source, target = transfer.get("link", "link"), transfer["from_device"], transfer["to_device"]
-    if kind == "stream":
-        return f"stream {source}->{target}"
-    a, b = nodes.get(source, "?"), nodes.get(target, "?")
-    return f"{kind} {a}" if a == b else f"{kind} {a}->{b}"
-
-
 def _piece_shares(pieces, devices: dict[str, dict]) -> dict[str, float]:
     """A CPU's compute per sample split over its pieces by how many of its ops each holds
     (equal shares when none of its ops is named in the pieces)."""
@@ -317,8 +307,8 @@ def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -
             if not isinstance(us, int | float):
                 raise FpgaplaceError(f"{path}: transfer of {tensor} from {source} has no time 'us'; expected "
                                      "a number of microseconds")
-            stages.append(Stage(f"{tensor}: {source} -> {piece.name}", server(_link_name(transfer, nodes), "link"),
-                                float(us), float(us)))
+            channel = server(transfer_channel(transfer, nodes), "link")
+            stages.append(Stage(f"{tensor}: {source} -> {piece.name}", channel, float(us), float(us)))
             connect(piece_index[source], len(stages) - 1)
             connect(len(stages) - 1, piece_index[piece.name])
     if not stages:
