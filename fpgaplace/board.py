@@ -46,6 +46,7 @@ Loading a board is O(size of the file + number of cores).
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -54,7 +55,7 @@ from typing import Any
 
 import yaml
 
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 
 RESOURCES: tuple[str, ...] = ("lut", "ff", "dsp", "bram36", "uram")
 FABRIC_KEYS: tuple[str, ...] = (*RESOURCES, "slrs")
@@ -64,6 +65,18 @@ BOARD_PACKAGE = "fpgaplace.boards"
 
 # Resources a core or part must have at least one of; URAM is absent on many parts.
 _POSITIVE_FABRIC = {"lut", "ff", "dsp", "bram36", "slrs"}
+
+MAX_COUNT = 10**9
+"""The largest resource count (LUTs, DSPs, ...) a board file may give: beyond any FPGA made."""
+MAX_CORES = 1024
+"""The most FPGA cores one board may have (per node of a cluster)."""
+MAX_CPUS = 1024
+"""The most CPU cores one board may have."""
+MAX_NODES = 256
+"""The most boards a cluster may join."""
+MAX_MACS_PER_DSP = 64
+MAX_YAML_DEPTH = 64
+"""The deepest nesting of YAML collections a board file may have (board files are 3 deep)."""
 
 _SINGLE_REQUIRED = ("name", "part", "fabric", "clock_mhz", "macs_per_dsp", "utilisation_cap",
                     "cores", "cpu", "dram", "stream")
@@ -274,7 +287,25 @@ def _read_board_file(name_or_path: str | Path, base: Path | None = None) -> tupl
 
 
 class _UniqueKeyLoader(yaml.SafeLoader):
-    """A safe YAML loader that rejects a key repeated in one mapping (a silent typo otherwise)."""
+    """A safe YAML loader that rejects a key repeated in one mapping (a silent typo otherwise),
+    aliases (``*name``: an alias bomb expands to billions of items; board files need none) and
+    collections nested deeper than ``MAX_YAML_DEPTH`` (before Python's recursion limit)."""
+
+    def compose_node(self, parent, index):
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"alias *{event.anchor} (board files take no anchors or aliases)", event.start_mark)
+        depth = getattr(self, "_depth", 0)
+        if depth >= MAX_YAML_DEPTH:
+            event = self.peek_event()
+            raise yaml.composer.ComposerError(
+                None, None, f"collections nested deeper than {MAX_YAML_DEPTH} levels", event.start_mark)
+        self._depth = depth + 1
+        try:
+            return super().compose_node(parent, index)
+        finally:
+            self._depth = depth
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict:
         seen: set = set()
@@ -288,7 +319,23 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+_QUOTED_OR_COMMENT = re.compile(r"""'(?:[^']|'')*'|"(?:[^"\\]|\\.)*"|#[^\n]*""")
+_FLOW_BRACKETS = re.compile(r"[\[\]{}]")
+
+
+def _flow_depth(text: str) -> int:
+    """The deepest nesting of YAML flow collections (``[...]``, ``{...}``) outside quotes and
+    comments, O(len(text)): PyYAML's scanner takes time quadratic in it, so it is checked first."""
+    depth = deepest = 0
+    for bracket in _FLOW_BRACKETS.findall(_QUOTED_OR_COMMENT.sub("", text)):
+        depth = max(depth + (1 if bracket in "[{" else -1), 0)
+        deepest = max(deepest, depth)
+    return deepest
+
+
 def _parse_yaml(text: str, source: str) -> dict:
+    if _flow_depth(text) > MAX_YAML_DEPTH:
+        raise FpgaplaceError(f"{source}: YAML collections nested deeper than {MAX_YAML_DEPTH} levels")
     try:
         data = yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as error:
@@ -296,6 +343,8 @@ def _parse_yaml(text: str, source: str) -> dict:
         where = f" at line {mark.line + 1}" if mark is not None else ""
         problem = getattr(error, "problem", None) or str(error).splitlines()[0]
         raise FpgaplaceError(f"{source}: malformed YAML{where}: {problem}") from None
+    except ValueError as error:  # e.g. an integer of more digits than Python converts (4300)
+        raise FpgaplaceError(f"{source}: unreadable YAML value: {first_line(error)}") from None
     if data is None:
         raise FpgaplaceError(f"{source}: the board file is empty")
     if not isinstance(data, dict):
@@ -315,7 +364,7 @@ class _Fields:
     source: str
 
     def fail(self, field_name: str, expected: str, value: Any) -> FpgaplaceError:
-        return FpgaplaceError(f"{self.source}: {field_name} must be {expected}, got {value!r}")
+        return FpgaplaceError(f"{self.source}: {field_name} must be {expected}, got {_shown(value)}")
 
     def mapping(self, value: Any, field_name: str, required: Iterable[str],
                 optional: Iterable[str] = ()) -> dict:
@@ -336,10 +385,10 @@ class _Fields:
                 raise FpgaplaceError(f"{self.source}: {_join(field_name, key)} is required")
         return value
 
-    def integer(self, value: Any, field_name: str, minimum: int) -> int:
-        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+    def integer(self, value: Any, field_name: str, minimum: int, maximum: int = MAX_COUNT) -> int:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
             expected = "a positive integer" if minimum == 1 else "a non-negative integer"
-            raise self.fail(field_name, expected, value)
+            raise self.fail(field_name, f"{expected} up to {maximum}", value)
         return value
 
     def number(self, value: Any, field_name: str, positive: bool) -> float:
@@ -359,6 +408,20 @@ class _Fields:
         if not ok or not 0 < value <= 1:
             raise self.fail(field_name, "a number in (0, 1]", value)
         return float(value)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a value may be a huge nested list); O(limit)
+    for strings and numbers, and for containers the repr of at most their first items."""
+    if isinstance(value, list | tuple | dict):
+        items = list(value.items() if isinstance(value, dict) else value)[:4]
+        if len(value) <= 4 and len(repr(items)) <= limit:
+            return repr(value)
+        return f"a {type(value).__name__} of {len(value)} items"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _join(parent: str, key: str) -> str:
@@ -394,7 +457,7 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
     cap = _read_cap(fields, data["utilisation_cap"])
     usable = usable_fabric(fabric, shell, cap)
     clock_mhz = fields.number(data["clock_mhz"], "clock_mhz", positive=True)
-    macs_per_dsp = fields.integer(data["macs_per_dsp"], "macs_per_dsp", minimum=1)
+    macs_per_dsp = fields.integer(data["macs_per_dsp"], "macs_per_dsp", minimum=1, maximum=MAX_MACS_PER_DSP)
     cores = _read_cores(fields, data["cores"], usable, fabric["slrs"], clock_mhz)
     dram = _read_link(fields, data["dram"], "dram", required_extra=("gbytes",))
     host = _read_link(fields, data["host"], "host") if "host" in data else None
@@ -456,7 +519,7 @@ def _read_cores(fields: _Fields, value: Any, usable: dict[str, int], slrs: int,
                 clock_mhz: float) -> list[dict[str, Any]]:
     if isinstance(value, list):
         return _read_core_list(fields, value, usable, slrs, clock_mhz)
-    count = fields.integer(value, "cores", minimum=1)
+    count = fields.integer(value, "cores", minimum=1, maximum=MAX_CORES)
     return split_equal(usable, count, slrs, clock_mhz, fields.source)
 
 
@@ -480,6 +543,8 @@ def _read_core_list(fields: _Fields, entries: list, usable: dict[str, int], slrs
                     clock_mhz: float) -> list[dict[str, Any]]:
     if not entries:
         raise fields.fail("cores", "a positive integer or a non-empty list of cores", entries)
+    if len(entries) > MAX_CORES:
+        raise fields.fail("cores", f"a list of at most {MAX_CORES} cores", entries)
     cores: list[dict[str, Any]] = []
     for i, entry in enumerate(entries):
         where = f"cores[{i}]"
@@ -510,7 +575,7 @@ def _read_cpu(fields: _Fields, value: Any) -> dict[str, Any]:
     raw = fields.mapping(value, "cpu", ("kind", "count", "ghz", "gflops"))
     return {
         "kind": fields.text(raw["kind"], "cpu.kind"),
-        "count": fields.integer(raw["count"], "cpu.count", minimum=1),
+        "count": fields.integer(raw["count"], "cpu.count", minimum=1, maximum=MAX_CPUS),
         "ghz": fields.number(raw["ghz"], "cpu.ghz", positive=True),
         "gflops": fields.number(raw["gflops"], "cpu.gflops", positive=True),
     }
@@ -567,12 +632,15 @@ def _build_cluster(data: dict, source: str, folder: Path) -> Board:
     entries = data["nodes"]
     if not isinstance(entries, list) or not entries:
         raise fields.fail("nodes", "a non-empty list of {board, count}", entries)
+    if len(entries) > MAX_NODES:
+        raise fields.fail("nodes", f"a list of at most {MAX_NODES} {{board, count}}", entries)
     node_boards: dict[str, Board] = {}
     parts: list[str] = []
     for i, entry in enumerate(entries):
         raw = fields.mapping(entry, f"nodes[{i}]", ("board",), ("count",))
         board_ref = fields.text(raw["board"], f"nodes[{i}].board")
-        count = fields.integer(raw.get("count", 1), f"nodes[{i}].count", minimum=1)
+        count = fields.integer(raw.get("count", 1), f"nodes[{i}].count", minimum=1,
+                               maximum=MAX_NODES - len(node_boards))
         spec = _node_spec(board_ref, folder, f"{source}: nodes[{i}].board")
         parts.append(f"{count} x {spec.part}")
         for _ in range(count):

@@ -23,10 +23,47 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from fpgaplace.errors import FpgaplaceError, first_line
 
+out = Console()
+err = Console(stderr=True)
+
+
+def print_error(message: str) -> None:
+    """``error: message`` as one line on stderr (the message's whitespace collapsed)."""
+    err.print(f"[bold red]error:[/] {escape(' '.join(message.split()))}", highlight=False, soft_wrap=True)
+
+
+class OneLineErrorGroup(TyperGroup):
+    """The command group with click's usage errors (a bad value, an unknown option, a missing
+    argument) printed as one ``error:`` line, like every other error, instead of a boxed panel."""
+
+    def main(self, *args: Any, standalone_mode: bool = True, **kwargs: Any) -> Any:
+        if not standalone_mode:
+            return super().main(*args, standalone_mode=False, **kwargs)
+        try:
+            code = super().main(*args, standalone_mode=False, **kwargs)
+        except typer.Abort:
+            print_error("aborted")
+            sys.exit(1)
+        except typer.TyperException as error:  # typer's (vendored click's) usage errors
+            if type(error).__name__ == "NoArgsIsHelpError":  # no arguments: the help, as click prints it
+                error.show()
+            else:
+                print_error(error.format_message() + _help_hint(error))
+            sys.exit(getattr(error, "exit_code", 2))
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+def _help_hint(error: Exception) -> str:
+    context = getattr(error, "ctx", None)
+    return f" (see `{context.command_path} --help`)" if context is not None else ""
+
+
 app = typer.Typer(
+    cls=OneLineErrorGroup,
     name="fpgaplace",
     help=(
         "Place a neural network's operators on the cores of a multicore FPGA board and its CPUs,\n"
@@ -45,8 +82,6 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-out = Console()
-err = Console(stderr=True)
 
 
 def _print_version(value: bool) -> None:
@@ -98,8 +133,21 @@ ProfileOption = Annotated[
     bool | None,
     typer.Option("--profile/--no-profile", hidden=True, help="Old spelling of --cpu-cost profile|analytic."),
 ]
+MAX_TIME_LIMIT = 10**6
+"""The longest --time-limit, in seconds (11.6 days): a larger or non-finite one is surely a typo."""
+
+
+def check_time_limit(value: float) -> float:
+    """A ``--time-limit`` callback: a finite number of seconds up to ``MAX_TIME_LIMIT``."""
+    if not math.isfinite(value) or value > MAX_TIME_LIMIT:
+        raise typer.BadParameter(f"{value} is not a finite number of seconds up to {MAX_TIME_LIMIT}")
+    return value
+
+
 TIME_LIMIT_HELP = "Total seconds the placement may take (for --method all: all methods together)."
-TimeLimitOption = Annotated[float, typer.Option("--time-limit", min=0.1, help=TIME_LIMIT_HELP)]
+TimeLimitOption = Annotated[
+    float, typer.Option("--time-limit", min=0.1, callback=check_time_limit, help=TIME_LIMIT_HELP)
+]
 ObjectiveOption = Annotated[
     str,
     typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample)."),
@@ -164,8 +212,11 @@ def user_errors(command):
         try:
             return command(*args, **kwargs)
         except FpgaplaceError as error:
-            message = flag_message(" ".join(str(error).split()))
-            err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+            print_error(flag_message(str(error)))
+            raise typer.Exit(1) from None
+        except OSError as error:  # the system refused a read or write: name the file and the reason
+            where = f"{error.filename}: " if error.filename else ""
+            print_error(f"{where}{error.strerror or first_line(error)}")
             raise typer.Exit(1) from None
 
     return wrapper
@@ -217,7 +268,7 @@ def parse_input_shapes(texts: list[str] | None) -> dict[str, tuple[int, ...]] | 
         if not equals or not name.strip() or not dims.strip():
             raise FpgaplaceError(f"--input-shape {text!r}: {expected}")
         parts = [part.strip() for part in re.split(r"[x,]", dims.lower())]
-        if not all(part.isdigit() and int(part) > 0 for part in parts):
+        if not all(part.isascii() and part.isdigit() and int(part) > 0 for part in parts):
             raise FpgaplaceError(f"--input-shape {text!r}: every dim must be a positive integer; {expected}")
         if name.strip() in shapes:
             raise FpgaplaceError(f"--input-shape {text!r}: input {name.strip()!r} is given twice; expected once")
@@ -258,6 +309,31 @@ def place_design(design, objective: str, method: str, time_limit: float, subgrap
     if method == "all":
         return design.place_all(objective, time_limit, **arguments)
     return [design.place(objective, method, time_limit, **arguments)]
+
+
+def check_out_file(path: Path) -> None:
+    """An ``--out`` file path: not a folder, in a folder that exists."""
+    if path.is_dir():
+        raise FpgaplaceError(f"--out {path}: is a folder; expected the path of a file to write")
+    if not path.parent.is_dir():
+        raise FpgaplaceError(f"--out {path}: folder {path.parent} does not exist")
+
+
+def check_out_folder(path: Path, marker: str) -> None:
+    """An ``--out`` folder: a new one, an empty one, or one an earlier run wrote (it has ``marker``),
+    in a folder that exists."""
+    if path.exists() and not path.is_dir():
+        raise FpgaplaceError(f"--out {path}: is a file; expected a folder")
+    if path.is_dir() and any(path.iterdir()) and not (path / marker).exists():
+        raise FpgaplaceError(f"--out {path}: exists and holds other files (no {marker}); "
+                             "expected a new or empty folder, or one an earlier run wrote")
+    check_out_parent(path)
+
+
+def check_out_parent(path: Path) -> None:
+    """An ``--out`` folder that does not exist yet must be in a folder that does."""
+    if not path.is_dir() and not path.parent.is_dir():
+        raise FpgaplaceError(f"--out {path}: folder {path.parent} does not exist")
 
 
 def _write_json_atomically(path: Path, data) -> None:
@@ -536,8 +612,8 @@ def place(
     """
     from fpgaplace.design import place_problem, placement_json
 
-    if out_file is not None and not out_file.parent.is_dir():
-        raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
+    if out_file is not None:
+        check_out_file(out_file)
     problem, design = _load_input(input_path, board_name, optimized=optimized, input_shape=input_shape,
                                   batch=batch, precision=precision, cpu_cost=cpu_cost, profile=profile)
     if design is None:
@@ -667,6 +743,7 @@ def split(
     from fpgaplace.split import check_out_dir
 
     check_out_dir(out_dir)
+    check_out_parent(out_dir)
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
                          precision=precision, cpu_cost=cpu_cost, profile=profile)
     place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
@@ -711,7 +788,8 @@ def search(
     cpu_cost: CpuCostOption = "profile",
     profile: ProfileOption = None,
     time_limit: Annotated[
-        float, typer.Option("--time-limit", min=1.0, help="Total seconds the whole search may take.")
+        float, typer.Option("--time-limit", min=1.0, callback=check_time_limit,
+                            help="Total seconds the whole search may take."),
     ] = 120.0,
     out_dir: Annotated[Path | None, typer.Option("--out", help="Write the best placement and its split here.")] = None,
     top: Annotated[int, typer.Option("--top", min=1, help="Rows of the ranked table to print.")] = 15,
@@ -725,9 +803,8 @@ def search(
     from fpgaplace.split import check_out_dir
 
     sizes = _parse_batches(batches)
-    if out_dir is not None and out_dir.exists() and not out_dir.is_dir():
-        raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder")
     if out_dir is not None:
+        check_out_folder(out_dir, "placement.json")
         check_out_dir(out_dir / "split")
     ranked = run_search(
         model,
@@ -827,8 +904,7 @@ def quantize(
 
     Example: fpgaplace quantize model.onnx --out model.int8.onnx --random 64
     """
-    if not out_file.parent.is_dir():
-        raise FpgaplaceError(f"--out {out_file}: folder {out_file.parent} does not exist")
+    check_out_file(out_file)
     calibration = _calibration(calib, random)
     design = make_design(model, optimized=False, input_shape=input_shape, batch=batch)
     drift, path = design.quantize_file(out_file, seed=seed, **calibration)
@@ -876,6 +952,7 @@ def compile_project(
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
+    check_out_parent(out_dir)
     calibration = _calibration(calib, random, default_random=32)
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
                          cpu_cost=cpu_cost, profile=profile).quantized(**calibration)

@@ -39,6 +39,9 @@ MAX_DIM = 2**31 - 1
 """The largest dim ``input_shapes`` may give (ONNX runtimes index with 32-bit ints)."""
 MAX_INPUT_ELEMENTS = 2**40
 """The most elements ``input_shapes`` may give one input (a larger tensor is surely a typo)."""
+MAX_TENSOR_BYTES = 2**32
+"""The most bytes one tensor may have (4 GiB): beyond it a dim is surely wrong, and splitting or
+profiling the model would try to allocate it."""
 
 InputShapes = Mapping[str, Sequence[int]]
 
@@ -100,16 +103,18 @@ def from_model(
     positions = _sort_nodes(work, source)
     if _upgrade_old_opset(work, source, notes):
         positions = list(range(len(work.graph.node)))  # the converter rebuilt the node list
+    _check_element_types(work, source)
     _bind_inputs(work, batch, given, source, notes)
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
     work, positions = _resolve_shapes(work, positions, source, notes)
+    _check_strictly(work, source)
     return _build(work, positions, source, notes)
 
 
 def _check_batch(batch: int, source: str) -> None:
-    if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
-        raise FpgaplaceError(f"{source}: batch must be an integer >= 1, got {batch!r}")
+    if isinstance(batch, bool) or not isinstance(batch, int) or not 1 <= batch <= MAX_DIM:
+        raise FpgaplaceError(f"{source}: batch must be an integer in 1..{MAX_DIM}, got {batch!r}")
 
 
 def _check_input_shapes(input_shapes: InputShapes | None, source: str) -> dict[str, tuple[int, ...]]:
@@ -140,6 +145,91 @@ def _check_input_shapes(input_shapes: InputShapes | None, source: str) -> dict[s
             )
         checked[name] = shape
     return checked
+
+
+def _check_element_types(model: onnx.ModelProto, source: str) -> None:
+    """Every declared tensor (input, output, value_info, initializer) has an element type ONNX
+    defines and no negative dim; an error names the tensor and the type number or dim."""
+    graph = model.graph
+    defined = set(onnx.TensorProto.DataType.values())
+    declared = [(v.name, v.type.tensor_type.elem_type) for v in [*graph.input, *graph.output, *graph.value_info]
+                if v.type.HasField("tensor_type")]
+    declared += [(t.name, t.data_type) for t in graph.initializer]
+    for name, elem_type in declared:
+        if elem_type not in defined:
+            raise FpgaplaceError(f"{source}: tensor '{name}' has element type {elem_type}, which ONNX does not "
+                                 f"define; expected one of onnx.TensorProto's data types")
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        dims = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
+        for axis, dim in enumerate(dims):
+            if dim.HasField("dim_value") and dim.dim_value < 0:
+                raise FpgaplaceError(f"{source}: tensor '{value.name}' dim {axis} is {dim.dim_value}; "
+                                     f"expected a size >= 0 or a symbolic name")
+
+
+def _check_tensor_bytes(name: str, shape: Sequence[int], elem_type: int, source: str) -> None:
+    """A tensor of ``shape`` stays within ``MAX_TENSOR_BYTES`` (checked before anything allocates it)."""
+    try:
+        itemsize = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
+    except (KeyError, TypeError, ValueError):
+        itemsize = 1
+    size = math.prod(shape) * itemsize
+    if size > MAX_TENSOR_BYTES:
+        raise FpgaplaceError(
+            f"{source}: tensor '{name}' of shape {list(shape)} takes {size} bytes; expected at most "
+            f"2**32 = {MAX_TENSOR_BYTES} (MAX_TENSOR_BYTES), so a dim is surely wrong"
+        )
+
+
+def _check_strictly(model: onnx.ModelProto, source: str) -> None:
+    """onnx shape inference in strict mode over the resolved model: an op whose attributes or input
+    shapes it rejects (zero strides, mismatched dims) or a declared shape contradicting the inferred
+    one is an error naming the op. Then every tensor is checked against ``MAX_TENSOR_BYTES``."""
+    try:
+        shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=True)
+    except shape_inference.InferenceError as exc:
+        raise FpgaplaceError(f"{source}: onnx shape inference rejects the model: {_inference_error(exc)}") from None
+    except (ValueError, RuntimeError):
+        pass  # over the protobuf limit, or inference itself failing: the notes already say so
+    graph = model.graph
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = value.type.tensor_type
+        if value.type.HasField("tensor_type") and _fully_known(tensor):
+            _check_tensor_bytes(value.name, [d.dim_value for d in tensor.shape.dim], tensor.elem_type, source)
+    _check_conv_channels(model, source)
+
+
+def _inference_error(exc: Exception) -> str:
+    """The op and reason of an onnx ``InferenceError`` ("(op_type:Conv, node name: conv): ...")."""
+    text = first_line(exc)
+    for prefix in ("[ShapeInferenceError] Inference error(s): ", "[ShapeInferenceError] ", "[TypeInferenceError] "):
+        text = text.replace(prefix, "")
+    return text
+
+
+def _check_conv_channels(model: onnx.ModelProto, source: str) -> None:
+    """A ``Conv``'s input channels equal its weight's input channels times ``group`` (onnx shape
+    inference does not check it; onnxruntime fails on the first run)."""
+    shapes = _known_value_shapes(model)
+    for node in model.graph.node:
+        if node.op_type != "Conv" or node.domain not in STANDARD_DOMAINS or len(node.input) < 2:
+            continue
+        x, w = shapes.get(node.input[0]), shapes.get(node.input[1])
+        group = next((a.i for a in node.attribute if a.name == "group"), 1)
+        if x and w and len(x) >= 2 and len(w) >= 2 and x[1] != w[1] * group:
+            raise FpgaplaceError(
+                f"{source}: op '{node.name or node.output[0]}' (Conv): input '{node.input[0]}' has {x[1]} channels; "
+                f"expected {w[1] * group} (weight '{node.input[1]}' {list(w)}, group {group})"
+            )
+
+
+def _known_value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
+    graph = model.graph
+    shapes = {t.name: tuple(t.dims) for t in graph.initializer}
+    for value in [*graph.input, *graph.value_info, *graph.output]:
+        if value.type.HasField("tensor_type") and _fully_known(value.type.tensor_type):
+            shapes.setdefault(value.name, tuple(d.dim_value for d in value.type.tensor_type.shape.dim))
+    return shapes
 
 
 def _check_proto(model: onnx.ModelProto, source: str) -> None:
@@ -244,6 +334,9 @@ def _bind_inputs(
         _bind_batch(value, batch, symbols, notes)
     for value in free:
         _check_bound(value, symbols, source)
+    for value in inputs.values():
+        tensor = value.type.tensor_type
+        _check_tensor_bytes(value.name, [d.dim_value for d in tensor.shape.dim], tensor.elem_type, source)
     for value in [*graph.output, *graph.value_info]:
         if value.type.HasField("tensor_type"):
             for dim in value.type.tensor_type.shape.dim:

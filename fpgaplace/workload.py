@@ -23,15 +23,25 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.graphs import node_on_cycle
 from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
+
+MAX_NUMBER = 1e15
+"""The largest latency, cost or size a workload may give (solvers such as SCIP take 1e20 as infinity)."""
+MAX_DEVICES = 4096
+"""The most accelerators (and, separately, CPUs) a workload may ask for."""
+MAX_JSON_DEPTH = 64
+"""The deepest nesting of JSON arrays and objects a workload or split may have (they are 3 deep)."""
+_STRINGS = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKETS = re.compile(r"[\[\]{}]")
 
 NODE_FIELDS = ("id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode")
 EDGE_FIELDS = ("sourceId", "destId", "cost")
@@ -44,23 +54,46 @@ def _read_json(path: Path) -> Any:
     text = path.read_text(encoding="utf-8", errors="replace")
     if not text.strip():
         raise FpgaplaceError(f"{path}: file is empty, expected a JSON object")
+    depth = _nesting_depth(text)
+    if depth > MAX_JSON_DEPTH:
+        raise FpgaplaceError(f"{path}: JSON nested {depth} levels deep; expected at most {MAX_JSON_DEPTH}")
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
         raise FpgaplaceError(
             f"{path}: not valid JSON (line {exc.lineno} column {exc.colno}: {exc.msg})"
         ) from None
+    except ValueError as exc:  # e.g. an integer of more digits than Python converts (4300)
+        raise FpgaplaceError(f"{path}: unreadable JSON number ({first_line(exc)})") from None
 
 
-def _number(path: Path, where: str, value: Any, *, integer: bool = False) -> float:
-    """A finite non-negative number (bool excluded), else a one-line error naming ``where``."""
+def _nesting_depth(text: str) -> int:
+    """The deepest nesting of brackets and braces outside strings, O(len(text)) (checked before
+    ``json.loads``, which recurses once per level)."""
+    depth = deepest = 0
+    for bracket in _BRACKETS.findall(_STRINGS.sub("", text)):
+        depth += 1 if bracket in "[{" else -1
+        deepest = max(deepest, depth)
+    return deepest
+
+
+def _number(path: Path, where: str, value: Any, *, integer: bool = False, maximum: float = MAX_NUMBER) -> float:
+    """A finite number in [0, ``maximum``] (bool excluded), else a one-line error naming ``where``."""
     if isinstance(value, bool) or not isinstance(value, int | float):
-        raise FpgaplaceError(f"{path}: {where} is {value!r}, expected a number")
+        raise FpgaplaceError(f"{path}: {where} is {_shown(value)}, expected a number")
+    if isinstance(value, float) and math.isnan(value) or not 0 <= value <= maximum:
+        raise FpgaplaceError(f"{path}: {where} is {_shown(value)}, expected a number in 0..{maximum:g}")
     if integer and value != int(value):
         raise FpgaplaceError(f"{path}: {where} is {value!r}, expected an integer")
-    if math.isnan(value) or value < 0:
-        raise FpgaplaceError(f"{path}: {where} is {value!r}, expected a number >= 0")
     return float(value)
+
+
+def _shown(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters (a huge integer by its size)."""
+    if isinstance(value, int) and value.bit_length() > 200:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
 
 
 def _flag(path: Path, where: str, value: Any) -> bool:
@@ -83,8 +116,8 @@ def load_workload(path: str | Path) -> PlacementProblem:
     data = _read_json(path)
     _require(path, data, TOP_FIELDS, "the top-level object")
     memory = _number(path, "maxSizePerFPGA", data["maxSizePerFPGA"])
-    fpgas = int(_number(path, "maxFPGAs", data["maxFPGAs"], integer=True))
-    cpus = int(_number(path, "maxCPUs", data["maxCPUs"], integer=True))
+    fpgas = int(_number(path, "maxFPGAs", data["maxFPGAs"], integer=True, maximum=MAX_DEVICES))
+    cpus = int(_number(path, "maxCPUs", data["maxCPUs"], integer=True, maximum=MAX_DEVICES))
     nodes, edges_json = data["nodes"], data["edges"]
     if not isinstance(nodes, list) or not nodes:
         raise FpgaplaceError(f"{path}: 'nodes' must be a non-empty list")
@@ -248,10 +281,10 @@ def load_split(path: str | Path, problem: PlacementProblem) -> Placement:
     for key, targets in (("fpgas", acc_devices), ("cpus", cpu_devices)):
         groups = _split_groups(path, data, key)
         nonempty = [g for g in range(len(groups)) if groups[g]]
-        if nonempty and nonempty[-1] >= len(targets):
+        if len(groups) > len(targets):
             raise FpgaplaceError(
-                f"{path}: '{key}' has {nonempty[-1] + 1} non-empty groups but the problem has "
-                f"only {len(targets)} such devices"
+                f"{path}: '{key}' has {len(groups)} groups ({len(nonempty)} non-empty) but the problem has "
+                f"only {len(targets)} such devices; expected at most one group per device"
             )
         for g in nonempty:
             for node_id in groups[g]:

@@ -4,8 +4,9 @@ whose shape is known are constants, and so is every node they drive whose inputs
 
 ``fold_static_shapes`` replaces those ``Shape``/``Size`` nodes by initializers, evaluates the
 constant subgraph they drive with onnx's reference evaluator, and stores the tensors the rest of
-the graph reads from it as initializers too (those of at most ``max_elements`` elements; a bigger
-one, e.g. a ``ConstantOfShape`` mask, stays computed), so onnx shape inference then sees the
+the graph reads from it as initializers too. Only nodes whose outputs have known shapes of at most
+``max_elements`` elements fold (nothing big is ever evaluated; e.g. a ``ConstantOfShape`` mask
+stays computed), so onnx shape inference then sees the
 ``Reshape`` targets and the folded nodes no longer exist. Cost: one sweep, O(n + e), plus the
 evaluation of the shape subgraph; ``fold_static_shapes_to_fixpoint`` repeats inference and folding
 while shapes keep appearing (each round removes at least one ``Shape``, so at most that many rounds).
@@ -54,6 +55,11 @@ def _is_static_shape_node(node: onnx.NodeProto, shapes: dict[str, tuple[int, ...
             and len(node.input) == 1 and node.input[0] in shapes and len(node.output) == 1)
 
 
+def _is_small(shape: tuple[int, ...] | None, max_elements: int) -> bool:
+    """A known shape of at most ``max_elements`` elements (an unknown one may be anything: no)."""
+    return shape is not None and int(np.prod(shape, dtype=np.float64)) <= max_elements
+
+
 def _is_foldable(node: onnx.NodeProto, constants: set[str]) -> bool:
     """A deterministic standard node without subgraphs whose inputs are all constant."""
     if ops.normalize_domain(node.domain) != "" or not ops.is_deterministic(node.op_type, node.domain):
@@ -97,7 +103,8 @@ def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MA
         if _is_static_shape_node(node, shapes):
             feeds[node.output[0]] = _shape_value(node, shapes[node.input[0]])
             shape_nodes.append(i)
-        elif any(t in from_shapes for t in node.input) and _is_foldable(node, constants):
+        elif (any(t in from_shapes for t in node.input) and _is_foldable(node, constants)
+              and all(_is_small(shapes.get(t), max_elements) for t in node.output if t)):
             driven.append(i)
         else:
             continue

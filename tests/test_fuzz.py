@@ -1,0 +1,46 @@
+"""The fuzz generator's cases through the CLI, in-process: no traceback, no hang, a non-zero exit
+with one error line naming the file or flag on invalid input, exit 0 on valid input."""
+
+from __future__ import annotations
+
+import collections
+import time
+
+import fuzz
+import pytest
+
+SEED = 0
+
+
+@pytest.fixture(scope="module")
+def cases() -> list[fuzz.Case]:
+    return fuzz.generate(SEED)
+
+
+def test_the_generator_is_seeded_and_covers_four_families(cases):
+    assert len(cases) >= 300
+    counts = collections.Counter(case.family for case in cases)
+    assert set(counts) == set(fuzz.FAMILIES) and min(counts.values()) >= 50
+    assert [(c.name, c.argv, c.files) for c in fuzz.generate(SEED)] == [(c.name, c.argv, c.files) for c in cases]
+    assert [c.files for c in fuzz.generate(SEED + 1)] != [c.files for c in cases]
+    assert sum(c.valid is True for c in cases) >= 30 and sum(c.valid is False for c in cases) >= 200
+
+
+def test_every_fuzz_case_fails_cleanly_or_succeeds(cases):
+    start = time.perf_counter()
+    failures = [outcome for outcome in (fuzz.run_case(case, timeout=30) for case in cases) if not outcome.ok]
+    report = "\n".join(f"{o.case.name}: {'; '.join(o.problems)} | {o.stderr.strip()[-300:]}" for o in failures[:20])
+    assert not failures, f"{len(failures)} of {len(cases)} cases failed:\n{report}"
+    assert time.perf_counter() - start < 300  # about 60 s on an idle 2-core machine
+
+
+def test_the_judge_catches_what_it_should(tmp_path):
+    """The checks themselves can fail: exit 0 on invalid input, a missing file name, a traceback."""
+    invalid = fuzz.Case("cli", "x", ("inspect", "{dir}/m.onnx"), valid=False, mentions=("{dir}/m.onnx",))
+    outcome = fuzz.judge(invalid, tmp_path, 0, "", fuzz.Outcome(invalid, 0, 0.0))
+    assert outcome.problems == ["exit 0 on invalid input"]
+    outcome = fuzz.judge(invalid, tmp_path, 1, "error: something else\n", fuzz.Outcome(invalid, 1, 0.0))
+    assert outcome.problems and "does not name" in outcome.problems[0]
+    outcome = fuzz.judge(invalid, tmp_path, 1, "Traceback (most recent call last):\nerror: x\n",
+                         fuzz.Outcome(invalid, 1, 0.0))
+    assert "traceback" in outcome.problems
