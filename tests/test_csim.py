@@ -88,6 +88,15 @@ def test_every_stage_loops_as_many_cycles_as_the_op_library_says(name, request):
         assert core["interval_cycles_csim"] == core["interval_cycles_model"] == record["compute_interval_cycles"]
 
 
+def test_a_model_of_fixed_batch_two_runs_each_core_once_per_sample(tmp_path):
+    """A model whose batch is fixed at 2 (the design's batch left at 1): each core runs once per
+    sample of the model's batch, and the results are still exact."""
+    model = models.mlp(batch=2, sizes=(16, 64, 32, 5))
+    result = compile_and_simulate(model, tmp_path / "project")
+    assert result.doc["model"]["batch"] == 2
+    assert result.first.ok and all(c.runs == 2 * SAMPLES for c in result.first.cores)
+
+
 def test_to_json_has_the_documented_keys(mlp):
     data = mlp.first.to_json()
     json.dumps(data)  # plain JSON

@@ -158,9 +158,7 @@ class _Lowering:
         return self._rescale(op, x, self.sink(op), "requant", {"SIZE": size})
 
     def _batch(self) -> int:
-        first = self.graph.inputs[0] if self.graph.inputs else None
-        info = self.graph.tensors.get(first) if first else None
-        return info.shape[0] if info is not None and info.shape else 1
+        return graph_batch(self.graph)
 
     def _dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
         y = out.tensor
@@ -273,6 +271,13 @@ def _views(index: QdqIndex, q: str) -> list[str]:
 def _node_ops(index: QdqIndex, graph: OpGraph, tensor: str) -> list[str]:
     """Op names of the nodes reading ``tensor``."""
     return [op for node in index.consumers.get(tensor, []) if (op := graph.producer(node.output[0])) in graph.ops]
+
+
+def graph_batch(graph: OpGraph) -> int:
+    """Samples per run of the model: axis 0 of its first input. A core runs once per sample."""
+    first = graph.inputs[0] if graph.inputs else None
+    info = graph.tensors.get(first) if first else None
+    return info.shape[0] if info is not None and info.shape and info.shape[0] > 0 else 1
 
 
 def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, placed: dict[str, str],

@@ -24,7 +24,7 @@ from fpgaplace import __version__, hw
 from fpgaplace.board import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
-from fpgaplace.codegen.lower import CoreDesign, layer_macs, lower_core, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, lower_core, per_sample_shape
 from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
@@ -80,7 +80,7 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     devices = design.op_devices()
     names = {op: device.name for op, device in devices.items()}
     resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
-    batch = design.batch
+    batch = graph_batch(graph)  # samples per model run: one core run each
     cores: list[CoreDesign] = []
     host_ops: list[str] = []  # placed on a core that would compute nothing: the host runs them
     for core in board.cores:
@@ -214,7 +214,7 @@ def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
     return {
         "format": DESIGN_FORMAT,
         "fpgaplace": __version__,
-        "model": {"name": design.graph.name, "file": "model.qdq.onnx", "batch": design.batch},
+        "model": {"name": design.graph.name, "file": "model.qdq.onnx", "batch": graph_batch(design.graph)},
         "board": {"name": board.name, "part": board.part, "clock_mhz": board.cores[0].clock_mhz if board.cores else 0,
                   "source": board.source},
         "precision": "int8",
@@ -229,7 +229,7 @@ def _design_json(design: Design, result, records: list[dict], manifest) -> dict:
         "split": "split/manifest.json",
         "transfers": transfers,
         "interval_us": interval_us,
-        "fps": design.batch * 1e6 / interval_us if interval_us > 0 else None,
+        "fps": graph_batch(design.graph) * 1e6 / interval_us if interval_us > 0 else None,
     }
 
 

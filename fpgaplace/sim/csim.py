@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import math
 import os
 import shutil
 import subprocess
@@ -180,10 +181,15 @@ class _Core:
         return [values[aliases.get(t["name"], t["name"])].reshape(-1) for t in self.record["outputs"]]
 
 
+def _samples_in(tensor: dict) -> int:
+    """How many samples (core runs) a boundary tensor holds: its elements over a sample's."""
+    return max(1, math.prod(tensor["shape"]) // max(1, math.prod(tensor["sample_shape"])))
+
+
 def _to_stream(array: np.ndarray, tensor: dict) -> list[np.ndarray]:
-    """Per-sample stream-order arrays of a boundary tensor (NCHW -> HWC)."""
+    """Per-sample stream-order arrays of a boundary tensor (NCHW -> HWC), one per core run."""
     batch = array.reshape(tensor["shape"])
-    samples = np.split(batch, batch.shape[0]) if batch.ndim and batch.shape[0] > 1 else [batch]
+    samples = np.split(batch, _samples_in(tensor)) if batch.ndim else [batch]
     return [np.transpose(s, (0, 2, 3, 1)).reshape(-1) if tensor["channels_last"] else s.reshape(-1) for s in samples]
 
 
@@ -191,7 +197,7 @@ def _from_stream(samples: list[np.ndarray], tensor: dict) -> np.ndarray:
     shape = tensor["shape"]
     if tensor["channels_last"]:
         n, c, h, w = shape
-        per = [s.reshape(1, h, w, c).transpose(0, 3, 1, 2) for s in samples]
+        per = [s.reshape(-1, h, w, c).transpose(0, 3, 1, 2) for s in samples]
         return np.concatenate(per).reshape(shape)
     return np.concatenate([s.reshape(-1) for s in samples]).reshape(shape)
 
