@@ -1,6 +1,12 @@
 """Every placement method on every workload of the NeurIPS 2020 paper: one table.
 
     python scripts/bench_solvers.py [--time-limit 60] [--workloads DIR] [--methods dp,ip,...] [--json]
+    python scripts/bench_solvers.py --large-models [--time-limit 60]
+
+``--large-models`` instead runs method auto (throughput and latency) through ``Design`` on models
+past the DP's state space, built by tests/test_solvers_scale.py: a YOLOv8-style detector at
+320x320 and a BERT-base-style encoder (12 layers, hidden 768, sequence 128), raw operator graphs
+(no fusion), analytic costs on the zcu104.
 
 Each (workload, method) runs in a fresh process so its peak memory (max RSS) is its own. Values
 are the trusted evaluator's: max-load for throughput workloads, latency for latency workloads
@@ -44,9 +50,34 @@ def run_one(path: str, objective: str, method: str, time_limit: float, queue) ->
     queue.put(row)
 
 
-def measure(path: Path, objective: str, method: str, time_limit: float) -> dict:
+LARGE_MODELS = ("yolo_detector", "bert_base")
+
+
+def run_model(model: str, objective: str, method: str, time_limit: float, queue) -> None:
+    """One large model placed by ``Design.place``; the row also says the model's block count
+    and how long building the placement problem took (not part of ``seconds``)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import test_solvers_scale
+
+    from fpgaplace import Design
+    from fpgaplace.solvers.dp import build_blocks
+
+    built = time.perf_counter()
+    design = Design(getattr(test_solvers_scale, model)(), "zcu104", profile_cpu=False, optimize=False)
+    problem = design.problem
+    row = {"blocks": build_blocks(problem).count, "problem_seconds": time.perf_counter() - built}
+    start = time.perf_counter()
+    result = design.place(objective, method, time_limit)
+    row.update(value=result.value, bound=result.placement.bound, gap=result.placement.gap,
+               status=result.placement.status, feasible=result.evaluation.feasible,
+               seconds=time.perf_counter() - start,
+               peak_mb=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    queue.put(row)
+
+
+def measure(path: Path | str, objective: str, method: str, time_limit: float, target=run_one) -> dict:
     queue = mp.get_context("fork").Queue()
-    process = mp.get_context("fork").Process(target=run_one, args=(str(path), objective, method, time_limit, queue))
+    process = mp.get_context("fork").Process(target=target, args=(str(path), objective, method, time_limit, queue))
     process.start()
     process.join(timeout=time_limit * 3 + 120)
     if process.is_alive():
@@ -62,10 +93,17 @@ def main() -> None:
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--only", default="", help="substring a workload's path must contain")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--large-models", action="store_true", help="method auto on " + ", ".join(LARGE_MODELS))
     args = parser.parse_args()
     methods = [m for m in args.methods.split(",") if m]
     rows = []
-    for objective in ("throughput", "latency"):
+    for model in LARGE_MODELS if args.large_models else ():
+        for objective in ("throughput", "latency"):
+            row = {"workload": f"{objective}/{model}", "method": "auto",
+                   **measure(model, objective, "auto", args.time_limit, target=run_model)}
+            rows.append(row)
+            print(_format(row), file=sys.stderr, flush=True)
+    for objective in ("throughput", "latency") if not args.large_models else ():
         for path in sorted((args.workloads / objective).glob("*.json")):
             if args.only not in str(path):
                 continue
@@ -95,6 +133,7 @@ def _format(row: dict) -> str:
     return (
         f"{row['workload']:40} {row['method']:13} {row['value']:12.6g} {bound:>12} {gap:>8} "
         f"{row['seconds']:8.2f} {row['peak_mb']:8.0f}  {row['status']}{'' if row['feasible'] else ' INFEASIBLE'}"
+        + (f" [{row['blocks']} blocks]" if "blocks" in row else "")
     )
 
 
