@@ -352,22 +352,11 @@ class Bar:
 
 def traced_schedule(project: Path, samples: int) -> tuple[list[tuple[str, str]], list[Bar]]:
     """The servers (name, kind) of the project's pipeline and the bars of the event simulator's
-    run of ``samples`` samples, recorded as the simulator starts each stage."""
-    from fpgaplace.sim import event
+    run of ``samples`` samples (``sim.event.trace_schedule``)."""
+    from fpgaplace.sim.event import trace_schedule
 
-    class TracingRun(event._Run):  # the simulator's run, noting every start (it exposes no trace)
-        bars: list[Bar]
-
-        def start(self, server, index):
-            stage = self.stages[index]
-            self.bars.append(Bar(stage.server, stage.name, stage.started, self.now, self.now + stage.busy_us))
-            return super().start(server, index)
-
-    pipeline = event.build_pipeline(project)
-    run = TracingRun(pipeline, samples)
-    run.bars = []
-    run.run()
-    return [(s.name, s.kind) for s in pipeline.servers], run.bars
+    servers, trace = trace_schedule(project, samples)
+    return servers, [Bar(b.server, b.stage, b.sample, b.start_us, b.end_us) for b in trace]
 
 
 GANTT_LABEL_W, GANTT_CHART_W, GANTT_ROW_H, GANTT_AXIS_H = 190, 820, 24, 28

@@ -135,6 +135,18 @@ class ServerReport:
                 "starved_us": self.starved_us}
 
 
+@dataclass(frozen=True)
+class Busy:
+    """One sample on one server: ``stage`` started it at ``start_us`` and held the server to
+    ``end_us`` (a pipelined core takes its next sample after its interval)."""
+
+    server: int
+    stage: str
+    sample: int
+    start_us: float
+    end_us: float
+
+
 @dataclass
 class SimResult:
     project: Path
@@ -355,6 +367,7 @@ class _Run:
     """One simulation of ``samples`` samples over a fresh copy of the pipeline's state."""
 
     def __init__(self, pipeline: Pipeline, samples: int) -> None:
+        self.trace: list[Busy] | None = None  # every start, when asked for (``trace_schedule``)
         self.stages = [Stage(s.name, s.server, s.busy_us, s.latency_us, s.inputs, s.outputs) for s in pipeline.stages]
         self.servers = [Server(s.name, s.kind, s.pipelined, s.stages) for s in pipeline.servers]
         edges, stages = pipeline.edges, self.stages
@@ -426,6 +439,8 @@ class _Run:
 
     def start(self, server: Server, index: int) -> list[int]:
         stage = self.stages[index]
+        if self.trace is not None:
+            self.trace.append(Busy(stage.server, stage.name, stage.started, self.now, self.now + stage.busy_us))
         self.idle(server, None)
         if server.first_start is None:
             server.first_start = self.now
@@ -492,6 +507,17 @@ def _report(run: _Run) -> list[ServerReport]:
 def _bottleneck(reports: list[ServerReport]) -> str:
     """The busiest server: highest utilisation, then most time per sample."""
     return max(reports, key=lambda r: (round(r.utilisation, 9), r.per_sample_us)).name
+
+
+def trace_schedule(project: Path, samples: int, buffer: int = BUFFER_SAMPLES) -> tuple[list[tuple[str, str]],
+                                                                                       list[Busy]]:
+    """The servers (name, kind) of the project's pipeline and every start of a run of ``samples``
+    samples, in the order the simulation made them (the schedule a Gantt chart draws)."""
+    pipeline = build_pipeline(Path(project), buffer)
+    run = _Run(pipeline, samples)
+    run.trace = []
+    run.run()
+    return [(server.name, server.kind) for server in pipeline.servers], run.trace
 
 
 def simulate(project: Path, samples: int = 256, buffer: int = BUFFER_SAMPLES) -> SimResult:
