@@ -20,6 +20,7 @@ adds the (small) rest.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,6 +45,12 @@ MAX_TENSOR_BYTES = 2**32
 profiling the model would try to allocate it."""
 
 InputShapes = Mapping[str, Sequence[int]]
+
+QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "finn"})
+"""The domains QONNX quantizers are exported in (Brevitas and FINN write either)."""
+QONNX_QUANTIZERS = frozenset({"Quant", "BipolarQuant", "Trunc"})
+"""QONNX ops that quantize a tensor to a grid of some bits and keep its shape: read as the bit width
+of their output (``TensorInfo.quant_bits``), not costed as work (arXiv:2206.07527, the QONNX spec)."""
 
 FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 """Op types the FPGA cores can run (a view of ``fpgaplace.ops``, which decides)."""
@@ -450,7 +457,8 @@ def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx
 def _with_shape_proxies(model: onnx.ModelProto) -> onnx.ModelProto | None:
     """A copy of ``model`` with its top-level contrib nodes replaced by their shape proxies;
     None if no node has one."""
-    proxies = [ops.shape_proxy(node) for node in model.graph.node]
+    proxies = [_qonnx_shape_proxy(node) if _is_qonnx_quantizer(node) else ops.shape_proxy(node)
+               for node in model.graph.node]
     if all(proxy is None for proxy in proxies):
         return None
     proxied = onnx.ModelProto()
@@ -459,6 +467,27 @@ def _with_shape_proxies(model: onnx.ModelProto) -> onnx.ModelProto | None:
     for node, proxy in zip(model.graph.node, proxies, strict=True):
         proxied.graph.node.extend(proxy or [node])
     return proxied
+
+
+def _is_qonnx_quantizer(node: onnx.NodeProto) -> bool:
+    return node.domain in QONNX_DOMAINS and node.op_type in QONNX_QUANTIZERS
+
+
+def _qonnx_shape_proxy(node: onnx.NodeProto) -> list[onnx.NodeProto]:
+    """A QONNX quantizer keeps its input's shape and type: an Identity stands in for inference."""
+    return [helper.make_node("Identity", [node.input[0]], [node.output[0]])]
+
+
+def _qonnx_bits(node: onnx.NodeProto, values: Mapping[str, np.ndarray]) -> int | None:
+    """The bit width a QONNX quantizer's output has: 1 for BipolarQuant, else its ``bitwidth``
+    (Quant, input 3) or ``out_bitwidth`` (Trunc, input 4) when that is a constant scalar."""
+    if node.op_type == "BipolarQuant":
+        return 1
+    position = 3 if node.op_type == "Quant" else 4
+    value = values.get(node.input[position]) if len(node.input) > position else None
+    if value is None or value.size != 1 or not np.isfinite(value).all() or not 1 <= float(value.flat[0]) <= 64:
+        return None
+    return int(round(float(value.flat[0])))
 
 
 def _with_types_of(model: onnx.ModelProto, inferred: onnx.ModelProto) -> onnx.ModelProto:
@@ -612,7 +641,10 @@ def _info_from_value(value: onnx.ValueInfoProto, notes: list[str]) -> TensorInfo
 
 
 def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
-    """A deterministic standard node without subgraphs whose inputs are all constant."""
+    """A deterministic standard node without subgraphs (or a QONNX quantizer: a quantized weight)
+    whose inputs are all constant."""
+    if _is_qonnx_quantizer(node):
+        return all(t in constants for t in node.input if t)
     if node.domain not in STANDARD_DOMAINS or not ops.is_deterministic(node.op_type, node.domain):
         return False
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
@@ -621,13 +653,16 @@ def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
 
 
 def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, TensorInfo]) -> dict[str, int]:
-    """Stored bytes of each constant tensor: a dequantized weight is stored quantized."""
+    """Stored bytes of each constant tensor: a dequantized weight is stored quantized, a QONNX
+    quantized one at its bit width."""
     storage = {}
     for node in constant_nodes:
         for t in node.output:
             if not t or t not in infos:
                 continue
-            if node.op_type == "DequantizeLinear" and node.input[0] in storage:
+            if infos[t].quant_bits is not None:
+                storage[t] = (infos[t].numel * infos[t].quant_bits + 7) // 8
+            elif node.op_type == "DequantizeLinear" and node.input[0] in storage:
                 storage[t] = storage[node.input[0]]
             elif node.op_type == "DequantizeLinear" and node.input[0] in infos:
                 storage[t] = infos[node.input[0]].nbytes
@@ -649,6 +684,7 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
             constants.update(t for t in node.output if t)
         else:
             compute.append((index, node))
+    _read_qonnx_bits(graph, infos, notes)
     storage = _param_storage(constant_nodes, infos)
     scope = _outer_scope(model, constant_nodes, [node for _, node in compute], infos)
     graph_ops = []
@@ -688,6 +724,27 @@ def _build(model: onnx.ModelProto, positions: list[int], source: str, notes: lis
     for op in built.ops.values():
         op.fpga_supported = op.fpga_supported and bool(plan_op(op, built))
     return built
+
+
+def _read_qonnx_bits(graph: onnx.GraphProto, infos: dict[str, TensorInfo], notes: list[str]) -> None:
+    """Set ``quant_bits`` on every QONNX quantizer's output (in ``infos``, in place) and note the
+    widths found; a width that is not a constant scalar in 1..64 is noted and left unset."""
+    values = {t.name: numpy_helper.to_array(t) for t in graph.initializer if math.prod(t.dims) == 1}
+    values.update(ops.constant_node_values(graph.node))
+    widths: dict[str, int] = {}
+    for node in graph.node:
+        if not _is_qonnx_quantizer(node) or node.output[0] not in infos:
+            continue
+        bits = _qonnx_bits(node, values)
+        if bits is None:
+            notes.append(f"QONNX {node.op_type} '{node.name or node.output[0]}': its bit width is not a constant; "
+                         f"its output keeps its element type's width")
+            continue
+        infos[node.output[0]] = dataclasses.replace(infos[node.output[0]], quant_bits=bits)
+        widths[node.output[0]] = bits
+    if widths:
+        notes.append(f"QONNX: {len(widths)} quantized tensors, {min(widths.values())} to "
+                     f"{max(widths.values())} bits")
 
 
 def _outer_scope(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto], compute: list[onnx.NodeProto],

@@ -39,12 +39,15 @@ STRING_ELEMENT_BYTES = 8  # a string element is costed as one pointer
 
 @dataclass
 class TensorInfo:
-    """A tensor with a concrete shape (after batch binding; unknown dims were taken as 1)."""
+    """A tensor with a concrete shape (after binding the inputs and resolving every shape)."""
 
     name: str
     shape: tuple[int, ...]
     dtype: str  # numpy dtype name, e.g. "float32", "int8" ("object" for strings)
     elem_type: int = onnx.TensorProto.FLOAT  # the ONNX element type (TensorProto.DataType)
+    quant_bits: int | None = None
+    """The bit width of the grid its values lie on when a QONNX quantizer (Quant, BipolarQuant,
+    Trunc) produced it; None otherwise. ``nbytes`` stays that of ``elem_type``, as ONNX stores it."""
 
     @property
     def numel(self) -> int:

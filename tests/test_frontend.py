@@ -966,3 +966,49 @@ def test_a_shape_nothing_resolves_is_an_error_naming_the_op():
     message = str(caught.value)
     assert "\n" not in message
     assert message.startswith("custom.onnx: op 'mystery' (Mystery)") and "'m'" in message
+
+
+# ---- QONNX quantizers --------------------------------------------------------------------------
+
+
+def qonnx_cnn(weight_bits: int = 2, activation_bits: int = 4) -> onnx.ModelProto:
+    """x -> Quant(4 bits) -> Conv(Quant(w, 2 bits)) -> Relu -> BipolarQuant -> y, as Brevitas exports."""
+    domain = "qonnx.custom_op.general"
+    scalar = lambda name, value: numpy_helper.from_array(np.array(value, np.float32), name)  # noqa: E731
+    nodes = [
+        helper.make_node("Quant", ["x", "s", "z", "act_bits"], ["xq"], domain=domain, name="quant_in",
+                         signed=1, narrow=0, rounding_mode="ROUND"),
+        helper.make_node("Quant", ["w", "s", "z", "w_bits"], ["wq"], domain=domain, name="quant_w",
+                         signed=1, narrow=1, rounding_mode="ROUND"),
+        helper.make_node("Conv", ["xq", "wq"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1], name="conv"),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("BipolarQuant", ["r", "s"], ["y"], domain=domain, name="binarize"),
+    ]
+    initializers = [numpy_helper.from_array(weight(8, 3, 3, 3), "w"), scalar("s", 0.25), scalar("z", 0.0),
+                    scalar("act_bits", activation_bits), scalar("w_bits", weight_bits)]
+    graph = helper.make_graph(nodes, "qonnx_cnn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                 [1, 3, 16, 16])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 16, 16])], initializers)
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid(domain, 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    return model
+
+
+def test_qonnx_quantizers_are_read_as_bit_widths_and_the_conv_keeps_its_macs():
+    graph = from_model(qonnx_cnn(weight_bits=2, activation_bits=4), source="qonnx.onnx")
+    assert graph.ops["conv"].macs == 8 * 16 * 16 * 3 * 3 * 3
+    assert graph.tensors["xq"].quant_bits == 4 and graph.tensors["wq"].quant_bits == 2
+    assert graph.tensors["y"].quant_bits == 1 and graph.tensors["c"].quant_bits is None
+    assert "quant_w" not in graph.ops  # a quantized weight is a parameter, stored at its bit width
+    assert graph.ops["conv"].param_bytes == (8 * 3 * 3 * 3 * 2 + 7) // 8
+    assert any("QONNX: 3 quantized tensors, 1 to 4 bits" in note for note in graph.notes)
+
+
+def test_a_qonnx_bit_width_that_is_not_a_constant_is_noted():
+    model = qonnx_cnn()
+    model.graph.node[0].input[3] = "x_bits"
+    model.graph.input.append(helper.make_tensor_value_info("x_bits", TensorProto.FLOAT, []))
+    graph = from_model(model)
+    assert graph.tensors["xq"].quant_bits is None
+    assert any("'quant_in': its bit width is not a constant" in note for note in graph.notes)
