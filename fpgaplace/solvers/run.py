@@ -1,10 +1,14 @@
-"""One entry point over every placement method: ``solve(problem, objective, method, ...)``.
+"""One entry point over every placement method: ``solve(problem, method, options)``.
 
 Every answer is scored by the trusted evaluator before it is returned, so the value a user sees
-is the evaluator's, never a solver's own claim. The IP is warm-started from every heuristic start
-(``heuristic_starts``, inside its time limit); when it ends worse than the best of them, or finds
-nothing, that start is returned instead with status "best start kept (<method>): <why>" (its
-bound is the IP's only when the start lies in the IP's search space, else none).
+is the evaluator's, never a solver's own claim. Method "auto" always answers when a placement
+exists (``solve``: the exact DP within its state space, else the contiguous max-load IP from a
+coarsened DP; the IP for latency and non-contiguous splits). The IP is warm-started from every
+heuristic start (``heuristic_starts``, inside its time limit); when it ends worse than the best
+of them, or finds nothing, that start is returned instead with status "best start kept
+(<method>): <why>" (its bound is the IP's when the start lies in the IP's search space, for
+latency else the critical-path bound on every placement). Progress goes through a
+``progress.Heartbeat``: a status line at least every 2 s.
 """
 
 from __future__ import annotations
@@ -78,7 +82,8 @@ def _attempt(name: str, make: Callable[[], Placement], problem: PlacementProblem
         return []
     start.objective = options.objective
     start.value = _start_value(problem, start, options)
-    _report(options, incumbent=start.value if math.isfinite(start.value) else None, say=True)
+    _report(options, incumbent=start.value if math.isfinite(start.value) else None,
+            bound=start.bound if math.isfinite(start.bound) else None, say=True)
     return [start]
 
 
@@ -94,8 +99,9 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
     """Every cheap placement that can warm-start an integer program, scored by the evaluator
     (``value``), infeasible ones dropped: for contiguous throughput the DP (exact, or over a
     coarsened graph past its state space or when ``dp_too_large``), greedy, PipeDream and,
-    unless a DP answered or (latency) a start is already within the gap of the critical-path
-    bound, a short local search (``LOCAL_SEARCH_SHARE`` of the limit)."""
+    unless a DP answered (past the state space the IP, not local search, gets the time) or
+    (latency) a start is already within the gap of the critical-path bound, a short local
+    search from the best of them (``LOCAL_SEARCH_SHARE`` of the limit)."""
     from fpgaplace.solvers import baselines
 
     started = time.perf_counter()
