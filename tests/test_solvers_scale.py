@@ -138,7 +138,7 @@ def assert_answer_with_bound(problem: PlacementProblem, result, time_limit: floa
     assert result.value == pytest.approx(evaluation.max_load, rel=1e-12)
     assert 0 < result.placement.bound <= result.value * (1 + 1e-9)
     assert math.isfinite(result.placement.gap)
-    assert result.placement.seconds < time_limit + 3
+    assert result.placement.seconds < time_limit + 5  # the IP model is built after the starts
 
 
 def test_wide_graph_is_past_the_state_space():
