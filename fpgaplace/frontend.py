@@ -30,7 +30,7 @@ import onnx
 from google.protobuf.message import DecodeError
 from onnx import helper, numpy_helper, shape_inference
 
-from fpgaplace import graphs, ops
+from fpgaplace import graphs, onnxrt, ops  # onnxrt: imported first, it quiets onnxruntime's logger
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 from fpgaplace.ops import STANDARD_DOMAINS
@@ -514,7 +514,6 @@ def _resolve_shapes(model: onnx.ModelProto, positions: list[int], source: str,
     fold again. A shape still unknown is an error naming the op that produces it.
 
     Returns the model and each remaining node's position in the original node list."""
-    from fpgaplace import onnxrt
     from fpgaplace.passes.shapes import fold_static_shapes_to_fixpoint
 
     position_of = {_node_key(node): position for node, position in zip(model.graph.node, positions, strict=True)}

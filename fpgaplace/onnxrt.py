@@ -1,9 +1,10 @@
 """onnxruntime in one place for the front end: quiet sessions, random inputs of a bound model, and
 the shapes of one run (what resolves a tensor shape onnx shape inference leaves unknown).
 
-onnxruntime prints its own log lines (in red, on stderr) before raising; the default logger is set
-to errors-only severity once, here, and every session this module opens logs fatal errors only, so
-a user sees fpgaplace's one-line error and nothing else.
+onnxruntime prints its own log lines (in red, on stderr) before raising; importing this module sets
+its default logger to fatal errors only, and every session opened here logs fatal errors only, so a
+user sees fpgaplace's one-line error and nothing else (a session created elsewhere with its own
+``log_severity_level`` below 4 still prints its errors).
 """
 
 from __future__ import annotations
@@ -23,9 +24,9 @@ MAX_RUN_INPUT_ELEMENTS = 1 << 26
 float32; a bigger model's unknown shapes are reported rather than run for."""
 
 FATAL_ONLY = 4
-ERRORS_ONLY = 3
+"""onnxruntime's log severity that prints fatal errors only (0 verbose ... 3 error, 4 fatal)."""
 
-ort.set_default_logger_severity(ERRORS_ONLY)
+ort.set_default_logger_severity(FATAL_ONLY)
 
 
 def session(model: bytes | str, what: str, *, optimized: bool = True) -> ort.InferenceSession:
