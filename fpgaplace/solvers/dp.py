@@ -734,7 +734,7 @@ def _infeasible(problem: PlacementProblem, blocks: Blocks, tables: _Tables) -> F
             )
     return FpgaplaceError(
         f"{problem.source or 'problem'}: no contiguous split onto the available devices fits "
-        "their memory; add devices or use --method ip for non-contiguous splits"
+        "their memory; add devices or allow non-contiguous splits (contiguous=False)"
     )
 
 
