@@ -28,7 +28,8 @@ Validity (the facts about every placement it rests on; ``evaluate`` module docst
         u's unit, so  Bcpu(v, s) = max_u Y(u, s) + p(v)  (p(v) if v has no predecessor).
     Accelerator unit U of kind t holding v: take any predecessor u and the chain
         v, u, w(u), w(w(u)), ...  where w(x) is a fixed predecessor of x (the one with the largest
-        Y). The chain is a path ending in U, so U holds a suffix P_i..v of it (F2) whose sizes fit
+        Y; a second chain follows the one with the largest static finish). The chain is a path
+        ending in U, so U holds a suffix P_i..v of it (F2) whose sizes fit
         M_t (F3). If the suffix stops before the chain's start, x = P_(i-1) is an input of U
         outside it: U starts after E(x) and reads x (c(x)), and every path to x meets accelerators
         in at most s - 1 runs (a path to x that met U would leave U and re-enter it, against F2).
@@ -102,17 +103,19 @@ def finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int = 1
     y = np.zeros((n, runs + 1))  # Y(v, s)
     z = np.zeros((n, runs + 1))  # Z(v, s)
     latest = np.full(n, -1, dtype=np.int64)  # w(v): the predecessor with the largest Y(., S)
+    heaviest = np.full(n, -1, dtype=np.int64)  # w'(v): the one with the largest static finish
     for v in topological_order(n, problem.edges):
         ready = np.max([y[u] for u in preds[v]], axis=0) if preds[v] else np.zeros(runs + 1)
         on_cpu = ready + cpu_time[v]
         on_accelerator = np.full(runs + 1, np.inf)
         for k in accelerators:
-            on_accelerator = np.minimum(on_accelerator, _accelerator_finish(problem, k, v, preds[v], latest,
-                                                                             y, runs))
+            on_accelerator = np.minimum(on_accelerator, _accelerator_finish(problem, k, v, preds[v],
+                                                                             (latest, heaviest), y, runs))
         z[v] = np.maximum(static[v], np.minimum(on_cpu, on_accelerator))
         y[v] = np.maximum(static[v], np.minimum(on_cpu, on_accelerator + transfer[v]))
         if preds[v]:
             latest[v] = max(preds[v], key=lambda u: y[u, runs])
+            heaviest[v] = max(preds[v], key=lambda u: static[u])
     return z[:, runs]
 
 
@@ -134,8 +137,8 @@ def static_tails(problem: PlacementProblem) -> np.ndarray:
     return tail
 
 
-def _accelerator_finish(problem: PlacementProblem, kind: int, v: int, preds: list[int], latest: np.ndarray,
-                        y: np.ndarray, runs: int) -> np.ndarray:
+def _accelerator_finish(problem: PlacementProblem, kind: int, v: int, preds: list[int],
+                        pointers: tuple[np.ndarray, ...], y: np.ndarray, runs: int) -> np.ndarray:
     """A(v, s) on one accelerator kind: the largest over predecessors u of the least, over
     suffixes of the chain v, u, w(u), ..., of entry time plus the suffix's work (docstring)."""
     work, size = problem.latency[v, kind], problem.size[v]
@@ -148,7 +151,8 @@ def _accelerator_finish(problem: PlacementProblem, kind: int, v: int, preds: lis
         return out
     best = np.full(runs + 1, -np.inf)
     for u in preds:
-        best = np.maximum(best, _chain_minimum(problem, kind, u, latest, y, runs, work, size, memory))
+        for latest in pointers:
+            best = np.maximum(best, _chain_minimum(problem, kind, u, latest, y, runs, work, size, memory))
     out[1:] = best[1:]
     return out
 
