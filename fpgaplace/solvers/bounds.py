@@ -90,7 +90,21 @@ def critical_path_bound(problem: PlacementProblem, subgraphs_per_device: int = 1
 
 def finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int = 1) -> np.ndarray:
     """Z(v, S) of the module docstring for every node v: a lower bound on the time v's output
-    exists in any placement with at most ``subgraphs_per_device`` subgraphs per accelerator."""
+    exists in any placement with at most ``subgraphs_per_device`` subgraphs per accelerator.
+    Kept in ``problem.meta`` under a fingerprint of the data it reads (one solve asks twice)."""
+    key = ("finish_lower_bounds", int(subgraphs_per_device), _fingerprint(problem))
+    if key not in problem.meta:
+        problem.meta[key] = _finish_lower_bounds(problem, subgraphs_per_device)
+    return problem.meta[key].copy()
+
+
+def _fingerprint(problem: PlacementProblem) -> int:
+    kinds = tuple((kind.count, kind.memory, kind.is_cpu) for kind in problem.kinds)
+    arrays = (problem.latency, problem.size, problem.transfer)
+    return hash((kinds, tuple(problem.edges), *(np.ascontiguousarray(a).tobytes() for a in arrays)))
+
+
+def _finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int) -> np.ndarray:
     n = problem.n
     accelerators = [k for k, kind in enumerate(problem.kinds) if kind.count > 0 and not kind.is_cpu]
     cpus = [k for k, kind in enumerate(problem.kinds) if kind.count > 0 and kind.is_cpu]
