@@ -110,3 +110,27 @@ def test_outputs_exist_a_tail_before_the_end(seed):
         assert np.all(exists + tails <= evaluation.latency + 1e-9)
         assert np.all(floors <= exists + 1e-9)
     assert checked >= 5
+
+
+@pytest.mark.parametrize("path", sorted((LATENCY_WORKLOADS[0].parents[1] / "throughput").glob("*.json")),
+                         ids=lambda p: p.stem)
+def test_memory_load_bound_below_the_dp_optimum(path):
+    from fpgaplace.solvers.bounds import memory_load_bound
+    from fpgaplace.solvers.dp import solve_throughput_dp
+
+    problem = load_workload(path)
+    optimum = solve_throughput_dp(problem)
+    assert 0 < memory_load_bound(problem) <= optimum.value
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_memory_load_bound_below_the_brute_force_max_load(seed):
+    from fpgaplace.solvers.bounds import memory_load_bound
+
+    problem = random_problem(seed)
+    best = math.inf
+    for assignment in itertools.product(range(len(problem.devices())), repeat=problem.n):
+        evaluation = evaluate(problem, Placement(device=np.array(assignment)))
+        if evaluation.feasible:
+            best = min(best, evaluation.max_load)
+    assert memory_load_bound(problem) <= best

@@ -190,3 +190,43 @@ def _chain_minimum(problem: PlacementProblem, kind: int, first: int, latest: np.
         x = int(latest[x])
     least[1:] = np.minimum(least[1:], work)  # the suffix reaches further back: at least this work
     return least
+
+
+def memory_load_bound(problem: PlacementProblem) -> float:
+    """A lower bound on the max-load of every placement (contiguous or not): the least L of the
+    linear program  sum_k x[v,k] = 1,  sum_v p_k(v) x[v,k] <= count_k L  (a kind's devices carry
+    at least its compute),  sum_v size(v) x[v,k] <= count_k M_k  (their memory),  x[v,k] = 0
+    where v cannot run on or fit into a device of kind k, and  L >= the least latency of each
+    node on a kind it fits. Any placement's assignment is a feasible x with L its max-load
+    (loads are at least compute), so the optimum is below it. Solved with SCIP as a plain LP:
+    n * kinds columns, n + 2 kinds rows. Memory is what this sees and total work / devices does
+    not: work that fits no accelerator's share of memory must run on the (slower) CPUs.
+    """
+    from pyscipopt import Model, quicksum
+
+    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    fits = {(v, k) for v in range(problem.n) for k in usable
+            if math.isfinite(problem.latency[v, k])
+            and (problem.kinds[k].is_cpu or problem.size[v] <= problem.kinds[k].memory)}
+    single = [min((problem.latency[v, k] for k in usable if (v, k) in fits), default=math.inf)
+              for v in range(problem.n)]
+    floor = max(single, default=0.0)
+    if not math.isfinite(floor) or problem.n == 0:
+        return floor if problem.n else 0.0
+    model = Model("memory-load bound")
+    model.hideOutput()
+    load = model.addVar("L", lb=floor)
+    x = {(v, k): model.addVar(f"x_{v}_{k}", lb=0.0, ub=1.0) for v, k in sorted(fits)}
+    for v in range(problem.n):
+        model.addCons(quicksum(x[v, k] for k in usable if (v, k) in x) == 1)
+    for k in usable:
+        kind = problem.kinds[k]
+        on_k = [v for v in range(problem.n) if (v, k) in x]
+        model.addCons(quicksum(float(problem.latency[v, k]) * x[v, k] for v in on_k) <= kind.count * load)
+        if not kind.is_cpu and math.isfinite(kind.memory):
+            model.addCons(quicksum(float(problem.size[v]) * x[v, k] for v in on_k) <= kind.count * kind.memory)
+    model.setObjective(load, "minimize")
+    model.optimize()
+    if model.getStatus() != "optimal":
+        return floor
+    return float(model.getObjVal()) * (1 - 1e-9)  # the LP's tolerance, never above the optimum

@@ -833,8 +833,8 @@ def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = Non
     coarsening (``coarsen_blocks`` of a depth-first topological order, pieces shrunk by
     ``COARSEN_FACTOR`` per round) whose ideal count stays within ``max_ideals``.
 
-    Returns the split with ``value`` its evaluated max-load and ``bound`` the simple lower bound
-    on every contiguous split (total cheapest work / devices, largest block); the coarse DP's
+    Returns the split with ``value`` its evaluated max-load and ``bound`` a lower bound on every
+    split (total cheapest work / devices, largest block, ``bounds.memory_load_bound``); the coarse DP's
     own optimum bounds only the coarse splits. Each round costs one enumeration of at most
     ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
     """
@@ -857,7 +857,9 @@ def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = Non
                  f"({lattice.count:,} ideals)")
     placement = _solve_on_blocks(problem, coarse, lattice, deadline, None, progress)
     placement.value = max(device_loads(problem, placement.device))
-    placement.bound = min(lower, placement.value)
+    from fpgaplace.solvers.bounds import memory_load_bound
+
+    placement.bound = min(max(lower, memory_load_bound(problem)), placement.value)
     placement.status = f"heuristic (DP over {coarse.count} intervals of {blocks.count} blocks: " \
                        f"{placement.status})"
     placement.method = "dp"

@@ -37,7 +37,7 @@ Max-load, contiguous: the DP's search space exactly, a chain of ideals {} < I_0 
     (A formulation that only asks each set to be convex also admits rings of sets that depend
     on each other, A -> B -> C -> A, which no chain contains and which can beat the DP.)
     Valid bounds for both: L >= total minimal work / devices, L >= largest minimal group
-    latency; L <= the warm start's value when the start lies in the searched space.
+    latency, L >= ``bounds.memory_load_bound``; L <= the warm start's value when the start lies in the searched space.
 
 Latency: each accelerator holds q slots (subgraphs) run in a fixed order; x[g,s] for slots and
     CPU machines, each slot convex; S_s, F_s start/finish of slot s; E[g] time g's output exists.
@@ -74,7 +74,7 @@ from pyscipopt import SCIP_EVENTTYPE, SCIP_PARAMSETTING, Eventhdlr, Model, quick
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.baselines import check_feasible, greedy_latency, pipedream
-from fpgaplace.solvers.bounds import finish_lower_bounds, static_tails
+from fpgaplace.solvers.bounds import finish_lower_bounds, memory_load_bound, static_tails
 from fpgaplace.solvers.evaluate import class_graph, evaluate, topological_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 
@@ -408,7 +408,8 @@ def _allowed(problem: PlacementProblem, groups: Groups, g: int, kind: int) -> bo
 
 
 def _load_variable(problem: PlacementProblem, groups: Groups, model: Model, upper: float) -> Any:
-    return model.addVar("maxload", lb=_lower_bound(problem, groups),
+    floor = max(_lower_bound(problem, groups), memory_load_bound(problem))
+    return model.addVar("maxload", lb=min(floor, upper),
                         ub=upper if math.isfinite(upper) else None)
 
 
