@@ -272,10 +272,11 @@ class _ProgressEvents(Eventhdlr):
         if event.getType() != SCIP_EVENTTYPE.BESTSOLFOUND and now - self.last < PROGRESS_SECONDS:
             return
         self.last = now
-        gap = m.getGap()
+        finite = abs(primal) < 1e19 and abs(dual) < 1e19
+        gap = max(0.0, (primal - dual) / abs(primal)) if finite and primal != 0 else 0.0  # Placement.gap's
         _emit(self.progress, f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, "
-                             f"bound {dual:.6g}, gap {100 * gap:.2f} %" if gap < 1e19 else
-                             f"{self.label}: {m.getSolvingTime():.1f} s, bound {dual:.6g}")
+                             f"bound {dual:.6g}, gap {100 * gap:.2f} %" if finite else
+                             f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, bound {dual:.6g}")
 
 
 def _new_model(name: str, time_limit: float, gap: float, progress: Progress | None) -> Model:
