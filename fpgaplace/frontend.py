@@ -190,14 +190,15 @@ def _check_tensor_bytes(name: str, shape: Sequence[int], elem_type: int, source:
 
 
 def _check_strictly(model: onnx.ModelProto, source: str) -> None:
-    """onnx shape inference in strict mode over the resolved model: an op whose attributes or input
-    shapes it rejects (zero strides, mismatched dims) or a declared shape contradicting the inferred
-    one is an error naming the op. Then every tensor is checked against ``MAX_TENSOR_BYTES``."""
+    """onnx shape inference in strict mode, types checked, over the resolved model: an op whose
+    attributes, input types or shapes it rejects (zero strides, an int4 Conv input, mismatched dims)
+    or a declared shape contradicting the inferred one is an error naming the op. Then every tensor
+    is checked against ``MAX_TENSOR_BYTES``."""
     try:
-        shape_inference.infer_shapes(model, check_type=False, strict_mode=True, data_prop=True)
+        shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
     except shape_inference.InferenceError as exc:
         reason = _inference_error(exc)
-        if "elem type" not in reason:  # element types are checked where they matter (quantizer, codegen)
+        if "Inferred elem type differs" not in reason:  # a stale declared type: the code generator names it
             raise FpgaplaceError(f"{source}: {reason}; expected shapes onnx shape inference accepts") from None
     except (ValueError, RuntimeError):
         pass  # over the protobuf limit, or inference itself failing: the notes already say so
