@@ -1,12 +1,340 @@
-"""The project's RTL (per-core Verilog tops) and cocotb testbenches from design.json.
+"""The project's RTL: per-core Verilog tops from design.json, cocotb testbenches, and the RTL
+simulation of every core (``fpgaplace sim PROJECT --rtl``).
 
-Being written (issue 9); until then it writes nothing.
+``render_core(record, arrays, macs_per_dsp)`` renders each layer of a core with the RTL op
+library (``fpgaplace.sim.rtl.render_op``, the folding design.json records) and wires them into
+one top (``hls_templates/rtl/core.v.j2``) as the HLS top does: a tensor read by several layers
+is forked into FIFOs that hold a whole sample, and streams of different beat widths meet in a
+gearbox. ``write_rtl_project`` writes ``rtl/<core>/`` (Verilog, ROMs) and ``sim/`` (a cocotb
+job per core and ``run_rtl.py``, which runs them with cocotb's runner on Icarus) into a project;
+``simulate_project_rtl`` runs every core on random samples, compares each output bit-exactly
+with the integer reference of its layers and measures the steady-state cycles per sample
+beside the core's interval from the cycle model, writing ``results/rtl.json``.
+
+Rendering is O(weights); a simulation costs O(cycles x lanes) simulator steps.
 """
 
 from __future__ import annotations
 
+import json
+import math
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fpgaplace.codegen.names import RESULTS_DIR, cell_name
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.sim import rtl
+
+RTL_DIR, SIM_DIR = "rtl", "sim"
+RTL_RESULTS = "rtl.json"
+DESIGN_FILE = "design.json"
+PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers
+
+
+@dataclass(frozen=True)
+class CoreRtl:
+    """A core's rendered top: files (its Verilog, the library and the layers' ROMs) and ports."""
+
+    module: rtl.RtlModule
+    inputs: tuple[rtl.Port, ...]
+    outputs: tuple[rtl.Port, ...]
+
+
+@dataclass
+class _Netlist:
+    """Streams, assignments and instances of a core top, built edge by edge."""
+
+    streams: list[dict[str, Any]] = field(default_factory=list)
+    assigns: list[tuple[str, str]] = field(default_factory=list)
+    instances: list[dict[str, Any]] = field(default_factory=list)
+
+    def stream(self, name: str, elems: int) -> tuple[str, int]:
+        self.streams.append({"name": name, "elems": elems})
+        return name, elems
+
+    def instance(self, module: str, name: str, params: dict[str, Any], ports: dict[str, str]) -> None:
+        self.instances.append({"module": module, "name": name, "params": params, "ports": ports})
+
+
+def _bundle(port: str, stream: str) -> dict[str, str]:
+    """Port connections of an AXI-Stream ``port`` (``s_axis`` / ``m_axis``) to ``stream``."""
+    return {f"{port}_tdata": f"{stream}_tdata", f"{port}_tvalid": f"{stream}_tvalid",
+            f"{port}_tready": f"{stream}_tready"}
+
+
+def _fifo(net: _Netlist, source: tuple[str, int], name: str, depth_bits: int) -> tuple[str, int]:
+    out = net.stream(name, source[1])
+    net.instance("fp_fifo", f"{name}_fifo", {"WIDTH": source[1] * 8, "DEPTH_BITS": depth_bits},
+                 _bundle("s_axis", source[0]) | _bundle("m_axis", out[0]))
+    return out
+
+
+def _gearbox(net: _Netlist, source: tuple[str, int], name: str, elems: int) -> tuple[str, int]:
+    """``source`` as beats of ``elems`` (itself when the widths agree)."""
+    if source[1] == elems:
+        return source
+    out = net.stream(name, elems)
+    count_bits = source[1].bit_length()
+    net.instance("fp_gearbox", f"{name}_gearbox",
+                 {"IN_E": source[1], "OUT_E": elems, "CAP_BITS": rtl.index_bits(2 * (source[1] + elems)),
+                  "COUNT_W": count_bits},
+                 _bundle("s_axis", source[0]) | {"s_axis_tcount": f"{count_bits}'d{source[1]}"}
+                 | _bundle("m_axis", out[0]))
+    return out
+
+
+def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> list[tuple[str, int]]:
+    """``count`` copies of ``source`` (fp_fork when more than one)."""
+    if count == 1:
+        return [source]
+    branches = [net.stream(f"{name}_b{k}", source[1]) for k in range(count)]
+    for branch, _ in branches:
+        net.assigns.append((f"{branch}_tdata", f"{source[0]}_tdata"))
+    valid = "{" + ", ".join(f"{b}_tvalid" for b, _ in reversed(branches)) + "}"
+    ready = "{" + ", ".join(f"{b}_tready" for b, _ in reversed(branches)) + "}"
+    net.instance("fp_fork", f"{name}_fork", {"WIDTH": source[1] * 8, "N": count},
+                 {"s_axis_tdata": f"{source[0]}_tdata", "s_axis_tvalid": f"{source[0]}_tvalid",
+                  "s_axis_tready": f"{source[0]}_tready", "m_axis_tdata": "", "m_axis_tvalid": valid,
+                  "m_axis_tready": ready})
+    return branches
+
+
+def layer_folding(layer: dict[str, Any]) -> Folding:
+    return Folding(int(layer["pe"]), int(layer["simd"]), int(layer["mmv"]), bool(layer.get("uram", False)))
+
+
+def load_arrays(project: Path, record: dict[str, Any]) -> list[dict[str, np.ndarray]]:
+    """Each layer's arrays of a core (``cores/<core>/layers.npz``, keys ``<i>.<name>``)."""
+    path = project / record["folder"] / "layers.npz"
+    if not path.is_file():
+        raise FpgaplaceError(f"{path}: missing; expected the core's layer arrays (compile writes them)")
+    with np.load(path) as stored:
+        return [{key: stored[f"{i}.{key}"] for key in layer["arrays"]} for i, layer in enumerate(record["layers"])]
+
+
+def render_layers(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
+                  macs_per_dsp: int) -> list[rtl.OpModule]:
+    """Every layer of a core through the RTL op library, named ``<core>_<index>_<kernel>``."""
+    core = cell_name(record["name"])
+    return [rtl.render_op(layer["kernel"], layer["config"] | {"ROWS": int(layer.get("rows", 1))}, layer_arrays,
+                          layer_folding(layer), int(layer["cycles"]), f"{core}_{i}_{layer['kernel']}", macs_per_dsp)
+            for i, (layer, layer_arrays) in enumerate(zip(record["layers"], arrays, strict=True))]
+
+
+def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:
+    """The RTL top ``<core>_rtl`` of a design.json core record; O(weights)."""
+    core = cell_name(record["name"])
+    ops = render_layers(record, arrays, macs_per_dsp)
+    net = _Netlist()
+    producers: dict[str, tuple[str, int]] = {}
+    consumers: dict[str, list[tuple[str, int]]] = {}
+    for i, layer in enumerate(record["layers"]):
+        producers[layer["output"]] = net.stream(f"l{i}_out", ops[i].output.elems)
+        for j, tensor in enumerate(layer["inputs"]):
+            consumers.setdefault(tensor, []).append((f"l{i}_in{j}", ops[i].inputs[j].elems))
+    outputs = []
+    for k, tensor in enumerate(record["outputs"]):
+        source = record["aliases"].get(tensor["name"], tensor["name"])
+        if source not in producers:
+            raise FpgaplaceError(f"design.json core {record['name']}: output {tensor['name']} has no producing layer")
+        consumers.setdefault(source, []).append((f"m{k}_axis", producers[source][1]))
+        outputs.append(rtl.Port(f"m{k}_axis", producers[source][1], math.prod(tensor["sample_shape"])))
+    inputs = []
+    for k, tensor in enumerate(record["inputs"]):
+        readers = consumers.get(tensor["name"], [])
+        inputs.append(rtl.Port(f"s{k}_axis", readers[0][1] if readers else 1, math.prod(tensor["sample_shape"])))
+        producers[tensor["name"]] = (f"s{k}_axis", inputs[-1].elems)
+    lengths = {t["name"]: math.prod(t["sample_shape"]) for t in record["inputs"]} | {
+        layer["output"]: op.output.length for layer, op in zip(record["layers"], ops, strict=True)}
+    for t, (tensor, readers) in enumerate(consumers.items()):
+        if tensor not in producers:
+            raise FpgaplaceError(f"design.json core {record['name']}: tensor {tensor} is read but not produced")
+        branches = _branches(net, producers[tensor], f"t{t}", len(readers))
+        whole = rtl.index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
+        for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
+            buffered = _fifo(net, branch, f"t{t}_r{b}", whole if len(readers) > 1 else PLAIN_FIFO_BITS)
+            fitted = _gearbox(net, buffered, f"t{t}_r{b}_w", elems)
+            net.assigns.extend([(f"{reader}_tdata", f"{fitted[0]}_tdata"), (f"{reader}_tvalid", f"{fitted[0]}_tvalid"),
+                                (f"{fitted[0]}_tready", f"{reader}_tready")])
+    for i, op in enumerate(ops):
+        ports = _bundle("m_axis", f"l{i}_out")
+        for j, port in enumerate(op.inputs):
+            net.stream(f"l{i}_in{j}", port.elems)
+            ports |= _bundle(port.name, f"l{i}_in{j}")
+        net.instance(op.module.top, f"layer{i}", {}, ports)
+    top = f"{core}_rtl"
+    ports = [{"name": p.name, "elems": p.elems, "direction": "input", "back": "output"} for p in inputs] + [
+        {"name": p.name, "elems": p.elems, "direction": "output", "back": "input"} for p in outputs]
+    layers = [f"layer{i}: {layer['op']} ({layer['kernel']}, PE={layer['pe']} SIMD={layer['simd']} MMV={layer['mmv']}, "
+              f"{layer['cycles']} cycles)" for i, layer in enumerate(record["layers"])]
+    verilog = rtl.environment().get_template("rtl/core.v.j2").render(
+        name=top, core=record["name"], ports=ports, streams=net.streams, assigns=net.assigns,
+        instances=net.instances, layers=layers)
+    files = {**rtl.library(), f"{top}.v": verilog}
+    for op in ops:
+        files |= op.module.files
+    return CoreRtl(rtl.RtlModule(top, files), tuple(inputs), tuple(outputs))
+
+
+def core_reference(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
+                   inputs: list[np.ndarray]) -> list[np.ndarray]:
+    """One sample through the integer reference of every layer (as ``csim``'s ``_Core.reference``)."""
+    values = {t["name"]: x for t, x in zip(record["inputs"], inputs, strict=True)}
+    for layer, layer_arrays in zip(record["layers"], arrays, strict=True):
+        kernel = KERNELS[layer["kernel"]]
+        values[layer["output"]] = kernel.reference(layer["config"], layer_arrays, [values[t] for t in layer["inputs"]],
+                                                   rows=layer["rows"]).reshape(-1)
+    return [values[record["aliases"].get(t["name"], t["name"])].reshape(-1) for t in record["outputs"]]
+
+
+@dataclass(frozen=True)
+class CoreResult:
+    name: str
+    bit_exact: bool
+    cycles_measured: float
+    cycles_model: int
+    seconds: float = field(default=0.0, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "bit_exact": self.bit_exact, "cycles_measured": self.cycles_measured,
+                "cycles_model": self.cycles_model}
+
+
+@dataclass(frozen=True)
+class RtlResult:
+    cores: list[CoreResult]
+
+    @property
+    def ok(self) -> bool:
+        return all(core.bit_exact for core in self.cores)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
+
+
+def read_design(project: Path) -> dict[str, Any]:
+    path = Path(project) / DESIGN_FILE
+    if not path.is_file():
+        raise FpgaplaceError(f"{project}: no {DESIGN_FILE}; expected a project folder (fpgaplace compile writes one)")
+    return json.loads(path.read_text())
+
+
+def macs_per_dsp(document: dict[str, Any]) -> int:
+    """The board's MACs per DSP (2 for DSP48E2 boards), from the board design.json names."""
+    from fpgaplace.board import load_board
+
+    board = load_board(document["board"]["name"])
+    return board.cores[0].macs_per_dsp if board.cores else 1
+
+
+def core_job(core: CoreRtl, samples: list[list[np.ndarray]], expected_cycles: int, steady: int) -> dict[str, Any]:
+    """The stream testbench's job: ``samples`` with backpressure, then ``steady`` back to back."""
+    per_port = [np.stack([sample[k] for sample in samples]) for k in range(len(core.inputs))]
+    steady_inputs = [np.resize(v, (steady, v.shape[1])) for v in per_port]
+    return {"inputs": [p.to_json() for p in core.inputs], "outputs": [p.to_json() for p in core.outputs],
+            "cycle_limit": 64 * max(1, expected_cycles) * (len(samples) + steady) + 20000,
+            "phases": [{"name": "random", "gap": 0.3, "backpressure": 0.3, "inputs": [v.tolist() for v in per_port]},
+                       {"name": "steady", "gap": 0.0, "backpressure": 0.0,
+                        "inputs": [v.tolist() for v in steady_inputs]}]}
+
+
+def random_samples(record: dict[str, Any], count: int, seed: int) -> list[list[np.ndarray]]:
+    rng = np.random.default_rng(seed)
+    return [[rng.integers(-128, 128, math.prod(t["sample_shape"]), dtype=np.int8) for t in record["inputs"]]
+            for _ in range(count)]
+
+
+def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: int = 1, seed: int = 0,
+                  steady: int = 3, warmup: int = 1, mpd: int = 1) -> CoreResult:
+    """Simulate one core's RTL top on random samples (``samples`` with random gaps and
+    backpressure, ``steady`` back to back): bit-exact against ``core_reference`` on every output
+    port, and the steady cycles per sample after ``warmup`` samples."""
+    import time
+
+    started = time.perf_counter()
+    arrays = load_arrays(project, record)
+    core = render_core(record, arrays, mpd)
+    inputs = random_samples(record, samples, seed)
+    job = core_job(core, inputs, int(record["interval_cycles"]), steady)
+    results = rtl._run_cocotb(core.module, folder, job, seed)
+    bit_exact = True
+    for phase, result in zip(job["phases"], results, strict=True):
+        count = len(phase["inputs"][0])
+        vectors = [[np.asarray(port[v], dtype=np.int8) for port in phase["inputs"]] for v in range(count)]
+        want = [core_reference(record, arrays, sample) for sample in vectors]
+        for k, got in enumerate(result["outputs"]):
+            expected = np.concatenate([w[k] for w in want]).astype(np.int64)
+            bit_exact &= len(got) == len(expected) and bool(np.array_equal(np.asarray(got), expected))
+    done = results[1]["done_cycles"]
+    measured = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
+    return CoreResult(record["name"], bit_exact, measured, int(record["interval_cycles"]),
+                      time.perf_counter() - started)
+
+
+def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
+                         progress: Callable[[str], None] | None = None) -> RtlResult:
+    """Every core of ``project`` in RTL (``simulate_core``); writes ``results/rtl.json``."""
+    project = Path(project)
+    document = read_design(project)
+    mpd = macs_per_dsp(document)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch:
+        for record in document["cores"]:
+            if progress is not None:
+                progress(f"RTL simulation of {record['name']} ({len(record['layers'])} layers)")
+            results.append(simulate_core(project, record, Path(scratch) / cell_name(record["name"]), samples, seed,
+                                         mpd=mpd))
+    result = RtlResult(results)
+    (project / RESULTS_DIR).mkdir(exist_ok=True)
+    (project / RESULTS_DIR / RTL_RESULTS).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    return result
+
+
+RUNNER_SCRIPT = '''"""Run the RTL testbench of every core of this project (cocotb runner, Icarus Verilog).
+
+Usage: python sim/run_rtl.py   (from the project folder; needs fpgaplace, cocotb and iverilog)
+Each sim/<core>/job.json streams random samples through rtl/<core>/<core>_rtl.v with random
+gaps and backpressure, then back to back; `fpgaplace sim . --rtl` also checks every output
+against the integer reference and writes results/rtl.json.
+"""
+
+from pathlib import Path
+
+from fpgaplace.codegen.rtl_project import simulate_project_rtl
+
+if __name__ == "__main__":
+    print(simulate_project_rtl(Path(__file__).resolve().parent.parent, progress=print).to_json())
+'''
 
 
 def write_rtl_project(document: dict, folder: Path) -> None:
-    """Write the RTL and testbenches of the project whose ``design.json`` is ``document`` into ``folder``."""
+    """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
+    job per core and ``run_rtl.py``) of the project whose ``design.json`` is ``document`` into
+    ``folder``. A core with a layer the RTL op library lacks gets a ``README.txt`` saying which."""
+    folder = Path(folder)
+    try:
+        mpd = macs_per_dsp(document)
+    except FpgaplaceError:
+        mpd = 1
+    for record in document.get("cores", []):
+        name = cell_name(record["name"])
+        rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
+        try:
+            core = render_core(record, load_arrays(folder, record), mpd)
+        except FpgaplaceError as error:
+            rtl_folder.mkdir(parents=True, exist_ok=True)
+            (rtl_folder / "README.txt").write_text(f"No RTL for {record['name']}: {error}\n")
+            continue
+        core.module.write(rtl_folder)
+        sim_folder.mkdir(parents=True, exist_ok=True)
+        job = core_job(core, random_samples(record, 1, 0), int(record["interval_cycles"]), 3)
+        (sim_folder / "job.json").write_text(json.dumps(job))
+    (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
+    (folder / SIM_DIR / "run_rtl.py").write_text(RUNNER_SCRIPT)
+

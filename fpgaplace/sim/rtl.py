@@ -468,7 +468,7 @@ def render_window(kernel: str, config: dict[str, Any], arrays: dict[str, Any], f
         "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1), "GROUP_BITS": index_bits(group_e),
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
-        "GEAR_BITS": index_bits(group_e + out_e), "offsets_file": f"{top}_offsets.mem",
+        "GEAR_BITS": index_bits(2 * (group_e + out_e)), "offsets_file": f"{top}_offsets.mem",
         "macs_per_dsp": macs_per_dsp,
     }
     if xp > 1:

@@ -1,0 +1,175 @@
+"""Resources of the RTL from yosys ``synth_xilinx`` (Debian's yosys), beside the op library's estimate.
+
+``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` on a rendered
+module (``fpgaplace.sim.rtl.RtlModule``; its ``$readmemh`` files are read from ``folder``) and
+counts the mapped cells: LUT (LUT1..LUT6, plus the LUTs a distributed RAM or shift register
+cell takes), FF (the FD* cells), DSP (DSP48E1/E2) and BRAM36 (RAMB36 + RAMB18 / 2). The design
+is not flattened, so ``stat`` reports each module and the hierarchy's total.
+
+``project_resources(project)`` does so for every layer of every core of a project (each layer
+module with the shared library), and the core top; it writes ``results/resources.json``. The
+op library does not count the requantizers' multipliers of a dot-product stage (two DSPs per
+unit, ``requantize_units``), so its DSP estimate is set beside yosys' DSPs both as it is and
+with those added (``dsp_with_requantizers``).
+
+Cost: yosys time grows with the lanes and with the line buffers (their read ports become LUT
+multiplexers), from seconds for a small layer to minutes for a wide one.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fpgaplace.codegen.names import RESULTS_DIR, cell_name
+from fpgaplace.errors import FpgaplaceError
+from fpgaplace.hw.kernels import KERNELS, requantize_units
+from fpgaplace.sim import rtl
+
+RESOURCES_FILE = "resources.json"
+LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8, "RAM32M": 4,
+               "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2,
+               "RAM256X1S": 4, "SRL16E": 1, "SRLC32E": 1, "SRLC16E": 1}
+YOSYS_TIMEOUT_S = 3600
+
+
+@dataclass(frozen=True)
+class Synthesized:
+    """Mapped cells of one module (its whole hierarchy)."""
+
+    lut: int
+    ff: int
+    dsp: int
+    bram36: float
+
+    def to_json(self) -> dict[str, Any]:
+        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36}
+
+
+def family_of(part: str) -> str:
+    """yosys' ``synth_xilinx -family`` for a part name: ``xc7`` for 7-series (Zynq-7000
+    included), else ``xcup`` (Zynq UltraScale+, Virtex/Kintex UltraScale+, Alveo)."""
+    return "xc7" if part.lower().startswith(("xc7", "xa7", "xq7")) else "xcup"
+
+
+def count_cells(cells: dict[str, int]) -> Synthesized:
+    """LUT / FF / DSP / BRAM36 of a cell histogram (``stat``'s counts)."""
+    luts = sum(n for cell, n in cells.items() if re.fullmatch(r"LUT[1-6]", cell))
+    luts += sum(LUTRAM_LUTS.get(cell, 0) * n for cell, n in cells.items())
+    ffs = sum(n for cell, n in cells.items() if re.fullmatch(r"FD[CPRS]E?(_1)?", cell))
+    dsps = sum(n for cell, n in cells.items() if cell.startswith("DSP48"))
+    bram = sum(n for cell, n in cells.items() if cell.startswith("RAMB36")) + sum(
+        n for cell, n in cells.items() if cell.startswith("RAMB18")) / 2
+    return Synthesized(luts, ffs, dsps, bram)
+
+
+def parse_stat(text: str) -> dict[str, int]:
+    """The cell histogram of the last block of yosys ``stat`` output (the hierarchy's total when
+    there is one)."""
+    blocks = re.split(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
+    last = blocks[-1] if len(blocks) > 1 else text
+    return {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", last, flags=re.MULTILINE)
+            if not cell.startswith("$") or cell.startswith("$_")}
+
+
+def synthesize(module: rtl.RtlModule, folder: Path, family: str) -> Synthesized:
+    """``synth_xilinx`` of ``module`` (written into ``folder`` with its ROM files); its cells."""
+    if shutil.which("yosys") is None:
+        raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
+    sources = module.write(folder)
+    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}; "
+              "tee -q -o stat.txt stat")
+    log = folder / "yosys.log"
+    try:
+        run = subprocess.run(["yosys", "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True,
+                             text=True, check=False, timeout=YOSYS_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        raise FpgaplaceError(f"yosys: {module.top} took over {YOSYS_TIMEOUT_S} s; see {log}") from None
+    if run.returncode != 0 or not (folder / "stat.txt").is_file():
+        raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {run.returncode}); see {log}")
+    return count_cells(parse_stat((folder / "stat.txt").read_text()))
+
+
+@dataclass(frozen=True)
+class LayerResources:
+    op: str
+    kernel: str
+    yosys: Synthesized
+    estimate: dict[str, int]
+    requantizer_dsps: int  # what the estimate leaves out: two per requantization unit
+
+    def to_json(self) -> dict[str, Any]:
+        ratios = {key: round(getattr(self.yosys, key) / self.estimate[key], 3) if self.estimate.get(key) else None
+                  for key in ("lut", "ff", "bram36")}
+        return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
+                "dsp_with_requantizers": self.estimate["dsp"] + self.requantizer_dsps,
+                "dsp_equal": self.yosys.dsp == self.estimate["dsp"] + self.requantizer_dsps,
+                "ratio_yosys_to_estimate": ratios}
+
+
+@dataclass(frozen=True)
+class CoreResources:
+    name: str
+    layers: list[LayerResources]
+
+    def to_json(self) -> dict[str, Any]:
+        total = {key: sum(getattr(layer.yosys, key) for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
+        estimate = {key: sum(layer.estimate[key] for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
+        return {"name": self.name, "layers": [layer.to_json() for layer in self.layers], "yosys_layers_total": total,
+                "estimate_total": estimate}
+
+
+@dataclass(frozen=True)
+class ProjectResources:
+    family: str
+    cores: list[CoreResources]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"family": self.family, "cores": [core.to_json() for core in self.cores]}
+
+
+def requantizer_dsps(kernel: str, layer: dict[str, Any]) -> int:
+    """DSPs of a dot-product layer's requantizers in the RTL (two per ``requantize_units``)."""
+    if not KERNELS[kernel].uses_dsp:
+        return 0
+    c = layer["config"]
+    if kernel == "dense":
+        return 2 * requantize_units(int(layer["pe"]), int(c["K"]) // int(layer["simd"]))
+    reduction = c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
+    return 2 * requantize_units(int(layer["pe"]) * int(layer["mmv"]), reduction // int(layer["simd"]))
+
+
+def project_resources(project: Path, progress: Callable[[str], None] | None = None) -> ProjectResources:
+    """yosys resources of every layer of every core of ``project`` beside design.json's estimate;
+    writes ``results/resources.json``."""
+    from fpgaplace.codegen import rtl_project
+
+    project = Path(project)
+    document = rtl_project.read_design(project)
+    mpd = rtl_project.macs_per_dsp(document)
+    family = family_of(document["cores"][0]["part"]) if document["cores"] else "xcup"
+    cores = []
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch:
+        for record in document["cores"]:
+            ops = rtl_project.render_layers(record, rtl_project.load_arrays(project, record), mpd)
+            layers = []
+            for layer, op in zip(record["layers"], ops, strict=True):
+                if progress is not None:
+                    progress(f"yosys synth_xilinx of {record['name']} {layer['op']} ({layer['kernel']})")
+                module = rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files})
+                synthesized = synthesize(module, Path(scratch) / cell_name(op.module.top), family)
+                estimate = {key: int(layer["resources"].get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
+                layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate,
+                                             requantizer_dsps(layer["kernel"], layer)))
+            cores.append(CoreResources(record["name"], layers))
+    result = ProjectResources(family, cores)
+    (project / RESULTS_DIR).mkdir(exist_ok=True)
+    (project / RESULTS_DIR / RESOURCES_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    return result
