@@ -22,6 +22,7 @@ import json
 import math
 import shutil
 from dataclasses import dataclass, field
+from functools import cache
 from importlib.resources import files
 from pathlib import Path
 from types import SimpleNamespace
@@ -105,8 +106,9 @@ class StreamSimulation:
 DenseSimulation = StreamSimulation  # the first op's name for it
 
 
+@cache
 def environment() -> jinja2.Environment:
-    """The Jinja2 environment over the shipped templates (undefined names are errors)."""
+    """The Jinja2 environment over the shipped templates (undefined names are errors), made once."""
     loader = jinja2.FileSystemLoader(str(files(TEMPLATE_PACKAGE)))
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 

@@ -1,0 +1,111 @@
+"""Per-core RTL tops from design.json (fpgaplace.codegen.rtl_project): rendered for the small CNN,
+clean Verilog-2005, written into the project by compile, simulated end to end bit-exact against
+the integer reference; and yosys synth_xilinx DSPs of the op templates beside the estimate."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from rtl_cases import conv_case, elementwise_case, pool_case
+
+from fpgaplace import Design, models
+from fpgaplace.board import load_board
+from fpgaplace.codegen.rtl_project import (
+    RTL_DIR,
+    SIM_DIR,
+    load_arrays,
+    read_design,
+    render_core,
+    simulate_project_rtl,
+)
+from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.sim import rtl, yosys
+
+
+@pytest.fixture(scope="module")
+def cnn_project(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("cnn") / "project"
+    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(folder)
+    return folder
+
+
+def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):
+    document = read_design(cnn_project)
+    kernels = set()
+    for record in document["cores"]:
+        core = render_core(record, load_arrays(cnn_project, record), macs_per_dsp=2)
+        sources = core.module.write(tmp_path / record["name"])
+        run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *map(str, sources)],
+                             capture_output=True, text=True, check=False)
+        problems = [line for line in run.stderr.splitlines() if "is sensitive to all" not in line]
+        assert run.returncode == 0 and not problems, run.stderr
+        assert len(core.inputs) == len(record["inputs"]) and len(core.outputs) == len(record["outputs"])
+        kernels |= {layer["kernel"] for layer in record["layers"]}
+    assert {"conv2d", "add", "maxpool", "avgpool", "dense"} <= kernels, "the CNN must use every kind of op"
+
+
+def test_compile_writes_rtl_and_sim_folders(cnn_project):
+    document = read_design(cnn_project)
+    for record in document["cores"]:
+        top = cnn_project / RTL_DIR / record["name"] / f"{record['name']}_rtl.v"
+        assert top.is_file(), top
+        job = json.loads((cnn_project / SIM_DIR / record["name"] / "job.json").read_text())
+        assert [p["port"] for p in job["inputs"]] == [f"s{k}_axis" for k in range(len(record["inputs"]))]
+    assert (cnn_project / SIM_DIR / "run_rtl.py").is_file()
+
+
+@pytest.mark.slow
+def test_small_cnn_end_to_end_bit_exact(cnn_project):
+    result = simulate_project_rtl(cnn_project)
+    assert result.ok, result.to_json()
+    stored = json.loads((cnn_project / "results" / "rtl.json").read_text())
+    assert stored == result.to_json() and set(stored) == {"ok", "cores"}
+    for core in result.cores:
+        assert abs(core.cycles_measured - core.cycles_model) <= 0.10 * core.cycles_model, core
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("zcu104", "xcup"), ("pynq-z2", "xc7")])
+def test_yosys_conv_dsps_are_the_estimate_plus_requantizers(tmp_path, board, family):
+    """MAC DSPs as the op library counts them (two per DSP48E2 on zcu104: pixel pairs), plus two
+    per requantization unit, which the estimate leaves out."""
+    core = load_board(board).cores[0]
+    folding = Folding(2, 3, 2)
+    config, arrays, _, _ = conv_case(4, 4, 2, 2, 3, 1, 1, 1, folding, seed=1)
+    op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
+    estimate = KERNELS["conv2d"].resources(rtl.window_geometry("conv2d", config), folding, core)
+    layer = {"config": config, "pe": 2, "simd": 3, "mmv": 2}
+    assert got.dsp == estimate.dsp + yosys.requantizer_dsps("conv2d", layer), (got, estimate)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kernel", ["maxpool", "add"])
+def test_yosys_lane_ops_use_no_dsp(tmp_path, kernel):
+    if kernel == "add":
+        config, arrays, _, folding = elementwise_case("add", (2, 4, 4), Folding(2, 1, 1), seed=1)
+    else:
+        config, arrays, _, folding = pool_case(kernel, 4, 4, 2, 2, 2, 0, Folding(2, 1, 1), seed=1)
+    op = rtl.render_op(kernel, config, arrays, folding, 16)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "xcup")
+    assert got.dsp == 0 and got.lut > 0 and got.ff > 0, got
+
+
+def test_stat_parsing_counts_luts_ffs_dsps_and_brams():
+    text = """=== a ===
+   Number of cells: 9
+     DSP48E2                         3
+     FDRE                           10
+     LUT6                            4
+     RAM64M                          2
+     RAMB18E2                        1
+     RAMB36E2                        2
+"""
+    cells = yosys.count_cells(yosys.parse_stat(text))
+    assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (4 + 2 * 4, 10, 3, 2.5)
+    assert yosys.family_of("xczu7ev-ffvc1156-2-e") == "xcup" and yosys.family_of("xc7z020clg400-1") == "xc7"
