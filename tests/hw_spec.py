@@ -18,3 +18,16 @@ def sliding_ticks(cfg: dict[str, int], channels: int, width: int, window_rows: i
         total += max(max(0, wanted - row) * row_beats, steps)
         row = max(row, wanted)
     return total
+
+
+def conv_ticks(cfg: dict[str, int], width_in: int, width_out: int) -> int:
+    """Iterations of a convolution stage: the line-buffered rows with ceil(WO/MMV) pixel groups
+    of COUT/PE x KKG/SIMD steps a row, then, when its outputs leave through a reorder buffer
+    (MMV > 1 with PE < COUT or a short last group), the last group's beats."""
+    folds = cfg["COUT"] // cfg["PE"] * (cfg["KH"] * cfg["KW"] * cfg["CIN"] // cfg["GROUPS"] // cfg["SIMD"])
+    groups = -(-cfg["WO"] // cfg["MMV"])
+    last = cfg["WO"] - (groups - 1) * cfg["MMV"]
+    reordered = cfg["MMV"] > 1 and (cfg["PE"] < cfg["COUT"] or last < cfg["MMV"])
+    drain = last * cfg["COUT"] // width_out if reordered else 0
+    rows = cfg["DH"] * (cfg["KH"] - 1) + 1
+    return sliding_ticks(cfg, cfg["CIN"], width_in, rows, groups * folds) + drain

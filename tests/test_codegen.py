@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 from conftest import FAST_CLUSTER
-from hw_spec import sliding_ticks
+from hw_spec import conv_ticks
 from onnx import numpy_helper
 
 import fpgaplace.codegen
@@ -118,12 +118,9 @@ def expected_cycles(layer: dict) -> int:
     c, pe, simd = layer["config"], layer["pe"], layer["simd"]
     if layer["kernel"] == "conv2d":
         reduction = c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
-        assert c["COUT"] % pe == 0 and reduction % simd == 0 and c["WO"] % layer["mmv"] == 0
-        steps = c["WO"] // layer["mmv"] * (c["COUT"] // pe) * (reduction // simd)
-        reordered = layer["mmv"] > 1 and pe < c["COUT"]
-        drain = layer["mmv"] * c["COUT"] // layer["beats"]["output"] if reordered else 0
-        rows = c["DH"] * (c["KH"] - 1) + 1
-        return sliding_ticks(c, c["CIN"], layer["beats"]["inputs"][0], rows, steps) + drain
+        assert c["COUT"] % pe == 0 and reduction % simd == 0
+        config = {**c, "PE": pe, "SIMD": simd, "MMV": layer["mmv"]}
+        return conv_ticks(config, layer["beats"]["inputs"][0], layer["beats"]["output"])
     assert c["N"] % pe == 0 and c["K"] % simd == 0
     return layer["rows"] * (c["N"] // pe) * (c["K"] // simd)
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hw_spec import sliding_ticks
+from hw_spec import conv_ticks, sliding_ticks
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.quant import quantize_multiplier, requantize, requantize2
@@ -215,6 +215,8 @@ def build_cases() -> list[Case]:
     specs.append(("conv2d", conv_config(rng, 6, 8, 3, 4, (3, 3), pads=(1, 1, 1, 1), pe=4, simd=9, mmv=4)))  # MMV
     specs.append(("conv2d", conv_config(rng, 5, 6, 4, 6, (3, 3), (1, 1), (1, 1, 1, 1), pe=2, simd=12, mmv=3)))
     specs.append(("conv2d", conv_config(rng, 6, 6, 2, 8, (1, 1), (1, 1), pe=4, simd=2, mmv=2)))  # 2 folds, 16 out
+    specs.append(("conv2d", conv_config(rng, 5, 7, 3, 4, (3, 3), pads=(1, 1, 1, 1), pe=2, simd=9, mmv=3)))  # 3+3+1
+    specs.append(("conv2d", conv_config(rng, 4, 5, 2, 6, (1, 1), pe=6, simd=1, mmv=2)))  # PE == COUT, short group
     specs.append(("maxpool", {**pool_config(rng, 8, 8, 3, (2, 2), (2, 2)), "PE": 3, "MMV": 2}))  # whole pixels a beat
     for size, a, b in ((48, 3, 16), (48, 16, 3), (60, 12, 10), (7, 7, 1)):
         specs.append(("regroup", {"SIZE": size, "A": a, "B": b}))
@@ -229,10 +231,12 @@ def with_widths(kernel: str, config: dict[str, int], rng: np.random.Generator) -
     c = dict(config, STAGE=0)
     if kernel == "conv2d":
         c.setdefault("IW", int(rng.choice([d for d in divisors(c["W"] * c["CIN"]) if d <= 64])))
-        if c["MMV"] > 1 and c["PE"] < c["COUT"]:  # a reorder buffer: any width leaving a group in time
+        last = c["WO"] - (-(-c["WO"] // c["MMV"]) - 1) * c["MMV"]
+        if c["MMV"] > 1 and (c["PE"] < c["COUT"] or last < c["MMV"]):  # a reorder buffer: a width in time
             steps = c["COUT"] // c["PE"] * (c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"] // c["SIMD"])
             group = c["MMV"] * c["COUT"]
-            c.setdefault("OW", int(rng.choice([d for d in divisors(group) if d * steps >= group])))
+            widths = [d for d in divisors(group) if d * steps >= group and (last * c["COUT"]) % d == 0]
+            c.setdefault("OW", int(rng.choice(widths)))
         c.setdefault("OW", c["PE"] * c["MMV"])
     elif kernel in ("maxpool", "avgpool"):
         c.setdefault("PE", int(rng.choice(divisors(c["C"]))))
@@ -338,10 +342,7 @@ def test_conv2d_matches_reference(case: Case, harness: Path, tmp_path: Path):
     (got,) = run_harness(harness, "conv2d", case.id, tmp_path, {
         "x": x, "w": reference.fold_weights(w, cfg["PE"], cfg["SIMD"]), "bias": bias, "mult": mult, "shift": shift})
     assert_bit_exact(got, expected)
-    folds = cfg["COUT"] // cfg["PE"] * (cfg["KH"] * cfg["KW"] * cin_per_group // cfg["SIMD"])
-    rows = cfg["DH"] * (cfg["KH"] - 1) + 1
-    drain = cfg["MMV"] * cfg["COUT"] // cfg["OW"] if cfg["MMV"] > 1 and cfg["PE"] < cfg["COUT"] else 0
-    assert ticks(tmp_path) == sliding_ticks(cfg, cfg["CIN"], cfg["IW"], rows, cfg["WO"] // cfg["MMV"] * folds) + drain
+    assert ticks(tmp_path) == conv_ticks(cfg, cfg["IW"], cfg["OW"])
 
 
 @pytest.mark.parametrize("case", params(("dense",)))
@@ -447,6 +448,7 @@ def test_cases_cover_the_folding_and_geometry_features():
     assert any(c["SIMD"] > c["CIN"] // c["GROUPS"] for c in convs)  # SIMD lanes across pixels
     assert any(c["MMV"] > 1 and c["PE"] == c["COUT"] for c in convs)  # whole pixels a beat
     assert any(c["MMV"] > 1 and c["PE"] < c["COUT"] for c in convs)  # through the reorder buffer
+    assert any(c["WO"] % c["MMV"] != 0 for c in convs)  # a short last group
     assert any(c["H"] % 2 == 1 for c in convs) and any(c["LO"] > -128 for c in convs)
 
 

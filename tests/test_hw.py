@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 import pytest
 import yaml
-from hw_spec import sliding_ticks
+from hw_spec import conv_ticks, sliding_ticks
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace import Design, load_board, models
@@ -337,15 +337,14 @@ def test_conv_cycles_are_the_line_buffer_and_mvau_count_for_every_folding(name):
     foldings = kernel.foldings(g)
     assert len({(f.pe, f.simd, f.mmv) for f in foldings}) > 4
     assert any(f.mmv > 1 and f.pe < dims["COUT"] for f in foldings)  # pixels side by side through a buffer
+    if name == "dilated":  # WO = 7: widths 2, 3 and 4 leave a short last group, through the reorder buffer
+        assert {2, 3, 4} <= {f.mmv for f in foldings if kernel.reorders(g, f)}
     for fold in foldings:
-        steps = dims["WO"] // fold.mmv * (dims["COUT"] // fold.pe) * (dims["REDUCTION"] // fold.simd)
         width = kernel.input_width(g, fold)
         assert (w * cin) % width == 0 and width <= MAX_LINE_WIDTH
-        reordered = fold.mmv > 1 and fold.pe < dims["COUT"]
-        drain = fold.mmv * dims["COUT"] // kernel.output_width(g, fold) if reordered else 0
-        rows = g.shape["DH"] * (g.shape["KH"] - 1) + 1
-        expected = sliding_ticks(g.shape, cin, width, rows, steps) + drain
-        assert kernel.cycles(g, fold) == expected, fold
+        config = {**g.shape, "PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv}
+        assert kernel.cycles(g, fold) == conv_ticks(config, width, kernel.output_width(g, fold)), fold
+        steps = math.ceil(dims["WO"] / fold.mmv) * (dims["COUT"] // fold.pe) * (dims["REDUCTION"] // fold.simd)
         assert kernel.cycles(g, fold) >= dims["HO"] * steps  # never below the MVAU count
     assert kernel.cycles(g, Folding()) >= dims["MACS"]  # unfolded: one MAC per cycle and the line buffer's fill
 

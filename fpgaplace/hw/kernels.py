@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace import ops as op_registry
+from fpgaplace.board import BRAM36_BYTES
 from fpgaplace.hw import qdq, reference
 
 if TYPE_CHECKING:
@@ -155,6 +156,13 @@ def requantize_units(results: int, folds: int) -> int:
 
 
 @cache
+def fold_widths(n: int) -> tuple[int, ...]:
+    """The smallest width giving each possible fold count ``ceil(n / width)`` of ``n`` items:
+    one width per distinct count, O(sqrt(n)) of them (a last partial fold is allowed)."""
+    return tuple(sorted({math.ceil(n / math.ceil(n / w)) for w in range(1, n + 1)})) if n <= 4096 else divisors(n)
+
+
+@cache
 def divisors(n: int) -> tuple[int, ...]:
     """Divisors of ``n`` in increasing order, O(sqrt(n))."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
@@ -196,11 +204,12 @@ class Kernel:
                 for mmv in self.pixel_widths(g, pe) for uram in memories]
 
     def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
-        """The MMV values a stage of ``pe`` channels may take: divisors of the row; for a lane
-        stage only when a beat then holds whole pixels (``pe`` is every channel), so that the
-        MMV x PE elements of a cycle are consecutive in stream order (kernels.h)."""
-        if self.uses_dsp:  # a conv's outputs may leave through a reorder buffer (Conv2d.output_width)
-            return divisors(g.row)
+        """The MMV values a stage of ``pe`` channels may take: for a conv one per count of pixel
+        groups in a row (the last group may be short) whose outputs can leave in time; for a lane
+        stage divisors of the row, and only when a beat then holds whole pixels (``pe`` is every
+        channel), so that the MMV x PE elements of a cycle are consecutive in stream order."""
+        if self.uses_dsp:  # a conv's outputs may leave through a reorder buffer (Conv2d.foldings checks)
+            return fold_widths(g.row)
         if pe != g.channels or self.name == "concat":
             return (1,)
         return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
@@ -240,8 +249,13 @@ class Kernel:
 
     def fixed_bytes(self, g: Geometry) -> int:
         """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
-        output channel, and its line buffer."""
-        return (CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0) + g.linebuffer_bytes
+        output channel, and its line buffer, which is byte-wide: a BRAM36 holds 4096 of its bytes
+        (4096 x 9 bits), so it is charged in whole blocks of 36 Kbit as it will occupy them."""
+        line = g.linebuffer_bytes
+        if line:
+            blocks, _, _ = memory_blocks(8, line)
+            line = max(line, blocks * BRAM36_BYTES)
+        return (CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0) + line
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         if self.free:
@@ -341,8 +355,8 @@ class Conv2d(Kernel):
 
 
     def row_steps(self, g: Geometry, fold: Folding) -> int:
-        """Compute cycles of one output row: WO/MMV pixel groups of COUT/PE x KKG/SIMD folds."""
-        return g.row // fold.mmv * (g.channels // fold.pe) * (g.reduction // fold.simd)
+        """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""
+        return math.ceil(g.row / fold.mmv) * (g.channels // fold.pe) * (g.reduction // fold.simd)
 
     def input_width(self, g: Geometry, fold: Folding) -> int:
         """Input elements a beat: the narrowest width dividing an input row (W x CIN) with which
@@ -354,27 +368,28 @@ class Conv2d(Kernel):
         steps = self.row_steps(g, fold)
         return next((d for d in fitting if s["SH"] * row <= d * steps), fitting[-1])
 
-    def fill_factor(self, g: Geometry) -> float:
-        """The line buffer's first rows are read before any output: with the refill just hidden
-        behind the compute (``input_width``), reading one input row takes about 1/SH of an output
-        row's compute, so the stage runs (HO + first rows / SH) rows' worth of compute."""
-        s = g.shape
-        first = max(0, min(s["H"], s["DH"] * (s["KH"] - 1) + 1 - s["PT"]))
-        return (s["HO"] + first / s["SH"]) / s["HO"]
-
     def reorders(self, g: Geometry, fold: Folding) -> bool:
-        """Whether a cycle's MMV x PE outputs are not consecutive in stream order, so that a
-        pixel group's outputs leave through a double buffer (kernels.h ``ConvStep``)."""
-        return fold.mmv > 1 and fold.pe < g.channels
+        """Whether a cycle's MMV x PE outputs are not whole consecutive beats (fewer than every
+        channel, or a row's short last group), so that a pixel group's outputs leave through a
+        double buffer (kernels.h ``ConvStep``)."""
+        return fold.mmv > 1 and (fold.pe < g.channels or g.row % fold.mmv != 0)
+
+    def last_group(self, g: Geometry, fold: Folding) -> int:
+        """Pixels in a row's last group."""
+        return g.row - (math.ceil(g.row / fold.mmv) - 1) * fold.mmv
 
     def output_width(self, g: Geometry, fold: Folding) -> int:
         """Output elements a beat: PE x MMV, or with a reorder buffer the narrowest width that
-        lets a group's MMV x COUT outputs leave within the next group's COUT/PE x KKG/SIMD steps."""
+        divides a group's outputs (a short group's too) and lets them leave within the next
+        group's COUT/PE x KKG/SIMD steps; 0 when none does (the folding is not offered)."""
         if not self.reorders(g, fold):
             return fold.pe * fold.mmv
-        group = fold.mmv * g.channels
+        group, short = fold.mmv * g.channels, self.last_group(g, fold) * g.channels
         steps = g.channels // fold.pe * (g.reduction // fold.simd)
-        return next(d for d in divisors(group) if group <= d * steps)
+        return next((d for d in divisors(group) if short % d == 0 and group <= d * steps), 0)
+
+    def foldings(self, g: Geometry) -> list[Folding]:
+        return [f for f in super().foldings(g) if self.output_width(g, f)]
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """The line buffer's first rows, then per output row the compute steps (or the refill,
@@ -383,8 +398,16 @@ class Conv2d(Kernel):
         s = g.shape
         samples = g.pixels // (s["HO"] * s["WO"])
         row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
-        drain = fold.mmv * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
+        drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
         return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
+
+    def fill_factor(self, g: Geometry) -> float:
+        """The line buffer's first rows are read before any output: with the refill just hidden
+        behind the compute (``input_width``), reading one input row takes about 1/SH of an output
+        row's compute, so the stage runs (HO + first rows / SH) rows' worth of compute."""
+        s = g.shape
+        first = max(0, min(s["H"], s["DH"] * (s["KH"] - 1) + 1 - s["PT"]))
+        return (s["HO"] + first / s["SH"]) / s["HO"]
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

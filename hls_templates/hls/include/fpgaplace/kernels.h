@@ -22,14 +22,15 @@
 //   regroup<C>(in, out)                       SIZE A B STAGE (beats of A elements -> beats of B)
 //
 // Folding (the op library's, fpgaplace/hw/kernels.py): a dot-product stage computes PE output
-// channels x SIMD reduction elements of MMV output pixels per cycle (MMV dividing WO; with PE <
-// COUT, a group's outputs leave through a reorder buffer, OW a beat). A lane stage
+// channels x SIMD reduction elements of MMV output pixels per cycle (a row's last group may be
+// short; with PE < COUT or a short group, a group's outputs leave through a reorder buffer, OW a
+// beat). A lane stage
 // handles PE channels of MMV pixels (MMV > 1 only with PE == C). Every loop below that runs per
 // element or per beat is pipelined at II=1, with the lanes unrolled; its trip count is what the
 // cycle model counts:
 //   conv2d  fill + sum over output rows of max(input beats read for the next row,
-//           WO/MMV * COUT/PE * KKG/SIMD)          (the MVAU overlaps the line buffer's refill)
-//           + MMV*COUT/OW when a reorder buffer drains the last group
+//           ceil(WO/MMV) * COUT/PE * KKG/SIMD)    (the MVAU overlaps the line buffer's refill)
+//           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
 //   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B)
@@ -199,10 +200,13 @@ struct ConvShape {
   static constexpr int ROWS = C::DH * (C::KH - 1) + 1;  // window rows
   static constexpr int NF = C::COUT / C::PE;            // output-channel folds
   static constexpr int SF = KKG / C::SIMD;              // reduction folds
-  static constexpr int STEPS = C::WO / C::MMV * NF * SF;  // compute cycles per output row
-  // outputs of a pixel group are not consecutive in stream order: they leave through a buffer
-  static constexpr bool REORDER = C::MMV > 1 && C::PE < C::COUT;
-  static constexpr int GROUP_BEATS = C::MMV * C::COUT / C::OW;  // REORDER: beats a group leaves in
+  static constexpr int ROW_GROUPS = (C::WO + C::MMV - 1) / C::MMV;  // pixel groups of a row (the last may be short)
+  static constexpr int STEPS = ROW_GROUPS * NF * SF;  // compute cycles per output row
+  static constexpr int LAST_GROUP = C::WO - (ROW_GROUPS - 1) * C::MMV;  // pixels in a row's last group
+  // a group's outputs are not whole consecutive beats (fewer than COUT channels a fold, or a short
+  // last group): they leave through a buffer
+  static constexpr bool REORDER = C::MMV > 1 && (C::PE < C::COUT || LAST_GROUP < C::MMV);
+  static constexpr int GROUP_BEATS = C::MMV * C::COUT / C::OW;  // REORDER: beats a full group leaves in
 };
 
 namespace detail {
@@ -223,6 +227,7 @@ struct ConvStep {
   hls::stream<beat<C::OW>>& out;
   int32_t acc[C::MMV][C::PE];
   int8_t held[2][C::MMV * C::COUT];  // REORDER only: the group being computed and the one leaving
+  int beats[2];  // REORDER only: beats the group in each half leaves in (fewer for a short group)
   int groups = 0;  // REORDER only: groups completed
 
   void compute(const int8_t line[SLOTS][C::W][C::CIN], int top, int i) {
@@ -232,7 +237,7 @@ struct ConvStep {
     beat<C::PE * C::MMV> y = {};
     for (int m = 0; m < C::MMV; ++m) {
 #pragma HLS UNROLL
-      const int left = (g * C::MMV + m) * C::SW - C::PL;
+      const int left = (g * C::MMV + m) * C::SW - C::PL;  // a short group's missing pixels compute unused sums
       for (int p = 0; p < C::PE; ++p) {
 #pragma HLS UNROLL
         const int co = nf * C::PE + p;
@@ -259,6 +264,8 @@ struct ConvStep {
       if (!S::REORDER) {
         write_direct(y);
       } else if (nf == S::NF - 1) {
+        const int pixels = g == S::ROW_GROUPS - 1 ? S::LAST_GROUP : C::MMV;
+        beats[groups % 2] = pixels * C::COUT / C::OW;
         ++groups;
       }
     }
@@ -267,7 +274,7 @@ struct ConvStep {
   // Beat e of the completed group in held[half], if the group has that many beats.
   void emit(int e, int half) {
 #pragma HLS INLINE
-    if (e >= S::GROUP_BEATS) return;
+    if (e >= beats[half]) return;
     beat<C::OW> b;
     for (int j = 0; j < C::OW; ++j) {
 #pragma HLS UNROLL
@@ -278,7 +285,7 @@ struct ConvStep {
 
   // The last group's beats, after the row loop (REORDER only).
   void drain() {
-    for (int e = 0; e < S::GROUP_BEATS; ++e) {
+    for (int e = 0; e < beats[(groups - 1) % 2]; ++e) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
       emit(e, (groups - 1) % 2);
@@ -318,10 +325,12 @@ void conv2d(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
   static_assert(C::HO > 0 && C::WO > 0, "conv2d: the kernel must fit in the padded input");
   static_assert(C::PE > 0 && C::COUT % C::PE == 0, "conv2d: PE must divide COUT");
   static_assert(C::SIMD > 0 && S::KKG % C::SIMD == 0, "conv2d: SIMD must divide KH*KW*CIN/GROUPS");
-  static_assert(C::MMV > 0 && C::WO % C::MMV == 0, "conv2d: MMV must divide WO");
-  static_assert(S::REORDER ? (C::MMV * C::COUT) % C::OW == 0 && S::GROUP_BEATS <= S::NF * S::SF
+  static_assert(C::MMV > 0 && C::MMV <= C::WO, "conv2d: MMV must be 1 to WO");
+  static_assert(S::REORDER ? (S::LAST_GROUP * C::COUT) % C::OW == 0 && (C::MMV * C::COUT) % C::OW == 0 &&
+                                 S::GROUP_BEATS <= S::NF * S::SF
                            : C::OW == C::PE * C::MMV,
-                "conv2d: OW must be PE*MMV, or (MMV > 1 and PE < COUT) divide MMV*COUT in at most COUT/PE*KKG/SIMD beats");
+                "conv2d: OW must be PE*MMV, or with a reorder buffer divide a group's outputs (a short one's too) "
+                "in at most COUT/PE*KKG/SIMD beats");
   static_assert(C::IW > 0 && (C::W * C::CIN) % C::IW == 0, "conv2d: IW must divide W*CIN");
   static_assert(S::KKG <= detail::MAX_DOT_LENGTH, "conv2d: dot product too long for an int32 accumulator");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
@@ -330,7 +339,7 @@ void conv2d(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
 #pragma HLS ARRAY_PARTITION variable=bias cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
-  detail::ConvStep<C> step{w, bias, mult, shift, out, {}, {}, 0};
+  detail::ConvStep<C> step{w, bias, mult, shift, out, {}, {}, {0, 0}, 0};
   detail::slide_rows<C, C::CIN, C::IW, S::ROWS, S::STEPS>(in, step);
   if (S::REORDER) step.drain();
 }
