@@ -73,6 +73,7 @@ def place_problem(
     *,
     subgraphs_per_device: int = 1,
     contiguous: bool = True,
+    gap: float = 0.01,
     progress: Progress | None = None,
 ) -> list[Result]:
     """Solve ``problem`` by ``method`` ("auto", "all" or one of ``solvers.run.METHODS``).
@@ -80,13 +81,17 @@ def place_problem(
     ``time_limit`` is the total seconds the placement may take. With "all", every method that
     applies to the objective runs in turn and each gets an even share of the time still left
     (a fast heuristic leaves its unused share to the methods after it); a method that does not
-    apply is reported through ``progress`` and left out. Returns one result, or one per method.
+    apply is reported through ``progress`` and left out. ``gap`` is the relative gap at which
+    the integer programs stop (0 asks for proven optimality). Returns one result, or one per method.
     """
     if not (isinstance(time_limit, int | float) and math.isfinite(time_limit) and time_limit > 0):
         raise FpgaplaceError(f"time_limit: expected a number of seconds > 0, got {time_limit!r}")
+    if not (isinstance(gap, int | float) and math.isfinite(gap) and 0 <= gap < 1):
+        raise FpgaplaceError(f"gap: expected a fraction from 0 to below 1 (0.01 = 1%), got {gap!r}")
     options = SolveOptions(
         objective=objective,
         time_limit=float(time_limit),
+        gap=float(gap),
         subgraphs_per_device=subgraphs_per_device,
         contiguous=contiguous,
         progress=progress,
@@ -293,13 +298,15 @@ class Design:
         *,
         subgraphs_per_device: int = 1,
         contiguous: bool = True,
+        gap: float = 0.01,
     ) -> Result:
         """Place the problem by ``method`` (see ``place_problem``; not "all": use ``place_all``)
-        within ``time_limit`` seconds in total; the result becomes this design's placement."""
+        within ``time_limit`` seconds in total, the integer programs stopping at relative
+        ``gap``; the result becomes this design's placement."""
         if method == "all":
             raise FpgaplaceError("method: 'all' gives several results; call place_all()")
         arguments = {"objective": objective, "method": method, "time_limit": time_limit,
-                     "subgraphs_per_device": subgraphs_per_device, "contiguous": contiguous}
+                     "subgraphs_per_device": subgraphs_per_device, "contiguous": contiguous, "gap": gap}
         problem = self.problem
         self._say(f"placing ({method}, {objective})")
         [result] = place_problem(problem, progress=self.progress, **arguments)

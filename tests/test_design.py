@@ -242,3 +242,19 @@ def test_search_never_divides_by_a_batch_the_model_does_not_have():
     with pytest.raises(FpgaplaceError, match="fixed batch of 1"):
         search(models.cnn_residual(batch=1), "zcu104", batches=(4,), optimizer=(True,), time_limit=5,
                profile_cpu=False)
+
+
+@pytest.mark.parametrize("gap", [-0.1, 1.0, float("nan")])
+def test_a_gap_outside_zero_to_one_is_a_one_line_error(gap):
+    problem = load_input(WORKLOADS / "latency" / "layer-bert24_inference.json")
+    with pytest.raises(FpgaplaceError, match="gap: expected a fraction"):
+        place_problem(problem, "latency", "ip", 5, gap=gap)
+
+
+def test_gap_zero_asks_the_latency_ip_for_proven_optimality():
+    """Layer BERT-24's latency optimum is proven (its bound meets the value) when no gap is allowed."""
+    problem = load_input(WORKLOADS / "latency" / "layer-bert24_inference.json")
+    [result] = place_problem(problem, "latency", "ip", 30, gap=0.0)
+    assert result.placement.bound is not None and result.placement.gap is not None
+    assert result.placement.gap <= 1e-6
+    assert evaluate(problem, result.placement).latency == pytest.approx(result.value)
