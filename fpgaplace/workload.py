@@ -1,6 +1,6 @@
 """The paper's workload JSON <-> PlacementProblem, and its split format <-> Placement.
 
-Format (Tarnawski et al., NeurIPS 2020, public workloads; see ../shared/workloads/README.md)::
+Format (Tarnawski et al., NeurIPS 2020, public workloads; see tests/workloads/README.md)::
 
     {"maxSizePerFPGA": bytes, "maxFPGAs": k, "maxCPUs": l,
      "nodes": [{"id", "supportedOnFpga", "cpuLatency", "fpgaLatency", "isBackwardNode",
