@@ -327,7 +327,7 @@ def write_rtl_project(document: dict, folder: Path) -> None:
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
         try:
             core = render_core(record, load_arrays(folder, record), mpd)
-        except FpgaplaceError as error:
+        except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
             (rtl_folder / "README.txt").write_text(f"No RTL for {record['name']}: {error}\n")
             continue
