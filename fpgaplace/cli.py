@@ -148,6 +148,11 @@ TIME_LIMIT_HELP = "Total seconds the placement may take (for --method all: all m
 TimeLimitOption = Annotated[
     float, typer.Option("--time-limit", min=0.1, callback=check_time_limit, help=TIME_LIMIT_HELP)
 ]
+GapOption = Annotated[
+    float,
+    typer.Option("--gap", min=0.0, max=0.99,
+                 help="Relative gap at which the integer programs stop (0.01 = 1 %; 0 asks for proven optimality)."),
+]
 ObjectiveOption = Annotated[
     str,
     typer.Option("--objective", "-o", help="throughput (minimise the pipeline's max load) or latency (one sample)."),
@@ -179,6 +184,8 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the random inpu
 # Library errors name a parameter; the user typed a flag.
 PARAMETER_FLAGS = {
     "input_shapes": "--input-shape",
+    "no_bitstream": "--no-bitstream",
+    "known_hosts": "--known-hosts",
     "time_limit": "--time-limit",
     "random_samples": "--random",
     "calib_dir": "--calib",
@@ -303,9 +310,9 @@ def make_design(model, board_name: str = "zcu104", **flags: Any):
 
 
 def place_design(design, objective: str, method: str, time_limit: float, subgraphs_per_device: int = 1,
-                 non_contiguous: bool = False) -> list:
+                 non_contiguous: bool = False, gap: float = 0.01) -> list:
     """``design.place`` (one result) or, for ``--method all``, ``design.place_all``."""
-    arguments = {"subgraphs_per_device": subgraphs_per_device, "contiguous": not non_contiguous}
+    arguments = {"subgraphs_per_device": subgraphs_per_device, "contiguous": not non_contiguous, "gap": gap}
     if method == "all":
         return design.place_all(objective, time_limit, **arguments)
     return [design.place(objective, method, time_limit, **arguments)]
@@ -591,6 +598,7 @@ def place(
     subgraphs_per_device: SubgraphsOption = 1,
     non_contiguous: NonContiguousOption = False,
     time_limit: TimeLimitOption = 60.0,
+    gap: GapOption = 0.01,
     optimized: OptimizeOption = True,
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
@@ -618,9 +626,9 @@ def place(
                                   batch=batch, precision=precision, cpu_cost=cpu_cost, profile=profile)
     if design is None:
         results = place_problem(problem, objective, method, time_limit, subgraphs_per_device=subgraphs_per_device,
-                                contiguous=not non_contiguous, progress=progress)
+                                contiguous=not non_contiguous, gap=gap, progress=progress)
     else:
-        results = place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
+        results = place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous, gap)
     names = design.device_names() if design else None
     documents = [placement_json(problem, r, names) for r in results]
     document = documents if method == "all" else documents[0]
@@ -728,6 +736,7 @@ def split(
     subgraphs_per_device: SubgraphsOption = 1,
     non_contiguous: NonContiguousOption = False,
     time_limit: TimeLimitOption = 60.0,
+    gap: GapOption = 0.01,
     optimized: OptimizeOption = True,
     input_shape: InputShapeOption = None,
     batch: BatchOption = 1,
@@ -746,7 +755,7 @@ def split(
     check_out_parent(out_dir)
     design = make_design(model, board_name, optimized=optimized, input_shape=input_shape, batch=batch,
                          precision=precision, cpu_cost=cpu_cost, profile=profile)
-    place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous)
+    place_design(design, objective, method, time_limit, subgraphs_per_device, non_contiguous, gap)
     manifest, errors = design.split(out_dir)
     result = design.placement
     document = {
@@ -1242,4 +1251,8 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    # `python -m fpgaplace.cli` runs this file as __main__: the command modules register on the
+    # imported fpgaplace.cli's app, so run that one
+    from fpgaplace.cli import main as imported_main
+
+    imported_main()

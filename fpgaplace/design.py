@@ -320,18 +320,19 @@ class Design:
         *,
         subgraphs_per_device: int = 1,
         contiguous: bool = True,
+        gap: float = 0.01,
     ) -> list[Result]:
         """Every method that applies, sharing ``time_limit`` seconds; the best feasible result
         (lowest value) becomes this design's placement."""
         problem = self.problem
         self._say(f"placing (every method, {objective})")
         results = place_problem(problem, objective, "all", time_limit, subgraphs_per_device=subgraphs_per_device,
-                                contiguous=contiguous, progress=self.progress)
+                                contiguous=contiguous, gap=gap, progress=self.progress)
         feasible = [r for r in results if r.evaluation.feasible] or results
         self._result = min(feasible, key=lambda r: r.value)
         self._place_args = {"objective": objective, "method": self._result.placement.method,
                             "time_limit": time_limit, "subgraphs_per_device": subgraphs_per_device,
-                            "contiguous": contiguous}
+                            "contiguous": contiguous, "gap": gap}
         return results
 
     def set_placement(self, placement: Placement) -> Result:
