@@ -29,6 +29,7 @@ from fpgaplace.codegen.build_scripts import (
     FIFO_MIN_DEPTH,
     Dma,
     Endpoint,
+    _port_of,
     fifo_depth,
     memory_bank,
     write_build_scripts,
@@ -662,3 +663,15 @@ def test_a_sample_longer_than_an_axi_dma_moves_stops_the_script_not_the_compile(
     assert done.returncode == 1
     (last,) = json.loads((tmp_path / "record.json").read_text())
     assert last[0] == "done" and port["name"] in last[2] and "AXI DMA" in last[2]
+
+
+def test_a_float_tensor_a_core_quantizes_on_arrival_is_carried_by_that_input_port():
+    """A core that reads a float tensor from a CPU and quantizes it (the port's ``quantized_from``;
+    the benchmark's small CNN with measured CPU costs places its Flatten so) is fed through that
+    port; an output port never stands for the float tensor it was quantized from."""
+    port = {"name": "f_QuantizeLinear_Output", "port": "in0_f", "views": [{"name": "f_DequantizeLinear_Output"}],
+            "quantized_from": "f"}
+    core = {"name": "core0", "inputs": [port], "outputs": [dict(port, port="out0_f")]}
+    assert _port_of(core, "inputs", "f") is port
+    assert _port_of(core, "inputs", "f_DequantizeLinear_Output") is port
+    assert _port_of(core, "outputs", "f") is None

@@ -204,8 +204,12 @@ def _tensor_names(tensor: dict) -> set[str]:
 
 
 def _port_of(core: dict, direction: str, tensor: str) -> dict | None:
-    """The port of ``core`` (``inputs``/``outputs``) carrying ``tensor`` or one of its views."""
-    return next((t for t in core[direction] if tensor in _tensor_names(t)), None)
+    """The port of ``core`` (``inputs``/``outputs``) carrying ``tensor`` or one of its views; an
+    input port also carries the float tensor the core quantizes on arrival (``quantized_from``)."""
+    def carries(port: dict) -> bool:
+        return tensor in _tensor_names(port) or (direction == "inputs" and port.get("quantized_from") == tensor)
+
+    return next((t for t in core[direction] if carries(t)), None)
 
 
 def _elements(tensor: dict) -> int:
