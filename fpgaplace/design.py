@@ -39,24 +39,26 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import onnx
-
 from fpgaplace.board import Board, CpuCore, FpgaCore, load_board
-from fpgaplace.cost import PRECISION_BYTES, CostOptions, OpCost, build_problem, cpu_kinds, fpga_core_kinds, op_costs
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.ir import OpGraph
-from fpgaplace.passes.eliminate import eliminate_dead_code
-from fpgaplace.passes.fuse import fuse_elementwise
-from fpgaplace.passes.manager import DEFAULT_PASSES, OptimizeReport, optimize
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 from fpgaplace.solvers.run import METHODS, Result, SolveOptions, solve
 
+# The model stages (onnx, the front end, the cost model and its op library) load on first use:
+# placing a paper workload needs none of them, and `fpgaplace place workload.json` starts fast.
+
 if TYPE_CHECKING:
+    import onnx
+
+    from fpgaplace.cost import CostOptions, OpCost
+    from fpgaplace.ir import OpGraph
+    from fpgaplace.passes.manager import OptimizeReport
     from fpgaplace.split import Manifest
 
 DEFAULT_BOARD = "zcu104"
-QDQ_PASSES = (eliminate_dead_code, fuse_elementwise)
-"""What ``optimize=True`` runs on a QDQ model (see the module docstring)."""
+QDQ_PASSES = ("eliminate_dead_code", "fuse_elementwise")
+"""What ``optimize=True`` runs on a QDQ model (see the module docstring): these passes of
+``fpgaplace.passes``, by name."""
 
 Progress = Callable[[str], None]
 BoardDevice = FpgaCore | CpuCore
@@ -196,6 +198,10 @@ class Design:
         progress: Progress | None = None,
         source: str | None = None,
     ) -> None:
+        import onnx
+
+        from fpgaplace.cost import PRECISION_BYTES
+
         if precision not in PRECISION_BYTES:
             raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {precision!r}")
         self.model = model if isinstance(model, onnx.ModelProto) else Path(model)
@@ -229,6 +235,8 @@ class Design:
     @cached_property
     def loaded(self) -> OpGraph:
         """The model as the front end reads it, before the graph optimizer."""
+        import onnx
+
         from fpgaplace.frontend import from_model, load_onnx
 
         self._say(f"importing {self.name}")
@@ -257,11 +265,14 @@ class Design:
     @cached_property
     def _optimized(self) -> tuple[OpGraph, OptimizeReport | None]:
         from fpgaplace.frontend import from_model
+        from fpgaplace.passes import eliminate, fuse
+        from fpgaplace.passes.manager import DEFAULT_PASSES, optimize
 
         if not self.optimize:
             return self.loaded, None
         self._say("running the graph optimizer" + (" (QDQ: fusion annotations only)" if self.is_qdq else ""))
-        model, report = optimize(self.loaded.model, QDQ_PASSES if self.is_qdq else DEFAULT_PASSES)
+        qdq_passes = (eliminate.eliminate_dead_code, fuse.fuse_elementwise)  # QDQ_PASSES
+        model, report = optimize(self.loaded.model, qdq_passes if self.is_qdq else DEFAULT_PASSES)
         return from_model(model, batch=self.batch, source=self.name), report  # input dims are bound by now
 
     @property
@@ -276,17 +287,23 @@ class Design:
 
     @property
     def cost_options(self) -> CostOptions:
+        from fpgaplace.cost import CostOptions
+
         return CostOptions(precision=self.precision, profile_cpu=self.profile_cpu)
 
     @cached_property
     def costs(self) -> list[OpCost]:
         """Every op's cost on every device kind of the board, in topological order."""
+        from fpgaplace.cost import op_costs
+
         graph = self.graph
         self._say(f"costing {len(graph.ops)} ops on {self.board.name}")
         return op_costs(graph, self.board, self.cost_options)
 
     @cached_property
     def problem(self) -> PlacementProblem:
+        from fpgaplace.cost import build_problem
+
         return build_problem(self.graph, self.board, self.cost_options, costs=self.costs)
 
     # ---- placement ---------------------------------------------------------------------
@@ -373,6 +390,8 @@ class Design:
     # ---- devices by board identity -----------------------------------------------------
     def devices(self) -> list[BoardDevice]:
         """The board's core or CPU of each device index of the problem, in problem order."""
+        from fpgaplace.cost import cpu_kinds, fpga_core_kinds
+
         problem = self.problem
         by_kind: list[list[BoardDevice]] = [list(cores) for _, cores in fpga_core_kinds(self.board)]
         by_kind += [list(cpus) for _, cpus in cpu_kinds(self.board)]
@@ -397,6 +416,8 @@ class Design:
         (constants computed from constants) are not ops: each goes to the device of the first
         op that reads what it computes, directly or through other folded nodes. O(nodes + edges).
         """
+        import onnx
+
         from fpgaplace.passes.graph_tools import name_nodes
 
         model = onnx.ModelProto()
@@ -480,6 +501,8 @@ class Design:
         optimized) quantized to int8 QDQ to ``out_path`` with ``quantize.quantize_file``;
         returns its ``(Drift, path)``. The bound model passes through a temporary file of the
         same name, since ``quantize_file`` reads a file."""
+        import onnx
+
         from fpgaplace.quantize import quantize_file
 
         name = self.model.name if isinstance(self.model, Path) else "model.onnx"
