@@ -79,6 +79,17 @@ def test_conv_sweep(tmp_path, name):
                                tmp_path), name)
 
 
+@pytest.mark.parametrize(("kernel", "folding"), [("conv2d", F(1, 9, 4)), ("maxpool", F(1, 1, 2))])
+def test_grouped_windows_of_one_pe_lane_read_their_own_channels(tmp_path, kernel, folding):
+    """PE = 1 in a depthwise conv or a pool: the lane's input channel follows the output fold (the
+    small CNN's depthwise conv_8 read channel 0 for every fold before)."""
+    if kernel == "conv2d":
+        case = conv_case(6, 6, 4, 4, 3, 1, 1, 4, folding, seed=11)
+    else:
+        case = pool_case(kernel, 8, 8, 4, 2, 2, 0, folding, seed=11)
+    simulate_case(kernel, case, tmp_path, macs_per_dsp=2)
+
+
 @pytest.mark.parametrize(("folding", "pack"), [(F(4, 3, 4), "pixel"), (F(4, 3, 1), "channel")])
 def test_conv_two_macs_per_multiplier_bit_exact(tmp_path, folding, pack):
     case = conv_case(8, 8, 4, 4, 3, 1, 1, 1, folding, seed=7)

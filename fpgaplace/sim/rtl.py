@@ -473,7 +473,7 @@ def render_window(kernel: str, config: dict[str, Any], arrays: dict[str, Any], f
         "GEAR_BITS": index_bits(2 * (group_e + out_e)), "offsets_file": f"{top}_offsets.mem",
         "macs_per_dsp": macs_per_dsp,
     }
-    if xp > 1:
+    if c["GROUPS"] > 1:  # every PE lane reads its own group's input channels
         channel_offsets = [_pack([(co // cout_g) * cin_g for co in range(f * pe, (f + 1) * pe)], go_w)
                            for f in range(nf)]
         files[f"{top}_groups.mem"] = _hex_words(channel_offsets, go_w * pe)
