@@ -1091,22 +1091,67 @@ def print_csim(document: dict) -> None:
 def sim(
     project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples to stream through (1 to 1000000).")] = 256,
+    rtl: Annotated[bool, typer.Option(
+        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog): bit-exact check, measured cycles.")
+    ] = False,
+    resources: Annotated[bool, typer.Option(
+        "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
+    ] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
 
     Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
     sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound.
+    --rtl and --resources add the RTL simulation and yosys counts (slow: minutes per large core)
+    and save them in the project's results/ for the report.
 
-    Example: fpgaplace sim project/ --samples 1000
+    Example: fpgaplace sim project/ --samples 1000 --rtl
     """
     from fpgaplace.sim.event import simulate
 
     document = simulate(project, samples).to_json()
+    if rtl:
+        from fpgaplace.codegen.rtl_project import simulate_project_rtl
+
+        document["rtl"] = simulate_project_rtl(project, progress=progress).to_json()
+    if resources:
+        from fpgaplace.sim.yosys import project_resources
+
+        document["resources"] = project_resources(project, progress=progress).to_json()
     if as_json:
         print_json(document)
-    else:
-        print_sim(document)
+        return
+    print_sim(document)
+    if rtl:
+        print_rtl(document["rtl"])
+    if resources:
+        print_resources(document["resources"])
+
+
+def print_rtl(document: dict) -> None:
+    """Each core's RTL check: bit-exact, measured cycles beside the model's."""
+    table = Table(title="RTL simulation (cocotb, Icarus Verilog)")
+    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error"):
+        table.add_column(column, justify="left" if column in ("core", "bit-exact") else "right")
+    for core in document["cores"]:
+        measured, model = core.get("cycles_measured"), core.get("cycles_model")
+        error = f"{measured / model - 1:+.1%}" if measured and model else "—"
+        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]",
+                      f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—", error)
+    out.print(table)
+
+
+def print_resources(document: dict) -> None:
+    """yosys counts beside the op library's estimate, per core."""
+    table = Table(title="yosys synth_xilinx against the estimate")
+    for column in ("core", "LUT", "FF", "DSP", "BRAM36", "DSP estimate"):
+        table.add_column(column, justify="left" if column == "core" else "right")
+    for core in document.get("cores", []):
+        total, estimate = core.get("yosys_layers_total") or {}, core.get("estimate_total") or {}
+        counts = [str(total.get(key, "—")) for key in ("lut", "ff", "dsp", "bram36")]
+        table.add_row(escape(str(core.get("name"))), *counts, str(estimate.get("dsp", "—")))
+    out.print(table)
 
 
 def print_sim(document: dict) -> None:

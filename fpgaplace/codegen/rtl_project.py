@@ -21,16 +21,19 @@ import math
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from fpgaplace.codegen.names import RESULTS_DIR, cell_name
+from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.sim import rtl
 
+RUNNER_SCRIPT = ("rtl", "run_rtl.py")  # under the shipped templates; copied into sim/
 RTL_DIR, SIM_DIR = "rtl", "sim"
 RTL_RESULTS = "rtl.json"
 DESIGN_FILE = "design.json"
@@ -96,8 +99,8 @@ def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> 
     branches = [net.stream(f"{name}_b{k}", source[1]) for k in range(count)]
     for branch, _ in branches:
         net.assigns.append((f"{branch}_tdata", f"{source[0]}_tdata"))
-    valid = "{" + ", ".join(f"{b}_tvalid" for b, _ in reversed(branches)) + "}"
-    ready = "{" + ", ".join(f"{b}_tready" for b, _ in reversed(branches)) + "}"
+    valid = [f"{b}_tvalid" for b, _ in reversed(branches)]  # a list: the template concatenates it
+    ready = [f"{b}_tready" for b, _ in reversed(branches)]
     net.instance("fp_fork", f"{name}_fork", {"WIDTH": source[1] * 8, "N": count},
                  {"s_axis_tdata": f"{source[0]}_tdata", "s_axis_tvalid": f"{source[0]}_tvalid",
                   "s_axis_tready": f"{source[0]}_tready", "m_axis_tdata": "", "m_axis_tvalid": valid,
@@ -171,8 +174,8 @@ def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], mac
     top = f"{core}_rtl"
     ports = [{"name": p.name, "elems": p.elems, "direction": "input", "back": "output"} for p in inputs] + [
         {"name": p.name, "elems": p.elems, "direction": "output", "back": "input"} for p in outputs]
-    layers = [f"layer{i}: {layer['op']} ({layer['kernel']}, PE={layer['pe']} SIMD={layer['simd']} MMV={layer['mmv']}, "
-              f"{layer['cycles']} cycles)" for i, layer in enumerate(record["layers"])]
+    layers = [f"layer{i}: {layer['op']}, {layer['kernel']}, PE={layer['pe']} SIMD={layer['simd']} MMV={layer['mmv']}, "
+              f"{layer['cycles']} cycles" for i, layer in enumerate(record["layers"])]
     verilog = rtl.environment().get_template("rtl/core.v.j2").render(
         name=top, core=record["name"], ports=ports, streams=net.streams, assigns=net.assigns,
         instances=net.instances, layers=layers)
@@ -216,13 +219,6 @@ class RtlResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
-
-
-def read_design(project: Path) -> dict[str, Any]:
-    path = Path(project) / DESIGN_FILE
-    if not path.is_file():
-        raise FpgaplaceError(f"{project}: no {DESIGN_FILE}; expected a project folder (fpgaplace compile writes one)")
-    return json.loads(path.read_text())
 
 
 def macs_per_dsp(document: dict[str, Any]) -> int:
@@ -281,7 +277,7 @@ def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
                          progress: Callable[[str], None] | None = None) -> RtlResult:
     """Every core of ``project`` in RTL (``simulate_core``); writes ``results/rtl.json``."""
     project = Path(project)
-    document = read_design(project)
+    document = load_design(project)
     mpd = macs_per_dsp(document)
     results = []
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch:
@@ -296,21 +292,6 @@ def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
     return result
 
 
-RUNNER_SCRIPT = '''"""Run the RTL testbench of every core of this project (cocotb runner, Icarus Verilog).
-
-Usage: python sim/run_rtl.py   (from the project folder; needs fpgaplace, cocotb and iverilog)
-Each sim/<core>/job.json streams random samples through rtl/<core>/<core>_rtl.v with random
-gaps and backpressure, then back to back; `fpgaplace sim . --rtl` also checks every output
-against the integer reference and writes results/rtl.json.
-"""
-
-from pathlib import Path
-
-from fpgaplace.codegen.rtl_project import simulate_project_rtl
-
-if __name__ == "__main__":
-    print(simulate_project_rtl(Path(__file__).resolve().parent.parent, progress=print).to_json())
-'''
 
 
 def write_rtl_project(document: dict, folder: Path) -> None:
@@ -336,5 +317,5 @@ def write_rtl_project(document: dict, folder: Path) -> None:
         job = core_job(core, random_samples(record, 1, 0), int(record["interval_cycles"]), 3)
         (sim_folder / "job.json").write_text(json.dumps(job))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
-    (folder / SIM_DIR / "run_rtl.py").write_text(RUNNER_SCRIPT)
+    (folder / SIM_DIR / "run_rtl.py").write_text(files(rtl.TEMPLATE_PACKAGE).joinpath(*RUNNER_SCRIPT).read_text())
 

@@ -40,6 +40,7 @@ import paramiko
 
 from fpgaplace.codegen.build_scripts import is_alveo
 from fpgaplace.codegen.names import HOST_DIR, bitstream_files
+from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError, first_line
 
 MANIFEST_NAME = ".fpgaplace-flash.json"
@@ -137,23 +138,13 @@ def project_files(project: Path, node: str | None = None, no_bitstream: bool = F
     else a missing bitstream is an error.
     """
     project = Path(project)
-    document = _read_design(project)
+    document = load_design(project)
     paths = [DESIGN_FILE]
     if not no_bitstream:
         paths += _bitstream_paths(project, document, node)
     for folder in (HOST_DIR, SPLIT_DIR):
         paths += _files_under(project, folder)
     return [_local_file(project, path) for path in sorted(set(paths))]
-
-
-def _read_design(project: Path) -> dict[str, Any]:
-    design = project / DESIGN_FILE
-    if not design.is_file():
-        raise FpgaplaceError(f"{project}: not a project (no {DESIGN_FILE}); expected a folder written by compile")
-    try:
-        return json.loads(design.read_text())
-    except json.JSONDecodeError as error:
-        raise FpgaplaceError(f"{design}: malformed JSON at line {error.lineno}: {error.msg}") from None
 
 
 def design_nodes(document: dict[str, Any]) -> tuple[list[str], list[str]]:
@@ -166,7 +157,7 @@ def design_nodes(document: dict[str, Any]) -> tuple[list[str], list[str]]:
 def flash_node(project: Path, node: str | None = None) -> str:
     """The node of ``project`` to flash: ``node`` checked against the board, else the one node
     that runs FPGA cores (a cluster project with cores on several nodes needs ``node``)."""
-    return _pick_node(Path(project), _read_design(Path(project)), node)[0]
+    return _pick_node(Path(project), load_design(Path(project)), node)[0]
 
 
 def _pick_node(project: Path, document: dict[str, Any], node: str | None) -> tuple[str, int]:

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from fpgaplace.codegen.names import RESULTS_DIR, cell_name
+from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import KERNELS, requantize_units
 from fpgaplace.sim import rtl
@@ -152,7 +153,7 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     from fpgaplace.codegen import rtl_project
 
     project = Path(project)
-    document = rtl_project.read_design(project)
+    document = load_design(project)
     mpd = rtl_project.macs_per_dsp(document)
     family = family_of(document["cores"][0]["part"]) if document["cores"] else "xcup"
     cores = []
