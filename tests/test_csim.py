@@ -99,6 +99,7 @@ def test_a_model_of_fixed_batch_two_runs_each_core_once_per_sample(tmp_path):
 
 def test_to_json_has_the_documented_keys(mlp):
     data = mlp.first.to_json()
+    assert json.loads((mlp.folder / "results" / "csim.json").read_text())["ok"] is True  # saved for the report
     json.dumps(data)  # plain JSON
     assert {"ok", "cores", "outputs", "build_seconds", "run_seconds"} <= set(data)
     assert data["ok"] is True and data["build_seconds"] > 0 and data["run_seconds"] >= 0

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import math
 import os
 import shutil
@@ -27,6 +28,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from fpgaplace.codegen.names import RESULTS_DIR
 from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import KERNELS
@@ -36,6 +38,7 @@ from fpgaplace.split import Manifest, random_inputs, run_model
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
 LIBRARY = "libcore.so"
+CSIM_RESULTS = "csim.json"
 
 
 @dataclass
@@ -275,10 +278,21 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
                 bounds[1] = max(bounds[1], lsb_difference(got, want, scales[name]))
         check_seconds += time.perf_counter() - start
     outputs = [OutputCheck(name, d, lsb if name in scales else None) for name, (d, lsb) in worst.items()]
-    return CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
-                      records={r["name"]: r for r in document["cores"]},
-                      check_seconds=check_seconds,
-                      values={name: np.concatenate(arrays) for name, arrays in produced.items()})
+    result = CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
+                        records={r["name"]: r for r in document["cores"]},
+                        check_seconds=check_seconds,
+                        values={name: np.concatenate(arrays) for name, arrays in produced.items()})
+    _save_result(project, result)
+    return result
+
+
+def _save_result(project: Path, result: CsimResult) -> None:
+    """``results/csim.json`` in the project, for the report (written whole, then renamed)."""
+    folder = project / RESULTS_DIR
+    folder.mkdir(exist_ok=True)
+    partial = folder / f".{CSIM_RESULTS}.tmp"
+    partial.write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    partial.replace(folder / CSIM_RESULTS)
 
 
 def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
