@@ -42,13 +42,14 @@ def _template_dir() -> Path:
 
 
 def streamed_weights(folder: Path, record: dict) -> np.ndarray:
-    """The weights a core streams, as its ``wmem.h`` gives them to the C simulation."""
-    path = folder / record["folder"] / "wmem.h"
-    text = path.read_text() if path.is_file() else ""
-    start, end = text.find(chr(123)), text.rfind(chr(125))  # the initializer's braces
-    if start < 0 or end < start:
-        raise FpgaplaceError(f"{path}: no weight array; expected the wmem.h of a core that streams its weights")
-    values = np.array([int(v) for v in text[start + 1:end].split(",") if v.strip()], dtype=np.int8)
+    """The weights a core streams: its ``weights.bin``, the bytes its ``wmem.h`` gives the C
+    simulation (the renderer writes both from one array)."""
+    path = folder / record["folder"] / "weights.bin"
+    if not path.is_file():
+        raise FpgaplaceError(f"{path}: missing; expected the weights of a core that streams them")
+    values = np.fromfile(path, dtype=np.int8)
+    if values.size < record["streamed_weight_bytes"]:
+        raise FpgaplaceError(f"{path}: {values.size} bytes; expected {record['streamed_weight_bytes']}")
     return values[: record["streamed_weight_bytes"]]
 
 

@@ -150,6 +150,14 @@ def _hex_words(words: list[int], bits: int) -> str:
     return "".join(f"{word:0{digits}x}\n" for word in words)
 
 
+def _byte_lanes_hex(rows: np.ndarray) -> str:
+    """``$readmemh`` text of int8 lanes, one row a word with lane ``j`` in bits ``[8*j +: 8]``
+    (what ``_hex_words`` of ``_pack(row, 8)`` gives, in numpy: the weights of a large core are
+    millions of lanes)."""
+    as_bytes = np.ascontiguousarray(np.asarray(rows, dtype=np.int8).view(np.uint8)[:, ::-1])
+    return "".join(f"{row.tobytes().hex()}\n" for row in as_bytes)
+
+
 def _pack(lanes: np.ndarray, bits: int) -> int:
     """Lane ``j`` of ``lanes`` (two's complement, ``bits`` wide) in bits ``[bits*j +: bits]``."""
     mask = (1 << bits) - 1
@@ -211,7 +219,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
     verilog = environment().get_template("rtl/dense.v.j2").render(**values)
     return RtlModule(top, {
         f"{top}.v": verilog,
-        weights_file: _hex_words([_pack(row, 8) for row in folded], 8 * pe * simd),
+        weights_file: _byte_lanes_hex(folded),
         channels_file: _hex_words(channel_words, channel_bits * pe),
     })
 
@@ -507,7 +515,7 @@ def _conv_values(c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, s
     acc_bits, channel_words, channel_bits = requant_channels(w.reshape(c["COUT"], -1), per_channel, c["ZX"], pe,
                                                             "conv2d")
     folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
-    files[f"{top}_weights.mem"] = _hex_words([_pack(row, 8) for row in folded], 8 * pe * simd)
+    files[f"{top}_weights.mem"] = _byte_lanes_hex(folded)
     files[f"{top}_channels.mem"] = _hex_words(channel_words, channel_bits * pe)
     pack, packed = "none", 0
     if macs_per_dsp == 2 and mmv >= 2:
