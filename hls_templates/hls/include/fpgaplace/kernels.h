@@ -181,13 +181,6 @@ void slide_rows(hls::stream<beat<IW>>& in, Step& step) {
   }
 }
 
-// Element (ih, iw, c) of the line buffer, or `pad` outside the input.
-template <int SLOTS, int H, int W, int CH>
-int8_t at(const int8_t line[SLOTS][W][CH], int ih, int iw, int c, int8_t pad) {
-#pragma HLS INLINE
-  return (ih >= 0 && ih < H && iw >= 0 && iw < W) ? line[ih % SLOTS][iw][c] : pad;
-}
-
 }  // namespace detail
 
 // ---------------------------------------------------------------- conv2d
@@ -238,18 +231,28 @@ struct ConvStep {
     for (int m = 0; m < C::MMV; ++m) {
 #pragma HLS UNROLL
       const int left = (g * C::MMV + m) * C::SW - C::PL;  // a short group's missing pixels compute unused sums
+      // where each of the tile's SIMD window elements sits in the line buffer (same for every lane)
+      int slot[C::SIMD], col[C::SIMD], chan[C::SIMD];
+      bool inside[C::SIMD];
+      for (int s = 0; s < C::SIMD; ++s) {
+#pragma HLS UNROLL
+        const int k = t * C::SIMD + s;  // (kh, kw, c) of the window, c fastest
+        const int ih = top + k / S::CG / C::KW * C::DH, iw = left + k / S::CG % C::KW * C::DW;
+        inside[s] = ih >= 0 && ih < C::H && iw >= 0 && iw < C::W;  // a padded position holds ZX: adds 0
+        slot[s] = inside[s] ? ih % SLOTS : 0;
+        col[s] = inside[s] ? iw : 0;
+        chan[s] = k % S::CG;
+      }
       for (int p = 0; p < C::PE; ++p) {
 #pragma HLS UNROLL
         const int co = nf * C::PE + p;
         const int channel0 = co / (C::COUT / C::GROUPS) * S::CG;
+        const int8_t* lane_w = w + ((nf * S::SF + t) * C::PE + p) * C::SIMD;
         int32_t partial = 0;
         for (int s = 0; s < C::SIMD; ++s) {
 #pragma HLS UNROLL
-          const int k = t * C::SIMD + s;  // (kh, kw, c) of the window, c fastest
-          const int c = k % S::CG, kw = k / S::CG % C::KW, kh = k / S::CG / C::KW;
-          const int8_t x = at<SLOTS, C::H, C::W, C::CIN>(line, top + kh * C::DH, left + kw * C::DW, channel0 + c,
-                                                          static_cast<int8_t>(C::ZX));
-          partial += (static_cast<int32_t>(x) - C::ZX) * static_cast<int32_t>(w[((nf * S::SF + t) * C::PE + p) * C::SIMD + s]);
+          const int32_t x = inside[s] ? static_cast<int32_t>(line[slot[s]][col[s]][channel0 + chan[s]]) - C::ZX : 0;
+          partial += x * static_cast<int32_t>(lane_w[s]);
         }
         acc[m][p] = (t == 0 ? 0 : acc[m][p]) + partial;
         if (t == S::SF - 1) {
