@@ -57,17 +57,19 @@ def random_feed(model: onnx.ModelProto, seed: int = 0, integer_high: int = 3) ->
     """Random values for ``model``'s bound inputs: floats from a standard normal, integers in
     [0, ``integer_high``) (token ids, indices), booleans at random."""
     rng = np.random.default_rng(seed)
-    feed = {}
-    for value in graph_inputs(model):
-        shape = input_shape(value)
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(value.type.tensor_type.elem_type))
-        if np.issubdtype(dtype, np.floating):
-            feed[value.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            feed[value.name] = np.asarray(rng.random(shape) < 0.5)
-        else:
-            feed[value.name] = rng.integers(0, integer_high, shape).astype(dtype)
-    return feed
+    return {value.name: random_values(rng, input_shape(value), value.type.tensor_type.elem_type, integer_high)
+            for value in graph_inputs(model)}
+
+
+def random_values(rng: np.random.Generator, shape, elem_type: int, integer_high: int = 3) -> np.ndarray:
+    """An array of ONNX element type ``elem_type``: floats from a standard normal, integers in
+    [0, ``integer_high``) (token ids, indices), booleans at random."""
+    dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    if np.issubdtype(dtype, np.floating):
+        return rng.standard_normal(shape).astype(dtype)
+    if dtype == np.bool_:
+        return np.asarray(rng.random(shape) < 0.5)
+    return rng.integers(0, integer_high, shape).astype(dtype)
 
 
 def run_shapes(model: onnx.ModelProto, names: Iterable[str],

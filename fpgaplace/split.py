@@ -34,6 +34,7 @@ import onnxruntime as ort
 from onnx import helper
 
 from fpgaplace.errors import FpgaplaceError, first_line
+from fpgaplace.onnxrt import random_values
 from fpgaplace.passes.graph_tools import (
     TensorType,
     copy_model,
@@ -405,13 +406,7 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0, *,
             continue
         tensor = info.type.tensor_type
         shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
-        dtype = np.dtype(helper.tensor_dtype_to_np_dtype(tensor.elem_type))
-        if np.issubdtype(dtype, np.floating):
-            values[info.name] = rng.standard_normal(shape).astype(dtype)
-        elif dtype == np.bool_:
-            values[info.name] = np.asarray(rng.random(shape) < 0.5)
-        else:
-            values[info.name] = rng.integers(0, integer_high, shape).astype(dtype)
+        values[info.name] = random_values(rng, shape, tensor.elem_type, integer_high)
     return values
 
 
