@@ -184,8 +184,6 @@ SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the random inpu
 # Library errors name a parameter; the user typed a flag.
 PARAMETER_FLAGS = {
     "input_shapes": "--input-shape",
-    "no_bitstream": "--no-bitstream",
-    "known_hosts": "--known-hosts",
     "time_limit": "--time-limit",
     "random_samples": "--random",
     "calib_dir": "--calib",
