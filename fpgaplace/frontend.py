@@ -101,7 +101,8 @@ def from_model(
 
     ``input_shapes`` maps graph input names to their dims: symbolic or unknown dims take the
     given values (the same symbol elsewhere in the graph too), a fixed dim must agree, and
-    ``batch`` binds only the inputs it does not name."""
+    ``batch`` binds only the inputs it does not name: their symbolic axis 0. An input whose batch is
+    fixed keeps it when ``batch`` is 1 (the default); another ``batch`` is a ``FixedBatchError``."""
     _check_batch(batch, source)
     given = _check_input_shapes(input_shapes, source)
     _check_proto(model, source)
@@ -345,8 +346,10 @@ def _bind_inputs(
     for name, shape in given.items():
         _bind_given_input(inputs[name], shape, symbols, source)
     free = [value for name, value in inputs.items() if name not in given]
+    bound_any = False
     for value in free:  # the batch symbols first, wherever else they appear
-        _bind_batch(value, batch, symbols, notes)
+        bound_any = _bind_batch(value, batch, symbols) or bound_any
+    _check_fixed_batch(free, batch, bound_any, source, notes)
     for value in free:
         _check_bound(value, symbols, source)
     for value in inputs.values():
@@ -393,22 +396,49 @@ def _bind_given_input(value: onnx.ValueInfoProto, shape: tuple[int, ...], symbol
         dim.dim_value = wanted
 
 
-def _bind_batch(value: onnx.ValueInfoProto, batch: int, symbols: dict[str, int], notes: list[str]) -> None:
-    """Bind one input's axis 0: a symbol ``symbols`` knows takes its value, another symbolic or
-    unknown dim takes ``batch`` (its symbol is recorded); a fixed batch other than ``batch`` is noted."""
+class FixedBatchError(FpgaplaceError):
+    """``batch`` asks for a batch other than the fixed one of a model's input (``input``, ``fixed``):
+    the model cannot run it, so nothing may be costed or divided by it."""
+
+    def __init__(self, source: str, input_name: str, fixed: int, batch: int) -> None:
+        default = "" if fixed == 1 else ", or 1 (the default), which keeps it"
+        super().__init__(f"{source}: batch {batch} differs from the fixed batch of {fixed} of input "
+                         f"'{input_name}'; expected batch {fixed}{default}")
+        self.input_name, self.fixed, self.batch = input_name, fixed, batch
+
+
+def _bind_batch(value: onnx.ValueInfoProto, batch: int, symbols: dict[str, int]) -> bool:
+    """Bind one input's symbolic or unknown axis 0: a symbol ``symbols`` knows takes its value,
+    another takes ``batch`` (its symbol is recorded). Returns whether it bound anything."""
     dims = value.type.tensor_type.shape.dim
     if not dims:
-        return
+        return False
     dim = dims[0]
     if dim.HasField("dim_value") and dim.dim_value > 0:
-        if dim.dim_value != batch:
-            notes.append(f"input '{value.name}' has a fixed batch of {dim.dim_value}; kept (not {batch})")
-        return
+        return False
     symbol = dim.dim_param if dim.HasField("dim_param") else ""
     if symbol:
         dim.dim_value = symbols.setdefault(symbol, batch)
     else:
         dim.dim_value = batch
+    return True
+
+
+def _check_fixed_batch(free: list[onnx.ValueInfoProto], batch: int, bound_any: bool, source: str,
+                       notes: list[str]) -> None:
+    """When ``batch`` binds no input's axis 0 (each is fixed), the model runs its own batch: with
+    ``batch`` 1 (the default) it is kept and noted, another ``batch`` that some input's fixed
+    axis 0 differs from is a ``FixedBatchError`` naming that input."""
+    if bound_any:
+        return
+    for value in free:
+        dims = value.type.tensor_type.shape.dim
+        fixed = dims[0].dim_value if dims else batch
+        if fixed == batch:
+            continue
+        if batch != 1:
+            raise FixedBatchError(source, value.name, fixed, batch)
+        notes.append(f"input '{value.name}' has a fixed batch of {fixed}; kept")
 
 
 def _check_bound(value: onnx.ValueInfoProto, symbols: dict[str, int], source: str) -> None:

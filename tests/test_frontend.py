@@ -14,7 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace import models
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import FPGA_OPS, dot_product_macs, from_model, load_onnx
+from fpgaplace.frontend import FPGA_OPS, FixedBatchError, dot_product_macs, from_model, load_onnx
 from fpgaplace.ir import OpGraph
 
 RNG = np.random.default_rng(7)
@@ -362,10 +362,24 @@ def test_old_opset_is_upgraded():
     assert any("upgraded from opset 7" in note for note in graph.notes)
 
 
-def test_fixed_batch_is_kept_with_a_note(resnet50_path):
-    graph = load_onnx(resnet50_path, batch=4)
-    assert graph.tensors[graph.inputs[0]].shape == (1, 3, 224, 224)
-    assert any("fixed batch of 1" in note for note in graph.notes)
+def test_a_fixed_batch_other_than_the_requested_one_is_an_error(resnet50_path):
+    with pytest.raises(FixedBatchError) as caught:
+        load_onnx(resnet50_path, batch=4)
+    message = str(caught.value)
+    assert "\n" not in message and message.startswith(f"{resnet50_path}: batch 4 ")
+    name = caught.value.input_name
+    assert f"fixed batch of 1 of input '{name}'" in message and caught.value.fixed == 1
+    assert load_onnx(resnet50_path).tensors[name].shape == (1, 3, 224, 224)
+
+
+def test_the_default_batch_keeps_a_fixed_batch_with_a_note():
+    model = one_node_model("Relu", [3, 8], {})
+    graph = from_model(model)
+    assert graph.tensors["x"].shape == (3, 8)
+    assert any("fixed batch of 3; kept" in note for note in graph.notes)
+    assert from_model(model, batch=3).tensors["y"].shape == (3, 8)
+    with pytest.raises(FixedBatchError, match=r"expected batch 3, or 1 \(the default\)"):
+        from_model(model, batch=2, source="m.onnx")
 
 
 def test_external_data_is_read_from_the_files_folder(tmp_path, bert_model):
