@@ -29,17 +29,23 @@ FATAL_ONLY = 4
 ort.set_default_logger_severity(FATAL_ONLY)
 
 
-def session(model: bytes | str, what: str, *, optimized: bool = True) -> ort.InferenceSession:
-    """A CPU session of ``model`` (serialized bytes or a path) that logs fatal errors only; a
-    model onnxruntime rejects is a one-line error naming ``what``."""
+def session(model: bytes | str | onnx.ModelProto, what: str, *, optimized: bool = True,
+            threads: int | None = None) -> ort.InferenceSession:
+    """A CPU session of ``model`` (a ModelProto, serialized bytes or a path) that logs fatal errors
+    only, on ``threads`` intra-op threads (onnxruntime's choice when None). A model onnxruntime
+    rejects is a one-line error naming ``what``. Every session the front end, the passes, split and
+    quantize open comes from here."""
     options = ort.SessionOptions()
     options.log_severity_level = FATAL_ONLY
+    if threads is not None:
+        options.intra_op_num_threads = threads
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
-        return ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        raise FpgaplaceError(f"{what}: onnxruntime cannot load the model ({first_line(exc)})") from None
+        source = model.SerializeToString() if isinstance(model, onnx.ModelProto) else model
+        return ort.InferenceSession(source, options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # noqa: BLE001 - onnxruntime (and protobuf) raise several unrelated types
+        raise FpgaplaceError(f"{what}: onnxruntime cannot run it ({first_line(exc)})") from None
 
 
 def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:

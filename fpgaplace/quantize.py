@@ -72,6 +72,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from fpgaplace import onnxrt  # imported before onnxruntime.quantization: it quiets the default logger
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.passes.eliminate import eliminate_dead_code
 from fpgaplace.passes.fold import fold_batchnorm
@@ -543,16 +544,6 @@ class Drift:
         return {"samples": self.samples, "outputs": [entry.to_json() for entry in self.outputs]}
 
 
-def _session(model: onnx.ModelProto, what: str) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.intra_op_num_threads = 1
-    try:
-        return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        raise FpgaplaceError(f"{what}: onnxruntime cannot load it: {first_line(exc)}") from exc
-
-
 def _run(session: ort.InferenceSession, names: list[str], sample: Sample, what: str) -> list[np.ndarray]:
     try:
         return session.run(names, sample)
@@ -570,8 +561,8 @@ def measure_drift(float_model: onnx.ModelProto, qdq_model: onnx.ModelProto, samp
     if sorted(qdq_names) != sorted(names):
         raise FpgaplaceError(f"model '{qdq_model.graph.name}': outputs {qdq_names} differ from the float "
                              f"model's {names}, expected the same outputs")
-    float_session = _session(float_model, f"float model '{float_model.graph.name}'")
-    qdq_session = _session(qdq_model, f"QDQ model '{qdq_model.graph.name}'")
+    float_session = onnxrt.session(float_model, f"float model '{float_model.graph.name}'", threads=1)
+    qdq_session = onnxrt.session(qdq_model, f"QDQ model '{qdq_model.graph.name}'", threads=1)
     expected: dict[str, list[np.ndarray]] = defaultdict(list)
     actual: dict[str, list[np.ndarray]] = defaultdict(list)
     for sample in samples:

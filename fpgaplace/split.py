@@ -30,9 +30,9 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper
 
+from fpgaplace import onnxrt
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.onnxrt import random_values
 from fpgaplace.passes.graph_tools import (
@@ -254,15 +254,6 @@ def _build_submodel(model: onnx.ModelProto, nodes: list[int], inputs: list[str],
     return sub
 
 
-def _session(model_bytes: bytes | str, what: str) -> ort.InferenceSession:
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    try:
-        return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
-        raise FpgaplaceError(f"{what}: onnxruntime cannot run it: {first_line(exc)}") from exc
-
-
 def _io_entries(names: list[str], types: dict[str, TensorType]) -> list[dict]:
     entries = []
     for name in names:
@@ -335,7 +326,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
             sub = _build_submodel(work, piece, inputs, outputs, types, name)
             file = f"{name}.onnx"
             data = sub.SerializeToString()
-            _session(data, f"submodel '{name}' on device '{device}'")
+            onnxrt.session(data, f"submodel '{name}' on device '{device}'")
             (tmp / file).write_bytes(data)
             submodels.append(SubmodelInfo(
                 name, file, device, [work.graph.node[i].name for i in piece], inputs, outputs,
@@ -379,7 +370,7 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
         path = manifest_dir / sub.file
         if not path.is_file():
             raise FpgaplaceError(f"{path}: file of {what} is missing")
-        session = _session(str(path), what)
+        session = onnxrt.session(str(path), what)
         missing = [t for t in sub.inputs if t not in values]
         if missing:
             raise FpgaplaceError(f"{what}: input tensor '{missing[0]}' is produced by no "
@@ -435,7 +426,7 @@ def run_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
     for name in extra_outputs:
         if name not in present:
             probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    session = _session(probe.SerializeToString(), f"model '{model.graph.name}'")
+    session = onnxrt.session(probe.SerializeToString(), f"model '{model.graph.name}'")
     names = [o.name for o in probe.graph.output]
     return dict(zip(names, session.run(names, inputs), strict=True))
 

@@ -1026,3 +1026,40 @@ def test_a_qonnx_bit_width_that_is_not_a_constant_is_noted():
     graph = from_model(model)
     assert graph.tensors["xq"].quant_bits is None
     assert any("'quant_in': its bit width is not a constant" in note for note in graph.notes)
+
+
+# ---- onnxruntime stays quiet ------------------------------------------------------------------
+
+REPO = Path(__file__).resolve().parents[1]
+FRONT_END_FILES = ("fpgaplace/frontend.py", "fpgaplace/onnxrt.py", "fpgaplace/quantize.py", "fpgaplace/split.py",
+                   *(str(p.relative_to(REPO)) for p in sorted((REPO / "fpgaplace" / "passes").glob("*.py"))))
+
+
+def test_every_session_of_the_front_end_comes_from_onnxrt_session():
+    opened = [name for name in FRONT_END_FILES if name != "fpgaplace/onnxrt.py"
+              and ("InferenceSession(" in (REPO / name).read_text() or "SessionOptions(" in (REPO / name).read_text())]
+    assert not opened
+    assert len(FRONT_END_FILES) > 6
+
+
+def _warning_model(path: Path) -> None:
+    """A model onnxruntime warns about on load (an initializer no node reads)."""
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              [numpy_helper.from_array(np.zeros((3, 3), np.float32), "unused")])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_onnxrt_sessions_print_no_onnxruntime_log_line(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "warns.onnx"
+    _warning_model(path)
+    plain = f"import onnxruntime as ort; ort.InferenceSession({str(path)!r}, providers=['CPUExecutionProvider'])"
+    quiet = f"from fpgaplace import onnxrt; onnxrt.session({str(path)!r}, 'warns.onnx')"
+    loud = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, check=True)
+    assert "onnxruntime" in loud.stderr  # the warning the helper must silence
+    silent = subprocess.run([sys.executable, "-c", quiet], capture_output=True, text=True, check=True, cwd=REPO)
+    assert silent.stderr == ""

@@ -15,10 +15,9 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 from onnx import helper, numpy_helper
 
-from fpgaplace import ops
+from fpgaplace import onnxrt, ops
 from fpgaplace.passes.graph_tools import (
     PassResult,
     add_initializer,
@@ -66,11 +65,7 @@ def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],
     sub = helper.make_model(graph, opset_imports=list(model.opset_import))
     sub.ir_version = max(model.ir_version, 4)
     try:
-        options = ort.SessionOptions()
-        options.log_severity_level = 4  # fatal only: a failure falls back
-        session = ort.InferenceSession(sub.SerializeToString(), options,
-                                       providers=["CPUExecutionProvider"])
-        values = session.run(wanted, {})
+        values = onnxrt.session(sub, "constant subgraph").run(wanted, {})  # quiet: a failure falls back
     except Exception:  # noqa: BLE001 - fall back to the reference implementation
         try:
             from onnx.reference import ReferenceEvaluator
