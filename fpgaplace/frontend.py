@@ -35,6 +35,7 @@ from fpgaplace import graphs, onnxrt, ops  # onnxrt: imported first, it quiets o
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 from fpgaplace.ops import STANDARD_DOMAINS
+from fpgaplace.passes import qonnx
 
 MIN_OPSET, MAX_OPSET = 9, 21
 MAX_DIM = 2**31 - 1
@@ -47,11 +48,11 @@ profiling the model would try to allocate it."""
 
 InputShapes = Mapping[str, Sequence[int]]
 
-QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "finn"})
-"""The domains QONNX quantizers are exported in (Brevitas and FINN write either)."""
-QONNX_QUANTIZERS = frozenset({"Quant", "BipolarQuant", "Trunc"})
+QONNX_DOMAINS = qonnx.QONNX_DOMAINS
+QONNX_QUANTIZERS = qonnx.QONNX_QUANTIZERS
 """QONNX ops that quantize a tensor to a grid of some bits and keep its shape: read as the bit width
-of their output (``TensorInfo.quant_bits``), not costed as work (arXiv:2206.07527, the QONNX spec)."""
+of their output (``TensorInfo.quant_bits``), not costed as work (arXiv:2206.07527, the QONNX spec),
+and run by onnxruntime as the model-local functions ``fpgaplace.passes.qonnx`` adds."""
 
 FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 """Op types the FPGA cores can run (a view of ``fpgaplace.ops``, which decides)."""
@@ -113,6 +114,7 @@ def from_model(
     if _upgrade_old_opset(work, source, notes):
         positions = list(range(len(work.graph.node)))  # the converter rebuilt the node list
     _check_element_types(work, source)
+    _attach_qonnx_functions(work, source, notes)
     _bind_inputs(work, batch, given, source, notes)
     _run_checker(work, source, notes)
     work = _infer_shapes(work, source, notes)
@@ -301,24 +303,26 @@ def _default_opset(model: onnx.ModelProto) -> int:
 
 def _upgrade_old_opset(model: onnx.ModelProto, source: str, notes: list[str]) -> bool:
     """Accept opsets 9..21 (newer with a note); upgrade older ones to 9 with onnx's version
-    converter. Returns whether the model was converted."""
+    converter (a QONNX model to ``qonnx.MIN_FUNCTION_OPSET``, the oldest its quantizers' functions
+    run on). Returns whether the model was converted."""
     version = _default_opset(model)
     if version == 0:
         raise FpgaplaceError(f"{source}: the model imports no default-domain opset")
     if version > MAX_OPSET:
         notes.append(f"opset {version} is newer than the tested range {MIN_OPSET}-{MAX_OPSET}")
-    if version >= MIN_OPSET:
+    target = qonnx.MIN_FUNCTION_OPSET if any(_is_qonnx_quantizer(node) for node in model.graph.node) else MIN_OPSET
+    if version >= target:
         return False
     try:
         from onnx import version_converter
 
-        upgraded = version_converter.convert_version(model, MIN_OPSET)
+        upgraded = version_converter.convert_version(model, target)
     except Exception as exc:  # the converter raises bare RuntimeErrors and C++ errors alike
         raise FpgaplaceError(
             f"{source}: opset {version} is older than {MIN_OPSET} and cannot be upgraded ({first_line(exc)})"
         ) from None
     model.CopyFrom(upgraded)
-    notes.append(f"upgraded from opset {version} to {MIN_OPSET}")
+    notes.append(f"upgraded from opset {version} to {target}")
     return True
 
 
@@ -508,7 +512,15 @@ def _with_shape_proxies(model: onnx.ModelProto) -> onnx.ModelProto | None:
 
 
 def _is_qonnx_quantizer(node: onnx.NodeProto) -> bool:
-    return node.domain in QONNX_DOMAINS and node.op_type in QONNX_QUANTIZERS
+    return qonnx.is_quantizer(node)
+
+
+def _attach_qonnx_functions(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
+    """Give a QONNX model the functions that let onnxruntime run its quantizers (in place, noted;
+    ``_upgrade_old_opset`` has brought its opset to the functions' oldest)."""
+    added = qonnx.attach_functions(model, source)
+    if added:
+        notes.append(f"QONNX: {added} quantizer types run in onnxruntime as model-local functions")
 
 
 def _qonnx_shape_proxy(node: onnx.NodeProto) -> list[onnx.NodeProto]:
@@ -518,10 +530,11 @@ def _qonnx_shape_proxy(node: onnx.NodeProto) -> list[onnx.NodeProto]:
 
 def _qonnx_bits(node: onnx.NodeProto, values: Mapping[str, np.ndarray]) -> int | None:
     """The bit width a QONNX quantizer's output has: 1 for BipolarQuant, else its ``bitwidth``
-    (Quant, input 3) or ``out_bitwidth`` (Trunc, input 4) when that is a constant scalar."""
+    (Quant, input 3) or ``out_bitwidth`` (Trunc, input 4, or 5 in Trunc version 2 with its
+    ``out_scale`` input) when that is a constant scalar."""
     if node.op_type == "BipolarQuant":
         return 1
-    position = 3 if node.op_type == "Quant" else 4
+    position = 3 if node.op_type == "Quant" else 4 + (len(node.input) > 5)
     value = values.get(node.input[position]) if len(node.input) > position else None
     if value is None or value.size != 1 or not np.isfinite(value).all() or not 1 <= float(value.flat[0]) <= 64:
         return None

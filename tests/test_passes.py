@@ -441,3 +441,79 @@ def test_sum_of_two_becomes_add_and_of_one_identity():
     optimized, _ = optimize(model)
     assert "Identity" not in ops(optimized)
     assert_same_outputs(model, optimized)
+
+
+# ---- QONNX quantizers as model-local functions ---------------------------------------------------
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+QONNX_CASES = {
+    "quant signed 4 bits": ("Quant", 1, [0.25, 0.0, 4.0], {"signed": 1, "narrow": 0, "rounding_mode": "ROUND"}),
+    "quant signed narrow 3 bits, zero point": ("Quant", 1, [0.5, 1.0, 3.0],
+                                               {"signed": 1, "narrow": 1, "rounding_mode": "ROUND"}),
+    "quant unsigned narrow 2 bits": ("Quant", 1, [0.3, 0.0, 2.0],
+                                     {"signed": 0, "narrow": 1, "rounding_mode": "ROUND"}),
+    "quant signed 1 bit (bipolar)": ("Quant", 1, [0.25, 0.0, 1.0],
+                                     {"signed": 1, "narrow": 0, "rounding_mode": "ROUND"}),
+    "quant 8 bits half even": ("Quant", 1, [0.5, 0.0, 8.0],
+                               {"signed": 1, "narrow": 0, "rounding_mode": "HALF_EVEN"}),
+    "bipolar": ("BipolarQuant", 1, [0.75], {}),
+    "trunc v1 8 -> 4 bits": ("Trunc", 1, [0.25, 0.0, 8.0, 4.0], {"rounding_mode": "FLOOR"}),
+    "trunc v2 signed": ("Trunc", 2, [0.25, 0.0, 8.0, 4.0, 4.0], {"rounding_mode": "FLOOR", "signed": 1, "narrow": 0}),
+    "trunc v2 unsigned narrow": ("Trunc", 2, [0.25, 2.0, 8.0, 2.0, 4.0],
+                                 {"rounding_mode": "FLOOR", "signed": 0, "narrow": 1}),
+}
+
+
+def qonnx_model(op_type: str, version: int, constants: list[float], attrs: dict, opset: int = 13) -> onnx.ModelProto:
+    """x [4, 64] -> one QONNX quantizer (its other inputs constant scalars) -> y."""
+    names = [f"c{i}" for i in range(len(constants))]
+    node = helper.make_node(op_type, ["x", *names], ["y"], domain=QONNX_DOMAIN, name="q", **attrs)
+    scalars = [numpy_helper.from_array(np.array(c, np.float32), n) for n, c in zip(names, constants, strict=True)]
+    graph = helper.make_graph([node], "qonnx_one", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])], scalars)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset),
+                                                    helper.make_opsetid(QONNX_DOMAIN, version)])
+    model.ir_version = 8
+    return model
+
+
+@pytest.mark.parametrize("case", sorted(QONNX_CASES))
+def test_qonnx_functions_run_in_onnxruntime_as_the_qonnx_package_executes_them(case):
+    from qonnx.core.modelwrapper import ModelWrapper
+    from qonnx.core.onnx_exec import execute_onnx
+
+    from fpgaplace import onnxrt
+    from fpgaplace.passes.qonnx import attach_functions
+
+    model = qonnx_model(*QONNX_CASES[case])
+    x = (np.random.default_rng(3).standard_normal((4, 64)) * 6).astype(np.float32)
+    x[0, :8] = [0.5, 1.5, -0.5, -2.5, 0.0, 0.125, 2.5, -0.125]  # ties and zero
+    expected = execute_onnx(ModelWrapper(model), {"x": x})["y"]
+    with_functions = onnx.ModelProto()
+    with_functions.CopyFrom(model)
+    assert attach_functions(with_functions, "q.onnx") == 1
+    onnx.checker.check_model(with_functions, full_check=True)
+    got = onnxrt.session(with_functions, "q.onnx").run(["y"], {"x": x})[0]
+    np.testing.assert_array_equal(got, expected)
+    assert len(np.unique(got)) > 1
+
+
+def test_a_qonnx_rounding_mode_no_function_implements_is_an_error_naming_the_node():
+    from fpgaplace.errors import FpgaplaceError
+    from fpgaplace.passes.qonnx import attach_functions
+
+    model = qonnx_model("Quant", 1, [0.25, 0.0, 4.0], {"signed": 1, "narrow": 0, "rounding_mode": "CEIL"})
+    with pytest.raises(FpgaplaceError, match=r"q.onnx: QONNX Quant 'q' has rounding_mode 'CEIL'; expected 'ROUND'"):
+        attach_functions(model, "q.onnx")
+
+
+def test_a_qonnx_model_on_opset_11_is_upgraded_and_runs():
+    from fpgaplace import onnxrt
+    from fpgaplace.frontend import from_model
+
+    graph = from_model(qonnx_model(*QONNX_CASES["quant signed 4 bits"], opset=11))
+    assert any("upgraded from opset 11 to 12" in note for note in graph.notes)
+    assert graph.tensors["y"].quant_bits == 4 and len(graph.model.functions) == 1
+    x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(4, 64)
+    y = onnxrt.session(graph.to_onnx(), "q.onnx").run(["y"], {"x": x})[0]
+    assert set(np.unique(y / 0.25)) <= set(range(-8, 8))
