@@ -266,28 +266,40 @@ def compile_harness(cases: list[Case], output: Path, *extra_flags: str) -> subpr
     return subprocess.run(command, capture_output=True, text=True, timeout=300)
 
 
-def source_digest(cases: list[Case]) -> str:
+def source_digest(cases: list[Case], *extra_flags: str) -> str:
     digest = hashlib.sha256()
     for path in sorted((INCLUDE_DIR / "fpgaplace").glob("*.h")) + [HARNESS_SOURCE]:
         digest.update(path.read_bytes())
     digest.update(cases_header(cases).encode())
-    digest.update(" ".join((CXX, *CXXFLAGS)).encode())
+    digest.update(" ".join((CXX, *CXXFLAGS, *extra_flags)).encode())
     return digest.hexdigest()[:20]
 
 
-@pytest.fixture(scope="session")
-def harness() -> Path:
-    """The harness binary with every case, built once per source/config/flags version."""
-    build_dir = Path(tempfile.gettempdir()) / "fpgaplace-hls-harness" / source_digest(CASES)
+def cached_harness(cases: list[Case], *extra_flags: str) -> Path:
+    """The harness binary with ``cases``, built once per source/config/flags version."""
+    build_dir = Path(tempfile.gettempdir()) / "fpgaplace-hls-harness" / source_digest(cases, *extra_flags)
     binary = build_dir / "kernel_harness"
     if not binary.exists():
         build_dir.mkdir(parents=True, exist_ok=True)
         scratch = Path(tempfile.mkdtemp(dir=build_dir))
-        result = compile_harness(CASES, scratch / "kernel_harness")
+        result = compile_harness(cases, scratch / "kernel_harness", *extra_flags)
         assert result.returncode == 0, f"harness does not compile:\n{result.stderr[-4000:]}"
         os.replace(scratch / "kernel_harness", binary)
         shutil.rmtree(scratch, ignore_errors=True)
     return binary
+
+
+@pytest.fixture(scope="session")
+def harness() -> Path:
+    """The harness with every case, as C simulation builds it (kernels.h's FP_CSIM_FAST shortcuts)."""
+    return cached_harness(CASES)
+
+
+@pytest.fixture(scope="session")
+def literal_harness() -> Path:
+    """The convolution cases built with -DFP_CSIM_LITERAL: g++ runs the very step Vitis HLS
+    synthesizes (the line buffer re-read every fold) instead of the C-simulation shortcut."""
+    return cached_harness([case for case in CASES if case.kernel == "conv2d"], "-DFP_CSIM_LITERAL")
 
 
 def run_harness(binary: Path, kernel: str, case_id: int, directory: Path, inputs: dict[str, np.ndarray],
@@ -328,8 +340,12 @@ def assert_bit_exact(got: np.ndarray, expected: np.ndarray) -> None:
 # ---------------------------------------------------------------- kernels
 
 
+@pytest.mark.parametrize("build", ["csim", "literal"])
 @pytest.mark.parametrize("case", params(("conv2d",)))
-def test_conv2d_matches_reference(case: Case, harness: Path, tmp_path: Path):
+def test_conv2d_matches_reference(case: Case, build: str, request: pytest.FixtureRequest, tmp_path: Path):
+    """Both builds of the kernel, the C-simulation shortcut and the synthesized step, are bit-exact
+    and loop the documented iterations."""
+    harness = request.getfixturevalue("harness" if build == "csim" else "literal_harness")
     cfg, rng = case.config, np.random.default_rng(case.id)
     cin_per_group = cfg["CIN"] // cfg["GROUPS"]
     x = random_int8(rng, (cfg["H"], cfg["W"], cfg["CIN"]))

@@ -51,12 +51,29 @@
 // The weight/bias/multiplier/shift arrays are declared with their sizes (they still decay to
 // pointers, so callers pass arrays or pointers as before) so that HLS can partition them.
 // Under plain g++ the `#pragma HLS` lines are ignored (-Wno-unknown-pragmas). No dynamic memory.
+// * C-simulation shortcut (FP_CSIM_FAST: plain g++, neither __SYNTHESIS__ nor FP_CSIM_LITERAL
+//   defined). A convolution's MVAU step re-reads the line buffer once per fold, which g++ cannot
+//   vectorize; instead, at the first step of each output row, ConvStep computes the whole row's
+//   outputs as contiguous dot products (the window of each pixel gathered once, the weights
+//   unfolded once per call, both zero-padded to a multiple of 16 terms), and every step then
+//   hands out the outputs the literal step would have requantized at that step. The loops, their
+//   trip counts (FP_COUNT_TICKS), the stream reads and writes and their order are the same; the
+//   results are too: the window rows do not change during an output row's steps (the rows read
+//   meanwhile go to the other SH slots of the line buffer), and an int32 sum of the same terms
+//   does not depend on their order since no partial sum can overflow (MAX_DOT_LENGTH). Vitis HLS
+//   synthesizes the literal step; -DFP_CSIM_LITERAL runs it under g++ too (the tests compare both).
 #ifndef FPGAPLACE_KERNELS_H
 #define FPGAPLACE_KERNELS_H
 
 #include <cstdint>
 
 #include "hls_compat.h"
+
+#if !defined(__SYNTHESIS__) && !defined(FP_CSIM_LITERAL)
+#define FP_CSIM_FAST 1
+#else
+#define FP_CSIM_FAST 0
+#endif
 
 namespace fp {
 
@@ -204,6 +221,79 @@ struct ConvShape {
 
 namespace detail {
 
+#if FP_CSIM_FAST
+// C simulation only (FP_CSIM_FAST): the outputs of one output row of a convolution, as WO x COUT
+// contiguous dot products of TERMS int16 terms that g++ vectorizes. O(WO*COUT*KKG) a row, plus
+// O(WO*KH*KW*CIN) to gather the windows; the weights are unfolded once per call, O(COUT*KKG).
+template <class C>
+struct ConvRowCsim {
+  using S = ConvShape<C>;
+  static constexpr int SLOTS = S::ROWS + C::SH;
+  static constexpr int TERMS = (S::KKG + 15) / 16 * 16;  // a dot product's terms, zero-padded
+  static constexpr int CPG = C::COUT / C::GROUPS;        // output channels per group
+  int8_t y[C::WO][C::COUT];
+
+  // Static storage, one per config (too large for the stack): weights [COUT][TERMS] in plain
+  // (kh, kw, c) order, and each output pixel's window per group [WO][GROUPS][TERMS] as x - ZX.
+  static int16_t* weights() {
+    static int16_t plain[C::COUT * TERMS];
+    return plain;
+  }
+  static int16_t* windows() {
+    static int16_t x[C::WO * C::GROUPS * TERMS];
+    return x;
+  }
+
+  // Weight k of output channel co is folded[((co/PE * SF + k/SIMD) * PE + co%PE) * SIMD + k%SIMD].
+  static void unfold(const int8_t* folded) {
+    int16_t* plain = weights();
+    for (int co = 0; co < C::COUT; ++co) {
+      for (int k = 0; k < TERMS; ++k) {
+        plain[co * TERMS + k] =
+            k < S::KKG ? folded[((co / C::PE * S::SF + k / C::SIMD) * C::PE + co % C::PE) * C::SIMD + k % C::SIMD] : 0;
+      }
+    }
+  }
+
+  static int32_t dot(const int16_t* x, const int16_t* w) {
+    int32_t sum = 0;
+    for (int k = 0; k < TERMS; ++k) sum += static_cast<int32_t>(x[k]) * static_cast<int32_t>(w[k]);
+    return sum;
+  }
+
+  // Every window element of output row `top`'s pixels (0 where padded), then the row's outputs.
+  void compute(const int8_t line[SLOTS][C::W][C::CIN], int top, const int32_t* bias, const int32_t* mult,
+               const int8_t* shift) {
+    int16_t* x = windows();
+    for (int wo = 0; wo < C::WO; ++wo) {
+      const int left = wo * C::SW - C::PL;
+      for (int grp = 0; grp < C::GROUPS; ++grp) {
+        int16_t* window = x + (wo * C::GROUPS + grp) * TERMS;
+        for (int kh = 0; kh < C::KH; ++kh) {
+          const int ih = top + kh * C::DH;
+          for (int kw = 0; kw < C::KW; ++kw) {
+            const int iw = left + kw * C::DW;
+            const bool inside = ih >= 0 && ih < C::H && iw >= 0 && iw < C::W;
+            int16_t* terms = window + (kh * C::KW + kw) * S::CG;
+            for (int c = 0; c < S::CG; ++c) {
+              terms[c] = inside ? static_cast<int16_t>(line[ih % SLOTS][iw][grp * S::CG + c] - C::ZX) : 0;
+            }
+          }
+        }
+        for (int k = S::KKG; k < TERMS; ++k) window[k] = 0;
+      }
+    }
+    const int16_t* plain = weights();
+    for (int co = 0; co < C::COUT; ++co) {
+      for (int wo = 0; wo < C::WO; ++wo) {
+        const int32_t acc = dot(x + (wo * C::GROUPS + co / CPG) * TERMS, plain + co * TERMS);
+        y[wo][co] = requantize(static_cast<int64_t>(bias[co]) + acc, mult[co], shift[co], C::ZY, C::LO, C::HI);
+      }
+    }
+  }
+};
+#endif
+
 // One MVAU step of a convolution: fold (nf, t) of the pixel group g of output row `top`: PE x
 // SIMD x MMV multiply-accumulates; the fold's last tile requantizes PE x MMV outputs. When they
 // are consecutive in stream order (MMV == 1 or PE == COUT) they leave as one beat; otherwise a
@@ -222,12 +312,36 @@ struct ConvStep {
   int8_t held[2][C::MMV * C::COUT];  // REORDER only: the group being computed and the one leaving
   int beats[2];  // REORDER only: beats the group in each half leaves in (fewer for a short group)
   int groups = 0;  // REORDER only: groups completed
+#if FP_CSIM_FAST
+  ConvRowCsim<C> row;  // the current output row's outputs, computed at its first step
+#endif
 
   void compute(const int8_t line[SLOTS][C::W][C::CIN], int top, int i) {
 #pragma HLS INLINE
     const int g = i / (S::NF * S::SF), nf = i / S::SF % S::NF, t = i % S::SF;
     if (S::REORDER && groups > 0) emit(i % (S::NF * S::SF), (groups - 1) % 2);
     beat<C::PE * C::MMV> y = {};
+#if FP_CSIM_FAST
+    if (i == 0) row.compute(line, top, bias, mult, shift);
+    if (t == S::SF - 1) row_outputs(g, nf, y);
+#else
+    tile(line, top, g, nf, t, y);
+#endif
+    if (t == S::SF - 1) {
+      if (!S::REORDER) {
+        write_direct(y);
+      } else if (nf == S::NF - 1) {
+        const int pixels = g == S::ROW_GROUPS - 1 ? S::LAST_GROUP : C::MMV;
+        beats[groups % 2] = pixels * C::COUT / C::OW;
+        ++groups;
+      }
+    }
+  }
+
+  // The MMV x PE x SIMD multiply-accumulates of tile t of fold nf of pixel group g; on the fold's
+  // last tile, its PE x MMV requantized outputs in y (and in the reorder buffer).
+  void tile(const int8_t line[SLOTS][C::W][C::CIN], int top, int g, int nf, int t, beat<C::PE * C::MMV>& y) {
+#pragma HLS INLINE
     for (int m = 0; m < C::MMV; ++m) {
 #pragma HLS UNROLL
       const int left = (g * C::MMV + m) * C::SW - C::PL;  // a short group's missing pixels compute unused sums
@@ -263,16 +377,22 @@ struct ConvStep {
         }
       }
     }
-    if (t == S::SF - 1) {
-      if (!S::REORDER) {
-        write_direct(y);
-      } else if (nf == S::NF - 1) {
-        const int pixels = g == S::ROW_GROUPS - 1 ? S::LAST_GROUP : C::MMV;
-        beats[groups % 2] = pixels * C::COUT / C::OW;
-        ++groups;
+  }
+
+#if FP_CSIM_FAST
+  // What tile() leaves in y and the reorder buffer on fold nf's last tile, from the row computed
+  // at its first step (a short group's missing pixels are never emitted: not filled).
+  void row_outputs(int g, int nf, beat<C::PE * C::MMV>& y) {
+    for (int m = 0; m < C::MMV && g * C::MMV + m < C::WO; ++m) {
+      for (int p = 0; p < C::PE; ++p) {
+        const int co = nf * C::PE + p;
+        const int8_t q = row.y[g * C::MMV + m][co];
+        y.v[m * C::PE + p] = q;
+        if (S::REORDER) held[groups % 2][m * C::COUT + co] = q;
       }
     }
   }
+#endif
 
   // Beat e of the completed group in held[half], if the group has that many beats.
   void emit(int e, int half) {
@@ -343,6 +463,9 @@ void conv2d(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
   detail::ConvStep<C> step{w, bias, mult, shift, out, {}, {}, {0, 0}, 0};
+#if FP_CSIM_FAST
+  detail::ConvRowCsim<C>::unfold(w);
+#endif
   detail::slide_rows<C, C::CIN, C::IW, S::ROWS, S::STEPS>(in, step);
   if (S::REORDER) step.drain();
 }
