@@ -16,33 +16,43 @@ and costing included) and is shared evenly among the candidates still to run.
 from __future__ import annotations
 
 import itertools
+import re
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import onnx
+import numpy as np
 
 from fpgaplace.board import Board
 from fpgaplace.design import Design
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.run import Result, SolveOptions, exact_method
+from fpgaplace.solvers.problem import Placement
+from fpgaplace.solvers.run import Result
+
+if TYPE_CHECKING:
+    import onnx
 
 TARGETS = ("throughput", "latency")
+# the statuses (run's and ilp's) of an IP answer that is one of its starts: kept over SCIP's, or
+# proven optimal by the critical-path bound before SCIP ran
+KEPT_START = re.compile(r"start kept \((?P<kept>[^)]+)\)|critical-path bound; start (?P<proven>[^)]+)\)")
+COARSE_DP_STATUS = "heuristic (DP over"  # dp.solve_coarsened_dp's status
 
 
 @dataclass(frozen=True)
 class Candidate:
+    """One setting of the search. ``method`` is "auto" (what every candidate asks for) until the
+    candidate is solved; a ``Scored`` candidate carries the method that produced its answer
+    (``method_used``)."""
+
     optimized: bool
     objective: str
     cores: int
     contiguous: bool
     batch: int
-
-    @property
-    def method(self) -> str:
-        """Exact method for this candidate: the DP for contiguous throughput, else the IP."""
-        return exact_method(SolveOptions(objective=self.objective, contiguous=self.contiguous))
+    method: str = "auto"
 
     def label(self) -> str:
         return (
@@ -61,6 +71,48 @@ class Scored:
 
     def score(self, target: str) -> float:
         return self.per_sample_throughput if target == "throughput" else self.per_sample_latency
+
+
+def method_used(result: Result) -> str:
+    """The method whose placement ``result`` returns, as auto ran it: "dp" (exact), "coarse dp"
+    (the DP over a coarsened graph, kept because the IP did not beat it), "coarse dp + ip" (the
+    max-load IP improving on that start), "ip", or the start the IP returned as its answer (kept
+    over SCIP's, or proven within the gap by the critical-path bound: "greedy", "local-search", ...).
+
+    A start is the answer when the status names it or when it places every node as the answer
+    does (same devices, same subgraph order); O(starts x n)."""
+    placement = result.placement
+    coarse = any(_coarse(start) for start in result.starts)
+    returned = _start_returned(result)
+    if returned is not None:
+        return "coarse dp" if returned == "dp" and coarse else returned
+    if _coarse(placement):
+        return "coarse dp"
+    if placement.method == "ip" and coarse:
+        return "coarse dp + ip"
+    return placement.method
+
+
+def _coarse(placement: Placement) -> bool:
+    return placement.status.startswith(COARSE_DP_STATUS)
+
+
+def _start_returned(result: Result) -> str | None:
+    """The method of the start ``result``'s IP answer is, or None when it is the IP's own."""
+    if not result.starts and result.placement.method != "ip":
+        return None
+    kept = KEPT_START.search(result.placement.status)
+    if kept:
+        return kept["kept"] or kept["proven"]
+    for start in result.starts:
+        if _same_placement(start, result.placement):
+            return start.method
+    return None
+
+
+def _same_placement(a: Placement, b: Placement) -> bool:
+    same_order = a.order is None or b.order is None or np.array_equal(a.order, b.order)
+    return np.array_equal(a.device, b.device) and same_order
 
 
 def model_batch(design: Design) -> int:
@@ -130,7 +182,7 @@ def search(
             continue
         scored.append(
             Scored(
-                candidate,
+                replace(candidate, method=method_used(result)),
                 result,
                 design,
                 result.evaluation.max_load / candidate.batch,
@@ -138,7 +190,8 @@ def search(
             )
         )
         if progress:
-            progress(f"[{done + 1}/{len(todo)}] {candidate.label()}: {scored[-1].score(target):.4g}")
+            progress(f"[{done + 1}/{len(todo)}] {candidate.label()}: {scored[-1].score(target):.4g} "
+                     f"({scored[-1].candidate.method})")
     if not scored:
         raise FpgaplaceError(f"{first.name}: no candidate placement fits {first.board.name} within the time limit")
     return sorted(scored, key=lambda s: (s.score(target), s.per_sample_latency + s.per_sample_throughput))

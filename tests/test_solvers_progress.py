@@ -42,6 +42,19 @@ def test_heartbeat_fills_silences_with_the_status_line():
     assert len(seen) == count  # the thread stopped with the context
 
 
+def test_status_line_names_the_plan_and_the_stage_running():
+    seen, progress = timed_messages()
+    with Heartbeat(progress, period=60) as beat:
+        beat.update(method="greedy", incumbent=5.0, bound=4.0, say=True)
+        beat.update(plan="coarse dp + ip", say=True)
+        beat.update(method="coarse dp + ip", say=True)
+    lines = [m for _, m in seen]
+    assert lines[0].startswith("greedy: ")  # no plan given: the stage alone, as before
+    assert lines[1].startswith("coarse dp + ip (greedy): ") and "incumbent 5, bound 4, gap 20.00 %" in lines[1]
+    assert lines[2].startswith("coarse dp + ip: ")  # the stage is the plan: named once
+    assert beat.status.plan == beat.status.method == "coarse dp + ip"
+
+
 @pytest.mark.parametrize("objective, name", [("latency", "op-resnet50_inference"),
                                              ("throughput", "op-resnet50_inference")])
 def test_solve_reports_at_least_every_two_seconds(objective, name):
@@ -54,4 +67,4 @@ def test_solve_reports_at_least_every_two_seconds(objective, name):
     assert largest_silence(seen, started, ended) <= PERIOD + 0.5
     lines = [m for _, m in seen]
     assert any("incumbent" in m and "bound" in m and "gap" in m for m in lines)
-    assert any(m.startswith(("ip:", "latency IP", "max-load IP")) and "incumbent" in m for m in lines)
+    assert any(m.startswith(("ip:", "ip (", "latency IP", "max-load IP")) and "incumbent" in m for m in lines)

@@ -67,16 +67,19 @@ import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from functools import cache
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from pyscipopt import SCIP_EVENTTYPE, SCIP_PARAMSETTING, Eventhdlr, Model, quicksum
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.baselines import check_feasible, greedy_latency, pipedream
 from fpgaplace.solvers.bounds import finish_lower_bounds, memory_load_bound, static_tails
 from fpgaplace.solvers.evaluate import class_graph, evaluate, topological_order
 from fpgaplace.solvers.problem import Placement, PlacementProblem
+
+if TYPE_CHECKING:
+    from pyscipopt import Model
 
 Progress = Callable[[str], Any] | Any
 
@@ -242,44 +245,61 @@ def _emit(progress: Progress | None, message: str) -> None:
         progress(message)
 
 
-class _ProgressEvents(Eventhdlr):
-    """Reports incumbent, bound and gap on every new incumbent and at most every
-    ``PROGRESS_SECONDS`` on node and LP events; numbers also go to ``progress.update`` when the
-    callback has one (``progress.Heartbeat``, which fills the silences of a long LP)."""
+def quicksum(terms: Any) -> Any:
+    """pyscipopt's ``quicksum``; pyscipopt (SCIP) is imported when a first model is built, so
+    importing this module (and every solve that needs no program) stays fast."""
+    from pyscipopt import quicksum as scip_quicksum
 
-    EVENTS = ("BESTSOLFOUND", "NODESOLVED", "LPSOLVED", "DUALBOUNDIMPROVED")
+    return scip_quicksum(terms)
 
-    def __init__(self, progress: Progress, label: str) -> None:
-        super().__init__()
-        self.progress, self.label, self.last = progress, label, 0.0
 
-    def eventinit(self) -> None:
-        for name in self.EVENTS:
-            self.model.catchEvent(getattr(SCIP_EVENTTYPE, name), self)
+@cache
+def _progress_events_class() -> type:
+    """The SCIP event handler class (defined on first use, see ``quicksum``)."""
+    from pyscipopt import SCIP_EVENTTYPE, Eventhdlr
 
-    def eventexit(self) -> None:
-        for name in self.EVENTS:
-            self.model.dropEvent(getattr(SCIP_EVENTTYPE, name), self)
+    class _ProgressEvents(Eventhdlr):
+        """Reports incumbent, bound and gap on every new incumbent and at most every
+        ``PROGRESS_SECONDS`` on node and LP events; numbers also go to ``progress.update`` when the
+        callback has one (``progress.Heartbeat``, which fills the silences of a long LP)."""
 
-    def eventexec(self, event: Any) -> None:
-        m = self.model
-        primal, dual = m.getPrimalbound(), m.getDualbound()
-        update = getattr(self.progress, "update", None)
-        if update is not None:
-            update(method=self.label, incumbent=primal if abs(primal) < 1e19 else None,
-                   bound=dual if abs(dual) < 1e19 else None)
-        now = time.perf_counter()
-        if event.getType() != SCIP_EVENTTYPE.BESTSOLFOUND and now - self.last < PROGRESS_SECONDS:
-            return
-        self.last = now
-        finite = abs(primal) < 1e19 and abs(dual) < 1e19
-        gap = max(0.0, (primal - dual) / abs(primal)) if finite and primal != 0 else 0.0  # Placement.gap's
-        _emit(self.progress, f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, "
-                             f"bound {dual:.6g}, gap {100 * gap:.2f} %" if finite else
-                             f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, bound {dual:.6g}")
+        EVENTS = ("BESTSOLFOUND", "NODESOLVED", "LPSOLVED", "DUALBOUNDIMPROVED")
+
+        def __init__(self, progress: Progress, label: str) -> None:
+            super().__init__()
+            self.progress, self.label, self.last = progress, label, 0.0
+
+        def eventinit(self) -> None:
+            for name in self.EVENTS:
+                self.model.catchEvent(getattr(SCIP_EVENTTYPE, name), self)
+
+        def eventexit(self) -> None:
+            for name in self.EVENTS:
+                self.model.dropEvent(getattr(SCIP_EVENTTYPE, name), self)
+
+        def eventexec(self, event: Any) -> None:
+            m = self.model
+            primal, dual = m.getPrimalbound(), m.getDualbound()
+            update = getattr(self.progress, "update", None)
+            if update is not None:
+                update(method=self.label, incumbent=primal if abs(primal) < 1e19 else None,
+                       bound=dual if abs(dual) < 1e19 else None)
+            now = time.perf_counter()
+            if event.getType() != SCIP_EVENTTYPE.BESTSOLFOUND and now - self.last < PROGRESS_SECONDS:
+                return
+            self.last = now
+            finite = abs(primal) < 1e19 and abs(dual) < 1e19
+            gap = max(0.0, (primal - dual) / abs(primal)) if finite and primal != 0 else 0.0  # Placement.gap's
+            _emit(self.progress, f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, "
+                                 f"bound {dual:.6g}, gap {100 * gap:.2f} %" if finite else
+                                 f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, bound {dual:.6g}")
+
+    return _ProgressEvents
 
 
 def _new_model(name: str, time_limit: float, gap: float, progress: Progress | None) -> Model:
+    from pyscipopt import SCIP_PARAMSETTING, Model
+
     model = Model(name)
     model.hideOutput()
     model.setParam("limits/time", max(0.01, float(time_limit)))
@@ -287,7 +307,7 @@ def _new_model(name: str, time_limit: float, gap: float, progress: Progress | No
     model.setParam("randomization/randomseedshift", 0)
     model.setHeuristics(SCIP_PARAMSETTING.AGGRESSIVE)  # closer to the paper's Gurobi run
     if progress is not None:
-        model.includeEventhdlr(_ProgressEvents(progress, name), name + "-progress",
+        model.includeEventhdlr(_progress_events_class()(progress, name), name + "-progress",
                                "reports primal and dual bounds")
     return model
 

@@ -2,10 +2,14 @@
 ``PERIOD`` seconds.
 
 ``Heartbeat`` wraps the caller's progress callback (a function of one message string). Solvers
-call it with their own messages and report numbers through ``update``; a daemon thread repeats
-the current status line whenever nothing was said for ``PERIOD`` seconds (e.g. while SCIP
-solves a long root LP, during which no event fires: the IPs solve without holding the GIL so
-the thread runs). The thread never calls into a solver, it only reads the last reported numbers.
+call it with their own messages and report numbers through ``update``: ``plan`` is the method
+that answers (auto's choice: "dp", "coarse dp + ip", "ip"), ``method`` the stage running now (a
+start such as "greedy", or the solver itself, "max-load IP"); the status line names both
+("coarse dp + ip (greedy): 3.1 s, incumbent ..."), or the one that is set when they agree or
+no plan was given. A daemon thread repeats the current status line whenever nothing was said
+for ``PERIOD`` seconds (e.g. while SCIP solves a long root LP, during which no event fires: the
+IPs solve without holding the GIL so the thread runs). The thread never calls into a solver,
+it only reads the last reported numbers.
 """
 
 from __future__ import annotations
@@ -23,7 +27,8 @@ PERIOD = 2.0  # most seconds between two progress messages during a solve
 class SolveStatus:
     """What a running solve has reported so far."""
 
-    method: str = ""
+    method: str = ""  # the stage running now
+    plan: str = ""  # the method that answers (auto's choice), when the caller said
     incumbent: float = math.inf
     bound: float = -math.inf
     started: float = field(default_factory=time.perf_counter)
@@ -40,9 +45,16 @@ class SolveStatus:
             return 0.0
         return max(0.0, (self.incumbent - self.bound) / abs(self.incumbent))
 
+    @property
+    def running(self) -> str:
+        """``plan (method)``, or the one of them that is set, or "solve"."""
+        if self.plan and self.method and self.method != self.plan:
+            return f"{self.plan} ({self.method})"
+        return self.plan or self.method or "solve"
+
     def line(self) -> str:
         gap = f"{100 * self.gap:.2f} %" if math.isfinite(self.gap) else "-"
-        return (f"{self.method or 'solve'}: {self.elapsed:.1f} s, incumbent {self.incumbent:.6g}, "
+        return (f"{self.running}: {self.elapsed:.1f} s, incumbent {self.incumbent:.6g}, "
                 f"bound {self.bound:.6g}, gap {gap}")
 
 
@@ -50,7 +62,7 @@ class Heartbeat:
     """A progress callback that also repeats the status line every ``period`` seconds of silence.
 
     Use as a context manager around a solve; calling it forwards a message. ``update`` records
-    the method, a better incumbent or a higher bound (never a worse one)."""
+    the plan, the stage running, a better incumbent or a higher bound (never a worse one)."""
 
     def __init__(self, progress: Callable[[str], object] | None, period: float = PERIOD) -> None:
         self.progress, self.period = progress, period
@@ -68,8 +80,10 @@ class Heartbeat:
             self.progress(message)
 
     def update(self, method: str | None = None, incumbent: float | None = None,
-               bound: float | None = None, say: bool = False) -> None:
+               bound: float | None = None, say: bool = False, plan: str | None = None) -> None:
         with self._lock:
+            if plan is not None:
+                self.status.plan = plan
             if method is not None:
                 self.status.method = method
             if incumbent is not None and incumbent < self.status.incumbent:
