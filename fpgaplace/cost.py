@@ -21,9 +21,12 @@ CPU core: the op's time measured by profiling the whole model with onnxruntime o
   GFLOP/s), the host rate measured around the profile; both are cached per model content and
   host (``CpuProfileCache``), so a second run reads the same figures. Where a node has no
   measurement, analytic ``2 * macs / GFLOP/s``.
-Transfer c(u): bytes of u's outputs at the chosen precision over ``transfer_link`` (the DRAM link
-  of one board, the network of a cluster: the slowest a tensor between devices may cross), plus
-  the link's latency.
+Transfer c(u): bytes of u's outputs at the chosen precision over the link that joins the two
+  devices (``Board.link_between``: the AXI stream between two cores of a board, DRAM or PCIe
+  between a core and a CPU, the network between nodes; a tensor that leaves a core and returns
+  to it goes through the core's DRAM), latency included. The problem carries one time per link
+  (``PlacementProblem.links``), which the evaluator charges; its ``transfer`` is the costliest
+  link's time, the upper bound the solvers' models use.
 Fused ops (annotated by ``fpgaplace.passes.fuse``): a fused group shares one colour class so
   every solver keeps it on one device; on a core each member is a stage of the same dataflow.
 """
@@ -50,7 +53,7 @@ from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.ir import Op, OpGraph
 from fpgaplace.passes.fuse import fused_head
-from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
+from fpgaplace.solvers.problem import DeviceKind, Links, PlacementProblem
 
 PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
 WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (streams, block rounding)
@@ -100,7 +103,8 @@ class OpCost:
     latency_us: dict[str, float]  # device kind name -> us; inf where unsupported
     onchip_bytes: int  # resident weight bytes (the placement's m(v))
     streamed: bool  # weights or activations go through DRAM at every run
-    transfer_us: float
+    transfer_us: float  # over the costliest link between the board's devices (the solvers' c(v))
+    output_bytes: int  # what moving its outputs to another device transfers
     cpu_measured: bool
 
 
@@ -186,18 +190,29 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: 
     return hw.cycles_to_us(cycles, core)
 
 
-def transfer_link(board: Board) -> Link:
-    """The link the placement charges a tensor sent to another device on: the placement
-    problem has one transfer time per op, so it is the slowest link such a tensor may cross —
-    the network on a cluster, the DRAM link on one board (``Board.link_between`` gives the
-    exact one per pair, which design.json and ``fpgaplace sim`` use)."""
-    return board.network if board.is_cluster and board.network is not None else board.dram
+def board_links(board: Board) -> tuple[list[Link], np.ndarray]:
+    """The distinct links between the board's devices (cores, then CPUs, in board order) and
+    ``column[a, b]``, the index of the link a tensor takes from device a to device b: as
+    ``Board.link_between`` says for two devices, the node's DRAM for a core to itself. O(B^2)."""
+    devices: list = [*board.cores, *board.cpus]
+    links: list[Link] = []
+    column = np.zeros((len(devices), len(devices)), dtype=np.int64)
+    for a, source in enumerate(devices):
+        for b, target in enumerate(devices):
+            link = board.node_board(source.node).dram if a == b else board.link_between(source, target)
+            if link not in links:
+                links.append(link)
+            column[a, b] = links.index(link)
+    return links, column
 
 
-def transfer_us(op: Op, graph: OpGraph, board: Board, precision: int) -> float:
-    """Time to move ``op``'s outputs to another device over ``transfer_link(board)``."""
-    nbytes = _element_bytes(graph, op.outputs, precision)
-    return transfer_link(board).transfer_us(nbytes) if nbytes else 0.0
+def output_bytes(op: Op, graph: OpGraph, precision: int) -> int:
+    """Bytes of ``op``'s outputs at ``precision`` bytes per element: what a transfer moves."""
+    return _element_bytes(graph, op.outputs, precision)
+
+
+def _transfer_times(nbytes: int, links: list[Link]) -> list[float]:
+    return [link.transfer_us(nbytes) if nbytes else 0.0 for link in links]
 
 
 def _host_rate_samples(samples: int, n: int = HOST_RATE_SIZE) -> list[float]:
@@ -460,10 +475,12 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     profile = cpu_profile(graph, options.profile_runs, options.profile_cache()) if profiled else None
     measured = profile.op_us if profile else {}
     rate = profile.host_gflops if profile else 1.0
+    links = board_links(board)[0]
     costs = []
     for name in graph.topological_order():
         op = graph.ops[name]
         plan = on_chip_plan(op, graph, precision, name in resident)
+        nbytes = output_bytes(op, graph, precision)
         latency = {kind: fpga_latency_us(op, graph, cores[0], board, plan) for kind, cores in core_kinds}
         for kind, cpus in cpu_kinds(board):
             latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
@@ -474,7 +491,8 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
                 latency_us=latency,
                 onchip_bytes=plan.resident_bytes,
                 streamed=plan.streamed_bytes > 0,
-                transfer_us=transfer_us(op, graph, board, precision),
+                transfer_us=max(_transfer_times(nbytes, links), default=0.0),
+                output_bytes=nbytes,
                 cpu_measured=name in measured,
             )
         )
@@ -499,6 +517,21 @@ def fused_colours(graph: OpGraph, names: list[str]) -> np.ndarray:
     return colour
 
 
+def problem_links(board: Board, costs: list[OpCost]) -> Links:
+    """The per-link transfer times of ``costs`` on ``board``; devices in the order of
+    ``fpga_core_kinds`` then ``cpu_kinds`` (the problem's kinds). O(ops * links + B^2)."""
+    links, column = board_links(board)
+    position = {id(device): b for b, device in enumerate([*board.cores, *board.cpus])}
+    groups = [cores for _, cores in fpga_core_kinds(board)] + [cpus for _, cpus in cpu_kinds(board)]
+    times = np.array([_transfer_times(cost.output_bytes, links) for cost in costs], dtype=np.float64)
+    return Links(
+        names=tuple(f"{link.kind}:{link.type}" if link.type else link.kind for link in links),
+        times=times.reshape(len(costs), len(links)),
+        device_ids=tuple(tuple(position[id(device)] for device in group) for group in groups),
+        column=column,
+    )
+
+
 def build_problem(
     graph: OpGraph, board: Board, options: CostOptions = CostOptions(), costs: list[OpCost] | None = None
 ) -> PlacementProblem:
@@ -520,6 +553,7 @@ def build_problem(
         latency=latency.reshape(len(costs), len(kinds)),
         size=np.array([cost.onchip_bytes for cost in costs], dtype=np.float64),
         transfer=np.array([cost.transfer_us for cost in costs], dtype=np.float64),
+        links=problem_links(board, costs),
         backward=np.zeros(len(costs), dtype=bool),
         color=fused_colours(graph, [cost.name for cost in costs]),
         cpu_overlap_unlimited=False,

@@ -128,7 +128,9 @@ def test_demo_places_every_op():
     data = json.loads(result.stdout)
     placed = [n for device in data["fpgas"] + data["cpus"] for n in device["nodes"]]
     assert sorted(placed) == sorted(int(i) for i in data["nodeNames"])
-    assert data["maxLoad"] > 0 and data["gap"] < 1e-9  # optimal up to rounding
+    # transfers cost by link: the DP's split, scored by link, within 10% of the bound the DP of
+    # the problem at the cheapest links proves
+    assert data["maxLoad"] > 0 and 0 <= data["gap"] < 0.1
     cores = {core["name"] for core in data["compile"]["cores"]}
     assert cores and cores <= set(data["deviceNames"][: len(data["fpgas"])])
     assert data["compile"]["quantized_here"]

@@ -315,3 +315,37 @@ def test_uncached_profiles_agree_within_the_documented_bound(tmp_path, monkeypat
     print(f"uncached spread: per-op {max(ratios.values()):.3f}, total {max(totals) / min(totals):.3f}")
     assert max(ratios.values()) <= UNCACHED_SPREAD_BOUND
     assert max(totals) / min(totals) <= UNCACHED_SPREAD_BOUND
+
+
+def _device_of(problem, board):
+    """(kind, ordinal) of each problem device -> the board's core or CPU."""
+    everything = [*board.cores, *board.cpus]
+    return [everything[problem.links.device_ids[kind][ordinal]] for kind, ordinal in problem.devices()]
+
+
+@pytest.mark.parametrize("board_name", ["zcu104", "cluster-2x-zcu104", "alveo-u280"])
+def test_transfers_cost_by_the_link_between_the_two_devices(cnn_graph, board_name):
+    board = load_board(board_name)
+    problem = build_problem(cnn_graph, board, CostOptions(profile_cpu=False))
+    matrix, devices = problem.link_matrix(), _device_of(problem, board)
+    nbytes = [c.output_bytes for c in op_costs(cnn_graph, board, CostOptions(profile_cpu=False))]
+    v = int(np.argmax(nbytes))
+    for d, source in enumerate(devices):
+        for e, target in enumerate(devices):
+            link = board.node_board(source.node).dram if d == e else board.link_between(source, target)
+            assert problem.links.times[v, matrix[d, e]] == pytest.approx(link.transfer_us(nbytes[v]))
+    # the solvers' single c(v) is the costliest link's, so it bounds every per-link charge
+    assert np.allclose(problem.transfer, problem.links.times.max(axis=1))
+    assert problem.optimistic().transfer.tolist() == pytest.approx(problem.links.times.min(axis=1).tolist())
+
+
+def test_two_cores_of_a_board_talk_by_stream_and_of_two_boards_by_network(cnn_graph):
+    board = load_board("cluster-2x-zcu104")
+    problem = build_problem(cnn_graph, board, CostOptions(profile_cpu=False))
+    matrix, devices = problem.link_matrix(), _device_of(problem, board)
+    names = problem.links.names
+    kinds = {(devices[d].node == devices[e].node, d == e): names[matrix[d, e]]
+             for d in range(len(devices)) for e in range(len(devices))
+             if not problem.kinds[problem.devices()[d][0]].is_cpu and not problem.kinds[problem.devices()[e][0]].is_cpu}
+    assert kinds == {(True, True): "dram:ddr4", (True, False): "stream:axi-stream-128b",
+                     (False, False): "network:1gbe"}

@@ -142,3 +142,87 @@ def test_orphan_backward_class_gets_mirrored_edges() -> None:
     cls, edges = class_graph(p)
     assert cls[1] == cls[2] and len(set(cls.tolist())) == 3
     assert sorted(edges) == sorted([(int(cls[0]), int(cls[1])), (int(cls[3]), int(cls[2]))])
+
+
+# ---- transfers charged on the link between the two devices -----------------------------------
+STREAM, DRAM, NETWORK = 0, 1, 2
+
+
+def with_links(problem: PlacementProblem, times, column, device_ids) -> PlacementProblem:
+    """``problem`` whose transfers cost by link: ``times[v][l]``, ``column[a][b]`` per device."""
+    from dataclasses import replace
+
+    from fpgaplace.solvers.problem import Links
+
+    times = np.asarray(times, float)
+    return replace(problem, transfer=times.max(axis=1), links=Links(
+        names=("stream", "dram", "network"), times=times,
+        device_ids=tuple(tuple(ids) for ids in device_ids), column=np.asarray(column)))
+
+
+def three_device_links(problem: PlacementProblem, times) -> PlacementProblem:
+    # fpga0 and fpga1 joined by a stream, each to itself and to the CPU by DRAM
+    column = [[DRAM, STREAM, DRAM], [STREAM, DRAM, DRAM], [DRAM, DRAM, DRAM]]
+    return with_links(problem, times, column, [[0, 1], [2]])
+
+
+LINK_TIMES = [[0.5, 1.5, 9.0], [0.25, 2.0, 9.0], [1.0, 3.0, 9.0]]  # per node: stream, dram, network
+
+
+def test_a_tensor_between_two_cores_pays_the_stream_and_to_a_cpu_the_dram() -> None:
+    p = three_device_links(make(**CHAIN), LINK_TIMES)
+    r = evaluate(p, place(0, 1, 2))
+    # fpga0: a(0) + stream(0); fpga1: a(1) + stream(0) read + dram(1) written to the CPU
+    assert r.loads == [1 + 0.5, 2 + 0.5 + 2.0, 40.0]
+    # latency: 1.5 on fpga0, then fpga1 for 4.5, then the CPU op for 40
+    assert r.latency == pytest.approx(1.5 + 4.5 + 40)
+    # the same placement without links pays c(v) = the costliest link everywhere
+    plain = evaluate(make(**{**CHAIN, "transfer": [9.0, 9.0, 9.0]}), place(0, 1, 2))
+    assert all(a <= b for a, b in zip(r.loads, plain.loads, strict=True)) and r.latency < plain.latency
+
+
+def test_a_tensor_read_by_devices_on_several_links_pays_the_costliest() -> None:
+    # 0 feeds 1 (on the other core, by stream) and 2 (on the CPU, by DRAM): fpga0 pays DRAM once
+    p = three_device_links(make([(0, 1), (0, 2)], [1, 1, 1], [1, 1, 1], [0, 0, 0]), LINK_TIMES)
+    r = evaluate(p, place(0, 1, 2))
+    assert r.loads[0] == 1 + 1.5 and r.loads[1] == 1 + 0.5
+
+
+def test_a_tensor_leaving_a_core_and_coming_back_pays_its_dram() -> None:
+    # 0 and 2 on fpga0 in two subgraphs, 1 on the CPU between them; 2 also reads 0 itself
+    p = three_device_links(make(**{**CHAIN, "edges": [(0, 1), (1, 2), (0, 2)]}), LINK_TIMES)
+    r = evaluate(p, place(0, 2, 0))
+    first, _, last = r.schedule
+    assert (first.device, last.device) == (0, 0)
+    assert first.end - first.start == pytest.approx(1 + 1.5)  # writes 0 to DRAM, once
+    assert last.end - last.start == pytest.approx(4 + 2.0 + 1.5)  # reads 1 and its own 0 back
+    # with a stream (not DRAM) from a core to itself, the second read would be cheaper
+    column = [[STREAM, STREAM, DRAM], [STREAM, DRAM, DRAM], [DRAM, DRAM, DRAM]]
+    looped = with_links(p, LINK_TIMES, column, [[0, 1], [2]])
+    assert evaluate(looped, place(0, 2, 0)).schedule[-1].end < r.schedule[-1].end
+
+
+def test_links_follow_devices_when_a_kind_has_fewer_devices() -> None:
+    # the problem restricted to one core keeps (kind, ordinal) -> board device; the CPU is id 2
+    from dataclasses import replace
+
+    p = three_device_links(make(**CHAIN), LINK_TIMES)
+    one = replace(p, kinds=[replace(p.kinds[0], count=1), p.kinds[1]])
+    assert one.link_matrix().tolist() == [[DRAM, DRAM], [DRAM, DRAM]]
+    assert evaluate(one, place(0, 0, 1)).loads == [1 + 2 + 2.0, 40.0]
+
+
+def test_optimistic_problem_charges_the_cheapest_link_and_bounds_every_placement() -> None:
+    p = three_device_links(make(**CHAIN), LINK_TIMES)
+    cheap = p.optimistic()
+    assert cheap.links is None and cheap.transfer.tolist() == [0.5, 0.25, 1.0]
+    for devices in [(0, 1, 2), (0, 0, 1), (2, 0, 1), (1, 2, 0)]:
+        exact, low = evaluate(p, place(*devices)), evaluate(cheap, place(*devices))
+        assert low.max_load <= exact.max_load and low.latency <= exact.latency
+        assert p.link_ratio() * evaluate(replace_links(p), place(*devices)).max_load <= exact.max_load
+
+
+def replace_links(problem: PlacementProblem) -> PlacementProblem:
+    from dataclasses import replace
+
+    return replace(problem, links=None)

@@ -109,3 +109,45 @@ def test_entry_point_returns_the_best_start_when_the_ip_ends_worse(monkeypatch, 
     assert result.placement.status.startswith(f"best start kept ({best.method})")
     assert ("IP failed" in result.placement.status) == (stand_in is failing_ip)
     assert result.placement.bound <= result.value
+
+
+# ---- problems whose transfers cost by link (built from a board) --------------------------------
+@pytest.fixture(scope="module", params=["zcu104", "cluster-2x-zcu104"])
+def board_problem(request):
+    from conftest import FAST_CLUSTER
+
+    from fpgaplace import Design, models
+
+    board = {"cluster-2x-zcu104": FAST_CLUSTER}.get(request.param, request.param)
+    return Design(models.cnn_residual(batch=1), board, profile_cpu=False).problem
+
+
+@pytest.mark.parametrize("objective", ["throughput", "latency"])
+def test_per_link_bound_holds_for_every_method(board_problem, objective):
+    assert board_problem.links is not None
+    options = SolveOptions(objective=objective, time_limit=4)
+    best = solve(board_problem, "auto", options)
+    assert best.value == pytest.approx(evaluate(board_problem, best.placement).max_load if objective == "throughput"
+                                       else evaluate(board_problem, best.placement).latency, rel=1e-12)
+    assert 0 < best.placement.bound <= best.value * (1 + 1e-9)
+    for result in solve_all(board_problem, options):
+        if result.evaluation.feasible and (objective == "latency" or result.evaluation.contiguous):
+            assert best.placement.bound <= result.value * (1 + 1e-9), result.placement.method
+
+
+def test_relabelling_devices_onto_cheaper_links_never_loses(board_problem):
+    import numpy as np
+
+    from fpgaplace.solvers.problem import Placement
+    from fpgaplace.solvers.run import assign_devices
+
+    devices = board_problem.devices()
+    cores = [d for d, (kind, _) in enumerate(devices) if not board_problem.kinds[kind].is_cpu]
+    rng = np.random.default_rng(3)
+    for _ in range(5):  # the ops spread at random over the first two cores
+        placement = Placement(device=rng.choice(cores[:2], size=board_problem.n))
+        before = evaluate(board_problem, placement)
+        after = evaluate(board_problem, assign_devices(board_problem, placement, "throughput"))
+        assert after.max_load <= before.max_load * (1 + 1e-12)
+        assert sorted(np.bincount(placement.device, minlength=len(devices))) == \
+            sorted(np.bincount(assign_devices(board_problem, placement, "throughput").device, minlength=len(devices)))

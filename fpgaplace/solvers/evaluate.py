@@ -10,6 +10,9 @@ Throughput (max-load, the time per sample of a pipeline)
     direction (u outside S with an edge into S, or u in S with an edge leaving S), each u counted
     once per set. A CPU's load is sum p(v) over S (CPUs pay no transfer). ``max_load`` is the
     largest load. Backward nodes count like any other node.
+    With ``problem.links`` (a board's problem), c(u) on a device is the time over the costliest
+    of the links joining it to the devices on u's other side (``PlacementProblem.charge``), in
+    the latency schedule too; without, the paper's single c(u).
 
 Contiguity
     Judged on the *class graph*, the forward graph with colour classes contracted, as in the
@@ -147,17 +150,18 @@ def device_loads(problem: PlacementProblem, device: np.ndarray) -> list[float]:
     for v in range(problem.n):
         kind = devices[device[v]][0]
         compute[device[v]] += float(problem.latency[v, kind])
-    boundary: list[set[int]] = [set() for _ in devices]
+    boundary: list[dict[int, set[int]]] = [{} for _ in devices]  # tensor -> devices on the other side
     for u, v in problem.edges:
         du, dv = int(device[u]), int(device[v])
         if du != dv:
-            boundary[du].add(u)
-            boundary[dv].add(u)
+            boundary[du].setdefault(u, set()).add(dv)
+            boundary[dv].setdefault(u, set()).add(du)
+    matrix = problem.link_matrix()
     loads = []
     for d, (kind, _) in enumerate(devices):
         transfer = 0.0
         if not problem.kinds[kind].is_cpu:
-            transfer = float(sum(problem.transfer[u] for u in boundary[d]))
+            transfer = float(sum(problem.charge(u, d, partners, matrix) for u, partners in boundary[d].items()))
         loads.append(compute[d] + transfer)
     return loads
 
@@ -300,15 +304,22 @@ def _schedule(problem: PlacementProblem, device: np.ndarray, units: _Units,
     succ, preds = problem.successors(), problem.predecessors()
     ready_at = [0.0] * len(units.device)  # latest end among the units a unit waits on
     entries: dict[int, ScheduleEntry] = {}
+    matrix = problem.link_matrix()
     for unit in _unit_order(problem, units):
         d = units.device[unit]
         kind = devices[d][0]
         members = units.members[unit]
         duration = float(sum(problem.latency[v, kind] for v in members))
         if not problem.kinds[kind].is_cpu:
-            moved = {u for v in members for u in preds[v] if unit_of[u] != unit}
-            moved |= {v for v in members if any(unit_of[w] != unit for w in succ[v])}
-            duration += float(sum(problem.transfer[u] for u in moved))
+            moved: dict[int, set[int]] = {}  # tensor read or written across the unit -> devices beyond
+            for v in members:
+                for u in preds[v]:
+                    if unit_of[u] != unit:
+                        moved.setdefault(u, set()).add(units.device[unit_of[u]])
+                for w in succ[v]:
+                    if unit_of[w] != unit:
+                        moved.setdefault(v, set()).add(units.device[unit_of[w]])
+            duration += float(sum(problem.charge(u, d, partners, matrix) for u, partners in moved.items()))
         start = ready_at[unit]
         entries[unit] = ScheduleEntry(device=d, nodes=sorted(members), start=start,
                                       end=start + duration)

@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.solvers.problem import Placement, PlacementProblem
@@ -278,25 +280,107 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     starts: list[Placement] = []
     chosen = exact_method(options) if method == "auto" else method
     _report(options, method=chosen)
+    model = replace(problem, links=None)  # the solvers' view: one c(v), the costliest link's
     if chosen == "ip":
-        placement, starts = _ip_with_starts(problem, options)
+        placement, starts = _ip_with_starts(model, options)
     elif method == "auto":
         try:
-            placement = _dp(problem, options, scaled=True)
+            placement = _dp(model, options, scaled=True)
         except StateSpaceTooLarge as error:
             if options.progress:
                 options.progress(f"auto: {error}; the max-load IP from a coarsened DP instead")
             remaining = replace(options, time_limit=max(MIN_IP_SECONDS,
                                                         options.time_limit - (time.perf_counter() - start)))
-            placement, starts = _ip_with_starts(problem, remaining, dp_too_large=True)
+            placement, starts = _ip_with_starts(model, remaining, dp_too_large=True)
     else:
-        placement = SOLVERS[chosen](problem, options)
-    placement.seconds = time.perf_counter() - start
+        placement = SOLVERS[chosen](model, options)
     placement.method = placement.method or chosen
     placement.objective = options.objective
+    if problem.links is not None:
+        placement = _over_links(problem, placement, options, starts)
+    placement.seconds = time.perf_counter() - start
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
     return Result(placement, evaluation, starts)
+
+
+def _objective(problem: PlacementProblem, placement: Placement, objective: str, contiguous: bool = False) -> float:
+    return _start_value(problem, placement, SolveOptions(objective=objective, contiguous=contiguous))
+
+
+def assign_devices(problem: PlacementProblem, placement: Placement, objective: str) -> Placement:
+    """The placement with its devices of each kind relabelled onto cheaper links: the solvers
+    see one transfer time per node, so which core of a kind gets which part (on a cluster: on
+    which node) is theirs to choose. Hill climbing over swaps of two devices of one kind whose
+    links differ (swapping two cores of one board changes nothing and is not tried), each swap
+    scored by the evaluator; O(rounds * D^2) evaluations, at most ``len(devices)`` rounds."""
+    matrix = problem.link_matrix()
+    if matrix is None:
+        return placement
+    devices = problem.devices()
+    pairs = [(a, b) for a in range(len(devices)) for b in range(a + 1, len(devices))
+             if devices[a][0] == devices[b][0] and not _interchangeable(matrix, a, b)]
+    best, value = placement, _objective(problem, placement, objective)
+    for _ in range(len(devices)):
+        improved = False
+        for a, b in pairs:
+            swapped = copy.copy(best)
+            swapped.device = np.where(best.device == a, b, np.where(best.device == b, a, best.device))
+            candidate = _objective(problem, swapped, objective)
+            if candidate < value * (1 - 1e-12):
+                best, value, improved = swapped, candidate, True
+        if not improved:
+            break
+    return best
+
+
+def _interchangeable(matrix: np.ndarray, a: int, b: int) -> bool:
+    order = np.arange(len(matrix))
+    order[a], order[b] = b, a
+    return bool(np.array_equal(matrix[np.ix_(order, order)], matrix))
+
+
+def _over_links(problem: PlacementProblem, placement: Placement, options: SolveOptions,
+                starts: list[Placement]) -> Placement:
+    """The answer on a problem whose transfers cost by link (``PlacementProblem.links``).
+
+    The solvers saw every transfer at its costliest link (``problem.transfer``), an upper bound,
+    so their own bound does not hold here. The answer and the IP's heuristic ``starts`` have
+    their devices relabelled onto cheaper links (``assign_devices``) and the best of them, by
+    the evaluator, is kept. After the exact DP, the DP of ``problem.optimistic()``
+    (every transfer at its cheapest link) runs too: its optimum is a lower bound on every
+    placement, and its split a second candidate (the better one, by the evaluator, is kept).
+    Otherwise the bound is the largest of ``link_ratio()`` times the model's bound (each charge
+    is at least that fraction of the model's), the memory LP bound (throughput) and the
+    critical-path bound of the optimistic problem (latency).
+    """
+    from fpgaplace.solvers import bounds
+
+    exact_dp = placement.method == "dp" and placement.status == "optimal"
+    candidates = [assign_devices(problem, p, options.objective) for p in [placement, *starts]]
+    optimistic = problem.optimistic()
+    if exact_dp:
+        lower = _dp(optimistic, options, scaled=True)
+        lower.objective = options.objective
+        candidates.append(assign_devices(problem, lower, options.objective))
+        bound = lower.bound if lower.status == "optimal" else -math.inf
+    else:
+        bound = problem.link_ratio() * placement.bound if math.isfinite(placement.bound) else -math.inf
+    if options.objective == "latency":
+        bound = max(bound, bounds.critical_path_bound(optimistic, options.subgraphs_per_device
+                                                      if options.contiguous else problem.n))
+    elif not exact_dp:
+        bound = max(bound, bounds.memory_load_bound(problem))
+    values = [_objective(problem, c, options.objective, options.contiguous) for c in candidates]
+    best = copy.copy(candidates[int(np.argmin(values))])
+    if best.method != placement.method:
+        best.status = f"best start kept ({best.method}) with transfers by link"
+        best.method = placement.method
+    best.value = min(values)
+    best.bound = min(bound, best.value)
+    if best.status == "optimal" and best.bound < best.value * (1 - 1e-9):
+        best.status = "feasible (transfers by link)"
+    return best
 
 
 def solve_all(problem: PlacementProblem, options: SolveOptions) -> list[Result]:
