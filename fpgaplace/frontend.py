@@ -59,9 +59,10 @@ FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 
 
 def dot_product_macs(graph: OpGraph) -> int:
-    """MACs of the dot-product ops only: convolution, matrix-product, attention and recurrent ops
-    (the published convention counts conv and FC layers)."""
-    return sum(op.macs for op in graph.ops.values() if ops.is_dot_product(op.op_type, op.domain))
+    """MACs of the dot-product ops only: convolution, matrix-product, attention and recurrent ops,
+    those in control-flow bodies included (the published convention counts conv and FC layers)."""
+    return sum(op.macs if ops.is_dot_product(op.op_type, op.domain) else op.body_dot_product_macs
+               for op in graph.ops.values())
 
 
 # ---- loading -------------------------------------------------------------------------------
@@ -853,7 +854,7 @@ def _fill_costs(
     reads = op.all_inputs()
     if ops.is_control_flow(op.op_type, op.domain):
         cost = ops.control_flow_cost(op, scope)
-        op.macs = cost.macs
+        op.macs, op.body_dot_product_macs = cost.macs, cost.dot_product_macs
         notes.append(cost.note)
     else:
         op.macs = ops.count_macs(op, scope.shapes)

@@ -99,6 +99,7 @@ class Op:
     fpga_supported: bool = True
     implicit_inputs: list[str] = field(default_factory=list)
     node: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
+    body_dot_product_macs: int = 0  # of a control-flow op: the part of ``macs`` its bodies' dot products do
 
     def all_inputs(self) -> list[str]:
         """Explicit then implicit input tensor names, without blanks or repeats."""

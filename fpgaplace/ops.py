@@ -342,10 +342,12 @@ class Scope:
 
 @dataclass(frozen=True)
 class ControlFlowCost:
-    """A control-flow op's MACs and a one-line note saying how they were found."""
+    """A control-flow op's MACs and a one-line note saying how they were found; ``dot_product_macs``
+    is the part of ``macs`` its bodies' dot-product ops do (``is_dot_product``)."""
 
     macs: int
     note: str
+    dot_product_macs: int = 0
 
 
 def control_flow_cost(op: Op, scope: Scope) -> ControlFlowCost:
@@ -364,6 +366,11 @@ def control_flow_cost(op: Op, scope: Scope) -> ControlFlowCost:
 class _BodyCost:
     macs: int
     unshaped: list[str]  # body ops with an output of unknown shape
+    dot_product_macs: int = 0
+
+    def times(self, trips: int) -> tuple[int, int]:
+        """(MACs, dot-product MACs) of ``trips`` runs of the body."""
+        return self.macs * trips, self.dot_product_macs * trips
 
     def remark(self) -> str:
         if not self.unshaped:
@@ -386,7 +393,7 @@ def _if_cost(op: Op, scope: Scope) -> ControlFlowCost:
         why = f"the larger ({taken}) is costed"
     note = (f"If '{op.name}': then branch {then_cost.macs} MACs, else branch {else_cost.macs} MACs; "
             f"{why}{then_cost.remark() or else_cost.remark()}")
-    return ControlFlowCost(cost.macs, note)
+    return ControlFlowCost(cost.macs, note, cost.dot_product_macs)
 
 
 def _loop_cost(op: Op, scope: Scope) -> ControlFlowCost:
@@ -400,10 +407,11 @@ def _loop_cost(op: Op, scope: Scope) -> ControlFlowCost:
     trips = _scalar(scope.values.get(trip_name)) if trip_name else None
     if trips is None:
         return ControlFlowCost(body.macs, f"Loop '{op.name}': trip count unknown; its body ({body.macs} MACs) "
-                                          f"is costed once{body.remark()}")
+                                          f"is costed once{body.remark()}", body.dot_product_macs)
     bound = " (at most: its condition may stop it sooner)" if len(op.inputs) > 1 and op.inputs[1] else ""
     note = f"Loop '{op.name}': body {body.macs} MACs x {trips} trips{bound}{body.remark()}"
-    return ControlFlowCost(body.macs * trips, note)
+    macs, dot = body.times(trips)
+    return ControlFlowCost(macs, note, dot)
 
 
 def _scan_cost(op: Op, scope: Scope) -> ControlFlowCost:
@@ -429,8 +437,9 @@ def _scan_cost(op: Op, scope: Scope) -> ControlFlowCost:
     body = _body_cost(op, "body", seeds, scope)
     if trips is None:
         return ControlFlowCost(body.macs, f"Scan '{op.name}': scan length unknown; its body ({body.macs} MACs) "
-                                          f"is costed once{body.remark()}")
-    return ControlFlowCost(body.macs * trips, f"Scan '{op.name}': body {body.macs} MACs x {trips} steps{body.remark()}")
+                                          f"is costed once{body.remark()}", body.dot_product_macs)
+    macs, dot = body.times(trips)
+    return ControlFlowCost(macs, f"Scan '{op.name}': body {body.macs} MACs x {trips} steps{body.remark()}", dot)
 
 
 def _outer_seed(tensor: str, scope: Scope) -> tuple[tuple[int, ...], int] | None:
@@ -455,18 +464,20 @@ def _body_cost(op: Op, attr: str, seeds: Mapping[int, tuple[tuple[int, ...], int
         return _BodyCost(0, [])
     node = op.node if op.node is not None else helper.make_node(op.op_type, op.inputs, op.outputs, **op.attrs)
     inner = _body_scope(body, seeds, outer_references(node), scope)
-    total, unshaped = 0, []
+    total, dot, unshaped = 0, 0, []
     for i, body_node in enumerate(body.node):
         body_op = Op(name=body_node.name or f"{body_node.op_type}_{i}", op_type=body_node.op_type,
                      domain=body_node.domain, attrs=attribute_values(body_node), inputs=list(body_node.input),
                      outputs=list(body_node.output), index=i, node=body_node)
         if is_control_flow(body_op.op_type, body_op.domain):
-            total += control_flow_cost(body_op, inner).macs
+            nested = control_flow_cost(body_op, inner)
+            total, dot = total + nested.macs, dot + nested.dot_product_macs
         else:
-            total += count_macs(body_op, inner.shapes)
+            macs = count_macs(body_op, inner.shapes)
+            total, dot = total + macs, dot + (macs if is_dot_product(body_op.op_type, body_op.domain) else 0)
         if any(t and t not in inner.shapes for t in body_node.output):
             unshaped.append(body_op.name)
-    return _BodyCost(total, unshaped)
+    return _BodyCost(total, unshaped, dot)
 
 
 def _body_scope(body: onnx.GraphProto, seeds: Mapping[int, tuple[tuple[int, ...], int] | None],

@@ -1,0 +1,554 @@
+"""Real model structures built with onnx.helper (no torch), as exporters write them, and an
+independent MAC count to check the front end against.
+
+Models (``REAL_MODELS``: name -> ``RealModel``), each small by default and full size on request:
+
+- ``yolo``: a YOLOv8-style detector, dynamic ``batch``/``height``/``width``: Conv-SiLU stages, C2f
+  blocks (Split, bottlenecks, Concat), SPPF, an upsampling neck (Resize by scales), heads reshaped
+  to ``[batch, 4 * 16 + classes, anchors]`` by a target computed from ``Shape`` (torch's ``view``);
+- ``bert``: a BERT encoder with dynamic ``batch`` and ``sequence``: embeddings (Gather, positions
+  sliced to the sequence length by a ``Shape``-driven Slice), an attention mask, and head
+  split/merge reshapes whose targets come from ``Shape -> Gather -> Concat``, as torch exports
+  them; 1 layer of hidden 256 by default, BERT-base (12 layers, hidden 768, 12 heads) at full size;
+- ``ocr``: a text recognizer: a conv backbone over a ``[batch, 1, 32, width]`` line image, the
+  feature map reshaped (computed target) to a sequence, attention of learned queries over it;
+- ``crnn``: conv, then the feature map as a sequence over the width, a bidirectional LSTM, a classifier;
+- ``if``: a model whose body sits in the branches of an ``If`` on a data-dependent condition;
+- ``qdq``: the built-in residual CNN quantized to int8 QDQ by ``fpgaplace.quantize``;
+- ``qonnx``: a Brevitas-style QONNX CNN: 8-bit input, 4-bit weights and activations, 2-bit FC
+  weights, a ``Trunc`` after average pooling, a ``BipolarQuant`` output.
+
+``independent_macs`` counts the dot-product MACs (Conv, ConvTranspose, MatMul, Gemm, LSTM/GRU/RNN,
+Einsum: the published convention) without fpgaplace: with the ``onnx-tool`` package, on each
+``If`` branch as a model of its own (its outer-scope tensors as inputs shaped by an onnxruntime
+run), and with the ``qonnx`` package's ``inference_cost`` for QONNX models.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+FLOAT = TensorProto.FLOAT
+OPSET = 17
+QONNX_DOMAIN = "qonnx.custom_op.general"
+DOT_PRODUCT_OPS = frozenset({"Conv", "ConvTranspose", "MatMul", "Gemm", "LSTM", "GRU", "RNN", "Einsum"})
+
+
+class Builder:
+    """Nodes, initializers and seeded weights of one model; every node gets a unique name."""
+
+    def __init__(self, seed: int, prefix: str = "") -> None:
+        self.prefix = prefix
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+
+    def node(self, op_type: str, inputs: list[str], output: str | None = None, domain: str = "",
+             outputs: int = 1, **attrs) -> str:
+        name = f"{self.prefix}{op_type.lower()}_{len(self.nodes)}"
+        names = [output or name] if outputs == 1 else [f"{name}_{i}" for i in range(outputs)]
+        self.nodes.append(helper.make_node(op_type, inputs, names, name=name, domain=domain, **attrs))
+        return names[0] if outputs == 1 else names
+
+    def const(self, name: str, value: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    def weight(self, name: str, shape: tuple[int, ...], fan_in: int | None = None) -> str:
+        fan_in = fan_in or int(np.prod(shape[1:])) or 1
+        return self.const(name, (self.rng.standard_normal(shape) / math.sqrt(fan_in)).astype(np.float32))
+
+    def model(self, name: str, inputs: list[onnx.ValueInfoProto], outputs: list[onnx.ValueInfoProto],
+              opsets: list[onnx.OperatorSetIdProto] | None = None) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, self.initializers)
+        model = helper.make_model(graph, opset_imports=opsets or [helper.make_opsetid("", OPSET)])
+        model.ir_version = 8
+        onnx.checker.check_model(model)
+        return model
+
+    def dims_of(self, tensor: str, axes: list[int]) -> list[str]:
+        """1-element int64 tensors of ``tensor``'s dims ``axes`` (Shape -> Gather -> Unsqueeze)."""
+        shape = self.node("Shape", [tensor])
+        return [self.node("Unsqueeze", [self.node("Gather", [shape, self.const(f"axis_{len(self.nodes)}",
+                                                                                 np.array(axis, np.int64))]),
+                                         self.const(f"zero_{len(self.nodes)}", np.array([0], np.int64))])
+                for axis in axes]
+
+    def reshape_computed(self, tensor: str, kept: list[str], tail: list[int]) -> str:
+        """``tensor`` reshaped to ``kept`` (computed dims) + ``tail`` (constants), as torch's view exports."""
+        tail_name = self.const(f"tail_{len(self.nodes)}", np.array(tail, np.int64))
+        return self.node("Reshape", [tensor, self.node("Concat", [*kept, tail_name], axis=0)])
+
+
+def conv_silu(b: Builder, x: str, prefix: str, cin: int, cout: int, k: int, stride: int = 1) -> str:
+    y = b.node("Conv", [x, b.weight(f"{prefix}_w", (cout, cin, k, k)), b.const(f"{prefix}_b", np.zeros(cout,
+                                                                                                     np.float32))],
+               kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+    return b.node("Mul", [y, b.node("Sigmoid", [y])])
+
+
+def c2f(b: Builder, x: str, prefix: str, cin: int, cout: int, repeats: int, shortcut: bool = True) -> str:
+    half = cout // 2
+    first, second = b.node("Split", [conv_silu(b, x, f"{prefix}_cv1", cin, 2 * half, 1),
+                                     b.const(f"{prefix}_split", np.array([half, half], np.int64))], axis=1, outputs=2)
+    parts, last = [first, second], second
+    for i in range(repeats):
+        z = conv_silu(b, conv_silu(b, last, f"{prefix}_m{i}a", half, half, 3), f"{prefix}_m{i}b", half, half, 3)
+        last = b.node("Add", [z, last]) if shortcut else z
+        parts.append(last)
+    return conv_silu(b, b.node("Concat", parts, axis=1), f"{prefix}_cv2", half * (2 + repeats), cout, 1)
+
+
+def yolo(width: int = 8, depth: int = 1, classes: int = 80) -> onnx.ModelProto:
+    """A YOLOv8-style detector with dynamic batch, height and width (see the module docstring)."""
+    b = Builder(7)
+    w = [width * 2**i for i in range(5)]
+    x = conv_silu(b, conv_silu(b, "images", "stem", 3, w[0], 3, 2), "down1", w[0], w[1], 3, 2)
+    x = c2f(b, x, "c1", w[1], w[1], depth)
+    p3 = c2f(b, conv_silu(b, x, "down2", w[1], w[2], 3, 2), "c2", w[2], w[2], depth)
+    p4 = c2f(b, conv_silu(b, p3, "down3", w[2], w[3], 3, 2), "c3", w[3], w[3], depth)
+    x = c2f(b, conv_silu(b, p4, "down4", w[3], w[4], 3, 2), "c4", w[4], w[4], depth)
+    pooled = [conv_silu(b, x, "sppf_cv1", w[4], w[4] // 2, 1)]
+    for _ in range(3):
+        pooled.append(b.node("MaxPool", [pooled[-1]], kernel_shape=[5, 5], pads=[2] * 4))
+    p5 = conv_silu(b, b.node("Concat", pooled, axis=1), "sppf_cv2", 2 * w[4], w[4], 1)
+    scales = b.const("upsample_scales", np.array([1, 1, 2, 2], np.float32))
+    n4 = c2f(b, b.node("Concat", [b.node("Resize", [p5, "", scales], mode="nearest"), p4], axis=1), "n4",
+             w[4] + w[3], w[3], depth, False)
+    o3 = c2f(b, b.node("Concat", [b.node("Resize", [n4, "", scales], mode="nearest"), p3], axis=1), "n3",
+             w[3] + w[2], w[2], depth, False)
+    o4 = c2f(b, b.node("Concat", [conv_silu(b, o3, "pan3", w[2], w[2], 3, 2), n4], axis=1), "o4", w[2] + w[3], w[3],
+             depth, False)
+    heads = []
+    channels = 64 + classes
+    for i, (o, c) in enumerate(((o3, w[2]), (o4, w[3]))):
+        box = b.node("Conv", [conv_silu(b, o, f"h{i}_box", c, 64, 3), b.weight(f"h{i}_box_out_w", (64, 64, 1, 1))])
+        cls = b.node("Conv", [conv_silu(b, o, f"h{i}_cls", c, classes, 3),
+                              b.weight(f"h{i}_cls_out_w", (classes, classes, 1, 1))])
+        joined = b.node("Concat", [box, b.node("Sigmoid", [cls])], axis=1)
+        heads.append(b.reshape_computed(joined, b.dims_of(joined, [0]), [channels, -1]))
+    b.node("Concat", heads, output="detections", axis=2)
+    return b.model("yolo_detector", [helper.make_tensor_value_info("images", FLOAT, ["batch", 3, "height", "width"])],
+                   [helper.make_tensor_value_info("detections", FLOAT, ["batch", channels, "anchors"])])
+
+
+def layer_norm(b: Builder, x: str, prefix: str, hidden: int) -> str:
+    return b.node("LayerNormalization", [x, b.const(f"{prefix}_g", np.ones(hidden, np.float32)),
+                                         b.const(f"{prefix}_b", np.zeros(hidden, np.float32))], axis=-1, epsilon=1e-12)
+
+
+def gelu(b: Builder, x: str) -> str:
+    """x * (1 + erf(x / sqrt 2)) / 2, as torch exports GELU below opset 20."""
+    erf = b.node("Erf", [b.node("Div", [x, b.const(f"sqrt2_{len(b.nodes)}", np.array(math.sqrt(2), np.float32))])])
+    one_plus = b.node("Add", [erf, b.const(f"one_{len(b.nodes)}", np.array(1.0, np.float32))])
+    return b.node("Mul", [b.node("Mul", [x, one_plus]), b.const(f"half_{len(b.nodes)}", np.array(0.5, np.float32))])
+
+
+def dense(b: Builder, x: str, prefix: str, fan_in: int, fan_out: int) -> str:
+    y = b.node("MatMul", [x, b.weight(f"{prefix}_w", (fan_in, fan_out), fan_in)])
+    return b.node("Add", [y, b.const(f"{prefix}_b", np.zeros(fan_out, np.float32))])
+
+
+def bert(layers: int = 1, hidden: int = 256, heads: int = 4, vocab: int = 1000,
+         max_positions: int = 512) -> onnx.ModelProto:
+    """A BERT encoder (BERT-base with 12 layers, hidden 768, 12 heads) with dynamic batch and
+    sequence, torch-style computed reshapes."""
+    b = Builder(2)
+    head_dim = hidden // heads
+    words = b.node("Gather", [b.weight("word_embeddings", (vocab, hidden), hidden), "input_ids"])
+    sequence_length = b.dims_of("input_ids", [1])[0]
+    positions = b.node("Slice", [b.const("position_ids", np.arange(max_positions, dtype=np.int64)[None, :]),
+                                 b.const("slice_start", np.array([0], np.int64)), sequence_length,
+                                 b.const("slice_axis", np.array([1], np.int64))])
+    embedded = b.node("Add", [words, b.node("Gather", [b.weight("position_embeddings", (max_positions, hidden),
+                                                                hidden), positions])])
+    x = layer_norm(b, embedded, "embeddings_ln", hidden)
+    mask = b.node("Unsqueeze", ["attention_mask", b.const("mask_axes", np.array([1, 2], np.int64))])
+    mask = b.node("Mul", [b.node("Sub", [b.const("one", np.array(1.0, np.float32)),
+                                         b.node("Cast", [mask], to=FLOAT)]),
+                          b.const("mask_value", np.array(-10000.0, np.float32))])
+    scale = b.const("attention_scale", np.array(math.sqrt(head_dim), np.float32))
+    for layer in range(layers):
+        p = f"l{layer}_"
+        batch_and_sequence = b.dims_of(x, [0, 1])
+
+        def split_heads(t: str, perm: list[int], kept: list[str] = batch_and_sequence) -> str:
+            return b.node("Transpose", [b.reshape_computed(t, kept, [heads, head_dim])], perm=perm)
+
+        q = split_heads(dense(b, x, p + "query", hidden, hidden), [0, 2, 1, 3])
+        k = split_heads(dense(b, x, p + "key", hidden, hidden), [0, 2, 3, 1])
+        v = split_heads(dense(b, x, p + "value", hidden, hidden), [0, 2, 1, 3])
+        scores = b.node("Add", [b.node("Div", [b.node("MatMul", [q, k]), scale]), mask])
+        context = b.node("Transpose", [b.node("MatMul", [b.node("Softmax", [scores], axis=-1), v])], perm=[0, 2, 1, 3])
+        context = b.reshape_computed(context, batch_and_sequence, [hidden])
+        attended = layer_norm(b, b.node("Add", [dense(b, context, p + "attn_out", hidden, hidden), x]), p + "ln1",
+                              hidden)
+        ffn = dense(b, gelu(b, dense(b, attended, p + "ffn_in", hidden, 4 * hidden)), p + "ffn_out", 4 * hidden,
+                    hidden)
+        x = layer_norm(b, b.node("Add", [ffn, attended]), p + "ln2", hidden)
+    b.node("Identity", [x], output="last_hidden_state")
+    inputs = [helper.make_tensor_value_info(name, TensorProto.INT64, ["batch", "sequence"])
+              for name in ("input_ids", "attention_mask")]
+    return b.model("bert_base", inputs,
+                   [helper.make_tensor_value_info("last_hidden_state", FLOAT, ["batch", "sequence", hidden])])
+
+
+def conv_relu(b: Builder, x: str, prefix: str, cin: int, cout: int, pool: tuple[int, int] | None = None) -> str:
+    y = b.node("Relu", [b.node("Conv", [x, b.weight(f"{prefix}_w", (cout, cin, 3, 3))], kernel_shape=[3, 3],
+                               pads=[1, 1, 1, 1])])
+    return b.node("MaxPool", [y], kernel_shape=list(pool), strides=list(pool)) if pool else y
+
+
+def ocr(channels: int = 32, queries: int = 24, classes: int = 97) -> onnx.ModelProto:
+    """A text recognizer: conv backbone, feature map reshaped to a sequence, attention of learned queries."""
+    b = Builder(11)
+    x = conv_relu(b, "image", "c1", 1, channels // 2, (2, 2))
+    x = conv_relu(b, x, "c2", channels // 2, channels, (2, 2))
+    x = conv_relu(b, x, "c3", channels, channels, (2, 1))  # [batch, C, 4, width / 4]
+    sequence = b.node("Transpose", [b.reshape_computed(x, b.dims_of(x, [0, 1]), [-1])], perm=[0, 2, 1])
+    keys = dense(b, sequence, "keys", channels, channels)
+    values = dense(b, sequence, "values", channels, channels)
+    scores = b.node("MatMul", [b.weight("queries", (queries, channels)), b.node("Transpose", [keys], perm=[0, 2, 1])])
+    attended = b.node("MatMul", [b.node("Softmax", [scores], axis=-1), values])  # [batch, queries, C]
+    logits = dense(b, attended, "classifier", channels, classes)
+    b.node("Identity", [logits], output="logits")
+    return b.model("ocr_recognizer", [helper.make_tensor_value_info("image", FLOAT, ["batch", 1, 32, "width"])],
+                   [helper.make_tensor_value_info("logits", FLOAT, ["batch", queries, classes])])
+
+
+def crnn(channels: int = 32, hidden: int = 48, classes: int = 37) -> onnx.ModelProto:
+    """Conv stages to a height of 1, the width as a time axis, a bidirectional LSTM, a classifier."""
+    b = Builder(13)
+    x = conv_relu(b, "image", "c1", 1, channels // 2, (2, 2))
+    x = conv_relu(b, x, "c2", channels // 2, channels, (2, 2))
+    x = conv_relu(b, x, "c3", channels, channels, (8, 1))  # [batch, C, 1, width / 4]
+    steps = b.node("Transpose", [b.node("Squeeze", [x, b.const("height_axis", np.array([2], np.int64))])],
+                   perm=[2, 0, 1])  # [T, batch, C]
+    gates = 4 * hidden
+    lstm = b.node("LSTM", [steps, b.weight("lstm_w", (2, gates, channels), channels),
+                           b.weight("lstm_r", (2, gates, hidden), hidden), b.const("lstm_b", np.zeros((2, 2 * gates),
+                                                                                                      np.float32))],
+                  hidden_size=hidden, direction="bidirectional")
+    features = b.reshape_computed(b.node("Transpose", [lstm], perm=[0, 2, 1, 3]), b.dims_of(steps, [0, 1]), [-1])
+    logits = dense(b, features, "classifier", 2 * hidden, classes)
+    b.node("LogSoftmax", [logits], output="log_probs", axis=-1)
+    return b.model("crnn", [helper.make_tensor_value_info("image", FLOAT, ["batch", 1, 32, "width"])],
+                   [helper.make_tensor_value_info("log_probs", FLOAT, ["steps", "batch", classes])])
+
+
+def _branch(name: str, sizes: list[int], seed: int) -> onnx.GraphProto:
+    """A branch body: features -> MatMul/Relu chain over ``sizes`` -> ``name``_out."""
+    b = Builder(seed, prefix=f"{name}_")
+    x = "features"
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        x = dense(b, x, f"{name}{i}", fan_in, fan_out)
+        if i < len(sizes) - 2:
+            x = b.node("Relu", [x])
+    b.nodes[-1].output[0] = f"{name}_out"
+    return helper.make_graph(b.nodes, name, [], [helper.make_tensor_value_info(f"{name}_out", FLOAT,
+                                                                               ["batch", sizes[-1]])], b.initializers)
+
+
+def if_model(features: int = 64, classes: int = 10) -> onnx.ModelProto:
+    """A stem, then the body in an If on a data-dependent condition: a deep branch and a shallow one."""
+    b = Builder(17)
+    stem = b.node("Relu", [dense(b, "x", "stem", 32, features)], output="features")
+    condition = b.node("Greater", [b.node("ReduceSum", [stem], keepdims=0),
+                                   b.const("threshold", np.array(0.0, np.float32))])
+    b.node("If", [condition], output="logits",
+           then_branch=_branch("deep", [features, 256, 256, classes], 18),
+           else_branch=_branch("shallow", [features, classes], 19))
+    return b.model("if_body", [helper.make_tensor_value_info("x", FLOAT, ["batch", 32])],
+                   [helper.make_tensor_value_info("logits", FLOAT, ["batch", classes])])
+
+
+def qdq(image: int = 16) -> onnx.ModelProto:
+    """The built-in residual CNN quantized to int8 QDQ (onnxruntime static, random calibration)."""
+    from fpgaplace import models
+    from fpgaplace.quantize import calibration_inputs, quantize_model
+
+    model = models.cnn_residual(batch=1, image=image)
+    return quantize_model(model, calibration_inputs(model, random_samples=4))
+
+
+def qonnx(channels: int = 16, classes: int = 10) -> onnx.ModelProto:
+    """A Brevitas-style QONNX CNN with dynamic batch (see the module docstring)."""
+    b = Builder(23)
+    bits = {n: b.const(f"bits{n}", np.array(n, np.float32)) for n in (2, 4, 8, 12)}
+    zero = b.const("zero_point", np.array(0.0, np.float32))
+
+    def quant(x: str, scale: float, width: int, signed: int = 1, narrow: int = 0) -> str:
+        return b.node("Quant", [x, b.const(f"scale_{len(b.nodes)}", np.array(scale, np.float32)), zero, bits[width]],
+                      domain=QONNX_DOMAIN, signed=signed, narrow=narrow, rounding_mode="ROUND")
+
+    def qconv(x: str, prefix: str, cin: int, cout: int) -> str:
+        w = quant(b.weight(f"{prefix}_w", (cout, cin, 3, 3)), 0.05, 4, narrow=1)
+        return quant(b.node("Relu", [b.node("Conv", [x, w], kernel_shape=[3, 3], pads=[1, 1, 1, 1])]), 0.1, 4,
+                     signed=0)
+
+    x = quant("image", 1 / 128, 8)
+    x = b.node("MaxPool", [qconv(x, "c1", 3, channels)], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("MaxPool", [qconv(x, "c2", channels, 2 * channels)], kernel_shape=[2, 2], strides=[2, 2])
+    x = qconv(x, "c3", 2 * channels, 2 * channels)
+    pooled = b.node("GlobalAveragePool", [x])
+    pooled = b.node("Trunc", [pooled, b.const("trunc_scale", np.array(0.1, np.float32)), zero, bits[12], bits[8]],
+                    domain=QONNX_DOMAIN, rounding_mode="FLOOR")
+    flat = b.node("Flatten", [pooled], axis=1)
+    fc = b.node("MatMul", [flat, quant(b.weight("fc_w", (2 * channels, classes)), 0.1, 2, narrow=1)])
+    b.node("BipolarQuant", [fc, b.const("out_scale", np.array(1.0, np.float32))], output="scores", domain=QONNX_DOMAIN)
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid(QONNX_DOMAIN, 1)]
+    model = b.model("qonnx_cnn", [helper.make_tensor_value_info("image", FLOAT, ["batch", 3, 32, 32])],
+                    [helper.make_tensor_value_info("scores", FLOAT, ["batch", classes])], opsets)
+    return model
+
+
+@dataclass(frozen=True)
+class RealModel:
+    """A builder and the input shapes that bind its dynamic axes (small, and full size)."""
+
+    build: Callable[..., onnx.ModelProto]
+    input_shapes: dict[str, tuple[int, ...]]
+    full_size: dict = field(default_factory=dict)
+    """Builder keywords of the full-size model (BERT-base's 12 layers, ...)."""
+    full_input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+
+REAL_MODELS: dict[str, RealModel] = {
+    "yolo": RealModel(yolo, {"images": (1, 3, 64, 96)}, {"width": 16}, {"images": (1, 3, 320, 320)}),
+    "bert": RealModel(bert, {"input_ids": (1, 16), "attention_mask": (1, 16)},
+                      {"layers": 12, "hidden": 768, "heads": 12, "vocab": 30522},
+                      {"input_ids": (1, 128), "attention_mask": (1, 128)}),
+    "ocr": RealModel(ocr, {"image": (1, 1, 32, 128)}, {"channels": 128}, {"image": (1, 1, 32, 512)}),
+    "crnn": RealModel(crnn, {"image": (1, 1, 32, 100)}, {"channels": 256, "hidden": 256}, {"image": (1, 1, 32, 400)}),
+    "if": RealModel(if_model, {"x": (2, 32)}, {"features": 512}, {"x": (8, 32)}),
+    "qdq": RealModel(qdq, {}, {"image": 64}, {}),
+    "qonnx": RealModel(qonnx, {"image": (1, 3, 32, 32)}, {"channels": 64}, {"image": (1, 3, 32, 32)}),
+}
+
+
+def build(name: str, full: bool = False) -> tuple[onnx.ModelProto, dict[str, tuple[int, ...]]]:
+    """The model ``name`` and its input shapes (full size when ``full``)."""
+    spec = REAL_MODELS[name]
+    return (spec.build(**spec.full_size), spec.full_input_shapes) if full else (spec.build(), spec.input_shapes)
+
+
+# ---- the independent count -------------------------------------------------------------------------
+
+
+def _feeds(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(0)
+    initializers = {t.name for t in model.graph.initializer}
+    feeds = {}
+    for value in model.graph.input:
+        if value.name in initializers:
+            continue
+        tensor = value.type.tensor_type
+        shape = input_shapes.get(value.name) or tuple(d.dim_value for d in tensor.shape.dim)
+        if tensor.elem_type == TensorProto.INT64:
+            feeds[value.name] = rng.integers(0, 2, shape).astype(np.int64)
+        else:
+            feeds[value.name] = rng.standard_normal(shape).astype(np.float32)
+    return feeds
+
+
+def onnxruntime_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, tuple]:
+    """The shape of every top-level tensor of one onnxruntime run (QONNX quantizers as functions)."""
+    import onnxruntime as ort
+
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    if any(node.domain == QONNX_DOMAIN for node in probe.graph.node):
+        from fpgaplace.passes.qonnx import attach_functions
+
+        attach_functions(probe, probe.graph.name)
+    present = {v.name for v in probe.graph.output}
+    names = [t for node in probe.graph.node for t in node.output if t and t not in present]
+    probe.graph.output.extend(onnx.ValueInfoProto(name=t) for t in names)
+    options = ort.SessionOptions()
+    options.log_severity_level = 4
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    session = ort.InferenceSession(probe.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    feeds = _feeds(model, input_shapes)
+    wanted = [v.name for v in probe.graph.output]
+    values = session.run(wanted, feeds)
+    shapes = {name: tuple(value.shape) for name, value in zip(wanted, values, strict=True)}
+    shapes.update({name: value.shape for name, value in feeds.items()})
+    shapes.update({t.name: tuple(t.dims) for t in model.graph.initializer})
+    return shapes
+
+
+RECURRENT_GATES = {"LSTM": 4, "GRU": 3, "RNN": 1}
+RECURRENT_ELEMENTWISE = {"LSTM": 8, "GRU": 7, "RNN": 1}
+"""Elementwise operations per hidden unit and step by the ONNX operator spec's equations (LSTM: 4
+gate activations, C = f*C + i*c as 2, h(C), o*h(C); GRU: 3 activations, r*(...), (1-z)*h' + z*H
+as 3; RNN: the activation)."""
+
+
+def _recurrent_macs(node: onnx.NodeProto, shapes: dict[str, tuple]) -> int:
+    """An LSTM/GRU/RNN from its run shapes: onnx-tool's matrix-product term (W and R volumes x batch
+    x steps) and bias term (B's volume x batch x steps), and the spec's elementwise work per unit."""
+    x, w, r = (shapes[t] for t in node.input[:3])
+    layout = next((a.i for a in node.attribute if a.name == "layout"), 0)
+    steps, batch = (x[1], x[0]) if layout else (x[0], x[1])
+    directions, hidden = w[0], r[2]
+    products = (math.prod(w) + math.prod(r)) * batch * steps
+    bias = math.prod(shapes[node.input[3]]) * batch * steps if len(node.input) > 3 and node.input[3] else 0
+    return products + bias + RECURRENT_ELEMENTWISE[node.op_type] * directions * hidden * batch * steps
+
+
+def _without_control_flow(model: onnx.ModelProto) -> onnx.ModelProto:
+    """``model`` without its If nodes (onnx-tool cannot infer them), its outputs being what they read;
+    a node reading an If's output would lose its count, so it is refused."""
+    dropped = [node for node in model.graph.node if node.op_type == "If"]
+    if not dropped:
+        return model
+    produced = {t for node in dropped for t in node.output}
+    kept = [node for node in model.graph.node if node.op_type != "If"]
+    assert not any(t in produced for node in kept for t in node.input), "an op reads an If output"
+    outputs = [helper.make_empty_tensor_value_info(t) for node in dropped for t in node.input]
+    graph = helper.make_graph(kept, model.graph.name, list(model.graph.input), outputs, list(model.graph.initializer))
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def _onnx_tool_macs(model: onnx.ModelProto, shapes: dict[str, tuple]) -> dict[str, float]:
+    """Dot-product MACs of every top-level node but control flow: onnx-tool's count, less the one
+    MAC per output it adds for a Conv or Gemm bias (the published convention leaves bias adds out);
+    recurrent ops by ``_recurrent_macs`` (onnx-tool's activation costs follow its own convention)."""
+    import onnx_tool
+
+    model = _without_control_flow(model)
+    tool = onnx_tool.Model(model, {"verbose": False})
+    graph = tool.graph
+    graph.graph_reorder_nodes()
+    inputs = {v.name: np.zeros(shapes[v.name], np.float32) for v in model.graph.input
+              if v.name not in {t.name for t in model.graph.initializer}}
+    graph.shape_infer(inputs)
+    graph.profile()
+    counts = {}
+    for node in model.graph.node:
+        if node.op_type in RECURRENT_GATES:
+            counts[node.name] = _recurrent_macs(node, shapes)
+        elif node.op_type in DOT_PRODUCT_OPS:
+            bias = math.prod(shapes[node.output[0]]) if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 \
+                and node.input[2] else 0
+            counts[node.name] = float(graph.nodemap[node.name].macs[0]) - bias
+    return counts
+
+
+def _branch_as_model(model: onnx.ModelProto, branch: onnx.GraphProto, shapes: dict[str, tuple]) -> onnx.ModelProto:
+    """``branch`` as a model of its own: the outer tensors it reads become inputs with their run shapes."""
+    own = {t.name for t in branch.initializer} | {t for node in branch.node for t in node.output}
+    outer = sorted({t for node in branch.node for t in node.input if t and t not in own})
+    inputs = [helper.make_tensor_value_info(t, FLOAT, list(shapes[t])) for t in outer]
+    graph = helper.make_graph(list(branch.node), branch.name, inputs, list(branch.output), list(branch.initializer))
+    return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def independent_macs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> tuple[float, str]:
+    """Dot-product MACs of ``model`` bound to ``input_shapes`` and the tool that counted them: the
+    qonnx package's inference_cost for a QONNX model, else onnx-tool (an ``If`` costs its larger
+    branch, each branch counted by onnx-tool as a model of its own)."""
+    if any(node.domain == QONNX_DOMAIN for node in model.graph.node):
+        from qonnx.core.modelwrapper import ModelWrapper
+        from qonnx.transformation.change_batchsize import ChangeBatchSize
+        from qonnx.util.inference_cost import inference_cost
+
+        wrapper = ModelWrapper(onnx.ModelProto.FromString(model.SerializeToString()))
+        batch = next(iter(input_shapes.values()))[0] if input_shapes else 1
+        wrapper = wrapper.transform(ChangeBatchSize(batch))
+        cost = inference_cost(wrapper, discount_sparsity=False)["total_cost"]
+        return float(cost["total_macs"]), "qonnx inference_cost"
+    shapes = onnxruntime_shapes(model, input_shapes)
+    total = sum(_onnx_tool_macs(model, shapes).values())
+    for node in model.graph.node:
+        if node.op_type == "If":
+            branches = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+            total += max(sum(_onnx_tool_macs(sub, shapes | {v.name: shapes[v.name] for v in sub.graph.input})
+                             .values()) for sub in (_branch_as_model(model, g, shapes) for g in branches))
+    return total, "onnx-tool"
+
+
+# ---- the commands --------------------------------------------------------------------------------
+
+COMMANDS = ("inspect", "cost", "place", "split")
+
+
+@dataclass
+class CommandRun:
+    """One CLI command on one model: exit code, JSON output (None if not JSON) and stderr."""
+
+    command: str
+    exit_code: int
+    document: dict | None
+    stderr: str
+    seconds: float
+
+
+def input_shape_flags(input_shapes: dict[str, tuple[int, ...]]) -> list[str]:
+    return [flag for name, dims in input_shapes.items() for flag in ("--input-shape", f"{name}=" +
+                                                                    "x".join(map(str, dims)))]
+
+
+def run_cli(argv: list[str]) -> tuple[int, str, str]:
+    """``fpgaplace ARGV`` in-process (typer's CliRunner): exit code, stdout, stderr."""
+    import typer.testing
+
+    from fpgaplace.cli import app
+
+    result = typer.testing.CliRunner().invoke(app, argv, catch_exceptions=True)
+    if result.exception is not None and not isinstance(result.exception, SystemExit):
+        import traceback
+
+        stderr = "".join(traceback.format_exception(result.exception))
+        return 99, result.stdout, result.stderr + stderr
+    return result.exit_code, result.stdout, result.stderr
+
+
+def run_commands(path, input_shapes: dict[str, tuple[int, ...]], folder,
+                 cpu_cost: str = "analytic") -> list[CommandRun]:
+    """``inspect``, ``cost``, ``place`` and ``split`` (into ``folder``/split) on the model file ``path``."""
+    import json
+    import time
+
+    shape_flags = input_shape_flags(input_shapes)
+    board = ["--board", "zcu104", "--cpu-cost", cpu_cost]
+    argvs = {
+        "inspect": ["inspect", str(path), *shape_flags, "--json"],
+        "cost": ["cost", str(path), *board, *shape_flags, "--json"],
+        "place": ["place", str(path), *board, *shape_flags, "--time-limit", "20", "--json"],
+        "split": ["split", str(path), *board, *shape_flags, "--time-limit", "20", "--out", str(folder / "split"),
+                  "--json"],
+    }
+    runs = []
+    for command, argv in argvs.items():
+        start = time.perf_counter()
+        code, stdout, stderr = run_cli(argv)
+        try:
+            document = json.loads(stdout)
+        except ValueError:
+            document = None
+        runs.append(CommandRun(command, code, document, stderr, time.perf_counter() - start))
+    return runs
+
+
+def shape_mismatches(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]],
+                     inspect_document: dict) -> tuple[int, list[str]]:
+    """How many ops of ``inspect --json`` were compared with the onnxruntime run's shape of the same
+    node's first output, and those that differ (ops the optimizer made anew are not in the run)."""
+    shapes = onnxruntime_shapes(model, input_shapes)
+    first_output = {node.name: node.output[0] for node in model.graph.node}
+    compared, wrong = 0, []
+    for op in inspect_document["ops"]:
+        tensor = first_output.get(op["name"])
+        if tensor not in shapes:
+            continue
+        compared += 1
+        if tuple(op["output_shape"]) != tuple(shapes[tensor]):
+            wrong.append(f"{op['name']}: {op['output_shape']} != {list(shapes[tensor])}")
+    return compared, wrong
