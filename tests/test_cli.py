@@ -415,10 +415,13 @@ def test_inspect_prints_the_front_ends_notes_and_the_input_shapes(tmp_path):
     model.ir_version = 8
     path = tmp_path / "fixed.onnx"
     onnx.save(model, path)
-    result = run("inspect", str(path), "--batch", "2")
+    result = run("inspect", str(path))  # batch 1, the default, keeps the fixed batch with a note
     assert result.returncode == 0, result.stderr
     assert "note: input 'x' has a fixed batch of 4" in result.stderr
     assert "inputs: x 4x8" in result.stdout
+    refused = run("inspect", str(path), "--batch", "2")  # another batch is an error naming both
+    assert refused.returncode != 0 and "--batch 2" in refused.stderr and "fixed batch of 4" in refused.stderr
+    assert "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) <= 2
     document = json.loads(run("inspect", str(path), "--json").stdout)
     assert document["inputs"] == {"x": [4, 8]}
 
