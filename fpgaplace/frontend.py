@@ -470,6 +470,9 @@ def _run_checker(model: onnx.ModelProto, source: str, notes: list[str]) -> None:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise FpgaplaceError(f"{source}: rejected by onnx.checker: {first_line(exc)}") from None
+    except UnicodeDecodeError as exc:  # a name or attribute string of invalid UTF-8 (a damaged file)
+        raise FpgaplaceError(f"{source}: a string in the model is not valid UTF-8 ({first_line(exc)}); "
+                             f"expected ONNX names and attributes as text") from None
     except ValueError as exc:  # e.g. a model over the 2 GB protobuf limit
         notes.append(f"onnx.checker skipped: {first_line(exc)}")
 

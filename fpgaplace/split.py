@@ -276,9 +276,9 @@ def _transfer_totals(transfers: list[Transfer]) -> dict:
 def check_out_dir(out_dir: Path) -> None:
     """Refuse an output path that is a file, or a folder holding something other than a split."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise FpgaplaceError(f"{out_dir}: is a file; expected a folder for the split")
+        raise FpgaplaceError(f"out_dir {out_dir}: is a file; expected a folder for the split")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
-        raise FpgaplaceError(f"{out_dir}: exists and is not a split folder; "
+        raise FpgaplaceError(f"out_dir {out_dir}: exists and is not a split folder; "
                              "expected an empty folder or a previous split")
 
 

@@ -2,15 +2,16 @@
 
 Four families, each a list of ``Case``s built from small valid inputs and seeded mutations:
 
-- ``onnx``: tiny models (a Conv net, an MLP) as they are, and with an unknown element type, absurd
-  or negative dims, zero strides, value_info contradicting inference, a truncated file, a wrong
-  feature dim, a missing initializer, an unknown op, random byte flips, ...;
+- ``onnx``: tiny models (a Conv net, an MLP) as they are, behind a QONNX Quant, and with an unknown
+  element type, absurd or negative dims, zero strides, value_info contradicting inference, a
+  truncated file, a wrong feature dim, a missing initializer, an unknown op, a QONNX rounding mode
+  fpgaplace does not run, random byte flips, ...;
 - ``board``: board YAMLs from ``boards/zcu104.yaml`` with huge or negative counts, NaN, missing
   fields, alias bombs ("billion laughs"), Python tags, 5,000-digit integers, deep nesting, ...;
 - ``workload``: paper workload JSONs with ``maxFPGAs`` 1e9, NaN, 50,000-deep nesting, 5,000-digit
   integers, huge latencies, dangling edges, splits with extra empty groups, ...;
 - ``cli``: arguments such as ``--time-limit inf``, ``--out /``, an unwritable ``--out``, bad
-  ``--input-shape`` texts, absurd ``--batch``.
+  ``--input-shape`` texts, absurd ``--batch``, a ``--batch`` other than the model's fixed one.
 
 Every case says whether its input is valid (exit 0 expected), invalid (a non-zero exit and one
 ``error:`` line naming ``mentions`` expected) or unknown (``valid is None``: a random byte flip may
@@ -260,7 +261,30 @@ def _mutate_output_dims(model, rng):
     return ()
 
 
+QONNX_DOMAIN = "qonnx.custom_op.general"
+
+
+def with_qonnx_input(model: onnx.ModelProto, rounding_mode: str = "ROUND", bits: float = 4.0) -> onnx.ModelProto:
+    """``model`` with a QONNX Quant of ``bits`` bits on its first input, as Brevitas exports."""
+    x = model.graph.input[0].name
+    for node in model.graph.node:
+        node.input[:] = ["x_quant" if t == x else t for t in node.input]
+    scalars = {"q_scale": 0.125, "q_zero": 0.0, "q_bits": bits}
+    model.graph.initializer.extend(numpy_helper.from_array(np.array(v, np.float32), n) for n, v in scalars.items())
+    model.graph.node.insert(0, helper.make_node("Quant", [x, *scalars], ["x_quant"], name="quant_input",
+                                                domain=QONNX_DOMAIN, signed=1, narrow=0, rounding_mode=rounding_mode))
+    model.opset_import.append(helper.make_opsetid(QONNX_DOMAIN, 1))
+    return model
+
+
+def _mutate_qonnx_rounding(model, rng):
+    """A QONNX Quant whose rounding mode fpgaplace does not run."""
+    with_qonnx_input(model, rng.choice(["CEIL", "UP", "FLOOR", "HALF_UP", "bogus"]))
+    return ("rounding_mode",)
+
+
 ONNX_MUTATIONS: dict[str, Callable] = {
+    "qonnx-rounding": _mutate_qonnx_rounding,
     "elem-type": _mutate_elem_type,
     "absurd-dim": _mutate_absurd_dim,
     "negative-dim": _mutate_negative_dim,
@@ -278,14 +302,16 @@ ONNX_MUTATIONS: dict[str, Callable] = {
 
 def onnx_cases(rng: random.Random, count: int) -> list[Case]:
     cases: list[Case] = []
-    kinds = ["valid", "truncated", "flipped", *ONNX_MUTATIONS]
+    kinds = ["valid", "qonnx", "truncated", "flipped", *ONNX_MUTATIONS]
     while len(cases) < count:
         kind = kinds[len(cases) % len(kinds)]
         model = _base_model(rng)
         name = f"onnx/{kind}/{len(cases)}"
-        command = rng.randrange(4) if kind in ("valid", "flipped") else rng.choice([0, 0, 1, 2, 3])
+        command = rng.randrange(4) if kind in ("valid", "qonnx", "flipped") else rng.choice([0, 0, 1, 2, 3])
         if kind == "valid":
             cases.append(_model_case(name, model, True, command))
+        elif kind == "qonnx":
+            cases.append(_model_case(name, with_qonnx_input(model, bits=rng.choice([2.0, 4.0, 8.0])), True, command))
         elif kind == "truncated":
             data = _bytes(model)
             cases.append(_model_case(name, data[: rng.randrange(len(data))], False, command))
@@ -499,6 +525,8 @@ def _cli_variants(rng: random.Random) -> Iterator[tuple[str, tuple[str, ...], bo
             True, ()
         batch = rng.choice(["0", "-1", str(10**30), "2.5", "1e3", str(2**31)])
         yield "batch", ("inspect", "{dir}/symbolic.onnx", "--batch", batch), False, ("--batch",)
+        fixed = rng.choice([("inspect", model), ("cost", model, *MODEL_FLAGS), ("place", model, *PLACE_FLAGS)])
+        yield "fixed-batch", (*fixed, "--batch", rng.choice(["2", "4", "64"])), False, ("--batch", "fixed batch of 1")
         bad = rng.choice([("--precision", "int3"), ("--objective", "speed"), ("--method", "magic"),
                           ("--board", "no-such-board"), ("-q", "0"), ("--cpu-cost", "guess")])
         yield "flag", ("place", model, *PLACE_FLAGS[:2], *bad), False, (bad[1] if bad[0] == "--board" else bad[0],)
