@@ -5,19 +5,27 @@ times and prints the median, least and greatest wall time beside a bare ``python
 then runs it once under ``python -X importtime`` and prints where the import time goes: the
 self time summed per top-level package, and the modules with the largest cumulative time.
 It also says which of the heavy optional modules (numba, onnx, onnxruntime, pyscipopt, scipy,
-networkx, ...) the run imported at all.
+networkx, ...) the run imported at all, and whether fpgaplace's modules have compiled bytecode
+(with PYTHONDONTWRITEBYTECODE set and no .pyc, every run compiles them from source again).
+
+``--tree DIR`` (repeatable) runs the command with ``PYTHONPATH=DIR`` instead, e.g. two
+``git archive`` snapshots before and after a change: the runs alternate between the trees, so
+load on the machine hits them alike, and each tree gets its own rows.
 
 Usage:
   .venv/bin/python scripts/bench_startup.py
   .venv/bin/python scripts/bench_startup.py tests/workloads/latency/layer-bert24_inference.json \
       --args "--objective latency" --runs 5 --top 20
+  .venv/bin/python scripts/bench_startup.py --tree /tmp/before --tree /tmp/after
 
-Cost: (runs + 2) runs of the command, about a second each.
+Cost: (runs + 2) runs of the command per tree, about a second each.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import os
 import re
 import shlex
 import statistics
@@ -51,19 +59,33 @@ def command() -> list[str]:
     return [sys.executable, "-m", "fpgaplace.cli"]
 
 
-def wall_times(argv: list[str], runs: int) -> list[float]:
-    times = []
+def environment(tree: Path | None) -> dict[str, str]:
+    """This process's environment, with ``tree`` first on PYTHONPATH when given."""
+    env = dict(os.environ)
+    if tree is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(tree), *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def wall_time(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
+    return time.perf_counter() - started
+
+
+def alternating_wall_times(argv: list[str], trees: list[Path | None], runs: int) -> list[list[float]]:
+    """``runs`` wall times per tree, one run of each tree in turn."""
+    times: list[list[float]] = [[] for _ in trees]
     for _ in range(runs):
-        started = time.perf_counter()
-        subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT)
-        times.append(time.perf_counter() - started)
+        for index, tree in enumerate(trees):
+            times[index].append(wall_time(argv, environment(tree)))
     return times
 
 
-def import_records(argv: list[str]) -> list[ImportRecord]:
+def import_records(argv: list[str], env: dict[str, str]) -> list[ImportRecord]:
     """One run under ``-X importtime``, parsed (CPython prints one line per module on stderr)."""
     run = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], check=True, capture_output=True, text=True,
-                         cwd=ROOT)
+                         cwd=ROOT, env=env)
     records = []
     for line in run.stderr.splitlines():
         match = IMPORT_LINE.match(line)
@@ -83,6 +105,17 @@ def per_package(records: list[ImportRecord]) -> list[tuple[str, float, int]]:
     return sorted(((p, total[p], count[p]) for p in total), key=lambda row: -row[1])
 
 
+def bytecode_note(tree: Path | None) -> str:
+    """Whether the package's modules have a .pyc at least as new as their source."""
+    package = (tree or ROOT) / "fpgaplace"
+    sources = sorted(package.rglob("*.py"))
+    compiled = [s for s in sources if (pyc := Path(importlib.util.cache_from_source(str(s)))).exists()
+                and pyc.stat().st_mtime >= s.stat().st_mtime]
+    flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
+    return (f"bytecode: {len(compiled)} of {len(sources)} modules of {package} have a current .pyc"
+            + (f" (PYTHONDONTWRITEBYTECODE={flag}: the others are compiled from source on every run)" if flag else ""))
+
+
 def print_table(title: str, header: tuple[str, ...], rows: list[tuple]) -> None:
     print(f"\n{title}")
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(h) for i, h in enumerate(header)]
@@ -98,28 +131,35 @@ def main() -> None:
     parser.add_argument("--args", default="", help="further arguments of `fpgaplace place` (one string)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--top", type=int, default=15, help="rows of each import table")
+    parser.add_argument("--tree", type=Path, action="append", default=[],
+                        help="a source tree to put first on PYTHONPATH (repeatable: runs alternate)")
     options = parser.parse_args()
 
     argv = [*command(), "place", str(options.workload.resolve()), *shlex.split(options.args)]
-    bare = statistics.median(wall_times([sys.executable, "-c", "pass"], options.runs))
-    times = wall_times(argv, options.runs)
+    trees: list[Path | None] = [tree.resolve() for tree in options.tree] or [None]
+    bare = statistics.median(wall_time([sys.executable, "-c", "pass"], os.environ) for _ in range(options.runs))
+    times = alternating_wall_times(argv, trees, options.runs)
     print(f"command: {shlex.join(argv[1:])}")
-    print(f"wall over {options.runs} runs: median {statistics.median(times):.3f} s, least {min(times):.3f} s, "
-          f"greatest {max(times):.3f} s (bare python: {bare:.3f} s)")
+    print(f"bare python -c pass: median {bare:.3f} s")
+    for tree, runs in zip(trees, times, strict=True):
+        print(f"\n== {tree or 'installed'}: {bytecode_note(tree)}")
+        print(f"wall over {options.runs} runs: median {statistics.median(runs):.3f} s, least {min(runs):.3f} s, "
+              f"greatest {max(runs):.3f} s")
+        print_imports(import_records(argv, environment(tree)), options.top)
 
-    records = import_records(argv)
+
+def print_imports(records: list[ImportRecord], top: int) -> None:
     total_ms = sum(r.self_us for r in records) / 1000
     print(f"imports: {len(records)} modules, {total_ms:.0f} ms self time in all")
-    packages = per_package(records)[:options.top]
+    packages = per_package(records)[:top]
     print_table("self time per top-level package", ("package", "ms", "share", "modules"),
                 [(p, f"{ms:.1f}", f"{100 * ms / total_ms:.0f} %", n) for p, ms, n in packages])
-    largest = sorted(records, key=lambda r: -r.cumulative_us)[:options.top]
+    largest = sorted(records, key=lambda r: -r.cumulative_us)[:top]
     print_table("largest cumulative imports", ("module", "cumulative ms", "self ms", "depth"),
                 [(r.module, f"{r.cumulative_us / 1000:.1f}", f"{r.self_us / 1000:.1f}", r.depth) for r in largest])
     loaded = {r.module.split(".")[0] for r in records}
     heavy = [name for name in HEAVY if name in loaded]
-    print(f"\nheavy modules imported: {', '.join(heavy) if heavy else 'none'} "
-          f"(of {', '.join(HEAVY)})")
+    print(f"heavy modules imported: {', '.join(heavy) if heavy else 'none'} (of {', '.join(HEAVY)})")
 
 
 if __name__ == "__main__":
