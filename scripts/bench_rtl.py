@@ -83,13 +83,12 @@ def yosys_table() -> list[dict]:
             op = rtl.render_op(kernel, config, arrays, folding, KERNELS[kernel].cycles(g, folding),
                                macs_per_dsp=core.macs_per_dsp)
             estimate = KERNELS[kernel].resources(g, folding, core)
-            layer = {"config": config, "pe": folding.pe, "simd": folding.simd, "mmv": folding.mmv}
             with tempfile.TemporaryDirectory() as folder:
                 got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}),
                                        Path(folder), family)
             rows.append({"op": kernel, "family": family, "yosys": got.to_json(), "estimate": estimate.to_json(),
-                         "requantizer_dsps": yosys.requantizer_dsps(kernel, layer),
-                         "lut_ratio": round(got.lut / estimate.lut, 2), "ff_ratio": round(got.ff / estimate.ff, 2)})
+                         "lut_ratio": round(got.lut / estimate.lut, 2), "ff_ratio": round(got.ff / estimate.ff, 2),
+                         "bram_ratio": round(got.bram36 / estimate.bram36, 2) if estimate.bram36 else None})
             print(rows[-1], flush=True)
     return rows
 
@@ -123,11 +122,11 @@ def main() -> None:
             print(f"| {row['op']} | {row['folding']} | {row['model']} | {row['measured']:.0f} | {row['error']:+.1%} |")
     if args.yosys or everything:
         report["yosys"] = yosys_table()
-        print("| op | family | DSP yosys | DSP estimate (+ requantizers) | LUT yosys/est | FF yosys/est |")
-        print("|---|---|---|---|---|---|")
+        print("| op | family | DSP yosys | DSP estimate | LUT yosys/est | FF yosys/est | BRAM36 yosys/est |")
+        print("|---|---|---|---|---|---|---|")
         for row in report["yosys"]:
             print(f"| {row['op']} | {row['family']} | {row['yosys']['dsp']} | {row['estimate']['dsp']} "
-                  f"(+{row['requantizer_dsps']}) | {row['lut_ratio']} | {row['ff_ratio']} |")
+                  f"| {row['lut_ratio']} | {row['ff_ratio']} | {row['bram_ratio']} |")
     if args.cnn or everything:
         report["cnn"] = cnn_seconds()
         print(report["cnn"])

@@ -70,3 +70,29 @@ def elementwise_case(kernel: str, shape: tuple[int, int, int], folding: Folding,
         config |= {"ZX": int(rng.integers(-128, 128)), "M": m, "S": s}
         inputs = [rng.integers(-128, 128, (samples, size), dtype=np.int8)]
     return config, {}, inputs, folding
+
+
+def constant_add_case(shape: tuple[int, int, int], per_channel: bool, folding: Folding, seed: int, samples: int = 3):
+    """A random Add of an int8 constant (one value per channel, or one in all) to an input of
+    ``shape`` (C, H, W), as the code generator lowers it (config of ``add``, the constant ``b``)."""
+    config, _, inputs, _ = elementwise_case("add", shape, folding, seed, samples)
+    rng = np.random.default_rng(seed + 1)
+    constant = rng.integers(-128, 128, shape[0] if per_channel else 1, dtype=np.int8)
+    config["ZB"] = int(constant.mean())  # keeps the sums near the output's range
+    return config | {"LO": -128}, {"b": constant}, inputs[:1], folding
+
+
+def concat_case(pixels: tuple[int, ...], channels: list[int], folding: Folding, seed: int, samples: int = 3):
+    """A random channel Concat of ``len(channels)`` inputs of ``pixels`` (H, W) or none (vectors),
+    each with its own zero point and scale to the output's."""
+    rng = np.random.default_rng(seed)
+    count = int(np.prod(pixels)) if pixels else 1
+    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.4, 1.6, len(channels))]
+    zy = int(rng.integers(-20, 20))
+    config = {"PIXELS": count, "ZY": zy, "LO": max(-128, zy - 90), "HI": 125}
+    arrays = {"channels": np.array(channels, dtype=np.int64),
+              "zero_points": rng.integers(-128, 128, len(channels)).astype(np.int64),
+              "mult": np.array([m for m, _ in pairs], dtype=np.int64),
+              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
+    inputs = [rng.integers(-128, 128, (samples, count * ch), dtype=np.int8) for ch in channels]
+    return config, arrays, inputs, folding

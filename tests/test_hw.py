@@ -407,14 +407,38 @@ def test_every_folding_divides_channels_and_reduction(name, kernel, g):
         assert {f.simd for f in foldings} == {d for d in range(1, g.reduction + 1) if g.reduction % d == 0}
 
 
+def multipliers_built(kernel: Kernel, g: Geometry, fold: Folding, core: FpgaCore) -> int:
+    """An independent count of the DSPs the RTL op library builds: every MAC lane (m, p, i) takes
+    a multiplier, except that on a DSP48E2 (two int8 MACs a DSP) the second lane of a pair sharing
+    an operand rides on the first's (pixels m, m+1 share the weight; channels p, p+1 of an
+    ungrouped layer share the input); plus two partial products (m split at bit 17) per
+    requantization unit, each one DSP while the dot product fits the A port (25 / 27 bits)."""
+    if not kernel.uses_dsp:
+        return 0
+    pixel_pairs = core.macs_per_dsp == 2 and fold.mmv >= 2
+    channel_pairs = (core.macs_per_dsp == 2 and not pixel_pairs and fold.pe >= 2
+                     and g.shape.get("GROUPS", 1) == 1)
+    macs = 0
+    for m in range(fold.mmv):
+        for p in range(fold.pe):
+            rides = (pixel_pairs and m % 2 == 1) or (channel_pairs and p % 2 == 1)
+            macs += 0 if rides else fold.simd
+    folds = g.reduction // fold.simd
+    results = fold.pe * fold.mmv
+    units = min(u for u in range(1, results + 1) if results % u == 0 and u * folds >= results)
+    dot_width = (g.reduction * 128 * 128).bit_length() + 1
+    a_port = 27 if core.macs_per_dsp == 2 else 25
+    assert dot_width <= a_port + 17, "the cases' dot products take at most two DSPs a partial product"
+    return macs + units * 2 * (1 if dot_width <= a_port else 2)
+
+
 @pytest.mark.parametrize("board", ["pynq-z2", "zcu104"])  # 1 and 2 int8 MACs per DSP
-def test_dsps_are_the_lanes_over_macs_per_dsp(board):
+def test_dsps_are_the_multipliers_the_rtl_builds(board):
     core = shipped_core(board)
     for name, kernel, g in dot_and_lane_geometries():
         for fold in kernel.foldings(g):
             used = kernel.resources(g, fold, core)
-            expected = math.ceil(fold.pe * fold.simd * fold.mmv / core.macs_per_dsp) if kernel.uses_dsp else 0
-            assert used.dsp == expected, (name, fold)
+            assert used.dsp == multipliers_built(kernel, g, fold, core), (name, fold)
 
 
 def test_resources_grow_with_pe_and_simd():
@@ -630,3 +654,57 @@ def dsp_only_interval(stages: list[Stage], core: FpgaCore) -> int:
         if None not in fewest and sum(fewest) <= core.dsp:
             return target
     raise AssertionError("no target fits the DSPs")
+
+
+# ---- precision: element widths in bits (1, 2, 4, 8, 16, 32) ---------------------------------
+
+
+def test_weight_bytes_count_bits_per_element_and_keep_the_byte_argument():
+    from fpgaplace.hw.kernels import with_precision
+
+    kernel, g = planned(*conv_op(CONV_CASES["strided with uneven pads"]))
+    assert kernel.weight_bytes(g) == kernel.weight_bytes(g, 1) == g.weights  # int8 as before
+    assert kernel.weight_bytes(g, 2) == kernel.weight_bytes(g, bits=16) == 2 * g.weights
+    for bits in (1, 2, 4):
+        assert kernel.weight_bytes(g, bits=bits) == math.ceil(g.weights * bits / 8)
+        assert kernel.weight_bytes(with_precision(g, bits, 8)) == math.ceil(g.weights * bits / 8)
+    with pytest.raises(FpgaplaceError, match="expected one of 1, 2, 4, 8, 16, 32 bits, got 3"):
+        kernel.weight_bytes(g, bits=3)
+    with pytest.raises(FpgaplaceError, match="weight_bits"):
+        with_precision(g, 5)
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "zcu104"])
+def test_narrow_lanes_pack_more_macs_per_dsp_and_binary_takes_luts(board):
+    from fpgaplace.hw.kernels import with_precision
+
+    core = shipped_core(board)
+    kernel, g8 = planned(*conv_op(CONV_CASES["strided with uneven pads"]))
+    fold = Folding(4, 8)
+    requantizers = kernel.resources(g8, Folding(4, 8), core).dsp - kernel.mac_dsps(g8, fold, core)
+    assert requantizers > 0
+    for bits, macs in ((4, 2 * core.macs_per_dsp), (2, 2 * core.macs_per_dsp), (16, 1)):
+        g = with_precision(g8, bits, bits)
+        assert kernel.cycles(g, fold) == kernel.cycles(g8, fold), "cycles do not depend on the width"
+        assert kernel.mac_dsps(g, fold, core) == math.ceil(fold.lanes / macs)
+        assert kernel.ideal_cycles(g, core) == pytest.approx(kernel.ideal_cycles(g8, core) * core.macs_per_dsp / macs)
+    binary = with_precision(g8, 1, 1)
+    # weights streamed (no banks): the binary lanes' XNOR-popcounts add LUTs, the DSPs are the requantizers'
+    used, used8 = kernel.resources(binary, fold, core, resident=False), kernel.resources(g8, fold, core, resident=False)
+    assert kernel.mac_dsps(binary, fold, core) == 0 and used.dsp == requantizers - (
+        kernel.requantizer_dsps(g8, fold, core) - kernel.requantizer_dsps(binary, fold, core)) and used.lut > used8.lut
+    assert math.isfinite(kernel.ideal_cycles(binary, core)) and kernel.ideal_cycles(binary, core) > 0
+    # resident weight banks hold bits: at 1 bit a bank is an eighth of the 8-bit one
+    assert kernel.weight_bytes(binary) * 8 == kernel.weight_bytes(g8)
+
+
+def test_int8_costs_are_unchanged_by_the_precision_fields():
+    from fpgaplace.hw.kernels import with_precision
+
+    core = shipped_core("zcu104")
+    for name, kernel, g in dot_and_lane_geometries():
+        same = with_precision(g, 8, 8)
+        assert same == g, name
+        for fold in kernel.foldings(g)[:20]:
+            assert kernel.cycles(same, fold) == kernel.cycles(g, fold)
+            assert kernel.resources(same, fold, core) == kernel.resources(g, fold, core)

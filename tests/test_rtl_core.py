@@ -82,17 +82,16 @@ def test_small_cnn_end_to_end_bit_exact(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("board", "family"), [("zcu104", "xcup"), ("pynq-z2", "xc7")])
-def test_yosys_conv_dsps_are_the_estimate_plus_requantizers(tmp_path, board, family):
-    """MAC DSPs as the op library counts them (two per DSP48E2 on zcu104: pixel pairs), plus two
-    per requantization unit, which the estimate leaves out."""
+def test_yosys_conv_dsps_are_the_estimate(tmp_path, board, family):
+    """yosys' DSPs are the op library's exactly: MAC lanes (two per DSP48E2 on zcu104: pixel
+    pairs) and the requantizers."""
     core = load_board(board).cores[0]
     folding = Folding(2, 3, 2)
     config, arrays, _, _ = conv_case(4, 4, 2, 2, 3, 1, 1, 1, folding, seed=1)
     op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
     estimate = KERNELS["conv2d"].resources(rtl.window_geometry("conv2d", config), folding, core)
-    layer = {"config": config, "pe": 2, "simd": 3, "mmv": 2}
-    assert got.dsp == estimate.dsp + yosys.requantizer_dsps("conv2d", layer), (got, estimate)
+    assert got.dsp == estimate.dsp, (got, estimate)
 
 
 @pytest.mark.slow

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rtl_cases import conv_case, elementwise_case, pool_case
+from rtl_cases import concat_case, constant_add_case, conv_case, elementwise_case, pool_case
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.sim.rtl import (
+    concat_geometry,
     csd_terms,
     elementwise_geometry,
     library,
@@ -26,15 +27,17 @@ from fpgaplace.sim.rtl import (
 CYCLE_TOLERANCE = 0.10
 
 
-def model_cycles(kernel: str, config: dict, folding: Folding, shape: tuple[int, ...] | None = None) -> int:
-    geometry = elementwise_geometry(kernel, (1, *shape)) if shape else window_geometry(kernel, config)
+def model_cycles(kernel: str, config: dict, folding: Folding, shape: tuple[int, ...] | None = None,
+                 geometry=None) -> int:
+    if geometry is None:
+        geometry = elementwise_geometry(kernel, (1, *shape)) if shape else window_geometry(kernel, config)
     return KERNELS[kernel].cycles(geometry, folding)
 
 
-def simulate_case(kernel: str, case, folder: Path, shape=None, macs_per_dsp: int = 1, steady: int = 4):
+def simulate_case(kernel: str, case, folder: Path, shape=None, macs_per_dsp: int = 1, steady: int = 4, geometry=None):
     config, arrays, inputs, folding = case
     inputs = inputs if isinstance(inputs, list) else [inputs]
-    model = model_cycles(kernel, config, folding, shape)
+    model = model_cycles(kernel, config, folding, shape, geometry)
     op = render_op(kernel, config, arrays, folding, model, macs_per_dsp=macs_per_dsp)
     expected = np.stack([KERNELS[kernel].reference(config, arrays, [x[v] for x in inputs]).reshape(-1)
                          for v in range(len(inputs[0]))])
@@ -121,6 +124,34 @@ def test_elementwise_bit_exact_and_cycles(tmp_path, kernel, shape, folding):
     check_cycles(result, f"{kernel} {shape}")
 
 
+@pytest.mark.parametrize(("shape", "per_channel", "folding"), [
+    ((8, 6, 6), True, F(2, 1, 1)), ((6, 4, 4), True, F(6, 1, 2)), ((4, 5, 5), False, F(4, 1, 5))])
+def test_constant_add_bit_exact_and_cycles(tmp_path, shape, per_channel, folding):
+    """An Add of a constant (a bias-like per-channel vector or one value) as the code generator
+    lowers it: the constant's (b - ZB) * MB per element from a ROM, E elements a beat."""
+    geometry = elementwise_geometry("add", (1, *shape), (shape[0], 1, 1) if per_channel else (1,))
+    case = constant_add_case(shape, per_channel, folding, seed=sum(shape) + per_channel)
+    result = simulate_case("add", case, tmp_path, geometry=geometry)
+    check_cycles(result, f"add of a constant {shape}")
+
+
+CONCATS = {  # (pixels, channels, folding)
+    "two parts": ((6, 6), [4, 8], F(4, 1, 1)),
+    "three parts PE 1": ((4, 5), [2, 3, 1], F(1, 1, 1)),
+    "vectors": ((), [16, 8], F(8, 1, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONCATS))
+def test_concat_bit_exact_and_cycles(tmp_path, name):
+    pixels, channels, folding = CONCATS[name]
+    geometry = concat_geometry(pixels, channels)
+    assert geometry.channels % folding.pe == 0
+    result = simulate_case("concat", concat_case(pixels, channels, folding, seed=len(name)), tmp_path,
+                           geometry=geometry)
+    check_cycles(result, f"concat {name}")
+
+
 def test_csd_terms_sum_to_the_multiplier():
     for m in (0, 1, 3, 7, 2**30, 2**31 - 1, 1454122656, 2025717780):
         terms = csd_terms(m)
@@ -128,10 +159,15 @@ def test_csd_terms_sum_to_the_multiplier():
         assert all(b[1] - a[1] >= 2 for a, b in zip(terms, terms[1:], strict=False)), "no two adjacent digits"
 
 
-@pytest.mark.parametrize("kernel", ["conv2d", "maxpool", "avgpool", "globalavgpool", "add", "requant"])
+@pytest.mark.parametrize("kernel", ["conv2d", "maxpool", "avgpool", "globalavgpool", "add", "requant", "concat",
+                                    "add_const"])
 def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
     if kernel == "conv2d":
         case = conv_case(6, 6, 4, 4, 3, 2, 1, 2, F(2, 3, 1), seed=1)
+    elif kernel == "concat":
+        case = concat_case((3, 3), [2, 4], F(2, 1, 1), seed=1)
+    elif kernel == "add_const":
+        kernel, case = "add", constant_add_case((4, 4, 4), True, F(2, 1, 1), seed=1)
     elif kernel in ("add", "requant"):
         case = elementwise_case(kernel, (4, 4, 4), F(2, 1, 1), seed=1)
     else:
@@ -151,10 +187,13 @@ def test_unsupported_layers_are_one_line_errors():
     config, arrays, _, _ = conv_case(6, 6, 4, 4, 3, 1, 1, 1, F(4, 4, 1), seed=2)
     with pytest.raises(FpgaplaceError, match="PE=3 must divide COUT=4"):
         render_op("conv2d", config, arrays, F(3, 4, 1), 100)
-    with pytest.raises(FpgaplaceError, match="no RTL template for kernel 'concat'"):
-        render_op("concat", {}, {}, F(), 100)
-    with pytest.raises(FpgaplaceError, match="Add of a constant"):
+    with pytest.raises(FpgaplaceError, match="no RTL template for kernel 'reshape'"):
+        render_op("reshape", {}, {}, F(), 100)
+    with pytest.raises(FpgaplaceError, match="Add of a constant needs the constant"):
         render_op("add", {"SIZE": 8, "CONST_PERIOD": 4}, {}, F(), 100)
+    config, arrays, _, _ = concat_case((2, 2), [2, 4], F(2, 1, 1), seed=3)
+    with pytest.raises(FpgaplaceError, match=r"PE=4 must divide every input's channels \[2, 4\]"):
+        render_op("concat", config, arrays, F(4, 1, 1), 100)
 
 
 def test_weight_rom_text_in_numpy_equals_the_word_by_word_packing():

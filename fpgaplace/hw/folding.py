@@ -77,7 +77,7 @@ class _Candidates:
     def __init__(self, stage: Stage, core: FpgaCore, budget: Resources) -> None:
         options = []
         for fold in stage.kernel.foldings(stage.geometry):
-            if (fold.uram and core.uram == 0) or stage.kernel.lane_bound(fold, core) > budget.dsp:
+            if (fold.uram and core.uram == 0) or stage.kernel.lane_bound(fold, core, stage.geometry) > budget.dsp:
                 continue
             used = stage.kernel.resources(stage.geometry, fold, core, stage.resident)
             if not used.over(budget):

@@ -4,9 +4,9 @@ A core runs its ops as one dataflow pipeline (one stage per op, streams between 
 sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
 
 * dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
-  elements per cycle on DSPs (``ceil(PE * SIMD * MMV / macs_per_dsp)`` of them; the
-  requantization units, ``requantize_units``, take two DSPs each in the RTL and are not counted
-  yet):
+  elements per cycle on DSPs (``Kernel.mac_dsps``: one multiplier a MAC lane, or on a DSP48E2
+  two int8 lanes that share an operand in one multiplier; plus the multipliers of the
+  ``requantize_units``, ``requantizer_dsps``: the count the RTL op library builds and yosys maps):
   ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
   PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
   by side (FINN's MMV, taken only where a beat then holds whole pixels: PE is every channel
@@ -29,6 +29,26 @@ multiplier and shift per output channel), each bank in BRAM36 of the best aspect
 a folding choice, in URAM when it is deep and the core has URAM, or in LUTRAM when shallow; a window kernel
 keeps ``KH`` rows of its input in a line buffer. LUT and FF counts are linear in the lanes; the
 coefficients are documented below and are to be checked against yosys.
+
+Precision (``Geometry.weight_bits``, ``Geometry.activation_bits``; 8 unless ``with_precision``
+says otherwise; 1, 2, 4, 8, 16 or 32 bits): cycles do not depend on it (a lane is a MAC a cycle at
+any width); weight bytes, weight banks and line buffers are counted in bits; the MACs a DSP
+takes (``macs_per_dsp``) are:
+
+* 8 bits: the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs sharing an
+  operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8 Optimization on
+  Xilinx Devices", 2017);
+* 4 and 2 bits: twice the 8-bit count (the same operand-sharing packing with narrower guard
+  fields fits twice as many products in the multiplier: Xilinx WP521, "Convolutional Neural
+  Network with INT4 Optimization on Xilinx Devices", 2020, four INT4 MACs per DSP48E2; two per
+  DSP48E1 by the same packing in its 25 x 18 multiplier). No narrower packing is assumed for 2 bits;
+* 1 bit (binary weights and activations, +-1): no DSP; a lane is an XNOR and its share of a
+  popcount tree in LUTs (FINN's binary MVAU, Umuroglu et al., "FINN", FPGA 2017),
+  ``BINARY_LUT_PER_LANE`` LUTs each;
+* 16 bits: one MAC per DSP (16 x 16 fits 25 x 18 or 27 x 18); 32 bits: four (a 32 x 32 product
+  in 2 x 2 multiplier tiles).
+
+A lane's precision is the wider of its two operands'. The RTL op library is int8 only.
 """
 
 from __future__ import annotations
@@ -59,6 +79,12 @@ URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has i
 CHANNEL_WORD_BITS = 72  # bias (32) + multiplier (32) + shift (8) per output channel
 BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
 URAM_SHAPE = (72, 4096)
+PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
+BINARY_LUT_PER_LANE = 2  # LUTs an XNOR-popcount lane takes (the XNOR and its share of the adder tree)
+# Multiplier A-port width: a DSP48E1 (25 x 18, one int8 MAC per DSP) or DSP48E2 (27 x 18, two)
+DSP48E1_A_BITS, DSP48E2_A_BITS = 25, 27
+DSP_PARTIAL_A_BITS = 17  # A bits each further DSP of a wider product takes (yosys mul2dsp.v: 18 less a sign bit)
+REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
 
 
 @dataclass(frozen=True)
@@ -124,9 +150,78 @@ class Geometry:
     stream_elements: int  # elements of the busiest stream (input or output) per run
     row: int = 1  # output pixels of one row (MMV folds them)
     weights: int = 0  # int8 weight elements
-    linebuffer_bytes: int = 0
+    linebuffer_bytes: int = 0  # line buffer elements (bytes at 8 bits, see ``activation_bits``)
     macs: int = 0
     shape: dict[str, Any] = field(default_factory=dict, compare=False)
+    weight_bits: int = 8  # bits of one weight element
+    activation_bits: int = 8  # bits of one input / output element
+
+    @property
+    def lane_bits(self) -> int:
+        """Width of a MAC lane: the wider operand."""
+        return max(self.weight_bits, self.activation_bits)
+
+
+def check_bits(bits: int, what: str = "precision") -> int:
+    """``bits`` if the op library counts that element width, else a one-line error."""
+    if bits not in PRECISION_BITS:
+        from fpgaplace.errors import FpgaplaceError
+
+        raise FpgaplaceError(f"{what}: expected one of {', '.join(map(str, PRECISION_BITS))} bits, got {bits!r}")
+    return bits
+
+
+def with_precision(g: Geometry, weight_bits: int = 8, activation_bits: int = 8) -> Geometry:
+    """``g`` with weights of ``weight_bits`` and activations of ``activation_bits`` bits (1, 2, 4,
+    8, 16 or 32); cycles stay, bytes and DSPs follow (see the module docstring)."""
+    from dataclasses import replace
+
+    return replace(g, weight_bits=check_bits(weight_bits, "weight_bits"),
+                   activation_bits=check_bits(activation_bits, "activation_bits"))
+
+
+def bits_to_bytes(elements: int, bits: int) -> int:
+    """Bytes of ``elements`` packed at ``bits`` each (a last partial byte counts whole)."""
+    return math.ceil(elements * bits / 8)
+
+
+def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
+    """MACs one DSP takes a cycle at a lane width of ``bits`` (0 for binary lanes, which take
+    LUTs); the packing assumed and its sources are in the module docstring."""
+    check_bits(bits)
+    if bits == 1:
+        return 0.0
+    if bits <= 4:
+        return 2.0 * core.macs_per_dsp
+    return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
+
+
+def dsp_a_bits(core: FpgaCore | None) -> int:
+    """A-port width of the core's DSP multiplier: a DSP48E2 (27) where a DSP takes two int8 MACs,
+    else a DSP48E1 (25)."""
+    return DSP48E2_A_BITS if core is not None and core.macs_per_dsp >= 2 else DSP48E1_A_BITS
+
+
+def multiplier_dsps(a_bits: int, core: FpgaCore | None) -> int:
+    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits: one when it fits
+    the A port, else one more per ``DSP_PARTIAL_A_BITS`` bits beyond (how yosys' mul2dsp splits it)."""
+    a_port = dsp_a_bits(core)
+    return 1 if a_bits <= a_port else 1 + math.ceil((a_bits - a_port) / DSP_PARTIAL_A_BITS)
+
+
+def dot_bits(reduction: int, weight_bits: int = 8, activation_bits: int = 8) -> int:
+    """Signed bits of a dot product of ``reduction`` products (zero point folded into the bias, so
+    each factor is a signed value of its width): holds ``reduction * 2**(wb-1) * 2**(ab-1)``."""
+    magnitude = reduction * 2 ** (weight_bits - 1) * 2 ** (activation_bits - 1)
+    return magnitude.bit_length() + 1
+
+
+def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None = None) -> int:
+    """DSPs of one requantization unit of a dot-product stage: ``v = dot * m + bias * m`` with
+    ``bias * m`` precomputed, ``m`` (31 bits) in two parts split at bit ``REQUANT_M_SPLIT`` (14 and 17
+    bits, each within the 18-bit B port), the dot product on the A port (RTL ``fp_requant_var``)."""
+    width = dot_bits(reduction, *((g.weight_bits, g.activation_bits) if g is not None else (8, 8)))
+    return 2 * multiplier_dsps(width, core)
 
 
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
@@ -214,9 +309,10 @@ class Kernel:
             return (1,)
         return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
 
-    def lane_bound(self, fold: Folding, core: FpgaCore) -> int:
+    def lane_bound(self, fold: Folding, core: FpgaCore, g: Geometry | None = None) -> int:
         """DSPs the folding needs at least (a cheap filter before ``resources``)."""
-        return math.ceil(fold.lanes / core.macs_per_dsp) if self.uses_dsp else 0
+        per_dsp = macs_per_dsp(core, g.lane_bits if g is not None else 8)
+        return math.ceil(fold.lanes / per_dsp) if self.uses_dsp and per_dsp else 0
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         if self.free:
@@ -231,7 +327,10 @@ class Kernel:
         if self.free:
             return 0.0
         if self.uses_dsp:
-            return g.macs / (core.dsp * core.macs_per_dsp) * self.fill_factor(g)
+            per_dsp = macs_per_dsp(core, g.lane_bits)
+            if per_dsp == 0:  # binary lanes share the core's LUTs
+                return g.macs / max(1, core.lut // (BINARY_LUT_PER_LANE + DOT_LUT_PER_LANE)) * self.fill_factor(g)
+            return g.macs / (core.dsp * per_dsp) * self.fill_factor(g)
         return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
 
     def fill_factor(self, g: Geometry) -> float:
@@ -243,15 +342,48 @@ class Kernel:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
         raise NotImplementedError(f"{self.name} has no integer reference")
 
-    def weight_bytes(self, g: Geometry, precision_bytes: int = 1) -> int:
-        """Bytes of the op's weights: on chip when resident, else read from DRAM every run."""
-        return g.weights * precision_bytes
+    def weight_bytes(self, g: Geometry, precision_bytes: int | None = None, *, bits: int | None = None) -> int:
+        """Bytes of the op's weights (on chip when resident, else read from DRAM every run) at
+        ``bits`` per element (1, 2, 4, 8, 16, 32), else ``precision_bytes`` whole bytes (the old
+        argument), else the geometry's ``weight_bits``; sub-byte weights are packed."""
+        if bits is None:
+            bits = 8 * precision_bytes if precision_bytes is not None else g.weight_bits
+        return bits_to_bytes(g.weights, check_bits(bits, "weight bits"))
+
+    def mac_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """DSPs of the MAC lanes: ``ceil(lanes / macs_per_dsp)`` (none for binary lanes); where a
+        DSP takes two int8 MACs, only two lanes sharing an operand share it (``paired_lanes``)."""
+        if not self.uses_dsp:
+            return 0
+        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
+        if per_dsp == 0:
+            return 0
+        if g.lane_bits == 8 and per_dsp == 2:
+            return self.paired_lanes(g, fold)
+        return math.ceil(fold.lanes / per_dsp)
+
+    def paired_lanes(self, g: Geometry, fold: Folding) -> int:
+        """Multipliers of the lanes when two int8 lanes that share an operand share one (WP486):
+        channel pairs share the input, so ``ceil(PE / 2) * SIMD`` (dense; Conv2d adds pixel pairs)."""
+        return math.ceil(fold.pe / 2) * fold.simd * fold.mmv
+
+    def requantizer_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """DSPs of the stage's requantizers: ``requantize_units`` of its PE x MMV results a fold,
+        ``requantizer_dsps`` each."""
+        if not self.uses_dsp:
+            return 0
+        units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
+        return units * requantizer_dsps(g.reduction, core, g)
+
+    def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """Every DSP of the stage: MAC lanes and requantizers."""
+        return self.mac_dsps(g, fold, core) + self.requantizer_dsps(g, fold, core)
 
     def fixed_bytes(self, g: Geometry) -> int:
         """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
         output channel, and its line buffer, which is byte-wide: a BRAM36 holds 4096 of its bytes
         (4096 x 9 bits), so it is charged in whole blocks of 36 Kbit as it will occupy them."""
-        line = g.linebuffer_bytes
+        line = bits_to_bytes(g.linebuffer_bytes, g.activation_bits)
         if line:
             blocks, _, _ = memory_blocks(8, line)
             line = max(line, blocks * BRAM36_BYTES)
@@ -263,9 +395,10 @@ class Kernel:
         lanes = fold.lanes
         bram, uram, lutram = self._memory(g, fold, core, resident)
         if self.uses_dsp:
-            macs_per_dsp = core.macs_per_dsp if core is not None else 1
-            return Resources(math.ceil(lanes / macs_per_dsp), bram, uram,
-                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram, DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+            binary = BINARY_LUT_PER_LANE * lanes if g.lane_bits == 1 else 0
+            return Resources(self.dsps(g, fold, core), bram, uram,
+                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary,
+                             DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
 
@@ -275,12 +408,12 @@ class Kernel:
         if g.weights and resident:
             depth = math.ceil(g.weights / (fold.pe * fold.simd))
             in_uram = fold.uram and core is not None and core.uram > 0
-            banks.append((fold.pe, memory_blocks(8 * fold.simd, depth, in_uram)))
+            banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
         if self.uses_dsp:
             banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
         if g.linebuffer_bytes:
             count = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
-            banks.append((count, memory_blocks(8, math.ceil(g.linebuffer_bytes / count))))
+            banks.append((count, memory_blocks(g.activation_bits, math.ceil(g.linebuffer_bytes / count))))
         return tuple(sum(n * bank[i] for n, bank in banks) for i in range(3))
 
 
@@ -353,6 +486,16 @@ class Conv2d(Kernel):
             shape=shape,
         )
 
+
+    def paired_lanes(self, g: Geometry, fold: Folding) -> int:
+        """Multipliers when two int8 lanes sharing an operand share one (WP486), as the RTL pairs
+        them: pixel pairs share the weight when MMV >= 2 (``ceil(MMV / 2) * PE * SIMD``), else
+        channel pairs share the input in an ungrouped conv (``ceil(PE / 2) * SIMD``), else none."""
+        if fold.mmv >= 2:
+            return math.ceil(fold.mmv / 2) * fold.pe * fold.simd
+        if fold.pe >= 2 and g.shape["GROUPS"] == 1:
+            return math.ceil(fold.pe / 2) * fold.simd
+        return fold.lanes
 
     def row_steps(self, g: Geometry, fold: Folding) -> int:
         """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""

@@ -33,7 +33,15 @@ import numpy as np
 
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import KERNELS, LUTRAM_MAX_DEPTH, Folding, Geometry, divisors, requantize_units
+from fpgaplace.hw.kernels import (
+    KERNELS,
+    LUTRAM_MAX_DEPTH,
+    Folding,
+    Geometry,
+    divisors,
+    dot_bits,
+    requantize_units,
+)
 from fpgaplace.ir import Op, TensorInfo
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
@@ -167,8 +175,10 @@ def _pack(lanes: np.ndarray, bits: int) -> int:
 def requant_channels(w: np.ndarray, per_channel: dict[str, np.ndarray], zx: int, pe: int,
                      what: str) -> tuple[int, list[int], int]:
     """(ACC_W, words, bits per PE lane) of a dot-product unit's channel ROM: per output fold, PE
-    lanes of ``{shift[8], mult[32], bias'[ACC_W]}`` with ``bias' = bias - ZX * sum w`` (``w`` is
-    ``[channels, reduction]``). ACC_W holds both the true and the offset accumulator. O(w.size)."""
+    lanes of ``{shift[8], mult[32], bm[V_W]}`` with ``bm = bias' * mult``, ``bias' = bias - ZX *
+    sum w`` (``w`` is ``[channels, reduction]``) and ``V_W = ACC_W + 32``: the requantizer forms
+    ``v = acc * mult`` as ``dot * mult + bm``, so only the dot product meets a multiplier. ACC_W
+    holds both the true and the offset accumulator. O(w.size)."""
     reduction = w.shape[1]
     bias = per_channel["bias"] - zx * w.astype(np.int64).sum(axis=1)
     acc_magnitude = int(np.abs(per_channel["bias"]).max()) + reduction * 255 * 128
@@ -176,17 +186,19 @@ def requant_channels(w: np.ndarray, per_channel: dict[str, np.ndarray], zx: int,
     if signed_bits(acc_magnitude) > MAX_ACC_BITS:
         raise FpgaplaceError(f"rtl {what}: |bias| + {reduction}*255*128 = {acc_magnitude} reaches 2**32 "
                              "(requantize needs less)")
-    channel_bits = acc_bits + 40
+    v_bits = acc_bits + 32
+    channel_bits = v_bits + 40
     # |v| = |acc * m| < 2**(acc_bits + 30), so every shift s >= V_W - 1 = acc_bits + 31 rounds v to 0
     # (q is 0 or -1 and the remainder test rounds -1 up): clamping s there is exact and keeps the
     # shifter's bit select v[s-1] inside v.
-    shifts = np.minimum(per_channel["shift"], acc_bits + 31)
+    shifts = np.minimum(per_channel["shift"], v_bits - 1)
     words = []
     for fold in range(w.shape[0] // pe):
         lanes = range(fold * pe, (fold + 1) * pe)
         words.append(sum(
-            ((int(shifts[c]) << (acc_bits + 32)) | (int(per_channel["mult"][c]) << acc_bits)
-             | (int(bias[c]) & ((1 << acc_bits) - 1))) << (channel_bits * p) for p, c in enumerate(lanes)))
+            ((int(shifts[c]) << (v_bits + 32)) | (int(per_channel["mult"][c]) << v_bits)
+             | ((int(bias[c]) * int(per_channel["mult"][c])) & ((1 << v_bits) - 1))) << (channel_bits * p)
+            for p, c in enumerate(lanes)))
     return acc_bits, words, channel_bits
 
 
@@ -209,7 +221,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
     values = {m: int(config[m]) for m in DENSE_MEMBERS} | {
         "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
         "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
-        "DOT_W": signed_bits(k * PRODUCT_MAGNITUDE), "ACC_W": acc_bits,
+        "DOT_W": dot_bits(k), "ACC_W": acc_bits,
         "RQ": requantize_units(pe, sf), "GROUP_BITS": index_bits(pe // requantize_units(pe, sf)),
         "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
         "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
@@ -218,6 +230,7 @@ def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_
     }
     verilog = environment().get_template("rtl/dense.v.j2").render(**values)
     return RtlModule(top, {
+        **library(),  # its requantizers are the library's fp_requant_var
         f"{top}.v": verilog,
         weights_file: _byte_lanes_hex(folded),
         channels_file: _hex_words(channel_words, channel_bits * pe),
@@ -523,7 +536,7 @@ def _conv_values(c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, s
     elif macs_per_dsp == 2 and pe >= 2 and xp == 1:
         pack, packed = "channel", pe // 2 * 2
     units = requantize_units(pe * mmv, sf)
-    return {"DOT_W": signed_bits(reduction * PRODUCT_MAGNITUDE), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
+    return {"DOT_W": dot_bits(reduction), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
             "RQ": units, "SLICES": pe * mmv // units, "SLICE_BITS": index_bits(pe * mmv // units),
             "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
             "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
@@ -553,14 +566,25 @@ def render_globalpool(config: dict[str, Any], folding: Folding, top: str = "fp_g
                     Port(PORT_OUT, pe, c["C"]))
 
 
-def render_elementwise(kernel: str, config: dict[str, Any], model_cycles: int, top: str | None = None) -> OpModule:
-    """Add (``requantize2`` of both inputs) or requantize (``hls_templates/rtl/elementwise.v.j2``),
-    E elements a beat: the smallest divisor of SIZE whose beats fit in the model's cycles."""
+def render_elementwise(kernel: str, config: dict[str, Any], model_cycles: int, top: str | None = None,
+                       arrays: dict[str, Any] | None = None) -> OpModule:
+    """Add (``requantize2`` of both inputs, or of one input and a constant ``arrays["b"]`` that
+    repeats in stream order) or requantize (``hls_templates/rtl/elementwise.v.j2``), E elements a
+    beat: the smallest divisor of SIZE whose beats fit in the model's cycles. O(SIZE) at most."""
     top = top or f"fp_{kernel}"
     c = {key: int(value) for key, value in config.items() if isinstance(value, int | np.integer)}
     size = c["SIZE"]
     elems = _smallest_divisor(size, lambda d: size // d <= model_cycles)
-    if kernel == "add":
+    files: dict[str, str] = {}
+    values: dict[str, Any] = {}
+    kind = kernel
+    if kernel == "add" and arrays and "b" in arrays:
+        _int8_members(c, ("ZA", "ZB", "ZY"), kernel)
+        kind, values, offset_bits = "add_const", *_constant_offsets(c, np.asarray(arrays["b"]), elems, top, files)
+        rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("c", offset_bits, 1)], c["S"], c["ZY"], c["LO"],
+                           c["HI"])
+        inputs = 1
+    elif kernel == "add":
         _int8_members(c, ("ZA", "ZB", "ZY"), kernel)
         rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("b", 10, c["MB"])], c["S"], c["ZY"], c["LO"],
                            c["HI"])
@@ -569,10 +593,58 @@ def render_elementwise(kernel: str, config: dict[str, Any], model_cycles: int, t
         _int8_members(c, ("ZX", "ZY"), kernel)
         rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
         inputs = 1
-    values = c | {"name": top, "kind": kernel, "E": elems, "INPUTS": inputs, "rq": rq}
+    values = c | values | {"name": top, "kind": kind, "E": elems, "INPUTS": inputs, "rq": rq}
     verilog = environment().get_template("rtl/elementwise.v.j2").render(**values)
-    return OpModule(RtlModule(top, {f"{top}.v": verilog}),
+    return OpModule(RtlModule(top, {f"{top}.v": verilog, **files}),
                     tuple(Port(f"s{i}_axis", elems, size) for i in range(inputs)), Port(PORT_OUT, elems, size))
+
+
+def _constant_offsets(c: dict[str, int], constant: np.ndarray, elems: int, top: str,
+                      files: dict[str, str]) -> tuple[dict[str, Any], int]:
+    """The ROM of an Add of a constant: ``(b - ZB) * MB`` of element ``k`` of a beat's lane, for
+    the lcm(E, period) / E beat phases (the constant repeats every ``period`` elements); its
+    template values and the offsets' bit width."""
+    period = constant.size
+    if period < 1 or c["SIZE"] % period:
+        raise FpgaplaceError(f"rtl {top}: the constant's {period} values do not repeat evenly in SIZE={c['SIZE']}")
+    words = math.lcm(elems, period) // elems
+    offsets = (constant.astype(np.int64).reshape(-1) - c["ZB"]) * c["MB"]
+    bits = signed_bits(int(np.abs(offsets).max()) if offsets.size else 0)
+    lanes = [[int(offsets[(t * elems + j) % period]) for j in range(elems)] for t in range(words)]
+    files[f"{top}_offsets.mem"] = _hex_words([_pack(np.array(word, dtype=object), bits) for word in lanes],
+                                             bits * elems)
+    return {"PERIOD": period, "WORDS": words, "WORD_BITS": index_bits(words), "OFF_W": bits,
+            "offsets_file": f"{top}_offsets.mem"}, bits
+
+
+def render_concat(config: dict[str, Any], arrays: dict[str, Any], folding: Folding,
+                  top: str = "fp_concat") -> OpModule:
+    """Channel concatenation (``hls_templates/rtl/concat.v.j2``): PE elements a beat, each input
+    requantized to the output scale by its own constant multiplier. ``arrays`` as layers.npz holds
+    them: ``channels``, ``zero_points``, ``mult``, ``shift`` per input. O(inputs)."""
+    c = {key: int(value) for key, value in config.items() if isinstance(value, int | np.integer)}
+    missing = [a for a in ("channels", "zero_points", "mult", "shift") if a not in arrays]
+    if missing:
+        raise FpgaplaceError(f"rtl {top}: arrays lack {', '.join(missing)}")
+    channels = [int(v) for v in np.asarray(arrays["channels"]).reshape(-1)]
+    pe = folding.pe
+    if any(ch % pe for ch in channels):
+        raise FpgaplaceError(f"rtl {top}: PE={pe} must divide every input's channels {channels}")
+    _int8_members(c, ("ZY",), "concat")
+    parts = []
+    for i, (ch, zx, m, shift) in enumerate(zip(channels, *(np.asarray(arrays[a]).reshape(-1) for a in
+                                                          ("zero_points", "mult", "shift")), strict=True)):
+        if not -128 <= int(zx) <= 127:
+            raise FpgaplaceError(f"rtl {top}: input {i}'s zero point {zx} is not int8")
+        rq = const_requant(f"{top}_requantize{i}", [("a", 10, int(m))], int(shift), c["ZY"], c["LO"], c["HI"])
+        parts.append({"Z": int(zx), "BEATS": ch // pe, "rq": rq})
+    values = c | {"name": top, "PE": pe, "INPUTS": len(parts), "CHANNELS": channels, "parts": parts,
+                  "SEL_BITS": index_bits(len(parts)), "BEAT_BITS": index_bits(max(ch // pe for ch in channels))}
+    verilog = environment().get_template("rtl/concat.v.j2").render(**values)
+    pixels = c["PIXELS"]
+    return OpModule(RtlModule(top, {f"{top}.v": verilog}),
+                    tuple(Port(f"s{i}_axis", pe, pixels * ch) for i, ch in enumerate(channels)),
+                    Port(PORT_OUT, pe, pixels * sum(channels)))
 
 
 def render_op(kernel: str, config: dict[str, Any], arrays: dict[str, Any], folding: Folding, model_cycles: int,
@@ -580,21 +652,22 @@ def render_op(kernel: str, config: dict[str, Any], arrays: dict[str, Any], foldi
     """The RTL of one layer of a core (``design.json``'s kernel, config, folding and cycles)."""
     top = top or f"fp_{kernel}"
     if kernel == "dense":
-        if int(config.get("ROWS", 1)) != 1:
-            raise FpgaplaceError(f"rtl dense {top}: ROWS={config['ROWS']} (several vectors a sample) is not in the RTL")
+        rows = int(config.get("ROWS", 1))  # a sample of several vectors streams them one after another
         module = render_dense(config | {"PE": folding.pe, "SIMD": folding.simd}, arrays, top, macs_per_dsp)
-        return OpModule(module, (Port(PORT_IN, folding.simd, int(config["K"])),),
-                        Port(PORT_OUT, folding.pe, int(config["N"])))
+        return OpModule(module, (Port(PORT_IN, folding.simd, rows * int(config["K"])),),
+                        Port(PORT_OUT, folding.pe, rows * int(config["N"])))
     if kernel in WINDOW_KINDS:
         return render_window(kernel, config, arrays, folding, top, macs_per_dsp)
     if kernel == "globalavgpool":
         return render_globalpool(config, folding, top)
     if kernel in ELEMENTWISE_KINDS:
-        if kernel == "add" and int(config.get("CONST_PERIOD", 0)):
-            raise FpgaplaceError(f"rtl {top}: Add of a constant is not in the RTL op library")
-        return render_elementwise(kernel, config, model_cycles, top)
+        if kernel == "add" and int(config.get("CONST_PERIOD", 0)) and "b" not in arrays:
+            raise FpgaplaceError(f"rtl {top}: an Add of a constant needs the constant (arrays lack b)")
+        return render_elementwise(kernel, config, model_cycles, top, arrays)
+    if kernel == "concat":
+        return render_concat(config, arrays, folding, top)
     raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {kernel!r} (have dense, conv2d, maxpool, avgpool, "
-                         "globalavgpool, add, requant)")
+                         "globalavgpool, add, requant, concat)")
 
 
 def _geometry(kernel: str, op: Op, shapes: dict[str, tuple[int, ...]], params: tuple[str, ...] = ()) -> Geometry:
@@ -624,8 +697,19 @@ def window_geometry(kernel: str, config: dict[str, Any]) -> Geometry:
     return _geometry(kernel, Op(kernel, op_type, "", attrs, ["x"], ["y"], 0), shapes)
 
 
-def elementwise_geometry(kernel: str, shape: tuple[int, ...]) -> Geometry:
-    """The op library's geometry of a one-sample Add (two inputs) or Relu of an NCHW ``shape``."""
+def elementwise_geometry(kernel: str, shape: tuple[int, ...], constant: tuple[int, ...] | None = None) -> Geometry:
+    """The op library's geometry of a one-sample Add (two inputs, or one and a ``constant`` of
+    that shape) or Relu of an NCHW ``shape``."""
     names = ["a", "b"] if kernel == "add" else ["a"]
-    shapes = {name: shape for name in [*names, "y"]}
-    return _geometry(kernel, Op(kernel, "Add" if kernel == "add" else "Relu", "", {}, names, ["y"], 0), shapes)
+    shapes = {name: shape for name in [*names, "y"]} | ({"b": constant} if constant else {})
+    op = Op(kernel, "Add" if kernel == "add" else "Relu", "", {}, names, ["y"], 0)
+    return _geometry(kernel, op, shapes, ("b",) if constant else ())
+
+
+def concat_geometry(pixels: tuple[int, ...], channels: list[int]) -> Geometry:
+    """The op library's geometry of a one-sample channel Concat of NCHW inputs ``(1, C_i, *pixels)``
+    (``pixels`` empty for 2-D ``[1, C_i]`` inputs)."""
+    names = [f"x{i}" for i in range(len(channels))]
+    shapes = {name: (1, ch, *pixels) for name, ch in zip(names, channels, strict=True)}
+    shapes["y"] = (1, sum(channels), *pixels)
+    return _geometry("concat", Op("concat", "Concat", "", {"axis": 1}, names, ["y"], 0), shapes)

@@ -7,10 +7,10 @@ cell takes), FF (the FD* cells), DSP (DSP48E1/E2) and BRAM36 (RAMB36 + RAMB18 / 
 is not flattened, so ``stat`` reports each module and the hierarchy's total.
 
 ``project_resources(project)`` does so for every layer of every core of a project (each layer
-module with the shared library), and the core top; it writes ``results/resources.json``. The
-op library does not count the requantizers' multipliers of a dot-product stage (two DSPs per
-unit, ``requantize_units``), so its DSP estimate is set beside yosys' DSPs both as it is and
-with those added (``dsp_with_requantizers``).
+module with the shared library), and the core top; it writes ``results/resources.json``. DSP
+counts agree exactly (``dsp_equal``): the op library counts the MAC lanes' multipliers as the
+RTL pairs them and the requantizers' (``fpgaplace.hw.kernels.Kernel.dsps``); LUT, FF and BRAM36
+are estimates, set beside yosys as ratios.
 
 Cost: yosys time grows with the lanes and with the line buffers (their read ports become LUT
 multiplexers), from seconds for a small layer to minutes for a wide one.
@@ -31,7 +31,6 @@ from typing import Any
 from fpgaplace.codegen.names import RESULTS_DIR, cell_name
 from fpgaplace.codegen.record import load_design
 from fpgaplace.errors import FpgaplaceError
-from fpgaplace.hw.kernels import KERNELS, requantize_units
 from fpgaplace.sim import rtl
 
 RESOURCES_FILE = "resources.json"
@@ -104,15 +103,12 @@ class LayerResources:
     kernel: str
     yosys: Synthesized
     estimate: dict[str, int]
-    requantizer_dsps: int  # what the estimate leaves out: two per requantization unit
 
     def to_json(self) -> dict[str, Any]:
         ratios = {key: round(getattr(self.yosys, key) / self.estimate[key], 3) if self.estimate.get(key) else None
                   for key in ("lut", "ff", "bram36")}
         return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
-                "dsp_with_requantizers": self.estimate["dsp"] + self.requantizer_dsps,
-                "dsp_equal": self.yosys.dsp == self.estimate["dsp"] + self.requantizer_dsps,
-                "ratio_yosys_to_estimate": ratios}
+                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios}
 
 
 @dataclass(frozen=True)
@@ -136,17 +132,6 @@ class ProjectResources:
         return {"family": self.family, "cores": [core.to_json() for core in self.cores]}
 
 
-def requantizer_dsps(kernel: str, layer: dict[str, Any]) -> int:
-    """DSPs of a dot-product layer's requantizers in the RTL (two per ``requantize_units``)."""
-    if not KERNELS[kernel].uses_dsp:
-        return 0
-    c = layer["config"]
-    if kernel == "dense":
-        return 2 * requantize_units(int(layer["pe"]), int(c["K"]) // int(layer["simd"]))
-    reduction = c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
-    return 2 * requantize_units(int(layer["pe"]) * int(layer["mmv"]), reduction // int(layer["simd"]))
-
-
 def project_resources(project: Path, progress: Callable[[str], None] | None = None) -> ProjectResources:
     """yosys resources of every layer of every core of ``project`` beside design.json's estimate;
     writes ``results/resources.json``."""
@@ -167,8 +152,7 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
                 module = rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files})
                 synthesized = synthesize(module, Path(scratch) / cell_name(op.module.top), family)
                 estimate = {key: int(layer["resources"].get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
-                layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate,
-                                             requantizer_dsps(layer["kernel"], layer)))
+                layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate))
             cores.append(CoreResources(record["name"], layers))
     result = ProjectResources(family, cores)
     (project / RESULTS_DIR).mkdir(exist_ok=True)
