@@ -215,7 +215,11 @@ def test_links_follow_devices_when_a_kind_has_fewer_devices() -> None:
 def test_optimistic_problem_charges_the_cheapest_link_and_bounds_every_placement() -> None:
     p = three_device_links(make(**CHAIN), LINK_TIMES)
     cheap = p.optimistic()
-    assert cheap.links is None and cheap.transfer.tolist() == [0.5, 0.25, 1.0]
+    # each node at its cheapest link (the stream); node 2 feeds nothing, so it is never charged
+    assert cheap.links is None and cheap.transfer.tolist() == [0.5, 0.25, 0.0]
+    # a node that runs only on the CPU is reached, and reaches others, over DRAM only
+    cpu_only = three_device_links(make(**{**CHAIN, "acc": [1, math.inf, 4]}), LINK_TIMES)
+    assert cpu_only.optimistic().transfer.tolist() == [1.5, 2.0, 0.0]
     for devices in [(0, 1, 2), (0, 0, 1), (2, 0, 1), (1, 2, 0)]:
         exact, low = evaluate(p, place(*devices)), evaluate(cheap, place(*devices))
         assert low.max_load <= exact.max_load and low.latency <= exact.latency

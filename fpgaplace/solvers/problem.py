@@ -127,26 +127,41 @@ class PlacementProblem:
         return float(max(self.links.times[u, matrix[device, p]] for p in partners))
 
     def optimistic(self) -> PlacementProblem:
-        """The problem with every transfer at its cheapest link's time between devices it has
-        (no links): every per-link charge is at least that, so its optimum is a lower bound on
-        this problem's. Without links, the problem itself."""
+        """The problem with each node's transfer at the cheapest charge it can incur (no links):
+        node u is charged only for an edge (u, w) that crosses from a device d that runs u to a
+        device e that runs w (d = e: a later subgraph; not both CPUs), over the link joining them,
+        so the cheapest such link over u's out-edges bounds every charge of u from below (0 for
+        a node without out-edges, never charged), and this problem's optimum bounds this one's.
+        Without links, the problem itself. O(links * (n D^2 + m D)) for D devices."""
         matrix = self.link_matrix()
-        if matrix is None or self.links is None:
-            return self
-        accelerators = [d for d, (kind, _) in enumerate(self.devices()) if not self.kinds[kind].is_cpu]
-        used = sorted({int(c) for d in accelerators for c in matrix[d]} | {int(matrix[e, d]) for d in accelerators
-                                                                             for e in range(len(matrix))})
-        cheapest = self.links.times[:, used].min(axis=1) if used else self.transfer
-        return replace(self, transfer=np.asarray(cheapest, dtype=np.float64), links=None)
+        if matrix is None or self.links is None or not self.edges:
+            return self if matrix is None else replace(self, transfer=np.zeros(self.n), links=None)
+        devices = self.devices()
+        runs = np.isfinite(self.latency[:, [kind for kind, _ in devices]])  # (n, D): u runs on d
+        cpu = np.array([self.kinds[kind].is_cpu for kind, _ in devices])
+        charged = ~(cpu[:, None] & cpu[None, :])  # a pair where an accelerator pays
+        tail, head = (np.array(side) for side in zip(*self.edges, strict=True))
+        cheapest = np.full(self.n, np.inf)
+        for link in range(len(self.links.names)):
+            pairs = (matrix == link) & charged
+            reaches = (runs.astype(np.int64) @ pairs.astype(np.int64)) > 0  # u on some d, link to e
+            possible = (reaches[tail] & runs[head]).any(axis=1)
+            np.minimum.at(cheapest, tail[possible], self.links.times[tail[possible], link])
+        cheapest[~np.isfinite(cheapest)] = 0.0  # no out-edge can cross: never charged
+        return replace(self, transfer=cheapest, links=None)
 
     def link_ratio(self) -> float:
-        """The least ratio over nodes of cheapest to costliest link time (1 without links): every
-        placement's per-link objective is at least this times its objective at ``transfer``."""
+        """The least ratio, over nodes that can be charged, of ``optimistic()``'s transfer to
+        ``transfer`` (1 without links): every placement's per-link objective is at least this
+        times its objective at ``transfer``."""
         optimistic = self.optimistic()
-        moving = self.transfer > 0
-        if optimistic is self or not moving.any():
+        if optimistic is self:
             return 1.0
-        return float(np.min(optimistic.transfer[moving] / self.transfer[moving]))
+        charged = self.transfer > 0
+        charged[[v for v in range(self.n) if v not in {u for u, _ in self.edges}]] = False
+        if not charged.any():
+            return 1.0
+        return float(np.min(optimistic.transfer[charged] / self.transfer[charged]))
 
     def index_of(self) -> dict[int, int]:
         """Map from external node id to node index."""
