@@ -49,7 +49,7 @@ import onnx
 
 from fpgaplace import hw
 from fpgaplace.board import Board, CpuCore, FpgaCore, Link
-from fpgaplace.errors import FpgaplaceError, first_line
+from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.ir import Op, OpGraph
 from fpgaplace.passes.fuse import fused_head
@@ -218,18 +218,15 @@ def _transfer_times(nbytes: int, links: list[Link]) -> list[float]:
 def _host_rate_samples(samples: int, n: int = HOST_RATE_SIZE) -> list[float]:
     """``samples`` single-thread float32 GFLOP/s figures of this host: an n^3 MatMul in onnxruntime
     with one thread, the engine and thread budget the per-op profile uses (after one warm-up)."""
-    import onnxruntime as ort
     from onnx import TensorProto, helper
+
+    from fpgaplace import onnxrt
 
     a = helper.make_tensor_value_info("a", TensorProto.FLOAT, [n, n])
     c = helper.make_tensor_value_info("c", TensorProto.FLOAT, [n, n])
     graph = helper.make_graph([helper.make_node("MatMul", ["a", "a"], ["c"])], "gflops", [a], [c])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = 1
-    options.inter_op_num_threads = 1
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
+    session = onnxrt.session(model, "host rate MatMul", threads=1)
     feed = {"a": np.random.default_rng(0).standard_normal((n, n), dtype=np.float32)}
     session.run(None, feed)
     rates = []
@@ -404,22 +401,14 @@ def _profile_model(model: onnx.ModelProto, runs: int, name: str) -> dict[str, fl
     """
     import onnxruntime as ort
 
+    from fpgaplace import onnxrt
     from fpgaplace.split import random_inputs
 
     with tempfile.TemporaryDirectory(prefix="fpgaplace-profile-") as tmp:
         options = ort.SessionOptions()
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
         options.enable_profiling = True
         options.profile_file_prefix = os.path.join(tmp, "profile")
-        options.log_severity_level = 3
-        try:
-            session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-        except Exception as exc:  # onnxruntime raises its own types; keep it one line
-            raise FpgaplaceError(
-                f"{name}: onnxruntime cannot run the model for CPU profiling: {first_line(exc)}"
-            ) from exc
+        session = onnxrt.session(model, f"{name} (CPU profiling)", optimized=False, threads=1, options=options)
         feeds = random_inputs(model, integer_high=2)  # integers 0/1: in range of small index tables
         timed = _run_for_profile(session, feeds, runs)
         profile_path = session.end_profiling()

@@ -30,15 +30,17 @@ ort.set_default_logger_severity(FATAL_ONLY)
 
 
 def session(model: bytes | str | onnx.ModelProto, what: str, *, optimized: bool = True,
-            threads: int | None = None) -> ort.InferenceSession:
+            threads: int | None = None, options: ort.SessionOptions | None = None) -> ort.InferenceSession:
     """A CPU session of ``model`` (a ModelProto, serialized bytes or a path) that logs fatal errors
-    only, on ``threads`` intra-op threads (onnxruntime's choice when None). A model onnxruntime
-    rejects is a one-line error naming ``what``. Every session the front end, the passes, split and
-    quantize open comes from here."""
-    options = ort.SessionOptions()
+    only, on ``threads`` intra- and inter-op threads (onnxruntime's choice when None), with the
+    caller's ``options`` otherwise (profiling, ...). A model onnxruntime rejects is a one-line
+    error naming ``what``. Every session the front end, the passes, split, quantize and the cost
+    model open comes from here."""
+    options = options or ort.SessionOptions()
     options.log_severity_level = FATAL_ONLY
     if threads is not None:
         options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
     if not optimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     try:
