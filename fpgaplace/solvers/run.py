@@ -308,30 +308,53 @@ def _objective(problem: PlacementProblem, placement: Placement, objective: str, 
     return _start_value(problem, placement, SolveOptions(objective=objective, contiguous=contiguous))
 
 
-def assign_devices(problem: PlacementProblem, placement: Placement, objective: str) -> Placement:
+RELABEL_SECONDS = 2.0  # at most this long relabelling one answer's devices onto cheaper links
+
+
+def assign_devices(problem: PlacementProblem, placement: Placement, objective: str,
+                   seconds: float = RELABEL_SECONDS) -> Placement:
     """The placement with its devices of each kind relabelled onto cheaper links: the solvers
     see one transfer time per node, so which core of a kind gets which part (on a cluster: on
     which node) is theirs to choose. Hill climbing over swaps of two devices of one kind whose
     links differ (swapping two cores of one board changes nothing and is not tried), each swap
-    scored by the evaluator; O(rounds * D^2) evaluations, at most ``len(devices)`` rounds."""
+    scored by the evaluator's loads or schedule (a relabelling keeps memory, support and
+    contiguity); O(rounds * D^2) evaluations, at most ``len(devices)`` rounds and ``seconds``."""
     matrix = problem.link_matrix()
     if matrix is None:
         return placement
+    deadline = time.perf_counter() + seconds
     devices = problem.devices()
     pairs = [(a, b) for a in range(len(devices)) for b in range(a + 1, len(devices))
              if devices[a][0] == devices[b][0] and not _interchangeable(matrix, a, b)]
-    best, value = placement, _objective(problem, placement, objective)
+    best, value = placement, _relabelled_value(problem, placement, objective)
     for _ in range(len(devices)):
         improved = False
+        used = set(np.unique(best.device).tolist())
         for a, b in pairs:
+            if (a not in used and b not in used) or time.perf_counter() > deadline:
+                continue
             swapped = copy.copy(best)
             swapped.device = np.where(best.device == a, b, np.where(best.device == b, a, best.device))
-            candidate = _objective(problem, swapped, objective)
+            candidate = _relabelled_value(problem, swapped, objective)
             if candidate < value * (1 - 1e-12):
                 best, value, improved = swapped, candidate, True
+                used = set(np.unique(best.device).tolist())
         if not improved:
             break
     return best
+
+
+def _relabelled_value(problem: PlacementProblem, placement: Placement, objective: str) -> float:
+    from fpgaplace.solvers.evaluate import device_loads, latency_schedule
+
+    device = np.asarray(placement.device, dtype=np.int64)
+    if objective == "latency":
+        try:
+            schedule = latency_schedule(problem, device, placement.order, problem.cpu_overlap_unlimited)
+        except FpgaplaceError:
+            return math.inf
+        return max((entry.end for entry in schedule), default=0.0)
+    return max(device_loads(problem, device), default=0.0)
 
 
 def _interchangeable(matrix: np.ndarray, a: int, b: int) -> bool:
@@ -378,8 +401,8 @@ def _over_links(problem: PlacementProblem, placement: Placement, options: SolveO
         best.method = placement.method
     best.value = min(values)
     best.bound = min(bound, best.value)
-    if best.status == "optimal" and best.bound < best.value * (1 - 1e-9):
-        best.status = "feasible (transfers by link)"
+    if best.bound < best.value * (1 - 1e-9) and not best.status.startswith("best start"):
+        best.status = f"{best.status or 'feasible'} at costliest links"  # what the solver proved
     return best
 
 
