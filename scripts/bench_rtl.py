@@ -19,38 +19,50 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from rtl_cases import conv_case, elementwise_case, pool_case  # noqa: E402
-from test_rtl_ops import CONVS, POOLS  # noqa: E402
+from rtl_cases import (  # noqa: E402
+    concat_case,
+    constant_add_case,
+    conv_case,
+    dense_case,
+    elementwise_case,
+    pool_case,
+)
+from test_rtl_ops import CONCATS, CONVS, POOLS  # noqa: E402
 
 from fpgaplace.board import load_board  # noqa: E402
-from fpgaplace.hw.kernels import KERNELS, Folding  # noqa: E402
+from fpgaplace.hw.kernels import KERNELS, Folding, Geometry  # noqa: E402
 from fpgaplace.sim import rtl, yosys  # noqa: E402
 
 ELEMENTWISE = [("add", (8, 8, 8), Folding(2, 1, 1)), ("add", (4, 6, 6), Folding(4, 1, 3)),
                ("requant", (8, 6, 6), Folding(8, 1, 2))]
+CONSTANT_ADDS = [((8, 6, 6), True, Folding(2, 1, 1)), ((4, 5, 5), False, Folding(4, 1, 5))]
 
 
-def op_cases() -> list[tuple[str, str, tuple, tuple | None]]:
-    """(label, kernel, case, elementwise shape) of every benchmarked op."""
+def op_cases() -> list[tuple[str, str, tuple, Geometry]]:
+    """(label, kernel, case, op library geometry) of every benchmarked op."""
     cases = []
     for name, (*shape, folding, dilation) in CONVS.items():
-        cases.append((f"conv {name} {shape[:4]}", "conv2d", conv_case(*shape, folding, seed=1, dilation=dilation),
-                      None))
+        case = conv_case(*shape, folding, seed=1, dilation=dilation)
+        cases.append((f"conv {name} {shape[:4]}", "conv2d", case, rtl.window_geometry("conv2d", case[0])))
     for name, (kernel, (h, w, c, k, stride, pad, folding)) in POOLS.items():
-        cases.append((f"{name} {(h, w, c)}", kernel, pool_case(kernel, h, w, c, k, stride, pad, folding, seed=1), None))
+        case = pool_case(kernel, h, w, c, k, stride, pad, folding, seed=1)
+        cases.append((f"{name} {(h, w, c)}", kernel, case, rtl.window_geometry(kernel, case[0])))
     for kernel, shape, folding in ELEMENTWISE:
-        cases.append((f"{kernel} {shape}", kernel, elementwise_case(kernel, shape, folding, seed=1), shape))
+        cases.append((f"{kernel} {shape}", kernel, elementwise_case(kernel, shape, folding, seed=1),
+                      rtl.elementwise_geometry(kernel, (1, *shape))))
+    for shape, per_channel, folding in CONSTANT_ADDS:
+        cases.append((f"add of a constant {shape}", "add", constant_add_case(shape, per_channel, folding, seed=1),
+                      rtl.elementwise_geometry("add", (1, *shape), (shape[0], 1, 1) if per_channel else (1,))))
+    for name, (pixels, channels, folding) in CONCATS.items():
+        cases.append((f"concat {name} {channels}", "concat", concat_case(pixels, channels, folding, seed=1),
+                      rtl.concat_geometry(pixels, channels)))
     return cases
-
-
-def geometry(kernel: str, config: dict, shape: tuple | None):
-    return rtl.elementwise_geometry(kernel, (1, *shape)) if shape else rtl.window_geometry(kernel, config)
 
 
 def cycles_table() -> list[dict]:
     rows = []
-    for label, kernel, (config, arrays, inputs, folding), shape in op_cases():
-        model = KERNELS[kernel].cycles(geometry(kernel, config, shape), folding)
+    for label, kernel, (config, arrays, inputs, folding), g in op_cases():
+        model = KERNELS[kernel].cycles(g, folding)
         inputs = inputs if isinstance(inputs, list) else [inputs]
         op = rtl.render_op(kernel, config, arrays, folding, model)
         expected = np.stack([KERNELS[kernel].reference(config, arrays, [x[v] for x in inputs]).reshape(-1)
@@ -67,26 +79,33 @@ def cycles_table() -> list[dict]:
 
 
 def yosys_table() -> list[dict]:
-    """Small shapes (yosys time grows fast with the line buffers' read ports)."""
+    """Small shapes (yosys time grows fast with the line buffers' read ports), every op kind."""
     rows = []
     for board, family in (("zcu104", "xcup"), ("pynq-z2", "xc7")):
         core = load_board(board).cores[0]
-        small = [("conv2d", conv_case(4, 4, 2, 2, 3, 1, 1, 1, Folding(2, 3, 2), seed=1), None)]
+        conv = conv_case(4, 4, 2, 2, 3, 1, 1, 1, Folding(2, 3, 2), seed=1)
+        small = [("conv2d", conv, rtl.window_geometry("conv2d", conv[0])),
+                 ("dense", dense_case(32, 8, Folding(2, 8, 1), seed=1), rtl.dense_geometry(32, 8))]
         if family == "xcup":
-            small += [("maxpool", pool_case("maxpool", 4, 4, 2, 2, 2, 0, Folding(2, 1, 1), seed=1), None),
-                      ("avgpool", pool_case("avgpool", 4, 4, 2, 2, 2, 0, Folding(2, 1, 1), seed=1), None),
-                      ("globalavgpool", pool_case("globalavgpool", 4, 4, 2, 0, 0, 0, Folding(2, 1, 1), seed=1), None),
-                      ("add", elementwise_case("add", (2, 4, 4), Folding(2, 1, 1), seed=1), (2, 4, 4)),
-                      ("requant", elementwise_case("requant", (2, 4, 4), Folding(2, 1, 1), seed=1), (2, 4, 4))]
-        for kernel, (config, arrays, _, folding), shape in small:
-            g = geometry(kernel, config, shape)
+            for kernel in ("maxpool", "avgpool", "globalavgpool"):
+                case = pool_case(kernel, 4, 4, 2, 2, 2, 0, Folding(2, 1, 1), seed=1)
+                small.append((kernel, case, rtl.window_geometry(kernel, case[0])))
+            for kernel in ("add", "requant"):
+                small.append((kernel, elementwise_case(kernel, (2, 4, 4), Folding(2, 1, 1), seed=1),
+                              rtl.elementwise_geometry(kernel, (1, 2, 4, 4))))
+            small.append(("add of a constant", constant_add_case((2, 4, 4), True, Folding(2, 1, 1), seed=1),
+                          rtl.elementwise_geometry("add", (1, 2, 4, 4), (2, 1, 1))))
+            small.append(("concat", concat_case((4, 4), [2, 4], Folding(2, 1, 1), seed=1),
+                          rtl.concat_geometry((4, 4), [2, 4])))
+        for label, (config, arrays, _, folding), g in small:
+            kernel = g.kernel
             op = rtl.render_op(kernel, config, arrays, folding, KERNELS[kernel].cycles(g, folding),
                                macs_per_dsp=core.macs_per_dsp)
             estimate = KERNELS[kernel].resources(g, folding, core)
             with tempfile.TemporaryDirectory() as folder:
                 got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}),
                                        Path(folder), family)
-            rows.append({"op": kernel, "family": family, "yosys": got.to_json(), "estimate": estimate.to_json(),
+            rows.append({"op": label, "family": family, "yosys": got.to_json(), "estimate": estimate.to_json(),
                          "lut_ratio": round(got.lut / estimate.lut, 2), "ff_ratio": round(got.ff / estimate.ff, 2),
                          "bram_ratio": round(got.bram36 / estimate.bram36, 2) if estimate.bram36 else None})
             print(rows[-1], flush=True)

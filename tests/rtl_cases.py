@@ -96,3 +96,19 @@ def concat_case(pixels: tuple[int, ...], channels: list[int], folding: Folding, 
               "shift": np.array([s for _, s in pairs], dtype=np.int64)}
     inputs = [rng.integers(-128, 128, (samples, count * ch), dtype=np.int8) for ch in channels]
     return config, arrays, inputs, folding
+
+
+def dense_case(k: int, n: int, folding: Folding, seed: int, samples: int = 3):
+    """A random dense layer ``y[N] = W[N, K] x`` as the code generator lowers it (config members
+    ``K, N, ZX, ZY, LO, HI``), per-channel scales calibrated on the inputs."""
+    rng = np.random.default_rng(seed)
+    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
+    bias = rng.integers(-2**14, 2**14, n).astype(np.int32)
+    zx, zy = int(rng.integers(-128, 128)), int(rng.integers(-30, 30))
+    inputs = rng.integers(-128, 128, (samples, k), dtype=np.int8)
+    largest = np.abs(np.stack([reference.dense_accumulate(x, w, bias, zx=zx) for x in inputs])).max(axis=0)
+    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.5, 1.5, n) * 100 / (largest + 1)]
+    config = {"K": k, "N": n, "ZX": zx, "ZY": zy, "LO": max(-128, zy - 60), "HI": 120}
+    arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
+              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
+    return config, arrays, inputs, folding

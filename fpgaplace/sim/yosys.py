@@ -79,13 +79,16 @@ def parse_stat(text: str) -> dict[str, int]:
             if not cell.startswith("$") or cell.startswith("$_")}
 
 
-def synthesize(module: rtl.RtlModule, folder: Path, family: str) -> Synthesized:
-    """``synth_xilinx`` of ``module`` (written into ``folder`` with its ROM files); its cells."""
+def synthesize(module: rtl.RtlModule, folder: Path, family: str, dsp_only: bool = False) -> Synthesized:
+    """``synth_xilinx`` of ``module`` (written into ``folder`` with its ROM files); its cells.
+    ``dsp_only`` stops after the DSP mapping and its clean-up (``-run :map_memory``): the DSP count
+    is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer)."""
     if shutil.which("yosys") is None:
         raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
     sources = module.write(folder)
-    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}; "
-              "tee -q -o stat.txt stat")
+    stop = " -run :map_memory" if dsp_only else ""
+    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}"
+              f"{stop}; tee -q -o stat.txt stat")
     log = folder / "yosys.log"
     try:
         run = subprocess.run(["yosys", "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True,
@@ -132,9 +135,11 @@ class ProjectResources:
         return {"family": self.family, "cores": [core.to_json() for core in self.cores]}
 
 
-def project_resources(project: Path, progress: Callable[[str], None] | None = None) -> ProjectResources:
+def project_resources(project: Path, progress: Callable[[str], None] | None = None,
+                      dsp_only: bool = False) -> ProjectResources:
     """yosys resources of every layer of every core of ``project`` beside design.json's estimate;
-    writes ``results/resources.json``."""
+    writes ``results/resources.json`` (not with ``dsp_only``, whose LUT/FF/BRAM are not final,
+    see ``synthesize``)."""
     from fpgaplace.codegen import rtl_project
 
     project = Path(project)
@@ -150,11 +155,13 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
                 if progress is not None:
                     progress(f"yosys synth_xilinx of {record['name']} {layer['op']} ({layer['kernel']})")
                 module = rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files})
-                synthesized = synthesize(module, Path(scratch) / cell_name(op.module.top), family)
+                synthesized = synthesize(module, Path(scratch) / cell_name(op.module.top), family, dsp_only)
                 estimate = {key: int(layer["resources"].get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
                 layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate))
             cores.append(CoreResources(record["name"], layers))
     result = ProjectResources(family, cores)
+    if dsp_only:
+        return result
     (project / RESULTS_DIR).mkdir(exist_ok=True)
     (project / RESULTS_DIR / RESOURCES_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result

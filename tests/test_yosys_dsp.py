@@ -1,0 +1,68 @@
+"""yosys synth_xilinx DSP counts of every layer of compiled projects equal the op library's
+estimate exactly (issue 9): the MAC lanes as the RTL pairs them on a DSP48E2 and the
+requantizers' multipliers, per op and per core, on a DSP48E1 board (pynq-z2) and a DSP48E2 one
+(zcu104). yosys stops after its DSP mapping (``dsp_only``), where the count is final."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rtl_cases import dense_case
+
+from fpgaplace import Design, models
+from fpgaplace.board import load_board
+from fpgaplace.codegen.record import load_design
+from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.sim import rtl, yosys
+
+PROJECTS = {  # name: (model, board); small enough for yosys under a minute or two each
+    "mlp-pynq-z2": (lambda: models.mlp(batch=1), "pynq-z2"),
+    "mlp-zcu104": (lambda: models.mlp(batch=1), "zcu104"),
+    "cnn16-pynq-z2": (lambda: models.cnn_residual(batch=1, image=16), "pynq-z2"),
+}
+
+
+def compiled(folder: Path, name: str) -> Path:
+    model, board = PROJECTS[name]
+    design = Design(model(), board, profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(folder / name)
+    return folder / name
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(PROJECTS))
+def test_yosys_dsps_equal_the_estimate_per_op_and_core(tmp_path, name):
+    project = compiled(tmp_path, name)
+    result = yosys.project_resources(project, dsp_only=True)
+    document = load_design(project)
+    assert [core.name for core in result.cores] == [core["name"] for core in document["cores"]]
+    kernels = set()
+    for core, record in zip(result.cores, document["cores"], strict=True):
+        for layer in core.layers:
+            assert layer.yosys.dsp == layer.estimate["dsp"], (core.name, layer.op, layer.kernel, layer.yosys)
+            kernels.add(layer.kernel)
+        assert sum(layer.yosys.dsp for layer in core.layers) == record["resources"]["dsp"], core.name
+        assert record["resources"]["dsp"] <= record["budget"]["dsp"], "the folding keeps the core within its DSPs"
+    assert "dense" in kernels or "conv2d" in kernels
+    assert any(layer.yosys.dsp > 0 for core in result.cores for layer in core.layers)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
+@pytest.mark.parametrize("k", [64, 1024, 4096])
+def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, k):
+    """A dot product of K int8 products needs log2(K) + 16 bits: past the A port (25 bits on a
+    DSP48E1, 27 on a DSP48E2) each of the requantizer's two partial products takes two DSPs."""
+    core = load_board(board).cores[0]
+    folding = Folding(2, 1, 1)
+    config, arrays, _, _ = dense_case(k, 2, folding, seed=3)
+    op = rtl.render_op("dense", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
+                           dsp_only=True)
+    estimate = KERNELS["dense"].resources(rtl.dense_geometry(k, 2), folding, core)
+    assert got.dsp == estimate.dsp, (got, estimate)
+    macs = 2 // core.macs_per_dsp  # two channels, SIMD 1: paired on a DSP48E2
+    a_port = 27 if core.macs_per_dsp == 2 else 25
+    assert estimate.dsp - macs == 2 * (1 if (k * 2**14).bit_length() + 1 <= a_port else 2)
