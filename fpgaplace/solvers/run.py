@@ -280,7 +280,10 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     starts: list[Placement] = []
     chosen = exact_method(options) if method == "auto" else method
     _report(options, method=chosen)
-    model = replace(problem, links=None)  # the solvers' view: one c(v), the costliest link's
+    exact = chosen in ("dp", "ip")
+    # the solvers' view, one c(v): for the exact methods the cheapest link each node can cross
+    # (a relaxation, so their bound holds), for the heuristics the costliest (an upper bound)
+    model = problem.optimistic() if exact else replace(problem, links=None)
     if chosen == "ip":
         placement, starts = _ip_with_starts(model, options)
     elif method == "auto":
@@ -297,7 +300,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement.method = placement.method or chosen
     placement.objective = options.objective
     if problem.links is not None:
-        placement = _over_links(problem, placement, options, starts)
+        placement = _over_links(problem, placement, options, starts, exact)
     placement.seconds = time.perf_counter() - start
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
@@ -364,35 +367,43 @@ def _interchangeable(matrix: np.ndarray, a: int, b: int) -> bool:
 
 
 def _over_links(problem: PlacementProblem, placement: Placement, options: SolveOptions,
-                starts: list[Placement]) -> Placement:
+                starts: list[Placement], exact: bool) -> Placement:
     """The answer on a problem whose transfers cost by link (``PlacementProblem.links``).
 
-    The solvers saw every transfer at its costliest link (``problem.transfer``), an upper bound,
-    so their own bound does not hold here. The answer and the IP's heuristic ``starts`` have
-    their devices relabelled onto cheaper links (``assign_devices``) and the best of them, by
-    the evaluator, is kept. After the exact DP, the DP of ``problem.optimistic()``
-    (every transfer at its cheapest link) runs too: its optimum is a lower bound on every
-    placement, and its split a second candidate (the better one, by the evaluator, is kept).
-    Otherwise the bound is the largest of ``link_ratio()`` times the model's bound (each charge
-    is at least that fraction of the model's), the memory LP bound (throughput) and the
-    critical-path bound of the optimistic problem (latency).
+    The exact methods (``exact``) solved ``problem.optimistic()``, every node's transfer at the
+    cheapest link it can cross: a relaxation, so their bound holds for every placement; the
+    same method's heuristics at the costliest links (``problem.transfer``, an upper bound on
+    every charge) add candidates: the DP run again there, or greedy and PipeDream for the IP.
+    The heuristics solved at the costliest links, where a bound is ``link_ratio()`` times
+    theirs. Every candidate (and the IP's ``starts``) has its devices relabelled onto cheaper
+    links (``assign_devices``); the best by the evaluator is kept. The bound is also at least
+    the memory LP bound (throughput) or the critical-path bound at the cheapest links (latency).
     """
-    from fpgaplace.solvers import bounds
+    from fpgaplace.solvers import baselines, bounds
 
-    exact_dp = placement.method == "dp" and placement.status == "optimal"
-    candidates = [assign_devices(problem, p, options.objective) for p in [placement, *starts]]
-    optimistic = problem.optimistic()
-    if exact_dp:
-        lower = _dp(optimistic, options, scaled=True)
-        lower.objective = options.objective
-        candidates.append(assign_devices(problem, lower, options.objective))
-        bound = lower.bound if lower.status == "optimal" else -math.inf
+    costliest = replace(problem, links=None)
+    extra: list[Callable[[], Placement]] = []
+    if exact and placement.method == "dp":
+        extra.append(lambda: _dp(costliest, options, scaled=True))
+    elif exact:
+        extra += [lambda: baselines.greedy_latency(costliest),
+                  lambda: baselines.pipedream(costliest, options.objective)]
+    found = [placement, *starts]
+    for make in extra:
+        try:
+            found.append(make())
+        except FpgaplaceError:  # a heuristic with nothing to offer here
+            pass
+    candidates = [assign_devices(problem, found_one, options.objective) for found_one in found]
+    if exact:
+        bound = placement.bound
     else:
         bound = problem.link_ratio() * placement.bound if math.isfinite(placement.bound) else -math.inf
+    optimistic = problem.optimistic()
     if options.objective == "latency":
         bound = max(bound, bounds.critical_path_bound(optimistic, options.subgraphs_per_device
                                                       if options.contiguous else problem.n))
-    elif not exact_dp:
+    elif not (exact and placement.status == "optimal"):
         bound = max(bound, bounds.memory_load_bound(problem))
     values = [_objective(problem, c, options.objective, options.contiguous) for c in candidates]
     best = copy.copy(candidates[int(np.argmin(values))])
@@ -402,7 +413,7 @@ def _over_links(problem: PlacementProblem, placement: Placement, options: SolveO
     best.value = min(values)
     best.bound = min(bound, best.value)
     if best.bound < best.value * (1 - 1e-9) and not best.status.startswith("best start"):
-        best.status = f"{best.status or 'feasible'} at costliest links"  # what the solver proved
+        best.status = f"{best.status or 'feasible'} at {'cheapest' if exact else 'costliest'} links"
     return best
 
 
