@@ -21,7 +21,13 @@ CPU core: the op's time measured by profiling the whole model with onnxruntime o
   GFLOP/s), the host rate measured around the profile; both are cached per model content and
   host (``CpuProfileCache``), so a second run reads the same figures. Where a node has no
   measurement, analytic ``2 * macs / GFLOP/s``.
-Transfer c(u): bytes of u's outputs at the chosen precision over the link that joins the two
+Element widths: every tensor has its own bit width where a QONNX quantizer gives one
+  (``TensorInfo.quant_bits``, carried through ops that only move values), else the precision asked
+  for (``PRECISION_BITS``: binary, int2, int4, int8, int16, float16, float32); an op's kernel is
+  costed at its operands' widths (``op_bits``, ``hw.kernels.with_precision``): weights stored and
+  streamed at their width, line buffers at the input's, and the MACs a DSP takes at the lane's width
+  (``hw.kernels.macs_per_dsp``: twice the int8 count at 4 and 2 bits, LUT lanes for binary).
+Transfer c(u): bytes of u's outputs, each at its width (packed below 8 bits), over the link that joins the two
   devices (``Board.link_between``: the AXI stream between two cores of a board, DRAM or PCIe
   between a core and a CPU, the network between nodes; a tensor that leaves a core and returns
   to it goes through the core's DRAM), latency included. The problem carries one time per link
@@ -47,15 +53,23 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace import hw
+from fpgaplace import hw, ops
 from fpgaplace.board import Board, CpuCore, FpgaCore, Link
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.folding import streamed_cycles
+from fpgaplace.hw.kernels import PRECISION_BITS as KERNEL_BITS
+from fpgaplace.hw.kernels import bits_to_bytes, with_precision
 from fpgaplace.ir import Op, OpGraph
 from fpgaplace.passes.fuse import fused_head
 from fpgaplace.solvers.problem import DeviceKind, Links, PlacementProblem
 
-PRECISION_BYTES = {"int8": 1, "int16": 2, "float16": 2, "float32": 4}
+PRECISION_BITS = {"binary": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16, "float16": 16, "float32": 32}
+"""Bits of one element at each precision the cores may compute at (``CostOptions.precision``): the
+default width of every tensor whose own width (``TensorInfo.quant_bits``, from a QONNX quantizer)
+is not known."""
+PRECISION_BYTES = {name: bits / 8 for name, bits in PRECISION_BITS.items()}
+"""The same in bytes per element (fractional below 8 bits); the functions below that take a
+``precision`` take these bytes per element."""
 WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (streams, block rounding)
 RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
 RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
@@ -127,8 +141,34 @@ def cpu_kinds(board: Board) -> list[tuple[str, list[CpuCore]]]:
     return [(f"cpu-{cpus[0].kind}", cpus) for cpus in groups.values()]
 
 
-def _element_bytes(graph: OpGraph, tensors: list[str], precision: int) -> int:
-    return sum(graph.tensors[t].numel * precision for t in tensors if t in graph.tensors)
+def precision_bits(precision: float) -> int:
+    """Bits per element of ``precision`` bytes per element (a ``PRECISION_BYTES`` value)."""
+    return max(1, round(precision * 8))
+
+
+def tensor_bits(graph: OpGraph, tensor: str, default_bits: int) -> int:
+    """Bits of one element of ``tensor``: its own width (a QONNX quantizer's ``quant_bits``), else
+    ``default_bits``; rounded up to a width the op library counts (3 bits take 4, 12 take 16)."""
+    info = graph.tensors.get(tensor)
+    bits = info.quant_bits if info is not None and info.quant_bits else default_bits
+    return next((width for width in KERNEL_BITS if width >= bits), KERNEL_BITS[-1])
+
+
+def op_bits(op: Op, graph: OpGraph, default_bits: int) -> tuple[int, int]:
+    """(weight bits, activation bits) of ``op``'s operands, each by ``tensor_bits``: its first
+    input's width, and a dot product's second input's (its weights, or the other activation of an
+    attention MatMul); an op without that operand has no weights and gets the activation width."""
+    activation = tensor_bits(graph, op.inputs[0], default_bits) if op.inputs and op.inputs[0] else default_bits
+    if len(op.inputs) > 1 and op.inputs[1] and ops.is_dot_product(op.op_type, op.domain):
+        return tensor_bits(graph, op.inputs[1], default_bits), activation
+    return activation, activation
+
+
+def _element_bytes(graph: OpGraph, tensors: list[str], precision: float) -> int:
+    """Bytes of ``tensors``, each element at its own width or ``precision`` bytes (packed below 8 bits)."""
+    default = precision_bits(precision)
+    return sum(bits_to_bytes(graph.tensors[t].numel, tensor_bits(graph, t, default))
+               for t in tensors if t in graph.tensors)
 
 
 @dataclass(frozen=True)
@@ -143,13 +183,24 @@ def weight_area(core_bytes: int) -> int:
     return int(core_bytes * (1 - WORKING_SHARE))
 
 
-def kernel_weight_bytes(op: Op, graph: OpGraph, precision: int) -> int:
-    """On-chip weight bytes of ``op``'s kernel (0 for ops no core runs)."""
+def plan_at_precision(op: Op, graph: OpGraph, precision: float) -> tuple[hw.Kernel, hw.Geometry] | None:
+    """``op``'s kernel and geometry with the element widths of its operands (``op_bits``; the
+    geometry's weights and activations at those bits, so its bytes and MACs per DSP follow), or
+    None when no core runs it."""
     planned = hw.plan_op(op, graph)
-    return planned[0].weight_bytes(planned[1], precision) if planned else 0
+    if not planned:
+        return None
+    kernel, geometry = planned
+    return kernel, with_precision(geometry, *op_bits(op, graph, precision_bits(precision)))
 
 
-def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
+def kernel_weight_bytes(op: Op, graph: OpGraph, precision: float) -> int:
+    """On-chip weight bytes of ``op``'s kernel at its weights' width (0 for ops no core runs)."""
+    planned = plan_at_precision(op, graph, precision)
+    return planned[0].weight_bytes(planned[1], bits=planned[1].weight_bits) if planned else 0
+
+
+def resident_ops(graph: OpGraph, board: Board, precision: float) -> set[str]:
     """Ops whose weights stay on chip: smallest first, within ``RESIDENT_LIMIT`` of the smallest
     core's weight area each and ``RESIDENT_BUDGET`` of all weight areas together. O(n log n)."""
     if not board.cores:
@@ -166,21 +217,24 @@ def resident_ops(graph: OpGraph, board: Board, precision: int) -> set[str]:
     return chosen
 
 
-def on_chip_plan(op: Op, graph: OpGraph, precision: int, resident: bool) -> OnChipPlan:
-    """m(v): the kernel's fixed on-chip bytes (line buffer, per-channel words) plus its weights
-    when they stay resident; weights that do not cross the DRAM link at every run."""
-    planned = hw.plan_op(op, graph)
+def on_chip_plan(op: Op, graph: OpGraph, precision: float, resident: bool) -> OnChipPlan:
+    """m(v): the kernel's fixed on-chip bytes (line buffer at the input's width, per-channel words)
+    plus its weights at their width when they stay resident; weights that do not cross the DRAM
+    link at every run."""
+    planned = plan_at_precision(op, graph, precision)
     if not planned:
         return OnChipPlan(0, 0)
     kernel, geometry = planned
-    weights, fixed = kernel.weight_bytes(geometry, precision), kernel.fixed_bytes(geometry)
+    weights, fixed = kernel.weight_bytes(geometry, bits=geometry.weight_bits), kernel.fixed_bytes(geometry)
     return OnChipPlan(fixed + weights, 0) if resident else OnChipPlan(fixed, weights)
 
 
-def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: OnChipPlan) -> float:
-    """Latency (us) of ``op`` on ``core``: its kernel's share of the core plus its streamed
-    weights over the DRAM link, both from the op library; infinite where no kernel runs it."""
-    planned = hw.plan_op(op, graph)
+def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: OnChipPlan,
+                    precision: float = 1) -> float:
+    """Latency (us) of ``op`` on ``core``: its kernel's share of the core at its operands' widths
+    (the MACs a DSP takes at that width, or LUT lanes for binary ones) plus its streamed weights over
+    the DRAM link, both from the op library; infinite where no kernel runs it."""
+    planned = plan_at_precision(op, graph, precision)
     if not planned:
         return math.inf
     kernel, geometry = planned
@@ -206,8 +260,9 @@ def board_links(board: Board) -> tuple[list[Link], np.ndarray]:
     return links, column
 
 
-def output_bytes(op: Op, graph: OpGraph, precision: int) -> int:
-    """Bytes of ``op``'s outputs at ``precision`` bytes per element: what a transfer moves."""
+def output_bytes(op: Op, graph: OpGraph, precision: float) -> int:
+    """Bytes of ``op``'s outputs, each at its own width or ``precision`` bytes per element (packed
+    below 8 bits): what a transfer moves."""
     return _element_bytes(graph, op.outputs, precision)
 
 
@@ -470,7 +525,7 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
         op = graph.ops[name]
         plan = on_chip_plan(op, graph, precision, name in resident)
         nbytes = output_bytes(op, graph, precision)
-        latency = {kind: fpga_latency_us(op, graph, cores[0], board, plan) for kind, cores in core_kinds}
+        latency = {kind: fpga_latency_us(op, graph, cores[0], board, plan, precision) for kind, cores in core_kinds}
         for kind, cpus in cpu_kinds(board):
             latency[kind] = cpu_latency_us(op, cpus[0], measured.get(name), rate)
         costs.append(

@@ -799,6 +799,37 @@ def _read_qonnx_bits(graph: onnx.GraphProto, infos: dict[str, TensorInfo], notes
     if widths:
         notes.append(f"QONNX: {len(widths)} quantized tensors, {min(widths.values())} to "
                      f"{max(widths.values())} bits")
+        carried = _carry_bits(graph, infos)
+        if carried:
+            notes.append(f"QONNX: {carried} more tensors keep a quantized input's width through ops that move or "
+                         f"select values (MaxPool, Reshape, Concat, Relu, ...)")
+
+
+WIDTH_PRESERVING_OPS = frozenset({
+    "MaxPool", "GlobalMaxPool", "Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Identity", "Concat",
+    "Split", "Slice", "Gather", "Relu", "DepthToSpace", "SpaceToDepth", "Expand", "Tile",
+})
+"""Ops whose outputs hold only values of their data inputs (or zero, for Relu), so they stay on a
+quantized input's grid and keep its bit width (as qonnx's InferDataTypes carries datatypes)."""
+
+
+def _carry_bits(graph: onnx.GraphProto, infos: dict[str, TensorInfo]) -> int:
+    """Give the outputs of width-preserving ops whose data inputs all have ``quant_bits`` the widest
+    of them (in ``infos``, in place, in topological order; Concat reads all its inputs, the others
+    their first). Returns how many tensors got a width. O(nodes)."""
+    carried = 0
+    for node in graph.node:
+        if node.op_type not in WIDTH_PRESERVING_OPS or node.domain not in STANDARD_DOMAINS or not node.input:
+            continue
+        data = [t for t in node.input if t] if node.op_type == "Concat" else node.input[:1]
+        widths = [infos[t].quant_bits if t in infos else None for t in data]
+        if not widths or None in widths:
+            continue
+        for t in node.output:
+            if t in infos and infos[t].quant_bits is None:
+                infos[t] = dataclasses.replace(infos[t], quant_bits=max(widths))
+                carried += 1
+    return carried
 
 
 def _outer_scope(model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto], compute: list[onnx.NodeProto],
