@@ -247,10 +247,11 @@ def random_samples(record: dict[str, Any], count: int, seed: int) -> list[list[n
 
 
 def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: int = 1, seed: int = 0,
-                  steady: int = 3, warmup: int = 1, mpd: int = 1) -> CoreResult:
+                  steady: int = 3, warmup: int = 1, mpd: int = 1, simulator: str | None = None) -> CoreResult:
     """Simulate one core's RTL top on random samples (``samples`` with random gaps and
     backpressure, ``steady`` back to back): bit-exact against ``core_reference`` on every output
-    port, and the steady cycles per sample after ``warmup`` samples."""
+    port, and the steady cycles per sample after ``warmup`` samples. ``simulator``: ``icarus``
+    or ``verilator`` (``fpgaplace.sim.rtl.simulator``; default ``$FPGAPLACE_RTL_SIMULATOR`` or Icarus)."""
     import time
 
     started = time.perf_counter()
@@ -258,7 +259,7 @@ def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: 
     core = render_core(record, arrays, mpd)
     inputs = random_samples(record, samples, seed)
     job = core_job(core, inputs, int(record["interval_cycles"]), steady)
-    results = rtl._run_cocotb(core.module, folder, job, seed)
+    results = rtl._run_cocotb(core.module, folder, job, seed, simulator)
     bit_exact = True
     for phase, result in zip(job["phases"], results, strict=True):
         count = len(phase["inputs"][0])
@@ -274,8 +275,8 @@ def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: 
 
 
 def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
-                         progress: Callable[[str], None] | None = None) -> RtlResult:
-    """Every core of ``project`` in RTL (``simulate_core``); writes ``results/rtl.json``."""
+                         progress: Callable[[str], None] | None = None, simulator: str | None = None) -> RtlResult:
+    """Every core of ``project`` in RTL (``simulate_core``, on ``simulator``); writes ``results/rtl.json``."""
     project = Path(project)
     document = load_design(project)
     mpd = macs_per_dsp(document)
@@ -285,7 +286,7 @@ def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
             if progress is not None:
                 progress(f"RTL simulation of {record['name']} ({len(record['layers'])} layers)")
             results.append(simulate_core(project, record, Path(scratch) / cell_name(record["name"]), samples, seed,
-                                         mpd=mpd))
+                                         mpd=mpd, simulator=simulator))
     result = RtlResult(results)
     (project / RESULTS_DIR).mkdir(exist_ok=True)
     (project / RESULTS_DIR / RTL_RESULTS).write_text(json.dumps(result.to_json(), indent=2) + "\n")

