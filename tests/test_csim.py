@@ -108,12 +108,45 @@ def test_to_json_has_the_documented_keys(mlp):
     assert all({"name", "max_abs_diff_lsb"} <= set(o) for o in data["outputs"])
 
 
-def test_weights_streamed_from_dram_are_bit_exact(tmp_path):
-    """An MLP whose 512 x 256 layer is too big to stay on a PYNQ-Z2 core reads it over m_axi."""
-    project = compile_and_simulate(models.mlp(batch=1, sizes=(16, 512, 256, 5)), tmp_path / "project", "pynq-z2")
-    streamed = [core for core in project.doc["cores"] if core["streamed_weight_bytes"] > 0]
-    assert streamed and all((tmp_path / "project" / c["folder"] / "wmem.h").is_file() for c in streamed)
-    assert project.first.ok and all(c.bit_exact for c in project.first.cores)
+@pytest.fixture(scope="module")
+def streamed(tmp_path_factory) -> Simulated:
+    """An MLP whose 512 x 256 layer is too big to stay on a PYNQ-Z2 core: it reads it over m_axi."""
+    return compile_and_simulate(models.mlp(batch=1, sizes=(16, 512, 256, 5)),
+                                tmp_path_factory.mktemp("streamed") / "project", "pynq-z2")
+
+
+def streamed_cores(project: Simulated) -> list[dict]:
+    return [core for core in project.doc["cores"] if core["streamed_weight_bytes"] > 0]
+
+
+def test_weights_streamed_from_dram_are_bit_exact(streamed):
+    cores = streamed_cores(streamed)
+    assert cores and all((streamed.folder / c["folder"] / "wmem.h").is_file() for c in cores)
+    assert streamed.first.ok and all(c.bit_exact for c in streamed.first.cores)
+
+
+def test_streamed_weights_are_embedded_from_weights_bin_not_compiled_from_wmem_h(streamed, tmp_path):
+    """g++ embeds weights.bin (fast) instead of parsing wmem.h: a broken wmem.h changes nothing,
+    changed bytes of weights.bin rebuild the core and makes it differ from the reference, and
+    without weights.bin the core is built from wmem.h again."""
+    folder = copy_of(streamed, tmp_path)
+    [core] = streamed_cores(streamed)
+    wmem, weights = folder / core["folder"] / "wmem.h", folder / core["folder"] / "weights.bin"
+    assert run_csim(folder, samples=1).ok  # built in the copy's folder (its paths are in the command)
+    wmem.write_text("this is not C++\n")
+    untouched = run_csim(folder, samples=1)
+    assert untouched.ok and not any(c.built for c in untouched.cores)
+    data = np.fromfile(weights, dtype=np.int8)
+    data[:1024] = ~data[:1024]  # the first rows' weights negated (minus one)
+    data.tofile(weights)
+    changed = run_csim(folder, samples=1)
+    [check] = [c for c in changed.cores if c.name == core["name"]]
+    assert check.built and not check.bit_exact and not changed.ok
+    shutil.copy(streamed.folder / core["folder"] / "wmem.h", wmem)
+    weights.unlink()
+    from_header = run_csim(folder, samples=1)
+    [check] = [c for c in from_header.cores if c.name == core["name"]]
+    assert check.built and from_header.ok
 
 
 def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):

@@ -38,6 +38,7 @@ from fpgaplace.split import Manifest, random_inputs, run_model
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
 LIBRARY = "libcore.so"
+WMEM_HEADER = "wmem.h"  # the streamed weights as a C array (codegen writes it beside weights.bin)
 CSIM_RESULTS = "csim.json"
 
 
@@ -117,11 +118,13 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
     (path, whether it was built). A compiler failure names the core, the first error and the log."""
     folder = project / record["folder"]
     sources = [folder / f"{record['top']}.cpp", folder / "csim_entry.cpp"]
-    headers = sorted((project / "include").rglob("*.h")) + sorted(folder.glob("*.h"))
-    cxx = _compiler()
-    command = [cxx, *CXX_FLAGS, f"-I{project / 'include'}", *map(str, sources)]
+    embedded = _embedded_weights(folder, record)
+    headers = sorted((project / "include").rglob("*.h")) + sorted(
+        path for path in folder.glob("*.h") if not (embedded and path.name == WMEM_HEADER))  # wmem.h: not compiled
+    defines = [f'-DFP_WMEM_FILE="{embedded}"'] if embedded else []
+    command = [_compiler(), *CXX_FLAGS, *defines, f"-I{project / 'include'}", *map(str, sources)]
     digest = hashlib.sha256(" ".join(command).encode())
-    for path in [*sources, *headers]:
+    for path in [*sources, *headers, *([embedded] if embedded else [])]:
         digest.update(path.read_bytes())
     build = folder / "build"
     library, stamp = build / LIBRARY, build / "sources.sha256"
@@ -138,12 +141,39 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
     return library, True
 
 
+def _embedded_weights(folder: Path, record: dict) -> Path | None:
+    """The core's ``weights.bin`` when the C entry can embed it (``FP_WMEM_FILE``) instead of
+    compiling ``wmem.h`` (24 MB of weights as a C initializer for ResNet-50's first core takes g++
+    about a minute): the file holds exactly the streamed bytes and its path can be quoted in C."""
+    weights = (folder / "weights.bin").resolve()
+    size = record.get("streamed_weight_bytes", 0)
+    if size <= 0 or not weights.is_file() or weights.stat().st_size != size:
+        return None
+    return None if any(c in str(weights) for c in '"\\\n') else weights
+
+
+def _build_alias(library: Path) -> Path:
+    """A name of the library that is unique to its build (its sources' digest): dlopen hands back an
+    already loaded library of the same name, so a core rebuilt within one process would otherwise
+    keep running its old code. The alias is a hard link (a copy where links fail); older ones go."""
+    digest = (library.parent / "sources.sha256").read_text().strip()[:16]
+    alias = library.with_name(f"{library.stem}-{digest}{library.suffix}")
+    if not alias.is_file():
+        for old in library.parent.glob(f"{library.stem}-*{library.suffix}"):
+            old.unlink()
+        try:
+            os.link(library, alias)
+        except OSError:
+            shutil.copyfile(library, alias)
+    return alias
+
+
 class _Core:
     """One built core: its ctypes entry and its integer reference."""
 
     def __init__(self, project: Path, record: dict, library: Path) -> None:
         self.record = record
-        library_handle = ctypes.CDLL(str(library))
+        library_handle = ctypes.CDLL(str(_build_alias(library)))
         self.entry = library_handle.fp_run
         self.entry.restype = ctypes.c_int
         self.ticks_entry = library_handle.fp_ticks
