@@ -1,20 +1,22 @@
 """C simulation before and after a change, side by side: ResNet-50 int8 on zcu104 (one image) and
 the small CNN and MLP of scripts/bench_csim.py (fpgaplace only).
 
-    .venv/bin/python scripts/bench_csim_resnet.py [--baseline REV] [--repeats 3] [--models resnet50,cnn,mlp]
-                                                  [--samples 1000] [--workdir DIR] [--json]
+    .venv/bin/python scripts/bench_csim_resnet.py [--before REV] [--after REV|worktree] [--repeats 3]
+                                                  [--models resnet50,cnn,mlp] [--samples 1000] [--workdir DIR] [--json]
 
-Two variants of fpgaplace run the same steps:
-
-* before: the ``--baseline`` commit's ``fpgaplace`` package and templates (``git archive`` into
-  the work folder, run with ``PYTHONPATH`` pointing there), i.e. its kernel headers, its C entry
-  and its g++ flags;
-* after: the working tree.
+Two variants of fpgaplace run the same steps: the ``--before`` commit's and the ``--after``
+commit's ``fpgaplace`` package and templates (default: the commit before the C-simulation
+shortcut of the beat kernels, and HEAD), each extracted with ``git archive`` into the work folder
+and run with ``PYTHONPATH`` pointing there, i.e. with its own kernel headers, C entry and g++
+flags; ``--after worktree`` runs the working tree instead (other sessions' uncommitted edits
+included).
 
 Each variant compiles each model once (``fpgaplace compile MODEL --board B --out DIR``; ResNet-50
 from the onnx package's light zoo with seeded random weights on zcu104, the CNN and MLP as
 bench_csim.py makes them, their QDQ models on pynq-z2), kept under ``--workdir`` and reused while
-that variant's sources are unchanged. Then per repeat, interleaving the variants so both see the
+that variant's sources are unchanged; "same design" says whether both variants placed and folded
+the model alike (every core's stages and cycles in design.json), so that only the C simulation
+differs. Then per repeat, interleaving the variants so both see the
 same load, every core's ``build/`` folder is removed and ``fpgaplace csim`` runs (ResNet-50:
 ``--samples 1``; CNN and MLP: bench_csim.py's ``--samples`` seeded inputs): ``build s`` is its
 g++ build of every core, ``run s`` the placed model's run time (cores in C, CPU pieces in
@@ -42,7 +44,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 import bench_csim  # noqa: E402  (the CNN and MLP as its fpgaplace rows make them)
 
-BASELINE = "6250748"  # the commit before the C-simulation shortcut of the beat kernels
+BEFORE = "6250748"  # the commit before the C-simulation shortcut of the beat kernels
 DEFAULT_WORKDIR = Path("/tmp/fpgaplace-bench-csim-resnet")
 MODELS = ("resnet50", "cnn", "mlp")
 BOARDS = {"resnet50": "zcu104", "cnn": "pynq-z2", "mlp": "pynq-z2"}
@@ -90,9 +92,9 @@ class Variant:
                 raise SystemExit(f"{self.name}: imports {line}, not from {self.source}")
 
 
-def baseline_variant(revision: str, workdir: Path) -> Variant:
-    """The baseline commit's sources, extracted once under ``workdir`` (templates also placed as
-    the ``fpgaplace.hls_templates`` package so that they are found inside the extracted tree)."""
+def commit_variant(label: str, revision: str, workdir: Path) -> Variant:
+    """A commit's sources, extracted once under ``workdir`` (templates also placed as the
+    ``fpgaplace.hls_templates`` package so that they are found inside the extracted tree)."""
     commit = subprocess.run(["git", "rev-parse", "--short", revision], capture_output=True, text=True, cwd=ROOT,
                             check=True).stdout.strip()
     source = workdir / f"source-{commit}"
@@ -110,7 +112,7 @@ def baseline_variant(revision: str, workdir: Path) -> Variant:
         shutil.copytree(partial / "hls_templates", partial / "fpgaplace" / "hls_templates")
         shutil.rmtree(source, ignore_errors=True)
         partial.rename(source)
-    return Variant(f"before ({commit})", source)
+    return Variant(f"{label} ({commit})", source)
 
 
 # ---------------------------------------------------------------- models and projects
@@ -166,6 +168,14 @@ def simulate_from_scratch(variant: Variant, model: Model, project: Path) -> dict
 # ---------------------------------------------------------------- measuring and printing
 
 
+def design_summary(project: Path) -> list:
+    """What the placement and folding decided, core by core: each stage's kernel, op and cycles."""
+    document = json.loads((project / "design.json").read_text())
+    return [(core["name"], core.get("compute_interval_cycles"),
+             [(stage.get("kernel"), stage.get("op"), stage.get("cycles_model")) for stage in core.get("stages", [])])
+            for core in document["cores"]]
+
+
 def measure(variants: list[Variant], models: list[Model], repeats: int, workdir: Path) -> list[dict]:
     """One row per model: each variant's median build and run seconds over ``repeats``."""
     projects = {(v.name, m.name): compiled_project(v, m, workdir) for v in variants for m in models}
@@ -178,8 +188,9 @@ def measure(variants: list[Variant], models: list[Model], repeats: int, workdir:
                 times[(variant.name, model.name)].append((result["build_seconds"], result["run_seconds"]))
     rows = []
     for model in models:
+        designs = [design_summary(projects[(v.name, model.name)]) for v in variants]
         row: dict = {"model": model.name, "board": BOARDS[model.name],
-                     "samples": 1 if model.name == "resnet50" else None}
+                     "samples": 1 if model.name == "resnet50" else None, "same_design": designs[0] == designs[1]}
         for variant, label in zip(variants, ("before", "after"), strict=True):
             runs = times[(variant.name, model.name)]
             row[label] = {"variant": variant.name, "build_seconds": statistics.median(b for b, _ in runs),
@@ -189,24 +200,26 @@ def measure(variants: list[Variant], models: list[Model], repeats: int, workdir:
 
 
 def render(rows: list[dict], samples: int, repeats: int) -> str:
-    headers = ["model", "board", "samples", "build s before", "build s after", "build ratio", "run s before",
-               "run s after", "run ratio"]
+    headers = ["model", "board", "samples", "same design", "build s before", "build s after", "build ratio",
+               "run s before", "run s after", "run ratio"]
     lines = [headers]
     for row in rows:
         before, after = row["before"], row["after"]
-        lines.append([row["model"], row["board"], str(row["samples"] or samples),
+        lines.append([row["model"], row["board"], str(row["samples"] or samples), "yes" if row["same_design"] else "NO",
                       f"{before['build_seconds']:.2f}", f"{after['build_seconds']:.2f}",
                       f"{before['build_seconds'] / after['build_seconds']:.2f}x",
                       f"{before['run_seconds']:.3f}", f"{after['run_seconds']:.3f}",
                       f"{before['run_seconds'] / after['run_seconds']:.2f}x"])
     widths = [max(len(line[i]) for line in lines) for i in range(len(headers))]
     text = ["  ".join(cell.ljust(width) for cell, width in zip(line, widths, strict=True)) for line in lines]
-    return "\n".join(text) + f"\n(medians of {repeats} runs; ratio = before / after)"
+    names = f"{rows[0]['before']['variant']} vs {rows[0]['after']['variant']}" if rows else ""
+    return "\n".join(text) + f"\n(medians of {repeats} runs; ratio = before / after; {names})"
 
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--baseline", default=BASELINE, help="the commit measured as 'before'")
+    parser.add_argument("--before", default=BEFORE, help="the commit measured as 'before'")
+    parser.add_argument("--after", default="HEAD", help="the commit measured as 'after', or 'worktree'")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
     parser.add_argument("--samples", type=int, default=1000, help="samples of the CNN and MLP runs")
@@ -219,7 +232,9 @@ def main(argv: list[str] | None = None) -> None:
     if args.repeats < 1:
         raise SystemExit("--repeats: expected at least 1")
     args.workdir.mkdir(parents=True, exist_ok=True)
-    variants = [baseline_variant(args.baseline, args.workdir), Variant("after (working tree)", ROOT)]
+    after = (Variant("after (working tree)", ROOT) if args.after == "worktree"
+             else commit_variant("after", args.after, args.workdir))
+    variants = [commit_variant("before", args.before, args.workdir), after]
     for variant in variants:
         variant.check_imports()
     rows = measure(variants, prepare_models(names, args.workdir, args.samples), args.repeats, args.workdir)
