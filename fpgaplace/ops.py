@@ -76,6 +76,8 @@ STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 """The names of the default ONNX domain."""
 CONTRIB_DOMAIN = "com.microsoft"
 """onnxruntime's contrib-op domain (FusedConv, Attention, QLinearAdd, ...)."""
+QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "finn"})
+"""The domains QONNX quantizers are exported in (Brevitas and FINN write either)."""
 
 Shapes = Mapping[str, tuple[int, ...]]
 MacRule = Callable[[Op, Shapes], int]
@@ -741,6 +743,10 @@ _ALL: list[OpClass] = [
     OpClass("DequantizeLinear", "quantization", _elementwise_macs, fusion="elementwise",
             kernel="dequantize"),
     OpClass("DynamicQuantizeLinear", "quantization", _elementwise_macs),
+    # QONNX quantizers: onto a grid of their bit width (round, clamp, rescale), which a core's dataflow
+    # does as a requantization stage; onnxruntime runs them as fpgaplace.passes.qonnx's functions
+    *_classes("quantization", "Quant BipolarQuant Trunc", _elementwise_macs, domains=QONNX_DOMAINS,
+              fusion="elementwise", kernel="requant"),
     *_classes("resample", "Resize Upsample", _elementwise_macs),
     # normalisation, softmax, reductions
     OpClass("BatchNormalization", "batchnorm", _elementwise_macs, fusion="elementwise", kernel="batchnorm"),

@@ -95,3 +95,17 @@ def test_full_size_macs_are_within_one_percent_of_an_independent_count(name):
     theirs, _ = real_models.independent_macs(model, shapes)
     assert abs(dot_product_macs(graph) - theirs) <= 0.01 * theirs
     assert dot_product_macs(graph) > (5e8 if name == "yolo" else 1e10)  # YOLO at 320 px, BERT-base at 128 tokens
+
+
+def test_a_qonnx_cnn_stays_on_the_fpga_cores():
+    """QONNX quantizers are requantization stages a core runs, so no op is left to a CPU."""
+    model, shapes = real_models.build("qonnx")
+    graph = from_model(model, input_shapes=shapes, source="qonnx.onnx")
+    quantizers = [op for op in graph.ops.values() if op.op_type in ("Quant", "BipolarQuant", "Trunc")]
+    assert len(quantizers) >= 5 and all(op.fpga_supported for op in graph.ops.values())
+    from fpgaplace import Design
+
+    design = Design(model, "zcu104", input_shapes=shapes, profile_cpu=False)
+    placement = design.place().placement
+    names = design.device_names()
+    assert {names[device].rstrip("0123456789") for device in placement.device} == {"core"}

@@ -26,9 +26,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from fpgaplace.errors import FpgaplaceError
+from fpgaplace.ops import QONNX_DOMAINS
 
-QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "finn"})
-"""The domains QONNX quantizers are exported in (Brevitas and FINN write either)."""
 QONNX_QUANTIZERS = frozenset({"Quant", "BipolarQuant", "Trunc"})
 """QONNX ops that quantize a tensor to a grid of some bits and keep its shape."""
 DEFAULT_ROUNDING = {"Quant": ("ROUND", "HALF_EVEN"), "Trunc": ("FLOOR",)}
