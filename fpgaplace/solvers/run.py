@@ -373,9 +373,9 @@ def _over_links(problem: PlacementProblem, placement: Placement, options: SolveO
     The exact methods (``exact``) solved ``problem.optimistic()``, every node's transfer at the
     cheapest link it can cross: a relaxation, so their bound holds for every placement; the
     same method's heuristics at the costliest links (``problem.transfer``, an upper bound on
-    every charge) add candidates: the DP run again there, or greedy and PipeDream for the IP.
+    every charge) add candidates: the DP run again there, or greedy for the IP.
     The heuristics solved at the costliest links, where a bound is ``link_ratio()`` times
-    theirs. Every candidate (and the IP's ``starts``) has its devices relabelled onto cheaper
+    theirs. Every candidate (and the IP's best start) has its devices relabelled onto cheaper
     links (``assign_devices``); the best by the evaluator is kept. The bound is also at least
     the memory LP bound (throughput) or the critical-path bound at the cheapest links (latency).
     """
@@ -386,9 +386,8 @@ def _over_links(problem: PlacementProblem, placement: Placement, options: SolveO
     if exact and placement.method == "dp":
         extra.append(lambda: _dp(costliest, options, scaled=True))
     elif exact:
-        extra += [lambda: baselines.greedy_latency(costliest),
-                  lambda: baselines.pipedream(costliest, options.objective)]
-    found = [placement, *starts]
+        extra.append(lambda: baselines.greedy_latency(costliest))  # (PipeDream's stages are O(n^2) here)
+    found = [placement, *sorted(starts, key=lambda start: start.value)[:1]]  # the best start, by the model
     for make in extra:
         try:
             found.append(make())
