@@ -3,12 +3,15 @@
     python examples/make_models.py [FOLDER]      # default: examples/models/
 
 Writes cnn_residual.onnx (the demo's CNN), bert_encoder_layer.onnx, mlp.onnx and multi_io.onnx,
-all built with onnx.helper and seeded random weights (no download).
+all built with onnx.helper and seeded random weights (no download). Then, for example:
+
+    fpgaplace inspect FOLDER/cnn_residual.onnx --input-shape image=1x3x32x32
+    fpgaplace place FOLDER/bert_encoder_layer.onnx --board zcu104
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 from pathlib import Path
 
 import onnx
@@ -31,5 +34,14 @@ def main(folder: Path) -> None:
         print(path)
 
 
+def parse_folder(argv: list[str] | None = None) -> Path:
+    """The output folder from the command line (``--help`` explains the script)."""
+    summary, _, usage = __doc__.partition("\n\n")
+    parser = argparse.ArgumentParser(description=summary, epilog=usage, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("folder", nargs="?", type=Path, default=Path(__file__).parent / "models",
+                        help="where to write the .onnx files (created if missing; default: examples/models/)")
+    return parser.parse_args(argv).folder
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).parent / "models")
+    main(parse_folder())
