@@ -27,6 +27,7 @@ import argparse
 import importlib.util
 import os
 import re
+import resource
 import shlex
 import statistics
 import subprocess
@@ -67,18 +68,27 @@ def environment(tree: Path | None) -> dict[str, str]:
     return env
 
 
-def wall_time(argv: list[str], env: dict[str, str]) -> float:
+@dataclass
+class Timing:
+    wall: float
+    cpu: float  # user + system seconds of the child: less sensitive to other load than wall
+
+
+def timed_run(argv: list[str], env: dict[str, str]) -> Timing:
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     started = time.perf_counter()
     subprocess.run(argv, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, cwd=ROOT, env=env)
-    return time.perf_counter() - started
+    wall = time.perf_counter() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return Timing(wall, after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime)
 
 
-def alternating_wall_times(argv: list[str], trees: list[Path | None], runs: int) -> list[list[float]]:
-    """``runs`` wall times per tree, one run of each tree in turn."""
-    times: list[list[float]] = [[] for _ in trees]
+def alternating_runs(argv: list[str], trees: list[Path | None], runs: int) -> list[list[Timing]]:
+    """``runs`` timings per tree, one run of each tree in turn."""
+    times: list[list[Timing]] = [[] for _ in trees]
     for _ in range(runs):
         for index, tree in enumerate(trees):
-            times[index].append(wall_time(argv, environment(tree)))
+            times[index].append(timed_run(argv, environment(tree)))
     return times
 
 
@@ -113,7 +123,8 @@ def bytecode_note(tree: Path | None) -> str:
                 and pyc.stat().st_mtime >= s.stat().st_mtime]
     flag = os.environ.get("PYTHONDONTWRITEBYTECODE")
     return (f"bytecode: {len(compiled)} of {len(sources)} modules of {package} have a current .pyc"
-            + (f" (PYTHONDONTWRITEBYTECODE={flag}: the others are compiled from source on every run)" if flag else ""))
+            + (f" (PYTHONDONTWRITEBYTECODE={flag}: the others are compiled from source on every run)"
+               if flag and len(compiled) < len(sources) else ""))
 
 
 def print_table(title: str, header: tuple[str, ...], rows: list[tuple]) -> None:
@@ -137,14 +148,17 @@ def main() -> None:
 
     argv = [*command(), "place", str(options.workload.resolve()), *shlex.split(options.args)]
     trees: list[Path | None] = [tree.resolve() for tree in options.tree] or [None]
-    bare = statistics.median(wall_time([sys.executable, "-c", "pass"], os.environ) for _ in range(options.runs))
-    times = alternating_wall_times(argv, trees, options.runs)
+    bare = statistics.median(timed_run([sys.executable, "-c", "pass"], dict(os.environ)).wall
+                             for _ in range(options.runs))
+    timings = alternating_runs(argv, trees, options.runs)
     print(f"command: {shlex.join(argv[1:])}")
-    print(f"bare python -c pass: median {bare:.3f} s")
-    for tree, runs in zip(trees, times, strict=True):
+    print(f"bare python -c pass: median {bare:.3f} s wall")
+    for tree, runs in zip(trees, timings, strict=True):
+        wall = [run.wall for run in runs]
         print(f"\n== {tree or 'installed'}: {bytecode_note(tree)}")
-        print(f"wall over {options.runs} runs: median {statistics.median(runs):.3f} s, least {min(runs):.3f} s, "
-              f"greatest {max(runs):.3f} s")
+        print(f"wall over {options.runs} runs: median {statistics.median(wall):.3f} s, least {min(wall):.3f} s, "
+              f"greatest {max(wall):.3f} s; cpu (user + system) median "
+              f"{statistics.median(run.cpu for run in runs):.3f} s")
         print_imports(import_records(argv, environment(tree)), options.top)
 
 
