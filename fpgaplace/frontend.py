@@ -108,6 +108,7 @@ def from_model(
     _check_batch(batch, source)
     given = _check_input_shapes(input_shapes, source)
     _check_proto(model, source)
+    _check_text(model, source)
     work = onnx.ModelProto()
     work.CopyFrom(model)
     notes: list[str] = []
@@ -249,6 +250,26 @@ def _known_value_shapes(model: onnx.ModelProto) -> dict[str, tuple[int, ...]]:
         if value.type.HasField("tensor_type") and _fully_known(value.type.tensor_type):
             shapes.setdefault(value.name, tuple(d.dim_value for d in value.type.tensor_type.shape.dim))
     return shapes
+
+
+def _check_text(message, source: str) -> None:
+    """Every string field of ``message`` and the messages in it (names, op types, domains, ...) is
+    valid UTF-8: protobuf hands an invalid one over as bytes, which would fail deep inside a pass.
+    An error names the field. O(messages in the model); tensor payloads are not walked."""
+    from google.protobuf.descriptor import FieldDescriptor
+
+    stack = [message]
+    while stack:
+        current = stack.pop()
+        for field, value in current.ListFields():
+            repeated = field.is_repeated if hasattr(field, "is_repeated") else field.label == field.LABEL_REPEATED
+            values = value if repeated else [value]
+            if field.type == FieldDescriptor.TYPE_MESSAGE:
+                stack.extend(values)
+            elif field.type == FieldDescriptor.TYPE_STRING and any(not isinstance(v, str) for v in values):
+                bad = next(v for v in values if not isinstance(v, str))
+                raise FpgaplaceError(f"{source}: a string in the model is not valid UTF-8 ({type(current).__name__}."
+                                     f"{field.name} = {bytes(bad)[:40]!r}); expected ONNX names and attributes as text")
 
 
 def _check_proto(model: onnx.ModelProto, source: str) -> None:

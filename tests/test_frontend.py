@@ -1064,3 +1064,15 @@ def test_onnxrt_sessions_print_no_onnxruntime_log_line(tmp_path):
     assert "onnxruntime" in loud.stderr  # the warning the helper must silence
     silent = subprocess.run([sys.executable, "-c", quiet], capture_output=True, text=True, check=True, cwd=REPO)
     assert silent.stderr == ""
+
+
+def test_a_model_whose_strings_are_not_utf8_is_a_one_line_error(tmp_path):
+    model = one_node_model("Relu", [1, 8], {})
+    model.graph.node[0].name = "NAME_TO_DAMAGE"
+    data = model.SerializeToString().replace(b"NAME_TO_DAMAGE", b"NAME_\xc0\xc0_DAMAGE")
+    path = tmp_path / "damaged.onnx"
+    path.write_bytes(data)
+    with pytest.raises(FpgaplaceError) as caught:
+        load_onnx(path)
+    message = str(caught.value)
+    assert message.startswith(f"{path}: a string in the model is not valid UTF-8") and "\n" not in message
