@@ -525,7 +525,7 @@ def render_window(kernel: str, config: dict[str, Any], arrays: dict[str, Any], f
         "PAD": "8'h80" if kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
         "LB_BITS": index_bits(rows * row_elems), "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
-        "HO_BITS": index_bits(c["HO"]), "WG_BITS": index_bits(wg), "NF_BITS": index_bits(nf),
+        "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg), "NF_BITS": index_bits(nf),
         "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf), "CH_BITS": index_bits(c["COUT"] + 1),
         "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1), "GROUP_BITS": index_bits(group_e),
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
