@@ -39,7 +39,6 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from fpgaplace.board import Board, CpuCore, FpgaCore, load_board
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.solvers.problem import Placement, PlacementProblem
 from fpgaplace.solvers.run import METHODS, Result, SolveOptions, solve
@@ -49,6 +48,10 @@ from fpgaplace.solvers.run import METHODS, Result, SolveOptions, solve
 
 if TYPE_CHECKING:
     import onnx
+
+    from fpgaplace.board import Board, CpuCore, FpgaCore
+
+    BoardDevice = FpgaCore | CpuCore
 
     from fpgaplace.cost import CostOptions, OpCost
     from fpgaplace.ir import OpGraph
@@ -61,7 +64,6 @@ QDQ_PASSES = ("eliminate_dead_code", "fuse_elementwise")
 ``fpgaplace.passes``, by name."""
 
 Progress = Callable[[str], None]
-BoardDevice = FpgaCore | CpuCore
 
 
 # --------------------------------------------------------------------------- solving
@@ -230,6 +232,8 @@ class Design:
     # ---- stages, each computed once ----------------------------------------------------
     @cached_property
     def board(self) -> Board:
+        from fpgaplace.board import Board, load_board  # (yaml and the boards: not for a workload)
+
         return self._board if isinstance(self._board, Board) else load_board(self._board)
 
     @cached_property

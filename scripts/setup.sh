@@ -41,6 +41,7 @@ fi
 echo "setup: installing fpgaplace${extras} into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".${extras}"
+.venv/bin/python scripts/warm_caches.py  # bytecode and the DP's compiled kernels (else the first big DP compiles)
 if [[ "${1:-}" == "--test" ]]; then
   bash scripts/setup_pynq_env.sh  # pynq 4.0 pins numpy<2: the driver tests run it in .venv-pynq
 fi

@@ -139,6 +139,7 @@ def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_l
         except StateSpaceTooLarge as error:
             if options.progress:
                 options.progress(f"start: {error}")
+    _report(options, method="coarse dp")
     return solve_coarsened_dp(problem, time_limit=COARSE_DP_SHARE * options.time_limit,
                               progress=options.progress)
 
@@ -279,7 +280,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     start = time.perf_counter()
     starts: list[Placement] = []
     chosen = exact_method(options) if method == "auto" else method
-    _report(options, method=chosen)
+    _report(options, plan=chosen, method=chosen)
     exact = chosen in ("dp", "ip")
     # the solvers' view, one c(v): for the exact methods the cheapest link each node can cross
     # (a relaxation, so their bound holds), for the heuristics the costliest (an upper bound)
@@ -292,6 +293,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
         except StateSpaceTooLarge as error:
             if options.progress:
                 options.progress(f"auto: {error}; the max-load IP from a coarsened DP instead")
+            _report(options, plan="coarse dp + ip")
             remaining = replace(options, time_limit=max(MIN_IP_SECONDS,
                                                         options.time_limit - (time.perf_counter() - start)))
             placement, starts = _ip_with_starts(model, remaining, dp_too_large=True)
