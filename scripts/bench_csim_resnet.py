@@ -11,13 +11,18 @@ and run with ``PYTHONPATH`` pointing there, i.e. with its own kernel headers, C 
 flags; ``--after worktree`` runs the working tree instead (other sessions' uncommitted edits
 included).
 
-Each variant compiles each model once (``fpgaplace compile MODEL --board B --out DIR``; ResNet-50
-from the onnx package's light zoo with seeded random weights on zcu104, the CNN and MLP as
-bench_csim.py makes them, their QDQ models on pynq-z2), kept under ``--workdir`` and reused while
-that variant's sources are unchanged; "same design" says whether both variants placed and folded
-the model alike (every core's stages and cycles in design.json), so that only the C simulation
-differs. Then per repeat, interleaving the variants so both see the
-same load, every core's ``build/`` folder is removed and ``fpgaplace csim`` runs (ResNet-50:
+Each model is compiled once by the after variant (``fpgaplace compile MODEL --board B --out DIR``;
+ResNet-50 from the onnx package's light zoo with seeded random weights on zcu104, the CNN and MLP
+as bench_csim.py makes them, their QDQ models on pynq-z2), kept under ``--workdir`` and reused
+while its sources are unchanged; the before variant simulates a copy of that project whose
+``include/`` holds the before commit's kernel headers, so both simulate the same placement and
+folding (other sessions' commits between the two change them). This assumes the two commits
+render the same core sources apart from what the headers and csim's flags decide (true from
+6250748 on: the after C entry embeds weights.bin only when csim defines FP_WMEM_FILE, which
+6250748's csim does not, so it compiles wmem.h as before). ``--compile-each`` has each variant
+compile its own projects instead; "same design" says whether the two projects placed and folded
+the model alike (every core's stages and cycles in design.json). Then per repeat, interleaving the
+variants so both see the same load, every core's ``build/`` folder is removed and ``fpgaplace csim`` runs (ResNet-50:
 ``--samples 1``; CNN and MLP: bench_csim.py's ``--samples`` seeded inputs): ``build s`` is its
 g++ build of every core, ``run s`` the placed model's run time (cores in C, CPU pieces in
 onnxruntime; the bit-exact checks are timed apart). The table gives the median over the repeats
@@ -176,9 +181,34 @@ def design_summary(project: Path) -> list:
             for core in document["cores"]]
 
 
-def measure(variants: list[Variant], models: list[Model], repeats: int, workdir: Path) -> list[dict]:
+def with_headers(project: Path, variant: Variant, workdir: Path) -> Path:
+    """A copy of ``project`` (without its builds) whose ``include/`` is the variant's kernel headers."""
+    copy = workdir / "projects" / f"{project.name}-headers-{variant.digest()}"
+    if not (copy / "design.json").is_file():
+        shutil.rmtree(copy, ignore_errors=True)
+        shutil.copytree(project, copy, ignore=shutil.ignore_patterns("build"))
+        shutil.rmtree(copy / "include")
+        shutil.copytree(variant.source / "hls_templates" / "hls" / "include", copy / "include")
+    return copy
+
+
+def projects_for(variants: list[Variant], models: list[Model], workdir: Path, compile_each: bool) -> dict:
+    """(variant name, model name) -> the project that variant simulates."""
+    before, after = variants
+    if compile_each:
+        return {(v.name, m.name): compiled_project(v, m, workdir) for v in variants for m in models}
+    projects = {}
+    for model in models:
+        shared = compiled_project(after, model, workdir)
+        projects[(after.name, model.name)] = shared
+        projects[(before.name, model.name)] = with_headers(shared, before, workdir)
+    return projects
+
+
+def measure(variants: list[Variant], models: list[Model], repeats: int, workdir: Path,
+            compile_each: bool = False) -> list[dict]:
     """One row per model: each variant's median build and run seconds over ``repeats``."""
-    projects = {(v.name, m.name): compiled_project(v, m, workdir) for v in variants for m in models}
+    projects = projects_for(variants, models, workdir, compile_each)
     times: dict[tuple[str, str], list[tuple[float, float]]] = {key: [] for key in projects}
     for repeat in range(repeats):
         for model in models:
@@ -224,6 +254,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--models", default=",".join(MODELS), help=f"some of {', '.join(MODELS)}")
     parser.add_argument("--samples", type=int, default=1000, help="samples of the CNN and MLP runs")
     parser.add_argument("--workdir", type=Path, default=DEFAULT_WORKDIR)
+    parser.add_argument("--compile-each", action="store_true",
+                        help="each variant simulates the projects it compiled (default: both the after variant's)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.models.split(",") if name.strip()]
@@ -237,7 +269,8 @@ def main(argv: list[str] | None = None) -> None:
     variants = [commit_variant("before", args.before, args.workdir), after]
     for variant in variants:
         variant.check_imports()
-    rows = measure(variants, prepare_models(names, args.workdir, args.samples), args.repeats, args.workdir)
+    rows = measure(variants, prepare_models(names, args.workdir, args.samples), args.repeats, args.workdir,
+                   args.compile_each)
     print(json.dumps(rows, indent=2) if args.json else render(rows, args.samples, args.repeats))
 
 

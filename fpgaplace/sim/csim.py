@@ -135,7 +135,8 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
     done = subprocess.run([*command, "-o", str(library)], capture_output=True, text=True)
     log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:
-        errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.splitlines() or ["?"]
+        errors = ([line for line in done.stderr.splitlines() if "error" in line or "Error:" in line]  # g++ or as
+                  or done.stderr.splitlines() or ["?"])
         raise FpgaplaceError(f"{record['name']}: g++ failed: {errors[0].strip()} (log: {log})")
     stamp.write_text(digest.hexdigest())
     return library, True
