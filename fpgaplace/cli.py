@@ -109,7 +109,8 @@ BoardOption = Annotated[
     str, typer.Option("--board", "-b", help="Board name (see `fpgaplace boards`) or a board YAML file.")
 ]
 PrecisionOption = Annotated[
-    str, typer.Option("--precision", help="What the FPGA cores compute: int8 (default), int16, float16 or float32.")
+    str, typer.Option("--precision", help="What the FPGA cores compute: int8 (default), int16, float16, float32, "
+                      "or for costing and placing only int4, int2 or binary (XNOR-popcount); compile builds int8.")
 ]
 OptimizeOption = Annotated[
     bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first (on a QDQ model: fusion only).")
@@ -188,6 +189,7 @@ PARAMETER_FLAGS = {
     "random_samples": "--random",
     "calib_dir": "--calib",
     "subgraphs_per_device": "--subgraphs-per-device",
+    "out_dir": "--out",
 }
 LEADING_PARAMETERS = ("precision", "target", "objective", "method", "samples", "board", "batch")  # flag = --name
 

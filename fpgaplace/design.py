@@ -523,10 +523,26 @@ class Design:
         ``quantized()``."""
         from fpgaplace.codegen import compile_design
 
+        self._check_compilable()
         quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples)
         result = compile_design(quantized, Path(out_dir), progress=self.progress)
         result.quantized_here = quantized.float_design is not None
         return result
+
+    def _check_compilable(self) -> None:
+        """Code generation builds int8 hardware: another precision, or a QONNX model's own
+        quantizers (bit widths the kernels do not have), costs and places but does not compile."""
+        from fpgaplace.passes.qonnx import QONNX_DOMAINS, QONNX_QUANTIZERS
+
+        if self.precision != "int8":
+            raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware only "
+                                 "(cost, place and split take it); expected int8")
+        quantizers = [op.name for op in self.loaded.ops.values()
+                      if op.op_type in QONNX_QUANTIZERS and op.domain in QONNX_DOMAINS]
+        if quantizers:
+            raise FpgaplaceError(f"{self.name}: QONNX quantizer {quantizers[0]!r} ({len(quantizers)} in all): compile "
+                                 "generates int8 hardware from a float or QDQ model (cost, place and split take "
+                                 "QONNX); expected a float or QDQ model")
 
     def csim(self, project: str | Path | None = None, samples: int = 1, seed: int = 0):
         """C-simulate ``project`` (``sim.csim.run_csim``); without one, compile this design

@@ -116,8 +116,14 @@ def _same_placement(a: Placement, b: Placement) -> bool:
 
 
 def model_batch(design: Design) -> int:
-    """The batch the design's graph runs: dim 0 of its first input (1 for a scalar input)."""
-    graph = design.loaded
+    """The batch the design's graph runs: dim 0 of its first input (1 for a scalar input); the
+    model's fixed batch when the design asks for another (the front end's FixedBatchError)."""
+    from fpgaplace.frontend import FixedBatchError
+
+    try:
+        graph = design.loaded
+    except FixedBatchError as error:
+        return error.fixed
     info = graph.tensors.get(graph.inputs[0]) if graph.inputs else None
     return info.shape[0] if info is not None and info.shape else 1
 

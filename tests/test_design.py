@@ -258,3 +258,23 @@ def test_gap_zero_asks_the_latency_ip_for_proven_optimality():
     assert result.placement.bound is not None and result.placement.gap is not None
     assert result.placement.gap <= 1e-6
     assert evaluate(problem, result.placement).latency == pytest.approx(result.value)
+
+
+@pytest.mark.parametrize("what", ["int4 precision", "QONNX quantizers"])
+def test_compile_refuses_what_it_cannot_build_in_one_line(tmp_path, what):
+    """Costing and placing take int4 and QONNX; the generated hardware is int8 only."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from real_models import qonnx
+
+    if what == "int4 precision":
+        design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False, precision="int4")
+        expected = "precision int4: compile generates int8 hardware only"
+    else:
+        design = Design(qonnx(), "zcu104", profile_cpu=False)
+        expected = "QONNX quantizer"
+    assert design.place().value > 0  # it places
+    with pytest.raises(FpgaplaceError, match=expected):
+        design.compile(tmp_path / "project")
+    assert not (tmp_path / "project").exists()  # nothing half-written

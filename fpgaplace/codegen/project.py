@@ -61,9 +61,9 @@ def check_project_dir(out_dir: Path) -> None:
     """Refuse an output path that is a file, or a non-empty folder that is not a project (a
     previous project, with its ``design.json``, is replaced)."""
     if out_dir.exists() and not out_dir.is_dir():
-        raise FpgaplaceError(f"{out_dir}: is a file; expected a folder for the project")
+        raise FpgaplaceError(f"out_dir {out_dir}: is a file; expected a folder for the project")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / DESIGN_FILE).is_file():
-        raise FpgaplaceError(f"{out_dir}: exists and is not a project folder (no {DESIGN_FILE}); "
+        raise FpgaplaceError(f"out_dir {out_dir}: exists and is not a project folder (no {DESIGN_FILE}); "
                              "expected an empty folder or a previous project")
 
 
