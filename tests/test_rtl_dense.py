@@ -145,11 +145,11 @@ def test_bad_arrays_are_one_line_errors():
 
 
 def yosys_dsps(folder: Path, module, family: str) -> int:
-    """DSP48 cells of ``module`` after yosys ``synth_xilinx -family family`` (run in ``folder``,
+    """DSP48 cells of ``module`` after yosys ``synth_xilinx -flatten -family family`` (flat: each cell counted once; run in ``folder``,
     where the ``$readmemh`` files are)."""
     sources = module.write(folder)
-    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}; "
-              "tee -o stat.txt stat")
+    script = (f"read_verilog {' '.join(s.name for s in sources)}; "
+              f"synth_xilinx -flatten -family {family} -top {module.top}; tee -o stat.txt stat")
     run = subprocess.run(["yosys", "-q", "-p", script], cwd=folder, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]
     return sum(int(count) for count in re.findall(r"DSP48E\d\s+(\d+)", (folder / "stat.txt").read_text()))
