@@ -145,8 +145,9 @@ def test_bad_arrays_are_one_line_errors():
 
 
 def yosys_dsps(folder: Path, module, family: str) -> int:
-    """DSP48 cells of ``module`` after yosys ``synth_xilinx -flatten -family family`` (flat: each cell counted once; run in ``folder``,
-    where the ``$readmemh`` files are)."""
+    """DSP48 cells of ``module`` after yosys ``synth_xilinx -flatten -family family`` (flat, so
+    ``stat`` counts each cell once, not per module and again in the hierarchy's total; run in
+    ``folder``, where the ``$readmemh`` files are)."""
     sources = module.write(folder)
     script = (f"read_verilog {' '.join(s.name for s in sources)}; "
               f"synth_xilinx -flatten -family {family} -top {module.top}; tee -o stat.txt stat")
