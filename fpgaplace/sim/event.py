@@ -26,8 +26,8 @@ next ready piece waits for a full downstream edge is *blocked*; one waiting for 
 *starved*; both are stall time, counted between the server's first start and last finish.
 
 Measured: the latency is the first sample's time through an empty pipeline (a run of its own);
-the steady-state interval is the mean gap between sample completions over the last half of the
-run (with one sample there is no gap: the interval is then the latency); fps = batch * 1e6 /
+the steady-state interval is the mean gap between sample completions over the middle half of
+the run (with one sample there is no gap: the interval is then the latency); fps = batch * 1e6 /
 interval, a sample being one run of the compiled model (``model.batch`` inputs). Utilisation is
 a server's busy time over its active window. Beside them two bounds, in inputs per second:
 the roofline, the MACs of the ops on FPGA cores (those on CPUs are not in design.json) over the
@@ -483,13 +483,27 @@ class _Run:
 # ---- results -------------------------------------------------------------------------------
 
 
+MAX_PERIOD = 64  # longest repeating pattern of completion gaps looked for (samples)
+
+
 def _steady_interval(done: list[float]) -> float | None:
-    """Mean gap between completions over the last half of the run (None for one sample)."""
+    """The mean gap between completions over the middle half of the run, clear of the start
+    (the pipeline filling) and of the end (the last samples drain); None for one sample. A
+    steady schedule repeats with some period of p samples (a link shared by two transfers of a
+    sample can alternate long and short gaps): when the gaps repeat with a period p at most
+    ``MAX_PERIOD``, the window is a whole number of periods, so the mean is the steady interval
+    itself, not off by part of a period. O(samples * MAX_PERIOD)."""
     count = len(done)
     if count < 2:
         return None
-    first = min(count // 2, count - 2)
-    return (done[-1] - done[first]) / (count - 1 - first)
+    first = min(count // 4, count - 2)
+    last = max(first + 1, count - 1 - count // 4)
+    gaps = np.diff(np.asarray(done[first:last + 1], dtype=np.float64))
+    for period in range(1, min(MAX_PERIOD, len(gaps) // 2) + 1):
+        if np.allclose(gaps[period:], gaps[:-period], rtol=1e-9, atol=1e-12):
+            last = first + len(gaps) // period * period
+            break
+    return (done[last] - done[first]) / (last - first)
 
 
 def _report(run: _Run) -> list[ServerReport]:
