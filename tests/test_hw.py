@@ -479,9 +479,16 @@ def test_ideal_cycles_of_a_cores_dot_products_are_its_macs_over_its_dsps(placed_
             continue
         plans = [planned(op, graph) for op in dot]
         ideal = sum(kernel.ideal_cycles(g, core) for kernel, g in plans)
-        # each MAC's share of the DSPs, stretched by the stage's unoverlapped line-buffer fill
-        share = sum(op.macs * kernel.fill_factor(g) for op, (kernel, g) in zip(dot, plans, strict=True))
-        assert ideal == pytest.approx(share / (core.dsp * core.macs_per_dsp), rel=1e-12)
+        # each MAC's share of the DSPs and of its stage's requantizers (one unit per `reduction`
+        # lanes), stretched by the stage's unoverlapped line-buffer fill
+        from fpgaplace.hw.kernels import requantizer_dsps
+
+        share = sum(op.macs * kernel.fill_factor(g) * (1 / core.macs_per_dsp + requantizer_dsps(g.reduction, core, g)
+                                                       / g.reduction)
+                    for op, (kernel, g) in zip(dot, plans, strict=True))
+        assert ideal == pytest.approx(share / core.dsp, rel=1e-12)
+        assert ideal > sum(op.macs * kernel.fill_factor(g) for op, (kernel, g) in zip(dot, plans, strict=True)) / (
+            core.dsp * core.macs_per_dsp)  # the requantizers cost DSPs too
         assert all(kernel.fill_factor(g) >= 1 for kernel, g in plans)
         checked += 1
     assert checked >= 1
@@ -687,7 +694,9 @@ def test_narrow_lanes_pack_more_macs_per_dsp_and_binary_takes_luts(board):
         g = with_precision(g8, bits, bits)
         assert kernel.cycles(g, fold) == kernel.cycles(g8, fold), "cycles do not depend on the width"
         assert kernel.mac_dsps(g, fold, core) == math.ceil(fold.lanes / macs)
-        assert kernel.ideal_cycles(g, core) == pytest.approx(kernel.ideal_cycles(g8, core) * core.macs_per_dsp / macs)
+        lane = 1 / macs + kernel_requantizer_share(g, core)  # DSPs of a MAC lane: its multiplier, its requantizer part
+        lane8 = 1 / core.macs_per_dsp + kernel_requantizer_share(g8, core)
+        assert kernel.ideal_cycles(g, core) == pytest.approx(kernel.ideal_cycles(g8, core) * lane / lane8)
     binary = with_precision(g8, 1, 1)
     # weights streamed (no banks): the binary lanes' XNOR-popcounts add LUTs, the DSPs are the requantizers'
     used, used8 = kernel.resources(binary, fold, core, resident=False), kernel.resources(g8, fold, core, resident=False)
@@ -708,3 +717,10 @@ def test_int8_costs_are_unchanged_by_the_precision_fields():
         for fold in kernel.foldings(g)[:20]:
             assert kernel.cycles(same, fold) == kernel.cycles(g, fold)
             assert kernel.resources(same, fold, core) == kernel.resources(g, fold, core)
+
+
+def kernel_requantizer_share(g, core) -> float:
+    """The requantizer DSPs one MAC lane carries: a unit per ``reduction`` lanes."""
+    from fpgaplace.hw.kernels import requantizer_dsps
+
+    return requantizer_dsps(g.reduction, core, g) / g.reduction

@@ -323,14 +323,19 @@ class Kernel:
         return rows * math.ceil(g.stream_elements // g.pixels / fold.pe)
 
     def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
-        """The op's share of the core's budget (what it adds to the core's load)."""
+        """The op's share of the core's budget (what it adds to the core's load). A DSP lane
+        costs 1 / macs-per-DSP DSPs plus its part of the requantizers: L lanes finish L /
+        reduction results a cycle, one unit of ``requantizer_dsps`` each, so a lane carries
+        ``requantizer_dsps / reduction`` of them (a depthwise conv's 9-term dot products pay
+        about half again over their MACs; a wide conv's, almost nothing)."""
         if self.free:
             return 0.0
         if self.uses_dsp:
             per_dsp = macs_per_dsp(core, g.lane_bits)
             if per_dsp == 0:  # binary lanes share the core's LUTs
                 return g.macs / max(1, core.lut // (BINARY_LUT_PER_LANE + DOT_LUT_PER_LANE)) * self.fill_factor(g)
-            return g.macs / (core.dsp * per_dsp) * self.fill_factor(g)
+            dsps_per_lane = 1 / per_dsp + requantizer_dsps(g.reduction, core, g) / max(1, g.reduction)
+            return g.macs * dsps_per_lane / core.dsp * self.fill_factor(g)
         return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
 
     def fill_factor(self, g: Geometry) -> float:
