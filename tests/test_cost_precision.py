@@ -89,7 +89,8 @@ def test_a_dsp_takes_more_macs_at_four_bits_and_binary_lanes_take_none(qonnx_gra
     assert four_bit
     for name in four_bit:
         assert not quantized[name].streamed and not plain[name].streamed
-        assert quantized[name].latency_us["core"] == pytest.approx(plain[name].latency_us["core"] / 2, rel=1e-9)
+        # half the MAC lanes' DSPs at 4 bits; the lanes' share of the requantizers does not halve
+        assert plain[name].latency_us["core"] / 2 < quantized[name].latency_us["core"] < plain[name].latency_us["core"]
     binary = by_name(op_costs(without_widths(qonnx_graph), zcu104, CostOptions(precision="binary", **ANALYTIC)))
     assert all(math.isfinite(binary[name].latency_us["core"]) for name in four_bit)  # on LUT lanes
 
