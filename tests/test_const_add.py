@@ -15,8 +15,9 @@ from fpgaplace.hw.kernels import per_channel_period
 from fpgaplace.sim.csim import run_csim
 
 
-def _model(nodes, x_shape, out_shape, initializers) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "const_add", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
+def _model(nodes, x_shape, out_shape, initializers, name: str = "const_add") -> onnx.ModelProto:
+    """A float model of ``nodes`` from input x to output z, checked by onnx."""
+    graph = helper.make_graph(nodes, name, [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
                               [helper.make_tensor_value_info("z", TensorProto.FLOAT, out_shape)],
                               initializer=initializers)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
@@ -25,8 +26,8 @@ def _model(nodes, x_shape, out_shape, initializers) -> onnx.ModelProto:
     return model
 
 
-def _tensor(name: str, shape: tuple[int, ...], seed: int) -> onnx.TensorProto:
-    values = (np.random.default_rng(seed).standard_normal(shape) * 0.2).astype(np.float32)
+def _tensor(name: str, shape: tuple[int, ...], seed: int, scale: float = 0.2) -> onnx.TensorProto:
+    values = (np.random.default_rng(seed).standard_normal(shape) * scale).astype(np.float32)
     return numpy_helper.from_array(values, name)
 
 

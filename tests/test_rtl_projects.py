@@ -6,10 +6,11 @@ cycles within 10% of the cycle model's interval."""
 
 from __future__ import annotations
 
-import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper
+from test_const_add import _model as const_add_model
+from test_const_add import _tensor as const_add_tensor
 
 from fpgaplace.codegen.rtl_project import simulate_project_rtl
 from fpgaplace.design import Design
@@ -18,18 +19,11 @@ CYCLE_TOLERANCE = 0.10
 
 
 def _model(nodes, x_shape, out_shape, initializers) -> onnx.ModelProto:
-    graph = helper.make_graph(nodes, "rtl_ops", [helper.make_tensor_value_info("x", TensorProto.FLOAT, x_shape)],
-                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, out_shape)],
-                              initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    return model
+    return const_add_model(nodes, x_shape, out_shape, initializers, name="rtl_ops")
 
 
 def _tensor(name: str, shape: tuple[int, ...], seed: int) -> onnx.TensorProto:
-    values = (np.random.default_rng(seed).standard_normal(shape) * 0.3).astype(np.float32)
-    return numpy_helper.from_array(values, name)
+    return const_add_tensor(name, shape, seed, scale=0.3)
 
 
 def concat_offset_model() -> onnx.ModelProto:
