@@ -5,7 +5,8 @@ is an error naming an op on it), bind the graph inputs' dims (those ``input_shap
 the symbolic batch dim of every other input to ``batch``; any other dim left unbound is an error
 naming it), check with ``onnx.checker``, run onnx
 shape inference (strict off, with data propagation; contrib ops stand in as the default-domain
-ops ``fpgaplace.ops`` names), then build the ops. Nodes whose inputs are all constant
+ops ``fpgaplace.ops`` names; the large weights stay out of it, ``fpgaplace.passes.inference``),
+then build the ops. Nodes whose inputs are all constant
 (initializers or outputs of other such nodes) are folded into parameters rather than kept as
 ops (see ``fpgaplace.ir``).
 
@@ -35,7 +36,7 @@ from fpgaplace import graphs, onnxrt, ops  # onnxrt: imported first, it quiets o
 from fpgaplace.errors import FpgaplaceError, first_line
 from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 from fpgaplace.ops import STANDARD_DOMAINS
-from fpgaplace.passes import qonnx
+from fpgaplace.passes import inference, qonnx
 
 MIN_OPSET, MAX_OPSET = 9, 21
 MAX_DIM = 2**31 - 1
@@ -200,7 +201,7 @@ def _check_strictly(model: onnx.ModelProto, source: str) -> None:
     or a declared shape contradicting the inferred one is an error naming the op. Then every tensor
     is checked against ``MAX_TENSOR_BYTES``."""
     try:
-        shape_inference.infer_shapes(model, check_type=True, strict_mode=True, data_prop=True)
+        inference.inferred_view(model, check_type=True, strict_mode=True, data_prop=True)
     except shape_inference.InferenceError as exc:
         reason = _inference_error(exc)
         if "Inferred elem type differs" not in reason:  # a stale declared type: the code generator names it
@@ -510,9 +511,8 @@ def _infer_shapes(model: onnx.ModelProto, source: str, notes: list[str]) -> onnx
     for candidate in ([proxied] if proxied is not None else []) + [model]:
         for data_prop in (True, False):
             try:
-                inferred = shape_inference.infer_shapes(
-                    candidate, check_type=False, strict_mode=False, data_prop=data_prop
-                )
+                infer = inference.infer_shapes if candidate is model else inference.inferred_view  # types only
+                inferred = infer(candidate, check_type=False, strict_mode=False, data_prop=data_prop)
             except Exception as exc:  # inference raises InferenceError, ValueError or RuntimeError
                 failure = first_line(exc)
                 continue

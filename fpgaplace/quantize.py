@@ -12,8 +12,9 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
 2. BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
    (``passes.fold.fold_batchnorm``: the Conv keeps its name and produces the BatchNormalization's
    output tensor), then dead nodes and constants are dropped;
-3. ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``, i.e.
-   onnx shape inference only. Not onnxruntime's optimizer: it also folds Conv+BatchNorm, but it
+3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
+   does, i.e. onnx shape inference only and its pre-processing mark, done in memory (the same bytes,
+   without writing and reading the model twice more). Not onnxruntime's optimizer: it also folds Conv+BatchNorm, but it
    renames what it fuses (MatMul+Add becomes a Gemm named ``matmul_1/MatMulAddFusion``, 3-D
    MatMuls get new ``gemm_input_reshape*`` nodes), which breaks placement by node name, and it
    drops every node's ``metadata_props``. Symbolic shape inference needs sympy, which the
@@ -86,6 +87,7 @@ from fpgaplace.passes.graph_tools import (
     set_node_metadata,
     topological_order,
 )
+from fpgaplace.passes.inference import infer_shapes
 
 Sample = dict[str, np.ndarray]
 """One calibration or test sample: graph input name -> array of that input's dtype and shape."""
@@ -347,19 +349,22 @@ def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelPr
 
 def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[str], set[str]]:
     """Fold BatchNormalization into its Conv/Gemm with the project's own pass (names and metadata
-    stay), drop dead nodes and constants (the folded BN's among them), then onnxruntime's
-    ``quant_pre_process`` for onnx shape inference only; write the result to ``target``.
-    Returns the names of the folded nodes and the node names of the prepared model."""
-    from onnxruntime.quantization.shape_inference import quant_pre_process
+    stay), drop dead nodes and constants (the folded BN's among them), then what onnxruntime's
+    ``quant_pre_process(skip_optimization=True, skip_symbolic_shape=True)`` does to a model of opset
+    11 or later, in memory: onnx shape inference with its defaults (here with the weights left out of
+    the round trip, ``passes.inference``) and the pre-processing mark in ``metadata_props``; write the
+    result to ``target``. Returns the names of the folded nodes and the node names of the prepared model."""
+    from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
     folded, _ = fold_batchnorm(model)
     prepared, _ = eliminate_dead_code(folded)
-    source = target.with_name("float.onnx")
-    onnx.save(prepared, source)
     try:
-        quant_pre_process(str(source), str(target), skip_optimization=True, skip_symbolic_shape=True)
-    except Exception as exc:  # noqa: BLE001 - onnxruntime and onnx raise many unrelated types
-        raise FpgaplaceError(f"{what}: onnxruntime quantization pre-processing failed: {first_line(exc)}") from exc
+        inferred = infer_shapes(prepared)
+    except Exception as exc:  # noqa: BLE001 - onnx raises InferenceError, ValueError or RuntimeError
+        raise FpgaplaceError(f"{what}: quantization pre-processing (onnx shape inference) failed: "
+                             f"{first_line(exc)}") from exc
+    add_pre_process_metadata(inferred)
+    onnx.save(inferred, target)
     return _node_names(model) - _node_names(folded), _node_names(prepared)
 
 

@@ -517,3 +517,76 @@ def test_a_qonnx_model_on_opset_11_is_upgraded_and_runs():
     x = np.linspace(-3, 3, 256, dtype=np.float32).reshape(4, 64)
     y = onnxrt.session(graph.to_onnx(), "q.onnx").run(["y"], {"x": x})[0]
     assert set(np.unique(y / 0.25)) <= set(range(-8, 8))
+
+
+# ---- shape inference without the weights (passes.inference) ---------------------------------
+
+
+def _ir3_model_with_declared_weights() -> onnx.ModelProto:
+    """A Conv -> Reshape model in the IR 3 style (every initializer also a graph input), one weight
+    declared with a symbolic dim (so it must stay in the view), the Reshape's shape an int64 constant."""
+    rng = np.random.default_rng(0)
+    weight = numpy_helper.from_array(rng.standard_normal((8, 3, 3, 3)).astype(np.float32), "w")
+    bias = numpy_helper.from_array(rng.standard_normal(200).astype(np.float32)[:8], "b")
+    loose = numpy_helper.from_array(rng.standard_normal((4, 50)).astype(np.float32), "loose")
+    shape = numpy_helper.from_array(np.array([1, -1], dtype=np.int64), "shape")
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["y"], pads=[1, 1, 1, 1]),
+             helper.make_node("Reshape", ["y", "shape"], ["z"]),
+             helper.make_node("Add", ["loose", "loose"], ["l2"])]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 6, 6]),
+              helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 3, 3, 3]),
+              helper.make_tensor_value_info("b", TensorProto.FLOAT, [8]),
+              helper.make_tensor_value_info("loose", TensorProto.FLOAT, ["rows", 50]),
+              helper.make_tensor_value_info("shape", TensorProto.INT64, [2])]
+    graph = helper.make_graph(nodes, "ir3", inputs, [helper.make_tensor_value_info("z", TensorProto.FLOAT, None),
+                                                   helper.make_tensor_value_info("l2", TensorProto.FLOAT, None)],
+                              [weight, bias, loose, shape])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 3
+    return model
+
+
+@pytest.mark.parametrize("build", [lambda: models.cnn_residual(batch=1), lambda: models.mobilenet_v2(batch=1),
+                                   lambda: models.bert_encoder_layer(seq=8, hidden=32, heads=2, batch=1),
+                                   _ir3_model_with_declared_weights])
+@pytest.mark.parametrize("options", [{}, {"strict_mode": False, "data_prop": True},
+                                     {"check_type": True, "strict_mode": True, "data_prop": True}])
+def test_inference_without_weights_gives_onnx_result_byte_for_byte(build, options):
+    from onnx import shape_inference
+
+    from fpgaplace.passes import inference
+
+    model = build()
+    view, stripped = inference.weightless_view(model)
+    assert stripped > 0 and len(view.SerializeToString()) < len(model.SerializeToString())
+    expected = shape_inference.infer_shapes(model, **options)
+    got = inference.infer_shapes(model, **options)
+    assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+    viewed = inference.inferred_view(model, **options)
+    assert list(viewed.graph.value_info) == list(expected.graph.value_info)
+    assert list(viewed.graph.output) == list(expected.graph.output)
+
+
+def test_inference_view_keeps_the_weights_inference_might_read():
+    """Shape-like int64 constants, a weight declared with other dims than its own, and (below IR 4)
+    nothing undeclared leaves the view; the conv weight and its bias-sized sibling do."""
+    from fpgaplace.passes import inference
+
+    model = _ir3_model_with_declared_weights()
+    view, stripped = inference.weightless_view(model)
+    kept = {t.name for t in view.graph.initializer}
+    assert kept == {"b", "shape", "loose"} and stripped == 1  # b: 8 elements, loose: declared ['rows', 50]
+    assert [v.name for v in view.graph.input] == [v.name for v in model.graph.input]
+    model.ir_version = 8
+    del model.graph.input[1:]
+    view, stripped = inference.weightless_view(model)
+    assert {t.name for t in view.graph.initializer} == {"b", "shape"} and stripped == 2
+    assert [v.name for v in view.graph.input] == ["x", "w", "loose"]
+
+
+def test_inference_on_a_model_without_large_weights_is_onnx_inference_itself():
+    from fpgaplace.passes import inference
+
+    model = models.multi_io()
+    view, stripped = inference.weightless_view(model)
+    assert view is model and stripped == 0

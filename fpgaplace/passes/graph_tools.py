@@ -11,10 +11,11 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import helper, numpy_helper, shape_inference
+from onnx import helper, numpy_helper
 
 from fpgaplace import graphs
 from fpgaplace.ir import outer_references, unique_op_names
+from fpgaplace.passes.inference import inferred_view
 
 PassResult = tuple[onnx.ModelProto, int]
 """What every pass returns: the new model and how many changes it made."""
@@ -219,7 +220,7 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, TensorType]:
     """Type and shape of every tensor onnx shape inference can find (inputs, initializers,
     intermediates, outputs). Missing entries mean inference could not tell."""
     try:
-        inferred = shape_inference.infer_shapes(model, strict_mode=False, data_prop=True)
+        inferred = inferred_view(model, strict_mode=False, data_prop=True)  # the weights stay out (passes.inference)
     except Exception:  # noqa: BLE001 - inference is best-effort; passes skip unknown tensors
         inferred = model
     graph = inferred.graph
@@ -228,7 +229,7 @@ def tensor_types(model: onnx.ModelProto) -> dict[str, TensorType]:
         found = _value_info_type(info)
         if found is not None and found.elem_type:
             types[info.name] = found
-    for init in graph.initializer:
+    for init in model.graph.initializer:
         types[init.name] = TensorType(init.data_type, tuple(init.dims))
     return types
 
