@@ -356,8 +356,9 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
     result to ``target``. Returns the names of the folded nodes and the node names of the prepared model."""
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
-    folded, _ = fold_batchnorm(model)
-    prepared, _ = eliminate_dead_code(folded)
+    prepared, _ = fold_batchnorm(model)
+    folded_names = _node_names(prepared)
+    eliminate_dead_code.in_place(prepared)
     try:
         inferred = infer_shapes(prepared)
     except Exception as exc:  # noqa: BLE001 - onnx raises InferenceError, ValueError or RuntimeError
@@ -365,7 +366,7 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
                              f"{first_line(exc)}") from exc
     add_pre_process_metadata(inferred)
     onnx.save(inferred, target)
-    return _node_names(model) - _node_names(folded), _node_names(prepared)
+    return _node_names(model) - folded_names, _node_names(prepared)
 
 
 def _node_names(model: onnx.ModelProto) -> set[str]:

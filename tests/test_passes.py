@@ -590,3 +590,19 @@ def test_inference_on_a_model_without_large_weights_is_onnx_inference_itself():
     model = models.multi_io()
     view, stripped = inference.weightless_view(model)
     assert view is model and stripped == 0
+
+
+def test_manager_rewrites_in_place_what_the_copying_passes_compute():
+    """Every default pass offers its in-place rewrite; the manager's in-place run gives the same
+    model, byte for byte, as running the copying passes, and the caller's model is untouched."""
+    from fpgaplace.passes.manager import DEFAULT_PASSES
+
+    assert all(callable(getattr(a_pass, "in_place", None)) for a_pass in DEFAULT_PASSES)
+    model = models.cnn_residual(batch=1)
+    before = model.SerializeToString(deterministic=True)
+    copying = [lambda m, p=a_pass: p(m) for a_pass in DEFAULT_PASSES]  # no in_place attribute: copies
+    in_place, report = optimize(model)
+    copied, copied_report = optimize(model, copying)
+    assert report.total_changes > 0 and report.total_changes == copied_report.total_changes
+    assert in_place.SerializeToString(deterministic=True) == copied.SerializeToString(deterministic=True)
+    assert model.SerializeToString(deterministic=True) == before

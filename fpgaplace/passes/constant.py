@@ -19,13 +19,12 @@ from onnx import helper, numpy_helper
 
 from fpgaplace import onnxrt, ops
 from fpgaplace.passes.graph_tools import (
-    PassResult,
     add_initializer,
     constant_initializers,
     consumers,
-    copy_model,
     keep_nodes,
     output_names,
+    rewrites_a_copy,
     tensor_types,
     topological_indices,
 )
@@ -76,20 +75,19 @@ def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto],
     return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
 
 
-def fold_constants(model: onnx.ModelProto, *,
-                   max_folded_bytes: int = DEFAULT_MAX_FOLDED_BYTES) -> PassResult:
+@rewrites_a_copy
+def fold_constants(model: onnx.ModelProto, *, max_folded_bytes: int = DEFAULT_MAX_FOLDED_BYTES) -> int:
     """Replace constant subgraphs by initializers; return the model and the nodes removed."""
-    result = copy_model(model)
-    graph = result.graph
+    graph = model.graph
     order = topological_indices(graph)
-    foldable = _foldable_positions(result, order)
+    foldable = _foldable_positions(model, order)
     if not foldable:
-        return result, 0
+        return 0
     foldable_set = set(foldable)
     produced = {name: i for i in foldable for name in graph.node[i].output if name}
     readers = consumers(graph)
     outputs = output_names(graph)
-    types = tensor_types(result)
+    types = tensor_types(model)
     position = {id(node): i for i, node in enumerate(graph.node)}
 
     def read_outside(name: str) -> bool:
@@ -98,9 +96,9 @@ def fold_constants(model: onnx.ModelProto, *,
     boundary = [name for name in produced if name not in outputs and read_outside(name)]
     small = [name for name in boundary
              if name not in types or (types[name].nbytes() or 0) <= max_folded_bytes]
-    values = _evaluate(result, [graph.node[i] for i in foldable], small) if small else {}
+    values = _evaluate(model, [graph.node[i] for i in foldable], small) if small else {}
     if values is None:
-        return result, 0
+        return 0
     folded = {name for name, value in values.items() if value.nbytes <= max_folded_bytes}
     # nodes still needed: ancestors (within the foldable set) of tensors that stay computed
     needed: set[int] = set()
@@ -115,8 +113,8 @@ def fold_constants(model: onnx.ModelProto, *,
     folded -= {name for i in needed for name in graph.node[i].output}
     removed = foldable_set - needed
     if not removed:
-        return result, 0
+        return 0
     for name in sorted(folded):
-        add_initializer(result, numpy_helper.from_array(values[name], name))
+        add_initializer(model, numpy_helper.from_array(values[name], name))
     keep_nodes(graph, [i for i in range(len(graph.node)) if i not in removed])
-    return result, len(removed)
+    return len(removed)

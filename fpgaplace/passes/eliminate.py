@@ -14,22 +14,21 @@ import onnx
 
 from fpgaplace import ops
 from fpgaplace.passes.graph_tools import (
-    PassResult,
     constant_initializers,
-    copy_model,
     keep_nodes,
     output_names,
     remove_initializers,
     rename_tensor,
+    rewrites_a_copy,
     subgraph_inputs,
     topological_indices,
 )
 
 
-def eliminate_dead_code(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def eliminate_dead_code(model: onnx.ModelProto) -> int:
     """Remove nodes that do not reach a graph output and constant initializers nobody reads."""
-    result = copy_model(model)
-    graph = result.graph
+    graph = model.graph
     live = output_names(graph)
     order = topological_indices(graph)
     alive: set[int] = set()
@@ -42,9 +41,9 @@ def eliminate_dead_code(model: onnx.ModelProto) -> PassResult:
     removed_nodes = len(graph.node) - len(alive)
     if removed_nodes:
         keep_nodes(graph, [i for i in order if i in alive])
-    unused = {name for name in constant_initializers(result) if name not in live}
-    remove_initializers(result, unused)
-    return result, removed_nodes + len(unused)
+    unused = {name for name in constant_initializers(model) if name not in live}
+    remove_initializers(model, unused)
+    return removed_nodes + len(unused)
 
 
 def _node_key(node: onnx.NodeProto) -> tuple:
@@ -53,12 +52,12 @@ def _node_key(node: onnx.NodeProto) -> tuple:
     return (node.domain, node.op_type, tuple(node.input), attrs, used_outputs)
 
 
-def eliminate_common_subexpressions(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def eliminate_common_subexpressions(model: onnx.ModelProto) -> int:
     """Merge nodes with equal (domain, op type, attributes, inputs); keep the first one.
 
     A duplicate whose output is a graph output is kept (the graph must still name it)."""
-    result = copy_model(model)
-    graph = result.graph
+    graph = model.graph
     outputs = output_names(graph)
     first_by_key: dict[tuple, onnx.NodeProto] = {}
     duplicates: set[int] = set()
@@ -81,4 +80,4 @@ def eliminate_common_subexpressions(model: onnx.ModelProto) -> PassResult:
     # renames above already updated the inputs (and so the keys) of later nodes
     if duplicates:
         keep_nodes(graph, [i for i in order if i not in duplicates])
-    return result, len(duplicates)
+    return len(duplicates)

@@ -26,14 +26,13 @@ import onnx
 from onnx import numpy_helper
 
 from fpgaplace.passes.graph_tools import (
-    PassResult,
     add_initializer,
     attribute,
     constant_value,
     consumers,
-    copy_model,
     output_names,
     producers,
+    rewrites_a_copy,
     set_attribute,
     tensor_types,
 )
@@ -192,44 +191,44 @@ def _batchnorm_affine(model: onnx.ModelProto, node: onnx.NodeProto):
     return s, bias - mean * s
 
 
-def fold_batchnorm(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def fold_batchnorm(model: onnx.ModelProto) -> int:
     """Fold inference BatchNormalization into the preceding Conv / Gemm / MatMul(+Add)."""
-    result = copy_model(model)
-    types = tensor_types(result)
+    types = tensor_types(model)
     changes = 0
-    for node in list(result.graph.node):
+    for node in list(model.graph.node):
         if node.op_type != "BatchNormalization" or node.domain not in ("", "ai.onnx"):
             continue
-        affine = _batchnorm_affine(result, node)
-        linear = _as_linear(result, node.input[0], types)
+        affine = _batchnorm_affine(model, node)
+        linear = _as_linear(model, node.input[0], types)
         if affine is None or linear is None:
             continue
         if linear.output_channel_axis == -1 and linear.output_rank != 2:
             continue
-        if len(affine[0]) != inner_size(result, linear):
+        if len(affine[0]) != inner_size(model, linear):
             continue
-        _absorb(result, linear, affine[0], affine[1], node)
+        _absorb(model, linear, affine[0], affine[1], node)
         changes += 1
-    return result, changes
+    return changes
 
 
-def fold_channel_affine(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def fold_channel_affine(model: onnx.ModelProto) -> int:
     """Fold ``Mul``/``Add`` by a per-output-channel constant into Conv / Gemm / MatMul(+Add)."""
-    result = copy_model(model)
-    types = tensor_types(result)
+    types = tensor_types(model)
     changes = 0
-    for node in list(result.graph.node):
+    for node in list(model.graph.node):
         if node.op_type not in ("Mul", "Add") or node.domain not in ("", "ai.onnx"):
             continue
         for data_pos in (0, 1):
-            const = constant_value(result, node.input[1 - data_pos])
+            const = constant_value(model, node.input[1 - data_pos])
             if const is None or not np.issubdtype(np.asarray(const).dtype, np.floating):
                 continue
-            linear = _as_linear(result, node.input[data_pos], types)
+            linear = _as_linear(model, node.input[data_pos], types)
             if linear is None or (node.op_type == "Add" and linear.node.op_type == "MatMul"
                                   and linear.bias_node is None):
                 continue  # MatMul followed by Add(bias) is the MatMul+Add form; keep it
-            channels = inner_size(result, linear)
+            channels = inner_size(model, linear)
             vector = _channel_vector(const, linear.output_channel_axis, linear.output_rank,
                                      channels)
             out_type = types.get(node.output[0])
@@ -238,10 +237,10 @@ def fold_channel_affine(model: onnx.ModelProto) -> PassResult:
                     out_type.shape != in_type.shape:
                 continue
             if node.op_type == "Mul":
-                _absorb(result, linear, vector, np.zeros(channels), node)
+                _absorb(model, linear, vector, np.zeros(channels), node)
             else:
-                _absorb(result, linear, np.ones(channels), vector, node)
+                _absorb(model, linear, np.ones(channels), vector, node)
             changes += 1
             break
-    return result, changes
+    return changes
 

@@ -27,14 +27,13 @@ import onnx
 from fpgaplace import ops
 from fpgaplace.passes.graph_tools import (
     FUSED_INTO_KEY,
-    PassResult,
     constant_initializers,
     consumers,
-    copy_model,
     name_nodes,
     node_metadata,
     output_names,
     producers,
+    rewrites_a_copy,
     set_node_metadata,
     topological_order,
 )
@@ -75,12 +74,11 @@ def _fusable_head(node: onnx.NodeProto, kind: ops.Fusion, prods: dict, readers: 
     return None
 
 
-def _fuse(model: onnx.ModelProto, kind: ops.Fusion, keep_other: bool) -> PassResult:
-    result = copy_model(model)
-    name_nodes(result)
-    graph = result.graph
+def _fuse(model: onnx.ModelProto, kind: ops.Fusion, keep_other: bool) -> int:
+    name_nodes(model)
+    graph = model.graph
     prods, readers = producers(graph), consumers(graph)
-    outputs, constants = output_names(graph), set(constant_initializers(result))
+    outputs, constants = output_names(graph), set(constant_initializers(model))
     changes = 0
     for node in topological_order(graph):
         current = fused_head(node)
@@ -92,15 +90,17 @@ def _fuse(model: onnx.ModelProto, kind: ops.Fusion, keep_other: bool) -> PassRes
         if wanted != current:
             set_node_metadata(node, FUSED_INTO_KEY, wanted)
             changes += 1
-    return result, changes
+    return changes
 
 
-def fuse_activations(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def fuse_activations(model: onnx.ModelProto) -> int:
     """Annotate activations (Relu, Clip, Sigmoid, ...) as fused into their producer."""
     return _fuse(model, "activation", keep_other=True)
 
 
-def fuse_elementwise(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def fuse_elementwise(model: onnx.ModelProto) -> int:
     """Annotate elementwise ops (Add, Mul, BatchNormalization, QuantizeLinear, DequantizeLinear,
     activations, ...) as fused into their producer, so that chains like Conv -> Add -> Relu
     and Conv -> QuantizeLinear -> DequantizeLinear form one group."""

@@ -1,12 +1,14 @@
 """Small helpers every pass shares: node naming, producer/consumer maps, constants, types.
 
-All helpers work on ``onnx.ModelProto`` in place or return plain Python data; the passes
-copy the model once at their start so that the caller's model is never mutated.
+All helpers work on ``onnx.ModelProto`` in place or return plain Python data; every pass is a
+rewrite in place wrapped by ``rewrites_a_copy``, so that the caller's model is never mutated.
 """
 
 from __future__ import annotations
 
+import functools
 from collections import defaultdict
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -273,3 +275,22 @@ def copy_model(model: onnx.ModelProto) -> onnx.ModelProto:
     result = onnx.ModelProto()
     result.CopyFrom(model)
     return result
+
+
+InPlacePass = Callable[..., int]
+"""A pass's rewrite: it changes the model it is given and returns how many changes it made."""
+
+
+def rewrites_a_copy(in_place: InPlacePass) -> Callable[..., PassResult]:
+    """The pass ``(model, **options) -> (new_model, changes)`` that applies ``in_place`` to a copy
+    of ``model`` (the caller's model stays as it was). The rewrite itself stays reachable as the
+    pass's ``in_place`` attribute: the pass manager, which owns its working model, calls that and
+    so saves one copy of every weight per pass run."""
+
+    @functools.wraps(in_place)
+    def a_pass(model: onnx.ModelProto, **options) -> PassResult:
+        result = copy_model(model)
+        return result, in_place(result, **options)
+
+    a_pass.in_place = in_place  # type: ignore[attr-defined]
+    return a_pass

@@ -142,7 +142,7 @@ class PassManager:
             round_changes: dict[str, int] = {}
             for a_pass, stat in zip(self.passes, stats, strict=True):
                 start = time.perf_counter()
-                current, changes = a_pass(current)
+                current, changes = _apply(a_pass, current)
                 stat.seconds += time.perf_counter() - start
                 stat.runs += 1
                 stat.changes += changes
@@ -159,6 +159,15 @@ class PassManager:
             passes=stats, changes_per_round=per_round,
         )
         return current, report
+
+
+def _apply(a_pass: Pass, model: onnx.ModelProto) -> PassResult:
+    """Run ``a_pass`` on the manager's own working ``model``: in place when the pass offers its
+    rewrite (``graph_tools.rewrites_a_copy``), which saves copying every weight once per pass."""
+    in_place = getattr(a_pass, "in_place", None)
+    if in_place is None:
+        return a_pass(model)
+    return model, in_place(model)
 
 
 def optimize(model: onnx.ModelProto, passes: Sequence[Pass] = DEFAULT_PASSES,

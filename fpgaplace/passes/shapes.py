@@ -21,7 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fpgaplace import ops
-from fpgaplace.passes.graph_tools import PassResult, copy_model, keep_nodes, output_names
+from fpgaplace.passes.graph_tools import keep_nodes, output_names, rewrites_a_copy
 
 DEFAULT_MAX_ELEMENTS = 4096
 """The largest shape-driven tensor stored as an initializer (shape vectors are a few elements)."""
@@ -87,13 +87,13 @@ def _evaluate(model: onnx.ModelProto, nodes: list[onnx.NodeProto], feeds: dict[s
     return {name: np.asarray(value) for name, value in zip(wanted, values, strict=True)}
 
 
-def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MAX_ELEMENTS) -> PassResult:
+@rewrites_a_copy
+def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MAX_ELEMENTS) -> int:
     """Fold the ``Shape``/``Size`` nodes of known-shape tensors and the constant subgraph they
     drive into initializers (the module docstring says which); return the model and the number
     of nodes removed. The nodes must be in topological order."""
-    result = copy_model(model)
-    graph = result.graph
-    shapes = _known_shapes(result)
+    graph = model.graph
+    shapes = _known_shapes(model)
     constants = {t.name for t in graph.initializer}
     feeds: dict[str, np.ndarray] = {}
     shape_nodes: list[int] = []
@@ -111,7 +111,7 @@ def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MA
         from_shapes.update(t for t in node.output if t)
         constants.update(t for t in node.output if t)
     if not feeds:
-        return result, 0
+        return 0
     folded_set = set(shape_nodes) | set(driven)
     produced = {t: i for i in folded_set for t in graph.node[i].output if t}
     outside = {t for i, node in enumerate(graph.node) if i not in folded_set for t in _reads(node)}
@@ -120,7 +120,7 @@ def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MA
     values = dict(feeds)
     computed = [t for t in boundary if t not in feeds]
     if computed:
-        evaluated = _evaluate(result, [graph.node[i] for i in driven], feeds, computed)
+        evaluated = _evaluate(model, [graph.node[i] for i in driven], feeds, computed)
         if evaluated is None:
             evaluated = {}
         values.update(evaluated)
@@ -128,13 +128,14 @@ def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MA
     needed = _still_needed(graph, produced, [t for t in boundary if t not in stored])
     removed = folded_set - needed
     if not removed:
-        return result, 0
+        return 0
     stored -= {t for i in needed for t in graph.node[i].output}
+    removed_outputs = {t for i in removed for t in graph.node[i].output}
     graph.initializer.extend(numpy_helper.from_array(values[t], t) for t in sorted(stored))
     keep_nodes(graph, [i for i in range(len(graph.node)) if i not in removed])
     kept_values = {t for node in graph.node for t in node.output} | {t.name for t in graph.initializer}
-    _drop_value_info(graph, ({t for i in removed for t in model.graph.node[i].output} - kept_values) | stored)
-    return result, len(removed)
+    _drop_value_info(graph, (removed_outputs - kept_values) | stored)
+    return len(removed)
 
 
 def _reads(node: onnx.NodeProto) -> set[str]:

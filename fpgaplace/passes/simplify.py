@@ -14,15 +14,14 @@ import numpy as np
 import onnx
 
 from fpgaplace.passes.graph_tools import (
-    PassResult,
     TensorType,
     attribute,
     bypass,
     constant_value,
     consumers,
-    copy_model,
     output_names,
     producers,
+    rewrites_a_copy,
     set_attribute,
     tensor_types,
 )
@@ -30,18 +29,17 @@ from fpgaplace.passes.graph_tools import (
 
 def _remove_where(model: onnx.ModelProto,
                   removable: Callable[[onnx.ModelProto, onnx.NodeProto, dict], str | None],
-                  needs_types: bool = False) -> PassResult:
+                  needs_types: bool = False) -> int:
     """Bypass every node for which ``removable`` names the input tensor equal to its output."""
-    result = copy_model(model)
-    types = tensor_types(result) if needs_types else {}
+    types = tensor_types(model) if needs_types else {}
     changes = 0
-    for node in list(result.graph.node):
+    for node in list(model.graph.node):
         if node.domain not in ("", "ai.onnx"):
             continue
-        source = removable(result, node, types)
-        if source is not None and bypass(result.graph, node, source):
+        source = removable(model, node, types)
+        if source is not None and bypass(model.graph, node, source):
             changes += 1
-    return result, changes
+    return changes
 
 
 def _single_output_used(model: onnx.ModelProto, node: onnx.NodeProto) -> bool:
@@ -52,13 +50,15 @@ def _single_output_used(model: onnx.ModelProto, node: onnx.NodeProto) -> bool:
                for name in node.output[1:])
 
 
-def remove_identity(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def remove_identity(model: onnx.ModelProto) -> int:
     """Remove ``Identity`` nodes."""
     return _remove_where(
         model, lambda m, n, t: n.input[0] if n.op_type == "Identity" else None)
 
 
-def remove_dropout(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def remove_dropout(model: onnx.ModelProto) -> int:
     """Remove ``Dropout`` (inference: output = input) when its mask output is unused and it is
     not forced into training mode by a constant ``training_mode`` input that is true."""
 
@@ -74,7 +74,8 @@ def remove_dropout(model: onnx.ModelProto) -> PassResult:
     return _remove_where(model, source)
 
 
-def remove_noop_cast(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def remove_noop_cast(model: onnx.ModelProto) -> int:
     """Remove ``Cast`` to the element type its input already has."""
 
     def source(_m: onnx.ModelProto, node: onnx.NodeProto, types: dict) -> str | None:
@@ -86,7 +87,8 @@ def remove_noop_cast(model: onnx.ModelProto) -> PassResult:
     return _remove_where(model, source, needs_types=True)
 
 
-def remove_noop_reshape(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def remove_noop_reshape(model: onnx.ModelProto) -> int:
     """Remove ``Reshape`` (also ``Squeeze``/``Unsqueeze``/``Flatten``) whose output shape equals
     its input shape, both fully known."""
 
@@ -102,7 +104,8 @@ def remove_noop_reshape(model: onnx.ModelProto) -> PassResult:
     return _remove_where(model, source, needs_types=True)
 
 
-def remove_noop_transpose(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def remove_noop_transpose(model: onnx.ModelProto) -> int:
     """Remove ``Transpose`` whose ``perm`` is the identity permutation."""
 
     def source(_m: onnx.ModelProto, node: onnx.NodeProto, _types: dict) -> str | None:
@@ -114,12 +117,12 @@ def remove_noop_transpose(model: onnx.ModelProto) -> PassResult:
     return _remove_where(model, source)
 
 
-def cancel_transpose_pairs(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def cancel_transpose_pairs(model: onnx.ModelProto) -> int:
     """Rewrite ``Transpose(p2)(Transpose(p1)(x))`` as one transpose of ``x``, or as ``x``
     itself when the perms compose to the identity (output dim i = input dim p1[p2[i]]).
     The first transpose is left for dead-code elimination if nothing else reads it."""
-    result = copy_model(model)
-    graph = result.graph
+    graph = model.graph
     changes = 0
     for node in list(graph.node):
         if node.op_type != "Transpose" or node.domain not in ("", "ai.onnx"):
@@ -138,14 +141,14 @@ def cancel_transpose_pairs(model: onnx.ModelProto) -> PassResult:
             node.input[0] = first.input[0]
             set_attribute(node, "perm", composed)
             changes += 1
-    return result, changes
+    return changes
 
 
-def collapse_reshape_chains(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def collapse_reshape_chains(model: onnx.ModelProto) -> int:
     """Rewrite ``Reshape(Reshape(x, s1), s2)`` as ``Reshape(x, s2)`` (keep the last) when ``s2``
     is constant and has no 0 entry (a 0 would copy a dim of the intermediate shape)."""
-    result = copy_model(model)
-    graph = result.graph
+    graph = model.graph
     changes = 0
     for node in list(graph.node):
         if node.op_type != "Reshape" or len(node.input) < 2:
@@ -153,23 +156,23 @@ def collapse_reshape_chains(model: onnx.ModelProto) -> PassResult:
         first = producers(graph).get(node.input[0])
         if first is None or first.op_type != "Reshape":
             continue
-        shape = constant_value(result, node.input[1])
+        shape = constant_value(model, node.input[1])
         if shape is None or attribute(node, "allowzero", 0) or np.any(np.asarray(shape) == 0):
             continue
         node.input[0] = first.input[0]
         changes += 1
-    return result, changes
+    return changes
 
 
 
-def sum_to_add(model: onnx.ModelProto) -> PassResult:
+@rewrites_a_copy
+def sum_to_add(model: onnx.ModelProto) -> int:
     """Rewrite a two-input ``Sum`` as ``Add`` and a one-input ``Sum`` as ``Identity`` (same
     values, broadcasting included), so the one Add kernel and the quantizer see residual sums
     as adds (old exports, e.g. the Caffe2 ResNet-50, write them as Sum). O(n)."""
-    result = copy_model(model)
     changes = 0
-    for node in result.graph.node:
+    for node in model.graph.node:
         if node.op_type == "Sum" and node.domain in ("", "ai.onnx") and 1 <= len(node.input) <= 2:
             node.op_type = "Add" if len(node.input) == 2 else "Identity"
             changes += 1
-    return result, changes
+    return changes
