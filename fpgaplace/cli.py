@@ -978,7 +978,8 @@ def compile_project(
 
 
 def print_compile(document: dict, board) -> None:
-    """Per-core table (core, ops, DSP, BRAM36, URAM, LUT, cycles, fps) and the CPU ops."""
+    """Per-core table (core, ops, DSP, BRAM36, URAM, LUT, cycles, fps), each core's folded
+    interval against the placement's plan and what binds it, and the CPU ops."""
     table = Table(title=f"project {document.get('project', '')} on {board.name}")
     for column in ("core", "ops", "DSP", "BRAM36", "URAM", "LUT", "cycles", "fps"):
         table.add_column(column, justify="left" if column == "core" else "right")
@@ -990,6 +991,12 @@ def print_compile(document: dict, board) -> None:
                       f"{cycles:,}" if isinstance(cycles, int) else str(cycles),
                       human(fps) if isinstance(fps, int | float) else "—")
     out.print(table)
+    for core in document.get("cores", []):
+        interval, plan = core.get("interval_us"), core.get("planned_compute_us")
+        if isinstance(interval, int | float) and plan:
+            binding = ", ".join(core.get("binding", [])) or "nothing (every stage at its fastest folding)"
+            out.print(f"{core['name']}: folded interval {interval:.4g} us, {interval / plan - 1:+.0%} against the "
+                      f"plan; bound by {binding}")
     cpu_ops = [op if isinstance(op, str) else op.get("name", str(op)) for op in document.get("cpu_ops", [])]
     out.print(f"CPU ops ({len(cpu_ops)}): {', '.join(cpu_ops) if cpu_ops else 'none'}")
     if isinstance(document.get("fps"), int | float):

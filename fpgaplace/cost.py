@@ -3,10 +3,13 @@
 Its output is the ``PlacementProblem`` the solvers read. Times are in microseconds.
 
 FPGA core: what the hardware op library (``fpgaplace.hw``) says the op costs: its kernel's
-  ``ideal_cycles`` (its share of the core's DSPs or LUT lanes, see ``fpgaplace.hw.kernels``)
-  plus the cycles to stream its weights from DRAM when they do not stay resident, turned into
-  microseconds by ``hw.cycles_to_us``. An op without a kernel, or whose line buffer does not fit
-  the core's working area, cannot run on the core (infinite latency).
+  ``ideal_cycles`` (its share of the core's DSPs or LUT lanes, see ``fpgaplace.hw.kernels``),
+  or the cycles to stream its weights from DRAM when they do not stay resident if those take
+  longer (the stage reads its weights while it computes, as the folding's interval, the larger
+  of compute and DRAM cycles, says), turned into microseconds by ``hw.cycles_to_us``. An op
+  without a kernel, or whose line buffer does not fit the core's working area, cannot run on
+  the core (infinite latency). ``codegen.refine`` corrects these costs where a folding
+  measures otherwise (BRAM banks, coarse foldings).
 On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for streams and the
   rounding of memories into blocks; the rest holds what the ops keep on chip, which adds up over
   the ops on the core (all stages of a dataflow exist at once): an op's footprint m(v) is its
@@ -232,15 +235,16 @@ def on_chip_plan(op: Op, graph: OpGraph, precision: float, resident: bool) -> On
 def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: OnChipPlan,
                     precision: float = 1) -> float:
     """Latency (us) of ``op`` on ``core``: its kernel's share of the core at its operands' widths
-    (the MACs a DSP takes at that width, or LUT lanes for binary ones) plus its streamed weights over
-    the DRAM link, both from the op library; infinite where no kernel runs it."""
+    (the MACs a DSP takes at that width, or LUT lanes for binary ones) or, when longer, its streamed
+    weights over the DRAM link (read while it computes), both from the op library; infinite where no
+    kernel runs it."""
     planned = plan_at_precision(op, graph, precision)
     if not planned:
         return math.inf
     kernel, geometry = planned
     if kernel.fixed_bytes(geometry) > weight_area(core.onchip_bytes):
         return math.inf
-    cycles = kernel.ideal_cycles(geometry, core) + streamed_cycles(plan.streamed_bytes, core, board.dram)
+    cycles = max(kernel.ideal_cycles(geometry, core), streamed_cycles(plan.streamed_bytes, core, board.dram))
     return hw.cycles_to_us(cycles, core)
 
 

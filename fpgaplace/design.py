@@ -391,6 +391,17 @@ class Design:
         restricted._quantized = {}  # a quantized design of this view has its own cores
         return restricted
 
+    def refined(self, factors: dict[tuple[int, int], float]) -> Design:
+        """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``
+        (what the folding of a placement measured, ``codegen.refine``), not yet placed."""
+        latency = self.problem.latency.copy()
+        for (v, kind), factor in factors.items():
+            latency[v, kind] *= factor
+        refined = copy.copy(self)
+        refined.__dict__["problem"] = dataclasses.replace(self.problem, latency=latency)
+        refined._result = None
+        return refined
+
     # ---- devices by board identity -----------------------------------------------------
     def devices(self) -> list[BoardDevice]:
         """The board's core or CPU of each device index of the problem, in problem order."""

@@ -368,6 +368,7 @@ def test_compile_then_csim_is_bit_exact(tmp_path, fixed_cnn_file):
     assert data["cores"] and {core["name"] for core in data["cores"]} <= {"core0", "core1"}
     for core in data["cores"]:
         assert {"name", "ops", "dsp", "bram36", "uram", "lut", "cycles"} <= set(core) and core["cycles"] > 0
+        assert set(core["binding"]) <= {"dsp", "bram36", "uram", "lut", "ff", "dram"}
     simulated = run("csim", str(project), "--json")
     assert simulated.returncode == 0, simulated.stderr
     report = json.loads(simulated.stdout)
@@ -391,6 +392,11 @@ def test_compile_takes_a_qdq_model_as_it_is(tmp_path, fixed_cnn_file):
     assert result.returncode == 0, result.stderr
     assert "quantized" not in result.stdout
     assert "DSP" in result.stdout and "fps" in result.stdout and "CPU ops" in result.stdout
+    design = json.loads((tmp_path / "project" / "design.json").read_text())
+    for core in design["cores"]:  # each core's folded interval against its plan, and what binds it
+        gap = core["interval_us"] / core["planned_compute_us"] - 1
+        line = f"{core['name']}: folded interval {core['interval_us']:.4g} us, {gap:+.0%} against the plan; bound by"
+        assert line in result.stdout
 
 
 def test_csim_of_a_folder_without_design_json(tmp_path):

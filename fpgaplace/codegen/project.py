@@ -24,11 +24,11 @@ from fpgaplace import __version__, hw
 from fpgaplace.board import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
-from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, lower_core, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
 from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
+from fpgaplace.codegen.refine import refine
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
-from fpgaplace.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.errors import FpgaplaceError
 from fpgaplace.quantize import check_qdq
 
@@ -74,24 +74,10 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     check_project_dir(out_dir)
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
-    graph, board = design.graph, design.board
-    check_qdq(graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
-    result = design.placement
-    devices = design.op_devices()
-    names = {op: device.name for op, device in devices.items()}
-    resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
-    batch = graph_batch(graph)  # samples per model run: one core run each
-    cores: list[CoreDesign] = []
-    host_ops: list[str] = []  # placed on a core that would compute nothing: the host runs them
-    for core in board.cores:
-        ops = [op for op in graph.topological_order() if names.get(op) == core.name]
-        if ops:
-            _say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
-            lowered = lower_core(core.name, core, ops, graph, names, resident, board.dram, batch)
-            if lowered is None:
-                host_ops += ops
-            else:
-                cores.append(lowered)
+    check_qdq(design.graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
+    refined = refine(design, progress)  # placed with the defaults first if it is not
+    design, cores, host_ops = refined.design, refined.lowered.cores, refined.lowered.host_ops
+    graph, board, result = design.graph, design.board, design.placement
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
@@ -121,6 +107,7 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
                                                 for k, v in layer.arrays.items()})
             records.append(_core_record(c, plan, design, result))
         document = _design_json(design, result, records, manifest)
+        document["placement"]["refinement"] = {"rounds": refined.rounds, "chosen": refined.chosen}
         document["host_ops"] = host_ops
         document["cpu_ops"] += host_ops
         (tmp / DESIGN_FILE).write_text(json.dumps(document, indent=2) + "\n")
@@ -176,6 +163,7 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "budget": hw.kernels.core_budget(core).to_json(),
         "compute_interval_cycles": c.folding.compute_interval,
         "dram_cycles": c.folding.dram_cycles,
+        "binding": c.folding.binding(),
         "interval_cycles": interval,
         "interval_us": hw.cycles_to_us(interval, core),
         "planned_load_us": planned_us,
@@ -288,5 +276,5 @@ def _summary(record: dict) -> dict:
     return {"name": record["name"], "ops": len(record["ops"]), "stages": len(record["layers"]), "dsp": r["dsp"],
             "bram36": r["bram36"], "uram": r["uram"], "lut": r["lut"], "cycles": record["interval_cycles"],
             "interval_us": record["interval_us"], "planned_us": record["planned_load_us"],
-            "planned_compute_us": record["planned_compute_us"],
+            "planned_compute_us": record["planned_compute_us"], "binding": record["binding"],
             "fps": 1e6 / record["interval_us"] if record["interval_us"] else None}
