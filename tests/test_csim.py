@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -120,33 +121,78 @@ def streamed_cores(project: Simulated) -> list[dict]:
 
 
 def test_weights_streamed_from_dram_are_bit_exact(streamed):
+    """The streamed weights exist once, as weights.bin (no C initializer of them is written)."""
     cores = streamed_cores(streamed)
-    assert cores and all((streamed.folder / c["folder"] / "wmem.h").is_file() for c in cores)
+    assert cores and all((streamed.folder / c["folder"] / "weights.bin").stat().st_size == c["streamed_weight_bytes"]
+                         for c in cores)
+    assert not list(streamed.folder.rglob("wmem.h"))
     assert streamed.first.ok and all(c.bit_exact for c in streamed.first.cores)
 
 
-def test_streamed_weights_are_embedded_from_weights_bin_not_compiled_from_wmem_h(streamed, tmp_path):
-    """g++ embeds weights.bin (fast) instead of parsing wmem.h: a broken wmem.h changes nothing,
-    changed bytes of weights.bin rebuild the core and makes it differ from the reference, and
-    without weights.bin the core is built from wmem.h again."""
+def test_streamed_weights_are_embedded_from_weights_bin(streamed, tmp_path):
+    """g++ embeds weights.bin: changed bytes rebuild the core and make it differ from the
+    reference; a missing or short weights.bin is a one-line error naming it."""
     folder = copy_of(streamed, tmp_path)
     [core] = streamed_cores(streamed)
-    wmem, weights = folder / core["folder"] / "wmem.h", folder / core["folder"] / "weights.bin"
+    weights = folder / core["folder"] / "weights.bin"
     assert run_csim(folder, samples=1).ok  # built in the copy's folder (its paths are in the command)
-    wmem.write_text("this is not C++\n")
-    untouched = run_csim(folder, samples=1)
-    assert untouched.ok and not any(c.built for c in untouched.cores)
     data = np.fromfile(weights, dtype=np.int8)
     data[:1024] = ~data[:1024]  # the first rows' weights negated (minus one)
     data.tofile(weights)
     changed = run_csim(folder, samples=1)
     [check] = [c for c in changed.cores if c.name == core["name"]]
     assert check.built and not check.bit_exact and not changed.ok
-    shutil.copy(streamed.folder / core["folder"] / "wmem.h", wmem)
+    data[:-1].tofile(weights)
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(folder, samples=1)
+    assert "weights.bin" in one_line_error(caught) and str(core["streamed_weight_bytes"]) in str(caught.value)
     weights.unlink()
-    from_header = run_csim(folder, samples=1)
-    [check] = [c for c in from_header.cores if c.name == core["name"]]
-    assert check.built and from_header.ok
+    with pytest.raises(FpgaplaceError) as caught:
+        run_csim(folder, samples=1)
+    assert "weights.bin: missing" in one_line_error(caught)
+
+
+def _build_entry(folder: Path, record: dict, output: Path, *defines: str) -> None:
+    """The core's top and C entry built as fpgaplace csim builds them, with other defines."""
+    from fpgaplace.sim.csim import CXX_FLAGS
+
+    core = folder / record["folder"]
+    sources = [core / f"{record['top']}.cpp", core / "csim_entry.cpp"]
+    subprocess.run(["g++", *CXX_FLAGS, *defines, f"-I{folder / 'include'}", *map(str, sources), "-o", str(output)],
+                   check=True, capture_output=True, cwd=output.parent)  # FP_WMEM_FILE: found in the cwd
+
+
+def _run_entry(library: Path, record: dict, sample: np.ndarray) -> tuple[int, list[np.ndarray]]:
+    import ctypes
+
+    entry = ctypes.CDLL(str(library)).fp_run
+    pointer = ctypes.POINTER(ctypes.c_int8)
+    outs = [np.zeros(int(np.prod(t["sample_shape"])), dtype=np.int8) for t in record["outputs"]]
+    ins = (pointer * 1)(sample.ctypes.data_as(pointer))
+    status = entry(ins, (pointer * len(outs))(*[y.ctypes.data_as(pointer) for y in outs]))
+    return status, outs
+
+
+def test_testbench_without_fp_wmem_file_reads_weights_bin_at_run_time(streamed, tmp_path):
+    """The Vitis HLS way (no FP_WMEM_FILE): the C entry reads weights.bin beside it at run time and
+    computes what the embedded build computes; without the file fp_run returns 4 and runs nothing."""
+    folder = copy_of(streamed, tmp_path)
+    [record] = streamed_cores(streamed)
+    assert len(record["inputs"]) == 1
+    sample = np.random.default_rng(0).integers(-128, 128, int(np.prod(record["inputs"][0]["sample_shape"])),
+                                                dtype=np.int8)
+    core = folder / record["folder"]
+    (tmp_path / "embedded").mkdir()
+    shutil.copy(core / "weights.bin", tmp_path / "embedded" / "weights.bin")
+    _build_entry(folder, record, tmp_path / "embedded" / "libembedded.so", '-DFP_WMEM_FILE="weights.bin"')
+    _build_entry(folder, record, tmp_path / "librun.so")
+    embedded_status, embedded = _run_entry(tmp_path / "embedded" / "libembedded.so", record, sample)
+    status, read = _run_entry(tmp_path / "librun.so", record, sample)
+    assert embedded_status == 0 and status == 0
+    assert all(np.array_equal(a, b) for a, b in zip(embedded, read, strict=True)) and any(a.any() for a in read)
+    (core / "weights.bin").unlink()
+    _build_entry(folder, record, tmp_path / "libmissing.so")
+    assert _run_entry(tmp_path / "libmissing.so", record, sample)[0] == 4
 
 
 def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):

@@ -10,8 +10,8 @@
 * ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.split.random_inputs`` with
   seeds 0, 1, ..., as ``fpgaplace csim`` draws them) as ``input.<name>`` and the outputs
   onnxruntime computes for them from the whole QDQ model as ``expected.<name>``, one row per call;
-* ``weights_<core>.bin``: the int8 weights of a core that streams them from DRAM over m_axi (the
-  bytes its C simulation compiles in, ``wmem.h``).
+* ``weights_<core>.bin``: the int8 weights of a core that streams them from DRAM over m_axi (a copy
+  of the core's ``weights.bin``, the bytes its C simulation embeds).
 
 O(model run x SAMPLE_COUNT) for the expected outputs.
 """
@@ -42,8 +42,8 @@ def _template_dir() -> Path:
 
 
 def streamed_weights(folder: Path, record: dict) -> np.ndarray:
-    """The weights a core streams: its ``weights.bin``, the bytes its ``wmem.h`` gives the C
-    simulation (the renderer writes both from one array)."""
+    """The weights a core streams: its ``weights.bin``, the bytes its C simulation embeds and the
+    Vitis HLS testbench reads."""
     path = folder / record["folder"] / "weights.bin"
     if not path.is_file():
         raise FpgaplaceError(f"{path}: missing; expected the weights of a core that streams them")

@@ -38,7 +38,7 @@ from fpgaplace.split import Manifest, random_inputs, run_model
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
 LIBRARY = "libcore.so"
-WMEM_HEADER = "wmem.h"  # the streamed weights as a C array (codegen writes it beside weights.bin)
+STREAMED_WEIGHTS = "weights.bin"  # a core's streamed weights, embedded by the assembler (codegen.render writes it)
 CSIM_RESULTS = "csim.json"
 
 
@@ -116,12 +116,12 @@ def _compiler() -> str:
 def build_core(project: Path, record: dict) -> tuple[Path, bool]:
     """The core's shared library, built unless its sources and flags are unchanged; returns
     (path, whether it was built). A compiler failure names the core, the first error and the log."""
+    project = project.resolve()  # g++ runs in the core's folder (below), so every path it is given is absolute
     folder = project / record["folder"]
     sources = [folder / f"{record['top']}.cpp", folder / "csim_entry.cpp"]
     embedded = _embedded_weights(folder, record)
-    headers = sorted((project / "include").rglob("*.h")) + sorted(
-        path for path in folder.glob("*.h") if not (embedded and path.name == WMEM_HEADER))  # wmem.h: not compiled
-    defines = [f'-DFP_WMEM_FILE="{embedded}"'] if embedded else []
+    headers = sorted((project / "include").rglob("*.h")) + sorted(folder.glob("*.h"))
+    defines = [f'-DFP_WMEM_FILE="{STREAMED_WEIGHTS}"'] if embedded else []  # found by the assembler in its cwd
     command = [_compiler(), *CXX_FLAGS, *defines, f"-I{project / 'include'}", *map(str, sources)]
     digest = hashlib.sha256(" ".join(command).encode())
     for path in [*sources, *headers, *([embedded] if embedded else [])]:
@@ -132,7 +132,7 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
         return library, False
     build.mkdir(exist_ok=True)
     log = build / "g++.log"
-    done = subprocess.run([*command, "-o", str(library)], capture_output=True, text=True)
+    done = subprocess.run([*command, "-o", str(library)], capture_output=True, text=True, cwd=folder)
     log.write_text(done.stdout + done.stderr)
     if done.returncode != 0:
         errors = ([line for line in done.stderr.splitlines() if "error" in line or "Error:" in line]  # g++ or as
@@ -143,14 +143,20 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
 
 
 def _embedded_weights(folder: Path, record: dict) -> Path | None:
-    """The core's ``weights.bin`` when the C entry can embed it (``FP_WMEM_FILE``) instead of
-    compiling ``wmem.h`` (24 MB of weights as a C initializer for ResNet-50's first core takes g++
-    about a minute): the file holds exactly the streamed bytes and its path can be quoted in C."""
-    weights = (folder / "weights.bin").resolve()
+    """The core's ``weights.bin``, which the C entry embeds (``FP_WMEM_FILE``, by the assembler:
+    a C initializer of ResNet-50's first core's 24 MB takes g++ about a minute); None when the core
+    streams no weights. A missing file, or one not holding exactly the streamed bytes, is an error."""
     size = record.get("streamed_weight_bytes", 0)
-    if size <= 0 or not weights.is_file() or weights.stat().st_size != size:
+    if size <= 0:
         return None
-    return None if any(c in str(weights) for c in '"\\\n') else weights
+    weights = folder / STREAMED_WEIGHTS
+    if not weights.is_file():
+        raise FpgaplaceError(f"{weights}: missing; expected the {size} bytes of weights {record['name']} streams "
+                             f"(compile writes it)")
+    if weights.stat().st_size != size:
+        raise FpgaplaceError(f"{weights}: {weights.stat().st_size} bytes; expected the {size} bytes of weights "
+                             f"{record['name']} streams")
+    return weights
 
 
 def _build_alias(library: Path) -> Path:
@@ -194,7 +200,8 @@ class _Core:
         status = self.entry(in_array, out_array)
         if status != 0:
             what = {1: "an output stream held the wrong number of elements", 2: "an input was not consumed",
-                    3: "a stage read an empty stream"}.get(status, "unknown status")
+                    3: "a stage read an empty stream", 4: "its streamed weights could not be read"}.get(
+                        status, "unknown status")
             raise FpgaplaceError(f"{self.record['name']}: the C simulation ended with status {status} ({what})")
         return outs
 

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,12 +148,10 @@ class Wiring:
 
 
 def _streamed_weights(project: Path, record: dict) -> np.ndarray | None:
-    """The weights the core's C simulation was built with (its wmem.h), if they are streamed."""
+    """The weights the core's C simulation was built with (its weights.bin), if they are streamed."""
     if record.get("streamed_weight_bytes", 0) <= 0:
         return None
-    text = (project / record["folder"] / "wmem.h").read_text()
-    values = re.search(r"=\s*\{([^}]*)\}", text).group(1)
-    weights = np.array([int(v) for v in values.split(",") if v.strip()], dtype=np.int8)
+    weights = np.fromfile(project / record["folder"] / "weights.bin", dtype=np.int8)
     return weights[: record["streamed_weight_bytes"]]
 
 
