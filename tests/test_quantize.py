@@ -566,3 +566,64 @@ def test_quantize_file_errors(mlp: onnx.ModelProto, tmp_path: Path) -> None:
     with pytest.raises(FpgaplaceError, match="random_samples"):
         quantize_file(source, tmp_path / "q.onnx", random_samples=0)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["garbage.onnx", "mlp.onnx"]
+
+
+# ---- onnxruntime's per-channel weight quantization, vectorised (quantize._vectorised_weight_quantization) ----
+
+
+def _channels(rng: np.random.Generator) -> list[np.ndarray]:
+    """Weight channels of every kind the scale rule distinguishes: tiny to huge, one-signed, all
+    zero, negative zero, below float32's smallest normal, at float32's largest."""
+    scaled = [rng.standard_normal(50).astype(np.float32) * s for s in (1e-3, 1.0, 1e3, 1e-39, 1e-45)]
+    return [*scaled, np.abs(rng.standard_normal(9)).astype(np.float32),
+            -np.abs(rng.standard_normal(9)).astype(np.float32), np.zeros(3, np.float32),
+            np.array([-0.0], np.float32), np.array([3e38, -3.4e38], np.float32)]
+
+
+def test_vectorised_weight_params_and_values_are_onnxruntimes_bit_for_bit():
+    from onnxruntime.quantization import quant_utils
+
+    from fpgaplace.quantize import _fast_data_quant_params, _fast_quantize_initializer
+
+    rng = np.random.default_rng(0)
+    params = _fast_data_quant_params(quant_utils.compute_data_quant_params)
+    for data in _channels(rng):
+        expected = quant_utils.compute_data_quant_params(data, TensorProto.INT8, True)
+        got = params(data, TensorProto.INT8, True)
+        assert [(a.dtype, a.shape, a.tobytes()) for a in got] == [(a.dtype, a.shape, a.tobytes()) for a in expected]
+    quantize = _fast_quantize_initializer(quant_utils.quantize_onnx_initializer)
+    for shape, axis in [((16, 3, 5, 5), 0), ((40, 24), 0), ((24, 40), 1)]:
+        weights = (rng.standard_normal(shape) * rng.uniform(1e-3, 10)).astype(np.float32)
+        np.moveaxis(weights, axis, 0)[1] = 0  # an all-zero channel: scale 1.0
+        tensor = numpy_helper.from_array(weights, "w")
+        zero_points, scales = zip(*[quant_utils.compute_data_quant_params(weights.take(i, axis).ravel(),
+                                                                          TensorProto.INT8, True)
+                                    for i in range(shape[axis])], strict=True)
+        zero_points, scales = np.asarray(zero_points), np.asarray(scales)
+        expected = quant_utils.quantize_onnx_initializer(tensor, TensorProto.INT8, zero_points, scales, axis)
+        got = quantize(tensor, TensorProto.INT8, zero_points, scales, axis)
+        assert got.SerializeToString() == expected.SerializeToString()
+        assert np.abs(numpy_helper.to_array(got)).max() == 127  # each channel's largest weight maps to +-127
+
+
+@pytest.mark.parametrize("build", [lambda: models.cnn_residual(batch=1), lambda: models.mlp(batch=1),
+                                   lambda: models.mobilenet_v2(batch=1, image=32, classes=10)])
+def test_vectorised_weight_quantization_gives_onnxruntimes_qdq_model_byte_for_byte(build, monkeypatch):
+    import contextlib
+
+    from onnxruntime.quantization import qdq_quantizer
+
+    from fpgaplace import quantize as module
+
+    originals = (qdq_quantizer.compute_data_quant_params, qdq_quantizer.quantize_onnx_initializer)
+    model = build()
+    samples = calibration_inputs(model, random_samples=2, seed=0)
+    fast_channels = []
+    params = module._symmetric_int8_params
+    monkeypatch.setattr(module, "_symmetric_int8_params", lambda data: fast_channels.append(data.size) or params(data))
+    fast = quantize_model(model, samples)
+    assert len(fast_channels) >= 10  # the stand-in did the work (a channel each)
+    assert (qdq_quantizer.compute_data_quant_params, qdq_quantizer.quantize_onnx_initializer) == originals
+    monkeypatch.setattr(module, "_vectorised_weight_quantization", contextlib.nullcontext)
+    plain = quantize_model(model, samples)
+    assert fast.SerializeToString(deterministic=True) == plain.SerializeToString(deterministic=True)
