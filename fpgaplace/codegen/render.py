@@ -10,6 +10,7 @@ A tensor read by k readers gets k - 1 two-way forks. O(layers + weight elements)
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from importlib.resources import files
@@ -28,8 +29,10 @@ MAX_PORT_WIDTH = 64  # int8 elements per beat at the core's boundary (a 512-bit 
 STREAMED_WEIGHTS = "weights.bin"  # a core's weights read over m_axi, in wmem order (beside its C++)
 
 
+@functools.cache
 def environment() -> jinja2.Environment:
-    """The Jinja2 environment over the shipped templates (undefined names are errors)."""
+    """The Jinja2 environment over the shipped templates (undefined names are errors); one per
+    process, so each template is compiled once (it reloads a template whose file changed)."""
     loader = jinja2.FileSystemLoader(str(files(TEMPLATE_PACKAGE)))
     return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
