@@ -402,6 +402,13 @@ class Design:
         refined._result = None
         return refined
 
+    def take_placement(self, other: Design) -> None:
+        """Make ``other``'s placement, and the problem it was solved on, this design's: compile
+        keeps the placement it refined by the folding (``codegen.refine``), so the design then
+        holds what was built. ``costs`` stay the cost model's own."""
+        self.__dict__["problem"] = other.problem
+        self._result, self._place_args = other._result, other._place_args
+
     # ---- devices by board identity -----------------------------------------------------
     def devices(self) -> list[BoardDevice]:
         """The board's core or CPU of each device index of the problem, in problem order."""

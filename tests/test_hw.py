@@ -621,7 +621,8 @@ def compiled(tmp_path_factory) -> Callable[..., CompileResult]:
     return compile_case
 
 
-@pytest.mark.parametrize(("model", "image", "board"), [*AGREEING, ("mobilenet_v2", 96, "zcu104")])
+@pytest.mark.parametrize(("model", "image", "board"), [*AGREEING, ("mobilenet_v2", 96, "zcu104"),
+                                                        ("mobilenet_v2", 96, "kv260")])
 def test_folded_interval_agrees_with_the_plan_or_no_folding_does(compiled, model, image, board):
     """Each core's folded interval is within 10% of its planned compute (the sum of the
     placement's per-op latencies on it), or else no folding could agree: the least interval any

@@ -76,7 +76,9 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
     check_qdq(design.graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
     refined = refine(design, progress)  # placed with the defaults first if it is not
-    design, cores, host_ops = refined.design, refined.lowered.cores, refined.lowered.host_ops
+    if refined.design is not design:
+        design.take_placement(refined.design)
+    cores, host_ops = refined.lowered.cores, refined.lowered.host_ops
     graph, board, result = design.graph, design.board, design.placement
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
