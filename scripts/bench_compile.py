@@ -1,7 +1,7 @@
 """How long `compile` and C simulation take on real architectures, and what falls back to CPUs.
 
     python scripts/bench_compile.py [--models resnet50,mobilenet_v2,bert] [--board zcu104]
-                                    [--calib 8] [--no-csim] [--json]
+                                    [--calib 8] [--no-csim] [--repeat 1] [--json]
 
 For each model (ResNet-50: the onnx package's light-zoo structure with seeded random weights;
 MobileNetV2 and a BERT-style encoder layer (seq 128, hidden 256): built with onnx.helper), one
@@ -9,7 +9,8 @@ row per stage, timed in this process: import and graph optimizer, int8 quantizat
 (onnxruntime static QDQ on --calib random samples), placement (the exact DP), code
 generation (lowering, folding, rendering, split), then the C simulation of one sample
 (g++ build of every core, then the run); plus the cores' folded interval and fps and the ops
-that run on CPUs, by op type.
+that run on CPUs, by op type. With ``--repeat N`` each model is compiled N times (each run in a
+fresh Design) and every stage's seconds are the median over the runs (``runs`` lists them all).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -78,6 +80,29 @@ def measure(name: str, board: str, calib: int, csim: bool, folder: Path) -> dict
     return row
 
 
+def measure_once(name: str, args: argparse.Namespace, folder: Path) -> dict:
+    """``measure`` into a folder of its own, removed afterwards (a ResNet-50 project is ~200 MB)."""
+    folder.mkdir()
+    try:
+        return measure(name, args.board, args.calib, not args.no_csim, folder)
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+STAGES = ("import_s", "quantize_s", "place_s", "codegen_s", "compile_total_s", "csim_build_s", "csim_run_s")
+
+
+def median_row(rows: list[dict]) -> dict:
+    """The last run's row with every stage's seconds replaced by the median over ``rows``."""
+    merged = dict(rows[-1])
+    for stage in STAGES:
+        values = [row[stage] for row in rows if stage in row]
+        if values:
+            merged[stage] = statistics.median(values)
+    merged["runs"] = [{stage: row[stage] for stage in STAGES if stage in row} for row in rows]
+    return merged
+
+
 def print_table(rows: list[dict]) -> None:
     columns = ("model", "import_s", "quantize_s", "place_s", "codegen_s", "compile_total_s", "csim_build_s",
                "csim_run_s", "csim_bit_exact", "csim_max_lsb", "interval_us", "fps")
@@ -89,6 +114,9 @@ def print_table(rows: list[dict]) -> None:
             cells.append(f"{value:.3g}" if isinstance(value, float) else str(value))
         print(" | ".join(cells))
     for row in rows:
+        if len(row.get("runs", [])) > 1:
+            print(f"{row['model']}: medians of {len(row['runs'])} runs; totals "
+                  + ", ".join(f"{run['compile_total_s']:.3g}" for run in row["runs"]))
         print(f"{row['model']}: CPU ops {row['cpu_ops'] or 'none'}")
         for core in row["cores"]:
             print(f"  {core['name']}: {core['ops']} ops, DSP {core['dsp']}, BRAM36 {core['bram36']}, URAM "
@@ -102,11 +130,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--board", default="zcu104")
     parser.add_argument("--calib", type=int, default=8, help="random calibration samples for quantization")
     parser.add_argument("--no-csim", action="store_true", help="skip the C simulation of one sample")
+    parser.add_argument("--repeat", type=int, default=1, help="runs per model; stage seconds are their median")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        raise SystemExit(f"--repeat: {args.repeat}; expected a count of at least 1")
     folder = Path(tempfile.mkdtemp(prefix="fpgaplace-bench-compile-"))
     try:
-        rows = [measure(name.strip(), args.board, args.calib, not args.no_csim, folder)
+        rows = [median_row([measure_once(name.strip(), args, folder / f"run{run}") for run in range(args.repeat)])
                 for name in args.models.split(",") if name.strip()]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
