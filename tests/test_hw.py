@@ -684,6 +684,28 @@ def test_compile_keeps_a_placement_it_was_given(tmp_path):
     assert result.design["placement"]["devices"] == {op: device.name for op, device in placed.op_devices().items()}
 
 
+def test_a_refinement_round_that_cannot_be_lowered_keeps_the_placement_before_it(tmp_path, monkeypatch):
+    """A re-placed round whose cores fail to fold ends the refinement; the first placement is built."""
+    import fpgaplace.codegen.refine as refine
+
+    lowered = []
+
+    def lower_once(*args):
+        lowered.append(args[0])
+        if len(lowered) > len(set(lowered)):  # a core lowered a second time: a refinement round
+            raise FpgaplaceError(f"{args[0]}: does not fit (injected)")
+        return lower_core(*args)
+
+    lower_core = refine.lower_core
+    monkeypatch.setattr(refine, "lower_core", lower_once)
+    said = []
+    design = Design(models.cnn_residual(batch=1, image=32), "pynq-z2", profile_cpu=False, progress=said.append)
+    result = design.compile(tmp_path / "project", random_samples=2)
+    rounds = result.design["placement"]["refinement"]["rounds"]
+    assert len(rounds) == 1 and any(abs(r - 1) > 0.1 for r in rounds[0]["cores"].values())
+    assert any(line.startswith("refining stopped: ") and "(injected)" in line for line in said)
+
+
 def test_a_refined_design_scales_the_latencies_it_names_and_no_others(placed_qdq_cnn):
     design = placed_qdq_cnn
     problem = design.problem

@@ -542,7 +542,7 @@ FIGURES_JS = """JSON.stringify({
 def page_problems(page: Path) -> tuple[list[str], dict]:
     """Open ``page`` in Chromium: its console errors, uncaught exceptions, error log entries,
     broken images, empty figures and requests for anything but the page; and the figures."""
-    with tempfile.TemporaryDirectory() as profile:
+    with tempfile.TemporaryDirectory(ignore_cleanup_errors=True) as profile:  # Chromium helpers may still write
         browser = DevTools(Path(profile))
         try:
             browser.open(page.as_uri())

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, lower_core
 from fpgaplace.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.design import Design
@@ -121,7 +122,8 @@ def refined_latency_factors(design: Design, lowered: Lowered, ratios: dict[str, 
 
 def refine(design: Design, progress=None) -> Refined:
     """The design's placement and its lowered cores, refined by the folding (module docstring).
-    A placement made by ``set_placement`` (no method to run again) is kept as it is."""
+    A placement made by ``set_placement`` (no method to run again) is kept as it is; a round
+    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement."""
     lowered = lower_cores(design, progress)
     rounds = [_round(design, lowered)]
     best = Refined(design, lowered, rounds, 0)
@@ -133,8 +135,12 @@ def refine(design: Design, progress=None) -> Refined:
         worst = max(ratios, key=lambda name: abs(ratios[name] - 1))
         _say(progress, f"refining the placement: {worst} folds {ratios[worst] - 1:+.0%} against its plan")
         design = design.refined(refined_latency_factors(design, lowered, ratios))
-        design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
-        lowered = lower_cores(design, progress)
+        try:
+            design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            lowered = lower_cores(design, progress)
+        except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found
+            _say(progress, f"refining stopped: {error}")
+            break
         rounds.append(_round(design, lowered))
         if rounds[-1]["interval_us"] <= rounds[best.chosen]["interval_us"] * (1 + 1e-9):  # a tie: the later plan
             best = Refined(design, lowered, rounds, len(rounds) - 1)  # was solved on the costs its folding has
