@@ -338,10 +338,10 @@ def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelPr
     version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 0)
     if version >= minimum:
         return model
-    from onnx import version_converter
+    from fpgaplace.passes.inference import convert_version
 
     try:
-        converted = version_converter.convert_version(model, minimum)
+        converted = convert_version(model, minimum)  # the weights stay out of the round trip
     except Exception as exc:  # the converter raises bare RuntimeErrors and C++ errors alike
         raise FpgaplaceError(f"{what}: opset {version} cannot be upgraded to {minimum} for quantization "
                              f"({first_line(exc)})") from None

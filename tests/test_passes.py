@@ -606,3 +606,40 @@ def test_manager_rewrites_in_place_what_the_copying_passes_compute():
     assert report.total_changes > 0 and report.total_changes == copied_report.total_changes
     assert in_place.SerializeToString(deterministic=True) == copied.SerializeToString(deterministic=True)
     assert model.SerializeToString(deterministic=True) == before
+
+
+@pytest.mark.parametrize("name", ["squeezenet", "inception_v1"])
+def test_opset_conversion_without_weights_gives_onnx_result_byte_for_byte(name):
+    from onnx import version_converter
+
+    from fpgaplace.frontend import from_model
+    from fpgaplace.passes import inference
+
+    model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path(name))))).model
+    assert model.opset_import[0].version < 13 and inference.weightless_view(model)[1] > 0
+    expected = version_converter.convert_version(model, 13)
+    got = inference.convert_version(model, 13)
+    assert got.SerializeToString(deterministic=True) == expected.SerializeToString(deterministic=True)
+
+
+def test_opset_conversion_converts_the_whole_model_when_the_converter_touches_an_initializer(monkeypatch):
+    from onnx import version_converter
+
+    from fpgaplace.frontend import from_model
+    from fpgaplace.passes import inference
+
+    model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path("squeezenet"))))).model
+    convert = version_converter.convert_version
+    sizes = []
+
+    def touching(candidate, target):
+        sizes.append(len(candidate.graph.initializer))
+        converted = convert(candidate, target)
+        converted.graph.initializer[0].name += "_renamed"  # as if an adapter had rewritten it
+        return converted
+
+    monkeypatch.setattr(inference.version_converter, "convert_version", touching)
+    result = inference.convert_version(model, 13)
+    assert sizes == [len(inference.weightless_view(model)[0].graph.initializer), len(model.graph.initializer)]
+    assert len(result.graph.initializer) == len(model.graph.initializer)
+    assert result.graph.initializer[0].name.endswith("_renamed")  # the full model's conversion came back

@@ -19,13 +19,17 @@ merge the two).
 Cost: O(nodes + small initializers) serialized instead of O(model bytes), plus one copy of the
 weights into the result (``infer_shapes``; ``tensor_types``-style callers that only read types use
 ``inferred_view`` and skip it).
+
+``convert_version`` does the same for onnx's opset converter, whose adapters rewrite nodes and read
+only small constants; it converts the full model instead whenever the converter added, dropped,
+moved or re-encoded an initializer or graph input of the view (then it might have touched a weight).
 """
 
 from __future__ import annotations
 
 import onnx
 from google.protobuf.message import Message
-from onnx import helper, shape_inference
+from onnx import helper, shape_inference, version_converter
 
 SHAPE_DATA_MAX_ELEMENTS = 64
 """An initializer with more elements than this (and not int32/int64) is never read by shape inference."""
@@ -111,12 +115,35 @@ def infer_shapes(model: onnx.ModelProto, **options) -> onnx.ModelProto:
     large weights left out of the round trip through C++ (module docstring)."""
     view, stripped = weightless_view(model)
     inferred = shape_inference.infer_shapes(view, **options)
-    if not stripped:
-        return inferred
-    graph = inferred.graph
+    return _with_model_weights(model, inferred) if stripped else inferred
+
+
+def _with_model_weights(model: onnx.ModelProto, result: onnx.ModelProto) -> onnx.ModelProto:
+    """``result`` (computed from ``weightless_view(model)``) with ``model``'s graph inputs count and
+    its initializers back in their order, the ones the view kept taken from ``result``."""
+    graph = result.graph
     inputs = list(graph.input[: len(model.graph.input)])
     del graph.input[:]
     graph.input.extend(inputs)
+    computed = {tensor.name: tensor for tensor in graph.initializer}
+    ordered = [computed.get(tensor.name, tensor) for tensor in model.graph.initializer]
     del graph.initializer[:]
-    graph.initializer.extend(model.graph.initializer)
-    return inferred
+    graph.initializer.extend(ordered)
+    return result
+
+
+def convert_version(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
+    """``onnx.version_converter.convert_version(model, target)`` (same result, same errors), the
+    large weights left out of the round trip unless the converter changes an initializer (module
+    docstring)."""
+    view, stripped = weightless_view(model)
+    converted = version_converter.convert_version(view, target)
+    if not stripped:
+        return converted
+    def unchanged(field: str) -> bool:
+        return [t.SerializeToString() for t in getattr(view.graph, field)] == [
+            t.SerializeToString() for t in getattr(converted.graph, field)]
+
+    if not (unchanged("initializer") and unchanged("input")):
+        return version_converter.convert_version(model, target)
+    return _with_model_weights(model, converted)
