@@ -140,10 +140,12 @@ def convert_version(model: onnx.ModelProto, target: int) -> onnx.ModelProto:
     converted = version_converter.convert_version(view, target)
     if not stripped:
         return converted
-    def unchanged(field: str) -> bool:
-        return [t.SerializeToString() for t in getattr(view.graph, field)] == [
-            t.SerializeToString() for t in getattr(converted.graph, field)]
-
-    if not (unchanged("initializer") and unchanged("input")):
+    if not all(_same_messages(getattr(view.graph, field), getattr(converted.graph, field))
+               for field in ("initializer", "input")):
         return version_converter.convert_version(model, target)
     return _with_model_weights(model, converted)
+
+
+def _same_messages(first, second) -> bool:
+    """Two repeated message fields hold the same messages in the same order."""
+    return [m.SerializeToString() for m in first] == [m.SerializeToString() for m in second]
