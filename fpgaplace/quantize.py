@@ -14,8 +14,8 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
    output tensor), then dead nodes and constants are dropped;
 3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
    does, i.e. onnx shape inference only and its pre-processing mark, done in memory (the same bytes,
-   without writing and reading the model twice more). Not onnxruntime's optimizer: it also folds Conv+BatchNorm, but it
-   renames what it fuses (MatMul+Add becomes a Gemm named ``matmul_1/MatMulAddFusion``, 3-D
+   without writing and reading the model twice more). Not onnxruntime's optimizer: it also folds
+   Conv+BatchNorm, but it renames what it fuses (MatMul+Add becomes a Gemm named ``matmul_1/MatMulAddFusion``, 3-D
    MatMuls get new ``gemm_input_reshape*`` nodes), which breaks placement by node name, and it
    drops every node's ``metadata_props``. Symbolic shape inference needs sympy, which the
    project does not install, and onnx shape inference suffices for these graphs;
