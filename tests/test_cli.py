@@ -369,6 +369,8 @@ def test_compile_then_csim_is_bit_exact(tmp_path, fixed_cnn_file):
     for core in data["cores"]:
         assert {"name", "ops", "dsp", "bram36", "uram", "lut", "cycles"} <= set(core) and core["cycles"] > 0
         assert set(core["binding"]) <= {"dsp", "bram36", "uram", "lut", "ff", "dram"}
+    rounds = data["refinement"]["rounds"]  # the placements compile tried, the kept one fastest
+    assert rounds and rounds[data["refinement"]["chosen"]]["interval_us"] == min(r["interval_us"] for r in rounds)
     simulated = run("csim", str(project), "--json")
     assert simulated.returncode == 0, simulated.stderr
     report = json.loads(simulated.stdout)

@@ -49,7 +49,8 @@ class CompileResult:
     def to_json(self) -> dict:
         return {"project": str(self.project), "cores": self.cores, "cpu_ops": self.cpu_ops,
                 "quantized_here": self.quantized_here, "board": self.design["board"]["name"],
-                "interval_us": self.design["interval_us"], "fps": self.design["fps"]}
+                "interval_us": self.design["interval_us"], "fps": self.design["fps"],
+                "refinement": self.design["placement"].get("refinement")}
 
 
 def _say(progress, message: str) -> None:
