@@ -199,8 +199,9 @@ def test_unsupported_layers_are_one_line_errors():
 def test_weight_rom_text_in_numpy_equals_the_word_by_word_packing():
     from fpgaplace.sim.rtl import _byte_lanes_hex, _hex_words, _pack
 
-    rows = np.random.default_rng(7).integers(-128, 128, size=(40, 18), dtype=np.int8)
-    assert _byte_lanes_hex(rows) == _hex_words([_pack(row, 8) for row in rows], 8 * 18)
+    for shape in ((40, 18), (1, 1), (3, 5)):
+        rows = np.random.default_rng(7).integers(-128, 128, size=shape, dtype=np.int8)
+        assert _byte_lanes_hex(rows) == _hex_words([_pack(row, 8) for row in rows], 8 * shape[1])
 
 
 @pytest.mark.slow

@@ -17,14 +17,16 @@ whose plan was solved on costs closer to its folding). This is the estimate,
 partition, synthesise, re-estimate loop of hardware/software co-design, with the folding as
 the synthesis estimate.
 
-Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and one
-folding of the stages that changed (the stages' candidate foldings are cached).
+Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and, unless
+it is the placement before, one lowering and folding (the stages' candidate foldings are cached).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, lower_core
@@ -134,10 +136,12 @@ def refine(design: Design, progress=None) -> Refined:
             break
         worst = max(ratios, key=lambda name: abs(ratios[name] - 1))
         _say(progress, f"refining the placement: {worst} folds {ratios[worst] - 1:+.0%} against its plan")
+        before = design.placement.placement.device
         design = design.refined(refined_latency_factors(design, lowered, ratios))
         try:
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
-            lowered = lower_cores(design, progress)
+            same = np.array_equal(design.placement.placement.device, before)
+            lowered = lowered if same else lower_cores(design, progress)  # the same cores fold the same
         except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found
             _say(progress, f"refining stopped: {error}")
             break

@@ -164,12 +164,20 @@ def _hex_words(words: list[int], bits: int) -> str:
     return "".join(f"{word:0{digits}x}\n" for word in words)
 
 
+HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+
+
 def _byte_lanes_hex(rows: np.ndarray) -> str:
     """``$readmemh`` text of int8 lanes, one row a word with lane ``j`` in bits ``[8*j +: 8]``
-    (what ``_hex_words`` of ``_pack(row, 8)`` gives, in numpy: the weights of a large core are
-    millions of lanes)."""
-    as_bytes = np.ascontiguousarray(np.asarray(rows, dtype=np.int8).view(np.uint8)[:, ::-1])
-    return "".join(f"{row.tobytes().hex()}\n" for row in as_bytes)
+    (what ``_hex_words`` of ``_pack(row, 8)`` gives): every byte's two digits and every line's
+    newline written by numpy into one buffer, since a large core's weights are millions of lanes."""
+    as_bytes = np.asarray(rows, dtype=np.int8).view(np.uint8)[:, ::-1]
+    count, width = as_bytes.shape
+    text = np.empty((count, 2 * width + 1), dtype=np.uint8)
+    text[:, 0:2 * width:2] = HEX_DIGITS[as_bytes >> 4]
+    text[:, 1:2 * width:2] = HEX_DIGITS[as_bytes & 15]
+    text[:, -1] = ord("\n")
+    return text.tobytes().decode("ascii")
 
 
 def _pack(lanes: np.ndarray, bits: int) -> int:
