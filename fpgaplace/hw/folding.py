@@ -14,14 +14,15 @@ done in three steps, cheapest first:
 3. a Lagrangian search (``lagrangian_picks``): each stage takes the folding of least priced use,
    the price of each resource starting at 1 / budget and raised multiplicatively where the
    total is over, lowered where it is under (the multiplicative-weights rule), for at most
-   ``LAGRANGE_ROUNDS`` rounds; the priced choice that came closest is then repaired by greedy
-   descent on the excess (``repaired``: one stage switched per step, to the folding that lowers
-   the total excess most). Prices alone swing between two choices each just over one resource;
-   the repair finishes the job. Where DSPs and BRAM both bind (a depthwise conv's line buffer
-   splits into more banks the wider it runs), this finds the mixes no single ranking does:
-   MobileNetV2 at 224 px on kv260 folds its first core to SCIP's least interval where the
-   rankings and prices alone stopped at twice it, and on zcu104 within 2 % where they stopped
-   13 % above.
+   ``LAGRANGE_ROUNDS`` rounds; the priced choice that came closest (and each ranking's) is then
+   repaired by greedy descent on the excess (``repaired``: one stage switched per step, to the
+   folding that lowers the total excess most; where none does, one switch that moves the excess
+   off the resources that are over, then the descent again). Prices alone swing between choices
+   each just over one resource; the repair finishes the job. Where DSPs and BRAM both bind (a
+   depthwise conv's line buffer splits into more banks the wider it runs), this finds the mixes
+   no single ranking does: on MobileNetV2 and ResNet-50 on zcu104 and kv260 every core folds to
+   within 0.1 % of SCIP's least interval (``least_interval``, ``scripts/bench_agreement.py``),
+   where the rankings alone stopped up to twice above it.
 
 A larger ``T`` only adds candidates, so steps 1 and 2 are monotone in ``T``; step 3 is a
 heuristic, so the bisection's answer is checked and, if its probe failed, the next larger
@@ -156,6 +157,8 @@ RESOURCE_NAMES = ("dsp", "bram36", "uram", "lut", "ff")
 BINDING_SHARE = 0.95  # a resource used this far binds the folding (a wider stage would not fit)
 LAGRANGE_ROUNDS = 40  # rounds of the price search before a target is given up
 LAGRANGE_STEP = 2.0  # exponent of the multiplicative price update per unit of relative excess
+REPAIR_BRANCHES = 6  # switches tried where the repair's descent is stuck
+REPAIR_KICKS = 1  # how deep such switches nest
 
 
 def least_use_over(candidates: list[_Candidates], counts: list[int], budget: Resources) -> bool:
@@ -186,7 +189,10 @@ def lagrangian_picks(candidates: list[_Candidates], counts: list[int], budget: R
         prices = prices * np.exp(LAGRANGE_STEP * np.clip(relative, -1.0, 1.0))
     else:
         assert closest is not None
-        chosen = repaired(candidates, counts, closest[1], capacity, scale)
+        starts = [closest[1], *([c.cheapest[r][n - 1] for c, n in zip(candidates, counts, strict=True)]
+                                for r in range(len(RANKINGS)))]
+        chosen = next((fit for start in starts if (fit := repaired(candidates, counts, start, capacity, scale))
+                       is not None), None)
         if chosen is None:
             return None
     return [c.options[i] for c, i in zip(candidates, chosen, strict=True)]
@@ -198,11 +204,15 @@ def _excess(total: np.ndarray, capacity: np.ndarray, scale: np.ndarray) -> float
 
 
 def repaired(candidates: list[_Candidates], counts: list[int], chosen: list[int], capacity: np.ndarray,
-             scale: np.ndarray) -> list[int] | None:
+             scale: np.ndarray, kicks: int = REPAIR_KICKS) -> list[int] | None:
     """Greedy descent on the excess from ``chosen``: each step switches the one stage, to the one
     folding within its first ``counts``, that lowers the total excess most (ties: the least
-    budget-weighted use), until nothing is over (the fitting choice) or no switch lowers it
-    (None). The excess falls at every step, so it ends; O(F) per step."""
+    budget-weighted use), until nothing is over (the fitting choice). Where no switch lowers it
+    (one block of BRAM over, and every switch that frees it spends too many DSPs), the descent
+    starts again after each of the ``REPAIR_BRANCHES`` best switches that use less of every
+    resource that is over (``_shifts``): they move the excess onto resources other stages can
+    give back; ``kicks`` deep, None if none of them fits. The excess falls at every step of a
+    descent, so each ends; O(F) per step."""
     chosen = list(chosen)
     total = sum(c.use[i] for c, i in zip(candidates, chosen, strict=True))
     over = _excess(total, capacity, scale)
@@ -216,11 +226,35 @@ def repaired(candidates: list[_Candidates], counts: list[int], chosen: list[int]
             if (excess[i], weight[i]) < best[:2]:
                 best = (float(excess[i]), float(weight[i]), s, i)
         if best[0] >= over:
+            if kicks == 0:
+                return None
+            for s, i in _shifts(candidates, counts, chosen, total, capacity, scale)[:REPAIR_BRANCHES]:
+                fit = repaired(candidates, counts, [*chosen[:s], i, *chosen[s + 1:]], capacity, scale, kicks - 1)
+                if fit is not None:
+                    return fit
             return None
         over, _, s, i = best
         total = total - candidates[s].use[chosen[s]] + candidates[s].use[i]
         chosen[s] = i
     return chosen
+
+
+def _shifts(candidates: list[_Candidates], counts: list[int], chosen: list[int], total: np.ndarray,
+            capacity: np.ndarray, scale: np.ndarray) -> list[tuple[int, int]]:
+    """(stage, folding) switches, at most one a stage, that use less of every resource over
+    ``capacity`` and no more of any, in order of the excess after them (then the weighted use)."""
+    over = total > capacity
+    moves = []
+    for s, (c, n) in enumerate(zip(candidates, counts, strict=True)):
+        current = c.use[chosen[s]]
+        lower = np.all(c.use[:n][:, over] < current[over], axis=1)
+        if not lower.any():
+            continue
+        switched = total - current + c.use[:n]
+        excess = np.where(lower, np.sum(np.maximum(switched - capacity, 0.0) * scale, axis=1), np.inf)
+        i = int(np.lexsort((switched @ scale, excess))[0])
+        moves.append((float(excess[i]), float(switched[i] @ scale), s, i))
+    return [(s, i) for _, _, s, i in sorted(moves)]
 
 
 @lru_cache(maxsize=4096)
