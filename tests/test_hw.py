@@ -623,28 +623,24 @@ def compiled(tmp_path_factory) -> Callable[..., CompileResult]:
 
 @pytest.mark.parametrize(("model", "image", "board"), [*AGREEING, ("mobilenet_v2", 96, "zcu104"),
                                                         ("mobilenet_v2", 96, "kv260")])
-def test_folded_interval_agrees_with_the_plan_or_no_folding_does(compiled, model, image, board):
-    """Each core's folded interval is within 10% of its planned compute (the sum of the
-    placement's per-op latencies on it), or else no folding could agree: the least interval any
-    choice of the stages' foldings reaches within every resource of the core (``least_interval``,
-    proven by SCIP) is itself beyond 10% of the plan, which sees DSPs and the DRAM port but not
-    the BRAM banks a wide stage splits its memories into, nor the discreteness of the foldings
-    (PE and SIMD divide the channels and the dot product). Either way the folder's heuristic
-    choice is within 2% of that least interval."""
+def test_folded_interval_agrees_with_the_plan_and_no_folding_does_better(compiled, model, image, board):
+    """Each core's folded interval is within 10% of its planned compute (the sum of the kept
+    placement's per-op latencies on it: compile refines the placement where the first one's
+    folding disagrees, ``codegen.refine``), and the folder's heuristic choice is within 2% of the
+    least interval any choice of the stages' foldings reaches within every resource of the core
+    (``least_interval``, proven by SCIP)."""
     result = compiled(board, image, model)
     graph = from_model(onnx.load(result.project / result.design["model"]["file"]))
     cores = {c.name: c for c in load_board(board).cores}
     assert result.design["cores"]
     for record in result.design["cores"]:
         planned_cycles = record["planned_compute_us"] * record["clock_mhz"]
-        assert planned_cycles > 0
+        assert abs(record["interval_cycles"] - planned_cycles) <= 0.1 * planned_cycles, (record["name"], planned_cycles)
         stages = [Stage(layer["op"], *planned(graph.ops[layer["op"]], graph), layer["resident"])
                   for layer in record["layers"]]
         least = least_interval(stages, cores[record["name"]])
         assert least.proven, record["name"]
         assert least.interval <= record["compute_interval_cycles"] <= 1.02 * least.interval, record["name"]
-        if abs(record["interval_cycles"] - planned_cycles) > 0.1 * planned_cycles:
-            assert max(least.interval, record["dram_cycles"]) > 1.1 * planned_cycles, (record["name"], planned_cycles)
 
 
 @pytest.mark.parametrize(("image", "board"), [(32, b) for b in list_boards()] + [(64, b) for b in AGREEMENT_BOARDS])
