@@ -10,12 +10,13 @@ below that sum.
 ``refine`` measures each core's ratio r = folded interval / planned compute. It multiplies
 the planned latency of each op on that core's kind by r, so the placement now charges that
 core its folded interval. Then it places again with the same method and folds again. It does
-this at most ``REFINE_ROUNDS`` times, and only while some core disagrees by more than
-``AGREEMENT``. Of the placements seen it keeps the one whose real interval is least: the
-largest of the cores' folded intervals and the other devices' loads (on a tie, the later one,
-whose plan was solved on costs closer to its folding). This is the estimate,
-partition, synthesise, re-estimate loop of hardware/software co-design, with the folding as
-the synthesis estimate.
+this at most ``REFINE_ROUNDS`` times, only while some core disagrees by more than
+``AGREEMENT``, and stops after a round slower than the best before it (the costs then swing:
+ops moved off a core carry its ratio along). Of the placements seen it keeps the one whose
+real interval is least: the largest of the cores' folded intervals and the other devices'
+loads (on a tie, the later one, whose plan was solved on costs closer to its folding). This
+is the estimate, partition, synthesise, re-estimate loop of hardware/software co-design, with
+the folding as the synthesis estimate.
 
 Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and, unless
 it is the placement before, one lowering and folding (the stages' candidate foldings are cached).
@@ -146,9 +147,10 @@ def refine(design: Design, progress=None) -> Refined:
             _say(progress, f"refining stopped: {error}")
             break
         rounds.append(_round(design, lowered))
-        if rounds[-1]["interval_us"] <= rounds[best.chosen]["interval_us"] * (1 + 1e-9):  # a tie: the later plan
-            best = Refined(design, lowered, rounds, len(rounds) - 1)  # was solved on the costs its folding has
-    return best
+        if rounds[-1]["interval_us"] > rounds[best.chosen]["interval_us"] * (1 + 1e-9):
+            break  # worse than the best: the costs swing (ops moved off a core took its ratio along)
+        best = Refined(design, lowered, rounds, len(rounds) - 1)  # on a tie the later plan, solved on
+    return best  # the costs its folding has
 
 
 def _round(design: Design, lowered: Lowered) -> dict:

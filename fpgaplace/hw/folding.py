@@ -159,6 +159,7 @@ LAGRANGE_ROUNDS = 40  # rounds of the price search before a target is given up
 LAGRANGE_STEP = 2.0  # exponent of the multiplicative price update per unit of relative excess
 REPAIR_BRANCHES = 6  # switches tried where the repair's descent is stuck
 REPAIR_KICKS = 1  # how deep such switches nest
+REPAIR_MAX_EXCESS = 0.25  # the priced choice's excess (in budgets) beyond which no repair is tried
 
 
 def least_use_over(candidates: list[_Candidates], counts: list[int], budget: Resources) -> bool:
@@ -189,10 +190,13 @@ def lagrangian_picks(candidates: list[_Candidates], counts: list[int], budget: R
         prices = prices * np.exp(LAGRANGE_STEP * np.clip(relative, -1.0, 1.0))
     else:
         assert closest is not None
+        if closest[0] > REPAIR_MAX_EXCESS:  # far from fitting: a repair would search long and fail
+            return None
         starts = [closest[1], *([c.cheapest[r][n - 1] for c, n in zip(candidates, counts, strict=True)]
                                 for r in range(len(RANKINGS)))]
-        chosen = next((fit for start in starts if (fit := repaired(candidates, counts, start, capacity, scale))
-                       is not None), None)
+        attempts = [(start, 0) for start in starts] + [(closest[1], REPAIR_KICKS)]  # plain descents first
+        chosen = next((fit for start, kicks in attempts
+                       if (fit := repaired(candidates, counts, start, capacity, scale, kicks)) is not None), None)
         if chosen is None:
             return None
     return [c.options[i] for c, i in zip(candidates, chosen, strict=True)]
