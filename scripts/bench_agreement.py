@@ -24,6 +24,7 @@ from pathlib import Path
 import onnx
 
 from fpgaplace import Design, load_board, models
+from fpgaplace.errors import FpgaplaceError
 from fpgaplace.frontend import from_model
 from fpgaplace.hw.folding import Stage, least_interval
 from fpgaplace.hw.kernels import cycles_to_us, plan_op
@@ -92,7 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         for board in args.boards.split(","):
             for name in names:
                 print(f"compiling {name} for {board}", file=sys.stderr, flush=True)
-                results.append(measure(name, board, not args.no_certify, Path(tmp) / board))
+                try:
+                    results.append(measure(name, board, not args.no_certify, Path(tmp) / board))
+                except FpgaplaceError as error:
+                    raise SystemExit(f"error: {error}") from None
     if args.json:
         print(json.dumps(results, indent=2))
     else:

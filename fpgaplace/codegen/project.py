@@ -26,7 +26,7 @@ from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
 from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
-from fpgaplace.codegen.refine import refine
+from fpgaplace.codegen.refine import planned_compute_us, refine
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.errors import FpgaplaceError
@@ -135,10 +135,7 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
     core: FpgaCore = c.core
     device = design.device_names().index(c.name)
     planned_us = float(result.evaluation.loads[device])
-    problem = design.problem
-    kind = problem.devices()[device][0]
-    rows = [problem.names.index(op) for op in c.ops]
-    compute_us = float(sum(problem.latency[v, kind] for v in rows))
+    compute_us = planned_compute_us(design, c)
     interval = c.folding.interval
     return {
         "name": c.name,
