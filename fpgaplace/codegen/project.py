@@ -26,7 +26,7 @@ from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
 from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
-from fpgaplace.codegen.refine import planned_compute_us, refine
+from fpgaplace.codegen.refine import planned_compute_us, refine, say
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.errors import FpgaplaceError
@@ -51,11 +51,6 @@ class CompileResult:
                 "quantized_here": self.quantized_here, "board": self.design["board"]["name"],
                 "interval_us": self.design["interval_us"], "fps": self.design["fps"],
                 "refinement": self.design["placement"].get("refinement")}
-
-
-def _say(progress, message: str) -> None:
-    if progress is not None:
-        progress(message)
 
 
 def check_project_dir(out_dir: Path) -> None:
@@ -84,7 +79,7 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        _say(progress, "writing the per-device split")
+        say(progress, "writing the per-device split")
         # Not checked here against the whole model in float: onnxruntime fuses Q/DQ differently in a
         # piece and in the whole model, so a dequantized tensor may differ by one step; csim checks
         # the placed model against the whole QDQ model in steps (LSB).
@@ -101,7 +96,7 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         context = {"model": graph.name, "board": board.name}
         records = []
         for c in cores:
-            _say(progress, f"rendering {c.name} ({len(c.layers)} stages)")
+            say(progress, f"rendering {c.name} ({len(c.layers)} stages)")
             folder = tmp / "cores" / c.name
             folder.mkdir(parents=True)
             plan = plan_core(c)

@@ -59,7 +59,8 @@ class Refined:
     chosen: int  # index in rounds of the placement kept
 
 
-def _say(progress, message: str) -> None:
+def say(progress, message: str) -> None:
+    """Pass ``message`` to ``progress`` if there is one."""
     if progress is not None:
         progress(message)
 
@@ -75,7 +76,7 @@ def lower_cores(design: Design, progress=None) -> Lowered:
     for core in board.cores:
         ops = [op for op in order if names.get(op) == core.name]
         if ops:
-            _say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
+            say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
             result = lower_core(core.name, core, ops, graph, names, resident, board.dram, batch)
             if result is None:
                 lowered.host_ops += ops
@@ -136,7 +137,7 @@ def refine(design: Design, progress=None) -> Refined:
         if all(abs(r - 1) <= AGREEMENT for r in ratios.values()):
             break
         worst = max(ratios, key=lambda name: abs(ratios[name] - 1))
-        _say(progress, f"refining the placement: {worst} folds {ratios[worst] - 1:+.0%} against its plan")
+        say(progress, f"refining the placement: {worst} folds {ratios[worst] - 1:+.0%} against its plan")
         before = design.placement.placement.device
         design = design.refined(refined_latency_factors(design, lowered, ratios))
         try:
@@ -144,7 +145,7 @@ def refine(design: Design, progress=None) -> Refined:
             same = np.array_equal(design.placement.placement.device, before)
             lowered = lowered if same else lower_cores(design, progress)  # the same cores fold the same
         except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found
-            _say(progress, f"refining stopped: {error}")
+            say(progress, f"refining stopped: {error}")
             break
         rounds.append(_round(design, lowered))
         if rounds[-1]["interval_us"] > rounds[best.chosen]["interval_us"] * (1 + 1e-9):
