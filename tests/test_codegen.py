@@ -224,7 +224,7 @@ def string_constants_outside_messages(path: Path) -> list[tuple[int, str]]:
             skipped.add(id(body[0].value))
         is_message = isinstance(node, ast.Raise) or (
             isinstance(node, ast.Call) and getattr(node.func, "id", getattr(node.func, "attr", "")) in (
-                "FpgaplaceError", "_say", "progress"))
+                "FpgaplaceError", "say", "progress"))
         if is_message:
             skipped.update(id(child) for child in ast.walk(node))
     return [(node.lineno, node.value) for node in ast.walk(tree)
