@@ -16,7 +16,7 @@ from pathlib import Path
 
 import onnx
 
-from fpgaplace import models
+from fpgaplace.model import zoo as models
 
 BUILDERS = {
     "cnn_residual": models.cnn_residual,

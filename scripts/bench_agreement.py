@@ -23,11 +23,12 @@ from pathlib import Path
 
 import onnx
 
-from fpgaplace import Design, load_board, models
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import from_model
+from fpgaplace import Design, load_board
 from fpgaplace.hw.folding import Stage, least_interval
 from fpgaplace.hw.kernels import cycles_to_us, plan_op
+from fpgaplace.model import zoo as models
+from fpgaplace.model.frontend import from_model
+from fpgaplace.util.errors import FpgaplaceError
 
 MODELS = {
     "cnn_residual": lambda: models.cnn_residual(batch=1, image=64),

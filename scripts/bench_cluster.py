@@ -1,9 +1,9 @@
 """Throughput of a model split onto 2 Ray actors (1 thread each) vs the whole model in one session.
 
-For each model: run the graph optimizer (``fpgaplace.passes.optimize``: constants folded,
+For each model: run the graph optimizer (``fpgaplace.model.passes.optimize``: constants folded,
 BatchNorm folded, ...), measure every op's time on this host with onnxruntime
-(``fpgaplace.cost.profile_cpu_us``, 1 thread), and cut the graph into 2 contiguous pieces with the
-exact throughput DP (``fpgaplace.solvers.dp.solve_throughput_dp``) on a 2-device problem:
+(``fpgaplace.place.cost.profile_cpu_us``, 1 thread), and cut the graph into 2 contiguous pieces with the
+exact throughput DP (``fpgaplace.place.solvers.dp.solve_throughput_dp``) on a 2-device problem:
 latency = the measured op time, transfer = an estimate of one Ray hop for the op's output
 (HOP_US + bytes / HOP_BYTES_PER_US, charged to both sides as the paper's model does for
 accelerators). The split keeps the DP's cut exactly (no fused-group colocation) and is
@@ -36,15 +36,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace import models
-from fpgaplace.cost import profile_cpu_us
 from fpgaplace.deploy.cluster import open_session, pipeline_devices, run_cluster, run_whole, start_local_ray
-from fpgaplace.frontend import load_onnx
-from fpgaplace.passes import name_nodes, optimize
-from fpgaplace.passes.graph_tools import tensor_types, topological_order
-from fpgaplace.solvers.dp import solve_throughput_dp
-from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
-from fpgaplace.split import check_split, random_inputs, relative_error, split_model
+from fpgaplace.flow.split import check_split, random_inputs, relative_error, split_model
+from fpgaplace.model import zoo as models
+from fpgaplace.model.frontend import load_onnx
+from fpgaplace.model.passes import name_nodes, optimize
+from fpgaplace.model.passes.graph_tools import tensor_types, topological_order
+from fpgaplace.place.cost import profile_cpu_us
+from fpgaplace.place.solvers.dp import solve_throughput_dp
+from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
 
 HOP_US = 100.0  # estimated fixed cost of one Ray actor-to-actor tensor hop on one host
 HOP_BYTES_PER_US = 2000.0  # estimated object-store copy rate, 2 GB/s

@@ -27,8 +27,8 @@ from pathlib import Path
 
 import onnx
 
-from fpgaplace import models
-from fpgaplace.design import Design
+from fpgaplace.flow.design import Design
+from fpgaplace.model import zoo as models
 from fpgaplace.sim.csim import run_csim
 
 MODELS = ("resnet50", "mobilenet_v2", "bert")

@@ -12,7 +12,7 @@ For each model and tool it measures:
   ``fpgaplace csim DIR --samples N --json`` reports ``run_seconds``.
 * errors against the float model run by onnxruntime (max abs, max relative = per sample the
   largest |difference| over that sample's largest |reference| output, top-1 agreement) and the
-  same against the int8 QDQ model run by onnxruntime (``fpgaplace.quantize.quantize_model`` when
+  same against the int8 QDQ model run by onnxruntime (``fpgaplace.model.quantize.quantize_model`` when
   it exists, else onnxruntime's ``quantize_static``: QDQ, int8 activations, per-channel int8 weights,
   calibrated on 256 seeded samples that are not the measured ones).
 
@@ -23,7 +23,7 @@ model is the int8 quantization's own error, the floor an int8 tool can reach.
 Models (built here with onnx.helper, seeded weights, batch 1, NCHW, every Conv/MaxPool attribute
 explicit as hls4ml's ONNX frontend requires):
   mlp          Gemm-Relu-Gemm-Relu-Gemm, 16-64-32-5, logits out
-  mlp_softmax  fpgaplace.models.mlp(batch=1, sizes=(16, 64, 32, 5)): the same layers ending in Softmax
+  mlp_softmax  fpgaplace.model.zoo.mlp(batch=1, sizes=(16, 64, 32, 5)): the same layers ending in Softmax
   cnn          1x3x16x16: Conv3x3(8)-Relu-MaxPool2-Conv3x3(16)-Relu-MaxPool2-Flatten-Gemm(10)
 
 hls4ml runs in its own venv (created once at --venv, reused after; never fpgaplace's .venv) through
@@ -71,8 +71,8 @@ def _float_value(name: str, shape: list[int]) -> onnx.ValueInfoProto:
 
 
 def mlp_logits(sizes: tuple[int, ...] = (16, 64, 32, 5), seed: int = 0) -> onnx.ModelProto:
-    """Gemm/Relu layers of ``sizes`` without the final Softmax (same weights as fpgaplace.models.mlp)."""
-    from fpgaplace.models import _Builder
+    """Gemm/Relu layers of ``sizes`` without the final Softmax (same weights as fpgaplace.model.zoo.mlp)."""
+    from fpgaplace.model.zoo import _Builder
 
     b = _Builder(seed)
     x = "x"
@@ -88,7 +88,7 @@ def mlp_logits(sizes: tuple[int, ...] = (16, 64, 32, 5), seed: int = 0) -> onnx.
 
 def mlp_softmax(sizes: tuple[int, ...] = (16, 64, 32, 5)) -> onnx.ModelProto:
     """The project's own MLP, Softmax included."""
-    from fpgaplace.models import mlp
+    from fpgaplace.model.zoo import mlp
 
     return mlp(batch=1, sizes=sizes)
 
@@ -96,7 +96,7 @@ def mlp_softmax(sizes: tuple[int, ...] = (16, 64, 32, 5)) -> onnx.ModelProto:
 def small_cnn(channels: int = 3, image: int = 16, filters: tuple[int, int] = (8, 16), classes: int = 10,
               seed: int = 5) -> onnx.ModelProto:
     """Two Conv3x3-Relu-MaxPool2 stages, Flatten, Gemm; NCHW input, all attributes explicit."""
-    from fpgaplace.models import _Builder
+    from fpgaplace.model.zoo import _Builder
 
     b = _Builder(seed)
     x, cin = "x", channels
@@ -180,12 +180,12 @@ def quantize_qdq(model: onnx.ModelProto, calibration: np.ndarray, out: Path) -> 
     """Write the int8 QDQ model to ``out``; returns which quantizer made it (fpgaplace's once it exists)."""
     feeds = calibration_feeds(model, calibration)
     try:
-        from fpgaplace.quantize import quantize_model
+        from fpgaplace.model.quantize import quantize_model
     except ImportError:
         quantize_model = None
     if quantize_model is not None:
         onnx.save(quantize_model(model, feeds), out)
-        return "fpgaplace.quantize.quantize_model"
+        return "fpgaplace.model.quantize.quantize_model"
     from onnxruntime.quantization import QuantFormat, QuantType, quantize_static
 
     float_path = out.with_name(out.stem + "_float_for_ort.onnx")

@@ -67,7 +67,7 @@ class Variant:
 
     def run(self, *arguments: str) -> dict:
         """``fpgaplace ARGUMENTS --json`` of this variant, its JSON document."""
-        command = [sys.executable, "-m", "fpgaplace.cli", *arguments, "--json"]
+        command = [sys.executable, "-m", "fpgaplace.cli.app", *arguments, "--json"]
         done = subprocess.run(command, capture_output=True, text=True, env=self.environment(),
                               timeout=TIMEOUT_SECONDS, cwd=self.source)
         if done.returncode != 0:
@@ -139,7 +139,7 @@ def prepare_models(names: list[str], workdir: Path, samples: int) -> list[Model]
         if name == "resnet50":
             path = folder / "resnet50.onnx"
             if not path.is_file():
-                from fpgaplace import models
+                from fpgaplace.model import zoo as models
 
                 onnx.save(models.with_random_weights(onnx.load(str(models.light_model_path("resnet50")))), path)
             prepared.append(Model(name, path, ("--samples", "1")))

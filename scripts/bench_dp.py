@@ -22,12 +22,12 @@ from pathlib import Path
 
 import numpy as np
 
-from fpgaplace.design import Design
-from fpgaplace.models import light_model_path
-from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
-from fpgaplace.workload import load_workload
+from fpgaplace.flow.design import Design
+from fpgaplace.model.zoo import light_model_path
+from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
+from fpgaplace.place.workload import load_workload
 
 DEFAULT_DIR = Path("/work/shared/workloads/throughput")
 DEFAULT_MODELS = "inception_v1,inception_v2"

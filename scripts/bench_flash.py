@@ -39,8 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
 from sshd import LocalSshd, start_sshd  # noqa: E402
 
-from fpgaplace import Design, models  # noqa: E402
+from fpgaplace import Design  # noqa: E402
 from fpgaplace.deploy.pynq import PART_SUFFIX, connect, flash  # noqa: E402
+from fpgaplace.model import zoo as models
 
 RUNS = 3
 FPGAPLACE = str(Path(sys.executable).parent / "fpgaplace")

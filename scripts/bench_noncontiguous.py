@@ -6,7 +6,7 @@ public latency workloads of the NeurIPS 2020 paper, side by side.
 Every run is ``solve(problem, "ip", SolveOptions(objective="latency", subgraphs_per_device=q,
 contiguous=(q == 1)))`` (the IP warm-started from the heuristic starts, never worse than the best
 of them) within ``--time-limit`` seconds, and its answer is scored again here by the one trusted
-evaluator, ``fpgaplace.solvers.evaluate.evaluate``: the value printed is the evaluator's latency,
+evaluator, ``fpgaplace.place.solvers.evaluate.evaluate``: the value printed is the evaluator's latency,
 never the solver's claim. The bound is the IP's bound for placements with at most q subgraphs per
 accelerator (so a q = 2 bound says nothing about q = 3). "used" is the most subgraphs any
 accelerator holds in the answer (from ``Placement.order``); "vs q=1" is the relative improvement
@@ -54,9 +54,9 @@ def subgraphs_used(problem, placement) -> int:
 
 
 def run(path: Path, q: int, time_limit: float) -> Row:
-    from fpgaplace.solvers.evaluate import evaluate
-    from fpgaplace.solvers.run import SolveOptions, solve
-    from fpgaplace.workload import load_workload
+    from fpgaplace.place.solvers.evaluate import evaluate
+    from fpgaplace.place.solvers.run import SolveOptions, solve
+    from fpgaplace.place.workload import load_workload
 
     problem = load_workload(path)
     started = time.perf_counter()

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import onnx
 
-from fpgaplace.design import Design
-from fpgaplace.models import bert_encoder_layer, light_model_path
-from fpgaplace.search import search
+from fpgaplace.flow.design import Design
+from fpgaplace.flow.search import search
+from fpgaplace.model.zoo import bert_encoder_layer, light_model_path
 
 
 def model_files(folder: Path) -> dict[str, Path]:

@@ -30,11 +30,11 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from fpgaplace.solvers.bounds import critical_path_bound
-from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.run import SolveOptions, solve
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.bounds import critical_path_bound
+from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.run import SolveOptions, solve
+from fpgaplace.place.workload import load_workload
 
 ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT.parent / "shared" / "reference"

@@ -29,7 +29,7 @@ from rtl_cases import (  # noqa: E402
 )
 from test_rtl_ops import CONCATS, CONVS, POOLS  # noqa: E402
 
-from fpgaplace.board import load_board  # noqa: E402
+from fpgaplace.board.model import load_board  # noqa: E402
 from fpgaplace.hw.kernels import KERNELS, Folding, Geometry  # noqa: E402
 from fpgaplace.sim import rtl, yosys  # noqa: E402
 
@@ -113,8 +113,9 @@ def yosys_table() -> list[dict]:
 
 
 def cnn_seconds() -> dict:
-    from fpgaplace import Design, models
+    from fpgaplace import Design
     from fpgaplace.codegen.rtl_project import simulate_project_rtl
+    from fpgaplace.model import zoo as models
 
     with tempfile.TemporaryDirectory() as folder:
         design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)

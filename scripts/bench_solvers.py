@@ -29,9 +29,9 @@ METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "si
 
 
 def run_one(path: str, objective: str, method: str, time_limit: float, queue) -> None:
-    from fpgaplace.errors import FpgaplaceError
-    from fpgaplace.solvers.run import SolveOptions, solve
-    from fpgaplace.workload import load_workload
+    from fpgaplace.place.solvers.run import SolveOptions, solve
+    from fpgaplace.place.workload import load_workload
+    from fpgaplace.util.errors import FpgaplaceError
 
     start = time.perf_counter()
     try:
@@ -60,7 +60,7 @@ def run_model(model: str, objective: str, method: str, time_limit: float, queue)
     import test_solvers_scale
 
     from fpgaplace import Design
-    from fpgaplace.solvers.dp import build_blocks
+    from fpgaplace.place.solvers.dp import build_blocks
 
     built = time.perf_counter()
     design = Design(getattr(test_solvers_scale, model)(), "zcu104", profile_cpu=False, optimize=False)

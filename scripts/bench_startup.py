@@ -1,6 +1,6 @@
 """Start-up of the real ``fpgaplace`` command on a small paper workload.
 
-Runs the installed command (``.venv/bin/fpgaplace``, else ``python -m fpgaplace.cli``) ``--runs``
+Runs the installed command (``.venv/bin/fpgaplace``, else ``python -m fpgaplace.cli.app``) ``--runs``
 times and prints the median, least and greatest wall time beside a bare ``python -c pass``;
 then runs it once under ``python -X importtime`` and prints where the import time goes: the
 self time summed per top-level package, and the modules with the largest cumulative time.
@@ -57,7 +57,7 @@ def command() -> list[str]:
     script = Path(sys.executable).parent / "fpgaplace"
     if script.exists():
         return [sys.executable, str(script)]
-    return [sys.executable, "-m", "fpgaplace.cli"]
+    return [sys.executable, "-m", "fpgaplace.cli.app"]
 
 
 def environment(tree: Path | None) -> dict[str, str]:

@@ -7,7 +7,7 @@ Run:
     python scripts/compare_optimizers.py [--json]
 
 For each model (the onnx package's light ResNet-50 and Inception-v2 structures, and the
-residual CNN and BERT encoder layer of ``fpgaplace.models``) it prints the number of nodes and
+residual CNN and BERT encoder layer of ``fpgaplace.model.zoo``) it prints the number of nodes and
 of BatchNormalization nodes before and after each optimizer, and for ours also the number of
 kernels once fused groups count as one. Every optimized model is run with onnxruntime on the
 same random input as the original; the table shows the relative error of the outputs.
@@ -24,9 +24,9 @@ import onnx
 from rich.console import Console
 from rich.table import Table
 
-from fpgaplace import models
-from fpgaplace.passes import fused_groups, op_counts, optimize
-from fpgaplace.split import random_inputs, relative_error, run_model
+from fpgaplace.flow.split import random_inputs, relative_error, run_model
+from fpgaplace.model import zoo as models
+from fpgaplace.model.passes import fused_groups, op_counts, optimize
 
 
 def ours(model: onnx.ModelProto) -> onnx.ModelProto:

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from bench_compile import build_model  # noqa: E402  (ResNet-50 as the compile benchmark makes it)
 
-from fpgaplace.design import Design  # noqa: E402
+from fpgaplace.flow.design import Design  # noqa: E402
 
 
 def run_standin(script: Path, record: Path) -> list[list[str]]:

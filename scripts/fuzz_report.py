@@ -4,7 +4,7 @@ file, an exit != 0 on valid input).
 
 Usage: python scripts/fuzz_report.py [--seed 0] [--subprocess] [--jobs 2] [--timeout 30] [--show 5]
 
-``--subprocess`` runs every case as ``python -m fpgaplace.cli`` in its own process with a timeout
+``--subprocess`` runs every case as ``python -m fpgaplace.cli.app`` in its own process with a timeout
 and a 3 GiB address-space limit (a hang in C code or a memory blow-up is then a counted hang,
 and onnxruntime's own log lines on stderr count against the one-line error); the default runs
 them in-process as tests/test_fuzz.py does.
@@ -34,7 +34,7 @@ def _limit_memory() -> None:
 
 
 def run_in_subprocess(case: fuzz.Case, timeout: float) -> fuzz.Outcome:
-    """``case`` as ``python -m fpgaplace.cli`` in a temporary folder; a timeout or a kill by the
+    """``case`` as ``python -m fpgaplace.cli.app`` in a temporary folder; a timeout or a kill by the
     memory limit counts as a hang."""
     with tempfile.TemporaryDirectory(prefix="fpgaplace-fuzz-") as tmp:
         folder = Path(tmp)
@@ -42,7 +42,7 @@ def run_in_subprocess(case: fuzz.Case, timeout: float) -> fuzz.Outcome:
         start = time.perf_counter()
         outcome = fuzz.Outcome(case, None, 0.0)
         try:
-            done = subprocess.run([sys.executable, "-m", "fpgaplace.cli", *argv], capture_output=True, text=True,
+            done = subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", *argv], capture_output=True, text=True,
                                   timeout=timeout, preexec_fn=_limit_memory, cwd=folder)
             outcome.exit_code, outcome.stderr = done.returncode, done.stderr
             if done.returncode < 0 or "MemoryError" in done.stderr:

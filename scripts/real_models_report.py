@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import real_models  # noqa: E402 - the builders live with the tests
 
-from fpgaplace.frontend import dot_product_macs, from_model  # noqa: E402
+from fpgaplace.model.frontend import dot_product_macs, from_model  # noqa: E402
 
 
 def report_row(name: str, full: bool, cpu_cost: str) -> tuple[list[str], bool]:

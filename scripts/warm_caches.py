@@ -5,7 +5,7 @@
 1. Byte-compiles the fpgaplace package (``compileall``): with PYTHONDONTWRITEBYTECODE set, or
    on a read-only checkout, Python would otherwise compile every module from source on each run.
 2. Compiles the DP's numba kernels once on a small paper workload (``dp.PYTHON_WORK = -1``
-   forces the compiled path); numba writes the machine code next to fpgaplace/solvers/dp.py
+   forces the compiled path); numba writes the machine code next to fpgaplace/place/solvers/dp.py
    (``__pycache__``, ignored by git), or to its user-wide cache when that folder is not
    writable, and every later large DP loads it instead of compiling (about 10-20 s).
 
@@ -30,8 +30,8 @@ def byte_compile() -> None:
 
 
 def compile_dp_kernels() -> None:
-    from fpgaplace.solvers import dp
-    from fpgaplace.workload import load_workload
+    from fpgaplace.place.solvers import dp
+    from fpgaplace.place.workload import load_workload
 
     started = time.perf_counter()
     dp.PYTHON_WORK = -1  # every kernel compiled, whatever the size

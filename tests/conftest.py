@@ -7,9 +7,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-from fpgaplace import models
-from fpgaplace.frontend import load_onnx
-from fpgaplace.ir import OpGraph
+from fpgaplace.model import zoo as models
+from fpgaplace.model.frontend import load_onnx
+from fpgaplace.model.ir import OpGraph
 
 FAST_CLUSTER = str(Path(__file__).resolve().parent / "boards" / "cluster-2x-zcu104-fast.yaml")
 """Two zcu104 over a network as fast as DRAM: small models spread over both nodes (tests of names and links)."""

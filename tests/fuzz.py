@@ -600,10 +600,10 @@ def judge(case: Case, folder: Path, exit_code: int | None, stderr: str, outcome:
 
 @functools.cache
 def _cli_command():
-    """The click command of ``fpgaplace.cli.app``, built once (typer takes 0.2 s to build it)."""
+    """The click command of ``fpgaplace.cli.app.app``, built once (typer takes 0.2 s to build it)."""
     import typer.main
 
-    from fpgaplace.cli import app
+    from fpgaplace.cli.app import app
 
     return typer.main.get_command(app)
 
@@ -612,7 +612,7 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
     """Run ``case`` in-process (typer's CliRunner) in a temporary folder, with a SIGALRM timeout."""
     import typer.testing
 
-    from fpgaplace.cli import app
+    from fpgaplace.cli.app import app
 
     with tempfile.TemporaryDirectory(prefix="fpgaplace-fuzz-") as tmp, \
             mock.patch.object(typer.testing, "_get_command", lambda _: _cli_command()):

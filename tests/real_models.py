@@ -14,7 +14,7 @@ Models (``REAL_MODELS``: name -> ``RealModel``), each small by default and full 
   feature map reshaped (computed target) to a sequence, attention of learned queries over it;
 - ``crnn``: conv, then the feature map as a sequence over the width, a bidirectional LSTM, a classifier;
 - ``if``: a model whose body sits in the branches of an ``If`` on a data-dependent condition;
-- ``qdq``: the built-in residual CNN quantized to int8 QDQ by ``fpgaplace.quantize``;
+- ``qdq``: the built-in residual CNN quantized to int8 QDQ by ``fpgaplace.model.quantize``;
 - ``qonnx``: a Brevitas-style QONNX CNN: 8-bit input, 4-bit weights and activations, 2-bit FC
   weights, a ``Trunc`` after average pooling, a ``BipolarQuant`` output.
 
@@ -270,8 +270,8 @@ def if_model(features: int = 64, classes: int = 10) -> onnx.ModelProto:
 
 def qdq(image: int = 16) -> onnx.ModelProto:
     """The built-in residual CNN quantized to int8 QDQ (onnxruntime static, random calibration)."""
-    from fpgaplace import models
-    from fpgaplace.quantize import calibration_inputs, quantize_model
+    from fpgaplace.model import zoo as models
+    from fpgaplace.model.quantize import calibration_inputs, quantize_model
 
     model = models.cnn_residual(batch=1, image=image)
     return quantize_model(model, calibration_inputs(model, random_samples=4))
@@ -364,7 +364,7 @@ def onnxruntime_shapes(model: onnx.ModelProto, input_shapes: dict[str, tuple[int
     probe = onnx.ModelProto()
     probe.CopyFrom(model)
     if any(node.domain == QONNX_DOMAIN for node in probe.graph.node):
-        from fpgaplace.passes.qonnx import attach_functions
+        from fpgaplace.model.passes.qonnx import attach_functions
 
         attach_functions(probe, probe.graph.name)
     present = {v.name for v in probe.graph.output}
@@ -499,7 +499,7 @@ def run_cli(argv: list[str]) -> tuple[int, str, str]:
     """``fpgaplace ARGV`` in-process (typer's CliRunner): exit code, stdout, stderr."""
     import typer.testing
 
-    from fpgaplace.cli import app
+    from fpgaplace.cli.app import app
 
     result = typer.testing.CliRunner().invoke(app, argv, catch_exceptions=True)
     if result.exception is not None and not isinstance(result.exception, SystemExit):

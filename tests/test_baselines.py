@@ -11,8 +11,7 @@ from conftest import WORKLOADS
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.baselines import (
+from fpgaplace.place.solvers.baselines import (
     all_cpu,
     check_feasible,
     colour_blocks,
@@ -23,9 +22,10 @@ from fpgaplace.solvers.baselines import (
     pipedream,
     single_accelerator,
 )
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.workload import load_workload
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def chain(latency_fpga: list[float], latency_cpu: list[float], size: list[float],

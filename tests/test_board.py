@@ -1,4 +1,4 @@
-"""Tests of fpgaplace.board: shipped boards against the vendor reference, core splitting,
+"""Tests of fpgaplace.board.model: shipped boards against the vendor reference, core splitting,
 heterogeneous cores, clusters, and every kind of bad board file."""
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from board_reference import BOARD_PARTS, CLUSTERS, PARTS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fpgaplace.board import (
+from fpgaplace.board.model import (
     BRAM36_BYTES,
     RESOURCES,
     URAM_BYTES,
@@ -25,7 +25,7 @@ from fpgaplace.board import (
     split_equal,
     usable_fabric,
 )
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.util.errors import FpgaplaceError
 
 REQUIRED_BOARDS = {
     "pynq-z1", "pynq-z2", "ultra96-v2", "kv260", "zcu102", "zcu104",

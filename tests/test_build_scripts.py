@@ -21,8 +21,8 @@ from pathlib import Path
 import pytest
 from conftest import FAST_CLUSTER
 
-from fpgaplace import Design, models
-from fpgaplace.board import load_board
+from fpgaplace import Design
+from fpgaplace.board.model import load_board
 from fpgaplace.codegen.build_scripts import (
     ALVEO_PLATFORMS,
     FIFO_MAX_DEPTH,
@@ -34,8 +34,9 @@ from fpgaplace.codegen.build_scripts import (
     memory_bank,
     write_build_scripts,
 )
-from fpgaplace.codegen.names import bitstream_files, core_ip_instance, dma_instance
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.model import zoo as models
+from fpgaplace.project.layout import bitstream_files, core_ip_instance, dma_instance
+from fpgaplace.util.errors import FpgaplaceError
 
 STANDIN = Path(__file__).resolve().parent / "tcl" / "vivado_standin.tcl"
 PASS_THROUGH = ("axis_data_fifo", "axis_broadcaster", "axis_dwidth_converter")

@@ -11,7 +11,7 @@ import pytest
 from conftest import FAST_CLUSTER, WORKLOADS
 from onnx import TensorProto, helper
 
-from fpgaplace.models import cnn_residual, light_model_path
+from fpgaplace.model.zoo import cnn_residual, light_model_path
 
 ANALYTIC = ("--cpu-cost", "analytic")
 """CPU op times from the board's figures: no profiling (fast, and the same on every host)."""
@@ -19,7 +19,7 @@ ANALYTIC = ("--cpu-cost", "analytic")
 
 def run(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "fpgaplace.cli", *args],
+        [sys.executable, "-m", "fpgaplace.cli.app", *args],
         capture_output=True,
         text=True,
         timeout=300,
@@ -316,7 +316,7 @@ def fixed_cnn_file(tmp_path_factory) -> Path:
 
 
 def test_quantize_writes_a_qdq_model_and_prints_its_drift(tmp_path, fixed_cnn_file):
-    from fpgaplace.quantize import is_qdq
+    from fpgaplace.model.quantize import is_qdq
 
     target = tmp_path / "cnn.int8.onnx"
     result = run("quantize", str(fixed_cnn_file), "--out", str(target), "--random", "4", "--json")
@@ -387,7 +387,7 @@ def test_compile_then_csim_is_bit_exact(tmp_path, fixed_cnn_file):
 
 
 def test_compile_takes_a_qdq_model_as_it_is(tmp_path, fixed_cnn_file):
-    from fpgaplace.quantize import quantize_file
+    from fpgaplace.model.quantize import quantize_file
 
     _, qdq_file = quantize_file(fixed_cnn_file, tmp_path / "cnn.int8.onnx", random_samples=4)
     result = run("compile", str(qdq_file), "--out", str(tmp_path / "project"), *ANALYTIC)

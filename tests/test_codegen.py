@@ -21,10 +21,11 @@ from onnx import numpy_helper
 
 import fpgaplace.codegen
 import fpgaplace.codegen.project
-from fpgaplace import Design, models
-from fpgaplace.board import CpuCore, FpgaCore
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.problem import Placement
+from fpgaplace import Design
+from fpgaplace.board.model import CpuCore, FpgaCore
+from fpgaplace.model import zoo as models
+from fpgaplace.place.solvers.problem import Placement
+from fpgaplace.util.errors import FpgaplaceError
 
 CODEGEN_SOURCES = Path(fpgaplace.codegen.__file__).parent
 RESOURCE_KEYS = {"dsp", "bram36", "uram", "lut", "ff"}

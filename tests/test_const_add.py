@@ -8,10 +8,10 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace.design import Design
-from fpgaplace.frontend import from_model
+from fpgaplace.flow.design import Design
 from fpgaplace.hw import plan_op
 from fpgaplace.hw.kernels import per_channel_period
+from fpgaplace.model.frontend import from_model
 from fpgaplace.sim.csim import run_csim
 
 

@@ -14,8 +14,10 @@ import pytest
 import real_models
 
 from fpgaplace import hw
-from fpgaplace.board import load_board
-from fpgaplace.cost import (
+from fpgaplace.board.model import load_board
+from fpgaplace.hw.kernels import macs_per_dsp
+from fpgaplace.model.frontend import from_model
+from fpgaplace.place.cost import (
     PRECISION_BITS,
     PRECISION_BYTES,
     CostOptions,
@@ -25,9 +27,7 @@ from fpgaplace.cost import (
     output_bytes,
     tensor_bits,
 )
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import from_model
-from fpgaplace.hw.kernels import macs_per_dsp
+from fpgaplace.util.errors import FpgaplaceError
 
 ANALYTIC = {"profile_cpu": False}
 

@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpgaplace import Design, models
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace import Design
+from fpgaplace.model import zoo as models
 from fpgaplace.sim.csim import CsimResult, run_csim
+from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLES = 3
 

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 from sshd import start_sshd
 
-from fpgaplace import Design, models
+from fpgaplace import Design
 from fpgaplace.deploy.pynq import flash
+from fpgaplace.model import zoo as models
 from fpgaplace.sim import csim
 
 REPO = Path(__file__).resolve().parents[1]

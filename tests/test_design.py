@@ -14,11 +14,12 @@ import onnx
 import pytest
 from conftest import WORKLOADS
 
-from fpgaplace import Design, load_board, models
-from fpgaplace.design import is_workload, load_input, place_problem
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import Placement
+from fpgaplace import Design, load_board
+from fpgaplace.flow.design import is_workload, load_input, place_problem
+from fpgaplace.model import zoo as models
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import Placement
+from fpgaplace.util.errors import FpgaplaceError
 
 WORKLOAD = WORKLOADS / "throughput" / "layer-bert24_inference.json"
 
@@ -177,7 +178,7 @@ def test_workload_is_a_problem_not_a_design():
 
 @pytest.fixture(scope="module")
 def qdq_model(cnn) -> onnx.ModelProto:
-    from fpgaplace.quantize import calibration_inputs, quantize_model
+    from fpgaplace.model.quantize import calibration_inputs, quantize_model
 
     return quantize_model(cnn, calibration_inputs(cnn, random_samples=4))
 
@@ -232,7 +233,7 @@ def test_quantized_is_built_once_per_calibration_and_follows_a_new_placement():
 
 
 def test_search_never_divides_by_a_batch_the_model_does_not_have():
-    from fpgaplace.search import search
+    from fpgaplace.flow.search import search
 
     said: list[str] = []
     ranked = search(models.cnn_residual(batch=1), "zcu104", batches=(1, 4), optimizer=(True,), time_limit=20,

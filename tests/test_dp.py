@@ -12,13 +12,13 @@ from conftest import WORKLOADS
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers import dp
-from fpgaplace.solvers.baselines import pipedream
-from fpgaplace.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
-from fpgaplace.solvers.evaluate import class_graph, device_loads, evaluate
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers import dp
+from fpgaplace.place.solvers.baselines import pipedream
+from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.evaluate import class_graph, device_loads, evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.workload import load_workload
+from fpgaplace.util.errors import FpgaplaceError
 
 KNOWN_OPTIMA = {  # published in workloads/README.md (the paper's reference DP)
     "layer-bert24_inference.json": 17.78990625,
@@ -222,8 +222,8 @@ def test_heterogeneous_kinds_use_the_big_core_for_the_big_node() -> None:
 
 def raw_model_problem(model: str) -> PlacementProblem:
     """An unoptimised light-zoo model on zcu102 with analytic (deterministic) costs."""
-    from fpgaplace.design import Design
-    from fpgaplace.models import light_model_path
+    from fpgaplace.flow.design import Design
+    from fpgaplace.model.zoo import light_model_path
 
     return Design(light_model_path(model), "zcu102", optimize=False, profile_cpu=False).problem
 

@@ -12,11 +12,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.dp import solve_throughput_dp
-from fpgaplace.solvers.evaluate import class_graph, evaluate
-from fpgaplace.solvers.ilp import solve_throughput_ip
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.solvers.dp import solve_throughput_dp
+from fpgaplace.place.solvers.evaluate import class_graph, evaluate
+from fpgaplace.place.solvers.ilp import solve_throughput_ip
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.util.errors import FpgaplaceError
 
 REL = 1e-6
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import class_graph, evaluate
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.solvers.evaluate import class_graph, evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def make(edges, acc, cpu, transfer, *, fpgas=2, cpus=1, memory=math.inf, size=None,
@@ -152,7 +152,7 @@ def with_links(problem: PlacementProblem, times, column, device_ids) -> Placemen
     """``problem`` whose transfers cost by link: ``times[v][l]``, ``column[a][b]`` per device."""
     from dataclasses import replace
 
-    from fpgaplace.solvers.problem import Links
+    from fpgaplace.place.solvers.problem import Links
 
     times = np.asarray(times, float)
     return replace(problem, transfer=times.max(axis=1), links=Links(

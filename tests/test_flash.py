@@ -18,11 +18,12 @@ import pytest
 from sshd import LocalSshd, free_port, make_key, start_sshd
 from typer.testing import CliRunner
 
-import fpgaplace.commands.flash  # noqa: F401  (registers the command)
-from fpgaplace import Design, models
-from fpgaplace.cli import app
+import fpgaplace.cli.commands.flash  # noqa: F401  (registers the command)
+from fpgaplace import Design
+from fpgaplace.cli.app import app
 from fpgaplace.deploy.pynq import MANIFEST_NAME, PART_SUFFIX, connect, flash, project_files, verify_parts
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.model import zoo as models
+from fpgaplace.util.errors import FpgaplaceError
 
 FPGAPLACE = str(Path(sys.executable).parent / "fpgaplace")
 BITSTREAM_BYTES = 3 << 20  # big enough for a throttled copy to be killed midway

@@ -12,10 +12,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace import models
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import FPGA_OPS, FixedBatchError, dot_product_macs, from_model, load_onnx
-from fpgaplace.ir import OpGraph
+from fpgaplace.model import zoo as models
+from fpgaplace.model.frontend import FPGA_OPS, FixedBatchError, dot_product_macs, from_model, load_onnx
+from fpgaplace.model.ir import OpGraph
+from fpgaplace.util.errors import FpgaplaceError
 
 RNG = np.random.default_rng(7)
 
@@ -817,7 +817,7 @@ def _crnn_model() -> onnx.ModelProto:
 
 
 def test_crnn_macs_match_a_count_from_onnxruntime_run_shapes():
-    from fpgaplace.split import run_model
+    from fpgaplace.flow.split import run_model
 
     model = _crnn_model()
     graph = from_model(model, batch=2)
@@ -1031,16 +1031,16 @@ def test_a_qonnx_bit_width_that_is_not_a_constant_is_noted():
 # ---- onnxruntime stays quiet ------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-FRONT_END_FILES = ("fpgaplace/frontend.py", "fpgaplace/onnxrt.py", "fpgaplace/quantize.py", "fpgaplace/split.py",
-                   "fpgaplace/cost.py",
-                   *(str(p.relative_to(REPO)) for p in sorted((REPO / "fpgaplace" / "passes").glob("*.py"))))
+FRONT_END_FILES = ("fpgaplace/model/frontend.py", "fpgaplace/util/onnxrt.py", "fpgaplace/model/quantize.py",
+                   "fpgaplace/flow/split.py", "fpgaplace/place/cost.py",
+                   *(str(p.relative_to(REPO)) for p in sorted((REPO / "fpgaplace/model/passes").glob("*.py"))))
 
 
 def test_every_session_of_the_front_end_comes_from_onnxrt_session():
-    opened = [name for name in FRONT_END_FILES if name != "fpgaplace/onnxrt.py"
+    opened = [name for name in FRONT_END_FILES if name != "fpgaplace/util/onnxrt.py"
               and "InferenceSession(" in (REPO / name).read_text()]
     assert not opened
-    assert len(FRONT_END_FILES) > 6 and "InferenceSession(" in (REPO / "fpgaplace/onnxrt.py").read_text()
+    assert len(FRONT_END_FILES) > 6 and "InferenceSession(" in (REPO / "fpgaplace/util/onnxrt.py").read_text()
 
 
 def _warning_model(path: Path) -> None:

@@ -8,7 +8,7 @@ import random
 import networkx as nx
 import pytest
 
-from fpgaplace.graphs import CycleError, node_on_cycle, strong_components, topological_order
+from fpgaplace.util.graphs import CycleError, node_on_cycle, strong_components, topological_order
 
 
 def _random_dag(n: int, m: int, seed: int) -> list[tuple[int, int]]:

@@ -19,18 +19,19 @@ import yaml
 from hw_spec import conv_ticks, sliding_ticks
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace import Design, load_board, models
-from fpgaplace import ops as op_registry
-from fpgaplace.board import FpgaCore, list_boards
+from fpgaplace import Design, load_board
+from fpgaplace.board.model import FpgaCore, list_boards
 from fpgaplace.codegen import CompileResult
-from fpgaplace.codegen.refine import REFINE_ROUNDS
-from fpgaplace.cost import PRECISION_BYTES, resident_ops
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import from_model
+from fpgaplace.flow.refine import REFINE_ROUNDS
 from fpgaplace.hw import KERNELS, Folding, Geometry, Kernel, Unsupported, cycles_to_us, kernel_for, plan_op
 from fpgaplace.hw.folding import Stage, fold_core, least_interval, streamed_cycles
 from fpgaplace.hw.kernels import MAX_LINE_WIDTH, core_budget
-from fpgaplace.ir import Op, OpGraph
+from fpgaplace.model import ops as op_registry
+from fpgaplace.model import zoo as models
+from fpgaplace.model.frontend import from_model
+from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.util.errors import FpgaplaceError
 
 # --------------------------------------------------------------------------- building small graphs
 
@@ -682,7 +683,7 @@ def test_compile_keeps_a_placement_it_was_given(tmp_path):
 
 def test_a_refinement_round_that_cannot_be_lowered_keeps_the_placement_before_it(tmp_path, monkeypatch):
     """A re-placed round whose cores fail to fold ends the refinement; the first placement is built."""
-    import fpgaplace.codegen.refine as refine
+    import fpgaplace.flow.refine as refine
 
     lowered = []
 

@@ -14,10 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_dp_vs_ip import is_chain
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.baselines import greedy_latency, pipedream
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.ilp import (
+from fpgaplace.place.solvers.baselines import greedy_latency, pipedream
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.ilp import (
     Groups,
     contract,
     project_latency_start,
@@ -26,8 +25,9 @@ from fpgaplace.solvers.ilp import (
     solve_latency_ip,
     solve_throughput_ip,
 )
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.workload import load_workload
+from fpgaplace.util.errors import FpgaplaceError
 
 REL = 1e-6
 

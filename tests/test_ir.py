@@ -8,10 +8,10 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.frontend import from_model, load_onnx
-from fpgaplace.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
-from fpgaplace.models import light_model_path
+from fpgaplace.model.frontend import from_model, load_onnx
+from fpgaplace.model.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
+from fpgaplace.model.zoo import light_model_path
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def run(model: onnx.ModelProto, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:

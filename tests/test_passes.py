@@ -1,7 +1,7 @@
 """Graph optimizer passes: each alone on a tiny graph, then the manager on real structures.
 
 Every rewrite is checked numerically: original and optimized run in onnxruntime on the same
-random inputs and must agree to a relative error of 1e-5 (``fpgaplace.split.relative_error``).
+random inputs and must agree to a relative error of 1e-5 (``fpgaplace.flow.split.relative_error``).
 """
 
 from __future__ import annotations
@@ -11,8 +11,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace import models
-from fpgaplace.passes import (
+from fpgaplace.flow.split import random_inputs, relative_error, run_model
+from fpgaplace.model import zoo as models
+from fpgaplace.model.passes import (
     FUSED_INTO_KEY,
     cancel_transpose_pairs,
     collapse_reshape_chains,
@@ -33,14 +34,8 @@ from fpgaplace.passes import (
     remove_noop_reshape,
     remove_noop_transpose,
 )
-from fpgaplace.passes.graph_tools import node_metadata
-from fpgaplace.passes.transfers import (
-    Transfer,
-    colocate_fused_groups,
-    dedupe_transfers,
-    merge_sync_points,
-)
-from fpgaplace.split import random_inputs, relative_error, run_model
+from fpgaplace.model.passes.graph_tools import node_metadata
+from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
 
 RNG = np.random.default_rng(7)
 FLOAT = TensorProto.FLOAT
@@ -390,7 +385,7 @@ def test_light_model_zoo_structures_fold_all_batchnorms(name):
 
 
 def test_name_nodes_follows_the_frontend_rule():
-    from fpgaplace.frontend import load_onnx
+    from fpgaplace.model.frontend import load_onnx
 
     model = onnx.load(models.light_model_path("resnet50"))
     names = onnx.ModelProto()
@@ -426,7 +421,7 @@ def test_colocate_fused_groups_moves_members_to_their_head():
 
 
 def test_sum_of_two_becomes_add_and_of_one_identity():
-    from fpgaplace.passes.simplify import sum_to_add
+    from fpgaplace.model.passes.simplify import sum_to_add
 
     model = build(
         [helper.make_node("Sum", ["a", "b"], ["s"], name="s2"), helper.make_node("Sum", ["s"], ["y"], name="s1"),
@@ -482,8 +477,8 @@ def test_qonnx_functions_run_in_onnxruntime_as_the_qonnx_package_executes_them(c
     from qonnx.core.modelwrapper import ModelWrapper
     from qonnx.core.onnx_exec import execute_onnx
 
-    from fpgaplace import onnxrt
-    from fpgaplace.passes.qonnx import attach_functions
+    from fpgaplace.model.passes.qonnx import attach_functions
+    from fpgaplace.util import onnxrt
 
     model = qonnx_model(*QONNX_CASES[case])
     x = (np.random.default_rng(3).standard_normal((4, 64)) * 6).astype(np.float32)
@@ -499,8 +494,8 @@ def test_qonnx_functions_run_in_onnxruntime_as_the_qonnx_package_executes_them(c
 
 
 def test_a_qonnx_rounding_mode_no_function_implements_is_an_error_naming_the_node():
-    from fpgaplace.errors import FpgaplaceError
-    from fpgaplace.passes.qonnx import attach_functions
+    from fpgaplace.model.passes.qonnx import attach_functions
+    from fpgaplace.util.errors import FpgaplaceError
 
     model = qonnx_model("Quant", 1, [0.25, 0.0, 4.0], {"signed": 1, "narrow": 0, "rounding_mode": "CEIL"})
     with pytest.raises(FpgaplaceError, match=r"q.onnx: QONNX Quant 'q' has rounding_mode 'CEIL'; expected 'ROUND'"):
@@ -508,8 +503,8 @@ def test_a_qonnx_rounding_mode_no_function_implements_is_an_error_naming_the_nod
 
 
 def test_a_qonnx_model_on_opset_11_is_upgraded_and_runs():
-    from fpgaplace import onnxrt
-    from fpgaplace.frontend import from_model
+    from fpgaplace.model.frontend import from_model
+    from fpgaplace.util import onnxrt
 
     graph = from_model(qonnx_model(*QONNX_CASES["quant signed 4 bits"], opset=11))
     assert any("upgraded from opset 11 to 12" in note for note in graph.notes)
@@ -554,7 +549,7 @@ def _ir3_model_with_declared_weights() -> onnx.ModelProto:
 def test_inference_without_weights_gives_onnx_result_byte_for_byte(build, options):
     from onnx import shape_inference
 
-    from fpgaplace.passes import inference
+    from fpgaplace.model.passes import inference
 
     model = build()
     view, stripped = inference.weightless_view(model)
@@ -570,7 +565,7 @@ def test_inference_without_weights_gives_onnx_result_byte_for_byte(build, option
 def test_inference_view_keeps_the_weights_inference_might_read():
     """Shape-like int64 constants, a weight declared with other dims than its own, and (below IR 4)
     nothing undeclared leaves the view; the conv weight and its bias-sized sibling do."""
-    from fpgaplace.passes import inference
+    from fpgaplace.model.passes import inference
 
     model = _ir3_model_with_declared_weights()
     view, stripped = inference.weightless_view(model)
@@ -585,7 +580,7 @@ def test_inference_view_keeps_the_weights_inference_might_read():
 
 
 def test_inference_on_a_model_without_large_weights_is_onnx_inference_itself():
-    from fpgaplace.passes import inference
+    from fpgaplace.model.passes import inference
 
     model = models.multi_io()
     view, stripped = inference.weightless_view(model)
@@ -595,7 +590,7 @@ def test_inference_on_a_model_without_large_weights_is_onnx_inference_itself():
 def test_manager_rewrites_in_place_what_the_copying_passes_compute():
     """Every default pass offers its in-place rewrite; the manager's in-place run gives the same
     model, byte for byte, as running the copying passes, and the caller's model is untouched."""
-    from fpgaplace.passes.manager import DEFAULT_PASSES
+    from fpgaplace.model.passes.manager import DEFAULT_PASSES
 
     assert all(callable(getattr(a_pass, "in_place", None)) for a_pass in DEFAULT_PASSES)
     model = models.cnn_residual(batch=1)
@@ -612,8 +607,8 @@ def test_manager_rewrites_in_place_what_the_copying_passes_compute():
 def test_opset_conversion_without_weights_gives_onnx_result_byte_for_byte(name):
     from onnx import version_converter
 
-    from fpgaplace.frontend import from_model
-    from fpgaplace.passes import inference
+    from fpgaplace.model.frontend import from_model
+    from fpgaplace.model.passes import inference
 
     model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path(name))))).model
     assert model.opset_import[0].version < 13 and inference.weightless_view(model)[1] > 0
@@ -625,8 +620,8 @@ def test_opset_conversion_without_weights_gives_onnx_result_byte_for_byte(name):
 def test_opset_conversion_converts_the_whole_model_when_the_converter_touches_an_initializer(monkeypatch):
     from onnx import version_converter
 
-    from fpgaplace.frontend import from_model
-    from fpgaplace.passes import inference
+    from fpgaplace.model.frontend import from_model
+    from fpgaplace.model.passes import inference
 
     model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path("squeezenet"))))).model
     convert = version_converter.convert_version

@@ -12,10 +12,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace import models
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.passes.graph_tools import copy_model, node_metadata, producers
-from fpgaplace.quantize import (
+from fpgaplace.model import zoo as models
+from fpgaplace.model.passes.graph_tools import copy_model, node_metadata, producers
+from fpgaplace.model.quantize import (
     ABSORBED_KEY,
     MAX_RANDOM_SAMPLES,
     QDQ_OPS,
@@ -29,6 +28,7 @@ from fpgaplace.quantize import (
     quantize_file,
     quantize_model,
 )
+from fpgaplace.util.errors import FpgaplaceError
 
 CALIBRATION_SAMPLES = 32
 # Drift bounds on 32 held-out random samples. Each int8 requantization adds at most half a step,
@@ -583,7 +583,7 @@ def _channels(rng: np.random.Generator) -> list[np.ndarray]:
 def test_vectorised_weight_params_and_values_are_onnxruntimes_bit_for_bit():
     from onnxruntime.quantization import quant_utils
 
-    from fpgaplace.quantize import _fast_data_quant_params, _fast_quantize_initializer
+    from fpgaplace.model.quantize import _fast_data_quant_params, _fast_quantize_initializer
 
     rng = np.random.default_rng(0)
     params = _fast_data_quant_params(quant_utils.compute_data_quant_params)
@@ -613,7 +613,7 @@ def test_vectorised_weight_quantization_gives_onnxruntimes_qdq_model_byte_for_by
 
     from onnxruntime.quantization import qdq_quantizer
 
-    from fpgaplace import quantize as module
+    from fpgaplace.model import quantize as module
 
     originals = (qdq_quantizer.compute_data_quant_params, qdq_quantizer.quantize_onnx_initializer)
     model = build()

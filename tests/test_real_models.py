@@ -15,7 +15,7 @@ import onnx
 import pytest
 import real_models
 
-from fpgaplace.frontend import dot_product_macs, from_model
+from fpgaplace.model.frontend import dot_product_macs, from_model
 
 NAMES = sorted(real_models.REAL_MODELS)
 

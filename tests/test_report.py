@@ -1,4 +1,4 @@
-"""The project report (``fpgaplace.report``, ``fpgaplace report``).
+"""The project report (``fpgaplace.report.page``, ``fpgaplace report``).
 
 Each project is compiled once per module (analytic CPU costs, two calibration samples) and its
 report written once; tests read the page. The page is also opened in headless Chromium: a
@@ -30,9 +30,11 @@ import pytest
 from conftest import FAST_CLUSTER
 from onnx import TensorProto, helper
 
-from fpgaplace import Design, models, report
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace import Design
+from fpgaplace.model import zoo as models
+from fpgaplace.report import page as report
 from fpgaplace.sim.event import build_pipeline, simulate
+from fpgaplace.util.errors import FpgaplaceError
 
 CHROMIUM = shutil.which("chromium") or "chromium"
 COLLAPSED = {"QuantizeLinear", "DequantizeLinear", "Constant"}
@@ -381,7 +383,7 @@ def test_a_failed_write_keeps_the_previous_report(cnn, tmp_path, monkeypatch):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """The installed ``fpgaplace`` command (``python -m fpgaplace.cli`` would run cli.py as ``__main__``, whose
+    """The installed ``fpgaplace`` command (``python -m fpgaplace.cli.app`` would run cli.py as ``__main__``, whose
     ``app`` is not the one the command modules register on)."""
     command = Path(sys.executable).parent / "fpgaplace"
     return subprocess.run([str(command), *args], capture_output=True, text=True, timeout=300)

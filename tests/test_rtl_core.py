@@ -12,10 +12,9 @@ import pytest
 from rtl_cases import conv_case, elementwise_case, pool_case
 from typer.testing import CliRunner
 
-from fpgaplace import Design, models
-from fpgaplace.board import load_board
-from fpgaplace.cli import app
-from fpgaplace.codegen.record import load_design
+from fpgaplace import Design
+from fpgaplace.board.model import load_board
+from fpgaplace.cli.app import app
 from fpgaplace.codegen.rtl_project import (
     RTL_DIR,
     SIM_DIR,
@@ -23,6 +22,8 @@ from fpgaplace.codegen.rtl_project import (
     render_core,
 )
 from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.model import zoo as models
+from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl, yosys
 
 

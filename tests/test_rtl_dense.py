@@ -11,12 +11,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpgaplace.board import load_board
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.board.model import load_board
 from fpgaplace.hw import reference
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.sim.rtl import dense_geometry, model_cycles, render_dense, simulate_dense
+from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10
 

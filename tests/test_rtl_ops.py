@@ -12,7 +12,6 @@ import numpy as np
 import pytest
 from rtl_cases import concat_case, constant_add_case, conv_case, elementwise_case, pool_case
 
-from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.sim.rtl import (
     concat_geometry,
@@ -23,6 +22,7 @@ from fpgaplace.sim.rtl import (
     simulate_stream,
     window_geometry,
 )
+from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10
 

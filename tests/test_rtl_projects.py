@@ -13,7 +13,7 @@ from test_const_add import _model as const_add_model
 from test_const_add import _tensor as const_add_tensor
 
 from fpgaplace.codegen.rtl_project import simulate_project_rtl
-from fpgaplace.design import Design
+from fpgaplace.flow.design import Design
 
 CYCLE_TOLERANCE = 0.10
 

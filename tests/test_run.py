@@ -4,10 +4,10 @@
 import pytest
 from conftest import WORKLOADS
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.run import SolveOptions, exact_method, solve, solve_all
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.run import SolveOptions, exact_method, solve, solve_all
+from fpgaplace.place.workload import load_workload
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def test_latency_ip_never_worse_than_its_heuristics():
@@ -66,7 +66,7 @@ def test_latency_ip_never_worse_than_its_best_start(path):
     problem = load_workload(path)
     options = SolveOptions(objective="latency", time_limit=8)
     result = solve(problem, "ip", options)
-    from fpgaplace.solvers.bounds import critical_path_bound
+    from fpgaplace.place.solvers.bounds import critical_path_bound
 
     proven = min(s.value for s in result.starts) <= critical_path_bound(problem) * (1 + options.gap)
     # local search runs unless a quick start is already within the gap of the critical-path bound
@@ -83,7 +83,7 @@ def test_latency_ip_never_worse_than_its_best_start(path):
 
 def all_cpu_answer(problem, **_):
     """A stand-in IP that ends at a poor placement (everything on the first CPU core)."""
-    from fpgaplace.solvers.baselines import all_cpu
+    from fpgaplace.place.solvers.baselines import all_cpu
 
     answer = all_cpu(problem, "latency")
     answer.method, answer.status, answer.bound = "ip", "time limit", 1.0
@@ -96,7 +96,7 @@ def failing_ip(problem, **_):
 
 @pytest.mark.parametrize("stand_in", [all_cpu_answer, failing_ip], ids=["worse", "failed"])
 def test_entry_point_returns_the_best_start_when_the_ip_ends_worse(monkeypatch, stand_in):
-    from fpgaplace.solvers import ilp
+    from fpgaplace.place.solvers import ilp
 
     problem = load_workload(WORKLOADS / "latency" / "layer-bert24_inference.json")
     monkeypatch.setattr(ilp, "solve_latency_ip", stand_in)
@@ -116,7 +116,8 @@ def test_entry_point_returns_the_best_start_when_the_ip_ends_worse(monkeypatch, 
 def board_problem(request):
     from conftest import FAST_CLUSTER
 
-    from fpgaplace import Design, models
+    from fpgaplace import Design
+    from fpgaplace.model import zoo as models
 
     board = {"cluster-2x-zcu104": FAST_CLUSTER}.get(request.param, request.param)
     return Design(models.cnn_residual(batch=1), board, profile_cpu=False).problem
@@ -138,8 +139,8 @@ def test_per_link_bound_holds_for_every_method(board_problem, objective):
 def test_relabelling_devices_onto_cheaper_links_never_loses(board_problem):
     import numpy as np
 
-    from fpgaplace.solvers.problem import Placement
-    from fpgaplace.solvers.run import assign_devices
+    from fpgaplace.place.solvers.problem import Placement
+    from fpgaplace.place.solvers.run import assign_devices
 
     devices = board_problem.devices()
     cores = [d for d, (kind, _) in enumerate(devices) if not board_problem.kinds[kind].is_cpu]

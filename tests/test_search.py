@@ -9,12 +9,12 @@ import numpy as np
 import pytest
 from test_solvers_scale import wide_problem
 
-from fpgaplace import models
-from fpgaplace.search import Candidate, method_used, search
-from fpgaplace.solvers import baselines
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.run import SolveOptions, solve
-from fpgaplace.workload import load_workload
+from fpgaplace.flow.search import Candidate, method_used, search
+from fpgaplace.model import zoo as models
+from fpgaplace.place.solvers import baselines
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.run import SolveOptions, solve
+from fpgaplace.place.workload import load_workload
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 

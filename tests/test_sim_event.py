@@ -19,11 +19,12 @@ import pytest
 from conftest import FAST_CLUSTER
 from typer.testing import CliRunner
 
-from fpgaplace import Design, models
-from fpgaplace.board import load_board
-from fpgaplace.cli import app
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace import Design
+from fpgaplace.board.model import load_board
+from fpgaplace.cli.app import app
+from fpgaplace.model import zoo as models
 from fpgaplace.sim.event import SimResult, simulate
+from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLES = 200
 CASES = [("cnn", "zcu104"), ("mlp", "zcu104"), ("cnn", "cluster-2x-zcu104"), ("mlp", "cluster-2x-zcu104")]

@@ -11,11 +11,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpgaplace.solvers.bounds import critical_path_bound, static_path_bound
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
-from fpgaplace.solvers.run import SolveOptions, solve
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.bounds import critical_path_bound, static_path_bound
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.solvers.run import SolveOptions, solve
+from fpgaplace.place.workload import load_workload
 
 LATENCY_WORKLOADS = sorted((Path(__file__).resolve().parent / "workloads" / "latency").glob("*.json"))
 
@@ -90,7 +90,7 @@ def test_bound_below_every_solver_on_the_public_latency_workloads(path):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_outputs_exist_a_tail_before_the_end(seed):
-    from fpgaplace.solvers.bounds import finish_lower_bounds, static_tails
+    from fpgaplace.place.solvers.bounds import finish_lower_bounds, static_tails
 
     problem = random_problem(seed, n=8)
     problem.latency[:3, 0] = np.inf  # some CPU-only nodes, whose successors must wait for them
@@ -115,8 +115,8 @@ def test_outputs_exist_a_tail_before_the_end(seed):
 @pytest.mark.parametrize("path", sorted((LATENCY_WORKLOADS[0].parents[1] / "throughput").glob("*.json")),
                          ids=lambda p: p.stem)
 def test_memory_load_bound_below_the_dp_optimum(path):
-    from fpgaplace.solvers.bounds import memory_load_bound
-    from fpgaplace.solvers.dp import solve_throughput_dp
+    from fpgaplace.place.solvers.bounds import memory_load_bound
+    from fpgaplace.place.solvers.dp import solve_throughput_dp
 
     problem = load_workload(path)
     optimum = solve_throughput_dp(problem)
@@ -125,7 +125,7 @@ def test_memory_load_bound_below_the_dp_optimum(path):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_memory_load_bound_below_the_brute_force_max_load(seed):
-    from fpgaplace.solvers.bounds import memory_load_bound
+    from fpgaplace.place.solvers.bounds import memory_load_bound
 
     problem = random_problem(seed)
     best = math.inf

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from fpgaplace.solvers.progress import PERIOD, Heartbeat
-from fpgaplace.solvers.run import SolveOptions, solve
-from fpgaplace.workload import load_workload
+from fpgaplace.place.solvers.progress import PERIOD, Heartbeat
+from fpgaplace.place.solvers.run import SolveOptions, solve
+from fpgaplace.place.workload import load_workload
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 

@@ -11,12 +11,12 @@ import onnx
 import pytest
 
 from fpgaplace import Design
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.models import _Builder, _conv_bn, _dense, _float_input, _gelu, _layer_norm
-from fpgaplace.solvers import dp
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import DeviceKind, PlacementProblem
-from fpgaplace.solvers.run import SolveOptions, solve
+from fpgaplace.model.zoo import _Builder, _conv_bn, _dense, _float_input, _gelu, _layer_norm
+from fpgaplace.place.solvers import dp
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
+from fpgaplace.place.solvers.run import SolveOptions, solve
+from fpgaplace.util.errors import FpgaplaceError
 
 # ----------------------------------------------------------------------------- model builders
 

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from fpgaplace import cli
-from fpgaplace.solvers import dp
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.workload import load_workload
+from fpgaplace.cli import app as cli
+from fpgaplace.place.solvers import dp
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.workload import load_workload
 
 WORKLOADS = Path(__file__).resolve().parent / "workloads"
 
@@ -25,8 +25,8 @@ WORKLOADS = Path(__file__).resolve().parent / "workloads"
 def test_a_small_solve_does_not_import_numba():
     script = (
         "import sys\n"
-        "from fpgaplace.workload import load_workload\n"
-        "from fpgaplace.solvers.run import SolveOptions, solve\n"
+        "from fpgaplace.place.workload import load_workload\n"
+        "from fpgaplace.place.solvers.run import SolveOptions, solve\n"
         f"problem = load_workload({str(WORKLOADS / 'throughput' / 'layer-bert24_inference.json')!r})\n"
         "result = solve(problem, 'auto', SolveOptions())\n"
         "print(result.value, 'numba' in sys.modules)\n"
@@ -80,7 +80,7 @@ def random_problems():
     import numpy as np
     from test_dp import make_problem
 
-    from fpgaplace.solvers.problem import DeviceKind
+    from fpgaplace.place.solvers.problem import DeviceKind
 
     kinds = [DeviceKind("fpga", 2, 6.0, False), DeviceKind("cpu", 1, math.inf, True)]
     for seed in range(3):

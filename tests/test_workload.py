@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 from conftest import WORKLOADS
 
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.solvers.evaluate import evaluate
-from fpgaplace.solvers.problem import DeviceKind, Placement, PlacementProblem
-from fpgaplace.workload import load_split, load_workload, placement_to_json, save_workload
+from fpgaplace.place.solvers.evaluate import evaluate
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.workload import load_split, load_workload, placement_to_json, save_workload
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def tiny() -> dict:

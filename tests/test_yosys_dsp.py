@@ -10,10 +10,11 @@ from pathlib import Path
 import pytest
 from rtl_cases import dense_case
 
-from fpgaplace import Design, models
-from fpgaplace.board import load_board
-from fpgaplace.codegen.record import load_design
+from fpgaplace import Design
+from fpgaplace.board.model import load_board
 from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.model import zoo as models
+from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl, yosys
 
 PROJECTS = {  # name: (model, board); small enough for yosys under a minute or two each

@@ -7,7 +7,7 @@ heavy, so it loads on first use: reading a project (sim, report, flash) stays qu
 
 from __future__ import annotations
 
-from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, load_design, transfer_channel
+from fpgaplace.project.record import DESIGN_FILE, DESIGN_FORMAT, load_design, transfer_channel
 
 _COMPILE_STEP = ("compile_design", "CompileResult", "check_project_dir")
 

@@ -30,8 +30,9 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpgaplace.board import Board, load_board
-from fpgaplace.codegen.names import (
+from fpgaplace.board.model import Board, load_board
+from fpgaplace.codegen.render import environment
+from fpgaplace.project.layout import (
     BITSTREAM_DIR,
     bitstream_files,
     cell_name,
@@ -39,8 +40,7 @@ from fpgaplace.codegen.names import (
     dma_instance,
     fifo_instance,
 )
-from fpgaplace.codegen.render import environment
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.util.errors import FpgaplaceError
 
 FIFO_MIN_DEPTH = 16  # the depths Vivado's axis_data_fifo allows: powers of two in 16..32768
 FIFO_MAX_DEPTH = 32768

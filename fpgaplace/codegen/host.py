@@ -4,10 +4,10 @@
 * ``driver.py``: the generic driver (``hls_templates/host/driver.py``, copied unchanged): a
   ``Driver`` class with ``run``/``run_many`` and ``python3 host/driver.py --self-test``;
 * ``hardware.json``: the block design's cell names the driver looks up in the overlay (each
-  core's HLS IP and the DMA of each of its streams, ``fpgaplace.codegen.names``), the bitstream
+  core's HLS IP and the DMA of each of its streams, ``fpgaplace.project.layout``), the bitstream
   (as the build scripts name it), whether it is an Alveo card, the nodes with cores, the
   quantization step of every dequantized int8 graph output, and per core its weight file;
-* ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.split.random_inputs`` with
+* ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.flow.split.random_inputs`` with
   seeds 0, 1, ..., as ``fpgaplace csim`` draws them) as ``input.<name>`` and the outputs
   onnxruntime computes for them from the whole QDQ model as ``expected.<name>``, one row per call;
 * ``weights_<core>.bin``: the int8 weights of a core that streams them from DRAM over m_axi (a copy
@@ -25,9 +25,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.codegen.names import HOST_DIR, bitstream_files, cell_name, core_ip_instance, dma_instance
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.project.layout import HOST_DIR, bitstream_files, cell_name, core_ip_instance, dma_instance
+from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLE_COUNT = 4
 DRIVER = "driver.py"
@@ -74,9 +74,9 @@ def _hardware(document: dict, folder: Path) -> dict:
 
 def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
-    from fpgaplace import onnxrt
+    from fpgaplace.flow.split import random_inputs
     from fpgaplace.sim.csim import output_scales
-    from fpgaplace.split import random_inputs
+    from fpgaplace.util import onnxrt
 
     model = onnx.load(str(folder / document["model"]["file"]))
     session = onnxrt.session(model, f"model '{model.graph.name}'")  # one session for every sample

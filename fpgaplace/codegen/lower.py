@@ -20,13 +20,13 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fpgaplace.board import FpgaCore, Link
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import Folding, Geometry, Resources, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
-from fpgaplace.ir import Op, OpGraph
+from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.util.errors import FpgaplaceError
 
 IDENTITY = quantize_multiplier(1.0)
 

@@ -21,19 +21,19 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fpgaplace import __version__, hw
-from fpgaplace.board import FpgaCore
+from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
-from fpgaplace.codegen.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
-from fpgaplace.codegen.refine import planned_compute_us, refine, say
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
-from fpgaplace.errors import FpgaplaceError
-from fpgaplace.quantize import check_qdq
+from fpgaplace.flow.refine import planned_compute_us, refine, say
+from fpgaplace.model.quantize import check_qdq
+from fpgaplace.project.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
+from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
-    from fpgaplace.design import Design
+    from fpgaplace.flow.design import Design
 
 
 

@@ -27,11 +27,11 @@ from typing import Any
 
 import numpy as np
 
-from fpgaplace.codegen.names import RESULTS_DIR, cell_name
-from fpgaplace.codegen.record import load_design
-from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.project.layout import RESULTS_DIR, cell_name
+from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl
+from fpgaplace.util.errors import FpgaplaceError
 
 RUNNER_SCRIPT = ("rtl", "run_rtl.py")  # under the shipped templates; copied into sim/
 RTL_DIR, SIM_DIR = "rtl", "sim"
@@ -223,7 +223,7 @@ class RtlResult:
 
 def macs_per_dsp(document: dict[str, Any]) -> int:
     """The board's MACs per DSP (2 for DSP48E2 boards), from the board design.json names."""
-    from fpgaplace.board import load_board
+    from fpgaplace.board.model import load_board
 
     board = load_board(document["board"]["name"])
     return board.cores[0].macs_per_dsp if board.cores else 1

@@ -1,7 +1,7 @@
 """Run a split model as a pipeline of Ray actors, one actor per device of the split.
 
 ``run_cluster`` reads a split folder (``manifest.json`` and one ONNX file per submodel, see
-``fpgaplace.split``), starts one actor per device holding onnxruntime sessions of that device's
+``fpgaplace.flow.split``), starts one actor per device holding onnxruntime sessions of that device's
 submodels (one intra-op thread each), and streams many samples through them. For every sample
 the driver submits one actor call per submodel, in manifest order, passing the ObjectRefs of the
 call's input tensors; Ray resolves them actor to actor through its object store, so tensors never
@@ -42,8 +42,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from fpgaplace.errors import FpgaplaceError, first_line
-from fpgaplace.split import MANIFEST_NAME, Manifest, SubmodelInfo, random_inputs
+from fpgaplace.flow.split import MANIFEST_NAME, Manifest, SubmodelInfo, random_inputs
+from fpgaplace.util.errors import FpgaplaceError, first_line
 
 Sample = dict[str, np.ndarray]
 Progress = Callable[[int, int], None]  # (samples finished, samples in total)
@@ -123,7 +123,7 @@ def open_session(model: bytes | str | Path, what: str, threads: int = 1) -> ort.
 
 def _manifest_random_sample(manifest: Manifest, seed: int) -> Sample:
     """Random graph inputs from the manifest's dtypes and shapes (unknown dims become 1), with
-    the value rules of ``fpgaplace.split.random_inputs``."""
+    the value rules of ``fpgaplace.flow.split.random_inputs``."""
     rng = np.random.default_rng(seed)
     sample = {}
     for entry in manifest.graph_inputs:
@@ -169,7 +169,7 @@ def run_whole(model: onnx.ModelProto | Path, inputs: Iterable[Sample] | int, thr
               seed: int = 0) -> WholeRunResult:
     """Run the whole model in one onnxruntime session with ``threads`` intra-op threads, one
     sample after another. ``inputs`` is a list of samples or a count of random samples
-    (``fpgaplace.split.random_inputs`` with seeds ``seed``, ``seed + 1``, ...)."""
+    (``fpgaplace.flow.split.random_inputs`` with seeds ``seed``, ``seed + 1``, ...)."""
     proto = model if isinstance(model, onnx.ModelProto) else _load_model(Path(model))
     what = f"model '{proto.graph.name or 'model'}'"
     session = open_session(proto.SerializeToString(), what, threads)

@@ -39,9 +39,9 @@ from typing import Any
 import paramiko
 
 from fpgaplace.codegen.build_scripts import is_alveo
-from fpgaplace.codegen.names import HOST_DIR, bitstream_files
-from fpgaplace.codegen.record import load_design
-from fpgaplace.errors import FpgaplaceError, first_line
+from fpgaplace.project.layout import HOST_DIR, bitstream_files
+from fpgaplace.project.record import load_design
+from fpgaplace.util.errors import FpgaplaceError, first_line
 
 MANIFEST_NAME = ".fpgaplace-flash.json"
 MANIFEST_FORMAT = "fpgaplace-flash/1"

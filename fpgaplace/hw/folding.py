@@ -43,9 +43,9 @@ from functools import lru_cache
 
 import numpy as np
 
-from fpgaplace.board import FpgaCore, Link
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw.kernels import Folding, Geometry, Kernel, Resources, core_budget
+from fpgaplace.util.errors import FpgaplaceError
 
 
 class DoesNotFit(FpgaplaceError):

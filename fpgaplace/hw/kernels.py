@@ -60,13 +60,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace import ops as op_registry
-from fpgaplace.board import BRAM36_BYTES
+from fpgaplace.board.model import BRAM36_BYTES
 from fpgaplace.hw import qdq, reference
+from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
-    from fpgaplace.board import FpgaCore
-    from fpgaplace.ir import Op, OpGraph
+    from fpgaplace.board.model import FpgaCore
+    from fpgaplace.model.ir import Op, OpGraph
 
 # LUT/FF coefficients (estimates): per MAC lane of a dot-product stage, per lane of a lane
 # stage, and a fixed control cost per stage.
@@ -165,7 +165,7 @@ class Geometry:
 def check_bits(bits: int, what: str = "precision") -> int:
     """``bits`` if the op library counts that element width, else a one-line error."""
     if bits not in PRECISION_BITS:
-        from fpgaplace.errors import FpgaplaceError
+        from fpgaplace.util.errors import FpgaplaceError
 
         raise FpgaplaceError(f"{what}: expected one of {', '.join(map(str, PRECISION_BITS))} bits, got {bits!r}")
     return bits
@@ -758,7 +758,7 @@ class Free(Kernel):
 
 
 def _fused_member(op: Op, graph: OpGraph) -> bool:
-    from fpgaplace.passes.fuse import fused_head
+    from fpgaplace.model.passes.fuse import fused_head
 
     head = fused_head(op.node) if op.node is not None else None
     return head is not None and head in graph.ops and head != op.name

@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.util.errors import FpgaplaceError
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 ACTIVATIONS = frozenset({"Relu", "Clip"})

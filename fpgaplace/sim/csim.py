@@ -28,12 +28,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.codegen.names import RESULTS_DIR
-from fpgaplace.codegen.record import load_design
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.flow.split import Manifest, random_inputs, run_model
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float
-from fpgaplace.split import Manifest, random_inputs, run_model
+from fpgaplace.project.layout import RESULTS_DIR
+from fpgaplace.project.record import load_design
+from fpgaplace.util.errors import FpgaplaceError
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen

@@ -1,6 +1,6 @@
 """Event simulation of a compiled project: samples streamed through its cores, CPUs and links.
 
-Everything is read from ``design.json`` (through ``fpgaplace.codegen.record.load_design``) and the
+Everything is read from ``design.json`` (through ``fpgaplace.project.record.load_design``) and the
 split manifest it names; cycles come from the op library as the compile step wrote them there,
 and ``fpgaplace.hw.cycles_to_us`` is the one conversion to time. Nothing is recomputed.
 
@@ -52,9 +52,9 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace import hw
-from fpgaplace.board import Board, load_board
-from fpgaplace.codegen.record import load_design, transfer_channel
-from fpgaplace.errors import FpgaplaceError, first_line
+from fpgaplace.board.model import Board, load_board
+from fpgaplace.project.record import load_design, transfer_channel
+from fpgaplace.util.errors import FpgaplaceError, first_line
 
 MAX_SAMPLES = 10**6
 BUFFER_SAMPLES = 1  # samples an edge holds beyond those its producer is working on
@@ -205,7 +205,7 @@ def _board(document: dict, path: Path) -> Board:
 
 
 def _manifest(project: Path, document: dict):
-    from fpgaplace.split import Manifest
+    from fpgaplace.flow.split import Manifest
 
     folder = project / Path(document.get("split", "split/manifest.json")).parent
     try:

@@ -37,7 +37,6 @@ from typing import Any
 import jinja2
 import numpy as np
 
-from fpgaplace.errors import FpgaplaceError
 from fpgaplace.hw import reference
 from fpgaplace.hw.kernels import (
     KERNELS,
@@ -48,7 +47,8 @@ from fpgaplace.hw.kernels import (
     dot_bits,
     requantize_units,
 )
-from fpgaplace.ir import Op, TensorInfo
+from fpgaplace.model.ir import Op, TensorInfo
+from fpgaplace.util.errors import FpgaplaceError
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
 DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")

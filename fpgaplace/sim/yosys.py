@@ -28,10 +28,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from fpgaplace.codegen.names import RESULTS_DIR, cell_name
-from fpgaplace.codegen.record import load_design
-from fpgaplace.errors import FpgaplaceError
+from fpgaplace.project.layout import RESULTS_DIR, cell_name
+from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl
+from fpgaplace.util.errors import FpgaplaceError
 
 RESOURCES_FILE = "resources.json"
 LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8, "RAM32M": 4,

@@ -1,7 +1,7 @@
 """A minimal Vivado hardware hand-off (HWH) of a project's block design, for the stand-in board.
 
 The block design is the one the project's build scripts create: ``build_scripts.plan_nodes``
-plans it from ``design.json`` (the cell names of ``fpgaplace.codegen.names``), and this writes
+plans it from ``design.json`` (the cell names of ``fpgaplace.project.layout``), and this writes
 its HWH: the processing system (``zynq_ultra_ps_e`` on a Zynq UltraScale+ part,
 ``processing_system7`` on a Zynq-7000), each core's HLS IP with its AXI-Lite control register
 map (``CTRL`` at 0x0, the weight pointer ``wmem_1``/``wmem_2`` at 0x10/0x14 when its weights are
@@ -25,7 +25,7 @@ from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from fpgaplace.codegen.build_scripts import plan_nodes
-from fpgaplace.codegen.names import BITSTREAM_DIR, BITSTREAM_STEM
+from fpgaplace.project.layout import BITSTREAM_DIR, BITSTREAM_STEM
 
 AXIMM = "xilinx.com:interface:aximm:1.0"
 AXIS = "xilinx.com:interface:axis:1.0"

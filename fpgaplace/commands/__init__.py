@@ -1,5 +1,0 @@
-"""Commands kept in modules of their own (one per stage: ``flash``, ``report``, ...).
-
-Each module imports ``fpgaplace.cli.app`` and its helpers and adds its commands with
-``@app.command()``; ``fpgaplace.cli`` imports every module of this package once, at the end.
-"""

@@ -1,0 +1,159 @@
+"""The placement refined by the folding: what the cores really cost, fed back to the placer.
+
+The placement charges an op on a core its share of the core's DSPs, or its streamed weights
+when those take longer (``fpgaplace.place.cost``). A folding reaches that share only where DSPs
+alone bind. Where BRAM banks bind as well (a wide stage splits its memories into more banks),
+or where the stages' foldings are too coarse to balance, the folded interval of a core exceeds
+the sum of its ops' planned latencies. Where the DRAM port and the compute overlap, it falls
+below that sum.
+
+``refine`` measures each core's ratio r = folded interval / planned compute. It multiplies
+the planned latency of each op on that core's kind by r, so the placement now charges that
+core its folded interval. Then it places again with the same method and folds again. It does
+this at most ``REFINE_ROUNDS`` times, only while some core disagrees by more than
+``AGREEMENT``, and stops after a round slower than the best before it (the costs then swing:
+ops moved off a core carry its ratio along). Of the placements seen it keeps the one whose
+real interval is least: the largest of the cores' folded intervals and the other devices'
+loads (on a tie, the later one, whose plan was solved on costs closer to its folding). This
+is the estimate, partition, synthesise, re-estimate loop of hardware/software co-design, with
+the folding as the synthesis estimate.
+
+Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and, unless
+it is the placement before, one lowering and folding (the stages' candidate foldings are cached).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fpgaplace import hw
+from fpgaplace.codegen.lower import CoreDesign, graph_batch, lower_core
+from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.flow.design import Design
+
+REFINE_ROUNDS = 3  # placements solved again with the folding's costs, at most
+AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan needs no refinement
+REFINE_TIME_LIMIT_S = 10.0  # time limit of each placement solved again (at most the first one's)
+
+
+@dataclass
+class Lowered:
+    """The lowered and folded cores of one placement, and the ops left to the host (placed on a
+    core that would compute nothing)."""
+
+    cores: list[CoreDesign]
+    host_ops: list[str]
+
+
+@dataclass
+class Refined:
+    design: Design  # placed; its problem carries the refined latencies
+    lowered: Lowered
+    rounds: list[dict]  # per placement tried: its real interval, planned value and cores' ratios
+    chosen: int  # index in rounds of the placement kept
+
+
+def say(progress, message: str) -> None:
+    """Pass ``message`` to ``progress`` if there is one."""
+    if progress is not None:
+        progress(message)
+
+
+def lower_cores(design: Design, progress=None) -> Lowered:
+    """Lower and fold the ops the placement puts on each FPGA core (``lower.lower_core``)."""
+    graph, board = design.graph, design.board
+    names = {op: device.name for op, device in design.op_devices().items()}
+    resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
+    batch = graph_batch(graph)  # samples per model run: one core run each
+    lowered = Lowered([], [])
+    order = graph.topological_order()
+    for core in board.cores:
+        ops = [op for op in order if names.get(op) == core.name]
+        if ops:
+            say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
+            result = lower_core(core.name, core, ops, graph, names, resident, board.dram, batch)
+            if result is None:
+                lowered.host_ops += ops
+            else:
+                lowered.cores.append(result)
+    return lowered
+
+
+def planned_compute_us(design: Design, core: CoreDesign) -> float:
+    """The sum of the placement's latencies of the core's ops on its kind."""
+    problem = design.problem
+    kind = problem.devices()[design.device_names().index(core.name)][0]
+    index = {name: v for v, name in enumerate(problem.names)}
+    return float(sum(problem.latency[index[op], kind] for op in core.ops))
+
+
+def core_ratios(design: Design, lowered: Lowered) -> dict[str, float]:
+    """Each core's folded interval over its planned compute."""
+    ratios = {}
+    for core in lowered.cores:
+        planned = planned_compute_us(design, core)
+        ratios[core.name] = hw.cycles_to_us(core.folding.interval, core.core) / planned if planned > 0 else 1.0
+    return ratios
+
+
+def real_interval_us(design: Design, lowered: Lowered) -> float:
+    """The placement's interval with the cores at their folded intervals: the largest of those and
+    of the other devices' loads in the placement."""
+    folded = {core.name: hw.cycles_to_us(core.folding.interval, core.core) for core in lowered.cores}
+    loads = design.placement.evaluation.loads
+    others = [float(load) for name, load in zip(design.device_names(), loads, strict=True) if name not in folded]
+    return max([*folded.values(), *others], default=0.0)
+
+
+def refined_latency_factors(design: Design, lowered: Lowered, ratios: dict[str, float]) -> dict[tuple[int, int], float]:
+    """(node, kind) -> the factor its latency takes: the ratio of the core it sits on."""
+    problem = design.problem
+    index = {name: v for v, name in enumerate(problem.names)}
+    devices, names = problem.devices(), design.device_names()
+    factors = {}
+    for core in lowered.cores:
+        kind = devices[names.index(core.name)][0]
+        for op in core.ops:
+            factors[index[op], kind] = ratios[core.name]
+    return factors
+
+
+def refine(design: Design, progress=None) -> Refined:
+    """The design's placement and its lowered cores, refined by the folding (module docstring).
+    A placement made by ``set_placement`` (no method to run again) is kept as it is; a round
+    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement."""
+    lowered = lower_cores(design, progress)
+    rounds = [_round(design, lowered)]
+    best = Refined(design, lowered, rounds, 0)
+    arguments = design._place_args
+    for _ in range(REFINE_ROUNDS if arguments is not None else 0):
+        ratios = rounds[-1]["cores"]
+        if all(abs(r - 1) <= AGREEMENT for r in ratios.values()):
+            break
+        worst = max(ratios, key=lambda name: abs(ratios[name] - 1))
+        say(progress, f"refining the placement: {worst} folds {ratios[worst] - 1:+.0%} against its plan")
+        before = design.placement.placement.device
+        design = design.refined(refined_latency_factors(design, lowered, ratios))
+        try:
+            design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            same = np.array_equal(design.placement.placement.device, before)
+            lowered = lowered if same else lower_cores(design, progress)  # the same cores fold the same
+        except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found
+            say(progress, f"refining stopped: {error}")
+            break
+        rounds.append(_round(design, lowered))
+        if rounds[-1]["interval_us"] > rounds[best.chosen]["interval_us"] * (1 + 1e-9):
+            break  # worse than the best: the costs swing (ops moved off a core took its ratio along)
+        best = Refined(design, lowered, rounds, len(rounds) - 1)  # on a tie the later plan, solved on
+    return best  # the costs its folding has
+
+
+def _round(design: Design, lowered: Lowered) -> dict:
+    return {"interval_us": real_interval_us(design, lowered), "planned_value_us": design.placement.value,
+            "cores": core_ratios(design, lowered)}

@@ -1,0 +1,539 @@
+"""Split an ONNX model by placement into one ONNX model per device piece, plus a manifest.
+
+``split_model`` cuts the graph where the device changes. A device that holds several pieces
+gets one submodel per piece; pieces come from the *stage* rule: in topological order,
+``stage(v) = max over producers p of stage(p) (same device) or stage(p) + 1 (other device)``,
+and a piece is the set of nodes with one (device, stage). Every edge between pieces goes from a
+lower to a higher stage, so the pieces form a DAG and run in (stage, first node) order.
+O(n + e). Then the placement-level passes of ``fpgaplace.model.passes.transfers`` keep fused
+groups on one device, merge pieces that run back to back on one device (synchronization
+points with nothing to wait for) and send each tensor once to each device that reads it.
+
+Boundary tensors keep their names from the source model. ``manifest.json`` lists the
+submodels in execution order with their device, inputs (and where each comes from) and
+outputs, the transfers with their byte sizes, the graph inputs/outputs, and the transfer and
+synchronization-point counts before and after the placement passes.
+
+``run_split`` executes the submodels in manifest order with onnxruntime; ``check_split``
+compares every boundary tensor and output against the unsplit model on random inputs, like
+``numpy.allclose`` with a tolerance scaled to each tensor's range (``Tolerance``).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import helper
+
+from fpgaplace.model.passes.graph_tools import (
+    TensorType,
+    copy_model,
+    name_nodes,
+    output_names,
+    subgraph_inputs,
+    tensor_types,
+    topological_indices,
+)
+from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
+from fpgaplace.util import onnxrt
+from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.onnxrt import random_values
+
+MANIFEST_NAME = "manifest.json"
+MANIFEST_FORMAT = "fpgaplace-split/1"
+GRAPH_INPUT = ""  # the "source submodel" of a tensor that is a graph input
+
+
+@dataclass
+class SubmodelInfo:
+    """One piece of the split: which nodes, on which device, reading and writing what."""
+
+    name: str
+    file: str
+    device: str
+    nodes: list[str]
+    inputs: list[str]
+    outputs: list[str]
+    sources: dict[str, str]  # input tensor -> producing submodel ("" = graph input)
+
+
+@dataclass
+class Manifest:
+    """The split's pipeline: submodels in execution order and the tensors between them."""
+
+    source: str
+    devices: list[str]
+    graph_inputs: list[dict]
+    graph_outputs: list[dict]
+    submodels: list[SubmodelInfo]
+    transfers: list[Transfer]
+    stats: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return {
+            "format": MANIFEST_FORMAT, "source": self.source, "devices": self.devices,
+            "graph_inputs": self.graph_inputs, "graph_outputs": self.graph_outputs,
+            "submodels": [vars(s) for s in self.submodels],
+            "transfers": [t.to_dict() for t in self.transfers], "stats": self.stats,
+        }
+
+    @staticmethod
+    def from_dict(data: dict, where: str = MANIFEST_NAME) -> Manifest:
+        if data.get("format") != MANIFEST_FORMAT:
+            raise FpgaplaceError(f"{where}: field 'format' is {data.get('format')!r}, "
+                                 f"expected {MANIFEST_FORMAT!r}")
+        return Manifest(data["source"], data["devices"], data["graph_inputs"],
+                        data["graph_outputs"], [SubmodelInfo(**s) for s in data["submodels"]],
+                        [Transfer.from_dict(t) for t in data["transfers"]], data["stats"])
+
+    @staticmethod
+    def load(manifest_dir: Path) -> Manifest:
+        path = Path(manifest_dir) / MANIFEST_NAME
+        if not path.is_file():
+            raise FpgaplaceError(f"{path}: no split manifest here (run the split first)")
+        try:
+            data = json.loads(path.read_text())
+        except json.JSONDecodeError as exc:
+            raise FpgaplaceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") \
+                from exc
+        return Manifest.from_dict(data, str(path))
+
+
+@dataclass
+class _Plan:
+    """Pieces of a placement before any model is built."""
+
+    piece_nodes: list[list[int]]  # node positions (topological) per piece, execution order
+    piece_devices: list[str]
+    transfers: list[Transfer]  # raw: one per (tensor, reading piece) across pieces
+
+
+def _pieces(model: onnx.ModelProto, order: list[int],
+            assignment: dict[str, str]) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
+    """Pieces by the stage rule (module docstring), in execution order, and their DAG."""
+    graph = model.graph
+    producer_of = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    stage: dict[int, int] = {}
+    for i in order:
+        node = graph.node[i]
+        device = assignment[node.name]
+        preds = {producer_of[t] for t in set(node.input) | subgraph_inputs(node)
+                 if t in producer_of}
+        stage[i] = max((stage[p] + (assignment[graph.node[p].name] != device) for p in preds),
+                       default=0)
+    keys: dict[tuple[int, str], int] = {}
+    rank = {i: r for r, i in enumerate(order)}
+    for i in sorted(order, key=lambda i: (stage[i], rank[i])):
+        keys.setdefault((stage[i], assignment[graph.node[i].name]), len(keys))
+    piece_of = {i: keys[(stage[i], assignment[graph.node[i].name])] for i in order}
+    nodes: list[list[int]] = [[] for _ in keys]
+    for i in order:
+        nodes[piece_of[i]].append(i)
+    devices = [device for (_, device) in sorted(keys, key=keys.get)]
+    edges = {(piece_of[producer_of[t]], piece_of[i]) for i in order
+             for t in set(graph.node[i].input) | subgraph_inputs(graph.node[i])
+             if t in producer_of and piece_of[producer_of[t]] != piece_of[i]}
+    return nodes, devices, edges
+
+
+def _piece_io(model: onnx.ModelProto, nodes: list[int],
+              initializers: set[str]) -> tuple[list[str], list[str]]:
+    """Tensors a piece reads from outside (not initializers) and tensors it must export."""
+    graph = model.graph
+    inside = {out for i in nodes for out in graph.node[i].output if out}
+    inputs: list[str] = []
+    for i in nodes:
+        for name in list(graph.node[i].input) + sorted(subgraph_inputs(graph.node[i])):
+            if name and name not in inside and name not in initializers and name not in inputs:
+                inputs.append(name)
+    read_elsewhere = {name for j, node in enumerate(graph.node) if j not in set(nodes)
+                      for name in list(node.input) + sorted(subgraph_inputs(node))}
+    outputs = output_names(graph)
+    exported = [out for i in nodes for out in graph.node[i].output
+                if out and (out in read_elsewhere or out in outputs)]
+    if not exported:  # a piece nobody reads (dead code): still export its last outputs
+        exported = [out for out in graph.node[nodes[-1]].output if out]
+    return inputs, exported
+
+
+def _plan(model: onnx.ModelProto, order: list[int], assignment: dict[str, str],
+          types: dict[str, TensorType], merge: bool) -> tuple[_Plan, int]:
+    nodes, devices, edges = _pieces(model, order, assignment)
+    merges = 0
+    if merge:
+        group, merges = merge_sync_points(devices, edges)
+        merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
+        merged_devices = [""] * len(merged)
+        for piece, new in enumerate(group):
+            merged[new].extend(nodes[piece])
+            merged_devices[new] = devices[piece]
+        rank = {i: r for r, i in enumerate(order)}
+        nodes = [sorted(piece, key=rank.get) for piece in merged]
+        devices = merged_devices
+    initializers = {t.name for t in model.graph.initializer}
+    names = _submodel_names(devices)
+    producer_piece = {out: p for p, piece in enumerate(nodes) for i in piece
+                      for out in model.graph.node[i].output if out}
+    transfers = []
+    for p, piece in enumerate(nodes):
+        inputs, _ = _piece_io(model, piece, initializers)
+        for tensor in inputs:
+            if tensor in producer_piece:
+                source = producer_piece[tensor]
+                known = types.get(tensor)
+                transfers.append(Transfer(tensor, names[source], names[p], devices[source],
+                                          devices[p], known.nbytes() if known else None))
+    return _Plan(nodes, devices, transfers), merges
+
+
+def _submodel_names(devices: list[str]) -> list[str]:
+    safe = ["".join(c if c.isalnum() or c in "-_." else "_" for c in d) for d in devices]
+    return [f"sub{index:02d}_{device}" for index, device in enumerate(safe)]
+
+
+def _check_assignment(model: onnx.ModelProto, assignment: dict[str, str],
+                      devices: list[str] | None) -> None:
+    names = [node.name for node in model.graph.node]
+    for node in model.graph.node:
+        if node.name not in assignment:
+            raise FpgaplaceError(f"assignment: node '{node.name}' ({node.op_type}) has no "
+                                 "device; every node needs one")
+    unknown = sorted(set(assignment) - set(names))
+    if unknown:
+        raise FpgaplaceError(f"assignment: node '{unknown[0]}' is not in the model "
+                             f"'{model.graph.name}'")
+    if devices is not None:
+        used = set(assignment.values())
+        for device in devices:
+            if device not in used:
+                raise FpgaplaceError(f"assignment: device '{device}' was requested but no "
+                                     "node is placed on it")
+        stray = sorted(used - set(devices))
+        if stray:
+            raise FpgaplaceError(f"assignment: device '{stray[0]}' is not one of the "
+                                 f"requested devices {devices}")
+
+
+def _value_info(name: str, types: dict[str, TensorType], where: str) -> onnx.ValueInfoProto:
+    known = types.get(name)
+    if known is None:
+        raise FpgaplaceError(f"{where}: the type of boundary tensor '{name}' is unknown "
+                             "(onnx shape inference could not find it)")
+    shape = None if known.shape is None else list(known.shape)
+    return helper.make_tensor_value_info(name, known.elem_type, shape)
+
+
+def _build_submodel(model: onnx.ModelProto, nodes: list[int], inputs: list[str],
+                    outputs: list[str], types: dict[str, TensorType],
+                    name: str) -> onnx.ModelProto:
+    graph = model.graph
+    read = {t for i in nodes for t in list(graph.node[i].input) + sorted(
+        subgraph_inputs(graph.node[i]))}
+    sub_graph = helper.make_graph(
+        [graph.node[i] for i in nodes], name,
+        [_value_info(t, types, name) for t in inputs],
+        [_value_info(t, types, name) for t in outputs],
+        initializer=[t for t in graph.initializer if t.name in read],
+    )
+    sub = helper.make_model(sub_graph, opset_imports=list(model.opset_import),
+                            producer_name="fpgaplace.flow.split")
+    sub.ir_version = max(model.ir_version, 4)  # initializers need not be listed as inputs
+    sub.functions.extend(model.functions)
+    return sub
+
+
+def _io_entries(names: list[str], types: dict[str, TensorType]) -> list[dict]:
+    entries = []
+    for name in names:
+        known = types.get(name)
+        entries.append({
+            "name": name,
+            "dtype": str(helper.tensor_dtype_to_np_dtype(known.elem_type)) if known else None,
+            "shape": list(known.shape) if known and known.shape is not None else None,
+        })
+    return entries
+
+
+def _transfer_totals(transfers: list[Transfer]) -> dict:
+    sizes = [t.nbytes for t in transfers]
+    return {"count": len(transfers),
+            "bytes": sum(s for s in sizes if s is not None),
+            "unknown_size": sum(s is None for s in sizes)}
+
+
+def check_out_dir(out_dir: Path) -> None:
+    """Refuse an output path that is a file, or a folder holding something other than a split."""
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"out_dir {out_dir}: is a file; expected a folder for the split")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
+        raise FpgaplaceError(f"out_dir {out_dir}: exists and is not a split folder; "
+                             "expected an empty folder or a previous split")
+
+
+def move_into_place(tmp: Path, out_dir: Path) -> None:
+    check_out_dir(out_dir)
+    if out_dir.exists():
+        shutil.rmtree(out_dir)
+    tmp.rename(out_dir)
+
+
+def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Path, *,
+                devices: list[str] | None = None, merge_sync: bool = True,
+                colocate_fused: bool = True) -> Manifest:
+    """Write one ONNX model per device piece and ``manifest.json`` into ``out_dir``.
+
+    ``assignment`` maps every node name (empty/duplicate names become "<op_type>_<index>")
+    to a device name. ``devices``, when given, lists the devices the user asked for: each must
+    receive at least one node. The folder is written elsewhere first and moved into place.
+    """
+    out_dir = Path(out_dir)
+    check_out_dir(out_dir)
+    work = copy_model(model)
+    name_nodes(work)
+    _check_assignment(work, assignment, devices)
+    order = topological_indices(work.graph)
+    types = tensor_types(work)
+    naive, _ = _plan(work, order, assignment, types, merge=False)
+    placed, moved = (colocate_fused_groups(work, assignment) if colocate_fused
+                     else (dict(assignment), 0))
+    colocated, _ = _plan(work, order, placed, types, merge=False)
+    plan, merges = _plan(work, order, placed, types, merge=merge_sync)
+    final_transfers, duplicates = dedupe_transfers(plan.transfers)
+    names = _submodel_names(plan.piece_devices)
+    initializers = {t.name for t in work.graph.initializer}
+    graph_inputs = [i.name for i in work.graph.input if i.name not in initializers]
+    graph_outputs = [o.name for o in work.graph.output]
+    producer_name = {out: names[p] for p, piece in enumerate(plan.piece_nodes) for i in piece
+                     for out in work.graph.node[i].output if out}
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        submodels = []
+        for name, device, piece in zip(names, plan.piece_devices, plan.piece_nodes, strict=True):
+            inputs, outputs = _piece_io(work, piece, initializers)
+            sub = _build_submodel(work, piece, inputs, outputs, types, name)
+            file = f"{name}.onnx"
+            data = sub.SerializeToString()
+            onnxrt.session(data, f"submodel '{name}' on device '{device}'")
+            (tmp / file).write_bytes(data)
+            submodels.append(SubmodelInfo(
+                name, file, device, [work.graph.node[i].name for i in piece], inputs, outputs,
+                {t: producer_name.get(t, GRAPH_INPUT) for t in inputs}))
+        stats = {
+            "pieces_before_merge": len(colocated.piece_nodes),
+            "submodels": len(submodels),
+            "sync_points_removed": merges,
+            "fused_nodes_moved": moved,
+            "transfers_before": _transfer_totals(naive.transfers),
+            "transfers_after_fusion": _transfer_totals(colocated.transfers),
+            "duplicate_or_local_transfers_removed": duplicates,
+            "transfers_after": _transfer_totals(final_transfers),
+        }
+        used = list(dict.fromkeys(plan.piece_devices))
+        manifest = Manifest(work.graph.name or "model", devices or used,
+                            _io_entries(graph_inputs, types), _io_entries(graph_outputs, types),
+                            submodels, final_transfers, stats)
+        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
+        move_into_place(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return manifest
+
+
+def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
+              keep_intermediates: bool = False) -> dict[str, np.ndarray]:
+    """Run the submodels in manifest order; return the graph outputs (and, with
+    ``keep_intermediates``, every boundary tensor)."""
+    manifest_dir = Path(manifest_dir)
+    manifest = Manifest.load(manifest_dir)
+    values: dict[str, np.ndarray] = {}
+    for entry in manifest.graph_inputs:
+        if entry["name"] not in inputs:
+            raise FpgaplaceError(f"{manifest_dir / MANIFEST_NAME}: graph input "
+                                 f"'{entry['name']}' was not given")
+        values[entry["name"]] = inputs[entry["name"]]
+    for sub in manifest.submodels:
+        what = f"submodel '{sub.name}' on device '{sub.device}'"
+        path = manifest_dir / sub.file
+        if not path.is_file():
+            raise FpgaplaceError(f"{path}: file of {what} is missing")
+        session = onnxrt.session(str(path), what)
+        missing = [t for t in sub.inputs if t not in values]
+        if missing:
+            raise FpgaplaceError(f"{what}: input tensor '{missing[0]}' is produced by no "
+                                 "earlier submodel")
+        try:
+            results = session.run(sub.outputs, {t: values[t] for t in sub.inputs})
+        except Exception as exc:  # noqa: BLE001 - onnxruntime raises several types
+            raise FpgaplaceError(f"{what}: onnxruntime failed: {first_line(exc)}") from exc
+        values.update(zip(sub.outputs, results, strict=True))
+    if keep_intermediates:
+        return values
+    return {entry["name"]: values[entry["name"]] for entry in manifest.graph_outputs}
+
+
+def random_inputs(model: onnx.ModelProto, seed: int = 0, *,
+                  integer_high: int = 3) -> dict[str, np.ndarray]:
+    """Random values for the model's graph inputs (symbolic dims become 1): floats from a
+    standard normal, integers in [0, ``integer_high``), booleans at random."""
+    rng = np.random.default_rng(seed)
+    initializers = {t.name for t in model.graph.initializer}
+    values = {}
+    for info in model.graph.input:
+        if info.name in initializers:
+            continue
+        tensor = info.type.tensor_type
+        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
+        values[info.name] = random_values(rng, shape, tensor.elem_type, integer_high)
+    return values
+
+
+def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
+    """max |actual - expected| / max |expected| (norm-wise; 0 when both are all zero)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return float("inf")
+    if not np.issubdtype(expected.dtype, np.number) or np.issubdtype(expected.dtype, np.integer):
+        return 0.0 if np.array_equal(actual, expected) else float("inf")
+    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
+    both_nan = np.isnan(actual) & np.isnan(expected)
+    diff = np.where(both_nan, 0.0, diff)
+    scale = float(np.nanmax(np.abs(expected))) if expected.size else 0.0
+    worst = float(diff.max()) if diff.size else 0.0
+    if np.isnan(worst):
+        return float("inf")
+    return worst / scale if scale > 0 else worst
+
+
+def run_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+              extra_outputs: list[str] = ()) -> dict[str, np.ndarray]:
+    """Run a whole model with onnxruntime, also returning ``extra_outputs`` (inner tensors)."""
+    probe = copy_model(model)
+    present = output_names(probe.graph)
+    for name in extra_outputs:
+        if name not in present:
+            probe.graph.output.append(onnx.ValueInfoProto(name=name))
+    session = onnxrt.session(probe.SerializeToString(), f"model '{model.graph.name}'")
+    names = [o.name for o in probe.graph.output]
+    return dict(zip(names, session.run(names, inputs), strict=True))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    """When a tensor computed two ways agrees: elementwise, ``numpy.allclose``'s rule
+
+        |actual - expected| <= atol + rtol * |expected|,
+        atol = range_rtol * max|expected| + floor_ulps * eps(dtype of expected),
+
+    with NaN equal to NaN, an infinity equal only to itself, and integer and boolean tensors
+    equal exactly. ``atol``'s first term scales with the tensor's own range (max over the
+    tensor), so a tensor whose values are all tiny is judged at its own scale and not against
+    an absolute 1e-5; the floor covers float rounding of the intermediates a tiny output is
+    computed from (a split or fusion reorders and fuses arithmetic: onnxruntime folds a
+    BatchNormalization into the Conv before it only when both sit in one model). The default
+    floor, 64 eps (float32: 7.6e-6), is one rounding step of values near 64, or a few steps of
+    values near 8 (the tiny-output test model differs by 9.5e-7, one step at 8). Real
+    differences (a changed weight, a wrong tensor) move an output by a share of its own
+    range and still fail.
+    """
+
+    rtol: float = 1e-5
+    range_rtol: float = 1e-5
+    floor_ulps: float = 64.0
+
+    def atol(self, expected: np.ndarray) -> float:
+        """The absolute term for ``expected`` (a floating tensor)."""
+        finite = np.abs(expected[np.isfinite(expected)])
+        scale = float(finite.max()) if finite.size else 0.0
+        return self.range_rtol * scale + self.floor_ulps * float(np.finfo(expected.dtype).eps)
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The worst element of a comparison: ``used`` is its |difference| over what ``Tolerance``
+    allows there (<= 1 agrees; inf for a shape mismatch, unequal exact values or a stray NaN)."""
+
+    used: float
+    index: tuple[int, ...] | None = None  # None: no element was compared (shapes differ, or empty)
+    actual: float | int | bool = 0.0
+    expected: float | int | bool = 0.0
+    allowed: float = 0.0
+    note: str = ""  # why the values could not be compared elementwise, or why they must be equal
+
+    @property
+    def agrees(self) -> bool:
+        return self.used <= 1.0
+
+    def describe(self) -> str:
+        """Where and by how much (one line), e.g. for an error message."""
+        if self.index is None:
+            return f"({self.note})"
+        where = f"at index {self.index}: {_number(self.actual)} vs {_number(self.expected)}"
+        if self.note:
+            return f"{where} ({self.note})"
+        return f"{where} (|difference| {abs(self.actual - self.expected):.3g} > allowed {self.allowed:.3g})"
+
+
+def _number(value: float | int | bool) -> str:
+    return f"{value:.6g}" if isinstance(value, float) else repr(value)
+
+
+def compare_tensors(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance = Tolerance()) -> Comparison:
+    """Compare ``actual`` with ``expected`` by ``tolerance``'s rule; the worst element. O(size)."""
+    actual, expected = np.asarray(actual), np.asarray(expected)
+    if actual.shape != expected.shape:
+        return Comparison(math.inf, note=f"shape {list(actual.shape)} where {list(expected.shape)} was expected")
+    if not np.issubdtype(expected.dtype, np.floating):
+        if np.array_equal(actual, expected):
+            return Comparison(0.0)
+        index = tuple(int(i) for i in np.argwhere(actual != expected)[0])
+        return Comparison(math.inf, index, actual[index].item(), expected[index].item(),
+                          note=f"{expected.dtype} values must be equal")
+    if expected.size == 0:
+        return Comparison(0.0)
+    if not (np.issubdtype(actual.dtype, np.number) or actual.dtype == np.bool_):
+        return Comparison(math.inf, note=f"{actual.dtype} values where {expected.dtype} was expected")
+    a, b = actual.astype(np.float64), expected.astype(np.float64)
+    same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities and NaN pairs agree
+    allowed = tolerance.atol(expected) + tolerance.rtol * np.abs(b)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        used = np.where(same, 0.0, np.abs(a - b) / allowed)
+    used = np.where(np.isnan(used), math.inf, used)
+    flat = int(np.argmax(used))
+    index = tuple(int(i) for i in np.unravel_index(flat, used.shape))
+    return Comparison(float(used.flat[flat]), index, float(a.flat[flat]), float(b.flat[flat]),
+                      float(np.broadcast_to(allowed, used.shape).flat[flat]))
+
+
+def check_split(model: onnx.ModelProto, manifest_dir: Path, tolerance: Tolerance = Tolerance(),
+                seed: int = 0) -> dict[str, float]:
+    """Run the model and its split on the same random inputs and compare every submodel output
+    (in execution order) with the same tensor of the whole model by ``tolerance`` (see
+    ``Tolerance`` for the rule). Raises ``FpgaplaceError`` naming the first submodel and tensor
+    that differs, and where; returns each graph output's norm-wise ``relative_error`` (a
+    figure to report, not the test)."""
+    manifest = Manifest.load(Path(manifest_dir))
+    inputs = random_inputs(model, seed)
+    boundary = [t for sub in manifest.submodels for t in sub.outputs]
+    expected = run_model(model, inputs, boundary)
+    actual = run_split(Path(manifest_dir), inputs, keep_intermediates=True)
+    for sub in manifest.submodels:
+        for tensor in sub.outputs:
+            comparison = compare_tensors(actual[tensor], expected[tensor], tolerance)
+            if not comparison.agrees:
+                raise FpgaplaceError(f"submodel '{sub.name}' on device '{sub.device}': tensor "
+                                     f"'{tensor}' differs from the whole model {comparison.describe()}")
+    return {entry["name"]: relative_error(actual[entry["name"]], expected[entry["name"]])
+            for entry in manifest.graph_outputs}
+
+
+__all__ = ["Comparison", "Manifest", "SubmodelInfo", "Tolerance", "Transfer", "check_split", "compare_tensors",
+           "random_inputs", "relative_error", "run_model", "run_split", "split_model"]

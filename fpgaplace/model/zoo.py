@@ -1,0 +1,291 @@
+"""Small real models built with onnx.helper (seeded random weights) and the onnx package's
+shipped model-zoo structures. Used by the demo and the tests; no downloads.
+
+Every builder returns a checked ``onnx.ModelProto``. Weights come from
+``numpy.random.default_rng(seed)`` so two calls give the same model.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from fpgaplace.util.errors import FpgaplaceError
+
+LIGHT_MODELS = (
+    "resnet50",
+    "densenet121",
+    "inception_v1",
+    "inception_v2",
+    "shufflenet",
+    "squeezenet",
+    "vgg19",
+    "zfnet512",
+    "bvlc_alexnet",
+)
+DEFAULT_OPSET = 17  # LayerNormalization needs 17
+
+
+class _Builder:
+    """Collects nodes and seeded initializers of one graph; names nodes '<prefix><op>_<n>'."""
+
+    def __init__(self, seed: int) -> None:
+        self.rng = np.random.default_rng(seed)
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self._count = 0
+
+    def weight(self, name: str, shape: tuple[int, ...], scale: float | None = None) -> str:
+        fan_in = math.prod(shape[1:]) if len(shape) > 1 else shape[0]
+        std = scale if scale is not None else 1.0 / math.sqrt(max(fan_in, 1))
+        values = (self.rng.standard_normal(shape) * std).astype(np.float32)
+        self.initializers.append(numpy_helper.from_array(values, name))
+        return name
+
+    def const(self, name: str, values: np.ndarray) -> str:
+        self.initializers.append(numpy_helper.from_array(values, name))
+        return name
+
+    def node(self, op_type: str, inputs: list[str], output: str | None = None, **attrs) -> str:
+        """Append one node; its output tensor is ``output`` or the node's own name."""
+        self._count += 1
+        name = f"{op_type.lower()}_{self._count}"
+        self.nodes.append(helper.make_node(op_type, inputs, [output or name], name=name, **attrs))
+        return output or name
+
+    def model(
+        self,
+        name: str,
+        inputs: list[onnx.ValueInfoProto],
+        outputs: list[onnx.ValueInfoProto],
+        opset: int = DEFAULT_OPSET,
+    ) -> onnx.ModelProto:
+        graph = helper.make_graph(self.nodes, name, inputs, outputs, initializer=self.initializers)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)], producer_name="fpgaplace")
+        model.ir_version = min(model.ir_version, 8)  # readable by older onnxruntime builds too
+        onnx.checker.check_model(model)
+        return model
+
+
+def _float_input(name: str, shape: list[int | str]) -> onnx.ValueInfoProto:
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT, shape)
+
+
+def mlp(batch: int | str = 1, sizes: tuple[int, ...] = (64, 128, 64, 10), seed: int = 0) -> onnx.ModelProto:
+    """Gemm/Relu layers ending in Softmax. ``batch`` may be a symbol such as "N"."""
+    b = _Builder(seed)
+    x = "x"
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        w = b.weight(f"fc{i}_w", (fan_out, fan_in))
+        bias = b.weight(f"fc{i}_b", (fan_out,), scale=0.1)
+        x = b.node("Gemm", [x, w, bias], transB=1)
+        if i < len(sizes) - 2:
+            x = b.node("Relu", [x])
+    b.node("Softmax", [x], output="y", axis=-1)
+    return b.model("mlp", [_float_input("x", [batch, sizes[0]])], [_float_input("y", [batch, sizes[-1]])])
+
+
+def _conv_bn(b: _Builder, x: str, prefix: str, cin: int, cout: int, k: int, stride: int = 1, group: int = 1) -> str:
+    w = b.weight(f"{prefix}_w", (cout, cin // group, k, k))
+    y = b.node("Conv", [x, w], kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, group=group)
+    scale = b.const(f"{prefix}_bn_scale", (1.0 + 0.1 * b.rng.standard_normal(cout)).astype(np.float32))
+    bias = b.const(f"{prefix}_bn_bias", (0.1 * b.rng.standard_normal(cout)).astype(np.float32))
+    mean = b.const(f"{prefix}_bn_mean", (0.1 * b.rng.standard_normal(cout)).astype(np.float32))
+    var = b.const(f"{prefix}_bn_var", (1.0 + 0.1 * b.rng.random(cout)).astype(np.float32))
+    return b.node("BatchNormalization", [y, scale, bias, mean, var], epsilon=1e-5)
+
+
+def _residual_block(b: _Builder, x: str, prefix: str, cin: int, cout: int, stride: int) -> str:
+    """conv3x3-bn-relu, depthwise conv3x3-bn, conv1x1-bn, + shortcut (1x1 projection if needed), relu."""
+    y = b.node("Relu", [_conv_bn(b, x, f"{prefix}a", cin, cout, 3, stride)])
+    y = b.node("Relu", [_conv_bn(b, y, f"{prefix}b", cout, cout, 3, group=cout)])
+    y = _conv_bn(b, y, f"{prefix}c", cout, cout, 1)
+    shortcut = x if stride == 1 and cin == cout else _conv_bn(b, x, f"{prefix}proj", cin, cout, 1, stride)
+    return b.node("Relu", [b.node("Add", [y, shortcut])])
+
+
+def cnn_residual(batch: int | str = "N", image: int = 32, classes: int = 10, seed: int = 1) -> onnx.ModelProto:
+    """A small ResNet-style CNN: stem conv-bn-relu, max pool, two residual blocks, global pool, Gemm."""
+    b = _Builder(seed)
+    x = b.node("Relu", [_conv_bn(b, "image", "stem", 3, 16, 3)])
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = _residual_block(b, x, "block1", 16, 16, 1)
+    x = _residual_block(b, x, "block2", 16, 32, 2)
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    w = b.weight("fc_w", (classes, 32))
+    bias = b.weight("fc_b", (classes,), scale=0.1)
+    b.node("Gemm", [x, w, bias], output="logits", transB=1)
+    return b.model(
+        "cnn_residual",
+        [_float_input("image", [batch, 3, image, image])],
+        [_float_input("logits", [batch, classes])],
+    )
+
+
+def _inverted_residual(b: _Builder, x: str, prefix: str, cin: int, cout: int, stride: int, expand: int) -> str:
+    """MobileNetV2 block: 1x1 expand-bn-relu6, 3x3 depthwise-bn-relu6, 1x1 project-bn (+ x)."""
+    hidden = cin * expand
+    low = b.const(f"{prefix}_relu6_min", np.array(0.0, np.float32))
+    high = b.const(f"{prefix}_relu6_max", np.array(6.0, np.float32))
+    y = x
+    if expand != 1:
+        y = b.node("Clip", [_conv_bn(b, y, f"{prefix}_expand", cin, hidden, 1), low, high])
+    y = b.node("Clip", [_conv_bn(b, y, f"{prefix}_dw", hidden, hidden, 3, stride, group=hidden), low, high])
+    y = _conv_bn(b, y, f"{prefix}_project", hidden, cout, 1)
+    return b.node("Add", [y, x]) if stride == 1 and cin == cout else y
+
+
+MOBILENET_V2_BLOCKS = ((1, 16, 1, 1), (6, 24, 2, 2), (6, 32, 3, 2), (6, 64, 4, 2), (6, 96, 3, 1), (6, 160, 3, 2),
+                       (6, 320, 1, 1))
+"""(expansion, output channels, repeats, first stride) of MobileNetV2's bottleneck stages (Sandler et al., 2018)."""
+
+
+def mobilenet_v2(batch: int | str = 1, image: int = 224, classes: int = 1000, seed: int = 4) -> onnx.ModelProto:
+    """MobileNetV2 (width 1.0) with seeded random weights: stem conv, 17 inverted residual
+    blocks, 1x1 conv to 1280, global average pool, classifier; about 300 M MACs at 224x224."""
+    b = _Builder(seed)
+    low = b.const("stem_relu6_min", np.array(0.0, np.float32))
+    high = b.const("stem_relu6_max", np.array(6.0, np.float32))
+    x = b.node("Clip", [_conv_bn(b, "image", "stem", 3, 32, 3, 2), low, high])
+    cin = 32
+    for stage, (expand, cout, repeats, stride) in enumerate(MOBILENET_V2_BLOCKS):
+        for i in range(repeats):
+            x = _inverted_residual(b, x, f"s{stage}b{i}", cin, cout, stride if i == 0 else 1, expand)
+            cin = cout
+    x = b.node("Clip", [_conv_bn(b, x, "head", cin, 1280, 1), low, high])
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    w = b.weight("classifier_w", (classes, 1280))
+    bias = b.weight("classifier_b", (classes,), scale=0.1)
+    b.node("Gemm", [x, w, bias], output="logits", transB=1)
+    return b.model("mobilenet_v2", [_float_input("image", [batch, 3, image, image])],
+                   [_float_input("logits", [batch, classes])])
+
+
+def _layer_norm(b: _Builder, x: str, prefix: str, hidden: int, output: str | None = None) -> str:
+    gamma = b.const(f"{prefix}_gamma", (1.0 + 0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
+    beta = b.const(f"{prefix}_beta", (0.1 * b.rng.standard_normal(hidden)).astype(np.float32))
+    return b.node("LayerNormalization", [x, gamma, beta], output=output, axis=-1, epsilon=1e-5)
+
+
+def _dense(b: _Builder, x: str, prefix: str, fan_in: int, fan_out: int) -> str:
+    w = b.weight(f"{prefix}_w", (fan_in, fan_out))
+    bias = b.weight(f"{prefix}_b", (fan_out,), scale=0.02)
+    return b.node("Add", [b.node("MatMul", [x, w]), bias])
+
+
+def _gelu(b: _Builder, x: str) -> str:
+    """GELU as the erf chain exporters emit: x * 0.5 * (1 + erf(x / sqrt(2)))."""
+    sqrt2 = b.const(f"sqrt2_{len(b.nodes)}", np.array(math.sqrt(2.0), np.float32))
+    one = b.const(f"one_{len(b.nodes)}", np.array(1.0, np.float32))
+    half = b.const(f"half_{len(b.nodes)}", np.array(0.5, np.float32))
+    erf = b.node("Erf", [b.node("Div", [x, sqrt2])])
+    return b.node("Mul", [b.node("Mul", [x, b.node("Add", [erf, one])]), half])
+
+
+def bert_encoder_layer(
+    seq: int = 16, hidden: int = 64, heads: int = 4, batch: int | str = "batch", seed: int = 2
+) -> onnx.ModelProto:
+    """One post-LN BERT encoder layer: multi-head self-attention and a GELU feed-forward block."""
+    if hidden % heads:
+        raise FpgaplaceError(f"bert_encoder_layer: hidden={hidden} must be a multiple of heads={heads}")
+    head_dim = hidden // heads
+    b = _Builder(seed)
+    x = "hidden_states"
+    split_shape = b.const("split_heads_shape", np.array([0, seq, heads, head_dim], np.int64))
+    merge_shape = b.const("merge_heads_shape", np.array([0, seq, hidden], np.int64))
+
+    def heads_first(t: str, perm: list[int]) -> str:
+        return b.node("Transpose", [b.node("Reshape", [t, split_shape])], perm=perm)
+
+    q = heads_first(_dense(b, x, "query", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
+    k = heads_first(_dense(b, x, "key", hidden, hidden), [0, 2, 3, 1])  # [B, H, D, S]
+    v = heads_first(_dense(b, x, "value", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
+    scale = b.const("attention_scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    scores = b.node("Mul", [b.node("MatMul", [q, k]), scale])
+    probs = b.node("Softmax", [scores], axis=-1)
+    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, merge_shape])
+    attended = _layer_norm(b, b.node("Add", [_dense(b, context, "attn_out", hidden, hidden), x]), "ln1", hidden)
+    inner = _gelu(b, _dense(b, attended, "ffn_in", hidden, 4 * hidden))
+    ffn = _dense(b, inner, "ffn_out", 4 * hidden, hidden)
+    _layer_norm(b, b.node("Add", [ffn, attended]), "ln2", hidden, output="encoded")
+    return b.model(
+        "bert_encoder_layer",
+        [_float_input(x, [batch, seq, hidden])],
+        [_float_input("encoded", [batch, seq, hidden])],
+    )
+
+
+def multi_io(seed: int = 3) -> onnx.ModelProto:
+    """Two inputs, two outputs: y1 = relu(a @ W + b), y2 = sigmoid(a * b) + y1."""
+    b = _Builder(seed)
+    w = b.weight("w", (8, 8))
+    y1 = b.node("Relu", [b.node("Add", [b.node("MatMul", ["a", w]), "b"])], output="y1")
+    b.node("Add", [b.node("Sigmoid", [b.node("Mul", ["a", "b"])]), y1], output="y2")
+    shape = [1, 8]
+    return b.model(
+        "multi_io",
+        [_float_input("a", shape), _float_input("b", shape)],
+        [_float_input("y1", shape), _float_input("y2", shape)],
+    )
+
+
+def with_random_weights(model: onnx.ModelProto, seed: int = 5) -> onnx.ModelProto:
+    """``model`` with every ConstantOfShape-filled weight (the light model zoo stores weights that
+    way) replaced by a seeded random initializer of its shape: He-scaled for 4-D and 2-D weights,
+    near 1 for batch-norm scales and variances, small elsewhere; so that quantization and
+    numerics behave as with trained weights. Inputs that are initializers are dropped."""
+    from onnx import numpy_helper as nh
+
+    rng = np.random.default_rng(seed)
+    work = onnx.ModelProto()
+    work.CopyFrom(model)
+    graph = work.graph
+    shapes = {t.name: nh.to_array(t) for t in graph.initializer}
+    keep, new = [], []
+    for node in graph.node:
+        if node.op_type != "ConstantOfShape" or node.input[0] not in shapes:
+            keep.append(node)
+            continue
+        shape = tuple(int(d) for d in shapes[node.input[0]])
+        name = node.output[0]
+        if len(shape) in (2, 4):
+            values = rng.standard_normal(shape) * math.sqrt(2.0 / max(1, math.prod(shape[1:])))
+        elif name.endswith(("_s_0", "_scale", "_var_0", "_var", "_riv_0")):
+            values = 1.0 + 0.1 * rng.random(shape)
+        else:
+            values = 0.05 * rng.standard_normal(shape)
+        new.append(nh.from_array(values.astype(np.float32), name))
+    del graph.node[:]
+    graph.node.extend(keep)
+    graph.initializer.extend(new)
+    used = {t for node in graph.node for t in node.input}
+    kept_init = [t for t in graph.initializer if t.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept_init)
+    initializers = {t.name for t in graph.initializer}
+    inputs = [i for i in graph.input if i.name not in initializers and i.name in used]
+    del graph.input[:]
+    graph.input.extend(inputs)
+    work.ir_version = max(work.ir_version, 4)  # from IR 4 on, initializers need not be graph inputs
+    onnx.checker.check_model(work)
+    return work
+
+
+def light_model_path(name: str) -> Path:
+    """Path of ``onnx/backend/test/data/light/light_<name>.onnx`` shipped with the onnx package."""
+    path = Path(onnx.__file__).parent / "backend" / "test" / "data" / "light" / f"light_{name}.onnx"
+    if not path.is_file():
+        raise FpgaplaceError(
+            f"light model '{name}': {path} not found; expected one of {', '.join(LIGHT_MODELS)}"
+        )
+    return path
+
+
+def demo_model() -> onnx.ModelProto:
+    """The model ``fpgaplace demo`` places: the residual CNN at batch 1."""
+    return cnn_residual(batch=1)
