@@ -37,7 +37,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.deploy.cluster import open_session, pipeline_devices, run_cluster, run_whole, start_local_ray
-from fpgaplace.flow.split import check_split, random_inputs, relative_error, split_model
+from fpgaplace.flow.split import check_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend import load_onnx
 from fpgaplace.model.passes import name_nodes, optimize
@@ -45,6 +45,8 @@ from fpgaplace.model.passes.graph_tools import tensor_types, topological_order
 from fpgaplace.place.cost import profile_cpu_us
 from fpgaplace.place.solvers.dp import solve_throughput_dp
 from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
+from fpgaplace.util.compare import relative_error
+from fpgaplace.util.onnxrt import random_inputs
 
 HOP_US = 100.0  # estimated fixed cost of one Ray actor-to-actor tensor hop on one host
 HOP_BYTES_PER_US = 2000.0  # estimated object-store copy rate, 2 GB/s

@@ -24,9 +24,10 @@ import onnx
 from rich.console import Console
 from rich.table import Table
 
-from fpgaplace.flow.split import random_inputs, relative_error, run_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import fused_groups, op_counts, optimize
+from fpgaplace.util.compare import relative_error
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 
 def ours(model: onnx.ModelProto) -> onnx.ModelProto:

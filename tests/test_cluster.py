@@ -13,11 +13,12 @@ import pytest
 import ray
 
 from fpgaplace.deploy.cluster import InjectedFault, run_cluster, run_whole, start_local_ray
-from fpgaplace.flow.split import random_inputs, run_split, split_model
+from fpgaplace.flow.split import run_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import name_nodes
 from fpgaplace.model.passes.graph_tools import topological_order
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.onnxrt import random_inputs
 
 SAMPLES = 8
 

@@ -23,11 +23,11 @@ from conftest import FAST_CLUSTER
 
 from fpgaplace import Design
 from fpgaplace.codegen.build_scripts import plan_nodes
-from fpgaplace.flow.split import random_inputs
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.model import zoo as models
 from fpgaplace.project.layout import core_ip_instance, dma_instance
 from fpgaplace.sim import csim
+from fpgaplace.util.onnxrt import random_inputs
 
 REPO = Path(__file__).resolve().parents[1]
 STANDIN = REPO / "tests" / "pynq_standin"
@@ -134,7 +134,7 @@ def test_hardware_json_names_every_core_ip_and_dma(cnn):
 def test_samples_are_csims_seeded_inputs_with_the_qdq_models_outputs(mlp):
     import onnx
 
-    from fpgaplace.flow.split import run_model
+    from fpgaplace.util.onnxrt import run_model
 
     data = np.load(mlp.folder / "host" / "samples.npz")
     model = onnx.load(str(mlp.folder / "model.qdq.onnx"))

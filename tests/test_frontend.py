@@ -817,7 +817,7 @@ def _crnn_model() -> onnx.ModelProto:
 
 
 def test_crnn_macs_match_a_count_from_onnxruntime_run_shapes():
-    from fpgaplace.flow.split import run_model
+    from fpgaplace.util.onnxrt import run_model
 
     model = _crnn_model()
     graph = from_model(model, batch=2)

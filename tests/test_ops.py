@@ -9,11 +9,12 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
-from fpgaplace.flow.split import random_inputs, relative_error, run_model
 from fpgaplace.model import ops
 from fpgaplace.model.frontend import FPGA_OPS, dot_product_macs, from_model, load_onnx
 from fpgaplace.model.ir import Op
 from fpgaplace.model.passes import fuse_activations, fuse_elementwise, fused_groups, optimize
+from fpgaplace.util.compare import relative_error
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 RNG = np.random.default_rng(11)
 FLOAT = TensorProto.FLOAT

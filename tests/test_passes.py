@@ -11,7 +11,6 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace.flow.split import random_inputs, relative_error, run_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import (
     FUSED_INTO_KEY,
@@ -36,6 +35,8 @@ from fpgaplace.model.passes import (
 )
 from fpgaplace.model.passes.graph_tools import node_metadata
 from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
+from fpgaplace.util.compare import relative_error
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 RNG = np.random.default_rng(7)
 FLOAT = TensorProto.FLOAT

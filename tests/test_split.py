@@ -11,11 +11,13 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from fpgaplace.flow.split import MANIFEST_NAME, Manifest, check_split, random_inputs, run_model, run_split, split_model
+from fpgaplace.flow.split import check_split, run_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import fuse_elementwise, name_nodes
 from fpgaplace.model.passes.graph_tools import topological_order
+from fpgaplace.project.manifest import MANIFEST_NAME, Manifest
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 
 def node_names(model: onnx.ModelProto) -> list[str]:
@@ -247,7 +249,7 @@ TINY_ASSIGNMENT = {"conv": "A", "bn": "B", "conv2": "B", "sub": "B"}
 
 
 def test_tiny_outputs_that_failed_the_norm_wise_check_now_agree(tmp_path):
-    from fpgaplace.flow.split import relative_error
+    from fpgaplace.util.compare import relative_error
 
     model = tiny_output_model()
     split_model(model, TINY_ASSIGNMENT, tmp_path / "out")
@@ -302,7 +304,7 @@ def test_a_slightly_changed_weight_fails_on_an_ordinary_model(tmp_path):
 
 def test_the_tolerance_rule_at_its_boundary():
     """|a - b| <= atol + rtol * |b| with atol = range_rtol * max|b| + floor_ulps * eps, per element."""
-    from fpgaplace.flow.split import Tolerance, compare_tensors
+    from fpgaplace.util.compare import Tolerance, compare_tensors
 
     expected = np.array([[1e-3, -0.5], [0.25, 0.0]], dtype=np.float32)
     tolerance = Tolerance()
@@ -321,7 +323,7 @@ def test_the_tolerance_rule_at_its_boundary():
 
 
 def test_the_tolerance_is_scaled_to_each_tensor_and_its_float_type():
-    from fpgaplace.flow.split import Tolerance, compare_tensors
+    from fpgaplace.util.compare import Tolerance, compare_tensors
 
     tiny = np.full(4, 7e-4, dtype=np.float32)
     big = np.full(4, 7e3, dtype=np.float32)
@@ -336,7 +338,7 @@ def test_the_tolerance_is_scaled_to_each_tensor_and_its_float_type():
 
 
 def test_special_values_and_exact_types():
-    from fpgaplace.flow.split import compare_tensors
+    from fpgaplace.util.compare import compare_tensors
 
     floats = np.array([np.inf, -np.inf, np.nan, 1.0], dtype=np.float32)
     assert compare_tensors(floats.copy(), floats).agrees  # NaN equals NaN, infinities themselves

@@ -74,9 +74,9 @@ def _hardware(document: dict, folder: Path) -> dict:
 
 def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
-    from fpgaplace.flow.split import random_inputs
     from fpgaplace.sim.csim import output_scales
     from fpgaplace.util import onnxrt
+    from fpgaplace.util.onnxrt import random_inputs
 
     model = onnx.load(str(folder / document["model"]["file"]))
     session = onnxrt.session(model, f"model '{model.graph.name}'")  # one session for every sample

@@ -42,8 +42,9 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from fpgaplace.flow.split import MANIFEST_NAME, Manifest, SubmodelInfo, random_inputs
+from fpgaplace.project.manifest import MANIFEST_NAME, Manifest, SubmodelInfo
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.onnxrt import random_inputs
 
 Sample = dict[str, np.ndarray]
 Progress = Callable[[int, int], None]  # (samples finished, samples in total)

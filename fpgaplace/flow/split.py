@@ -22,10 +22,9 @@ compares every boundary tensor and output against the unsplit model on random in
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,68 +41,11 @@ from fpgaplace.model.passes.graph_tools import (
     topological_indices,
 )
 from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
+from fpgaplace.project.manifest import GRAPH_INPUT, MANIFEST_NAME, Manifest, SubmodelInfo
 from fpgaplace.util import onnxrt
+from fpgaplace.util.compare import Tolerance, compare_tensors, relative_error
 from fpgaplace.util.errors import FpgaplaceError, first_line
-from fpgaplace.util.onnxrt import random_values
-
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "fpgaplace-split/1"
-GRAPH_INPUT = ""  # the "source submodel" of a tensor that is a graph input
-
-
-@dataclass
-class SubmodelInfo:
-    """One piece of the split: which nodes, on which device, reading and writing what."""
-
-    name: str
-    file: str
-    device: str
-    nodes: list[str]
-    inputs: list[str]
-    outputs: list[str]
-    sources: dict[str, str]  # input tensor -> producing submodel ("" = graph input)
-
-
-@dataclass
-class Manifest:
-    """The split's pipeline: submodels in execution order and the tensors between them."""
-
-    source: str
-    devices: list[str]
-    graph_inputs: list[dict]
-    graph_outputs: list[dict]
-    submodels: list[SubmodelInfo]
-    transfers: list[Transfer]
-    stats: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "format": MANIFEST_FORMAT, "source": self.source, "devices": self.devices,
-            "graph_inputs": self.graph_inputs, "graph_outputs": self.graph_outputs,
-            "submodels": [vars(s) for s in self.submodels],
-            "transfers": [t.to_dict() for t in self.transfers], "stats": self.stats,
-        }
-
-    @staticmethod
-    def from_dict(data: dict, where: str = MANIFEST_NAME) -> Manifest:
-        if data.get("format") != MANIFEST_FORMAT:
-            raise FpgaplaceError(f"{where}: field 'format' is {data.get('format')!r}, "
-                                 f"expected {MANIFEST_FORMAT!r}")
-        return Manifest(data["source"], data["devices"], data["graph_inputs"],
-                        data["graph_outputs"], [SubmodelInfo(**s) for s in data["submodels"]],
-                        [Transfer.from_dict(t) for t in data["transfers"]], data["stats"])
-
-    @staticmethod
-    def load(manifest_dir: Path) -> Manifest:
-        path = Path(manifest_dir) / MANIFEST_NAME
-        if not path.is_file():
-            raise FpgaplaceError(f"{path}: no split manifest here (run the split first)")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise FpgaplaceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") \
-                from exc
-        return Manifest.from_dict(data, str(path))
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 
 @dataclass
@@ -380,139 +322,6 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
     return {entry["name"]: values[entry["name"]] for entry in manifest.graph_outputs}
 
 
-def random_inputs(model: onnx.ModelProto, seed: int = 0, *,
-                  integer_high: int = 3) -> dict[str, np.ndarray]:
-    """Random values for the model's graph inputs (symbolic dims become 1): floats from a
-    standard normal, integers in [0, ``integer_high``), booleans at random."""
-    rng = np.random.default_rng(seed)
-    initializers = {t.name for t in model.graph.initializer}
-    values = {}
-    for info in model.graph.input:
-        if info.name in initializers:
-            continue
-        tensor = info.type.tensor_type
-        shape = [d.dim_value if d.HasField("dim_value") else 1 for d in tensor.shape.dim]
-        values[info.name] = random_values(rng, shape, tensor.elem_type, integer_high)
-    return values
-
-
-def relative_error(actual: np.ndarray, expected: np.ndarray) -> float:
-    """max |actual - expected| / max |expected| (norm-wise; 0 when both are all zero)."""
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.shape != expected.shape:
-        return float("inf")
-    if not np.issubdtype(expected.dtype, np.number) or np.issubdtype(expected.dtype, np.integer):
-        return 0.0 if np.array_equal(actual, expected) else float("inf")
-    diff = np.abs(actual.astype(np.float64) - expected.astype(np.float64))
-    both_nan = np.isnan(actual) & np.isnan(expected)
-    diff = np.where(both_nan, 0.0, diff)
-    scale = float(np.nanmax(np.abs(expected))) if expected.size else 0.0
-    worst = float(diff.max()) if diff.size else 0.0
-    if np.isnan(worst):
-        return float("inf")
-    return worst / scale if scale > 0 else worst
-
-
-def run_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-              extra_outputs: list[str] = ()) -> dict[str, np.ndarray]:
-    """Run a whole model with onnxruntime, also returning ``extra_outputs`` (inner tensors)."""
-    probe = copy_model(model)
-    present = output_names(probe.graph)
-    for name in extra_outputs:
-        if name not in present:
-            probe.graph.output.append(onnx.ValueInfoProto(name=name))
-    session = onnxrt.session(probe.SerializeToString(), f"model '{model.graph.name}'")
-    names = [o.name for o in probe.graph.output]
-    return dict(zip(names, session.run(names, inputs), strict=True))
-
-
-@dataclass(frozen=True)
-class Tolerance:
-    """When a tensor computed two ways agrees: elementwise, ``numpy.allclose``'s rule
-
-        |actual - expected| <= atol + rtol * |expected|,
-        atol = range_rtol * max|expected| + floor_ulps * eps(dtype of expected),
-
-    with NaN equal to NaN, an infinity equal only to itself, and integer and boolean tensors
-    equal exactly. ``atol``'s first term scales with the tensor's own range (max over the
-    tensor), so a tensor whose values are all tiny is judged at its own scale and not against
-    an absolute 1e-5; the floor covers float rounding of the intermediates a tiny output is
-    computed from (a split or fusion reorders and fuses arithmetic: onnxruntime folds a
-    BatchNormalization into the Conv before it only when both sit in one model). The default
-    floor, 64 eps (float32: 7.6e-6), is one rounding step of values near 64, or a few steps of
-    values near 8 (the tiny-output test model differs by 9.5e-7, one step at 8). Real
-    differences (a changed weight, a wrong tensor) move an output by a share of its own
-    range and still fail.
-    """
-
-    rtol: float = 1e-5
-    range_rtol: float = 1e-5
-    floor_ulps: float = 64.0
-
-    def atol(self, expected: np.ndarray) -> float:
-        """The absolute term for ``expected`` (a floating tensor)."""
-        finite = np.abs(expected[np.isfinite(expected)])
-        scale = float(finite.max()) if finite.size else 0.0
-        return self.range_rtol * scale + self.floor_ulps * float(np.finfo(expected.dtype).eps)
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """The worst element of a comparison: ``used`` is its |difference| over what ``Tolerance``
-    allows there (<= 1 agrees; inf for a shape mismatch, unequal exact values or a stray NaN)."""
-
-    used: float
-    index: tuple[int, ...] | None = None  # None: no element was compared (shapes differ, or empty)
-    actual: float | int | bool = 0.0
-    expected: float | int | bool = 0.0
-    allowed: float = 0.0
-    note: str = ""  # why the values could not be compared elementwise, or why they must be equal
-
-    @property
-    def agrees(self) -> bool:
-        return self.used <= 1.0
-
-    def describe(self) -> str:
-        """Where and by how much (one line), e.g. for an error message."""
-        if self.index is None:
-            return f"({self.note})"
-        where = f"at index {self.index}: {_number(self.actual)} vs {_number(self.expected)}"
-        if self.note:
-            return f"{where} ({self.note})"
-        return f"{where} (|difference| {abs(self.actual - self.expected):.3g} > allowed {self.allowed:.3g})"
-
-
-def _number(value: float | int | bool) -> str:
-    return f"{value:.6g}" if isinstance(value, float) else repr(value)
-
-
-def compare_tensors(actual: np.ndarray, expected: np.ndarray, tolerance: Tolerance = Tolerance()) -> Comparison:
-    """Compare ``actual`` with ``expected`` by ``tolerance``'s rule; the worst element. O(size)."""
-    actual, expected = np.asarray(actual), np.asarray(expected)
-    if actual.shape != expected.shape:
-        return Comparison(math.inf, note=f"shape {list(actual.shape)} where {list(expected.shape)} was expected")
-    if not np.issubdtype(expected.dtype, np.floating):
-        if np.array_equal(actual, expected):
-            return Comparison(0.0)
-        index = tuple(int(i) for i in np.argwhere(actual != expected)[0])
-        return Comparison(math.inf, index, actual[index].item(), expected[index].item(),
-                          note=f"{expected.dtype} values must be equal")
-    if expected.size == 0:
-        return Comparison(0.0)
-    if not (np.issubdtype(actual.dtype, np.number) or actual.dtype == np.bool_):
-        return Comparison(math.inf, note=f"{actual.dtype} values where {expected.dtype} was expected")
-    a, b = actual.astype(np.float64), expected.astype(np.float64)
-    same = (a == b) | (np.isnan(a) & np.isnan(b))  # equal infinities and NaN pairs agree
-    allowed = tolerance.atol(expected) + tolerance.rtol * np.abs(b)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        used = np.where(same, 0.0, np.abs(a - b) / allowed)
-    used = np.where(np.isnan(used), math.inf, used)
-    flat = int(np.argmax(used))
-    index = tuple(int(i) for i in np.unravel_index(flat, used.shape))
-    return Comparison(float(used.flat[flat]), index, float(a.flat[flat]), float(b.flat[flat]),
-                      float(np.broadcast_to(allowed, used.shape).flat[flat]))
-
-
 def check_split(model: onnx.ModelProto, manifest_dir: Path, tolerance: Tolerance = Tolerance(),
                 seed: int = 0) -> dict[str, float]:
     """Run the model and its split on the same random inputs and compare every submodel output
@@ -533,7 +342,3 @@ def check_split(model: onnx.ModelProto, manifest_dir: Path, tolerance: Tolerance
                                      f"'{tensor}' differs from the whole model {comparison.describe()}")
     return {entry["name"]: relative_error(actual[entry["name"]], expected[entry["name"]])
             for entry in manifest.graph_outputs}
-
-
-__all__ = ["Comparison", "Manifest", "SubmodelInfo", "Tolerance", "Transfer", "check_split", "compare_tensors",
-           "random_inputs", "relative_error", "run_model", "run_split", "split_model"]

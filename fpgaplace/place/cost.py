@@ -461,8 +461,8 @@ def _profile_model(model: onnx.ModelProto, runs: int, name: str) -> dict[str, fl
     """
     import onnxruntime as ort
 
-    from fpgaplace.flow.split import random_inputs
     from fpgaplace.util import onnxrt
+    from fpgaplace.util.onnxrt import random_inputs
 
     with tempfile.TemporaryDirectory(prefix="fpgaplace-profile-") as tmp:
         options = ort.SessionOptions()

@@ -28,12 +28,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.flow.split import Manifest, random_inputs, run_model
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.project.layout import RESULTS_DIR
+from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import load_design
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.onnxrt import random_inputs, run_model
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen

@@ -205,7 +205,7 @@ def _board(document: dict, path: Path) -> Board:
 
 
 def _manifest(project: Path, document: dict):
-    from fpgaplace.flow.split import Manifest
+    from fpgaplace.project.manifest import Manifest
 
     folder = project / Path(document.get("split", "split/manifest.json")).parent
     try:

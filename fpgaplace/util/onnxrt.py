@@ -1,5 +1,5 @@
-"""onnxruntime in one place for the front end: quiet sessions, random inputs of a bound model, and
-the shapes of one run (what resolves a tensor shape onnx shape inference leaves unknown).
+"""onnxruntime in one place: quiet sessions, random inputs of a model, a run with inner tensors as
+extra outputs, and the shapes of one run (what resolves a tensor shape onnx shape inference leaves unknown).
 
 onnxruntime prints its own log lines (in red, on stderr) before raising; importing this module sets
 its default logger to fatal errors only, and every session opened here logs fatal errors only, so a
@@ -61,11 +61,13 @@ def input_shape(value: onnx.ValueInfoProto) -> tuple[int, ...]:
     return tuple(d.dim_value for d in value.type.tensor_type.shape.dim)
 
 
-def random_feed(model: onnx.ModelProto, seed: int = 0, integer_high: int = 3) -> dict[str, np.ndarray]:
-    """Random values for ``model``'s bound inputs: floats from a standard normal, integers in
-    [0, ``integer_high``) (token ids, indices), booleans at random."""
+def random_inputs(model: onnx.ModelProto, seed: int = 0, *, integer_high: int = 3) -> dict[str, np.ndarray]:
+    """Random values for the model's graph inputs (symbolic dims become 1): floats from a
+    standard normal, integers in [0, ``integer_high``) (token ids, indices), booleans at random."""
     rng = np.random.default_rng(seed)
-    return {value.name: random_values(rng, input_shape(value), value.type.tensor_type.elem_type, integer_high)
+    return {value.name: random_values(rng, [d.dim_value if d.HasField("dim_value") else 1
+                                            for d in value.type.tensor_type.shape.dim],
+                                      value.type.tensor_type.elem_type, integer_high)
             for value in graph_inputs(model)}
 
 
@@ -94,22 +96,37 @@ def run_shapes(model: onnx.ModelProto, names: Iterable[str],
             f"{what}: the model's inputs have {elements} elements; a run to resolve shapes takes at most "
             f"{MAX_RUN_INPUT_ELEMENTS}"
         )
-    probe = onnx.ModelProto()
-    probe.CopyFrom(model)
-    present = {value.name for value in probe.graph.output}
     wanted = [name for name in dict.fromkeys(names) if name]
-    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in wanted if name not in present)
+    probe = with_outputs(model, wanted)
     try:
         serialized = probe.SerializeToString()
     except ValueError as exc:  # over the 2 GB protobuf limit
         raise FpgaplaceError(f"{what}: cannot run the model to resolve shapes ({first_line(exc)})") from None
     runner = session(serialized, what, optimized=False)
     try:
-        values = runner.run(wanted, random_feed(model))
+        values = runner.run(wanted, random_inputs(model))
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises several unrelated types
         raise FpgaplaceError(f"{what}: onnxruntime cannot run the model ({first_line(exc)})") from None
     return {name: (tuple(int(d) for d in value.shape), _elem_type(value.dtype)) if isinstance(value, np.ndarray)
             else None for name, value in zip(wanted, values, strict=True)}
+
+
+def with_outputs(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProto:
+    """A copy of ``model`` that also outputs the inner tensors ``names`` (those not outputs yet)."""
+    probe = onnx.ModelProto()
+    probe.CopyFrom(model)
+    present = {value.name for value in probe.graph.output}
+    probe.graph.output.extend(onnx.ValueInfoProto(name=name) for name in dict.fromkeys(names) if name not in present)
+    return probe
+
+
+def run_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
+              extra_outputs: Iterable[str] = ()) -> dict[str, np.ndarray]:
+    """Run a whole model with onnxruntime, also returning ``extra_outputs`` (inner tensors)."""
+    probe = with_outputs(model, extra_outputs)
+    runner = session(probe.SerializeToString(), f"model '{model.graph.name}'")
+    names = [o.name for o in probe.graph.output]
+    return dict(zip(names, runner.run(names, inputs), strict=True))
 
 
 def _elem_type(dtype: np.dtype) -> int:
