@@ -39,7 +39,7 @@ import onnx
 from fpgaplace.deploy.cluster import open_session, pipeline_devices, run_cluster, run_whole, start_local_ray
 from fpgaplace.flow.split import check_split, split_model
 from fpgaplace.model import zoo as models
-from fpgaplace.model.frontend import load_onnx
+from fpgaplace.model.frontend.load import load_onnx
 from fpgaplace.model.passes import name_nodes, optimize
 from fpgaplace.model.passes.graph_tools import tensor_types, topological_order
 from fpgaplace.place.cost import profile_cpu_us

@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 import real_models  # noqa: E402 - the builders live with the tests
 
-from fpgaplace.model.frontend import dot_product_macs, from_model  # noqa: E402
+from fpgaplace.model.frontend.build import dot_product_macs
+from fpgaplace.model.frontend.load import from_model
 
 
 def report_row(name: str, full: bool, cpu_cost: str) -> tuple[list[str], bool]:

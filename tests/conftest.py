@@ -8,7 +8,7 @@ import onnx
 import pytest
 
 from fpgaplace.model import zoo as models
-from fpgaplace.model.frontend import load_onnx
+from fpgaplace.model.frontend.load import load_onnx
 from fpgaplace.model.ir import OpGraph
 
 FAST_CLUSTER = str(Path(__file__).resolve().parent / "boards" / "cluster-2x-zcu104-fast.yaml")

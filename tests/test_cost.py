@@ -11,7 +11,7 @@ import pytest
 from fpgaplace.board.model import load_board
 from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.hw.kernels import cycles_to_us
-from fpgaplace.model.frontend import from_model, load_onnx
+from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.zoo import cnn_residual, light_model_path, mlp
 from fpgaplace.place.cost import (
     PRECISION_BYTES,

@@ -16,7 +16,7 @@ import real_models
 from fpgaplace import hw
 from fpgaplace.board.model import load_board
 from fpgaplace.hw.kernels import macs_per_dsp
-from fpgaplace.model.frontend import from_model
+from fpgaplace.model.frontend.load import from_model
 from fpgaplace.place.cost import (
     PRECISION_BITS,
     PRECISION_BYTES,

@@ -4,7 +4,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from fpgaplace.model.frontend import load_onnx
+from fpgaplace.model.frontend.load import load_onnx
 
 SCRIPT = Path(__file__).resolve().parents[1] / "examples" / "make_models.py"
 

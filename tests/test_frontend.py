@@ -13,7 +13,9 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.model import zoo as models
-from fpgaplace.model.frontend import FPGA_OPS, FixedBatchError, dot_product_macs, from_model, load_onnx
+from fpgaplace.model.frontend.bind import FixedBatchError
+from fpgaplace.model.frontend.build import FPGA_OPS, dot_product_macs
+from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.ir import OpGraph
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -1031,9 +1033,10 @@ def test_a_qonnx_bit_width_that_is_not_a_constant_is_noted():
 # ---- onnxruntime stays quiet ------------------------------------------------------------------
 
 REPO = Path(__file__).resolve().parents[1]
-FRONT_END_FILES = ("fpgaplace/model/frontend.py", "fpgaplace/util/onnxrt.py", "fpgaplace/model/quantize.py",
-                   "fpgaplace/flow/split.py", "fpgaplace/place/cost.py",
-                   *(str(p.relative_to(REPO)) for p in sorted((REPO / "fpgaplace/model/passes").glob("*.py"))))
+FRONT_END_FILES = ("fpgaplace/util/onnxrt.py", "fpgaplace/model/quantize.py", "fpgaplace/flow/split.py",
+                   "fpgaplace/place/cost.py",
+                   *(str(p.relative_to(REPO)) for folder in ("fpgaplace/model/frontend", "fpgaplace/model/passes")
+                     for p in sorted((REPO / folder).glob("*.py"))))
 
 
 def test_every_session_of_the_front_end_comes_from_onnxrt_session():
@@ -1059,7 +1062,7 @@ def test_onnxrt_sessions_print_no_onnxruntime_log_line(tmp_path):
     path = tmp_path / "warns.onnx"
     _warning_model(path)
     plain = f"import onnxruntime as ort; ort.InferenceSession({str(path)!r}, providers=['CPUExecutionProvider'])"
-    quiet = f"from fpgaplace import onnxrt; onnxrt.session({str(path)!r}, 'warns.onnx')"
+    quiet = f"from fpgaplace.util import onnxrt; onnxrt.session({str(path)!r}, 'warns.onnx')"
     loud = subprocess.run([sys.executable, "-c", plain], capture_output=True, text=True, check=True)
     assert "onnxruntime" in loud.stderr  # the warning the helper must silence
     silent = subprocess.run([sys.executable, "-c", quiet], capture_output=True, text=True, check=True, cwd=REPO)

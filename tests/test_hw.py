@@ -28,7 +28,7 @@ from fpgaplace.hw.folding import Stage, fold_core, least_interval, streamed_cycl
 from fpgaplace.hw.kernels import MAX_LINE_WIDTH, core_budget
 from fpgaplace.model import ops as op_registry
 from fpgaplace.model import zoo as models
-from fpgaplace.model.frontend import from_model
+from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError

@@ -8,7 +8,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from fpgaplace.model.frontend import from_model, load_onnx
+from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.ir import Op, OpGraph, TensorInfo, outer_references, unique_op_names
 from fpgaplace.model.zoo import light_model_path
 from fpgaplace.util.errors import FpgaplaceError

@@ -10,7 +10,8 @@ from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from fpgaplace.model import ops
-from fpgaplace.model.frontend import FPGA_OPS, dot_product_macs, from_model, load_onnx
+from fpgaplace.model.frontend.build import FPGA_OPS, dot_product_macs
+from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.ir import Op
 from fpgaplace.model.passes import fuse_activations, fuse_elementwise, fused_groups, optimize
 from fpgaplace.util.compare import relative_error

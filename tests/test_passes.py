@@ -386,7 +386,7 @@ def test_light_model_zoo_structures_fold_all_batchnorms(name):
 
 
 def test_name_nodes_follows_the_frontend_rule():
-    from fpgaplace.model.frontend import load_onnx
+    from fpgaplace.model.frontend.load import load_onnx
 
     model = onnx.load(models.light_model_path("resnet50"))
     names = onnx.ModelProto()
@@ -504,7 +504,7 @@ def test_a_qonnx_rounding_mode_no_function_implements_is_an_error_naming_the_nod
 
 
 def test_a_qonnx_model_on_opset_11_is_upgraded_and_runs():
-    from fpgaplace.model.frontend import from_model
+    from fpgaplace.model.frontend.load import from_model
     from fpgaplace.util import onnxrt
 
     graph = from_model(qonnx_model(*QONNX_CASES["quant signed 4 bits"], opset=11))
@@ -608,7 +608,7 @@ def test_manager_rewrites_in_place_what_the_copying_passes_compute():
 def test_opset_conversion_without_weights_gives_onnx_result_byte_for_byte(name):
     from onnx import version_converter
 
-    from fpgaplace.model.frontend import from_model
+    from fpgaplace.model.frontend.load import from_model
     from fpgaplace.model.passes import inference
 
     model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path(name))))).model
@@ -621,7 +621,7 @@ def test_opset_conversion_without_weights_gives_onnx_result_byte_for_byte(name):
 def test_opset_conversion_converts_the_whole_model_when_the_converter_touches_an_initializer(monkeypatch):
     from onnx import version_converter
 
-    from fpgaplace.model.frontend import from_model
+    from fpgaplace.model.frontend.load import from_model
     from fpgaplace.model.passes import inference
 
     model = from_model(models.with_random_weights(onnx.load(str(models.light_model_path("squeezenet"))))).model

@@ -15,7 +15,8 @@ import onnx
 import pytest
 import real_models
 
-from fpgaplace.model.frontend import dot_product_macs, from_model
+from fpgaplace.model.frontend.build import dot_product_macs
+from fpgaplace.model.frontend.load import from_model
 
 NAMES = sorted(real_models.REAL_MODELS)
 

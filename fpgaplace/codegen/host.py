@@ -74,7 +74,7 @@ def _hardware(document: dict, folder: Path) -> dict:
 
 def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
-    from fpgaplace.sim.csim import output_scales
+    from fpgaplace.hw.qdq import output_scales
     from fpgaplace.util import onnxrt
     from fpgaplace.util.onnxrt import random_inputs
 

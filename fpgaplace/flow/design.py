@@ -241,7 +241,7 @@ class Design:
         """The model as the front end reads it, before the graph optimizer."""
         import onnx
 
-        from fpgaplace.model.frontend import from_model, load_onnx
+        from fpgaplace.model.frontend.load import from_model, load_onnx
 
         self._say(f"importing {self.name}")
         if isinstance(self.model, onnx.ModelProto):
@@ -268,7 +268,7 @@ class Design:
 
     @cached_property
     def _optimized(self) -> tuple[OpGraph, OptimizeReport | None]:
-        from fpgaplace.model.frontend import from_model
+        from fpgaplace.model.frontend.load import from_model
         from fpgaplace.model.passes import eliminate, fuse
         from fpgaplace.model.passes.manager import DEFAULT_PASSES, optimize
 

@@ -118,7 +118,7 @@ def _same_placement(a: Placement, b: Placement) -> bool:
 def model_batch(design: Design) -> int:
     """The batch the design's graph runs: dim 0 of its first input (1 for a scalar input); the
     model's fixed batch when the design asks for another (the front end's FixedBatchError)."""
-    from fpgaplace.model.frontend import FixedBatchError
+    from fpgaplace.model.frontend.bind import FixedBatchError
 
     try:
         graph = design.loaded

@@ -56,7 +56,7 @@ operation on one element:
 
 The published 4.09 G for ResNet-50 and 19.6 G for VGG-19 count conv and FC MACs only — the ops
 whose ``OpClass.dot_product`` is set (which also marks attention, einsum and recurrent ops);
-``fpgaplace.model.frontend.dot_product_macs`` gives that figure.
+``fpgaplace.model.frontend.build.dot_product_macs`` gives that figure.
 """
 
 from __future__ import annotations
