@@ -1,6 +1,6 @@
 """fpgaplace: place a DNN's operators on a multicore FPGA board and build the project that runs it.
 
-The Python API is ``Design`` (``fpgaplace.flow.design``) and ``load_board`` (``fpgaplace.board.model``)::
+The Python API is ``Design`` (``fpgaplace.flow.design``) and ``load_board`` (``fpgaplace.board.load``)::
 
     from fpgaplace import Design
     design = Design("model.onnx", "zcu104")
@@ -18,7 +18,7 @@ __version__ = "0.1.0"
 __all__ = ["Design", "__version__", "load_board"]
 
 if TYPE_CHECKING:
-    from fpgaplace.board.model import load_board
+    from fpgaplace.board.load import load_board
     from fpgaplace.flow.design import Design
 
 
@@ -29,7 +29,7 @@ def __getattr__(name: str):
 
         return Design
     if name == "load_board":
-        from fpgaplace.board.model import load_board
+        from fpgaplace.board.load import load_board
 
         return load_board
     raise AttributeError(f"module 'fpgaplace' has no attribute {name!r}")

@@ -29,7 +29,7 @@ from rtl_cases import (  # noqa: E402
 )
 from test_rtl_ops import CONCATS, CONVS, POOLS  # noqa: E402
 
-from fpgaplace.board.model import load_board  # noqa: E402
+from fpgaplace.board.load import load_board
 from fpgaplace.hw.kernels import KERNELS, Folding, Geometry  # noqa: E402
 from fpgaplace.sim import rtl, yosys  # noqa: E402
 

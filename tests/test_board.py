@@ -14,17 +14,8 @@ from board_reference import BOARD_PARTS, CLUSTERS, PARTS
 from hypothesis import given
 from hypothesis import strategies as st
 
-from fpgaplace.board.model import (
-    BRAM36_BYTES,
-    RESOURCES,
-    URAM_BYTES,
-    FpgaCore,
-    Link,
-    list_boards,
-    load_board,
-    split_equal,
-    usable_fabric,
-)
+from fpgaplace.board.load import list_boards, load_board, split_equal, usable_fabric
+from fpgaplace.board.model import BRAM36_BYTES, RESOURCES, URAM_BYTES, FpgaCore, Link
 from fpgaplace.util.errors import FpgaplaceError
 
 REQUIRED_BOARDS = {

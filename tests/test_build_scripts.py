@@ -22,7 +22,7 @@ import pytest
 from conftest import FAST_CLUSTER
 
 from fpgaplace import Design
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.codegen.build_scripts import (
     ALVEO_PLATFORMS,
     FIFO_MAX_DEPTH,

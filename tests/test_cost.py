@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.hw.kernels import cycles_to_us
 from fpgaplace.model.frontend.load import from_model, load_onnx

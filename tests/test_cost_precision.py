@@ -14,7 +14,7 @@ import pytest
 import real_models
 
 from fpgaplace import hw
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.hw.kernels import macs_per_dsp
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.place.cost import (

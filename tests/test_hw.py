@@ -20,7 +20,8 @@ from hw_spec import conv_ticks, sliding_ticks
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace import Design, load_board
-from fpgaplace.board.model import FpgaCore, list_boards
+from fpgaplace.board.load import list_boards
+from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen import CompileResult
 from fpgaplace.flow.refine import REFINE_ROUNDS
 from fpgaplace.hw import KERNELS, Folding, Geometry, Kernel, Unsupported, cycles_to_us, kernel_for, plan_op

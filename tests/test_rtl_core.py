@@ -13,7 +13,7 @@ from rtl_cases import conv_case, elementwise_case, pool_case
 from typer.testing import CliRunner
 
 from fpgaplace import Design
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
 from fpgaplace.codegen.rtl_project import (
     RTL_DIR,

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.hw import reference
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.hw.quant import quantize_multiplier

@@ -20,7 +20,7 @@ from conftest import FAST_CLUSTER
 from typer.testing import CliRunner
 
 from fpgaplace import Design
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
 from fpgaplace.model import zoo as models
 from fpgaplace.sim.event import SimResult, simulate

@@ -11,7 +11,7 @@ import pytest
 from rtl_cases import dense_case
 
 from fpgaplace import Design
-from fpgaplace.board.model import load_board
+from fpgaplace.board.load import load_board
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.model import zoo as models
 from fpgaplace.project.record import load_design

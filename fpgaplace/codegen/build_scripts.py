@@ -30,7 +30,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpgaplace.board.model import Board, load_board
+from fpgaplace.board.load import load_board
+from fpgaplace.board.model import Board
 from fpgaplace.codegen.render import environment
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,

@@ -223,7 +223,7 @@ class RtlResult:
 
 def macs_per_dsp(document: dict[str, Any]) -> int:
     """The board's MACs per DSP (2 for DSP48E2 boards), from the board design.json names."""
-    from fpgaplace.board.model import load_board
+    from fpgaplace.board.load import load_board
 
     board = load_board(document["board"]["name"])
     return board.cores[0].macs_per_dsp if board.cores else 1

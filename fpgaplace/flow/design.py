@@ -232,7 +232,8 @@ class Design:
     # ---- stages, each computed once ----------------------------------------------------
     @cached_property
     def board(self) -> Board:
-        from fpgaplace.board.model import Board, load_board  # (yaml and the boards: not for a workload)
+        from fpgaplace.board.load import load_board
+        from fpgaplace.board.model import Board
 
         return self._board if isinstance(self._board, Board) else load_board(self._board)
 

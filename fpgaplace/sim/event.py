@@ -52,7 +52,8 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace import hw
-from fpgaplace.board.model import Board, load_board
+from fpgaplace.board.load import load_board
+from fpgaplace.board.model import Board
 from fpgaplace.project.record import load_design, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
