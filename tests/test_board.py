@@ -314,6 +314,12 @@ BAD_FIELDS = [
     ("stream.latency_us", -0.1, ["stream.latency_us must be a non-negative number"]),
     ("stream", 5, ["stream must be a mapping, got int"]),
     ("part", "", ["part must be a non-empty string"]),
+    ("vivado", {"board_part": "a:b:part0:*", "carrier": "c:d:part0:*"},
+     ["vivado.carrier and vivado.connector come together"]),
+    ("vivado", {"part": "x"}, ["vivado.part is not a known field", "board_part"]),
+    ("vitis", {"platform": "p", "memory": "SRAM", "banks": 2}, ["vitis.memory must be one of HBM, DDR", "SRAM"]),
+    ("vitis", {"platform": "p", "memory": "HBM", "banks": 0}, ["vitis.banks must be a positive integer"]),
+    ("vitis", {"platform": "p", "memory": "DDR"}, ["vitis.banks is required"]),
 ]
 
 
@@ -324,6 +330,20 @@ def test_bad_field_names_file_and_field(
 ) -> None:
     data = with_change(field_name, None, delete=True) if value == "DELETE" else with_change(field_name, value)
     expect_error(write_board(tmp_path, data), *fragments)
+
+
+def test_shipped_boards_name_their_vendor_flow() -> None:
+    """Zynq boards carry the Vivado board part, PCIe cards (a host link) the Vitis platform and banks."""
+    for name in list_boards():
+        board = load_board(name)
+        if board.is_cluster:
+            assert board.vivado is None and board.vitis is None
+            continue
+        card = board.host is not None
+        assert (board.vitis is not None) == card and (board.vivado is not None) != card, name
+    kv260 = load_board("kv260").vivado
+    assert kv260.carrier.startswith("xilinx.com:kv260_carrier") and kv260.connector == "som240_1_connector"
+    assert (load_board("alveo-u250").vitis.memory, load_board("alveo-u280").vitis.banks) == ("DDR", 32)
 
 
 def test_valid_template_loads(tmp_path: Path) -> None:

@@ -24,7 +24,6 @@ from conftest import FAST_CLUSTER
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen.build_scripts import (
-    ALVEO_PLATFORMS,
     FIFO_MAX_DEPTH,
     FIFO_MIN_DEPTH,
     Dma,
@@ -399,7 +398,7 @@ def parse_link_cfg(path: Path) -> dict[str, list[str]]:
 
 def test_alveo_link_config_matches_the_placement(u280):
     config = parse_link_cfg(u280.folder / "vitis" / "link.cfg")
-    assert config["platform"] == [ALVEO_PLATFORMS["alveo-u280"]]
+    assert config["platform"] == [load_board("alveo-u280").vitis.platform]
     units = {cu: kernel for value in config["nk"] for kernel, count, names in [value.split(":")]
              for cu in names.split(".")}
     for value in config["nk"]:
@@ -483,7 +482,7 @@ def test_make_n_xclbin_compiles_every_kernel_and_links_with_the_config(u280):
     assert {c["top"] for c in u280.cores()} < kernels
     (link,) = [line for line in done.stdout.splitlines() if line.startswith("v++ -l")]
     assert "--config vitis/link.cfg" in link and "-o bitstream/design.xclbin" in link
-    assert f"--platform {ALVEO_PLATFORMS['alveo-u280']}" in link
+    assert f"--platform {load_board('alveo-u280').vitis.platform}" in link
 
 
 def test_a_missing_tool_stops_make_with_status_2_and_one_line(zcu104_copy, tmp_path):
@@ -569,8 +568,9 @@ def test_the_kv260_som_is_joined_to_its_carrier_card(zcu104, tmp_path):
 
 
 def test_memory_banks_are_hbm_channels_in_turn_or_the_ddr_of_the_slr():
-    assert [memory_bank("alveo-u280", i, 2) for i in (0, 1, 33)] == [("HBM", 0), ("HBM", 1), ("HBM", 1)]
-    assert [memory_bank("alveo-u250", i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == [
+    u280, u250 = load_board("alveo-u280").vitis, load_board("alveo-u250").vitis
+    assert [memory_bank(u280, i, 2) for i in (0, 1, 33)] == [("HBM", 0), ("HBM", 1), ("HBM", 1)]
+    assert [memory_bank(u250, i, slr) for i, slr in ((0, 3), (1, 3), (2, 0))] == [
         ("DDR", 3), ("DDR", 3), ("DDR", 0)]
 
 

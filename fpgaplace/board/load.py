@@ -15,6 +15,8 @@ FPGA part and how its fabric is cut into cores::
     dram: {type: ddr4, gbytes: 2, gbps: 19.2, latency_us: 0.5}
     stream: {type: axi-stream, gbps: 4.8, latency_us: 0.05}
     host: {type: pcie-gen3x16, gbps: 12, latency_us: 2}   # optional: CPU memory <-> card memory
+    vivado: {board_part: "xilinx.com:zcu104:part0:*"}      # optional, Zynq: Vivado's board part
+    vitis: {platform: xilinx_u280_gen3x16_xdma_1_202211_1, memory: HBM, banks: 32}   # optional, cards
 
 A cluster file joins boards over a network::
 
@@ -54,7 +56,7 @@ from typing import Any
 
 import yaml
 
-from fpgaplace.board.model import FABRIC_KEYS, RESOURCES, Board, CpuCore, FpgaCore, Link
+from fpgaplace.board.model import FABRIC_KEYS, RESOURCES, Board, CpuCore, FpgaCore, Link, VitisPlatform, VivadoBoard
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 BOARD_PACKAGE = "fpgaplace.boards"
@@ -71,12 +73,15 @@ MAX_CPUS = 1024
 MAX_NODES = 256
 """The most boards a cluster may join."""
 MAX_MACS_PER_DSP = 64
+MAX_MEMORY_BANKS = 1024
+"""The most memory banks a card's ``vitis.banks`` may give (an HBM stack has 32 pseudo-channels)."""
+MEMORY_KINDS = ("HBM", "DDR")
 MAX_YAML_DEPTH = 64
 """The deepest nesting of YAML collections a board file may have (board files are 3 deep)."""
 
 _SINGLE_REQUIRED = ("name", "part", "fabric", "clock_mhz", "macs_per_dsp", "utilisation_cap",
                     "cores", "cpu", "dram", "stream")
-_SINGLE_OPTIONAL = ("shell", "host", "description")
+_SINGLE_OPTIONAL = ("shell", "host", "vivado", "vitis", "description")
 _CLUSTER_REQUIRED = ("name", "nodes", "network")
 _CLUSTER_OPTIONAL = ("description",)
 _CORE_REQUIRED = ("lut", "ff", "dsp", "bram36")
@@ -287,6 +292,8 @@ class _BoardSpec:
     dram_gbytes: float
     stream: Link
     host: Link | None
+    vivado: VivadoBoard | None
+    vitis: VitisPlatform | None
 
 
 def _read_board_spec(data: dict, source: str) -> _BoardSpec:
@@ -317,6 +324,8 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
         dram_gbytes=fields.number(data["dram"]["gbytes"], "dram.gbytes", positive=True),
         stream=_read_link(fields, data["stream"], "stream"),
         host=host,
+        vivado=_read_vivado(fields, data["vivado"]) if "vivado" in data else None,
+        vitis=_read_vitis(fields, data["vitis"]) if "vitis" in data else None,
     )
 
 
@@ -421,6 +430,25 @@ def _read_cpu(fields: _Fields, value: Any) -> dict[str, Any]:
     }
 
 
+def _read_vivado(fields: _Fields, value: Any) -> VivadoBoard:
+    raw = fields.mapping(value, "vivado", ("board_part",), ("carrier", "connector"))
+    carrier = fields.text(raw["carrier"], "vivado.carrier") if "carrier" in raw else ""
+    connector = fields.text(raw["connector"], "vivado.connector") if "connector" in raw else ""
+    if bool(carrier) != bool(connector):
+        raise FpgaplaceError(f"{fields.source}: vivado.carrier and vivado.connector come together; "
+                             "expected both or neither")
+    return VivadoBoard(fields.text(raw["board_part"], "vivado.board_part"), carrier, connector)
+
+
+def _read_vitis(fields: _Fields, value: Any) -> VitisPlatform:
+    raw = fields.mapping(value, "vitis", ("platform", "memory", "banks"))
+    memory = fields.text(raw["memory"], "vitis.memory")
+    if memory not in MEMORY_KINDS:
+        raise fields.fail("vitis.memory", f"one of {', '.join(MEMORY_KINDS)}", memory)
+    return VitisPlatform(fields.text(raw["platform"], "vitis.platform"), memory,
+                         fields.integer(raw["banks"], "vitis.banks", minimum=1, maximum=MAX_MEMORY_BANKS))
+
+
 def _read_link(fields: _Fields, value: Any, kind: str,
                required_extra: tuple[str, ...] = ()) -> Link:
     """A link's bandwidth and latency; ``required_extra`` keys are checked here, read by the
@@ -455,7 +483,7 @@ def _build_board(spec: _BoardSpec, node: str, prefix: str) -> Board:
         name=spec.name, part=spec.part, source=spec.source,
         fabric=dict(spec.fabric), usable=dict(spec.usable), shell=dict(spec.shell),
         utilisation_cap=dict(spec.cap), cores=cores, cpus=cpus,
-        dram=spec.dram, stream=spec.stream, network=None, host=spec.host,
+        dram=spec.dram, stream=spec.stream, network=None, host=spec.host, vivado=spec.vivado, vitis=spec.vitis,
         nodes=[node], dram_gbytes=spec.dram_gbytes,
     )
 

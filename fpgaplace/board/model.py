@@ -79,6 +79,27 @@ Device = FpgaCore | CpuCore
 
 
 @dataclass(frozen=True)
+class VivadoBoard:
+    """What Vivado's block design needs of a Zynq board: its board part (a pattern whose newest
+    installed version is taken) and, for a system-on-module, the carrier card's board part and
+    the connector that joins them (the SOM's presets apply only with both)."""
+
+    board_part: str
+    carrier: str = ""
+    connector: str = ""
+
+
+@dataclass(frozen=True)
+class VitisPlatform:
+    """What Vitis needs of a PCIe card: its platform, and the kind and number of the memory
+    banks that ``sp=`` spreads the memory ports over (HBM pseudo-channels or DDR banks)."""
+
+    platform: str
+    memory: str  # "HBM" or "DDR"
+    banks: int
+
+
+@dataclass(frozen=True)
 class Board:
     """A board (or a cluster of boards) as the cost model and the solvers see it.
 
@@ -103,6 +124,8 @@ class Board:
     nodes: list[str]
     dram_gbytes: float
     node_boards: dict[str, Board] = field(default_factory=dict)
+    vivado: VivadoBoard | None = None  # the vendor tools' facts (Zynq boards)
+    vitis: VitisPlatform | None = None  # (PCIe cards)
 
     @property
     def is_cluster(self) -> bool:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpgaplace.board.load import load_board
-from fpgaplace.board.model import Board
+from fpgaplace.board.model import Board, VitisPlatform, VivadoBoard
 from fpgaplace.codegen.render import environment
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
@@ -49,25 +49,6 @@ CONTROL_MAX_PORTS = 64  # AXI-Lite slaves on one axi_interconnect
 MEMORY_PORTS_PER_INTERCONNECT = 16  # AXI masters on one axi_interconnect, one per PS HP port
 PS_HP_PORTS = 4
 
-# Vitis platforms (Alveo) and memory banks; `sp=` spreads the ports over the banks in order.
-ALVEO_PLATFORMS = {
-    "alveo-u50": "xilinx_u50_gen3x16_xdma_5_202210_1",
-    "alveo-u250": "xilinx_u250_gen3x16_xdma_4_1_202210_1",
-    "alveo-u280": "xilinx_u280_gen3x16_xdma_1_202211_1",
-}
-ALVEO_BANKS = {"alveo-u50": ("HBM", 32), "alveo-u250": ("DDR", 4), "alveo-u280": ("HBM", 32)}
-
-# Vivado board parts by board name, as patterns: the newest installed file version is taken.
-ZYNQ_BOARD_PARTS = {
-    "pynq-z1": "www.digilentinc.com:pynq-z1:part0:*",
-    "pynq-z2": "tul.com.tw:pynq-z2:part0:*",
-    "ultra96-v2": "avnet.com:ultra96v2:part0:*",
-    "kv260": "xilinx.com:kv260_som:part0:*",
-    "zcu102": "xilinx.com:zcu102:part0:*",
-    "zcu104": "xilinx.com:zcu104:part0:*",
-}
-# The KV260 SOM's board file needs its carrier card (board part pattern, SOM connector) to apply the preset.
-ZYNQ_CARRIERS = {"kv260": ("xilinx.com:kv260_carrier:part0:*", "som240_1_connector")}
 DMA_LENGTH_BITS = 26  # AXI DMA buffer length register width: up to 64 MiB per transfer
 DMA_MAX_STREAM_BYTES = 128  # AXI DMA stream widths: 8..1024 bits, powers of two
 
@@ -169,6 +150,8 @@ class NodePlan:
     dmas: list[Dma] = field(default_factory=list)
     fanouts: list[Fanout] = field(default_factory=list)
     single: bool = True  # the only node with cores (no per-node folders)
+    vivado: VivadoBoard | None = None  # the board's facts for the vendor tools (from its board file)
+    vitis: VitisPlatform | None = None
 
     @property
     def folder(self) -> str:
@@ -255,10 +238,11 @@ def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -
     """FIFOs, DMAs and broadcasters of one node's block design (see the module docstring)."""
     cores = {c["name"]: c for c in document["cores"] if c["node"] == node}
     first = next(iter(cores.values()))
-    plan = NodePlan(node, _node_board_name(document, node), first["part"], alveo, first["clock_mhz"],
+    name, vivado, vitis = _node_board(document, node)
+    plan = NodePlan(node, name, first["part"], alveo, first["clock_mhz"],
                     [CorePlan(c["name"], core_ip_instance(c["name"]), c["top"], c["folder"], c["slr"],
                               "wmem" if c["streamed_weight_bytes"] > 0 else "") for c in cores.values()],
-                    single=len({c["node"] for c in document["cores"]}) <= 1)
+                    single=len({c["node"] for c in document["cores"]}) <= 1, vivado=vivado, vitis=vitis)
     wiring = _Wiring()
     for transfer in document["transfers"]:
         _wire_transfer(plan, cores, transfer, wiring)
@@ -319,9 +303,13 @@ def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: dict, to_fabric: bool) 
     return dma
 
 
-def _node_board_name(document: dict, node: str) -> str:
+def _node_board(document: dict, node: str) -> tuple[str, VivadoBoard | None, VitisPlatform | None]:
+    """The node's board name and its vendor tool facts (none when the board no longer loads)."""
     board = _load_board(document)
-    return board.node_board(node).name if board is not None else document["board"]["name"]
+    if board is None:
+        return document["board"]["name"], None, None
+    board = board.node_board(node)
+    return board.name, board.vivado, board.vitis
 
 
 def _load_board(document: dict) -> Board | None:
@@ -336,9 +324,7 @@ def _load_board(document: dict) -> Board | None:
 def is_alveo(document: dict) -> bool:
     """A PCIe card (the board has a host link), built with Vitis into an xclbin."""
     board = _load_board(document)
-    if board is not None:
-        return board.host is not None
-    return document["board"]["name"] in ALVEO_PLATFORMS
+    return board is not None and board.host is not None
 
 
 def plan_nodes(document: dict, folder: Path) -> list[NodePlan]:
@@ -382,8 +368,10 @@ def _vivado_context(plan: NodePlan, node_count: int) -> dict:
     groups = [memory_masters[i:i + MEMORY_PORTS_PER_INTERCONNECT]
               for i in range(0, len(memory_masters), MEMORY_PORTS_PER_INTERCONNECT)][:PS_HP_PORTS]
     bit, hwh = _node_files(plan, node_count)
-    return {"plan": plan, "ps7": ps7, "board_part": ZYNQ_BOARD_PARTS.get(plan.board, ""),
-            "carrier": ZYNQ_CARRIERS.get(plan.board), "control": control, "length_bits": DMA_LENGTH_BITS,
+    vivado = plan.vivado
+    carrier = (vivado.carrier, vivado.connector) if vivado and vivado.carrier else None
+    return {"plan": plan, "ps7": ps7, "board_part": vivado.board_part if vivado else "", "carrier": carrier,
+            "control": control, "length_bits": DMA_LENGTH_BITS,
             "memory_groups": groups, "root": "../.." if plan.folder else "..", "bit": bit, "hwh": hwh,
             "sink_pins": _sink_pins(plan),
             "problems": _block_design_limits(plan, len(memory_masters), len(control))}
@@ -460,23 +448,24 @@ def _vitis_streams(plan: NodePlan) -> list[tuple[str, str, int]]:
 
 
 def _vitis_context(plan: NodePlan, node_count: int) -> dict:
-    platform = ALVEO_PLATFORMS.get(plan.board, "")  # another card: `make xclbin PLATFORM=...`
+    vitis = plan.vitis
+    platform = vitis.platform if vitis is not None else ""  # another card: `make xclbin PLATFORM=...`
     slr = {c.cell: c.slr for c in plan.cores}
     slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
     slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
     slr.update({f.converter: slr[f.consumer.cell] for f in plan.fifos if f.converter})
     memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
                                                            if c.weights_port]
-    banks = {f"{cell}.{arg}": memory_bank(plan.board, i, slr[cell]) for i, (cell, arg) in enumerate(memory_ports)}
+    banks = {f"{cell}.{arg}": memory_bank(vitis, i, slr[cell]) for i, (cell, arg) in enumerate(memory_ports)}
     return {"plan": plan, "platform": platform, "banks": banks, "slr": slr, "xclbin": _node_files(plan, node_count)[0],
             "units": _vitis_units(plan), "streams": _vitis_streams(plan)}
 
 
-def memory_bank(board: str, index: int, slr: int) -> tuple[str, int]:
+def memory_bank(vitis: VitisPlatform | None, index: int, slr: int) -> tuple[str, int]:
     """The ``sp=`` bank (kind, number) of the ``index``-th memory port, used from ``slr``: HBM
     pseudo-channels in turn (all HBM sits below SLR0); on DDR cards the bank attached to the
-    port's SLR."""
-    kind, count = ALVEO_BANKS.get(board, ("DDR", 1))
+    port's SLR (one DDR bank when the board file names none)."""
+    kind, count = (vitis.memory, vitis.banks) if vitis is not None else ("DDR", 1)
     return kind, index % count if kind == "HBM" else slr % count
 
 
