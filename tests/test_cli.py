@@ -316,7 +316,7 @@ def fixed_cnn_file(tmp_path_factory) -> Path:
 
 
 def test_quantize_writes_a_qdq_model_and_prints_its_drift(tmp_path, fixed_cnn_file):
-    from fpgaplace.model.quantize import is_qdq
+    from fpgaplace.model.qdq import is_qdq
 
     target = tmp_path / "cnn.int8.onnx"
     result = run("quantize", str(fixed_cnn_file), "--out", str(target), "--random", "4", "--json")

@@ -14,16 +14,15 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes.graph_tools import copy_model, node_metadata, producers
+from fpgaplace.model.qdq import QDQ_OPS, is_qdq
 from fpgaplace.model.quantize import (
     ABSORBED_KEY,
     MAX_RANDOM_SAMPLES,
-    QDQ_OPS,
     SETTINGS_KEY,
     Drift,
     absorbed_nodes,
     calibration_inputs,
     check_qdq,
-    is_qdq,
     measure_drift,
     quantize_file,
     quantize_model,

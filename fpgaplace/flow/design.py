@@ -263,7 +263,7 @@ class Design:
     @cached_property
     def is_qdq(self) -> bool:
         """Whether the model is quantized in QDQ form (QuantizeLinear/DequantizeLinear pairs)."""
-        from fpgaplace.model.quantize import is_qdq
+        from fpgaplace.model.qdq import is_qdq
 
         return is_qdq(self.loaded.model)
 

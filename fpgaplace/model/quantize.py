@@ -88,6 +88,7 @@ from fpgaplace.model.passes.graph_tools import (
     topological_order,
 )
 from fpgaplace.model.passes.inference import infer_shapes
+from fpgaplace.model.qdq import is_qdq, qdq_nodes
 from fpgaplace.util import onnxrt  # imported before onnxruntime.quantization: it quiets the default logger
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
@@ -102,7 +103,6 @@ ABSORBED_KEY = "fpgaplace.quant_absorbed"
 order) the original nodes folded into it during quantization: BatchNormalization (by
 ``fold_batchnorm``), Relu and Clip (removed by onnxruntime)."""
 
-QDQ_OPS = frozenset({"QuantizeLinear", "DequantizeLinear"})
 MAX_RANDOM_SAMPLES = 100_000
 
 
@@ -552,22 +552,12 @@ def _prune_opsets(model: onnx.ModelProto) -> None:
 # ----------------------------------------------------------------------------- QDQ checks
 
 
-def _qdq_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    return [n for n in model.graph.node if n.op_type in QDQ_OPS and n.domain in ("", "ai.onnx", "com.microsoft")]
-
-
-def is_qdq(model: onnx.ModelProto) -> bool:
-    """True if the model is in QDQ form: it has QuantizeLinear or DequantizeLinear nodes (this
-    says nothing of their validity; ``check_qdq`` checks that)."""
-    return bool(_qdq_nodes(model))
-
-
 def check_qdq(model: onnx.ModelProto) -> None:
     """Raise ``FpgaplaceError`` naming the first QuantizeLinear/DequantizeLinear node whose scale
     is not a constant, positive, finite float, or whose zero point is missing, not constant, not
     int8 (int32 0 for a DequantizeLinear of an int32 constant bias), or not one per scale value.
     A model with no such nodes is an error too. O(n + size of the qparams)."""
-    nodes = _qdq_nodes(model)
+    nodes = qdq_nodes(model)
     if not nodes:
         raise FpgaplaceError(f"model '{model.graph.name}': has no QuantizeLinear/DequantizeLinear nodes, "
                              "expected a QDQ model")
