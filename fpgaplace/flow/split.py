@@ -22,8 +22,6 @@ compares every boundary tensor and output against the unsplit model on random in
 from __future__ import annotations
 
 import json
-import shutil
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +43,7 @@ from fpgaplace.project.manifest import GRAPH_INPUT, MANIFEST_NAME, Manifest, Sub
 from fpgaplace.util import onnxrt
 from fpgaplace.util.compare import Tolerance, compare_tensors, relative_error
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.files import new_folder
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
 
@@ -219,13 +218,6 @@ def check_out_dir(out_dir: Path) -> None:
                              "expected an empty folder or a previous split")
 
 
-def move_into_place(tmp: Path, out_dir: Path) -> None:
-    check_out_dir(out_dir)
-    if out_dir.exists():
-        shutil.rmtree(out_dir)
-    tmp.rename(out_dir)
-
-
 def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Path, *,
                 devices: list[str] | None = None, merge_sync: bool = True,
                 colocate_fused: bool = True) -> Manifest:
@@ -254,9 +246,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     graph_outputs = [o.name for o in work.graph.output]
     producer_name = {out: names[p] for p, piece in enumerate(plan.piece_nodes) for i in piece
                      for out in work.graph.node[i].output if out}
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with new_folder(out_dir, check_out_dir) as tmp:
         submodels = []
         for name, device, piece in zip(names, plan.piece_devices, plan.piece_nodes, strict=True):
             inputs, outputs = _piece_io(work, piece, initializers)
@@ -283,10 +273,6 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
                             _io_entries(graph_inputs, types), _io_entries(graph_outputs, types),
                             submodels, final_transfers, stats)
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
-        move_into_place(tmp, out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return manifest
 
 

@@ -63,7 +63,6 @@ import contextlib
 import json
 import logging
 import math
-import os
 import tempfile
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
@@ -89,8 +88,9 @@ from fpgaplace.model.passes.graph_tools import (
 )
 from fpgaplace.model.passes.inference import infer_shapes
 from fpgaplace.model.qdq import is_qdq, qdq_nodes
-from fpgaplace.util import onnxrt  # imported before onnxruntime.quantization: it quiets the default logger
+from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.files import write_with  # imported before onnxruntime.quantization: it quiets the default logger
 
 Sample = dict[str, np.ndarray]
 """One calibration or test sample: graph input name -> array of that input's dtype and shape."""
@@ -718,13 +718,7 @@ def _load_model(path: Path) -> onnx.ModelProto:
 
 
 def _write_atomically(model: onnx.ModelProto, out_path: Path) -> None:
-    handle, temporary = tempfile.mkstemp(prefix=f".{out_path.name}.", suffix=".tmp", dir=out_path.parent)
-    os.close(handle)
     try:
-        onnx.save(model, temporary)
-        os.replace(temporary, out_path)
+        write_with(out_path, lambda temporary: onnx.save(model, str(temporary)))
     except (OSError, ValueError) as exc:
         raise FpgaplaceError(f"{out_path}: cannot write the QDQ model: {first_line(exc)}") from exc
-    finally:
-        if os.path.exists(temporary):
-            os.unlink(temporary)

@@ -66,6 +66,7 @@ from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.model.passes.fuse import fused_head
 from fpgaplace.place.solvers.problem import DeviceKind, Links, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.files import write_file
 
 PRECISION_BITS = {"binary": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16, "float16": 16, "float32": 32}
 """Bits of one element at each precision the cores may compute at (``CostOptions.precision``): the
@@ -401,18 +402,11 @@ class CpuProfileCache:
 
     def store(self, key: dict, profile: CpuProfile) -> bool:
         """Write ``profile`` under ``key``; False (and nothing left behind) if the folder is not writable."""
-        path = self.path(key)
-        tmp = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with tempfile.NamedTemporaryFile("w", dir=self.folder, prefix=".tmp-", suffix=".json", delete=False) as out:
-                tmp = out.name
-                json.dump({"key": key, **profile.to_dict()}, out)
-            os.replace(tmp, path)
+            write_file(self.path(key), json.dumps({"key": key, **profile.to_dict()}))
             return True
         except OSError:
-            if tmp is not None:
-                Path(tmp).unlink(missing_ok=True)
             return False
 
 
