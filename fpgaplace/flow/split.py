@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from fpgaplace.model.ir import producer_index
 from fpgaplace.model.passes.graph_tools import (
     TensorType,
     copy_model,
@@ -60,7 +61,7 @@ def _pieces(model: onnx.ModelProto, order: list[int],
             assignment: dict[str, str]) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
     """Pieces by the stage rule (module docstring), in execution order, and their DAG."""
     graph = model.graph
-    producer_of = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    producer_of = producer_index(graph.node)
     stage: dict[int, int] = {}
     for i in order:
         node = graph.node[i]

@@ -120,8 +120,15 @@ class _Source:
     def of(cls, model: onnx.ModelProto, constant_nodes: list[onnx.NodeProto]) -> _Source:
         g = model.graph
         value_infos = {v.name: v for v in [*g.value_info, *g.input, *g.output]}
-        producer = {t: i for i, node in enumerate(constant_nodes) for t in node.output if t}
-        return cls(model, {t.name: t for t in g.initializer}, value_infos, constant_nodes, producer)
+        return cls(model, {t.name: t for t in g.initializer}, value_infos, constant_nodes,
+                   producer_index(constant_nodes))
+
+
+def producer_index(nodes: Iterable[onnx.NodeProto]) -> dict[str, int]:
+    """Tensor name -> position (in ``nodes``) of the node that writes it; empty names (an omitted
+    optional output) are skipped. O(outputs). The one producer map: the front end, the split, the
+    report and the passes (``graph_tools.producers``) all build theirs here."""
+    return {t: i for i, node in enumerate(nodes) for t in node.output if t}
 
 
 def outer_references(node: onnx.NodeProto) -> list[str]:

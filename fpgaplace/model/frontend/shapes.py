@@ -14,6 +14,7 @@ from onnx import helper
 
 from fpgaplace.model import ops
 from fpgaplace.model.passes import inference, qonnx
+from fpgaplace.model.passes.graph_tools import producers
 from fpgaplace.util import onnxrt  # onnxrt: imported first, it quiets onnxruntime's logger
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
@@ -185,8 +186,7 @@ def _set_tensor_types(model: onnx.ModelProto, found: dict[str, tuple[tuple[int, 
 
 
 def _unresolved_message(model: onnx.ModelProto, unknown: list[str], source: str, reason: str) -> str:
-    producer = {t: node for node in model.graph.node for t in node.output if t}
-    node = producer[unknown[0]]
+    node = producers(model.graph)[unknown[0]]
     label = node.name or f"{node.op_type} producing '{unknown[0]}'"
     others = f" (and {len(unknown) - 1} more tensors)" if len(unknown) > 1 else ""
     return (f"{source}: op '{label}' ({node.op_type}): the shape of its output '{unknown[0]}'{others} is unknown to "

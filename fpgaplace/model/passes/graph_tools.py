@@ -15,7 +15,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from fpgaplace.model.ir import outer_references, unique_op_names
+from fpgaplace.model.ir import outer_references, producer_index, unique_op_names
 from fpgaplace.model.passes.inference import inferred_view
 from fpgaplace.util import graphs
 
@@ -40,7 +40,7 @@ def name_nodes(model: onnx.ModelProto) -> int:
 
 def producers(graph: onnx.GraphProto) -> dict[str, onnx.NodeProto]:
     """Tensor name -> the node producing it."""
-    return {out: node for node in graph.node for out in node.output if out}
+    return {out: graph.node[i] for out, i in producer_index(graph.node).items()}
 
 
 def consumers(graph: onnx.GraphProto) -> dict[str, list[onnx.NodeProto]]:
