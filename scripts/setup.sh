@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
-#   scripts/setup.sh          the tool and the system tools later stages use (g++, iverilog, yosys, tclsh)
+#   scripts/setup.sh          the tool with everything its commands use: cocotb, and the system tools
+#                             g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts, the TCL checks)
 #   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray),
 #                             sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.

@@ -31,3 +31,13 @@ def test_wheel_carries_boards_and_templates(tmp_path):
     assert {f"fpgaplace/hls_templates/{t}" for t in templates} <= names
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "fpgaplace").rglob("*.py")}
     assert len(modules) > 50 and modules <= names, sorted(modules - names)  # every package of the tree ships
+
+
+def test_what_the_commands_run_is_in_the_default_install():
+    """`fpgaplace sim --rtl` needs cocotb: it comes with the first README command, not a test extra."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    names = {dep.split(">")[0].split("=")[0].split("[")[0].strip() for dep in project["dependencies"]}
+    assert {"cocotb", "jinja2", "pyscipopt", "onnxruntime"} <= names
+    assert all("cocotb" not in dep for extra in project["optional-dependencies"].values() for dep in extra)
