@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
+from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.place.solvers.progress import Heartbeat
 from fpgaplace.util.errors import FpgaplaceError
@@ -37,7 +38,7 @@ METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "si
 class SolveOptions:
     objective: str = "throughput"
     time_limit: float = 60.0
-    gap: float = 0.01  # relative gap at which the IPs stop (ilp.DEFAULT_GAP)
+    gap: float = DEFAULT_GAP  # relative gap at which the IPs stop
     subgraphs_per_device: int = 1
     contiguous: bool = True
     progress: Callable[[str], None] | None = None
@@ -162,12 +163,13 @@ def _dp(problem: PlacementProblem, options: SolveOptions, scaled: bool = False) 
 
 def _in_ip_space(problem: PlacementProblem, start: Placement, options: SolveOptions) -> bool:
     """Whether the IP's model contains ``start`` (so the IP's bound applies to it)."""
-    from fpgaplace.place.solvers import ilp
+    from fpgaplace.place.solvers.ip import latency, throughput
+    from fpgaplace.place.solvers.ip.reduce import contract
 
     if options.objective == "latency":
-        groups = ilp.contract(problem, colours=False, zero_nodes=bool(problem.cpu_overlap_unlimited))
-        return ilp.project_latency_start(problem, groups, start, options.subgraphs_per_device) is not None
-    return ilp.project_throughput_start(problem, ilp.contract(problem), start, options.contiguous) is not None
+        groups = contract(problem, colours=False, zero_nodes=bool(problem.cpu_overlap_unlimited))
+        return latency.project_latency_start(problem, groups, start, options.subgraphs_per_device) is not None
+    return throughput.project_throughput_start(problem, contract(problem), start, options.contiguous) is not None
 
 
 def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: Placement | None,
@@ -204,15 +206,15 @@ def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
 
 def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
              remaining: float) -> Placement:
-    from fpgaplace.place.solvers import ilp
+    from fpgaplace.place.solvers.ip import latency, throughput
 
     _report(options, method="ip", say=True)
     limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
     try:
         if options.objective == "latency":
-            answer = ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device, **limits)
+            answer = latency.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device, **limits)
         else:
-            answer = ilp.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
+            answer = throughput.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
     except FpgaplaceError as error:
         if not starts:
             raise
