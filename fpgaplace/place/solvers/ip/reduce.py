@@ -2,8 +2,8 @@
 a start placement onto its result.
 
 Source: Tarnawski et al., "Efficient Algorithms for Device Placement of DNN Graph Operators"
-(NeurIPS 2020, Sections 4-5: colour classes share a device); the zero-node merges and the shared
-transfer terms are our own exact reductions.
+(NeurIPS 2020, Sections 4-5 and Appendix: the nodes of a colour class share a device); the
+zero-node merges and the shared transfer terms are our own exact reductions.
 
     * Colour classes are contracted into one *group* (the evaluator's contiguity classes), for
       max-load; the latency program keeps nodes apart and ties a colour class to one device.

@@ -3,9 +3,10 @@ events (incumbent, bound, gap), status names, symmetry breaking of identical dev
 warm starts: every projected start is given to SCIP, the best sets the cutoff, and it is
 returned (status "start kept (<method>): <why>") when SCIP ends with nothing better.
 
-Source: the paper's runs use Gurobi with a 1 % gap (Tarnawski et al., NeurIPS 2020, Section 6);
-here SCIP (pyscipopt) with aggressive heuristics and a fixed seed. pyscipopt is imported when a
-first model is built, so importing this module (and every solve that needs no program) stays fast.
+Source: Tarnawski et al., NeurIPS 2020 (Sections 4-5 and Appendix) solve their programs with
+Gurobi to a 1 % gap; here SCIP (pyscipopt) with aggressive heuristics and a fixed seed.
+pyscipopt is imported when a first model is built, so importing this module (and every solve
+that needs no program) stays fast.
 
 Symmetry of identical devices is broken by ordering them by their smallest group index (prefix
 sums P[g,d]; x[g,d_j] <= P[g-1,d_{j-1}]): O(G) rows and columns per pair of neighbouring devices.
