@@ -132,7 +132,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
 def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_large: bool) -> Placement:
     """The exact DP, or (past its state space) the DP over a coarsened graph, given
     ``COARSE_DP_SHARE`` of the time limit."""
-    from fpgaplace.place.solvers.dp import StateSpaceTooLarge, solve_coarsened_dp
+    from fpgaplace.place.solvers.dp import solve_coarsened_dp
+    from fpgaplace.place.solvers.dp_ideals import StateSpaceTooLarge
 
     if not too_large:
         try:
@@ -147,8 +148,9 @@ def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_l
 
 def _dp(problem: PlacementProblem, options: SolveOptions, scaled: bool = False) -> Placement:
     """The exact DP; ``scaled`` (method auto) caps its ideals by the time limit
-    (``dp.IDEALS_PER_SECOND``, at most ``dp.MAX_IDEALS``)."""
-    from fpgaplace.place.solvers.dp import IDEALS_PER_SECOND, MAX_IDEALS, solve_throughput_dp
+    (``dp.IDEALS_PER_SECOND``, at most ``dp_ideals.MAX_IDEALS``)."""
+    from fpgaplace.place.solvers.dp import IDEALS_PER_SECOND, solve_throughput_dp
+    from fpgaplace.place.solvers.dp_ideals import MAX_IDEALS
 
     if options.objective != "throughput":
         raise FpgaplaceError("method dp: the DP solves the throughput objective; use method ip for latency")
@@ -264,7 +266,7 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
     """Run ``method`` on ``problem``; score it with ``evaluate``.
 
     "auto" always answers when a placement exists: the exact DP for contiguous throughput while
-    its ideals stay within ``dp.MAX_IDEALS`` (and ``dp.IDEALS_PER_SECOND`` per second of the
+    its ideals stay within ``dp_ideals.MAX_IDEALS`` (and ``dp.IDEALS_PER_SECOND`` per second of the
     limit); past that, the contiguous max-load IP warm-started from the DP over a coarsened graph
     (and greedy, PipeDream), so the answer carries the IP's bound; the IP for every other objective.
     """
@@ -277,7 +279,7 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
 
 
 def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Result:
-    from fpgaplace.place.solvers.dp import StateSpaceTooLarge
+    from fpgaplace.place.solvers.dp_ideals import StateSpaceTooLarge
 
     start = time.perf_counter()
     starts: list[Placement] = []
