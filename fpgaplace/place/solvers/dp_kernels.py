@@ -297,19 +297,10 @@ def _dp_ideals(lo, hi, down_ptr, down_block, down_to, block_ptr, block_nodes, co
                             f[ideal, s] = candidate
                             back_ideal[ideal, s] = lower
                             back_kind[ideal, s] = t
-            if descend:
-                depth += 1
-                stack_ideal[depth] = lower
-                stack_next[depth] = down_ptr[lower]
-                stack_block[depth] = b
-            else:
-                for t in range(n_kinds):
-                    load_compute[t] -= compute[b, t]
-                    bad[t] -= unsupported[b, t]
-                size -= block_size[b]
-                cheap -= cheapest[b]
-                transfer_cost += _toggle_block(b, -1, block_ptr, block_nodes, transfer,
-                                               pred_ptr, preds, out_degree, in_set, succ_in_set)
+            depth += 1  # a frame with no links left (no descent) only takes b out again
+            stack_ideal[depth] = lower
+            stack_next[depth] = down_ptr[lower] if descend else down_ptr[lower + 1]
+            stack_block[depth] = b
         for s in range(n_states):  # leave one device of kind t unused
             for t in range(n_kinds):
                 if digit[s, t] > 0 and f[ideal, s - stride[t]] < f[ideal, s]:

@@ -37,24 +37,8 @@ import numpy as np
 from fpgaplace.place.solvers.baselines import check_feasible, greedy_latency, pipedream
 from fpgaplace.place.solvers.bounds import finish_lower_bounds, static_tails
 from fpgaplace.place.solvers.evaluate import evaluate, topological_order
+from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
-from fpgaplace.place.solvers.ip.scip import (
-    Progress,
-    bounds_message,
-    canonical_devices,
-    device_kinds,
-    emit,
-    identical_runs,
-    kept_start,
-    model_size,
-    new_model,
-    order_by_smallest_group,
-    projected_starts,
-    quicksum,
-    set_prefix_counts,
-    status_name,
-    warm_starts,
-)
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -91,7 +75,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
     """The latency program (module docstring). Existence times carry the critical-path floors
     (``bounds.finish_lower_bounds``) and ceilings big-M minus their static tails, and each big-M
     row uses the gap between its two times' bounds instead of big-M itself."""
-    kinds = device_kinds(problem)
+    kinds = scip.device_kinds(problem)
     devices = problem.devices()
     accels = [d for d in range(len(devices)) if not problem.kinds[kinds[d]].is_cpu]
     cpus = [d for d in range(len(devices)) if problem.kinds[kinds[d]].is_cpu]
@@ -106,7 +90,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
         for d in cpus:
             if allowed(problem, groups, g, kinds[d]):
                 x[g, d] = model.addVar(f"x_{g}_{d}", vtype="B")
-        model.addCons(quicksum(v for (h, _), v in x.items() if h == g) == 1, name=f"one_{g}")
+        model.addCons(scip.quicksum(v for (h, _), v in x.items() if h == g) == 1, name=f"one_{g}")
     machines_of = _machines_by_group(x, groups.count)
     # memory and colour colocation per accelerator device
     for d in accels:
@@ -114,7 +98,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
         here = [(g, var) for g in range(groups.count) for (h, m), var in machines_of[g]
                 if isinstance(m, tuple) and m[0] == d]
         if sum(groups.size[g] for g, _ in here) > memory:
-            model.addCons(quicksum(groups.size[g] * var for g, var in here) <= memory)
+            model.addCons(scip.quicksum(groups.size[g] * var for g, var in here) <= memory)
     _colocate_colours(problem, groups, model, x, accels, cpus, q)
     earliest = _earliest_existence(problem, groups)
     floor, ceiling = _existence_window(problem, groups, finish, big_m, earliest)
@@ -130,7 +114,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
         start[s] = model.addVar(f"S_{d}_{j}", lb=0.0, ub=big_m)
         finish[s] = model.addVar(f"F_{d}_{j}", lb=0.0, ub=big_m)
         members = [g for g in range(groups.count) if (g, s) in x]
-        work = quicksum(groups.latency[g, kinds[d]] * x[g, s] for g in members)
+        work = scip.quicksum(groups.latency[g, kinds[d]] * x[g, s] for g in members)
         moves: Any = 0.0
         for i, (cost, g, others) in enumerate(groups.terms):
             own = x.get((g, s))
@@ -166,13 +150,13 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
         for g in range(groups.count):
             vars_ = [x[g, (d, j)] for j in range(q) if (g, (d, j)) in x]
             if vars_:
-                device_membership[g, d] = vars_[0] if len(vars_) == 1 else quicksum(vars_)
+                device_membership[g, d] = vars_[0] if len(vars_) == 1 else scip.quicksum(vars_)
     for d in cpus:
         for g in range(groups.count):
             if (g, d) in x:
                 device_membership[g, d] = x[g, d]
-    order_by_smallest_group(model, device_membership, groups.count,
-                             identical_runs(problem, accels + cpus))
+    scip.order_by_smallest_group(model, device_membership, groups.count,
+                                  scip.identical_runs(problem, accels + cpus))
     total = model.addVar("latency", lb=float(floor.max(initial=0.0)), ub=big_m)
     has_succ = {a for a, _ in _group_data_edges(problem, groups)}
     for g in range(groups.count):
@@ -240,8 +224,8 @@ def _colocate_colours(problem: PlacementProblem, groups: Groups, model: Model, x
     for mates in by_colour.values():
         for a, b in zip(mates, mates[1:], strict=False):
             for d in accels:
-                on_a = quicksum(x[a, (d, j)] for j in range(q) if (a, (d, j)) in x)
-                on_b = quicksum(x[b, (d, j)] for j in range(q) if (b, (d, j)) in x)
+                on_a = scip.quicksum(x[a, (d, j)] for j in range(q) if (a, (d, j)) in x)
+                on_b = scip.quicksum(x[b, (d, j)] for j in range(q) if (b, (d, j)) in x)
                 model.addCons(on_a == on_b)
             for d in cpus:
                 model.addCons(x.get((a, d), 0.0) == x.get((b, d), 0.0))
@@ -254,7 +238,7 @@ def _cpu_timing(problem: PlacementProblem, groups: Groups, model: Model, x: dict
     for a, b in _group_data_edges(problem, groups):
         preds[b].add(a)
     for g in range(groups.count):
-        cpu_time = quicksum(groups.latency[g, kinds[d]] * x[g, d] for d in cpus if (g, d) in x)
+        cpu_time = scip.quicksum(groups.latency[g, kinds[d]] * x[g, d] for d in cpus if (g, d) in x)
         model.addCons(exists[g] >= cpu_time)
         for h in preds[g]:
             model.addCons(exists[g] >= exists[h] + cpu_time)
@@ -289,7 +273,7 @@ def _unit_ranks(problem: PlacementProblem, placement: Placement) -> np.ndarray:
     """Position of each accelerator node's subgraph among its device's subgraphs (by start time)
     in the evaluator's schedule; 0 for CPU nodes. O(n + m) plus one evaluation."""
     schedule = evaluate(problem, placement).schedule
-    kinds = device_kinds(problem)
+    kinds = scip.device_kinds(problem)
     rank = np.zeros(problem.n, dtype=np.int64)
     by_device: dict[int, list[int]] = {}
     for position, entry in enumerate(schedule):
@@ -325,7 +309,7 @@ def project_latency_start(problem: PlacementProblem, groups: Groups, start: Plac
     if not math.isfinite(original):
         return None
     device_of_group = project_onto_groups(groups, start.device)
-    accelerator = np.array([not problem.kinds[k].is_cpu for k in device_kinds(problem)])
+    accelerator = np.array([not problem.kinds[k].is_cpu for k in scip.device_kinds(problem)])
     on_accelerator = accelerator[device_of_group]
     slot = np.where(on_accelerator, _unit_ranks(problem, start)[groups.roots], 0)
     slot[on_accelerator] = _compact_slots(device_of_group[on_accelerator], slot[on_accelerator])
@@ -348,12 +332,12 @@ def project_latency_start(problem: PlacementProblem, groups: Groups, start: Plac
 
 def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _LatencyModel,
                         device_of_group: np.ndarray, slot: np.ndarray,
-                        progress: Progress | None) -> bool:
+                        progress: scip.Progress | None) -> bool:
     """Give SCIP the start with its earliest schedule (times from the IP's own recurrences)."""
     model = built.model
-    kinds = device_kinds(problem)
-    device_of_group = canonical_devices(problem, groups, device_of_group,
-                                         sorted({d for d, _ in built.slots}) + built.cpu_machines)
+    kinds = scip.device_kinds(problem)
+    device_of_group = scip.canonical_devices(problem, groups, device_of_group,
+                                              sorted({d for d, _ in built.slots}) + built.cpu_machines)
     sol = model.createSol()
 
     def machine(g: int) -> Any:
@@ -368,7 +352,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
         reach = _downsets(groups, chosen)
         for g in range(groups.count):
             model.setSolVal(sol, built.z[g, s], float(reach[g]))
-    set_prefix_counts(model, sol, device_of_group)
+    scip.set_prefix_counts(model, sol, device_of_group)
     order = np.array([slot[g] for g in groups.of])
     placement = Placement(device=device_of_group[groups.of], order=order)
     schedule = evaluate(problem, placement).schedule
@@ -404,8 +388,8 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
                 model.setSolVal(sol, built.clocks[m, i], clock)
     model.setSolVal(sol, built.total, float(exists.max(initial=0.0)))
     accepted = model.addSol(sol, free=True)
-    emit(progress, f"warm start {'stored' if accepted else 'not stored'}: "
-                    f"{float(exists.max(initial=0.0)):.6g}")
+    scip.emit(progress, f"warm start {'stored' if accepted else 'not stored'}: "
+                         f"{float(exists.max(initial=0.0)):.6g}")
     return bool(accepted)
 
 
@@ -436,7 +420,7 @@ def solve_latency_ip(
     time_limit: float = 60,
     gap: float = 1e-6,
     start: Placement | None = None,
-    progress: Progress | None = None,
+    progress: scip.Progress | None = None,
     starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise single-sample latency with q = ``subgraphs_per_device`` subgraphs per accelerator.
@@ -457,8 +441,8 @@ def solve_latency_ip(
     q = int(subgraphs_per_device)
     groups = contract(problem, colours=False, zero_nodes=cpu_unlimited)
     candidates = [start, *starts] if start is not None or starts else _default_latency_starts(problem)
-    projected = projected_starts(candidates, lambda c: project_latency_start(problem, groups, c, q),
-                                  progress)
+    projected = scip.projected_starts(candidates, lambda c: project_latency_start(problem, groups, c, q),
+                                       progress)
     accel_count = sum(kind.count for kind in problem.kinds if not kind.is_cpu)
     big_m = _latency_upper_bound(problem, accel_count * q)
     if projected:
@@ -466,21 +450,21 @@ def solve_latency_ip(
     label = f"latency IP (q={q})"
     finish = finish_lower_bounds(problem, q)
     path_bound = float(finish.max(initial=0.0))
-    emit(progress, f"{label}: critical-path bound {path_bound:.6g}")
+    scip.emit(progress, f"{label}: critical-path bound {path_bound:.6g}")
     if projected and projected[0].value <= path_bound * (1 + gap) + 1e-12:
-        placement = kept_start(projected[0], path_bound, "")
+        placement = scip.kept_start(projected[0], path_bound, "")
         proven = projected[0].value <= path_bound * (1 + 1e-9) + 1e-12
         placement.status = (f"{'optimal' if proven else 'gap limit'} (critical-path bound; "
                             f"start {projected[0].method or 'given'})")
         placement.seconds = time.perf_counter() - started
         return placement
-    model = new_model(label, time_limit, gap, progress)
+    model = scip.new_model(label, time_limit, gap, progress)
     built = _build_latency(problem, groups, q, model, big_m, cpu_unlimited, finish)
-    size = model_size(model)
-    emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
-                    f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
-    warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
-                                                          s.slot, progress), big_m, progress, label)
+    size = scip.model_size(model)
+    scip.emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
+                         f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
+    scip.warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
+                                                               s.slot, progress), big_m, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimizeNogil()  # lets a progress thread run during long LPs
     infeasible = model.getStatus() == "infeasible"
@@ -491,23 +475,23 @@ def solve_latency_ip(
                 "accelerator fits the devices' memory")
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: the latency IP found no placement within "
-            f"{time_limit:g} s ({bounds_message(model)}); give a start placement or more time")
+            f"{time_limit:g} s ({scip.bounds_message(model)}); give a start placement or more time")
     floor = built.total.getLbOriginal()
     if model.getNSols() == 0:
         # Either SCIP stopped before taking in the warm start, or it proved that nothing beats
         # the start's latency (the start's value is the model's cutoff, so "infeasible" means
         # "no better placement" up to SCIP's tolerances): return the evaluated start.
         dual = floor if infeasible else max(float(model.getDualbound()), floor)
-        placement = kept_start(projected[0], dual, "no better placement" if infeasible
-                                else status_name(model))
+        placement = scip.kept_start(projected[0], dual, "no better placement" if infeasible
+                                     else scip.status_name(model))
     else:
         placement = _extract_latency(problem, groups, built, model)
         if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
-            placement = kept_start(projected[0], placement.bound,
-                                    f"IP ended at {placement.value:.6g} ({placement.status})")
+            placement = scip.kept_start(projected[0], placement.bound,
+                                         f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
-    emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
-                    f"{placement.status}, {placement.seconds:.1f} s")
+    scip.emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
+                         f"{placement.status}, {placement.seconds:.1f} s")
     return placement
 
 
@@ -532,7 +516,7 @@ def _extract_latency(problem: PlacementProblem, groups: Groups, built: _LatencyM
         value = float(evaluate(problem, placement).latency)
     placement.value = value
     placement.bound = max(float(model.getDualbound()), built.total.getLbOriginal())
-    placement.status = status_name(model)
+    placement.status = scip.status_name(model)
     return placement
 
 

@@ -47,24 +47,8 @@ import numpy as np
 from fpgaplace.place.solvers.baselines import check_feasible, pipedream
 from fpgaplace.place.solvers.bounds import memory_load_bound
 from fpgaplace.place.solvers.evaluate import evaluate, topological_order
+from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
-from fpgaplace.place.solvers.ip.scip import (
-    Progress,
-    bounds_message,
-    canonical_devices,
-    device_kinds,
-    emit,
-    identical_runs,
-    kept_start,
-    model_size,
-    new_model,
-    order_by_smallest_group,
-    projected_starts,
-    quicksum,
-    set_prefix_counts,
-    status_name,
-    warm_starts,
-)
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -117,29 +101,29 @@ def _load_variable(problem: PlacementProblem, groups: Groups, model: Model, uppe
 
 def _build_free_throughput(problem: PlacementProblem, groups: Groups, model: Model,
                            upper: float) -> _FreeModel:
-    kinds = device_kinds(problem)
+    kinds = scip.device_kinds(problem)
     devices = list(range(len(problem.devices())))
     x: dict[tuple[int, int], Any] = {}
     for g in range(groups.count):
         for d in devices:
             if allowed(problem, groups, g, kinds[d]):
                 x[g, d] = model.addVar(f"x_{g}_{d}", vtype="B")
-        model.addCons(quicksum(x[g, d] for d in devices if (g, d) in x) == 1, name=f"one_{g}")
+        model.addCons(scip.quicksum(x[g, d] for d in devices if (g, d) in x) == 1, name=f"one_{g}")
     load = _load_variable(problem, groups, model, upper)
     t: dict[tuple[int, int], Any] = {}
     for d in devices:
         kind = problem.kinds[kinds[d]]
         on_d = [g for g in range(groups.count) if (g, d) in x]
         if not kind.is_cpu and groups.size[on_d].sum() > kind.memory:
-            model.addCons(quicksum(groups.size[g] * x[g, d] for g in on_d) <= kind.memory,
+            model.addCons(scip.quicksum(groups.size[g] * x[g, d] for g in on_d) <= kind.memory,
                           name=f"mem_{d}")
-        work = quicksum(groups.latency[g, kinds[d]] * x[g, d] for g in on_d)
+        work = scip.quicksum(groups.latency[g, kinds[d]] * x[g, d] for g in on_d)
         moves: Any = 0.0
         if not kind.is_cpu:
-            moves = quicksum(cost * _transfer_indicator(model, x, t, i, g, others, d)
-                             for i, (cost, g, others) in enumerate(groups.terms) if cost > 0)
+            moves = scip.quicksum(cost * _transfer_indicator(model, x, t, i, g, others, d)
+                                  for i, (cost, g, others) in enumerate(groups.terms) if cost > 0)
         model.addCons(load >= work + moves, name=f"load_{d}")
-    order_by_smallest_group(model, x, groups.count, identical_runs(problem, devices))
+    scip.order_by_smallest_group(model, x, groups.count, scip.identical_runs(problem, devices))
     model.setObjective(load, "minimize")
     return _FreeModel(model=model, x=x, t=t, load=load, devices=devices)
 
@@ -171,12 +155,12 @@ def _build_chain_throughput(problem: PlacementProblem, groups: Groups, model: Mo
     span = range(positions)
     kind_at = {(j, k): model.addVar(f"k_{j}_{k}", vtype="B") for j in span for k in kinds}
     for j in span:
-        model.addCons(quicksum(kind_at[j, k] for k in kinds) <= 1, name=f"kind_{j}")
+        model.addCons(scip.quicksum(kind_at[j, k] for k in kinds) <= 1, name=f"kind_{j}")
         if j > 0:  # unused positions come last
-            model.addCons(quicksum(kind_at[j, k] for k in kinds)
-                          <= quicksum(kind_at[j - 1, k] for k in kinds), name=f"used_{j}")
+            model.addCons(scip.quicksum(kind_at[j, k] for k in kinds)
+                          <= scip.quicksum(kind_at[j - 1, k] for k in kinds), name=f"used_{j}")
     for k in kinds:
-        model.addCons(quicksum(kind_at[j, k] for j in span) <= problem.kinds[k].count,
+        model.addCons(scip.quicksum(kind_at[j, k] for j in span) <= problem.kinds[k].count,
                       name=f"count_{k}")
     x: dict[tuple[int, int, int], Any] = {}
     for g in range(groups.count):
@@ -185,20 +169,20 @@ def _build_chain_throughput(problem: PlacementProblem, groups: Groups, model: Mo
                 for j in span:
                     x[g, j, k] = model.addVar(f"x_{g}_{j}_{k}", vtype="B")
                     model.addCons(x[g, j, k] <= kind_at[j, k])
-        model.addCons(quicksum(x[g, j, k] for j in span for k in kinds if (g, j, k) in x) == 1,
+        model.addCons(scip.quicksum(x[g, j, k] for j in span for k in kinds if (g, j, k) in x) == 1,
                       name=f"one_{g}")
 
     def member(g: int, j: int, of_kinds: list[int]) -> Any:
-        return quicksum(x[g, j, k] for k in of_kinds if (g, j, k) in x)
+        return scip.quicksum(x[g, j, k] for k in of_kinds if (g, j, k) in x)
 
     for j in span:
         for k in kinds:
             here = [g for g in range(groups.count) if (g, j, k) in x]
             # a position given a kind holds something: no empty devices inside the chain
-            model.addCons(quicksum(x[g, j, k] for g in here) >= kind_at[j, k])
+            model.addCons(scip.quicksum(x[g, j, k] for g in here) >= kind_at[j, k])
             memory = problem.kinds[k].memory
             if not problem.kinds[k].is_cpu and groups.size[here].sum() > memory:
-                model.addCons(quicksum(groups.size[g] * x[g, j, k] for g in here)
+                model.addCons(scip.quicksum(groups.size[g] * x[g, j, k] for g in here)
                               <= memory * kind_at[j, k], name=f"mem_{j}_{k}")
     ideal: dict[tuple[int, int], Any] = {}
     for g in range(groups.count):
@@ -212,8 +196,8 @@ def _build_chain_throughput(problem: PlacementProblem, groups: Groups, model: Mo
     load = _load_variable(problem, groups, model, upper)
     t: dict[tuple[int, int], Any] = {}
     for j in span:
-        work = quicksum(groups.latency[g, k] * x[g, j, k] for g in range(groups.count)
-                        for k in kinds if (g, j, k) in x)
+        work = scip.quicksum(groups.latency[g, k] * x[g, j, k] for g in range(groups.count)
+                             for k in kinds if (g, j, k) in x)
         moves: Any = 0.0
         if accelerators:
             for i, (cost, g, others) in enumerate(groups.terms):
@@ -266,11 +250,11 @@ def _devices_of_positions(problem: PlacementProblem, kind_of_position: list[int]
 
 
 def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainModel,
-                      device_of_group: np.ndarray, progress: Progress | None) -> bool:
+                      device_of_group: np.ndarray, progress: scip.Progress | None) -> bool:
     """Give SCIP a chain split: its devices in chain order become positions 0, 1, ..."""
     order = chain_order(groups, device_of_group)
     assert order is not None  # the caller checked
-    kinds = device_kinds(problem)
+    kinds = scip.device_kinds(problem)
     position_of = np.array([order.index(int(d)) for d in device_of_group])
     kind_of = np.array([kinds[int(d)] for d in device_of_group])
     model = built.model
@@ -292,13 +276,13 @@ def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainMo
     value = max(evaluate(problem, Placement(device=device[groups.of])).loads)
     model.setSolVal(sol, built.load, value)
     accepted = model.addSol(sol, free=True)
-    emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {value:.6g}")
+    scip.emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {value:.6g}")
     return bool(accepted)
 
 
 def _warm_start_free(problem: PlacementProblem, groups: Groups, built: _FreeModel,
-                     device_of_group: np.ndarray, progress: Progress | None) -> bool:
-    device_of_group = canonical_devices(problem, groups, device_of_group, built.devices)
+                     device_of_group: np.ndarray, progress: scip.Progress | None) -> bool:
+    device_of_group = scip.canonical_devices(problem, groups, device_of_group, built.devices)
     model = built.model
     sol = model.createSol()
     for (g, d), var in built.x.items():
@@ -307,11 +291,11 @@ def _warm_start_free(problem: PlacementProblem, groups: Groups, built: _FreeMode
         _, g, others = groups.terms[term]
         crossing = any((device_of_group[g] == d) != (device_of_group[h] == d) for h in others)
         model.setSolVal(sol, var, float(crossing))
-    set_prefix_counts(model, sol, device_of_group)
+    scip.set_prefix_counts(model, sol, device_of_group)
     loads = evaluate(problem, Placement(device=device_of_group[groups.of])).loads
     model.setSolVal(sol, built.load, max(loads))
     accepted = model.addSol(sol, free=True)
-    emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {max(loads):.6g}")
+    scip.emit(progress, f"warm start {'stored' if accepted else 'not stored'}: {max(loads):.6g}")
     return bool(accepted)
 
 
@@ -383,7 +367,7 @@ def solve_throughput_ip(
     time_limit: float = 60,
     gap: float = 1e-6,
     start: Placement | None = None,
-    progress: Progress | None = None,
+    progress: scip.Progress | None = None,
     starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise the max-load (time per sample of a pipeline) with SCIP.
@@ -400,22 +384,22 @@ def solve_throughput_ip(
     check_feasible(problem)
     groups = contract(problem, colours=True, zero_nodes=True)
     candidates = [start, *starts] if start is not None or starts else [_default_throughput_start(problem)]
-    projected = projected_starts(
+    projected = scip.projected_starts(
         candidates, lambda c: project_throughput_start(problem, groups, c, contiguous), progress)
     upper = projected[0].value * (1 + 1e-9) + 1e-12 if projected else math.inf
     label = "max-load IP" + (" (contiguous)" if contiguous else "")
-    model = new_model(label, time_limit - (time.perf_counter() - started), gap, progress)
+    model = scip.new_model(label, time_limit - (time.perf_counter() - started), gap, progress)
     built: _ChainModel | _FreeModel
     if contiguous:
         built = _build_chain_throughput(problem, groups, model, upper)
     else:
         built = _build_free_throughput(problem, groups, model, upper)
-    size = model_size(model)
-    emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
-                    f"{size['vars']} vars, {size['conss']} conss")
+    size = scip.model_size(model)
+    scip.emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
+                         f"{size['vars']} vars, {size['conss']} conss")
     warm = _warm_start_chain if contiguous else _warm_start_free
-    warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
-                 upper, progress, label)
+    scip.warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
+                      upper, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimizeNogil()  # lets a progress thread run during long LPs
     if model.getNSols() == 0 and (not projected or model.getStatus() == "infeasible"):
@@ -426,11 +410,11 @@ def solve_throughput_ip(
             )
         raise FpgaplaceError(
             f"{problem.source or 'problem'}: the max-load IP found no placement within "
-            f"{time_limit:g} s ({bounds_message(model)}); give a start placement or more time"
+            f"{time_limit:g} s ({scip.bounds_message(model)}); give a start placement or more time"
         )
     bound = max(float(model.getDualbound()), built.load.getLbOriginal())
     if model.getNSols() == 0:  # stopped before SCIP took in the warm start: return the start
-        placement = kept_start(projected[0], bound, status_name(model))
+        placement = scip.kept_start(projected[0], bound, scip.status_name(model))
     else:
         if isinstance(built, _ChainModel):
             device = _chain_solution(problem, groups, built, model)[groups.of]
@@ -440,11 +424,11 @@ def solve_throughput_ip(
                               contiguous=contiguous)
         placement.value = float(evaluate(problem, placement).max_load)
         placement.bound = bound
-        placement.status = status_name(model)
+        placement.status = scip.status_name(model)
         if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
-            placement = kept_start(projected[0], bound,
-                                    f"IP ended at {placement.value:.6g} ({placement.status})")
+            placement = scip.kept_start(projected[0], bound,
+                                         f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
-    emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
-                    f"{placement.status}, {placement.seconds:.1f} s")
+    scip.emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
+                         f"{placement.status}, {placement.seconds:.1f} s")
     return placement
