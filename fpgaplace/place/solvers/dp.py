@@ -39,6 +39,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fpgaplace.place.solvers.bounds import cheapest_latency, memory_load_bound, work_load_bound
 from fpgaplace.place.solvers.dp_ideals import (
     MAX_IDEALS,
     Blocks,
@@ -190,12 +191,8 @@ def _backtrack(problem: PlacementProblem, blocks: Blocks, tables: Tables, lattic
 
 def _lower_bound(problem: PlacementProblem, tables: Tables) -> float:
     """max(largest block's cheapest compute, total cheapest compute / devices)."""
-    usable = np.where(tables.unsupported > 0, np.inf, tables.compute)[:, tables.available]
-    cheapest = usable.min(axis=1) if usable.size else np.zeros(0)
-    devices = sum(kind.count for kind in problem.kinds)
-    if not devices or not np.all(np.isfinite(cheapest)):
-        return math.inf
-    return float(max(cheapest.max(initial=0.0), cheapest.sum() / devices))
+    latency = np.where(tables.unsupported > 0, np.inf, tables.compute)
+    return work_load_bound(problem, cheapest_latency(problem, latency))
 
 
 def _relaxed_bounds(tables: Tables, lattice: IdealLattice, low: float, high: float
@@ -372,8 +369,6 @@ def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = Non
                  f"({lattice.count:,} ideals)")
     placement = _solve_on_blocks(problem, coarse, lattice, deadline, None, progress)
     placement.value = max(device_loads(problem, placement.device))
-    from fpgaplace.place.solvers.bounds import memory_load_bound
-
     placement.bound = min(max(lower, memory_load_bound(problem)), placement.value)
     placement.status = f"heuristic (DP over {coarse.count} intervals of {blocks.count} blocks: " \
                        f"{placement.status})"

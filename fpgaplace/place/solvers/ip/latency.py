@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.place.solvers.baselines import check_feasible, greedy_latency, pipedream
-from fpgaplace.place.solvers.bounds import finish_lower_bounds, static_tails
+from fpgaplace.place.solvers.bounds import cheapest_latency, finish_lower_bounds, static_tails
 from fpgaplace.place.solvers.evaluate import evaluate, topological_order
 from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
@@ -75,7 +75,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
     """The latency program (module docstring). Existence times carry the critical-path floors
     (``bounds.finish_lower_bounds``) and ceilings big-M minus their static tails, and each big-M
     row uses the gap between its two times' bounds instead of big-M itself."""
-    kinds = scip.device_kinds(problem)
+    kinds = problem.device_kinds()
     devices = problem.devices()
     accels = [d for d in range(len(devices)) if not problem.kinds[kinds[d]].is_cpu]
     cpus = [d for d in range(len(devices)) if problem.kinds[kinds[d]].is_cpu]
@@ -189,8 +189,7 @@ def _earliest_existence(problem: PlacementProblem, groups: Groups) -> np.ndarray
     Path nodes sharing a subgraph run one after another inside it, the others wait for their
     inputs, so a path's cheapest latencies add up in any placement. O(G + m).
     """
-    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
-    cheapest = np.min(groups.latency[:, usable], axis=1)
+    cheapest = cheapest_latency(problem, groups.latency)
     preds: list[list[int]] = [[] for _ in range(groups.count)]
     for a, b in _group_data_edges(problem, groups):
         preds[b].append(a)
@@ -273,7 +272,7 @@ def _unit_ranks(problem: PlacementProblem, placement: Placement) -> np.ndarray:
     """Position of each accelerator node's subgraph among its device's subgraphs (by start time)
     in the evaluator's schedule; 0 for CPU nodes. O(n + m) plus one evaluation."""
     schedule = evaluate(problem, placement).schedule
-    kinds = scip.device_kinds(problem)
+    kinds = problem.device_kinds()
     rank = np.zeros(problem.n, dtype=np.int64)
     by_device: dict[int, list[int]] = {}
     for position, entry in enumerate(schedule):
@@ -309,7 +308,7 @@ def project_latency_start(problem: PlacementProblem, groups: Groups, start: Plac
     if not math.isfinite(original):
         return None
     device_of_group = project_onto_groups(groups, start.device)
-    accelerator = np.array([not problem.kinds[k].is_cpu for k in scip.device_kinds(problem)])
+    accelerator = np.array([not problem.kinds[k].is_cpu for k in problem.device_kinds()])
     on_accelerator = accelerator[device_of_group]
     slot = np.where(on_accelerator, _unit_ranks(problem, start)[groups.roots], 0)
     slot[on_accelerator] = _compact_slots(device_of_group[on_accelerator], slot[on_accelerator])
@@ -335,7 +334,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
                         progress: scip.Progress | None) -> bool:
     """Give SCIP the start with its earliest schedule (times from the IP's own recurrences)."""
     model = built.model
-    kinds = scip.device_kinds(problem)
+    kinds = problem.device_kinds()
     device_of_group = scip.canonical_devices(problem, groups, device_of_group,
                                               sorted({d for d, _ in built.slots}) + built.cpu_machines)
     sol = model.createSol()

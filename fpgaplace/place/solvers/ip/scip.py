@@ -122,13 +122,9 @@ def status_name(model: Model) -> str:
     return STATUS_NAMES.get(raw, raw)
 
 
-def device_kinds(problem: PlacementProblem) -> list[int]:
-    return [k for k, _ in problem.devices()]
-
-
 def identical_runs(problem: PlacementProblem, devices: list[int]) -> list[list[int]]:
     """The given device indices grouped by kind (identical devices), runs of two or more."""
-    kind = device_kinds(problem)
+    kind = problem.device_kinds()
     runs: dict[int, list[int]] = {}
     for d in devices:
         runs.setdefault(kind[d], []).append(d)

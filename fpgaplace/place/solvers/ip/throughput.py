@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.place.solvers.baselines import check_feasible, pipedream
-from fpgaplace.place.solvers.bounds import memory_load_bound
+from fpgaplace.place.solvers.bounds import cheapest_latency, memory_load_bound, work_load_bound
 from fpgaplace.place.solvers.evaluate import evaluate, topological_order
 from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
@@ -86,22 +86,15 @@ class _ChainModel:
     kinds: list[int]
 
 
-def _lower_bound(problem: PlacementProblem, groups: Groups) -> float:
-    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
-    cheapest = np.min(groups.latency[:, usable], axis=1)
-    devices = sum(problem.kinds[k].count for k in usable)
-    return max(float(cheapest.sum()) / max(devices, 1), float(cheapest.max(initial=0.0)))
-
-
 def _load_variable(problem: PlacementProblem, groups: Groups, model: Model, upper: float) -> Any:
-    floor = max(_lower_bound(problem, groups), memory_load_bound(problem))
+    floor = max(work_load_bound(problem, cheapest_latency(problem, groups.latency)), memory_load_bound(problem))
     return model.addVar("maxload", lb=min(floor, upper),
                         ub=upper if math.isfinite(upper) else None)
 
 
 def _build_free_throughput(problem: PlacementProblem, groups: Groups, model: Model,
                            upper: float) -> _FreeModel:
-    kinds = scip.device_kinds(problem)
+    kinds = problem.device_kinds()
     devices = list(range(len(problem.devices())))
     x: dict[tuple[int, int], Any] = {}
     for g in range(groups.count):
@@ -149,7 +142,7 @@ def _transfer_indicator(model: Model, x: dict, t: dict, term: int, g: int,
 def _build_chain_throughput(problem: PlacementProblem, groups: Groups, model: Model,
                             upper: float) -> _ChainModel:
     """The chain-of-ideals program (module docstring, "Max-load, contiguous")."""
-    kinds = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    kinds = problem.available_kinds()
     accelerators = [k for k in kinds if not problem.kinds[k].is_cpu]
     positions = sum(problem.kinds[k].count for k in kinds)
     span = range(positions)
@@ -254,7 +247,7 @@ def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainMo
     """Give SCIP a chain split: its devices in chain order become positions 0, 1, ..."""
     order = chain_order(groups, device_of_group)
     assert order is not None  # the caller checked
-    kinds = scip.device_kinds(problem)
+    kinds = problem.device_kinds()
     position_of = np.array([order.index(int(d)) for d in device_of_group])
     kind_of = np.array([kinds[int(d)] for d in device_of_group])
     model = built.model
