@@ -156,7 +156,7 @@ def _build_latency(problem: PlacementProblem, groups: Groups, q: int, model: Mod
             if (g, d) in x:
                 device_membership[g, d] = x[g, d]
     scip.order_by_smallest_group(model, device_membership, groups.count,
-                                  scip.identical_runs(problem, accels + cpus))
+                                 scip.identical_runs(problem, accels + cpus))
     total = model.addVar("latency", lb=float(floor.max(initial=0.0)), ub=big_m)
     has_succ = {a for a, _ in _group_data_edges(problem, groups)}
     for g in range(groups.count):
@@ -336,7 +336,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
     model = built.model
     kinds = problem.device_kinds()
     device_of_group = scip.canonical_devices(problem, groups, device_of_group,
-                                              sorted({d for d, _ in built.slots}) + built.cpu_machines)
+                                             sorted({d for d, _ in built.slots}) + built.cpu_machines)
     sol = model.createSol()
 
     def machine(g: int) -> Any:
@@ -388,7 +388,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
     model.setSolVal(sol, built.total, float(exists.max(initial=0.0)))
     accepted = model.addSol(sol, free=True)
     scip.emit(progress, f"warm start {'stored' if accepted else 'not stored'}: "
-                         f"{float(exists.max(initial=0.0)):.6g}")
+                        f"{float(exists.max(initial=0.0)):.6g}")
     return bool(accepted)
 
 
@@ -441,7 +441,7 @@ def solve_latency_ip(
     groups = contract(problem, colours=False, zero_nodes=cpu_unlimited)
     candidates = [start, *starts] if start is not None or starts else _default_latency_starts(problem)
     projected = scip.projected_starts(candidates, lambda c: project_latency_start(problem, groups, c, q),
-                                       progress)
+                                      progress)
     accel_count = sum(kind.count for kind in problem.kinds if not kind.is_cpu)
     big_m = _latency_upper_bound(problem, accel_count * q)
     if projected:
@@ -461,9 +461,9 @@ def solve_latency_ip(
     built = _build_latency(problem, groups, q, model, big_m, cpu_unlimited, finish)
     size = scip.model_size(model)
     scip.emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
-                         f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
+                        f"{size['vars']} vars, {size['conss']} conss, big-M {big_m:.6g}")
     scip.warm_starts(projected, lambda s: _warm_start_latency(problem, groups, built, s.device_of_group,
-                                                               s.slot, progress), big_m, progress, label)
+                                                              s.slot, progress), big_m, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimizeNogil()  # lets a progress thread run during long LPs
     infeasible = model.getStatus() == "infeasible"
@@ -482,15 +482,15 @@ def solve_latency_ip(
         # "no better placement" up to SCIP's tolerances): return the evaluated start.
         dual = floor if infeasible else max(float(model.getDualbound()), floor)
         placement = scip.kept_start(projected[0], dual, "no better placement" if infeasible
-                                     else scip.status_name(model))
+                                    else scip.status_name(model))
     else:
         placement = _extract_latency(problem, groups, built, model)
         if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
             placement = scip.kept_start(projected[0], placement.bound,
-                                         f"IP ended at {placement.value:.6g} ({placement.status})")
+                                        f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
     scip.emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
-                         f"{placement.status}, {placement.seconds:.1f} s")
+                        f"{placement.status}, {placement.seconds:.1f} s")
     return placement
 
 

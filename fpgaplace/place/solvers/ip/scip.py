@@ -91,8 +91,8 @@ def _progress_events_class() -> type:
             finite = abs(primal) < 1e19 and abs(dual) < 1e19
             gap = max(0.0, (primal - dual) / abs(primal)) if finite and primal != 0 else 0.0  # Placement.gap's
             emit(self.progress, f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, "
-                                 f"bound {dual:.6g}, gap {100 * gap:.2f} %" if finite else
-                                 f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, bound {dual:.6g}")
+                                f"bound {dual:.6g}, gap {100 * gap:.2f} %" if finite else
+                                f"{self.label}: {m.getSolvingTime():.1f} s, incumbent {primal:.6g}, bound {dual:.6g}")
 
     return _ProgressEvents
 
@@ -151,7 +151,7 @@ def order_by_smallest_group(
 
 
 def canonical_devices(problem: PlacementProblem, groups: Groups, device_of_group: np.ndarray,
-                       devices: list[int]) -> np.ndarray:
+                      devices: list[int]) -> np.ndarray:
     """Relabel identical devices so the non-empty ones are sorted by smallest group."""
     out = device_of_group.copy()
     for ds in identical_runs(problem, devices):
@@ -178,8 +178,8 @@ def set_prefix_counts(model: Model, sol: Any, device_of_group: np.ndarray) -> No
 
 
 def projected_starts(candidates: Sequence[Placement | None],
-                      project: Callable[[Placement], ProjectedStart | None],
-                      progress: Progress | None) -> list[ProjectedStart]:
+                     project: Callable[[Placement], ProjectedStart | None],
+                     progress: Progress | None) -> list[ProjectedStart]:
     """Every candidate that projects onto the groups, best projected value first; a projection
     that scores worse than its start is reported (it never should, ``project_onto_groups``)."""
     out = []
@@ -192,7 +192,7 @@ def projected_starts(candidates: Sequence[Placement | None],
             continue
         if projected.value > projected.original * (1 + 1e-9) + 1e-12:
             emit(progress, f"start {projected.method or '?'}: {projected.original:.6g} becomes "
-                            f"{projected.value:.6g} on the program's groups")
+                           f"{projected.value:.6g} on the program's groups")
         out.append(projected)
     return sorted(out, key=lambda p: p.value)
 
@@ -209,7 +209,7 @@ def kept_start(best: ProjectedStart, bound: float, reason: str) -> Placement:
 
 
 def warm_starts(starts: list[ProjectedStart], give: Callable[[ProjectedStart], bool], cutoff: float,
-                 progress: Progress | None, label: str) -> None:
+                progress: Progress | None, label: str) -> None:
     """Hand SCIP every projected start within the cutoff (the best start's value; a worse one
     violates the objective's bound), each distinct assignment once."""
     seen: set[tuple[bytes, bytes]] = set()
@@ -222,5 +222,5 @@ def warm_starts(starts: list[ProjectedStart], give: Callable[[ProjectedStart], b
         if give(start):
             given.append(start.method or "?")
     emit(progress, f"{label}: {len(given)} of {len(starts)} starts given to SCIP "
-                    f"({', '.join(given) or 'none'}); the rest repeat one or exceed the cutoff "
-                    f"{cutoff:.6g}")
+                   f"({', '.join(given) or 'none'}); the rest repeat one or exceed the cutoff "
+                   f"{cutoff:.6g}")

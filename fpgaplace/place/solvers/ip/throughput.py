@@ -389,10 +389,10 @@ def solve_throughput_ip(
         built = _build_free_throughput(problem, groups, model, upper)
     size = scip.model_size(model)
     scip.emit(progress, f"{label}: {groups.count} groups of {problem.n} nodes, "
-                         f"{size['vars']} vars, {size['conss']} conss")
+                        f"{size['vars']} vars, {size['conss']} conss")
     warm = _warm_start_chain if contiguous else _warm_start_free
     scip.warm_starts(projected, lambda s: warm(problem, groups, built, s.device_of_group, progress),
-                      upper, progress, label)
+                     upper, progress, label)
     model.setParam("limits/time", max(0.01, time_limit - (time.perf_counter() - started)))
     model.optimizeNogil()  # lets a progress thread run during long LPs
     if model.getNSols() == 0 and (not projected or model.getStatus() == "infeasible"):
@@ -420,8 +420,8 @@ def solve_throughput_ip(
         placement.status = scip.status_name(model)
         if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
             placement = scip.kept_start(projected[0], bound,
-                                         f"IP ended at {placement.value:.6g} ({placement.status})")
+                                        f"IP ended at {placement.value:.6g} ({placement.status})")
     placement.seconds = time.perf_counter() - started
     scip.emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
-                         f"{placement.status}, {placement.seconds:.1f} s")
+                        f"{placement.status}, {placement.seconds:.1f} s")
     return placement
