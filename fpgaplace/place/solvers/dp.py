@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,6 +54,7 @@ from fpgaplace.place.solvers.dp_ideals import (
 from fpgaplace.place.solvers.dp_kernels import Tables, build_tables, kernel
 from fpgaplace.place.solvers.evaluate import device_loads
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
+from fpgaplace.place.solvers.progress import Progress
 from fpgaplace.util.errors import FpgaplaceError
 
 IDEALS_PER_SECOND = 2_500  # method auto gives the exact DP at most this many ideals per second of its limit
@@ -68,9 +68,6 @@ BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside
 
 COARSE_IDEALS = 20_000  # ideal budget of the coarsened graph the DP solves past MAX_IDEALS
 COARSEN_FACTOR = 0.7  # each coarsening round keeps this share of the pieces
-
-Progress = Callable[[str], None] | None
-
 
 @dataclass
 class _DpRun:
@@ -133,7 +130,7 @@ def _contiguous_fits(tables: Tables, lattice: IdealLattice, bound: float, *,
 
 
 def _run_dp(problem: PlacementProblem, blocks: Blocks, tables: Tables, lattice: IdealLattice,
-            bound: float, deadline: float, progress: Progress) -> _DpRun:
+            bound: float, deadline: float, progress: Progress | None) -> _DpRun:
     n_states = tables.digit.shape[0]
     n = lattice.count
     f = np.empty((n, n_states))
@@ -251,7 +248,7 @@ def _infeasible(problem: PlacementProblem, blocks: Blocks, tables: Tables) -> Fp
 
 
 def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = None,
-                        upper_bound: float | None = None, progress: Progress = None, *,
+                        upper_bound: float | None = None, progress: Progress | None = None, *,
                         max_ideals: int = MAX_IDEALS) -> Placement:
     """The optimal contiguous split for max-load (module docstring); value = bound = optimum.
 
@@ -274,7 +271,7 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
 
 
 def _solve_on_blocks(problem: PlacementProblem, blocks: Blocks, lattice: IdealLattice,
-                     deadline: float, upper_bound: float | None, progress: Progress) -> Placement:
+                     deadline: float, upper_bound: float | None, progress: Progress | None) -> Placement:
     """Steps 2-5 of the module docstring on given blocks and their ideals; ``bound`` is valid
     for splits of these blocks (the caller decides whether it holds for the problem)."""
     tables = build_tables(problem, blocks)
@@ -340,7 +337,7 @@ def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
 
 
 def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = None,
-                       progress: Progress = None, *, max_ideals: int = COARSE_IDEALS) -> Placement:
+                       progress: Progress | None = None, *, max_ideals: int = COARSE_IDEALS) -> Placement:
     """A contiguous split for graphs past the DP's state space: the exact DP over the finest
     coarsening (``coarsen_blocks`` of a depth-first topological order, pieces shrunk by
     ``COARSEN_FACTOR`` per round) whose ideal count stays within ``max_ideals``.

@@ -24,7 +24,7 @@ import numpy as np
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
-from fpgaplace.place.solvers.progress import Heartbeat
+from fpgaplace.place.solvers.progress import Heartbeat, Progress
 from fpgaplace.util.errors import FpgaplaceError
 
 OBJECTIVES = ("throughput", "latency")
@@ -41,7 +41,7 @@ class SolveOptions:
     gap: float = DEFAULT_GAP  # relative gap at which the IPs stop
     subgraphs_per_device: int = 1
     contiguous: bool = True
-    progress: Callable[[str], None] | None = None
+    progress: Progress | None = None
 
 
 @dataclass

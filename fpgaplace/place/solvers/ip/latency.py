@@ -40,6 +40,7 @@ from fpgaplace.place.solvers.evaluate import evaluate, topological_order
 from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
+from fpgaplace.place.solvers.progress import Progress
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -331,7 +332,7 @@ def project_latency_start(problem: PlacementProblem, groups: Groups, start: Plac
 
 def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _LatencyModel,
                         device_of_group: np.ndarray, slot: np.ndarray,
-                        progress: scip.Progress | None) -> bool:
+                        progress: Progress | None) -> bool:
     """Give SCIP the start with its earliest schedule (times from the IP's own recurrences)."""
     model = built.model
     kinds = problem.device_kinds()
@@ -419,7 +420,7 @@ def solve_latency_ip(
     time_limit: float = 60,
     gap: float = 1e-6,
     start: Placement | None = None,
-    progress: scip.Progress | None = None,
+    progress: Progress | None = None,
     starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise single-sample latency with q = ``subgraphs_per_device`` subgraphs per accelerator.

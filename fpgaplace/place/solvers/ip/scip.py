@@ -24,11 +24,10 @@ import numpy as np
 
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
+from fpgaplace.place.solvers.progress import Progress
 
 if TYPE_CHECKING:
     from pyscipopt import Model
-
-Progress = Callable[[str], Any] | Any
 
 DEFAULT_GAP = 0.01  # the entry point's relative gap (the paper's Gurobi runs stop at 1 %); functions here are exact
 PROGRESS_SECONDS = 2.0  # most seconds between two reports of a running solve
@@ -36,6 +35,8 @@ STATUS_NAMES = {"optimal": "optimal", "timelimit": "time limit", "gaplimit": "ga
 
 
 def emit(progress: Progress | None, message: str) -> None:
+    """Say ``message`` through the callback, or through the ``console`` of an object that has one
+    (rich's Progress); nothing when ``progress`` is None."""
     if progress is None:
         return
     console = getattr(progress, "console", None)

@@ -50,6 +50,7 @@ from fpgaplace.place.solvers.evaluate import evaluate, topological_order
 from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
+from fpgaplace.place.solvers.progress import Progress
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -243,7 +244,7 @@ def _devices_of_positions(problem: PlacementProblem, kind_of_position: list[int]
 
 
 def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainModel,
-                      device_of_group: np.ndarray, progress: scip.Progress | None) -> bool:
+                      device_of_group: np.ndarray, progress: Progress | None) -> bool:
     """Give SCIP a chain split: its devices in chain order become positions 0, 1, ..."""
     order = chain_order(groups, device_of_group)
     assert order is not None  # the caller checked
@@ -274,7 +275,7 @@ def _warm_start_chain(problem: PlacementProblem, groups: Groups, built: _ChainMo
 
 
 def _warm_start_free(problem: PlacementProblem, groups: Groups, built: _FreeModel,
-                     device_of_group: np.ndarray, progress: scip.Progress | None) -> bool:
+                     device_of_group: np.ndarray, progress: Progress | None) -> bool:
     device_of_group = scip.canonical_devices(problem, groups, device_of_group, built.devices)
     model = built.model
     sol = model.createSol()
@@ -360,7 +361,7 @@ def solve_throughput_ip(
     time_limit: float = 60,
     gap: float = 1e-6,
     start: Placement | None = None,
-    progress: scip.Progress | None = None,
+    progress: Progress | None = None,
     starts: Sequence[Placement] = (),
 ) -> Placement:
     """Minimise the max-load (time per sample of a pipeline) with SCIP.
