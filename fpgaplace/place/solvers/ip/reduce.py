@@ -178,6 +178,8 @@ class ProjectedStart:
 
 
 def allowed(problem: PlacementProblem, groups: Groups, g: int, kind: int) -> bool:
+    """Whether group g may sit on a device of ``kind``: every member runs there and, on an
+    accelerator, the group fits its memory."""
     if not math.isfinite(groups.latency[g, kind]):
         return False
     return problem.kinds[kind].is_cpu or groups.size[g] <= problem.kinds[kind].memory

@@ -99,6 +99,8 @@ def _progress_events_class() -> type:
 
 
 def new_model(name: str, time_limit: float, gap: float, progress: Progress | None) -> Model:
+    """An empty SCIP model with its time and gap limits, a fixed seed, aggressive heuristics, no
+    output, and the progress events when ``progress`` is given."""
     from pyscipopt import SCIP_PARAMSETTING, Model
 
     model = Model(name)
@@ -119,8 +121,15 @@ def model_size(model: Model) -> dict[str, int]:
 
 
 def status_name(model: Model) -> str:
+    """SCIP's status in words ("time limit"), or as SCIP says it where ``STATUS_NAMES`` has none."""
     raw = model.getStatus()
     return STATUS_NAMES.get(raw, raw)
+
+
+def bounds_message(model: Model) -> str:
+    """Primal and dual bound and raw status, for an error that SCIP found nothing."""
+    return (f"primal {model.getPrimalbound():.6g}, dual {model.getDualbound():.6g}, "
+            f"status {model.getStatus()}")
 
 
 def identical_runs(problem: PlacementProblem, devices: list[int]) -> list[list[int]]:
@@ -161,11 +170,6 @@ def canonical_devices(problem: PlacementProblem, groups: Groups, device_of_group
         for new, old in zip(ds, sorted(ds, key=smallest.get), strict=True):
             out[device_of_group == old] = new
     return out
-
-
-def bounds_message(model: Model) -> str:
-    return (f"primal {model.getPrimalbound():.6g}, dual {model.getDualbound():.6g}, "
-            f"status {model.getStatus()}")
 
 
 def set_prefix_counts(model: Model, sol: Any, device_of_group: np.ndarray) -> None:
