@@ -24,7 +24,8 @@ import numpy as np
 
 from fpgaplace.flow.design import Design
 from fpgaplace.model.zoo import light_model_path
-from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.dp import solve_throughput_dp
+from fpgaplace.place.solvers.dp_ideals import build_blocks, enumerate_ideals
 from fpgaplace.place.solvers.evaluate import evaluate
 from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
 from fpgaplace.place.workload import load_workload

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from fpgaplace.place.solvers.bounds import critical_path_bound
-from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.dp import solve_throughput_dp
+from fpgaplace.place.solvers.dp_ideals import build_blocks, enumerate_ideals
 from fpgaplace.place.solvers.evaluate import evaluate
 from fpgaplace.place.solvers.run import SolveOptions, solve
 from fpgaplace.place.workload import load_workload

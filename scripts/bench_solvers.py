@@ -60,7 +60,7 @@ def run_model(model: str, objective: str, method: str, time_limit: float, queue)
     import test_solvers_scale
 
     from fpgaplace import Design
-    from fpgaplace.place.solvers.dp import build_blocks
+    from fpgaplace.place.solvers.dp_ideals import build_blocks
 
     built = time.perf_counter()
     design = Design(getattr(test_solvers_scale, model)(), "zcu104", profile_cpu=False, optimize=False)

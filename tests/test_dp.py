@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from fpgaplace.place.solvers import dp
 from fpgaplace.place.solvers.baselines import pipedream
-from fpgaplace.place.solvers.dp import build_blocks, enumerate_ideals, solve_throughput_dp
+from fpgaplace.place.solvers.dp import solve_throughput_dp
+from fpgaplace.place.solvers.dp_ideals import build_blocks, enumerate_ideals
+from fpgaplace.place.solvers.dp_kernels import build_tables
 from fpgaplace.place.solvers.evaluate import class_graph, device_loads, evaluate
 from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.place.workload import load_workload
@@ -256,7 +258,7 @@ def test_relaxed_bound_never_exceeds_the_optimum(problem: PlacementProblem) -> N
     if not math.isfinite(expected):
         return
     blocks = build_blocks(problem)
-    tables = dp._tables(problem, blocks)
+    tables = build_tables(problem, blocks)
     lattice = enumerate_ideals(blocks.count, blocks.edges)
     low, high = dp._relaxed_bounds(tables, lattice, 0.0, expected * 2 + 1.0)
     assert low <= expected * (1 + 1e-9) + 1e-12

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from fpgaplace.place.solvers.dp import solve_throughput_dp
 from fpgaplace.place.solvers.evaluate import class_graph, evaluate
-from fpgaplace.place.solvers.ilp import solve_throughput_ip
+from fpgaplace.place.solvers.ip.throughput import solve_throughput_ip
 from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 

@@ -16,15 +16,9 @@ from test_dp_vs_ip import is_chain
 
 from fpgaplace.place.solvers.baselines import greedy_latency, pipedream
 from fpgaplace.place.solvers.evaluate import evaluate
-from fpgaplace.place.solvers.ilp import (
-    Groups,
-    contract,
-    project_latency_start,
-    project_onto_groups,
-    project_throughput_start,
-    solve_latency_ip,
-    solve_throughput_ip,
-)
+from fpgaplace.place.solvers.ip.latency import project_latency_start, solve_latency_ip
+from fpgaplace.place.solvers.ip.reduce import Groups, contract, project_onto_groups
+from fpgaplace.place.solvers.ip.throughput import project_throughput_start, solve_throughput_ip
 from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.place.workload import load_workload
 from fpgaplace.util.errors import FpgaplaceError

@@ -96,10 +96,10 @@ def failing_ip(problem, **_):
 
 @pytest.mark.parametrize("stand_in", [all_cpu_answer, failing_ip], ids=["worse", "failed"])
 def test_entry_point_returns_the_best_start_when_the_ip_ends_worse(monkeypatch, stand_in):
-    from fpgaplace.place.solvers import ilp
+    from fpgaplace.place.solvers.ip import latency
 
     problem = load_workload(WORKLOADS / "latency" / "layer-bert24_inference.json")
-    monkeypatch.setattr(ilp, "solve_latency_ip", stand_in)
+    monkeypatch.setattr(latency, "solve_latency_ip", stand_in)
     result = solve(problem, "ip", SolveOptions(objective="latency", time_limit=2))
     best = min(result.starts, key=lambda s: s.value)
     assert result.value == pytest.approx(best.value, rel=1e-12)

@@ -12,7 +12,7 @@ import pytest
 
 from fpgaplace import Design
 from fpgaplace.model.zoo import _Builder, _conv_bn, _dense, _float_input, _gelu, _layer_norm
-from fpgaplace.place.solvers import dp
+from fpgaplace.place.solvers import dp, dp_ideals
 from fpgaplace.place.solvers.evaluate import evaluate
 from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
 from fpgaplace.place.solvers.run import SolveOptions, solve
@@ -143,16 +143,16 @@ def assert_answer_with_bound(problem: PlacementProblem, result, time_limit: floa
 
 def test_wide_graph_is_past_the_state_space():
     problem = wide_problem()
-    blocks = dp.build_blocks(problem)
-    with pytest.raises(dp.StateSpaceTooLarge, match="method auto coarsens it"):
-        dp.enumerate_ideals(blocks.count, blocks.edges, limit=20_000)
-    assert isinstance(dp.StateSpaceTooLarge("x"), FpgaplaceError)
+    blocks = dp_ideals.build_blocks(problem)
+    with pytest.raises(dp_ideals.StateSpaceTooLarge, match="method auto coarsens it"):
+        dp_ideals.enumerate_ideals(blocks.count, blocks.edges, limit=20_000)
+    assert isinstance(dp_ideals.StateSpaceTooLarge("x"), FpgaplaceError)
 
 
 def test_coarsened_intervals_are_a_chain_of_convex_sets():
     problem = wide_problem()
-    blocks = dp.build_blocks(problem)
-    order = dp._topological_orders(blocks)[2]
+    blocks = dp_ideals.build_blocks(problem)
+    order = dp_ideals.topological_orders(blocks)[2]
     coarse = dp.coarsen_blocks(problem, blocks, order, 40)
     assert 20 <= coarse.count <= 60
     assert all(a < b for a, b in coarse.edges)  # intervals numbered along the order: edges go forward
@@ -179,7 +179,7 @@ def test_auto_answers_past_the_state_space_with_a_bound():
 def test_auto_places_a_yolo_style_detector():
     design = Design(yolo_detector(), "zcu104", profile_cpu=False, optimize=False)
     problem = design.problem
-    blocks = dp.build_blocks(problem)
+    blocks = dp_ideals.build_blocks(problem)
     assert 250 <= blocks.count <= 700
     result = design.place("throughput", "auto", time_limit=8)
     assert_answer_with_bound(problem, result, 8)
@@ -189,7 +189,7 @@ def test_auto_places_a_yolo_style_detector():
 def test_auto_places_a_bert_base_style_encoder():
     design = Design(bert_base(hidden=64, heads=4, seq=16), "zcu104", profile_cpu=False, optimize=False)
     problem = design.problem
-    assert 300 <= dp.build_blocks(problem).count <= 700
+    assert 300 <= dp_ideals.build_blocks(problem).count <= 700
     result = design.place("throughput", "auto", time_limit=8)
     assert_answer_with_bound(problem, result, 8)
     latency = design.place("latency", "auto", time_limit=8)

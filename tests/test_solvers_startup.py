@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 from fpgaplace.cli import app as cli
-from fpgaplace.place.solvers import dp
+from fpgaplace.place.solvers import dp, dp_kernels
 from fpgaplace.place.solvers.evaluate import evaluate
 from fpgaplace.place.workload import load_workload
 
@@ -48,7 +48,7 @@ def test_cli_place_on_a_workload_imports_no_heavy_module(objective):
     script = (
         "import sys\n"
         f"sys.argv = ['fpgaplace', 'place', {str(workload)!r}, '--objective', {objective!r}, '--json']\n"
-        "from fpgaplace import cli\n"
+        "from fpgaplace.cli import app as cli\n"
         "try:\n"
         "    cli.main()\n"
         "except SystemExit as done:\n"
@@ -93,14 +93,14 @@ def random_problems():
                                      *random_problems()], ids=lambda p: p.source)
 def test_python_and_compiled_kernels_agree(monkeypatch, problem):
     with monkeypatch.context() as patch:
-        patch.setattr(dp, "PYTHON_WORK", -1)  # every kernel compiled
+        patch.setattr(dp_kernels, "PYTHON_WORK", -1)  # every kernel compiled
         compiled = dp.solve_throughput_dp(problem)
-    assert dp._compiled
-    for name, kernel in dp._compiled.items():  # the machine code is cached beside the source
+    assert dp_kernels._compiled
+    for name, kernel in dp_kernels._compiled.items():  # the machine code is cached beside the source
         cache = Path(kernel.stats.cache_path)
         assert os.access(cache, os.W_OK)
-        assert list(cache.glob(f"dp.{name}-*.nbi"))
-    monkeypatch.setattr(dp, "_kernel", lambda kernel, work: dp._PYTHON_KERNELS[kernel])
+        assert list(cache.glob(f"dp_kernels.{name}-*.nbi"))
+    monkeypatch.setattr(dp, "kernel", lambda kernel, work: dp_kernels._PYTHON_KERNELS[kernel])
     python = dp.solve_throughput_dp(problem)
     assert python.value == pytest.approx(compiled.value, rel=1e-12)
     assert python.status == compiled.status == "optimal"

@@ -54,7 +54,7 @@ def check_feasible(problem: PlacementProblem) -> None:
     accelerator memory. O(n * K).
     """
     where = f"{problem.source}: " if problem.source else ""
-    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    usable = problem.available_kinds()
     class_size: dict[int, float] = {}
     for v in range(problem.n):
         c = int(problem.color[v])
@@ -109,10 +109,6 @@ def _device_lists(problem: PlacementProblem) -> tuple[list[int], list[int]]:
     for d, (k, _) in enumerate(problem.devices()):
         (cpus if problem.kinds[k].is_cpu else accels).append(d)
     return accels, cpus
-
-
-def _kind_of(problem: PlacementProblem) -> list[int]:
-    return [k for k, _ in problem.devices()]
 
 
 @dataclass
@@ -200,7 +196,7 @@ def _check_objective(objective: Objective) -> None:
 def _cpu_for(problem: PlacementProblem, blocks: Blocks, b: int, cpus: Sequence[int],
              load: dict[int, float]) -> int:
     """The least-loaded CPU core that can run block b (-1 if none); adds b's work to it."""
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     allowed = [d for d in cpus if math.isfinite(blocks.latency[b, kind[d]])]
     if not allowed:
         return -1
@@ -235,7 +231,7 @@ def greedy_latency(problem: PlacementProblem) -> Placement:
     check_feasible(problem)
     blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     device = np.full(problem.n, -1, dtype=np.int64)
     order = np.zeros(problem.n, dtype=np.int64)
     cpu_load = {d: 0.0 for d in cpus}
@@ -278,7 +274,7 @@ def single_accelerator(problem: PlacementProblem, objective: Objective = "throug
     _check_objective(objective)
     blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     cpu_load = {d: 0.0 for d in cpus}
     device = np.full(problem.n, -1, dtype=np.int64)
     for b, members in enumerate(blocks.members):
@@ -298,7 +294,7 @@ def all_cpu(problem: PlacementProblem, objective: Objective = "throughput") -> P
     _, cpus = _device_lists(problem)
     if not cpus:
         raise FpgaplaceError(f"{problem.source or 'problem'}: there is no CPU core, expected one")
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     bad = np.flatnonzero(~np.isfinite(problem.latency[:, kind[cpus[0]]]))
     if len(bad):
         v = int(bad[0])
@@ -368,7 +364,7 @@ def pipedream(problem: PlacementProblem, objective: Objective = "throughput") ->
     check_feasible(problem)
     blocks = colour_blocks(problem)
     cuts = np.array(blocks.starts)  # stage boundaries, positions in blocks.flat
-    kinds = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    kinds = problem.available_kinds()
     transfer = _stage_transfer_costs(problem, blocks.flat)[np.ix_(cuts, cuts)]
     lat = blocks.latency[:, kinds]
     prefix_lat = np.vstack([np.zeros(len(kinds)), np.cumsum(np.where(np.isfinite(lat), lat, 0), 0)])
@@ -432,7 +428,7 @@ def _repair(problem: PlacementProblem, blocks: Blocks, device: np.ndarray) -> np
     first accelerator with room. O(B * D).
     """
     accels, cpus = _device_lists(problem)
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     device = device.copy()
     cpu_load = {d: 0.0 for d in cpus}
     used = {d: 0.0 for d in accels}
@@ -471,7 +467,7 @@ def partitioner(problem: PlacementProblem, objective: Objective = "throughput") 
     check_feasible(problem)
     blocks = colour_blocks(problem)
     accels, cpus = _device_lists(problem)
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     count = len(blocks.members)
     block_of = np.empty(problem.n, dtype=np.int64)
     for b, members in enumerate(blocks.members):
@@ -535,7 +531,7 @@ def local_search(
     check_feasible(problem)
     rng = random.Random(seed)
     blocks = colour_blocks(problem)
-    kind = _kind_of(problem)
+    kind = problem.device_kinds()
     devices = list(range(len(problem.devices())))
     block_of = np.empty(problem.n, dtype=np.int64)
     for b, members in enumerate(blocks.members):

@@ -63,15 +63,30 @@ def static_path_bound(problem: PlacementProblem) -> float:
     return float(_static_finish(problem).max(initial=0.0))
 
 
-def _cheapest(problem: PlacementProblem) -> np.ndarray:
-    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+def cheapest_latency(problem: PlacementProblem, latency: np.ndarray | None = None) -> np.ndarray:
+    """Each row's least latency on a kind with devices (inf where there is none), for the nodes
+    (``latency`` None: ``problem.latency``) or for groups of them (their summed latencies, inf
+    where a member cannot run on the kind). O(rows * kinds)."""
+    latency = problem.latency if latency is None else latency
+    usable = problem.available_kinds()
     if not usable:
-        return np.full(problem.n, np.inf)
-    return np.min(problem.latency[:, usable], axis=1)
+        return np.full(latency.shape[0], np.inf)
+    return np.min(latency[:, usable], axis=1)
+
+
+def work_load_bound(problem: PlacementProblem, cheapest: np.ndarray) -> float:
+    """A lower bound on the max-load of every placement of units (nodes, or groups that always
+    share a device) with cheapest latencies ``cheapest`` (``cheapest_latency``): the largest of
+    them, and their total over all devices, since loads are at least compute. inf when there is
+    no device or some unit runs on none. O(rows)."""
+    devices = sum(kind.count for kind in problem.kinds)
+    if not devices or not np.all(np.isfinite(cheapest)):
+        return math.inf
+    return float(max(cheapest.max(initial=0.0), cheapest.sum() / devices))
 
 
 def _static_finish(problem: PlacementProblem) -> np.ndarray:
-    cheapest = _cheapest(problem)
+    cheapest = cheapest_latency(problem)
     preds = problem.predecessors()
     finish = np.zeros(problem.n)
     for v in topological_order(problem.n, problem.edges):
@@ -139,7 +154,7 @@ def static_tails(problem: PlacementProblem) -> np.ndarray:
     unit than v (v or w can run on no accelerator, so one of them is a CPU op, a unit of its own;
     a successor sharing v's accelerator unit finishes with it and adds nothing). A node's output
     exists at the latest ``latency - tail`` in a schedule that ends by ``latency``. O(n + m)."""
-    cheapest = _cheapest(problem)
+    cheapest = cheapest_latency(problem)
     accelerators = [k for k, kind in enumerate(problem.kinds) if kind.count > 0 and not kind.is_cpu]
     cpu_only = ~np.any(np.isfinite(problem.latency[:, accelerators]), axis=1) if accelerators \
         else np.ones(problem.n, dtype=bool)
@@ -204,7 +219,7 @@ def memory_load_bound(problem: PlacementProblem) -> float:
     """
     from pyscipopt import Model, quicksum
 
-    usable = [k for k, kind in enumerate(problem.kinds) if kind.count > 0]
+    usable = problem.available_kinds()
     fits = {(v, k) for v in range(problem.n) for k in usable
             if math.isfinite(problem.latency[v, k])
             and (problem.kinds[k].is_cpu or problem.size[v] <= problem.kinds[k].memory)}

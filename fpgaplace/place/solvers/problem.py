@@ -84,6 +84,14 @@ class PlacementProblem:
         """Every device as (kind index, ordinal within the kind), accelerators first."""
         return [(k, i) for k, kind in enumerate(self.kinds) for i in range(kind.count)]
 
+    def device_kinds(self) -> list[int]:
+        """The kind index of each device, in ``devices()`` order."""
+        return [k for k, _ in self.devices()]
+
+    def available_kinds(self) -> list[int]:
+        """The kinds with at least one device."""
+        return [k for k, kind in enumerate(self.kinds) if kind.count > 0]
+
     def device_name(self, device: int) -> str:
         kind, ordinal = self.devices()[device]
         return f"{self.kinds[kind].name}{ordinal}"

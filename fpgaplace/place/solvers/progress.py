@@ -19,8 +19,11 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 PERIOD = 2.0  # most seconds between two progress messages during a solve
+
+Progress = Callable[[str], Any]  # a progress callback: one message a call (a ``Heartbeat`` also takes ``update``)
 
 
 @dataclass

@@ -22,8 +22,9 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
+from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
-from fpgaplace.place.solvers.progress import Heartbeat
+from fpgaplace.place.solvers.progress import Heartbeat, Progress
 from fpgaplace.util.errors import FpgaplaceError
 
 OBJECTIVES = ("throughput", "latency")
@@ -37,10 +38,10 @@ METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "si
 class SolveOptions:
     objective: str = "throughput"
     time_limit: float = 60.0
-    gap: float = 0.01  # relative gap at which the IPs stop (ilp.DEFAULT_GAP)
+    gap: float = DEFAULT_GAP  # relative gap at which the IPs stop
     subgraphs_per_device: int = 1
     contiguous: bool = True
-    progress: Callable[[str], None] | None = None
+    progress: Progress | None = None
 
 
 @dataclass
@@ -131,7 +132,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
 def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_large: bool) -> Placement:
     """The exact DP, or (past its state space) the DP over a coarsened graph, given
     ``COARSE_DP_SHARE`` of the time limit."""
-    from fpgaplace.place.solvers.dp import StateSpaceTooLarge, solve_coarsened_dp
+    from fpgaplace.place.solvers.dp import solve_coarsened_dp
+    from fpgaplace.place.solvers.dp_ideals import StateSpaceTooLarge
 
     if not too_large:
         try:
@@ -146,8 +148,9 @@ def _contiguous_dp_start(problem: PlacementProblem, options: SolveOptions, too_l
 
 def _dp(problem: PlacementProblem, options: SolveOptions, scaled: bool = False) -> Placement:
     """The exact DP; ``scaled`` (method auto) caps its ideals by the time limit
-    (``dp.IDEALS_PER_SECOND``, at most ``dp.MAX_IDEALS``)."""
-    from fpgaplace.place.solvers.dp import IDEALS_PER_SECOND, MAX_IDEALS, solve_throughput_dp
+    (``dp.IDEALS_PER_SECOND``, at most ``dp_ideals.MAX_IDEALS``)."""
+    from fpgaplace.place.solvers.dp import IDEALS_PER_SECOND, solve_throughput_dp
+    from fpgaplace.place.solvers.dp_ideals import MAX_IDEALS
 
     if options.objective != "throughput":
         raise FpgaplaceError("method dp: the DP solves the throughput objective; use method ip for latency")
@@ -162,12 +165,13 @@ def _dp(problem: PlacementProblem, options: SolveOptions, scaled: bool = False) 
 
 def _in_ip_space(problem: PlacementProblem, start: Placement, options: SolveOptions) -> bool:
     """Whether the IP's model contains ``start`` (so the IP's bound applies to it)."""
-    from fpgaplace.place.solvers import ilp
+    from fpgaplace.place.solvers.ip import latency, throughput
+    from fpgaplace.place.solvers.ip.reduce import contract
 
     if options.objective == "latency":
-        groups = ilp.contract(problem, colours=False, zero_nodes=bool(problem.cpu_overlap_unlimited))
-        return ilp.project_latency_start(problem, groups, start, options.subgraphs_per_device) is not None
-    return ilp.project_throughput_start(problem, ilp.contract(problem), start, options.contiguous) is not None
+        groups = contract(problem, colours=False, zero_nodes=bool(problem.cpu_overlap_unlimited))
+        return latency.project_latency_start(problem, groups, start, options.subgraphs_per_device) is not None
+    return throughput.project_throughput_start(problem, contract(problem), start, options.contiguous) is not None
 
 
 def _keep_best_start(problem: PlacementProblem, options: SolveOptions, answer: Placement | None,
@@ -204,15 +208,15 @@ def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
 
 def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
              remaining: float) -> Placement:
-    from fpgaplace.place.solvers import ilp
+    from fpgaplace.place.solvers.ip import latency, throughput
 
     _report(options, method="ip", say=True)
     limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
     try:
         if options.objective == "latency":
-            answer = ilp.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device, **limits)
+            answer = latency.solve_latency_ip(problem, subgraphs_per_device=options.subgraphs_per_device, **limits)
         else:
-            answer = ilp.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
+            answer = throughput.solve_throughput_ip(problem, contiguous=options.contiguous, **limits)
     except FpgaplaceError as error:
         if not starts:
             raise
@@ -262,7 +266,7 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
     """Run ``method`` on ``problem``; score it with ``evaluate``.
 
     "auto" always answers when a placement exists: the exact DP for contiguous throughput while
-    its ideals stay within ``dp.MAX_IDEALS`` (and ``dp.IDEALS_PER_SECOND`` per second of the
+    its ideals stay within ``dp_ideals.MAX_IDEALS`` (and ``dp.IDEALS_PER_SECOND`` per second of the
     limit); past that, the contiguous max-load IP warm-started from the DP over a coarsened graph
     (and greedy, PipeDream), so the answer carries the IP's bound; the IP for every other objective.
     """
@@ -275,7 +279,7 @@ def solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Resu
 
 
 def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Result:
-    from fpgaplace.place.solvers.dp import StateSpaceTooLarge
+    from fpgaplace.place.solvers.dp_ideals import StateSpaceTooLarge
 
     start = time.perf_counter()
     starts: list[Placement] = []
