@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     import onnx
 
 TARGETS = ("throughput", "latency")
-# the statuses (run's and ilp's) of an IP answer that is one of its starts: kept over SCIP's, or
+# the statuses (run's and the IP's) of an IP answer that is one of its starts: kept over SCIP's, or
 # proven optimal by the critical-path bound before SCIP ran
 KEPT_START = re.compile(r"start kept \((?P<kept>[^)]+)\)|critical-path bound; start (?P<proven>[^)]+)\)")
 COARSE_DP_STATUS = "heuristic (DP over"  # dp.solve_coarsened_dp's status
