@@ -63,6 +63,45 @@ def test_every_model_command_takes_the_model_flags(command):
         assert "--time-limit" in text and "Total seconds" in text, command
 
 
+def test_the_shared_flags_are_declared_once():
+    """The model and placement flags come from one declaration (cli/options.py's flag groups):
+    every command that takes one has the same names, help and default; a group's flags stand
+    where its parameter stands and come back as one value; a flag the group lacks is refused."""
+    import inspect
+    from typing import Annotated
+
+    import typer.main
+
+    from fpgaplace.cli.app import app
+    from fpgaplace.cli.options import ModelFlags, Only, PlacementFlags, flag_groups
+
+    commands = typer.main.get_command(app).commands
+
+    def declared(command: str) -> dict:
+        return {p.name: (p.opts, p.secondary_opts, p.help, p.default) for p in commands[command].params}
+
+    grouped = {field for group in (ModelFlags, PlacementFlags) for field in group.__dataclass_fields__}
+    place = declared("place")
+    assert grouped <= set(place)
+    for command in ("inspect", "cost", "evaluate", "split", "quantize", "compile"):
+        shared = grouped & set(declared(command))
+        assert shared and all(declared(command)[flag] == place[flag] for flag in shared), command
+
+    def command(model: Path, flags: Annotated[ModelFlags, Only("batch", "optimized")] = ModelFlags(),
+                as_json: bool = False) -> ModelFlags:
+        return flags
+
+    spread = flag_groups(command)
+    assert list(inspect.signature(spread).parameters) == ["model", "optimized", "batch", "as_json"]
+    assert spread(model=Path("m.onnx"), optimized=False, batch=4, as_json=False) == ModelFlags(optimized=False,
+                                                                                             batch=4)
+
+    def wrong(flags: Annotated[ModelFlags, Only("gap")] = ModelFlags()) -> None: ...
+
+    with pytest.raises(TypeError, match="gap"):
+        flag_groups(wrong)
+
+
 def test_inspect_json_totals(cnn_file):
     result = run("inspect", str(cnn_file), "--json")
     assert result.returncode == 0, result.stderr

@@ -18,7 +18,6 @@ import pytest
 from sshd import LocalSshd, free_port, make_key, start_sshd
 from typer.testing import CliRunner
 
-import fpgaplace.cli.commands.flash  # noqa: F401  (registers the command)
 from fpgaplace import Design
 from fpgaplace.cli.app import app
 from fpgaplace.deploy.pynq import MANIFEST_NAME, PART_SUFFIX, connect, flash, project_files, verify_parts

@@ -383,8 +383,7 @@ def test_a_failed_write_keeps_the_previous_report(cnn, tmp_path, monkeypatch):
 
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    """The installed ``fpgaplace`` command (``python -m fpgaplace.cli.app`` would run cli.py as ``__main__``, whose
-    ``app`` is not the one the command modules register on)."""
+    """The installed ``fpgaplace`` command, as a user runs it."""
     command = Path(sys.executable).parent / "fpgaplace"
     return subprocess.run([str(command), *args], capture_output=True, text=True, timeout=300)
 

@@ -1,5 +1,5 @@
-"""Commands kept in modules of their own (one per stage: ``flash``, ``report``, ...).
-
-Each module imports ``fpgaplace.cli.app.app`` and its helpers and adds its commands with
-``@app.command()``; ``fpgaplace.cli.app`` imports every module of this package once, at the end.
+"""One module per command (``boards`` holds ``boards`` and ``board``, ``place`` holds ``place`` and
+``evaluate``): plain functions, their typer parameters in their signatures, registered by
+``fpgaplace.cli.app``. They import ``fpgaplace.cli.options`` and ``fpgaplace.cli.output`` and the
+library below them (heavy modules inside the function bodies, for start-up time), never the app.
 """

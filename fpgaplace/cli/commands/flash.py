@@ -9,7 +9,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fpgaplace.cli.app import JsonOption, app, err, out, print_json, progress, user_errors
+from fpgaplace.cli.options import JsonOption, ProjectArgument
+from fpgaplace.cli.output import err, out, print_json, progress
 from fpgaplace.util.errors import FpgaplaceError
 
 # The library names its parameters; the user typed these flags.
@@ -27,10 +28,8 @@ def _flag_message(error: FpgaplaceError) -> FpgaplaceError:
     return FpgaplaceError(message)
 
 
-@app.command()
-@user_errors
 def flash(
-    project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
+    project: ProjectArgument,
     host: Annotated[str, typer.Option("--host", help="The board's name or address.")],
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Its SSH port.")] = 22,
     user: Annotated[str, typer.Option("--user", help="Login on the board (PYNQ images: xilinx).")] = "xilinx",

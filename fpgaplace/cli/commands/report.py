@@ -8,14 +8,13 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from fpgaplace.cli.app import JsonOption, app, err, out, print_json, progress, user_errors
+from fpgaplace.cli.options import JsonOption, ProjectArgument
+from fpgaplace.cli.output import err, out, print_json, progress
 from fpgaplace.util.errors import FpgaplaceError
 
 
-@app.command()
-@user_errors
 def report(
-    project: Annotated[Path, typer.Argument(help="A project folder written by `fpgaplace compile`.")],
+    project: ProjectArgument,
     out_file: Annotated[
         Path | None, typer.Option("--out", help="The HTML file to write (default PROJECT/report.html).")
     ] = None,

@@ -1,0 +1,61 @@
+"""``fpgaplace compile``: place an int8 model and write its HLS project (quantizing a float one)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fpgaplace.cli.options import (
+    BoardOption,
+    CalibOption,
+    JsonOption,
+    ModelArgument,
+    ModelFlags,
+    Only,
+    PlacementFlags,
+    RandomOption,
+    calibration,
+    check_out_parent,
+    flag_groups,
+)
+from fpgaplace.cli.output import out, print_compile, print_json
+from fpgaplace.util.errors import FpgaplaceError
+
+
+@flag_groups
+def compile_project(
+    model: ModelArgument,
+    out_dir: Annotated[Path, typer.Option("--out", help="Folder for the project (design.json, one folder per core).")],
+    board_name: BoardOption = "zcu104",
+    placing: Annotated[
+        PlacementFlags, Only("objective", "method", "subgraphs_per_device", "non_contiguous", "time_limit")
+    ] = PlacementFlags(),
+    calib: CalibOption = None,
+    random: RandomOption = None,
+    flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile")] = ModelFlags(),
+    as_json: JsonOption = False,
+) -> None:
+    """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).
+
+    A QDQ model is taken as it is; a float model is quantized first (--calib or --random,
+    default 32 random inputs). The CPU pieces are written as ONNX submodels.
+
+    Example: fpgaplace compile model.onnx --board zcu104 --out project/ --random 64
+    """
+    if out_dir.exists() and not out_dir.is_dir():
+        raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
+    check_out_parent(out_dir)
+    calibrated_on = calibration(calib, random, default_random=32)
+    design = flags.design(model, board_name).quantized(**calibrated_on)
+    placing.place(design)
+    result = design.compile(out_dir)
+    document = {**result.to_json(), "quantized_here": result.quantized_here}
+    if as_json:
+        print_json(document)
+        return
+    if result.quantized_here:
+        how = f"calibrated on {calib}" if calib else f"calibrated on {calibrated_on['random_samples']} random inputs"
+        out.print(f"{model.name} is a float model: quantized to int8 QDQ ({how})")
+    print_compile(document, design.board)

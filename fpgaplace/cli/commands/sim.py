@@ -1,0 +1,103 @@
+"""``fpgaplace sim``: event-simulate a project (latency, interval, fps, stalls), optionally with
+every core's RTL simulation and yosys resource counts."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from fpgaplace.cli.options import JsonOption, ProjectArgument
+from fpgaplace.cli.output import out, print_json, progress
+
+
+def sim(
+    project: ProjectArgument,
+    samples: Annotated[int, typer.Option("--samples", "-n", help="Samples to stream through (1 to 1000000).")] = 256,
+    rtl: Annotated[bool, typer.Option(
+        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog): bit-exact check, measured cycles.")
+    ] = False,
+    resources: Annotated[bool, typer.Option(
+        "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
+    ] = False,
+    as_json: JsonOption = False,
+) -> None:
+    """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
+
+    Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
+    sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound.
+    --rtl and --resources add the RTL simulation and yosys counts (slow: minutes per large core)
+    and save them in the project's results/ for the report.
+
+    Example: fpgaplace sim project/ --samples 1000 --rtl
+    """
+    from fpgaplace.sim.event import simulate
+
+    document = simulate(project, samples).to_json()
+    if rtl:
+        from fpgaplace.codegen.rtl_project import simulate_project_rtl
+
+        document["rtl"] = simulate_project_rtl(project, progress=progress).to_json()
+    if resources:
+        from fpgaplace.sim.yosys import project_resources
+
+        document["resources"] = project_resources(project, progress=progress).to_json()
+    if as_json:
+        print_json(document)
+        return
+    print_sim(document)
+    if rtl:
+        print_rtl(document["rtl"])
+    if resources:
+        print_resources(document["resources"])
+
+
+def print_sim(document: dict) -> None:
+    """Per-device table (per-sample time, utilisation, blocked and starved time), then latency,
+    interval, fps, bottleneck and the bounds with the share of them reached."""
+    table = Table(title=f"event simulation of {document['samples']} samples")
+    for column in ("device", "kind", "us/sample", "utilisation", "blocked us", "starved us"):
+        table.add_column(column, justify="left" if column in ("device", "kind") else "right")
+    for device in document["devices"]:
+        name = escape(device["name"])
+        if device["name"] == document["bottleneck"]:
+            name = f"[bold]{name}[/]"
+        table.add_row(name, device["kind"], f"{device['per_sample_us']:.4g}", f"{device['utilisation']:.1%}",
+                      f"{device['blocked_us']:.4g}", f"{device['starved_us']:.4g}")
+    out.print(table)
+    out.print(f"latency {document['latency_us']:.4g} us ({document['latency_cycles']:,.0f} cycles); interval "
+              f"{document['interval_us']:.4g} us ({document['interval_cycles']:,.0f} cycles): "
+              f"{document['fps']:.4g} fps; bottleneck {escape(document['bottleneck'])}")
+    for label, key, fraction in (("DSP roofline", "roofline_fps", "roofline_fraction"),
+                                 ("DRAM bound", "dram_bound_fps", "dram_fraction")):
+        if document.get(key):
+            out.print(f"{label}: {document[key]:.4g} fps ({document[fraction]:.1%} reached)")
+    if document.get("cpu_ops"):
+        out.print(f"[dim]the roofline counts the MACs on FPGA cores; {document['cpu_ops']} ops run on CPUs[/]")
+
+
+def print_rtl(document: dict) -> None:
+    """Each core's RTL check: bit-exact, measured cycles beside the model's."""
+    table = Table(title="RTL simulation (cocotb, Icarus Verilog)")
+    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error"):
+        table.add_column(column, justify="left" if column in ("core", "bit-exact") else "right")
+    for core in document["cores"]:
+        measured, model = core.get("cycles_measured"), core.get("cycles_model")
+        error = f"{measured / model - 1:+.1%}" if measured and model else "—"
+        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]",
+                      f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—", error)
+    out.print(table)
+
+
+def print_resources(document: dict) -> None:
+    """yosys counts beside the op library's estimate, per core."""
+    table = Table(title="yosys synth_xilinx against the estimate")
+    for column in ("core", "LUT", "FF", "DSP", "BRAM36", "DSP estimate"):
+        table.add_column(column, justify="left" if column == "core" else "right")
+    for core in document.get("cores", []):
+        total, estimate = core.get("yosys_layers_total") or {}, core.get("estimate_total") or {}
+        counts = [str(total.get(key, "—")) for key in ("lut", "ff", "dsp", "bram36")]
+        table.add_row(escape(str(core.get("name"))), *counts, str(estimate.get("dsp", "—")))
+    out.print(table)
