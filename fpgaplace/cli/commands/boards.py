@@ -16,7 +16,7 @@ def boards(as_json: JsonOption = False) -> None:
 
     Example: fpgaplace boards --json
     """
-    from fpgaplace.board.model import list_boards, load_board
+    from fpgaplace.board.load import list_boards, load_board
 
     summaries = [load_board(name).summary() for name in list_boards()]
     if as_json:
@@ -45,7 +45,7 @@ def board(
 
     Example: fpgaplace board zcu104
     """
-    from fpgaplace.board.model import load_board
+    from fpgaplace.board.load import load_board
 
     summary = load_board(name).summary()
     if as_json:

@@ -10,6 +10,7 @@ import typer
 from fpgaplace.cli.options import JsonOption, ProjectArgument, SeedOption
 from fpgaplace.cli.output import print_csim, print_json, progress
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.files import write_with
 
 
 def csim(
@@ -71,10 +72,11 @@ def _load_samples(path: Path):
 def _write_npz_atomically(path: Path, arrays: dict) -> None:
     import numpy as np
 
-    tmp = path.with_name(f".{path.name}.tmp.npz")
+    def save(temporary: Path) -> None:
+        with temporary.open("wb") as stream:  # a file object: numpy adds no .npz suffix
+            np.savez(stream, **arrays)
+
     try:
-        np.savez(tmp, **arrays)
-        tmp.replace(path)
+        write_with(path, save)
     except OSError as error:
-        tmp.unlink(missing_ok=True)
         raise FpgaplaceError(f"--save-outputs {path}: cannot write ({error.strerror})") from None
