@@ -1,13 +1,11 @@
 """Code generation: a placed int8 design -> a buildable project folder with ``design.json``.
 
 ``project.compile_design`` is the compile step (lowering, folding, rendering, the split, the
-build scripts and the driver); ``record`` reads what it wrote. The compile step's imports are
-heavy, so it loads on first use: reading a project (sim, report, flash) stays quick.
+build scripts and the driver); ``fpgaplace.project.record`` reads what it wrote. The compile
+step's imports are heavy, so it loads on first use.
 """
 
 from __future__ import annotations
-
-from fpgaplace.project.record import DESIGN_FILE, DESIGN_FORMAT, load_design, transfer_channel
 
 _COMPILE_STEP = ("compile_design", "CompileResult", "check_project_dir")
 
@@ -20,4 +18,4 @@ def __getattr__(name: str):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["DESIGN_FILE", "DESIGN_FORMAT", *_COMPILE_STEP, "load_design", "transfer_channel"]
+__all__ = [*_COMPILE_STEP]

@@ -1,4 +1,16 @@
-"""Names shared by the generated hardware and the host code that drives it.
+"""A project folder's layout: every file and folder name, named once, and the hardware names
+shared by the generated hardware and the host code that drives it.
+
+A project written by ``fpgaplace compile``::
+
+    design.json           the record (``fpgaplace.project.record``)
+    model.qdq.onnx        the whole int8 QDQ model
+    split/manifest.json   the per-device pieces (``fpgaplace.flow.split``), one ONNX file each
+    include/              the HLS headers
+    cores/<core>/         a core's HLS C++, layers.npz (its arrays) and weights.bin (streamed weights)
+    host/                 the PYNQ driver and what it reads
+    results/              csim.json, sim.json, rtl.json, resources.json once those stages ran
+    bitstream/            what ``make bitstream`` / ``make xclbin`` leaves
 
 The Vivado block design (``build_scripts``), the PYNQ driver (``host``), the flash step and
 the report all find a core's IP, its DMAs and the bitstream by these names, so they are
@@ -7,10 +19,24 @@ defined once here. Names follow Vivado's rules for cell names (letters, digits, 
 
 from __future__ import annotations
 
+DESIGN_FILE = "design.json"  # the project's record
+MODEL_FILE = "model.qdq.onnx"  # the whole int8 QDQ model
+SPLIT_DIR = "split"  # the per-device pieces of the model
+SPLIT_MANIFEST = f"{SPLIT_DIR}/manifest.json"  # design.json's "split": the pieces in order
+INCLUDE_DIR = "include"  # the HLS headers every core includes
+CORES_DIR = "cores"  # cores/<core>/: one folder per FPGA core
+LAYERS_FILE = "layers.npz"  # in a core's folder: its layers' arrays, keyed "<layer index>.<array>"
+WEIGHTS_FILE = "weights.bin"  # in a core's folder: the weights it streams from DRAM (when it does)
+README_FILE = "README.md"
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
+
+
+def core_folder(core: str) -> str:
+    """The folder of an FPGA core, relative to the project."""
+    return f"{CORES_DIR}/{core}"
 
 
 def cell_name(text: str) -> str:
