@@ -22,7 +22,8 @@ from __future__ import annotations
 DESIGN_FILE = "design.json"  # the project's record
 MODEL_FILE = "model.qdq.onnx"  # the whole int8 QDQ model
 SPLIT_DIR = "split"  # the per-device pieces of the model
-SPLIT_MANIFEST = f"{SPLIT_DIR}/manifest.json"  # design.json's "split": the pieces in order
+MANIFEST_FILE = "manifest.json"  # in the split folder: the pieces in order (``fpgaplace.flow.split``)
+SPLIT_MANIFEST = f"{SPLIT_DIR}/{MANIFEST_FILE}"  # design.json's "split"
 INCLUDE_DIR = "include"  # the HLS headers every core includes
 CORES_DIR = "cores"  # cores/<core>/: one folder per FPGA core
 LAYERS_FILE = "layers.npz"  # in a core's folder: its layers' arrays, keyed "<layer index>.<array>"
