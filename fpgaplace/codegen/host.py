@@ -26,7 +26,15 @@ import numpy as np
 import onnx
 
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE
-from fpgaplace.project.layout import HOST_DIR, bitstream_files, cell_name, core_ip_instance, dma_instance
+from fpgaplace.project.layout import (
+    HOST_DIR,
+    WEIGHTS_FILE,
+    bitstream_files,
+    cell_name,
+    core_ip_instance,
+    dma_instance,
+)
+from fpgaplace.project.record import Core, DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLE_COUNT = 4
@@ -41,44 +49,43 @@ def _template_dir() -> Path:
     return Path(str(files(TEMPLATE_PACKAGE))) / "host"
 
 
-def streamed_weights(folder: Path, record: dict) -> np.ndarray:
+def streamed_weights(folder: Path, record: Core) -> np.ndarray:
     """The weights a core streams: its ``weights.bin``, the bytes its C simulation embeds and the
     Vitis HLS testbench reads."""
-    path = folder / record["folder"] / "weights.bin"
+    path = folder / record.folder / WEIGHTS_FILE
     if not path.is_file():
         raise FpgaplaceError(f"{path}: missing; expected the weights of a core that streams them")
     values = np.fromfile(path, dtype=np.int8)
-    if values.size < record["streamed_weight_bytes"]:
-        raise FpgaplaceError(f"{path}: {values.size} bytes; expected {record['streamed_weight_bytes']}")
-    return values[: record["streamed_weight_bytes"]]
+    if values.size < record.streamed_weight_bytes:
+        raise FpgaplaceError(f"{path}: {values.size} bytes; expected {record.streamed_weight_bytes}")
+    return values[: record.streamed_weight_bytes]
 
 
-def _hardware(document: dict, folder: Path) -> dict:
+def _hardware(document: DesignRecord, folder: Path) -> dict:
     from fpgaplace.codegen.build_scripts import is_alveo
 
-    nodes = list(dict.fromkeys(c["node"] for c in document["cores"])) or ["node0"]
+    nodes = list(dict.fromkeys(c.node for c in document.cores)) or ["node0"]
     alveo = is_alveo(document)
     bitstream = bitstream_files(len(nodes), nodes[0], alveo)[0]
     cores = {}
-    for record in document["cores"]:
-        name = record["name"]
-        entry = {"ip": core_ip_instance(name),
-                 "dma": {t["port"]: dma_instance(name, t["port"]) for t in [*record["inputs"], *record["outputs"]]},
+    for record in document.cores:
+        name = record.name
+        entry = {"ip": core_ip_instance(name), "dma": {t.port: dma_instance(name, t.port) for t in record.ports},
                  "weights": None}
-        if record["streamed_weight_bytes"] > 0:
+        if record.streamed_weight_bytes > 0:
             entry["weights"] = f"weights_{cell_name(name)}.bin"
             streamed_weights(folder, record).tofile(folder / HOST_DIR / entry["weights"])
         cores[name] = entry
     return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES}
 
 
-def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
     from fpgaplace.flow.split import random_inputs
     from fpgaplace.sim.csim import output_scales
     from fpgaplace.util import onnxrt
 
-    model = onnx.load(str(folder / document["model"]["file"]))
+    model = onnx.load(str(folder / document.model.file))
     session = onnxrt.session(model, f"model '{model.graph.name}'")  # one session for every sample
     names = [output.name for output in model.graph.output]
     arrays: dict[str, list[np.ndarray]] = {}
@@ -91,7 +98,7 @@ def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[
     return {name: np.stack(values) for name, values in arrays.items()}, output_scales(model)
 
 
-def write_host_driver(document: dict, folder: Path) -> None:
+def write_host_driver(document: DesignRecord, folder: Path) -> None:
     """Write ``host/`` (module docstring) of the project whose ``design.json`` is ``document``
     into ``folder``."""
     host = Path(folder) / HOST_DIR

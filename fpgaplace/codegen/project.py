@@ -107,14 +107,14 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         written = _design_record(design, result, records, manifest,
                                  {"rounds": refined.rounds, "chosen": refined.chosen}, host_ops)
         document = written.to_json()
-        record.DesignRecord.from_json(document, f"{out_dir / layout.DESIGN_FILE} (as compile writes it)")
+        record.DesignRecord.from_json(document, f"compile's own {out_dir / layout.DESIGN_FILE}")
         (tmp / layout.DESIGN_FILE).write_text(json.dumps(document, indent=2) + "\n")
         (tmp / layout.README_FILE).write_text(environment().get_template("project/README.md.j2").render(
             model=graph.name, board=board.name, version=__version__, cores=[_summary(c) for c in written.cores],
             cpu_ops=written.cpu_ops))
         # The later stages' files, each from design.json and the folder written so far.
-        write_build_scripts(document, tmp)  # vivado/ or vitis/, Makefile
-        write_host_driver(document, tmp)  # host/: the PYNQ driver
+        write_build_scripts(written, tmp)  # vivado/ or vitis/, Makefile
+        write_host_driver(written, tmp)  # host/: the PYNQ driver
         write_rtl_project(document, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
         check_project_dir(out_dir)
         if out_dir.exists():
