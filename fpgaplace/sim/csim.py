@@ -184,7 +184,7 @@ def _build_alias(library: Path) -> Path:
 class _Core:
     """One built core: its ctypes entry and its integer reference."""
 
-    def __init__(self, project: Path, record: Core, library: Path) -> None:
+    def __init__(self, record: Core, library: Path, arrays: list[dict[str, np.ndarray]]) -> None:
         self.record = record
         library_handle = ctypes.CDLL(str(_build_alias(library)))
         self.entry = library_handle.fp_run
@@ -192,11 +192,7 @@ class _Core:
         self.ticks_entry = library_handle.fp_ticks
         self.ticks_entry.restype = ctypes.c_int
         self.stage_count = len(record.stages)
-        unknown = next((layer for layer in record.layers if layer.kernel not in KERNELS), None)
-        if unknown is not None:
-            raise FpgaplaceError(f"{project / DESIGN_FILE}: cores.{record.name}: layer {unknown.op}: kernel "
-                                 f"{unknown.kernel!r} is not in the op library; expected one of {', '.join(KERNELS)}")
-        self.arrays = load_arrays(project, record)
+        self.arrays = arrays
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """One sample through the C core (inputs and outputs in stream order)."""
@@ -233,6 +229,15 @@ class _Core:
                                      ) from None
         aliases = self.record.aliases
         return [values[aliases.get(t.name, t.name)].reshape(-1) for t in self.record.outputs]
+
+
+def _checked_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
+    """The core's arrays, once every layer's kernel is known to the op library."""
+    unknown = next((layer for layer in record.layers if layer.kernel not in KERNELS), None)
+    if unknown is not None:
+        raise FpgaplaceError(f"{project / DESIGN_FILE}: cores.{record.name}: layer {unknown.op}: kernel "
+                             f"{unknown.kernel!r} is not in the op library; expected one of {', '.join(KERNELS)}")
+    return load_arrays(project, record)
 
 
 def load_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
@@ -296,17 +301,19 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         raise FpgaplaceError(f"inputs: expected 1 to 1000000 samples, got {len(inputs)}")
     document = load(project)
     say = progress or (lambda message: None)
+    # What the run reads besides the libraries, checked before the (long) build.
+    model = _load_model(project / document.model.file)
+    split, manifest = load_manifest(project, document)
+    arrays = {record.name: _checked_arrays(project, record) for record in document.cores}
     start = time.perf_counter()
     cores, checks = {}, {}
     say(f"building {len(document.cores)} cores with g++")
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:  # one g++ process per core
         builds = list(pool.map(lambda record: build_core(project, record), document.cores))
     for record, (library, built) in zip(document.cores, builds, strict=True):
-        cores[record.name] = _Core(project, record, library)
+        cores[record.name] = _Core(record, library, arrays[record.name])
         checks[record.name] = CoreCheck(record.name, True, built=built)
     build_seconds = time.perf_counter() - start
-    model = _load_model(project / document.model.file)
-    split, manifest = load_manifest(project, document)
     sessions = {s.name: onnxrt.session(str(split / s.file), str(split / s.file))
                 for s in manifest.submodels if s.device not in cores}
     scales = output_scales(model)
