@@ -82,8 +82,16 @@ def _reader(expects: str, check: Callable[[Any], bool], convert: Callable[[Any],
 
 
 def _int(low: int = 0, high: int = MAX_COUNT):
-    return _reader(f"an int >= {low}" if high >= MAX_COUNT else f"an int in {low}..{high}",
-                   lambda v: isinstance(v, int) and not isinstance(v, bool) and low <= v <= high)
+    """An int in ``low..high`` (the message names the bound the value passes)."""
+    def read(value: Any, path: str) -> int:
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise _fail(path, f"an int >= {low}", value)
+        if value > high:
+            raise _fail(path, f"an int <= {high}", value)
+        return value
+
+    read.expects = f"an int >= {low}"  # type: ignore[attr-defined]
+    return read
 
 
 def _number(low: float = 0.0, high: float = MAX_US, above: bool = False):
