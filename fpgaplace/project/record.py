@@ -443,7 +443,7 @@ def _model(value: Any, path: str) -> ModelInfo:
 def _board(value: Any, path: str) -> BoardInfo:
     data = _object(value, path)
     return BoardInfo(_get(data, "name", path, _str), _get(data, "part", path, _optional(_str), None),
-                     _get(data, "clock_mhz", path, _optional(_number(0, 1e6, above=True)), None),
+                     _get(data, "clock_mhz", path, _optional(_number(0, 1e6)), None),
                      _get(data, "source", path, _optional(_text), None))
 
 
