@@ -35,6 +35,9 @@ from fpgaplace.board.model import Board, load_board
 from fpgaplace.codegen.render import environment
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
+    MAKEFILE,
+    VITIS_DIR,
+    VIVADO_DIR,
     bitstream_files,
     cell_name,
     core_ip_instance,
@@ -474,7 +477,7 @@ def memory_bank(board: str, index: int, slr: int) -> tuple[str, int]:
 
 def script_folder(plan: NodePlan) -> str:
     """The node's script folder relative to the project: ``vivado``/``vitis`` (+ ``/<node>``)."""
-    tool = "vitis" if plan.alveo else "vivado"
+    tool = VITIS_DIR if plan.alveo else VIVADO_DIR
     return f"{tool}/{plan.folder}" if plan.folder else tool
 
 
@@ -495,7 +498,7 @@ def write_build_scripts(document: DesignRecord, folder: Path) -> None:
             _render(target / "create_project.tcl", "project/vivado/create_project.tcl.j2",
                     _vivado_context(plan, len(plans)))
             _write_last_ips(plan, target)
-    _render(folder / "Makefile", "project/Makefile.j2",
+    _render(folder / MAKEFILE, "project/Makefile.j2",
             {"cores": document.cores, "nodes": [_make_node(plan, len(plans)) for plan in plans],
              "alveo": bool(plans) and plans[0].alveo, "bitstream_dir": BITSTREAM_DIR})
 

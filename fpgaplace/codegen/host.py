@@ -27,7 +27,10 @@ import onnx
 
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE
 from fpgaplace.project.layout import (
+    DRIVER_FILE,
+    HARDWARE_FILE,
     HOST_DIR,
+    SAMPLES_FILE,
     WEIGHTS_FILE,
     bitstream_files,
     cell_name,
@@ -38,9 +41,6 @@ from fpgaplace.project.record import Core, DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLE_COUNT = 4
-DRIVER = "driver.py"
-HARDWARE = "hardware.json"
-SAMPLES = "samples.npz"
 
 
 def _template_dir() -> Path:
@@ -76,7 +76,7 @@ def _hardware(document: DesignRecord, folder: Path) -> dict:
             entry["weights"] = f"weights_{cell_name(name)}.bin"
             streamed_weights(folder, record).tofile(folder / HOST_DIR / entry["weights"])
         cores[name] = entry
-    return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES}
+    return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES_FILE}
 
 
 def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
@@ -103,9 +103,9 @@ def write_host_driver(document: DesignRecord, folder: Path) -> None:
     into ``folder``."""
     host = Path(folder) / HOST_DIR
     host.mkdir(exist_ok=True)
-    shutil.copyfile(_template_dir() / DRIVER, host / DRIVER)
+    shutil.copyfile(_template_dir() / Path(DRIVER_FILE).name, Path(folder) / DRIVER_FILE)
     hardware = _hardware(document, Path(folder))
     arrays, scales = _samples(document, Path(folder))
-    np.savez(host / SAMPLES, **arrays)
+    np.savez(host / SAMPLES_FILE, **arrays)
     hardware["output_scales"] = {name: float(scale) for name, scale in scales.items()}
-    (host / HARDWARE).write_text(json.dumps(hardware, indent=2) + "\n")
+    (host / HARDWARE_FILE).write_text(json.dumps(hardware, indent=2) + "\n")

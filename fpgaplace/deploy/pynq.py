@@ -39,14 +39,13 @@ from typing import Any
 import paramiko
 
 from fpgaplace.codegen.build_scripts import is_alveo
-from fpgaplace.project.layout import DESIGN_FILE, HOST_DIR, SPLIT_DIR, bitstream_files
+from fpgaplace.project.layout import DESIGN_FILE, DRIVER_FILE, HOST_DIR, SPLIT_DIR, bitstream_files
 from fpgaplace.project.record import DesignRecord, load
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 MANIFEST_NAME = ".fpgaplace-flash.json"
 MANIFEST_FORMAT = "fpgaplace-flash/1"
 PART_SUFFIX = ".part"
-DRIVER_FILE = f"{HOST_DIR}/driver.py"
 READ_BLOCK_BYTES = 1 << 16  # one local read and SFTP write (paramiko sends it as 32 KiB requests)
 SFTP_WINDOW_BYTES = 1 << 24  # paramiko's 2 MiB default halves the rate on a fast link
 PROGRESS_EVERY_S = 1.0

@@ -8,7 +8,10 @@ A project written by ``fpgaplace compile``::
     split/manifest.json   the per-device pieces (``fpgaplace.flow.split``), one ONNX file each
     include/              the HLS headers
     cores/<core>/         a core's HLS C++, layers.npz (its arrays) and weights.bin (streamed weights)
-    host/                 the PYNQ driver and what it reads
+    vivado/ or vitis/     the block design's scripts (Zynq) or the link config (Alveo), per node
+    Makefile              make hls, make bitstream / make xclbin, make clean
+    host/                 the PYNQ driver (driver.py) and what it reads (hardware.json, samples.npz)
+    rtl/, sim/            the cores' Verilog and their cocotb testbenches
     results/              csim.json, sim.json, rtl.json, resources.json once those stages ran
     bitstream/            what ``make bitstream`` / ``make xclbin`` leaves
 
@@ -29,9 +32,17 @@ CORES_DIR = "cores"  # cores/<core>/: one folder per FPGA core
 LAYERS_FILE = "layers.npz"  # in a core's folder: its layers' arrays, keyed "<layer index>.<array>"
 WEIGHTS_FILE = "weights.bin"  # in a core's folder: the weights it streams from DRAM (when it does)
 README_FILE = "README.md"
+MAKEFILE = "Makefile"
+VIVADO_DIR = "vivado"  # a Zynq node's block design scripts (vivado/<node>/ on clusters)
+VITIS_DIR = "vitis"  # an Alveo node's link config and data movers
+RTL_DIR = "rtl"  # rtl/<core>/: a core's Verilog top, layers and ROMs
+SIM_DIR = "sim"  # sim/<core>/: a core's cocotb job; sim/run_rtl.py runs them
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
+DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py --self-test)
+HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
+SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
 
 
