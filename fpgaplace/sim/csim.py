@@ -21,7 +21,6 @@ import os
 import shutil
 import subprocess
 import time
-import zipfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,6 +31,7 @@ import onnx
 from fpgaplace.flow.split import Manifest, random_inputs, run_model
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float
+from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import DESIGN_FILE, INCLUDE_DIR, LAYERS_FILE, RESULTS_DIR, WEIGHTS_FILE
 from fpgaplace.project.record import BoundaryTensor, Core, load
 from fpgaplace.sim.event import load_manifest
@@ -238,23 +238,6 @@ def _checked_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
         raise FpgaplaceError(f"{project / DESIGN_FILE}: cores.{record.name}: layer {unknown.op}: kernel "
                              f"{unknown.kernel!r} is not in the op library; expected one of {', '.join(KERNELS)}")
     return load_arrays(project, record)
-
-
-def load_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
-    """Each layer's arrays from the core's ``layers.npz``; a missing, damaged or incomplete
-    archive is a one-line error naming it."""
-    path = project / record.folder / LAYERS_FILE
-    try:
-        with np.load(path) as archive:
-            return [{key: archive[f"{i}.{key}"] for key in layer.arrays} for i, layer in enumerate(record.layers)]
-    except FileNotFoundError:
-        raise FpgaplaceError(f"{path}: missing; expected the arrays of core {record.name} (compile writes it)"
-                             ) from None
-    except KeyError as error:
-        raise FpgaplaceError(f"{path}: no array {first_line(error)}; expected the arrays design.json's layers of "
-                             f"{record.name} name") from None
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise FpgaplaceError(f"{path}: not a readable archive ({first_line(error)})") from None
 
 
 def _to_stream(array: np.ndarray, tensor: BoundaryTensor) -> list[np.ndarray]:
