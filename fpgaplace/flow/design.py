@@ -53,10 +53,10 @@ if TYPE_CHECKING:
 
     BoardDevice = FpgaCore | CpuCore
 
-    from fpgaplace.flow.split import Manifest
     from fpgaplace.model.ir import OpGraph
     from fpgaplace.model.passes.manager import OptimizeReport
     from fpgaplace.place.cost import CostOptions, OpCost
+    from fpgaplace.project.manifest import Manifest
 
 DEFAULT_BOARD = "zcu104"
 QDQ_PASSES = ("eliminate_dead_code", "fuse_elementwise")

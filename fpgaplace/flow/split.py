@@ -9,7 +9,8 @@ O(n + e). Then the placement-level passes of ``fpgaplace.model.passes.transfers`
 groups on one device, merge pieces that run back to back on one device (synchronization
 points with nothing to wait for) and send each tensor once to each device that reads it.
 
-Boundary tensors keep their names from the source model. ``manifest.json`` lists the
+Boundary tensors keep their names from the source model. ``manifest.json``
+(``fpgaplace.project.manifest``) lists the
 submodels in execution order with their device, inputs (and where each comes from) and
 outputs, the transfers with their byte sizes, the graph inputs/outputs, and the transfer and
 synchronization-point counts before and after the placement passes.
@@ -25,7 +26,7 @@ import json
 import math
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -42,68 +43,13 @@ from fpgaplace.model.passes.graph_tools import (
     topological_indices,
 )
 from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
+from fpgaplace.project.layout import MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest, SubmodelInfo
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.onnxrt import random_values
 
-MANIFEST_NAME = "manifest.json"
-MANIFEST_FORMAT = "fpgaplace-split/1"
 GRAPH_INPUT = ""  # the "source submodel" of a tensor that is a graph input
-
-
-@dataclass
-class SubmodelInfo:
-    """One piece of the split: which nodes, on which device, reading and writing what."""
-
-    name: str
-    file: str
-    device: str
-    nodes: list[str]
-    inputs: list[str]
-    outputs: list[str]
-    sources: dict[str, str]  # input tensor -> producing submodel ("" = graph input)
-
-
-@dataclass
-class Manifest:
-    """The split's pipeline: submodels in execution order and the tensors between them."""
-
-    source: str
-    devices: list[str]
-    graph_inputs: list[dict]
-    graph_outputs: list[dict]
-    submodels: list[SubmodelInfo]
-    transfers: list[Transfer]
-    stats: dict = field(default_factory=dict)
-
-    def to_dict(self) -> dict:
-        return {
-            "format": MANIFEST_FORMAT, "source": self.source, "devices": self.devices,
-            "graph_inputs": self.graph_inputs, "graph_outputs": self.graph_outputs,
-            "submodels": [vars(s) for s in self.submodels],
-            "transfers": [t.to_dict() for t in self.transfers], "stats": self.stats,
-        }
-
-    @staticmethod
-    def from_dict(data: dict, where: str = MANIFEST_NAME) -> Manifest:
-        if data.get("format") != MANIFEST_FORMAT:
-            raise FpgaplaceError(f"{where}: field 'format' is {data.get('format')!r}, "
-                                 f"expected {MANIFEST_FORMAT!r}")
-        return Manifest(data["source"], data["devices"], data["graph_inputs"],
-                        data["graph_outputs"], [SubmodelInfo(**s) for s in data["submodels"]],
-                        [Transfer.from_dict(t) for t in data["transfers"]], data["stats"])
-
-    @staticmethod
-    def load(manifest_dir: Path) -> Manifest:
-        path = Path(manifest_dir) / MANIFEST_NAME
-        if not path.is_file():
-            raise FpgaplaceError(f"{path}: no split manifest here (run the split first)")
-        try:
-            data = json.loads(path.read_text())
-        except json.JSONDecodeError as exc:
-            raise FpgaplaceError(f"{path}: not valid JSON ({exc.msg} at line {exc.lineno})") \
-                from exc
-        return Manifest.from_dict(data, str(path))
 
 
 @dataclass
@@ -272,7 +218,7 @@ def check_out_dir(out_dir: Path) -> None:
     """Refuse an output path that is a file, or a folder holding something other than a split."""
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"out_dir {out_dir}: is a file; expected a folder for the split")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_FILE).exists():
         raise FpgaplaceError(f"out_dir {out_dir}: exists and is not a split folder; "
                              "expected an empty folder or a previous split")
 
@@ -340,7 +286,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
         manifest = Manifest(work.graph.name or "model", devices or used,
                             _io_entries(graph_inputs, types), _io_entries(graph_outputs, types),
                             submodels, final_transfers, stats)
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
         move_into_place(tmp, out_dir)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -357,7 +303,7 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
     values: dict[str, np.ndarray] = {}
     for entry in manifest.graph_inputs:
         if entry["name"] not in inputs:
-            raise FpgaplaceError(f"{manifest_dir / MANIFEST_NAME}: graph input "
+            raise FpgaplaceError(f"{manifest_dir / MANIFEST_FILE}: graph input "
                                  f"'{entry['name']}' was not given")
         values[entry["name"]] = inputs[entry["name"]]
     for sub in manifest.submodels:
@@ -535,5 +481,5 @@ def check_split(model: onnx.ModelProto, manifest_dir: Path, tolerance: Tolerance
             for entry in manifest.graph_outputs}
 
 
-__all__ = ["Comparison", "Manifest", "SubmodelInfo", "Tolerance", "Transfer", "check_split", "compare_tensors",
+__all__ = ["Comparison", "Tolerance", "Transfer", "check_split", "compare_tensors",
            "random_inputs", "relative_error", "run_model", "run_split", "split_model"]

@@ -28,11 +28,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.flow.split import Manifest, random_inputs, run_model
+from fpgaplace.flow.split import random_inputs, run_model
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import DESIGN_FILE, INCLUDE_DIR, LAYERS_FILE, RESULTS_DIR, WEIGHTS_FILE
+from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import BoundaryTensor, Core, load
 from fpgaplace.sim.event import load_manifest
 from fpgaplace.util import onnxrt

@@ -54,6 +54,7 @@ import numpy as np
 from fpgaplace import hw
 from fpgaplace.board.model import Board, load_board
 from fpgaplace.project.layout import DESIGN_FILE, MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
@@ -205,21 +206,10 @@ def _board(document: DesignRecord, path: Path) -> Board:
 
 
 def load_manifest(project: Path, document: DesignRecord):
-    """The folder of the split design.json names and its manifest (``fpgaplace.flow.split``);
+    """The folder of the split design.json names and its manifest (``fpgaplace.project.manifest``);
     a missing or damaged manifest is a one-line error naming it."""
-    from fpgaplace.flow.split import Manifest
-
     folder = project / Path(document.split).parent
-    try:
-        manifest = Manifest.load(folder)
-    except (KeyError, TypeError, AttributeError, ValueError, RecursionError) as error:
-        raise FpgaplaceError(f"{folder / MANIFEST_FILE}: not a split manifest (missing {error})") from None
-    for index, piece in enumerate(manifest.submodels):
-        fields = (piece.name, piece.file, piece.device, *piece.nodes, *piece.inputs, *piece.outputs,
-                  *piece.sources, *piece.sources.values())
-        if not all(isinstance(text, str) for text in fields):
-            raise FpgaplaceError(f"{folder / MANIFEST_FILE}: submodels[{index}]: expected names as strings")
-    return folder, manifest
+    return folder, Manifest.load(folder)
 
 
 def _piece_shares(pieces, devices: dict[str, DeviceInfo]) -> dict[str, float]:
