@@ -82,7 +82,7 @@ def _hardware(document: DesignRecord, folder: Path) -> dict:
 def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
     from fpgaplace.flow.split import random_inputs
-    from fpgaplace.sim.csim import output_scales
+    from fpgaplace.hw.qdq import output_scales
     from fpgaplace.util import onnxrt
 
     model = onnx.load(str(folder / document.model.file))

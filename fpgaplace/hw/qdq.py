@@ -174,6 +174,14 @@ def qdq_index(model: onnx.ModelProto) -> QdqIndex:
     return cached[1]
 
 
+def output_scales(model: onnx.ModelProto) -> dict[str, float]:
+    """Quantization step of every graph output that is a dequantized int8 tensor (C simulation
+    and the host driver compare outputs in these steps)."""
+    index = qdq_index(model)
+    sources = {o.name: index.int_source(o.name) for o in model.graph.output}
+    return {name: q.scale for name, q in sources.items() if q is not None}
+
+
 def check_scale(value: float, where: str) -> float:
     if not np.isfinite(value) or value <= 0:
         raise FpgaplaceError(f"{where}: scale {value!r}; expected a positive finite number")

@@ -30,6 +30,7 @@ import onnx
 
 from fpgaplace.flow.split import random_inputs, run_model
 from fpgaplace.hw import KERNELS
+from fpgaplace.hw.qdq import output_scales
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import DESIGN_FILE, INCLUDE_DIR, LAYERS_FILE, RESULTS_DIR, WEIGHTS_FILE
@@ -438,12 +439,3 @@ def _sample_feeds(model: onnx.ModelProto, inputs: np.ndarray | None, samples: in
                              f"'{info.name}' of shape {shape}")
     dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type))
     return [{info.name: sample[None].astype(dtype)} for sample in inputs]
-
-
-def output_scales(model: onnx.ModelProto) -> dict[str, float]:
-    """Quantization step of every graph output that is a dequantized int8 tensor."""
-    from fpgaplace.hw.qdq import qdq_index
-
-    index = qdq_index(model)
-    sources = {o.name: index.int_source(o.name) for o in model.graph.output}
-    return {name: q.scale for name, q in sources.items() if q is not None}
