@@ -31,8 +31,8 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpgaplace.board.model import Board, load_board
 from fpgaplace.codegen.render import environment
+from fpgaplace.project.board import is_alveo, project_board
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
     MAKEFILE,
@@ -315,25 +315,10 @@ def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: BoundaryTensor, to_fabr
 
 
 def _node_board_name(document: DesignRecord, node: str) -> str:
-    board = _load_board(document)
-    return board.node_board(node).name if board is not None else document.board.name
-
-
-def _load_board(document: DesignRecord) -> Board | None:
-    for name in (document.board.source, document.board.name):
-        try:
-            return load_board(name) if name else None
-        except FpgaplaceError:
-            continue
-    return None
-
-
-def is_alveo(document: DesignRecord) -> bool:
-    """A PCIe card (the board has a host link), built with Vitis into an xclbin."""
-    board = _load_board(document)
-    if board is not None:
-        return board.host is not None
-    return document.board.name in ALVEO_PLATFORMS
+    try:
+        return project_board(document).node_board(node).name
+    except FpgaplaceError:
+        return document.board.name
 
 
 def plan_nodes(document: DesignRecord, folder: Path) -> list[NodePlan]:

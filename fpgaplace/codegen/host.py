@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE
+from fpgaplace.project.board import is_alveo
 from fpgaplace.project.layout import (
     DRIVER_FILE,
     HARDWARE_FILE,
@@ -62,8 +63,6 @@ def streamed_weights(folder: Path, record: Core) -> np.ndarray:
 
 
 def _hardware(document: DesignRecord, folder: Path) -> dict:
-    from fpgaplace.codegen.build_scripts import is_alveo
-
     nodes = list(dict.fromkeys(c.node for c in document.cores)) or ["node0"]
     alveo = is_alveo(document)
     bitstream = bitstream_files(len(nodes), nodes[0], alveo)[0]

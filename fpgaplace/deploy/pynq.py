@@ -1,7 +1,7 @@
 """Flash a project onto a PYNQ (or Alveo host) board over SSH, resumably and verified.
 
 What goes over: ``design.json``, the node's bitstream (``bitstream/design.bit`` + ``.hwh``, or
-``.xclbin`` on Alveo: ``fpgaplace.project.layout.bitstream_files`` with the build scripts' ``is_alveo``, so
+``.xclbin`` on Alveo: ``fpgaplace.project.layout.bitstream_files`` with ``fpgaplace.project.board.is_alveo``, so
 flash looks for what ``make`` builds), everything under ``host/`` (the
 driver, streamed weights, sample inputs with expected outputs) and ``split/`` (the CPU
 submodels). The protocol, one SSH connection (key authentication, SFTP plus a few commands):
@@ -38,7 +38,7 @@ from typing import Any
 
 import paramiko
 
-from fpgaplace.codegen.build_scripts import is_alveo
+from fpgaplace.project.board import is_alveo
 from fpgaplace.project.layout import DESIGN_FILE, DRIVER_FILE, HOST_DIR, SPLIT_DIR, bitstream_files
 from fpgaplace.project.record import DesignRecord, load
 from fpgaplace.util.errors import FpgaplaceError, first_line

@@ -52,11 +52,12 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace import hw
-from fpgaplace.board.model import Board, load_board
+from fpgaplace.board.model import Board
+from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import DESIGN_FILE, MANIFEST_FILE
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
-from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.errors import FpgaplaceError
 
 MAX_SAMPLES = 10**6
 BUFFER_SAMPLES = 1  # samples an edge holds beyond those its producer is working on
@@ -196,15 +197,6 @@ class SimResult:
 # ---- reading the project -------------------------------------------------------------------
 
 
-def _board(document: DesignRecord, path: Path) -> Board:
-    """The project's board: its file when it is still there, else the shipped board of its name."""
-    source = document.board.source
-    try:
-        return load_board(source if source and Path(source).is_file() else document.board.name)
-    except FpgaplaceError as error:
-        raise FpgaplaceError(f"{path}: board {document.board.name!r}: {first_line(error)}") from None
-
-
 def load_manifest(project: Path, document: DesignRecord):
     """The folder of the split design.json names and its manifest (``fpgaplace.project.manifest``);
     a missing or damaged manifest is a one-line error naming it."""
@@ -241,7 +233,7 @@ def build_pipeline(project: Path, buffer: int = BUFFER_SAMPLES) -> Pipeline:
     project = Path(project)
     document = load(project)
     path = project / DESIGN_FILE
-    board = _board(document, path)
+    board = project_board(document, path)
     _, manifest = load_manifest(project, document)
     return _pipeline(document, path, board, manifest, buffer)
 
