@@ -1,12 +1,14 @@
-"""The compile step: a placed int8 design -> a buildable project folder with ``design.json``.
+"""The project writer: a placed int8 design and its lowered, folded cores -> a buildable
+project folder with ``design.json``.
 
-``compile_design`` lowers the ops of every FPGA core (``lower``), folds them within the core's
-budget (``fpgaplace.hw.folding``), renders each core's HLS C++ and scripts from the Jinja2
-templates (``render``), writes the per-device ONNX split (the CPU pieces run in onnxruntime),
-and records every decision in ``design.json``: board, part, clock, precision, placement by
-board identity, per core its layers with folding, cycles and resources, the tensors at its
-boundary and the planned load beside the folded interval. The folder is written elsewhere
-first and moved into place, so a failure leaves nothing half-written.
+``write_project`` is the compile step's last part (``fpgaplace.flow.compile`` places, lowers
+and refines first): it renders each core's HLS C++ and scripts from the Jinja2 templates
+(``render``), writes the per-device ONNX split (the CPU pieces run in onnxruntime), and records
+every decision in ``design.json`` (``fpgaplace.project.record``): board, part, clock,
+precision, placement by board identity, per core its layers with folding, cycles and
+resources, the tensors at its boundary and the planned load beside the folded interval. The
+folder is written elsewhere first and moved into place, so a failure leaves nothing
+half-written. The design is read through ``PlacedDesign``: codegen does not import the flow.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -27,14 +29,27 @@ from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
-from fpgaplace.flow.refine import planned_compute_us, refine, say
-from fpgaplace.model.quantize import check_qdq
+from fpgaplace.model.ir import OpGraph
 from fpgaplace.project import layout, record
+from fpgaplace.project.manifest import Manifest
 from fpgaplace.util.errors import FpgaplaceError
 
-if TYPE_CHECKING:
-    from fpgaplace.flow.design import Design
 
+class PlacedDesign(Protocol):
+    """What the writer reads of a placed design (``fpgaplace.flow.design.Design`` is one)."""
+
+    graph: OpGraph
+    board: Any  # fpgaplace.board.model.Board
+    placement: Any  # its SolveResult: placement, value, evaluation
+    problem: Any  # its PlacementProblem
+
+    def devices(self) -> list: ...
+
+    def device_names(self) -> list[str]: ...
+
+    def op_devices(self) -> dict: ...
+
+    def split(self, out_dir: Path, check: bool = True) -> tuple[Manifest, Any]: ...
 
 
 @dataclass
@@ -63,23 +78,19 @@ def check_project_dir(out_dir: Path) -> None:
                              "expected an empty folder or a previous project")
 
 
-def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResult:
-    """Write the project of ``design`` (an int8 QDQ design; placed with defaults if it is not)
-    into ``out_dir``."""
+def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], host_ops: list[str],
+                  refinement: dict, planned_compute: dict[str, float], progress=None) -> CompileResult:
+    """Write the project of ``design`` (placed, its FPGA cores lowered and folded into ``cores``,
+    ``host_ops`` left to the host) into ``out_dir``; ``refinement`` (the placement <-> folding
+    rounds) and ``planned_compute`` (each core's planned compute, us) go into design.json."""
+    say = progress or (lambda message: None)
     out_dir = Path(out_dir)
     check_project_dir(out_dir)
-    if not design.is_qdq:
-        raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
-    check_qdq(design.graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
-    refined = refine(design, progress)  # placed with the defaults first if it is not
-    if refined.design is not design:
-        design.take_placement(refined.design)
-    cores, host_ops = refined.lowered.cores, refined.lowered.host_ops
     graph, board, result = design.graph, design.board, design.placement
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        say(progress, "writing the per-device split")
+        say("writing the per-device split")
         # Not checked here against the whole model in float: onnxruntime fuses Q/DQ differently in a
         # piece and in the whole model, so a dequantized tensor may differ by one step; csim checks
         # the placed model against the whole QDQ model in steps (LSB).
@@ -96,16 +107,15 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
         context = {"model": graph.name, "board": board.name}
         records = []
         for c in cores:
-            say(progress, f"rendering {c.name} ({len(c.layers)} stages)")
+            say(f"rendering {c.name} ({len(c.layers)} stages)")
             folder = tmp / layout.core_folder(c.name)
             folder.mkdir(parents=True)
             plan = plan_core(c)
             render_core(c, plan, folder, {**context, "part": board.node_board(c.core.node).part})
             np.savez(folder / layout.LAYERS_FILE, **{f"{i}.{k}": v for i, layer in enumerate(c.layers)
                                                      for k, v in layer.arrays.items()})
-            records.append(_core_record(c, plan, design, result))
-        written = _design_record(design, result, records, manifest,
-                                 {"rounds": refined.rounds, "chosen": refined.chosen}, host_ops)
+            records.append(_core_record(c, plan, design, planned_compute[c.name]))
+        written = _design_record(design, result, records, manifest, refinement, host_ops)
         document = written.to_json()
         record.DesignRecord.from_json(document, f"compile's own {out_dir / layout.DESIGN_FILE}")
         (tmp / layout.DESIGN_FILE).write_text(json.dumps(document, indent=2) + "\n")
@@ -126,11 +136,10 @@ def compile_design(design: Design, out_dir: Path, progress=None) -> CompileResul
     return CompileResult(out_dir, [_summary(c) for c in written.cores], written.cpu_ops, document)
 
 
-def _core_record(c: CoreDesign, plan, design: Design, result) -> record.Core:
+def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -> record.Core:
     core: FpgaCore = c.core
     device = design.device_names().index(c.name)
-    planned_us = float(result.evaluation.loads[device])
-    compute_us = planned_compute_us(design, c)
+    planned_us = float(design.placement.evaluation.loads[device])
     interval = c.folding.interval
     return record.Core(
         name=c.name, folder=layout.core_folder(c.name), top=plan.top, node=core.node,
@@ -171,7 +180,7 @@ def _tensor(t, batch: int, port) -> record.BoundaryTensor:
         quantized_from=t.quantized_from)
 
 
-def _design_record(design: Design, result, cores: list[record.Core], manifest, refinement: dict,
+def _design_record(design: PlacedDesign, result, cores: list[record.Core], manifest, refinement: dict,
                    host_ops: list[str]) -> record.DesignRecord:
     board = design.board
     devices = design.op_devices()
@@ -195,7 +204,7 @@ def _design_record(design: Design, result, cores: list[record.Core], manifest, r
         fps=graph_batch(design.graph) * 1e6 / interval_us if interval_us > 0 else None, host_ops=host_ops)
 
 
-def _channel_busy_us(design: Design, transfers: list[record.TransferInfo]) -> dict[str, float]:
+def _channel_busy_us(design: PlacedDesign, transfers: list[record.TransferInfo]) -> dict[str, float]:
     """Each physical link's time per sample: the transfers that take turns on it (a link can be
     the pipeline's bottleneck, as ``fpgaplace sim`` shows)."""
     nodes = {device.name: device.node for device in design.devices()}
@@ -207,7 +216,7 @@ def _channel_busy_us(design: Design, transfers: list[record.TransferInfo]) -> di
     return busy
 
 
-def _devices(design: Design, result) -> list[record.DeviceInfo]:
+def _devices(design: PlacedDesign, result) -> list[record.DeviceInfo]:
     """Every device of the board with its ops and its planned load (the trusted evaluator's, in
     us, transfers included) and planned compute (the sum of its ops' latencies)."""
     problem = design.problem
@@ -223,7 +232,7 @@ def _devices(design: Design, result) -> list[record.DeviceInfo]:
     return rows
 
 
-def _transfers(design: Design, manifest) -> list[record.TransferInfo]:
+def _transfers(design: PlacedDesign, manifest) -> list[record.TransferInfo]:
     """Every tensor crossing devices, with the link that joins them (``Board.link_between``),
     the bytes it moves (int8 for a dequantized view of an int8 tensor) and the time that takes."""
     from fpgaplace.hw.qdq import qdq_index

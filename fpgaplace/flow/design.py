@@ -535,11 +535,11 @@ class Design:
             return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed)
 
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32):
-        """Write the HLS project of the placement into ``out_dir`` (``codegen.compile_design``)
+        """Write the HLS project of the placement into ``out_dir`` (``flow.compile.compile_design``)
         for the int8 QDQ model (``quantized()``). The result's ``quantized_here`` says whether
         fpgaplace quantized the model (it was given as a float model), here or by an earlier
         ``quantized()``."""
-        from fpgaplace.codegen import compile_design
+        from fpgaplace.flow.compile import compile_design
 
         self._check_compilable()
         quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples)
