@@ -15,9 +15,10 @@ Four families, each a list of ``Case``s built from small valid inputs and seeded
 - ``project``: a compiled project (the built-in CNN on zcu104, compiled once per process) with
   its ``design.json`` mutated at a random path (a key removed; a value set to null, NaN, -1,
   10**30, a string, a list or an object of the wrong type) or a project file missing, truncated
-  or swapped with another, each run through ``csim``, ``sim``, ``report`` or ``flash``'s local
-  checks (to a closed port). A mutation the record's rules (``fpgaplace.project.record``) forbid
-  must end in one error line naming design.json and the field.
+  or swapped with another (and an MLP's streamed ``weights.bin`` missing or cut short), each run
+  through ``csim``, ``sim``, ``report`` or ``flash``'s local checks (to a closed port). A
+  mutation the record's rules (``fpgaplace.project.record``) forbid must end in one error line
+  naming design.json and the field.
 
 Every case says whether its input is valid (exit 0 expected), invalid (a non-zero exit and one
 ``error:`` line naming ``mentions`` expected) or unknown (``valid is None``: a random byte flip may
@@ -65,8 +66,8 @@ class Case:
     """Text the error line must contain (``{dir}`` expanded), e.g. the file and the field."""
     forbidden: tuple[str, ...] = ()
     """Files that must not exist afterwards (a YAML tag that ran code would write one)."""
-    project: bool = False
-    """The compiled project (``base_project``) is copied to ``{dir}/proj`` before ``files`` are written."""
+    project: str = ""
+    """A compiled project (``base_project`` of this name) copied to ``{dir}/proj`` before ``files`` are written."""
     removed: tuple[str, ...] = ()
     """Files of the copied project removed before the run (relative to ``{dir}``)."""
 
@@ -564,9 +565,10 @@ CLOSED_PORT = "9"  # flash's local checks run, then the connection is refused
 
 
 @functools.cache
-def base_project() -> Path:
-    """The built-in CNN compiled for zcu104 (analytic CPU costs, two calibration samples), once per
-    process, in a temporary folder removed at exit."""
+def base_project(name: str = "cnn") -> Path:
+    """A compiled project (analytic CPU costs, two calibration samples), once per process, in a
+    temporary folder removed at exit: ``cnn``, the built-in CNN on zcu104; ``streamed``, an MLP
+    whose 512 x 256 layer a PYNQ-Z2 core streams from DRAM (its ``weights.bin``)."""
     import atexit
     import shutil
 
@@ -575,7 +577,9 @@ def base_project() -> Path:
 
     folder = Path(tempfile.mkdtemp(prefix="fpgaplace-fuzz-project-"))
     atexit.register(shutil.rmtree, folder, True)
-    design = Design(zoo.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
+    model, board = {"cnn": (zoo.cnn_residual(batch=1), "zcu104"),
+                    "streamed": (zoo.mlp(batch=1, sizes=(16, 512, 256, 5)), "pynq-z2")}[name]
+    design = Design(model, board, profile_cpu=False).quantized(random_samples=2)
     design.place()
     design.compile(folder / PROJECT)
     return folder / PROJECT
@@ -653,7 +657,7 @@ def _json_cases(rng: random.Random, count: int, csim_budget: list[int]) -> list[
             csim_budget[0] -= 1
         mentions = ("design.json", keys[-1] if keys and keys[-1] in error else error.split(": ")[1]) if error else ()
         cases.append(Case("project", name, argv, ((DESIGN, json.dumps(mutated).encode()),),
-                          False if error else None, mentions, project=True))
+                          False if error else None, mentions, project="cnn"))
     return cases
 
 
@@ -675,7 +679,7 @@ def _file_cases(rng: random.Random, count: int) -> list[Case]:
             files = ((f"{PROJECT}/{a}", (base / b).read_bytes()), (f"{PROJECT}/{b}", (base / a).read_bytes()))
             valid = False if "design.json" in (a, b) else None
             cases.append(Case("project", f"project/swapped/{a}<->{b}/{len(cases)}", argv, files, valid,
-                              ("design.json",) if valid is False else (), project=True))
+                              ("design.json",) if valid is False else (), project="cnn"))
             continue
         name = rng.choice([*reads, *others])
         argv = _project_command(rng, build=True)
@@ -683,27 +687,44 @@ def _file_cases(rng: random.Random, count: int) -> list[Case]:
         mention = Path(name).name
         if kind == "missing":
             cases.append(Case("project", f"project/missing/{name}/{len(cases)}", argv, (), valid,
-                              (mention,) if valid is False else (), project=True, removed=(f"{PROJECT}/{name}",)))
+                              (mention,) if valid is False else (), project="cnn", removed=(f"{PROJECT}/{name}",)))
         else:
             data = (base / name).read_bytes()
             cut = data[: rng.randrange(1, max(2, len(data) - 1))]
             if name.endswith(".cpp"):
                 valid = None  # g++ names the file; a cut C++ file may still compile in part
             cases.append(Case("project", f"project/truncated/{name}/{len(cases)}", argv, ((f"{PROJECT}/{name}", cut),),
-                              valid, (mention,) if valid is False else (), project=True))
+                              valid, (mention,) if valid is False else (), project="cnn"))
+    return cases
+
+
+def _weights_cases(rng: random.Random, count: int) -> list[Case]:
+    """A core's streamed weights (``weights.bin``, which csim embeds) missing or cut short."""
+    base = base_project("streamed")
+    document = json.loads((base / "design.json").read_text())
+    paths = [f"{core['folder']}/weights.bin" for core in document["cores"] if core["streamed_weight_bytes"] > 0]
+    cases = []
+    while len(cases) < count:
+        name, kind = rng.choice(paths), ("missing", "truncated")[len(cases) % 2]
+        data = (base / name).read_bytes()
+        files = () if kind == "missing" else ((f"{PROJECT}/{name}", data[: rng.randrange(len(data))]),)
+        cases.append(Case("project", f"project/{kind}/{name}/w{len(cases)}", ("csim", PROJECT_DIR), files, False,
+                          ("weights.bin",), project="streamed",
+                          removed=(f"{PROJECT}/{name}",) if kind == "missing" else ()))
     return cases
 
 
 def project_cases(rng: random.Random, count: int) -> list[Case]:
-    """Mutations of a compiled project's design.json (five in six) and of its files."""
-    files = max(1, count // 6)
+    """Mutations of a compiled project's design.json (four in five) and of its files."""
+    files, weights = max(1, count // 6), max(1, count // 30)
     csim_budget = [4]  # g++ builds of projects the record accepts: a few seconds each
-    return _json_cases(rng, count - files, csim_budget) + _file_cases(rng, files)
+    return (_json_cases(rng, count - files - weights, csim_budget) + _file_cases(rng, files)
+            + _weights_cases(rng, weights))
 
 
 GENERATORS = {"onnx": onnx_cases, "board": board_cases, "workload": workload_cases, "cli": cli_cases,
               "project": project_cases}
-DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64, "project": 250}
+DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64, "project": 260}
 
 
 def generate(seed: int = 0, counts: dict[str, int] | None = None) -> list[Case]:
@@ -727,7 +748,7 @@ def write_files(case: Case, folder: Path) -> list[str]:
     if case.project:
         import shutil
 
-        shutil.copytree(base_project(), folder / PROJECT)
+        shutil.copytree(base_project(case.project), folder / PROJECT)
         for name in case.removed:
             (folder / name).unlink()
     for name, data in case.files:
