@@ -11,7 +11,14 @@ Four families, each a list of ``Case``s built from small valid inputs and seeded
 - ``workload``: paper workload JSONs with ``maxFPGAs`` 1e9, NaN, 50,000-deep nesting, 5,000-digit
   integers, huge latencies, dangling edges, splits with extra empty groups, ...;
 - ``cli``: arguments such as ``--time-limit inf``, ``--out /``, an unwritable ``--out``, bad
-  ``--input-shape`` texts, absurd ``--batch``, a ``--batch`` other than the model's fixed one.
+  ``--input-shape`` texts, absurd ``--batch``, a ``--batch`` other than the model's fixed one;
+- ``project``: a compiled project (the built-in CNN on zcu104, compiled once per process) with
+  its ``design.json`` mutated at a random path (a key removed; a value set to null, NaN, -1,
+  10**30, a string, a list or an object of the wrong type) or a project file missing, truncated
+  or swapped with another (and an MLP's streamed ``weights.bin`` missing or cut short), each run
+  through ``csim``, ``sim``, ``report`` or ``flash``'s local checks (to a closed port). A
+  mutation the record's rules (``fpgaplace.project.record``) forbid must end in one error line
+  naming design.json and the field.
 
 Every case says whether its input is valid (exit 0 expected), invalid (a non-zero exit and one
 ``error:`` line naming ``mentions`` expected) or unknown (``valid is None``: a random byte flip may
@@ -23,6 +30,7 @@ log lines on stderr).
 
 from __future__ import annotations
 
+import copy
 import functools
 import json
 import random
@@ -40,7 +48,7 @@ import yaml
 from onnx import TensorProto, helper, numpy_helper
 
 REPO = Path(__file__).resolve().parents[1]
-FAMILIES = ("onnx", "board", "workload", "cli")
+FAMILIES = ("onnx", "board", "workload", "cli", "project")
 MODEL_FLAGS = ("--cpu-cost", "analytic")
 PLACE_FLAGS = ("--time-limit", "1", *MODEL_FLAGS)
 
@@ -58,6 +66,10 @@ class Case:
     """Text the error line must contain (``{dir}`` expanded), e.g. the file and the field."""
     forbidden: tuple[str, ...] = ()
     """Files that must not exist afterwards (a YAML tag that ran code would write one)."""
+    project: str = ""
+    """A compiled project (``base_project`` of this name) copied to ``{dir}/proj`` before ``files`` are written."""
+    removed: tuple[str, ...] = ()
+    """Files of the copied project removed before the run (relative to ``{dir}``)."""
 
 
 @dataclass
@@ -545,8 +557,174 @@ def cli_cases(rng: random.Random, count: int) -> list[Case]:
     return cases
 
 
-GENERATORS = {"onnx": onnx_cases, "board": board_cases, "workload": workload_cases, "cli": cli_cases}
-DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64}
+# ---- the project family --------------------------------------------------------------------------
+
+PROJECT = "proj"  # the copied project's folder in the case's folder
+DESIGN = f"{PROJECT}/design.json"
+CLOSED_PORT = "9"  # flash's local checks run, then the connection is refused
+
+
+@functools.cache
+def base_project(name: str = "cnn") -> Path:
+    """A compiled project (analytic CPU costs, two calibration samples), once per process, in a
+    temporary folder removed at exit: ``cnn``, the built-in CNN on zcu104; ``streamed``, an MLP
+    whose 512 x 256 layer a PYNQ-Z2 core streams from DRAM (its ``weights.bin``)."""
+    import atexit
+    import shutil
+
+    from fpgaplace import Design
+    from fpgaplace.model import zoo
+
+    folder = Path(tempfile.mkdtemp(prefix="fpgaplace-fuzz-project-"))
+    atexit.register(shutil.rmtree, folder, True)
+    model, board = {"cnn": (zoo.cnn_residual(batch=1), "zcu104"),
+                    "streamed": (zoo.mlp(batch=1, sizes=(16, 512, 256, 5)), "pynq-z2")}[name]
+    design = Design(model, board, profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(folder / PROJECT)
+    return folder / PROJECT
+
+
+def _paths(value, path: tuple = ()) -> Iterator[tuple]:
+    """Every path into a JSON value (the value itself excluded), depth first."""
+    items = value.items() if isinstance(value, dict) else enumerate(value) if isinstance(value, list) else ()
+    for key, item in items:
+        yield (*path, key)
+        yield from _paths(item, (*path, key))
+
+
+def _mutated(document: dict, path: tuple, replacement) -> dict:
+    data = copy.deepcopy(document)
+    parent = data
+    for key in path[:-1]:
+        parent = parent[key]
+    if replacement is _REMOVE:
+        if isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent.pop(path[-1])
+    else:
+        parent[path[-1]] = replacement
+    return data
+
+
+_REMOVE = object()
+REPLACEMENTS = (_REMOVE, None, float("nan"), -1, 10**30, "fuzz", -1_000_000_000, 0, True, [1, "x"], {"x": 1},
+                float("inf"), 2.5)
+
+
+def _record_error(document: dict) -> str | None:
+    """The record's one-line verdict on ``document`` (None when its rules allow it)."""
+    from fpgaplace.project.record import DesignRecord
+    from fpgaplace.util.errors import FpgaplaceError
+
+    try:
+        DesignRecord.from_json(document)
+    except FpgaplaceError as error:
+        return str(error)
+    return None
+
+
+def _project_command(rng: random.Random, build: bool) -> tuple[str, ...]:
+    """One of the commands that read a project; ``csim`` (a g++ build when the project reads) only
+    when ``build``."""
+    commands = [("sim", PROJECT_DIR, "--samples", "4"), ("report", PROJECT_DIR, "--samples", "4"),
+                ("flash", PROJECT_DIR, "--host", "127.0.0.1", "--port", CLOSED_PORT, "--no-bitstream",
+                 "--known-hosts", "{dir}/known_hosts")]
+    return rng.choice([*commands, ("csim", PROJECT_DIR)] if build else commands)
+
+
+PROJECT_DIR = "{dir}/" + PROJECT
+
+
+def _json_cases(rng: random.Random, count: int, csim_budget: list[int]) -> list[Case]:
+    document = json.loads((base_project() / "design.json").read_text())
+    paths = list(_paths(document))
+    cases = []
+    while len(cases) < count:
+        path = rng.choice(paths)
+        replacement = rng.choice(REPLACEMENTS)
+        if replacement is _REMOVE and isinstance(path[-1], int) and rng.random() < 0.5:
+            replacement = None
+        mutated = _mutated(document, path, replacement)
+        error = _record_error(mutated)
+        keys = [key for key in path if isinstance(key, str)]
+        what = "removed" if replacement is _REMOVE else json.dumps(replacement)[:12]
+        name = f"project/json/{'.'.join(map(str, path))}={what}/{len(cases)}"
+        build = error is not None or csim_budget[0] > 0
+        argv = _project_command(rng, build)
+        if error is None and argv[0] == "csim":
+            csim_budget[0] -= 1
+        mentions = ("design.json", keys[-1] if keys and keys[-1] in error else error.split(": ")[1]) if error else ()
+        cases.append(Case("project", name, argv, ((DESIGN, json.dumps(mutated).encode()),),
+                          False if error else None, mentions, project="cnn"))
+    return cases
+
+
+def _file_cases(rng: random.Random, count: int) -> list[Case]:
+    """Project files missing, truncated or swapped; ``valid`` is False where the command reads the file."""
+    reads = {"design.json": ("csim", "sim", "report", "flash"), "split/manifest.json": ("csim", "sim"),
+             "cores/core0/layers.npz": ("csim",), "cores/core1/layers.npz": ("csim",), "model.qdq.onnx": ("csim",),
+             "cores/core0/core0_top.cpp": ("csim",)}
+    others = ["split/sub00_core1.onnx", "split/sub01_core0.onnx", "host/hardware.json", "cores/core0/weights.h"]
+    swaps = [("cores/core0/layers.npz", "cores/core1/layers.npz"), ("design.json", "split/manifest.json"),
+             ("model.qdq.onnx", "split/sub01_core0.onnx"), ("split/sub00_core1.onnx", "split/sub01_core0.onnx")]
+    base = base_project()
+    cases = []
+    while len(cases) < count:
+        kind = ("missing", "truncated", "swapped")[len(cases) % 3]
+        if kind == "swapped":
+            a, b = rng.choice(swaps)
+            argv = _project_command(rng, build=False)
+            files = ((f"{PROJECT}/{a}", (base / b).read_bytes()), (f"{PROJECT}/{b}", (base / a).read_bytes()))
+            valid = False if "design.json" in (a, b) else None
+            cases.append(Case("project", f"project/swapped/{a}<->{b}/{len(cases)}", argv, files, valid,
+                              ("design.json",) if valid is False else (), project="cnn"))
+            continue
+        name = rng.choice([*reads, *others])
+        argv = _project_command(rng, build=True)
+        valid = False if argv[0] in reads.get(name, ()) else None
+        mention = Path(name).name
+        if kind == "missing":
+            cases.append(Case("project", f"project/missing/{name}/{len(cases)}", argv, (), valid,
+                              (mention,) if valid is False else (), project="cnn", removed=(f"{PROJECT}/{name}",)))
+        else:
+            data = (base / name).read_bytes()
+            cut = data[: rng.randrange(1, max(2, len(data) - 1))]
+            if name.endswith(".cpp"):
+                valid = None  # g++ names the file; a cut C++ file may still compile in part
+            cases.append(Case("project", f"project/truncated/{name}/{len(cases)}", argv, ((f"{PROJECT}/{name}", cut),),
+                              valid, (mention,) if valid is False else (), project="cnn"))
+    return cases
+
+
+def _weights_cases(rng: random.Random, count: int) -> list[Case]:
+    """A core's streamed weights (``weights.bin``, which csim embeds) missing or cut short."""
+    base = base_project("streamed")
+    document = json.loads((base / "design.json").read_text())
+    paths = [f"{core['folder']}/weights.bin" for core in document["cores"] if core["streamed_weight_bytes"] > 0]
+    cases = []
+    while len(cases) < count:
+        name, kind = rng.choice(paths), ("missing", "truncated")[len(cases) % 2]
+        data = (base / name).read_bytes()
+        files = () if kind == "missing" else ((f"{PROJECT}/{name}", data[: rng.randrange(len(data))]),)
+        cases.append(Case("project", f"project/{kind}/{name}/w{len(cases)}", ("csim", PROJECT_DIR), files, False,
+                          ("weights.bin",), project="streamed",
+                          removed=(f"{PROJECT}/{name}",) if kind == "missing" else ()))
+    return cases
+
+
+def project_cases(rng: random.Random, count: int) -> list[Case]:
+    """Mutations of a compiled project's design.json (four in five) and of its files."""
+    files, weights = max(1, count // 6), max(1, count // 30)
+    csim_budget = [4]  # g++ builds of projects the record accepts: a few seconds each
+    return (_json_cases(rng, count - files - weights, csim_budget) + _file_cases(rng, files)
+            + _weights_cases(rng, weights))
+
+
+GENERATORS = {"onnx": onnx_cases, "board": board_cases, "workload": workload_cases, "cli": cli_cases,
+              "project": project_cases}
+DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64, "project": 260}
 
 
 def generate(seed: int = 0, counts: dict[str, int] | None = None) -> list[Case]:
@@ -565,7 +743,14 @@ class CaseTimeout(BaseException):
 
 
 def write_files(case: Case, folder: Path) -> list[str]:
-    """Write the case's files into ``folder``; return its argv with ``{dir}`` expanded."""
+    """Write the case's files into ``folder`` (over a copy of the compiled project for a project
+    case); return its argv with ``{dir}`` expanded."""
+    if case.project:
+        import shutil
+
+        shutil.copytree(base_project(case.project), folder / PROJECT)
+        for name in case.removed:
+            (folder / name).unlink()
     for name, data in case.files:
         (folder / name).write_bytes(data.replace(b"{dir}", str(folder).encode()))
     return [arg.replace("{dir}", str(folder)) for arg in case.argv]

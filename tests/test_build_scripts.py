@@ -11,12 +11,14 @@ Each project is compiled once per module.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import importlib.util
 import json
 import os
 import shutil
 import subprocess
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from conftest import FAST_CLUSTER
@@ -35,6 +37,7 @@ from fpgaplace.codegen.build_scripts import (
 )
 from fpgaplace.model import zoo as models
 from fpgaplace.project.layout import bitstream_files, core_ip_instance, dma_instance
+from fpgaplace.project.record import BoundaryTensor, DesignRecord, View
 from fpgaplace.util.errors import FpgaplaceError
 
 STANDIN = Path(__file__).resolve().parent / "tcl" / "vivado_standin.tcl"
@@ -335,7 +338,7 @@ def test_streamed_weights_read_the_ps_ddr(zcu104, tmp_path):
     document = copy.deepcopy(zcu104.doc)
     document["cores"][0]["streamed_weight_bytes"] = 1234
     shutil.copytree(zcu104.folder / "split", tmp_path / "split")
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
     cell = core_ip_instance(document["cores"][0]["name"])
     assert record.peer(f"{cell}/m_axi_gmem").startswith("axi_mem0/S")
@@ -437,7 +440,7 @@ def test_alveo_link_config_matches_the_placement(u280):
 def test_alveo_streamed_weights_get_a_memory_bank(u280, tmp_path):
     document = copy.deepcopy(u280.doc)
     document["cores"][0]["streamed_weight_bytes"] = 99
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     banks = dict(value.split(":") for value in parse_link_cfg(tmp_path / "vitis" / "link.cfg")["sp"])
     assert f"{core_ip_instance(document['cores'][0]['name'])}.wmem" in banks
 
@@ -538,7 +541,7 @@ def test_without_vivado_make_bitstream_names_it(zcu104, zcu104_copy, tmp_path):
 
 def test_a_design_without_cores_gets_a_makefile_that_builds_nothing(zcu104, tmp_path):
     document = {**copy.deepcopy(zcu104.doc), "cores": [], "transfers": []}
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     assert not (tmp_path / "vivado").exists()
     done = make(tmp_path, "-n", "bitstream")
     assert done.returncode == 0 and "vivado" not in done.stdout and "vitis_hls" not in done.stdout
@@ -549,7 +552,7 @@ def test_a_transfer_naming_a_port_the_core_lacks_is_a_one_line_error(zcu104, tmp
     core = zcu104.cores()[0]["name"]
     document["transfers"].append({"tensor": "no_such_tensor", "from_device": "cpu0", "to_device": core})
     with pytest.raises(FpgaplaceError) as caught:
-        write_build_scripts(document, tmp_path)
+        write_build_scripts(DesignRecord.from_json(document), tmp_path)
     message = str(caught.value)
     assert "\n" not in message and "no_such_tensor" in message and core in message
 
@@ -560,7 +563,7 @@ def test_the_kv260_som_is_joined_to_its_carrier_card(zcu104, tmp_path):
     document["board"] = {**document["board"], "name": board.name, "part": board.part, "source": board.source}
     for core in document["cores"]:
         core["part"] = board.part
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
     (connections,) = [c for c in record.calls if c[:2] == ["set_property", "board_connections"]]
     assert connections[2] == "som240_1_connector xilinx.com:kv260_carrier:som240_1_connector:1.1"
@@ -588,7 +591,7 @@ def test_streams_of_other_widths_meet_through_width_converters(zcu104, tmp_path)
             port["beat"] = 4 if core["name"] == transfer["to_device"] else 3
         for port in core["outputs"]:
             port["beat"] = 2 if core["name"] == transfer["from_device"] else 16
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     record = Record(run_standin(tmp_path / "vivado" / "create_project.tcl", tmp_path / "record.json"))
     widths = {cell: (int(props["S_TDATA_NUM_BYTES"]), int(props["M_TDATA_NUM_BYTES"]))
               for cell in record.of_kind("axis_dwidth_converter") for props in [record.properties(cell)]}
@@ -625,7 +628,7 @@ def test_alveo_cores_of_different_beats_meet_through_a_regroup_kernel(zcu104, tm
     transfer = next(t for t in document["transfers"] if t["from_device"] in cores and t["to_device"] in cores)
     cores[transfer["from_device"]]["outputs"][0]["beat"] = 8
     cores[transfer["to_device"]]["inputs"][0]["beat"] = 2
-    write_build_scripts(document, tmp_path)
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     config = parse_link_cfg(tmp_path / "vitis" / "link.cfg")
     producer = f"{core_ip_instance(transfer['from_device'])}.{cores[transfer['from_device']]['outputs'][0]['port']}"
     consumer = f"{core_ip_instance(transfer['to_device'])}.{cores[transfer['to_device']]['inputs'][0]['port']}"
@@ -667,7 +670,10 @@ def test_a_sample_longer_than_an_axi_dma_moves_stops_the_script_not_the_compile(
     document = copy.deepcopy(zcu104.doc)
     port = document["cores"][0]["outputs"][0]
     port["sample_shape"] = [1 << 26]
-    write_build_scripts(document, tmp_path)
+    port["shape"] = [1, 1 << 26]  # the record's rules: a sample is a part of the tensor, its views as big
+    for view in port["views"]:
+        view["shape"] = port["shape"]
+    write_build_scripts(DesignRecord.from_json(document), tmp_path)
     done = subprocess.run(["tclsh", str(STANDIN), str(tmp_path / "vivado" / "create_project.tcl"),
                            str(tmp_path / "record.json")], capture_output=True, text=True, check=False)
     assert done.returncode == 1
@@ -679,9 +685,9 @@ def test_a_float_tensor_a_core_quantizes_on_arrival_is_carried_by_that_input_por
     """A core that reads a float tensor from a CPU and quantizes it (the port's ``quantized_from``;
     the benchmark's small CNN with measured CPU costs places its Flatten so) is fed through that
     port; an output port never stands for the float tensor it was quantized from."""
-    port = {"name": "f_QuantizeLinear_Output", "port": "in0_f", "views": [{"name": "f_DequantizeLinear_Output"}],
-            "quantized_from": "f"}
-    core = {"name": "core0", "inputs": [port], "outputs": [dict(port, port="out0_f")]}
+    port = BoundaryTensor("f_QuantizeLinear_Output", "in0_f", 1, [1], [1], False, 1.0, 0,
+                          [View("f_DequantizeLinear_Output", [1])], quantized_from="f")
+    core = SimpleNamespace(name="core0", inputs=[port], outputs=[dataclasses.replace(port, port="out0_f")])
     assert _port_of(core, "inputs", "f") is port
     assert _port_of(core, "inputs", "f_DequantizeLinear_Output") is port
     assert _port_of(core, "outputs", "f") is None

@@ -26,6 +26,7 @@ from fpgaplace.codegen.build_scripts import plan_nodes
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.model import zoo as models
 from fpgaplace.project.layout import core_ip_instance, dma_instance
+from fpgaplace.project.record import DesignRecord
 from fpgaplace.sim import csim
 from fpgaplace.util.onnxrt import random_inputs
 
@@ -61,7 +62,7 @@ class Project:
         write_standin_bitstream(folder)
 
     def on_board(self) -> Project:
-        for record in self.doc["cores"]:
+        for record in DesignRecord.from_json(self.doc).cores:
             csim.build_core(self.folder, record)  # not rebuilt when unchanged
         return self
 
@@ -149,12 +150,12 @@ def test_samples_are_csims_seeded_inputs_with_the_qdq_models_outputs(mlp):
 def test_driver_stream_order_and_quantization_match_csims(cnn):
     driver = load_driver_module(cnn.folder)
     rng = np.random.default_rng(3)
-    for record in cnn.doc["cores"]:
-        for tensor in record["inputs"]:
+    for record, typed in zip(cnn.doc["cores"], DesignRecord.from_json(cnn.doc).cores, strict=True):
+        for tensor, port in zip(record["inputs"], typed.inputs, strict=True):  # the driver reads the plain JSON
             q = rng.integers(-128, 128, size=tensor["shape"], dtype=np.int8)
-            ours, theirs = driver.to_stream(q, tensor), csim._to_stream(q, tensor)
+            ours, theirs = driver.to_stream(q, tensor), csim._to_stream(q, port)
             assert len(ours) == len(theirs) and all(np.array_equal(a, b) for a, b in zip(ours, theirs, strict=True))
-            np.testing.assert_array_equal(driver.from_stream(ours, tensor), csim._from_stream(theirs, tensor))
+            np.testing.assert_array_equal(driver.from_stream(ours, tensor), csim._from_stream(theirs, port))
             x = rng.normal(size=tensor["shape"]).astype(np.float32) * 2
             scale, zero = tensor["scale"], tensor["zero_point"]
             np.testing.assert_array_equal(driver.quantize(x, scale, zero), quantize_float(x, scale, zero))
@@ -166,7 +167,7 @@ def test_standin_hwh_holds_the_block_design_the_build_scripts_plan(cnn):
 
     root = ET.parse(cnn.folder / "bitstream" / "design.hwh").getroot()
     instances = {m.get("INSTANCE"): m.get("VLNV") for m in root.iter("MODULE")}
-    (plan,) = plan_nodes(cnn.doc, cnn.folder)
+    (plan,) = plan_nodes(DesignRecord.from_json(cnn.doc), cnn.folder)
     assert plan.fifos, "the CNN's two cores stream into each other"
     assert {c.cell for c in plan.cores} | {d.name for d in plan.dmas} | {f.name for f in plan.fifos} \
         | {b.name for b in plan.fanouts} == set(instances) - {"zynq_ultra_ps_e_0"}
@@ -187,7 +188,8 @@ def test_driver_on_pynq_equals_csim(name, request, pynq_env, tmp_path):
     project: Project = request.getfixturevalue(name)
     outputs, report = driver_outputs(pynq_env, project, tmp_path)
     assert report["device"] == "StandinDevice"
-    (plan,) = plan_nodes(project.doc, project.folder)  # pynq's HWH parser found every core and DMA
+    # pynq's HWH parser found every core and DMA
+    (plan,) = plan_nodes(DesignRecord.from_json(project.doc), project.folder)
     assert {c.cell for c in plan.cores} | {d.name for d in plan.dmas} <= set(report["overlay_ips"])
     expected = csim.run_csim(project.folder, samples=SAMPLES, seed=0)
     assert expected.ok

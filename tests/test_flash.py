@@ -173,6 +173,7 @@ def test_a_cluster_project_needs_a_node_and_an_alveo_one_sends_its_xclbin(projec
     document["board"] = {"name": "alveo-u250", "source": "/nowhere/alveo-u250.yaml"}
     document["devices"] = document["devices"][:1]
     document["cores"] = document["cores"][:1]
+    document["transfers"] = []  # the record's rules: a transfer joins devices of the design, and core1 is gone
     (project / "design.json").write_text(json.dumps(document))
     (project / "bitstream" / "design.xclbin").write_bytes(b"xclbin stand-in")
     paths = [file.path for file in project_files(project)]

@@ -22,7 +22,7 @@ from onnx import TensorProto, helper, numpy_helper
 from fpgaplace import Design, load_board
 from fpgaplace.board.load import list_boards
 from fpgaplace.board.model import FpgaCore
-from fpgaplace.codegen import CompileResult
+from fpgaplace.codegen.project import CompileResult
 from fpgaplace.flow.refine import REFINE_ROUNDS
 from fpgaplace.hw import KERNELS, Folding, Geometry, Kernel, Unsupported, cycles_to_us, kernel_for, plan_op
 from fpgaplace.hw.folding import Stage, fold_core, least_interval, streamed_cycles

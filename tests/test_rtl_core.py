@@ -16,13 +16,12 @@ from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
 from fpgaplace.codegen.rtl_project import (
-    RTL_DIR,
-    SIM_DIR,
     load_arrays,
     render_core,
 )
 from fpgaplace.hw.kernels import KERNELS, Folding
 from fpgaplace.model import zoo as models
+from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl, yosys
 

@@ -15,7 +15,8 @@ from fpgaplace.flow.split import check_split, run_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import fuse_elementwise, name_nodes
 from fpgaplace.model.passes.graph_tools import topological_order
-from fpgaplace.project.manifest import MANIFEST_NAME, Manifest
+from fpgaplace.project.layout import MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
@@ -127,7 +128,7 @@ def test_a_tensor_goes_once_to_each_device_and_sync_points_merge(tmp_path):
     assert [s.device for s in manifest.submodels] == ["A", "B", "A"]
     assert [t.tensor for t in manifest.transfers if t.target_device == "B"] == ["a"]
     check_split(model, tmp_path / "out")
-    data = json.loads((tmp_path / "out" / MANIFEST_NAME).read_text())
+    data = json.loads((tmp_path / "out" / MANIFEST_FILE).read_text())
     assert data["stats"]["transfers_after"]["count"] == 3  # a to B, b and c back to A
     assert data["stats"]["transfers_after"]["bytes"] == 3 * 16
 

@@ -20,7 +20,8 @@ What goes where is planned here (``plan_node``) and written by the templates in
 - a core with streamed weights (an ``m_axi`` port) reads the PS DDR (Zynq) or an HBM/DDR bank
   (Alveo, ``sp=``).
 
-Planning a node is O(cores' ports + transfers). Cell names come from ``codegen.names``.
+Planning a node is O(cores' ports + transfers). Cell names come from ``fpgaplace.project.layout``;
+what is planned is read from the typed record (``fpgaplace.project.record``).
 """
 
 from __future__ import annotations
@@ -30,17 +31,21 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpgaplace.board.load import load_board
-from fpgaplace.board.model import Board, VitisPlatform, VivadoBoard
+from fpgaplace.board.model import VitisPlatform, VivadoBoard
 from fpgaplace.codegen.render import environment
+from fpgaplace.project.board import is_alveo, project_board
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
+    MAKEFILE,
+    VITIS_DIR,
+    VIVADO_DIR,
     bitstream_files,
     cell_name,
     core_ip_instance,
     dma_instance,
     fifo_instance,
 )
+from fpgaplace.project.record import BoundaryTensor, Core, DesignRecord, TransferInfo
 from fpgaplace.util.errors import FpgaplaceError
 
 FIFO_MIN_DEPTH = 16  # the depths Vivado's axis_data_fifo allows: powers of two in 16..32768
@@ -183,42 +188,33 @@ def fifo_depth(beats: int, producer_cycles: int, consumer_cycles: int) -> int:
     return min(FIFO_MAX_DEPTH, max(FIFO_MIN_DEPTH, next_power_of_two(backlog)))
 
 
-def _tensor_names(tensor: dict) -> set[str]:
-    return {tensor["name"], *(view["name"] for view in tensor.get("views", []))}
-
-
-def _port_of(core: dict, direction: str, tensor: str) -> dict | None:
+def _port_of(core: Core, direction: str, tensor: str) -> BoundaryTensor | None:
     """The port of ``core`` (``inputs``/``outputs``) carrying ``tensor`` or one of its views; an
     input port also carries the float tensor the core quantizes on arrival (``quantized_from``)."""
-    def carries(port: dict) -> bool:
-        return tensor in _tensor_names(port) or (direction == "inputs" and port.get("quantized_from") == tensor)
+    def carries(port: BoundaryTensor) -> bool:
+        return tensor in port.names or (direction == "inputs" and port.quantized_from == tensor)
 
-    return next((t for t in core[direction] if carries(t)), None)
-
-
-def _elements(tensor: dict) -> int:
-    return math.prod(tensor["sample_shape"])
+    return next((t for t in getattr(core, direction) if carries(t)), None)
 
 
-def _beat(tensor: dict) -> int:
-    """Elements (bytes) per beat of a port's stream (one when design.json does not say)."""
-    return int(tensor.get("beat", 1))
+def _elements(tensor: BoundaryTensor) -> int:
+    return math.prod(tensor.sample_shape)
 
 
-def _producing_cycles(core: dict, tensor: dict) -> int:
+def _producing_cycles(core: Core, tensor: BoundaryTensor) -> int:
     """Cycles of the layer that writes ``tensor`` (the core's interval when no layer does)."""
-    source = core.get("aliases", {}).get(tensor["name"], tensor["name"])
-    return next((layer["cycles"] for layer in core["layers"] if layer["output"] == source), core["interval_cycles"])
+    source = core.aliases.get(tensor.name, tensor.name)
+    return next((layer.cycles for layer in core.layers if layer.output == source), core.interval_cycles)
 
 
-def _consuming_cycles(core: dict, tensor: dict) -> int:
+def _consuming_cycles(core: Core, tensor: BoundaryTensor) -> int:
     """Cycles of the slowest layer reading ``tensor`` (the core's interval when none does)."""
-    cycles = [layer["cycles"] for layer in core["layers"] if tensor["name"] in layer["inputs"]]
-    return max(cycles, default=core["interval_cycles"])
+    cycles = [layer.cycles for layer in core.layers if tensor.name in layer.inputs]
+    return max(cycles, default=core.interval_cycles)
 
 
-def _graph_outputs(folder: Path, document: dict) -> set[str]:
-    manifest = folder / document.get("split", "split/manifest.json")
+def _graph_outputs(folder: Path, document: DesignRecord) -> set[str]:
+    manifest = folder / document.split
     if not manifest.is_file():
         return set()
     return {output["name"] for output in json.loads(manifest.read_text()).get("graph_outputs", [])}
@@ -234,45 +230,45 @@ class _Wiring:
     pairs: dict[tuple[str, str], int] = field(default_factory=dict)  # FIFOs per (producer, consumer)
 
 
-def plan_node(document: dict, node: str, graph_outputs: set[str], alveo: bool) -> NodePlan:
+def plan_node(document: DesignRecord, node: str, graph_outputs: set[str], alveo: bool) -> NodePlan:
     """FIFOs, DMAs and broadcasters of one node's block design (see the module docstring)."""
-    cores = {c["name"]: c for c in document["cores"] if c["node"] == node}
+    cores = {c.name: c for c in document.cores if c.node == node}
     first = next(iter(cores.values()))
     name, vivado, vitis = _node_board(document, node)
-    plan = NodePlan(node, name, first["part"], alveo, first["clock_mhz"],
-                    [CorePlan(c["name"], core_ip_instance(c["name"]), c["top"], c["folder"], c["slr"],
-                              "wmem" if c["streamed_weight_bytes"] > 0 else "") for c in cores.values()],
-                    single=len({c["node"] for c in document["cores"]}) <= 1, vivado=vivado, vitis=vitis)
+    plan = NodePlan(node, name, first.part, alveo, first.clock_mhz,
+                    [CorePlan(c.name, core_ip_instance(c.name), c.top, c.folder, c.slr,
+                              "wmem" if c.streamed_weight_bytes > 0 else "") for c in cores.values()],
+                    single=len({c.node for c in document.cores}) <= 1, vivado=vivado, vitis=vitis)
     wiring = _Wiring()
-    for transfer in document["transfers"]:
+    for transfer in document.transfers:
         _wire_transfer(plan, cores, transfer, wiring)
     for core in cores.values():
-        for tensor in core["inputs"]:
-            endpoint = Endpoint(core["name"], tensor["port"])
+        for tensor in core.inputs:
+            endpoint = Endpoint(core.name, tensor.port)
             if endpoint not in wiring.fed:  # a model input
                 _add_dma(plan, endpoint, tensor, to_fabric=True)
-        for tensor in core["outputs"]:
-            endpoint = Endpoint(core["name"], tensor["port"])
-            read_off = endpoint in wiring.leaving or bool(_tensor_names(tensor) & graph_outputs)
+        for tensor in core.outputs:
+            endpoint = Endpoint(core.name, tensor.port)
+            read_off = endpoint in wiring.leaving or bool(tensor.names & graph_outputs)
             if read_off or endpoint not in wiring.sinks:  # to a CPU, another node, or the model's output
                 wiring.sinks.setdefault(endpoint, []).append(_add_dma(plan, endpoint, tensor, to_fabric=False).name)
-    beats = {Endpoint(c["name"], t["port"]): _beat(t) for c in cores.values() for t in c["outputs"]}
+    beats = {Endpoint(c.name, t.port): t.beat for c in cores.values() for t in c.outputs}
     plan.fanouts = [Fanout(cell_name(f"bcast_{e.core}_{e.port}"), e, cells, beats[e])
                     for e, cells in wiring.sinks.items() if len(cells) > 1]
     return plan
 
 
-def _wire_transfer(plan: NodePlan, cores: dict[str, dict], transfer: dict, wiring: _Wiring) -> None:
+def _wire_transfer(plan: NodePlan, cores: dict[str, Core], transfer: TransferInfo, wiring: _Wiring) -> None:
     """A FIFO for a tensor between two of the node's cores; a DMA into a core for one from elsewhere;
     a core output read elsewhere is marked for its DMA."""
-    source, target, tensor = transfer["from_device"], transfer["to_device"], transfer["tensor"]
+    source, target, tensor = transfer.from_device, transfer.to_device, transfer.tensor
     out_port = _port_of(cores[source], "outputs", tensor) if source in cores else None
     in_port = _port_of(cores[target], "inputs", tensor) if target in cores else None
     for device, port, kind in ((source, out_port, "an output"), (target, in_port, "an input")):
         if device in cores and port is None:
             raise FpgaplaceError(f"design.json: transfer of {tensor} names {device}, which has no {kind} "
                                  "port carrying it; expected the tensor or one of its views")
-    consumer = Endpoint(target, in_port["port"]) if in_port is not None else None
+    consumer = Endpoint(target, in_port.port) if in_port is not None else None
     if consumer is not None and consumer in wiring.fed:
         return  # listed twice
     if out_port is None and in_port is not None:
@@ -281,57 +277,42 @@ def _wire_transfer(plan: NodePlan, cores: dict[str, dict], transfer: dict, wirin
         return
     if out_port is None:
         return  # between CPUs
-    producer = Endpoint(source, out_port["port"])
+    producer = Endpoint(source, out_port.port)
     if in_port is None:
         wiring.leaving.add(producer)
         return
     index = wiring.pairs.get((source, target), 0)
     wiring.pairs[(source, target)] = index + 1
-    depth = fifo_depth(math.ceil(_elements(out_port) / _beat(out_port)), _producing_cycles(cores[source], out_port),
+    depth = fifo_depth(math.ceil(_elements(out_port) / out_port.beat), _producing_cycles(cores[source], out_port),
                        _consuming_cycles(cores[target], in_port))
-    fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port["name"], depth,
-                _beat(out_port), _beat(in_port))
+    fifo = Fifo(fifo_instance(source, target, index), producer, consumer, out_port.name, depth,
+                out_port.beat, in_port.beat)
     plan.fifos.append(fifo)
     wiring.sinks.setdefault(producer, []).append(fifo.name)
     wiring.fed.add(consumer)
 
 
-def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: dict, to_fabric: bool) -> Dma:
-    dma = Dma(dma_instance(endpoint.core, endpoint.port), endpoint, tensor["name"], to_fabric, _elements(tensor),
-              _beat(tensor))
+def _add_dma(plan: NodePlan, endpoint: Endpoint, tensor: BoundaryTensor, to_fabric: bool) -> Dma:
+    dma = Dma(dma_instance(endpoint.core, endpoint.port), endpoint, tensor.name, to_fabric, _elements(tensor),
+              tensor.beat)
     plan.dmas.append(dma)
     return dma
 
 
-def _node_board(document: dict, node: str) -> tuple[str, VivadoBoard | None, VitisPlatform | None]:
+def _node_board(document: DesignRecord, node: str) -> tuple[str, VivadoBoard | None, VitisPlatform | None]:
     """The node's board name and its vendor tool facts (none when the board no longer loads)."""
-    board = _load_board(document)
-    if board is None:
-        return document["board"]["name"], None, None
-    board = board.node_board(node)
+    try:
+        board = project_board(document).node_board(node)
+    except FpgaplaceError:
+        return document.board.name, None, None
     return board.name, board.vivado, board.vitis
 
 
-def _load_board(document: dict) -> Board | None:
-    for name in (document["board"].get("source"), document["board"]["name"]):
-        try:
-            return load_board(name) if name else None
-        except FpgaplaceError:
-            continue
-    return None
-
-
-def is_alveo(document: dict) -> bool:
-    """A PCIe card (the board has a host link), built with Vitis into an xclbin."""
-    board = _load_board(document)
-    return board is not None and board.host is not None
-
-
-def plan_nodes(document: dict, folder: Path) -> list[NodePlan]:
+def plan_nodes(document: DesignRecord, folder: Path) -> list[NodePlan]:
     """One plan per node that has FPGA cores, in node order."""
     alveo = is_alveo(document)
     outputs = _graph_outputs(folder, document)
-    nodes = list(dict.fromkeys(c["node"] for c in document["cores"]))
+    nodes = list(dict.fromkeys(c.node for c in document.cores))
     return [plan_node(document, node, outputs, alveo) for node in nodes]
 
 
@@ -471,16 +452,16 @@ def memory_bank(vitis: VitisPlatform | None, index: int, slr: int) -> tuple[str,
 
 def script_folder(plan: NodePlan) -> str:
     """The node's script folder relative to the project: ``vivado``/``vitis`` (+ ``/<node>``)."""
-    tool = "vitis" if plan.alveo else "vivado"
+    tool = VITIS_DIR if plan.alveo else VIVADO_DIR
     return f"{tool}/{plan.folder}" if plan.folder else tool
 
 
-def write_build_scripts(document: dict, folder: Path) -> None:
+def write_build_scripts(document: DesignRecord, folder: Path) -> None:
     """Write the build scripts of the project whose ``design.json`` is ``document`` into ``folder``:
     per node ``vivado/[<node>/]create_project.tcl`` (Zynq) or ``vitis/[<node>/]link.cfg`` and
     ``movers.cpp`` (Alveo), and the ``Makefile``. Nothing but the Makefile when no op is on a core."""
     folder = Path(folder)
-    plans = plan_nodes(document, folder) if document["cores"] else []
+    plans = plan_nodes(document, folder) if document.cores else []
     for plan in plans:
         target = folder / script_folder(plan)
         target.mkdir(parents=True, exist_ok=True)
@@ -492,8 +473,8 @@ def write_build_scripts(document: dict, folder: Path) -> None:
             _render(target / "create_project.tcl", "project/vivado/create_project.tcl.j2",
                     _vivado_context(plan, len(plans)))
             _write_last_ips(plan, target)
-    _render(folder / "Makefile", "project/Makefile.j2",
-            {"cores": document["cores"], "nodes": [_make_node(plan, len(plans)) for plan in plans],
+    _render(folder / MAKEFILE, "project/Makefile.j2",
+            {"cores": document.cores, "nodes": [_make_node(plan, len(plans)) for plan in plans],
              "alveo": bool(plans) and plans[0].alveo, "bitstream_dir": BITSTREAM_DIR})
 
 

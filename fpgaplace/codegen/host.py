@@ -26,13 +26,22 @@ import numpy as np
 import onnx
 
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE
-from fpgaplace.project.layout import HOST_DIR, bitstream_files, cell_name, core_ip_instance, dma_instance
+from fpgaplace.project.board import is_alveo
+from fpgaplace.project.layout import (
+    DRIVER_FILE,
+    HARDWARE_FILE,
+    HOST_DIR,
+    SAMPLES_FILE,
+    WEIGHTS_FILE,
+    bitstream_files,
+    cell_name,
+    core_ip_instance,
+    dma_instance,
+)
+from fpgaplace.project.record import Core, DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLE_COUNT = 4
-DRIVER = "driver.py"
-HARDWARE = "hardware.json"
-SAMPLES = "samples.npz"
 
 
 def _template_dir() -> Path:
@@ -41,44 +50,41 @@ def _template_dir() -> Path:
     return Path(str(files(TEMPLATE_PACKAGE))) / "host"
 
 
-def streamed_weights(folder: Path, record: dict) -> np.ndarray:
+def streamed_weights(folder: Path, record: Core) -> np.ndarray:
     """The weights a core streams: its ``weights.bin``, the bytes its C simulation embeds and the
     Vitis HLS testbench reads."""
-    path = folder / record["folder"] / "weights.bin"
+    path = folder / record.folder / WEIGHTS_FILE
     if not path.is_file():
         raise FpgaplaceError(f"{path}: missing; expected the weights of a core that streams them")
     values = np.fromfile(path, dtype=np.int8)
-    if values.size < record["streamed_weight_bytes"]:
-        raise FpgaplaceError(f"{path}: {values.size} bytes; expected {record['streamed_weight_bytes']}")
-    return values[: record["streamed_weight_bytes"]]
+    if values.size < record.streamed_weight_bytes:
+        raise FpgaplaceError(f"{path}: {values.size} bytes; expected {record.streamed_weight_bytes}")
+    return values[: record.streamed_weight_bytes]
 
 
-def _hardware(document: dict, folder: Path) -> dict:
-    from fpgaplace.codegen.build_scripts import is_alveo
-
-    nodes = list(dict.fromkeys(c["node"] for c in document["cores"])) or ["node0"]
+def _hardware(document: DesignRecord, folder: Path) -> dict:
+    nodes = list(dict.fromkeys(c.node for c in document.cores)) or ["node0"]
     alveo = is_alveo(document)
     bitstream = bitstream_files(len(nodes), nodes[0], alveo)[0]
     cores = {}
-    for record in document["cores"]:
-        name = record["name"]
-        entry = {"ip": core_ip_instance(name),
-                 "dma": {t["port"]: dma_instance(name, t["port"]) for t in [*record["inputs"], *record["outputs"]]},
+    for record in document.cores:
+        name = record.name
+        entry = {"ip": core_ip_instance(name), "dma": {t.port: dma_instance(name, t.port) for t in record.ports},
                  "weights": None}
-        if record["streamed_weight_bytes"] > 0:
+        if record.streamed_weight_bytes > 0:
             entry["weights"] = f"weights_{cell_name(name)}.bin"
             streamed_weights(folder, record).tofile(folder / HOST_DIR / entry["weights"])
         cores[name] = entry
-    return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES}
+    return {"bitstream": bitstream, "alveo": alveo, "nodes": nodes, "cores": cores, "samples": SAMPLES_FILE}
 
 
-def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
+def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray], dict[str, float]]:
     """The sample inputs, their expected outputs (stacked, one row per call) and the output steps."""
     from fpgaplace.hw.qdq import output_scales
     from fpgaplace.util import onnxrt
     from fpgaplace.util.onnxrt import random_inputs
 
-    model = onnx.load(str(folder / document["model"]["file"]))
+    model = onnx.load(str(folder / document.model.file))
     session = onnxrt.session(model, f"model '{model.graph.name}'")  # one session for every sample
     names = [output.name for output in model.graph.output]
     arrays: dict[str, list[np.ndarray]] = {}
@@ -91,14 +97,14 @@ def _samples(document: dict, folder: Path) -> tuple[dict[str, np.ndarray], dict[
     return {name: np.stack(values) for name, values in arrays.items()}, output_scales(model)
 
 
-def write_host_driver(document: dict, folder: Path) -> None:
+def write_host_driver(document: DesignRecord, folder: Path) -> None:
     """Write ``host/`` (module docstring) of the project whose ``design.json`` is ``document``
     into ``folder``."""
     host = Path(folder) / HOST_DIR
     host.mkdir(exist_ok=True)
-    shutil.copyfile(_template_dir() / DRIVER, host / DRIVER)
+    shutil.copyfile(_template_dir() / Path(DRIVER_FILE).name, Path(folder) / DRIVER_FILE)
     hardware = _hardware(document, Path(folder))
     arrays, scales = _samples(document, Path(folder))
-    np.savez(host / SAMPLES, **arrays)
+    np.savez(host / SAMPLES_FILE, **arrays)
     hardware["output_scales"] = {name: float(scale) for name, scale in scales.items()}
-    (host / HARDWARE).write_text(json.dumps(hardware, indent=2) + "\n")
+    (host / HARDWARE_FILE).write_text(json.dumps(hardware, indent=2) + "\n")

@@ -22,11 +22,11 @@ import numpy as np
 from fpgaplace.codegen.lower import IDENTITY, CoreDesign, Layer, numel, per_sample_shape
 from fpgaplace.hw.kernels import KERNELS, divisors
 from fpgaplace.hw.reference import fold_weights
+from fpgaplace.project.layout import WEIGHTS_FILE
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
 POOL_KERNELS = ("maxpool", "avgpool", "globalavgpool")
 MAX_PORT_WIDTH = 64  # int8 elements per beat at the core's boundary (a 512-bit AXI-Stream)
-STREAMED_WEIGHTS = "weights.bin"  # a core's weights read over m_axi, in wmem order (beside its C++)
 
 
 @functools.cache
@@ -323,7 +323,7 @@ def _array(name: str, ctype: str, values: np.ndarray) -> dict:
 
 def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict) -> list[Path]:
     """Write the core's files into ``folder``; returns the paths of the text files (the streamed
-    weights, if any, go to ``STREAMED_WEIGHTS`` as raw int8 bytes: no C initializer of them is
+    weights, if any, go to ``WEIGHTS_FILE`` as raw int8 bytes: no C initializer of them is
     written, the C entry takes the file itself)."""
     env = environment()
     common = {**context, "top": plan.top, "inputs": plan.inputs, "outputs": plan.outputs,
@@ -339,7 +339,7 @@ def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict)
             period_ns=f"{1e3 / design.core.clock_mhz:.3f}"),
     }
     if plan.streamed:  # the C entry embeds weights.bin (fpgaplace csim) or reads it at run time (Vitis HLS)
-        (folder / STREAMED_WEIGHTS).write_bytes(plan.wmem.astype(np.int8).tobytes())
+        (folder / WEIGHTS_FILE).write_bytes(plan.wmem.astype(np.int8).tobytes())
     paths = []
     for name, text in written.items():
         (folder / name).write_text(text)

@@ -28,15 +28,13 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.hw.kernels import KERNELS, Folding
-from fpgaplace.project.layout import RESULTS_DIR, cell_name
+from fpgaplace.project.layout import LAYERS_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import load_design
 from fpgaplace.sim import rtl
 from fpgaplace.util.errors import FpgaplaceError
 
 RUNNER_SCRIPT = ("rtl", "run_rtl.py")  # under the shipped templates; copied into sim/
-RTL_DIR, SIM_DIR = "rtl", "sim"
 RTL_RESULTS = "rtl.json"
-DESIGN_FILE = "design.json"
 PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers
 
 
@@ -114,7 +112,7 @@ def layer_folding(layer: dict[str, Any]) -> Folding:
 
 def load_arrays(project: Path, record: dict[str, Any]) -> list[dict[str, np.ndarray]]:
     """Each layer's arrays of a core (``cores/<core>/layers.npz``, keys ``<i>.<name>``)."""
-    path = project / record["folder"] / "layers.npz"
+    path = project / record["folder"] / LAYERS_FILE
     if not path.is_file():
         raise FpgaplaceError(f"{path}: missing; expected the core's layer arrays (compile writes them)")
     with np.load(path) as stored:

@@ -42,7 +42,8 @@ import numpy as np
 import onnx
 import onnxruntime as ort
 
-from fpgaplace.project.manifest import MANIFEST_NAME, Manifest, SubmodelInfo
+from fpgaplace.project.layout import MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest, SubmodelInfo
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.onnxrt import random_inputs
 
@@ -151,7 +152,7 @@ def _checked_samples(inputs: Iterable[Sample], names: list[str], where: str) -> 
 
 def _check_files(manifest: Manifest, manifest_dir: Path) -> None:
     if not manifest.submodels:
-        raise FpgaplaceError(f"{manifest_dir / MANIFEST_NAME}: field 'submodels' is empty; expected at least one")
+        raise FpgaplaceError(f"{manifest_dir / MANIFEST_FILE}: field 'submodels' is empty; expected at least one")
     for sub in manifest.submodels:
         if not (manifest_dir / sub.file).is_file():
             raise FpgaplaceError(f"{manifest_dir / sub.file}: file of submodel '{sub.name}' on device "
@@ -487,7 +488,7 @@ def run_cluster(manifest_dir: Path, inputs: Iterable[Sample] | int, address: str
     input_names = [entry["name"] for entry in manifest.graph_inputs]
     if isinstance(inputs, int):
         inputs = [_manifest_random_sample(manifest, seed + i) for i in range(inputs)]
-    samples = _checked_samples(inputs, input_names, str(manifest_dir / MANIFEST_NAME))
+    samples = _checked_samples(inputs, input_names, str(manifest_dir / MANIFEST_FILE))
     if timeout_s <= 0 or max_restarts < 0:
         raise FpgaplaceError(f"run_cluster: timeout_s={timeout_s:g} and max_restarts={max_restarts} "
                              "must be > 0 and >= 0")

@@ -1,7 +1,7 @@
 """Flash a project onto a PYNQ (or Alveo host) board over SSH, resumably and verified.
 
 What goes over: ``design.json``, the node's bitstream (``bitstream/design.bit`` + ``.hwh``, or
-``.xclbin`` on Alveo: ``codegen.names.bitstream_files`` with the build scripts' ``is_alveo``, so
+``.xclbin`` on Alveo: ``fpgaplace.project.layout.bitstream_files`` with ``fpgaplace.project.board.is_alveo``, so
 flash looks for what ``make`` builds), everything under ``host/`` (the
 driver, streamed weights, sample inputs with expected outputs) and ``split/`` (the CPU
 submodels). The protocol, one SSH connection (key authentication, SFTP plus a few commands):
@@ -38,17 +38,14 @@ from typing import Any
 
 import paramiko
 
-from fpgaplace.codegen.build_scripts import is_alveo
-from fpgaplace.project.layout import HOST_DIR, bitstream_files
-from fpgaplace.project.record import load_design
+from fpgaplace.project.board import is_alveo
+from fpgaplace.project.layout import DESIGN_FILE, DRIVER_FILE, HOST_DIR, SPLIT_DIR, bitstream_files
+from fpgaplace.project.record import DesignRecord, load
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 MANIFEST_NAME = ".fpgaplace-flash.json"
 MANIFEST_FORMAT = "fpgaplace-flash/1"
 PART_SUFFIX = ".part"
-SPLIT_DIR = "split"
-DESIGN_FILE = "design.json"
-DRIVER_FILE = f"{HOST_DIR}/driver.py"
 READ_BLOCK_BYTES = 1 << 16  # one local read and SFTP write (paramiko sends it as 32 KiB requests)
 SFTP_WINDOW_BYTES = 1 << 24  # paramiko's 2 MiB default halves the rate on a fast link
 PROGRESS_EVERY_S = 1.0
@@ -138,7 +135,7 @@ def project_files(project: Path, node: str | None = None, no_bitstream: bool = F
     else a missing bitstream is an error.
     """
     project = Path(project)
-    document = load_design(project)
+    document = load(project)
     paths = [DESIGN_FILE]
     if not no_bitstream:
         paths += _bitstream_paths(project, document, node)
@@ -147,20 +144,20 @@ def project_files(project: Path, node: str | None = None, no_bitstream: bool = F
     return [_local_file(project, path) for path in sorted(set(paths))]
 
 
-def design_nodes(document: dict[str, Any]) -> tuple[list[str], list[str]]:
+def design_nodes(document: DesignRecord) -> tuple[list[str], list[str]]:
     """The board's nodes (from design.json's devices) and those that run FPGA cores, each sorted."""
-    board_nodes = sorted({device["node"] for device in document.get("devices", []) if "node" in device})
-    core_nodes = sorted({core["node"] for core in document.get("cores", []) if "node" in core})
+    board_nodes = sorted({device.node for device in document.devices if device.node is not None})
+    core_nodes = sorted({core.node for core in document.cores})
     return board_nodes or core_nodes or ["node0"], core_nodes
 
 
 def flash_node(project: Path, node: str | None = None) -> str:
     """The node of ``project`` to flash: ``node`` checked against the board, else the one node
     that runs FPGA cores (a cluster project with cores on several nodes needs ``node``)."""
-    return _pick_node(Path(project), load_design(Path(project)), node)[0]
+    return _pick_node(Path(project), load(Path(project)), node)[0]
 
 
-def _pick_node(project: Path, document: dict[str, Any], node: str | None) -> tuple[str, int]:
+def _pick_node(project: Path, document: DesignRecord, node: str | None) -> tuple[str, int]:
     """The node to flash and the count of nodes with FPGA cores (one bitstream each; above one,
     each lies in a folder of its node's name), as the build scripts count them."""
     board_nodes, core_nodes = design_nodes(document)
@@ -178,7 +175,7 @@ def _pick_node(project: Path, document: dict[str, Any], node: str | None) -> tup
     return node, max(len(core_nodes), 1)
 
 
-def _bitstream_paths(project: Path, document: dict[str, Any], node: str | None) -> list[str]:
+def _bitstream_paths(project: Path, document: DesignRecord, node: str | None) -> list[str]:
     chosen, node_count = _pick_node(project, document, node)
     paths = bitstream_files(node_count, chosen, is_alveo(document))
     missing = [path for path in paths if not (project / path).is_file()]

@@ -394,7 +394,7 @@ class Design:
 
     def refined(self, factors: dict[tuple[int, int], float]) -> Design:
         """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``
-        (what the folding of a placement measured, ``codegen.refine``), not yet placed."""
+        (what the folding of a placement measured, ``flow.refine``), not yet placed."""
         latency = self.problem.latency.copy()
         for (v, kind), factor in factors.items():
             latency[v, kind] *= factor
@@ -405,7 +405,7 @@ class Design:
 
     def take_placement(self, other: Design) -> None:
         """Make ``other``'s placement, and the problem it was solved on, this design's: compile
-        keeps the placement it refined by the folding (``codegen.refine``), so the design then
+        keeps the placement it refined by the folding (``flow.refine``), so the design then
         holds what was built. ``costs`` stay the cost model's own."""
         self.__dict__["problem"] = other.problem
         self._result, self._place_args = other._result, other._place_args
@@ -536,11 +536,11 @@ class Design:
             return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed)
 
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32):
-        """Write the HLS project of the placement into ``out_dir`` (``codegen.compile_design``)
+        """Write the HLS project of the placement into ``out_dir`` (``flow.compile.compile_design``)
         for the int8 QDQ model (``quantized()``). The result's ``quantized_here`` says whether
         fpgaplace quantized the model (it was given as a float model), here or by an earlier
         ``quantized()``."""
-        from fpgaplace.codegen import compile_design
+        from fpgaplace.flow.compile import compile_design
 
         self._check_compilable()
         quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples)

@@ -25,17 +25,27 @@ it is the placement before, one lowering and folding (the stages' candidate fold
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 import numpy as np
 
 from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, graph_batch, lower_core
+from fpgaplace.codegen.project import PlacedDesign
 from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
 
-if TYPE_CHECKING:
-    from fpgaplace.flow.design import Design
+
+class Refinable(PlacedDesign, Protocol):
+    """What the refinement asks of a placed design (``fpgaplace.flow.design.Design`` is one): the
+    writer's view, the arguments it was placed with (None when a placement was set, not solved),
+    a copy with some latencies scaled, and placing again."""
+
+    _place_args: dict[str, Any] | None
+
+    def refined(self, factors: dict[tuple[int, int], float]) -> Refinable: ...
+
+    def place(self, **arguments: Any) -> Any: ...
 
 REFINE_ROUNDS = 3  # placements solved again with the folding's costs, at most
 AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan needs no refinement
@@ -53,7 +63,7 @@ class Lowered:
 
 @dataclass
 class Refined:
-    design: Design  # placed; its problem carries the refined latencies
+    design: Refinable  # placed; its problem carries the refined latencies
     lowered: Lowered
     rounds: list[dict]  # per placement tried: its real interval, planned value and cores' ratios
     chosen: int  # index in rounds of the placement kept
@@ -65,7 +75,7 @@ def say(progress, message: str) -> None:
         progress(message)
 
 
-def lower_cores(design: Design, progress=None) -> Lowered:
+def lower_cores(design: Refinable, progress=None) -> Lowered:
     """Lower and fold the ops the placement puts on each FPGA core (``lower.lower_core``)."""
     graph, board = design.graph, design.board
     names = {op: device.name for op, device in design.op_devices().items()}
@@ -85,7 +95,7 @@ def lower_cores(design: Design, progress=None) -> Lowered:
     return lowered
 
 
-def planned_compute_us(design: Design, core: CoreDesign) -> float:
+def planned_compute_us(design: Refinable, core: CoreDesign) -> float:
     """The sum of the placement's latencies of the core's ops on its kind."""
     problem = design.problem
     kind = problem.devices()[design.device_names().index(core.name)][0]
@@ -93,7 +103,7 @@ def planned_compute_us(design: Design, core: CoreDesign) -> float:
     return float(sum(problem.latency[index[op], kind] for op in core.ops))
 
 
-def core_ratios(design: Design, lowered: Lowered) -> dict[str, float]:
+def core_ratios(design: Refinable, lowered: Lowered) -> dict[str, float]:
     """Each core's folded interval over its planned compute."""
     ratios = {}
     for core in lowered.cores:
@@ -102,7 +112,7 @@ def core_ratios(design: Design, lowered: Lowered) -> dict[str, float]:
     return ratios
 
 
-def real_interval_us(design: Design, lowered: Lowered) -> float:
+def real_interval_us(design: Refinable, lowered: Lowered) -> float:
     """The placement's interval with the cores at their folded intervals: the largest of those and
     of the other devices' loads in the placement."""
     folded = {core.name: hw.cycles_to_us(core.folding.interval, core.core) for core in lowered.cores}
@@ -111,7 +121,8 @@ def real_interval_us(design: Design, lowered: Lowered) -> float:
     return max([*folded.values(), *others], default=0.0)
 
 
-def refined_latency_factors(design: Design, lowered: Lowered, ratios: dict[str, float]) -> dict[tuple[int, int], float]:
+def refined_latency_factors(design: Refinable, lowered: Lowered,
+                            ratios: dict[str, float]) -> dict[tuple[int, int], float]:
     """(node, kind) -> the factor its latency takes: the ratio of the core it sits on."""
     problem = design.problem
     index = {name: v for v, name in enumerate(problem.names)}
@@ -124,7 +135,7 @@ def refined_latency_factors(design: Design, lowered: Lowered, ratios: dict[str, 
     return factors
 
 
-def refine(design: Design, progress=None) -> Refined:
+def refine(design: Refinable, progress=None) -> Refined:
     """The design's placement and its lowered cores, refined by the folding (module docstring).
     A placement made by ``set_placement`` (no method to run again) is kept as it is; a round
     whose placement cannot be lowered (a core's ops fit no folding) ends the refinement."""
@@ -154,6 +165,6 @@ def refine(design: Design, progress=None) -> Refined:
     return best  # the costs its folding has
 
 
-def _round(design: Design, lowered: Lowered) -> dict:
+def _round(design: Refinable, lowered: Lowered) -> dict:
     return {"interval_us": real_interval_us(design, lowered), "planned_value_us": design.placement.value,
             "cores": core_ratios(design, lowered)}

@@ -40,12 +40,15 @@ from fpgaplace.model.passes.graph_tools import (
     topological_indices,
 )
 from fpgaplace.model.passes.transfers import Transfer, colocate_fused_groups, dedupe_transfers, merge_sync_points
-from fpgaplace.project.manifest import GRAPH_INPUT, MANIFEST_NAME, Manifest, SubmodelInfo
+from fpgaplace.project.layout import MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest, SubmodelInfo
 from fpgaplace.util import onnxrt
 from fpgaplace.util.compare import Tolerance, compare_tensors, relative_error
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.files import new_folder
 from fpgaplace.util.onnxrt import random_inputs, run_model
+
+GRAPH_INPUT = ""  # the "source submodel" of a tensor that is a graph input
 
 
 @dataclass
@@ -214,7 +217,7 @@ def check_out_dir(out_dir: Path) -> None:
     """Refuse an output path that is a file, or a folder holding something other than a split."""
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"out_dir {out_dir}: is a file; expected a folder for the split")
-    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_NAME).exists():
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not (out_dir / MANIFEST_FILE).exists():
         raise FpgaplaceError(f"out_dir {out_dir}: exists and is not a split folder; "
                              "expected an empty folder or a previous split")
 
@@ -273,7 +276,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
         manifest = Manifest(work.graph.name or "model", devices or used,
                             _io_entries(graph_inputs, types), _io_entries(graph_outputs, types),
                             submodels, final_transfers, stats)
-        (tmp / MANIFEST_NAME).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
+        (tmp / MANIFEST_FILE).write_text(json.dumps(manifest.to_dict(), indent=2) + "\n")
     return manifest
 
 
@@ -286,7 +289,7 @@ def run_split(manifest_dir: Path, inputs: dict[str, np.ndarray],
     values: dict[str, np.ndarray] = {}
     for entry in manifest.graph_inputs:
         if entry["name"] not in inputs:
-            raise FpgaplaceError(f"{manifest_dir / MANIFEST_NAME}: graph input "
+            raise FpgaplaceError(f"{manifest_dir / MANIFEST_FILE}: graph input "
                                  f"'{entry['name']}' was not given")
         values[entry["name"]] = inputs[entry["name"]]
     for sub in manifest.submodels:

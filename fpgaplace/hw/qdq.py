@@ -174,6 +174,14 @@ def qdq_index(model: onnx.ModelProto) -> QdqIndex:
     return cached[1]
 
 
+def output_scales(model: onnx.ModelProto) -> dict[str, float]:
+    """Quantization step of every graph output that is a dequantized int8 tensor (C simulation
+    and the host driver compare outputs in these steps)."""
+    index = qdq_index(model)
+    sources = {o.name: index.int_source(o.name) for o in model.graph.output}
+    return {name: q.scale for name, q in sources.items() if q is not None}
+
+
 def check_scale(value: float, where: str) -> float:
     if not np.isfinite(value) or value <= 0:
         raise FpgaplaceError(f"{where}: scale {value!r}; expected a positive finite number")
@@ -200,10 +208,3 @@ def unlowerable(op_type: str, inputs: list[str], outputs: list[str], weight_inpu
     if index.int_sink(outputs[0]) is None:
         return f"output '{outputs[0]}' does not reach exactly one int8 QuantizeLinear"
     return None
-
-
-def output_scales(model: onnx.ModelProto) -> dict[str, float]:
-    """Quantization step of every graph output that is a dequantized int8 tensor. O(nodes)."""
-    index = qdq_index(model)
-    sources = {o.name: index.int_source(o.name) for o in model.graph.output}
-    return {name: q.scale for name, q in sources.items() if q is not None}

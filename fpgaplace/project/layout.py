@@ -1,4 +1,19 @@
-"""Names shared by the generated hardware and the host code that drives it.
+"""A project folder's layout: every file and folder name, named once, and the hardware names
+shared by the generated hardware and the host code that drives it.
+
+A project written by ``fpgaplace compile``::
+
+    design.json           the record (``fpgaplace.project.record``)
+    model.qdq.onnx        the whole int8 QDQ model
+    split/manifest.json   the per-device pieces (``fpgaplace.flow.split``), one ONNX file each
+    include/              the HLS headers
+    cores/<core>/         a core's HLS C++, layers.npz (its arrays) and weights.bin (streamed weights)
+    vivado/ or vitis/     the block design's scripts (Zynq) or the link config (Alveo), per node
+    Makefile              make hls, make bitstream / make xclbin, make clean
+    host/                 the PYNQ driver (driver.py) and what it reads (hardware.json, samples.npz)
+    rtl/, sim/            the cores' Verilog and their cocotb testbenches
+    results/              csim.json, sim.json, rtl.json, resources.json once those stages ran
+    bitstream/            what ``make bitstream`` / ``make xclbin`` leaves
 
 The Vivado block design (``build_scripts``), the PYNQ driver (``host``), the flash step and
 the report all find a core's IP, its DMAs and the bitstream by these names, so they are
@@ -7,10 +22,33 @@ defined once here. Names follow Vivado's rules for cell names (letters, digits, 
 
 from __future__ import annotations
 
+DESIGN_FILE = "design.json"  # the project's record
+MODEL_FILE = "model.qdq.onnx"  # the whole int8 QDQ model
+SPLIT_DIR = "split"  # the per-device pieces of the model
+MANIFEST_FILE = "manifest.json"  # in the split folder: the pieces in order (``fpgaplace.flow.split``)
+SPLIT_MANIFEST = f"{SPLIT_DIR}/{MANIFEST_FILE}"  # design.json's "split"
+INCLUDE_DIR = "include"  # the HLS headers every core includes
+CORES_DIR = "cores"  # cores/<core>/: one folder per FPGA core
+LAYERS_FILE = "layers.npz"  # in a core's folder: its layers' arrays, keyed "<layer index>.<array>"
+WEIGHTS_FILE = "weights.bin"  # in a core's folder: the weights it streams from DRAM (when it does)
+README_FILE = "README.md"
+MAKEFILE = "Makefile"
+VIVADO_DIR = "vivado"  # a Zynq node's block design scripts (vivado/<node>/ on clusters)
+VITIS_DIR = "vitis"  # an Alveo node's link config and data movers
+RTL_DIR = "rtl"  # rtl/<core>/: a core's Verilog top, layers and ROMs
+SIM_DIR = "sim"  # sim/<core>/: a core's cocotb job; sim/run_rtl.py runs them
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
+DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py --self-test)
+HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
+SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
+
+
+def core_folder(core: str) -> str:
+    """The folder of an FPGA core, relative to the project."""
+    return f"{CORES_DIR}/{core}"
 
 
 def cell_name(text: str) -> str:

@@ -41,8 +41,8 @@ from markupsafe import Markup
 
 from fpgaplace import __version__
 from fpgaplace.board.model import BRAM36_BYTES, URAM_BYTES
-from fpgaplace.project.layout import RESULTS_DIR
-from fpgaplace.project.record import load_design
+from fpgaplace.project.layout import LAYERS_FILE, RESULTS_DIR
+from fpgaplace.project.record import Core, DesignRecord, PlacementInfo, load
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 REPORT_FILE = "report.html"
@@ -153,10 +153,10 @@ def _svg(width: float, height: float, body: Iterable[str], label: str) -> Markup
                   f'font-family="sans-serif">' + "".join(body) + "</svg>")
 
 
-def device_colours(document: dict) -> dict[str, str]:
+def device_colours(document: DesignRecord) -> dict[str, str]:
     """A colour per device that runs ops, in design.json's device order (the palette cycles)."""
-    names = [d["name"] for d in document.get("devices", []) if d.get("ops")]
-    for name in (document.get("placement") or {}).get("devices", {}).values():
+    names = [d.name for d in document.devices if d.ops]
+    for name in document.placement.devices.values():
         if name not in names:
             names.append(name)
     return {name: PALETTE[i % len(PALETTE)] for i, name in enumerate(names)}
@@ -405,19 +405,19 @@ def gantt_svg(servers: list[tuple[str, str]], bars: list[Bar], colours: dict[str
 # ---- sections ------------------------------------------------------------------------------
 
 
-def _resource_rows(cores: list[dict]) -> list[dict]:
+def _resource_rows(cores: list[Core]) -> list[dict]:
     """Per core, each resource as used / available and its share; then the total of the cores."""
     rows = []
     totals = {key: [0.0, 0.0] for key in RESOURCE_KEYS}
     for core in cores:
-        used, budget = core.get("resources", {}), core.get("budget", {})
+        used, budget = core.resources, core.budget
         cells = []
         for key in RESOURCE_KEYS:
             u, b = finite(used.get(key)), finite(budget.get(key))
             totals[key][0] += u or 0.0
             totals[key][1] += b or 0.0
             cells.append(_share_cell(key, u, b))
-        rows.append({"name": core["name"], "node": core.get("node", ""), "total": False, "cells": cells})
+        rows.append({"name": core.name, "node": core.node, "total": False, "cells": cells})
     if len(cores) > 1:
         rows.append({"name": "all cores", "node": "", "total": True,
                      "cells": [_share_cell(key, *totals[key]) for key in RESOURCE_KEYS]})
@@ -431,25 +431,25 @@ def _share_cell(key: str, used: float | None, available: float | None) -> dict:
             "over": fraction is not None and fraction > 1}
 
 
-def _layer_rows(core: dict) -> list[dict]:
+def _layer_rows(core: Core) -> list[dict]:
     rows = []
-    for layer in core.get("layers", []):
-        resources = layer.get("resources", {})
-        rows.append({"op": layer.get("op", ""), "kernel": layer.get("kernel", ""),
-                     "folding": f"{layer.get('pe', '–')} / {layer.get('simd', '–')} / {layer.get('mmv', '–')}",
-                     "cycles": format_number(layer.get("cycles")), "macs": format_number(layer.get("macs")),
+    for layer in core.layers:
+        resources = layer.resources
+        rows.append({"op": layer.op, "kernel": layer.kernel,
+                     "folding": f"{layer.pe} / {layer.simd} / {layer.mmv}",
+                     "cycles": format_number(layer.cycles), "macs": format_number(layer.macs),
                      "resources": [format_number(resources.get(key)) for key in RESOURCE_KEYS],
-                     "resident": "on chip" if layer.get("resident", True) else "streamed"})
+                     "resident": "on chip" if layer.resident else "streamed"})
     return rows
 
 
-def _weight_bytes(project: Path, core: dict) -> tuple[int, int] | None:
+def _weight_bytes(project: Path, core: Core) -> tuple[int, int] | None:
     """Bytes of weights (every array of a layer) held on chip and streamed, from the core's
     ``layers.npz`` (sizes from the archive's headers: nothing is loaded); None without the file."""
-    path = project / core.get("folder", f"cores/{core['name']}") / "layers.npz"
+    path = project / core.folder / LAYERS_FILE
     if not path.is_file():
         return None
-    resident = [bool(layer.get("resident", True)) for layer in core.get("layers", [])]
+    resident = [layer.resident for layer in core.layers]
     onchip = streamed = 0
     try:
         with zipfile.ZipFile(path) as archive:
@@ -460,7 +460,7 @@ def _weight_bytes(project: Path, core: dict) -> tuple[int, int] | None:
                     streamed += nbytes
                 else:
                     onchip += nbytes
-    except (OSError, ValueError, zipfile.BadZipFile) as error:
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise FpgaplaceError(f"{path}: not a readable .npz of layer arrays ({first_line(error)})") from None
     return onchip, streamed
 
@@ -476,18 +476,18 @@ def _npy_data_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
     return int(np.dtype(dtype).itemsize * math.prod(shape))
 
 
-def _memory_rows(project: Path, cores: list[dict]) -> list[dict]:
+def _memory_rows(project: Path, cores: list[Core]) -> list[dict]:
     rows = []
     for core in cores:
-        used, budget = core.get("resources", {}), core.get("budget", {})
+        used, budget = core.resources, core.budget
         ram_used = (finite(used.get("bram36")) or 0) * BRAM36_BYTES + (finite(used.get("uram")) or 0) * URAM_BYTES
         ram_budget = (finite(budget.get("bram36")) or 0) * BRAM36_BYTES + (finite(budget.get("uram")) or 0) * URAM_BYTES
         weights = _weight_bytes(project, core)
         rows.append({
-            "name": core["name"],
+            "name": core.name,
             "onchip_weights": format_bytes(weights[0]) if weights else "–",
             "streamed_weights": format_bytes(weights[1]) if weights else "–",
-            "streamed_per_sample": format_bytes(core.get("streamed_weight_bytes", 0) or 0),
+            "streamed_per_sample": format_bytes(core.streamed_weight_bytes),
             "ram": f"{format_bytes(ram_used)} / {format_bytes(ram_budget)}"
                    + (f" ({ram_used / ram_budget:.1%})" if ram_budget else ""),
             "percent": min(100.0, 100 * ram_used / ram_budget) if ram_budget else None,
@@ -495,11 +495,10 @@ def _memory_rows(project: Path, cores: list[dict]) -> list[dict]:
     return rows
 
 
-def _solver_rows(placement: dict) -> list[dict]:
+def _solver_rows(placement: PlacementInfo) -> list[dict]:
     """``placement.compared`` (every method tried) when design.json has it, else the chosen one."""
-    compared = placement.get("compared")
-    entries = compared if isinstance(compared, list) and compared else [placement]
-    unit = placement.get("unit", "us")
+    entries = placement.compared or [placement.to_json()]
+    unit = placement.unit
     rows = []
     for entry in entries:
         if not isinstance(entry, dict):
@@ -509,7 +508,7 @@ def _solver_rows(placement: dict) -> list[dict]:
                      "bound": _in_unit(bound, unit) if bound is not None else "none proven",
                      "gap": format_gap(entry.get("gap")), "status": str(entry.get("status", "")),
                      "seconds": format_number(entry.get("seconds")) if "seconds" in entry else "–",
-                     "chosen": entry.get("method") == placement.get("method")})
+                     "chosen": entry.get("method") == placement.method})
     return rows
 
 
@@ -517,20 +516,20 @@ def _in_unit(value: float | None, unit: str) -> str:
     return format_us(value) if unit == "us" else ("–" if value is None else f"{value:.4g} {unit}")
 
 
-def _device_rows(document: dict, colours: dict[str, str]) -> list[dict]:
-    devices = document.get("devices", [])
-    heaviest = max((finite(d.get("load_us")) or 0.0 for d in devices), default=0.0) or 1.0
-    return [{"name": d["name"], "kind": d.get("kind", ""), "node": d.get("node", ""), "ops": len(d.get("ops", [])),
-             "load": format_us(d.get("load_us")), "compute": format_us(d.get("compute_us")),
-             "percent": 100 * (finite(d.get("load_us")) or 0.0) / heaviest,
-             "colour": colours.get(d["name"], UNPLACED_COLOUR)} for d in devices]
+def _device_rows(document: DesignRecord, colours: dict[str, str]) -> list[dict]:
+    devices = document.devices
+    heaviest = max((d.load_us or 0.0 for d in devices), default=0.0) or 1.0
+    return [{"name": d.name, "kind": d.kind, "node": d.node or "", "ops": len(d.ops),
+             "load": format_us(d.load_us), "compute": format_us(d.compute_us),
+             "percent": 100 * (d.load_us or 0.0) / heaviest,
+             "colour": colours.get(d.name, UNPLACED_COLOUR)} for d in devices]
 
 
-def _transfer_rows(document: dict) -> list[dict]:
-    return [{"tensor": t.get("tensor", ""), "from": t.get("from_device", ""), "to": t.get("to_device", ""),
-             "link": f"{t.get('link', '?')} ({t.get('link_type', '')})" if t.get("link_type") else t.get("link", "?"),
-             "bytes": format_bytes(t.get("bytes")), "time": format_us(t.get("us"))}
-            for t in document.get("transfers", [])]
+def _transfer_rows(document: DesignRecord) -> list[dict]:
+    return [{"tensor": t.tensor, "from": t.from_device, "to": t.to_device,
+             "link": f"{t.link or '?'} ({t.link_type})" if t.link_type else (t.link or "?"),
+             "bytes": format_bytes(t.bytes), "time": format_us(t.us)}
+            for t in document.transfers]
 
 
 def _simulation(project: Path, samples: int) -> dict:
@@ -638,10 +637,10 @@ def _say(progress: Callable[[str], None] | None, message: str) -> None:
         progress(message)
 
 
-def _graph_section(project: Path, document: dict, colours: dict[str, str], notes: list[str]) -> dict:
+def _graph_section(project: Path, document: DesignRecord, colours: dict[str, str], notes: list[str]) -> dict:
     import onnx
 
-    path = project / (document.get("model") or {}).get("file", "model.qdq.onnx")
+    path = project / document.model.file
     if not path.is_file():
         notes.append(f"{path}: missing; the model graph is left out")
         return {"svg": None, "drawn": 0, "ops": 0}
@@ -649,7 +648,7 @@ def _graph_section(project: Path, document: dict, colours: dict[str, str], notes
         model = onnx.load(str(path), load_external_data=False)
     except Exception as error:  # onnx raises DecodeError and others for a file that is not a model
         raise FpgaplaceError(f"{path}: not an ONNX model ({first_line(error)})") from None
-    nodes, total = model_graph(model, (document.get("placement") or {}).get("devices", {}), MAX_GRAPH_NODES)
+    nodes, total = model_graph(model, document.placement.devices, MAX_GRAPH_NODES)
     drawn = sum(1 for n in nodes if n.role == "op")
     if drawn < total:
         notes.append(f"model graph: {drawn} of {total} ops drawn (the first in topological order)")
@@ -668,41 +667,40 @@ def _schedule_section(project: Path, colours: dict[str, str], samples: int, note
     return simulation
 
 
-def build_context(project: Path, document: dict, samples: int, progress=None) -> tuple[dict, list[str]]:
+def build_context(project: Path, document: DesignRecord, samples: int, progress=None) -> tuple[dict, list[str]]:
     """Everything the template shows, formatted, and the notes on what was left out."""
     notes: list[str] = []
     colours = device_colours(document)
-    cores = document.get("cores", [])
+    cores = document.cores
     _say(progress, "drawing the model graph")
     graph = _graph_section(project, document, colours, notes)
     _say(progress, f"simulating {samples} samples")
     schedule = _schedule_section(project, colours, samples, notes)
     _say(progress, "reading the cores and results")
-    board = document.get("board") or {}
-    placement = document.get("placement") or {}
+    board, placement = document.board, document.placement
     context = {
         "version": __version__, "project": str(project), "document": document,
-        "model": (document.get("model") or {}).get("name", "?"), "board": board.get("name", "?"),
-        "part": board.get("part", "?"), "clock": format_number(board.get("clock_mhz")),
-        "precision": document.get("precision", "?"), "batch": (document.get("model") or {}).get("batch", 1),
-        "interval": format_us(document.get("interval_us")), "fps": format_fps(document.get("fps")),
+        "model": document.model.name or "?", "board": board.name,
+        "part": board.part or "?", "clock": format_number(board.clock_mhz),
+        "precision": document.precision, "batch": document.model.batch,
+        "interval": format_us(document.interval_us), "fps": format_fps(document.fps),
         "placement": placement, "legend": _legend(document, colours),
-        "placement_value": _in_unit(finite(placement.get("value")), placement.get("unit", "us")),
+        "placement_value": _in_unit(finite(placement.value), placement.unit),
         "graph": graph, "schedule": schedule,
         "resource_labels": [RESOURCE_LABELS[k] for k in RESOURCE_KEYS],
-        "resources": _resource_rows(cores), "cores": [{"name": c["name"], "layers": _layer_rows(c),
-                                                       "interval": format_us(c.get("interval_us")),
-                                                       "planned": format_us(c.get("planned_load_us"))}
+        "resources": _resource_rows(cores), "cores": [{"name": c.name, "layers": _layer_rows(c),
+                                                       "interval": format_us(c.interval_us),
+                                                       "planned": format_us(c.planned_load_us)}
                                                       for c in cores],
         "memory": _memory_rows(project, cores), "solvers": _solver_rows(placement),
         "devices": _device_rows(document, colours), "transfers": _transfer_rows(document),
-        "cpu_ops": document.get("cpu_ops", []), "results": _results(project, notes), "notes": notes,
+        "cpu_ops": document.cpu_ops, "results": _results(project, notes), "notes": notes,
     }
     return context, notes
 
 
-def _legend(document: dict, colours: dict[str, str]) -> list[dict]:
-    kinds = {d["name"]: (d.get("kind", ""), d.get("node", "")) for d in document.get("devices", [])}
+def _legend(document: DesignRecord, colours: dict[str, str]) -> list[dict]:
+    kinds = {d.name: (d.kind, d.node or "") for d in document.devices}
     return [{"name": name, "colour": colour, "kind": kinds.get(name, ("", ""))[0], "node": kinds.get(name, ("", ""))[1]}
             for name, colour in colours.items()]
 
@@ -727,7 +725,7 @@ def write_report(project: Path, out: Path | None = None, progress: Callable[[str
     project = Path(project)
     if not project.is_dir():
         raise FpgaplaceError(f"{project}: not a folder; expected a project written by `fpgaplace compile`")
-    document = load_design(project)
+    document = load(project)
     target = Path(out) if out is not None else project / REPORT_FILE
     if target.is_dir():
         raise FpgaplaceError(f"{target}: is a folder; expected the path of an .html file")

@@ -31,16 +31,18 @@ import onnx
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.qdq import output_scales
 from fpgaplace.hw.quant import dequantize, quantize_float
-from fpgaplace.project.layout import RESULTS_DIR
+from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.layout import DESIGN_FILE, INCLUDE_DIR, LAYERS_FILE, RESULTS_DIR, WEIGHTS_FILE
 from fpgaplace.project.manifest import Manifest
-from fpgaplace.project.record import load_design
-from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.project.record import BoundaryTensor, Core, load
+from fpgaplace.sim.event import load_manifest
+from fpgaplace.util import onnxrt
+from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
 LIBRARY = "libcore.so"
-STREAMED_WEIGHTS = "weights.bin"  # a core's streamed weights, embedded by the assembler (codegen.render writes it)
 CSIM_RESULTS = "csim.json"
 
 
@@ -54,11 +56,11 @@ class CoreCheck:
     stage_ticks: list[int] = field(default_factory=list)  # each stage's loop iterations over all runs
     runs: int = 0  # samples the core ran
 
-    def stages(self, record: dict) -> list[dict]:
+    def stages(self, record: Core | None) -> list[dict]:
         """Each stage's measured iterations per sample beside the model's cycles (design.json)."""
         per_sample = [t / max(1, self.runs) for t in self.stage_ticks]
-        return [{**stage, "cycles_csim": ticks} for stage, ticks in zip(record.get("stages", []), per_sample,
-                                                                          strict=False)]
+        stages = record.stages if record is not None else []
+        return [{**stage.to_json(), "cycles_csim": ticks} for stage, ticks in zip(stages, per_sample, strict=False)]
 
     def interval_cycles(self) -> float:
         """The busiest stage's iterations per sample: the core's interval at II=1."""
@@ -83,7 +85,7 @@ class CsimResult:
     check_seconds: float = 0.0  # the integer reference and the whole QDQ model in onnxruntime
     values: dict[str, np.ndarray] = field(default_factory=dict, repr=False)  # each output over all samples
     notes: list[str] = field(default_factory=list)
-    records: dict[str, dict] = field(default_factory=dict, repr=False)  # design.json's core records
+    records: dict[str, Core] = field(default_factory=dict, repr=False)  # design.json's core records
 
     @property
     def ok(self) -> bool:
@@ -98,8 +100,9 @@ class CsimResult:
             "cores": [{"name": c.name, "bit_exact": c.bit_exact, "mismatches": c.mismatches,
                        "first_mismatch": c.first_mismatch, "rebuilt": c.built,
                        "interval_cycles_csim": c.interval_cycles(),
-                       "interval_cycles_model": self.records.get(c.name, {}).get("compute_interval_cycles"),
-                       "stages": c.stages(self.records.get(c.name, {}))} for c in self.cores],
+                       "interval_cycles_model": (self.records[c.name].compute_interval_cycles
+                                                 if c.name in self.records else None),
+                       "stages": c.stages(self.records.get(c.name))} for c in self.cores],
             "outputs": [{"name": o.name, "max_abs_diff": o.max_abs_diff, "max_abs_diff_lsb": o.max_abs_diff_lsb}
                         for o in self.outputs],
             "build_seconds": self.build_seconds,
@@ -115,16 +118,19 @@ def _compiler() -> str:
     return cxx
 
 
-def build_core(project: Path, record: dict) -> tuple[Path, bool]:
+def build_core(project: Path, record: Core) -> tuple[Path, bool]:
     """The core's shared library, built unless its sources and flags are unchanged; returns
     (path, whether it was built). A compiler failure names the core, the first error and the log."""
     project = project.resolve()  # g++ runs in the core's folder (below), so every path it is given is absolute
-    folder = project / record["folder"]
-    sources = [folder / f"{record['top']}.cpp", folder / "csim_entry.cpp"]
+    folder = project / record.folder
+    sources = [folder / f"{record.top}.cpp", folder / "csim_entry.cpp"]
+    for source in sources:
+        if not source.is_file():
+            raise FpgaplaceError(f"{source}: missing; expected the C++ of core {record.name} (compile writes it)")
     embedded = _embedded_weights(folder, record)
-    headers = sorted((project / "include").rglob("*.h")) + sorted(folder.glob("*.h"))
-    defines = [f'-DFP_WMEM_FILE="{STREAMED_WEIGHTS}"'] if embedded else []  # found by the assembler in its cwd
-    command = [_compiler(), *CXX_FLAGS, *defines, f"-I{project / 'include'}", *map(str, sources)]
+    headers = sorted((project / INCLUDE_DIR).rglob("*.h")) + sorted(folder.glob("*.h"))
+    defines = [f'-DFP_WMEM_FILE="{WEIGHTS_FILE}"'] if embedded else []  # found by the assembler in its cwd
+    command = [_compiler(), *CXX_FLAGS, *defines, f"-I{project / INCLUDE_DIR}", *map(str, sources)]
     digest = hashlib.sha256(" ".join(command).encode())
     for path in [*sources, *headers, *([embedded] if embedded else [])]:
         digest.update(path.read_bytes())
@@ -139,25 +145,25 @@ def build_core(project: Path, record: dict) -> tuple[Path, bool]:
     if done.returncode != 0:
         errors = ([line for line in done.stderr.splitlines() if "error" in line or "Error:" in line]  # g++ or as
                   or done.stderr.splitlines() or ["?"])
-        raise FpgaplaceError(f"{record['name']}: g++ failed: {errors[0].strip()} (log: {log})")
+        raise FpgaplaceError(f"{record.name}: g++ failed: {errors[0].strip()} (log: {log})")
     stamp.write_text(digest.hexdigest())
     return library, True
 
 
-def _embedded_weights(folder: Path, record: dict) -> Path | None:
+def _embedded_weights(folder: Path, record: Core) -> Path | None:
     """The core's ``weights.bin``, which the C entry embeds (``FP_WMEM_FILE``, by the assembler:
     a C initializer of ResNet-50's first core's 24 MB takes g++ about a minute); None when the core
     streams no weights. A missing file, or one not holding exactly the streamed bytes, is an error."""
-    size = record.get("streamed_weight_bytes", 0)
+    size = record.streamed_weight_bytes
     if size <= 0:
         return None
-    weights = folder / STREAMED_WEIGHTS
+    weights = folder / WEIGHTS_FILE
     if not weights.is_file():
-        raise FpgaplaceError(f"{weights}: missing; expected the {size} bytes of weights {record['name']} streams "
+        raise FpgaplaceError(f"{weights}: missing; expected the {size} bytes of weights {record.name} streams "
                              f"(compile writes it)")
     if weights.stat().st_size != size:
         raise FpgaplaceError(f"{weights}: {weights.stat().st_size} bytes; expected the {size} bytes of weights "
-                             f"{record['name']} streams")
+                             f"{record.name} streams")
     return weights
 
 
@@ -180,22 +186,20 @@ def _build_alias(library: Path) -> Path:
 class _Core:
     """One built core: its ctypes entry and its integer reference."""
 
-    def __init__(self, project: Path, record: dict, library: Path) -> None:
+    def __init__(self, record: Core, library: Path, arrays: list[dict[str, np.ndarray]]) -> None:
         self.record = record
         library_handle = ctypes.CDLL(str(_build_alias(library)))
         self.entry = library_handle.fp_run
         self.entry.restype = ctypes.c_int
         self.ticks_entry = library_handle.fp_ticks
         self.ticks_entry.restype = ctypes.c_int
-        self.stage_count = len(record.get("stages", []))
-        arrays = np.load(project / record["folder"] / "layers.npz")
-        self.arrays = [{key: arrays[f"{i}.{key}"] for key in layer["arrays"]}
-                       for i, layer in enumerate(record["layers"])]
+        self.stage_count = len(record.stages)
+        self.arrays = arrays
 
     def run(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """One sample through the C core (inputs and outputs in stream order)."""
         ins = [np.ascontiguousarray(x, dtype=np.int8) for x in inputs]
-        outs = [np.zeros(int(np.prod(t["sample_shape"])), dtype=np.int8) for t in self.record["outputs"]]
+        outs = [np.zeros(math.prod(t.sample_shape), dtype=np.int8) for t in self.record.outputs]
         pointer = ctypes.POINTER(ctypes.c_int8)
         in_array = (pointer * max(1, len(ins)))(*[x.ctypes.data_as(pointer) for x in ins])
         out_array = (pointer * max(1, len(outs)))(*[y.ctypes.data_as(pointer) for y in outs])
@@ -204,7 +208,7 @@ class _Core:
             what = {1: "an output stream held the wrong number of elements", 2: "an input was not consumed",
                     3: "a stage read an empty stream", 4: "its streamed weights could not be read"}.get(
                         status, "unknown status")
-            raise FpgaplaceError(f"{self.record['name']}: the C simulation ended with status {status} ({what})")
+            raise FpgaplaceError(f"{self.record.name}: the C simulation ended with status {status} ({what})")
         return outs
 
     def ticks(self) -> np.ndarray:
@@ -215,49 +219,58 @@ class _Core:
 
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The same sample through the integer reference of every layer."""
-        values = {t["name"]: x for t, x in zip(self.record["inputs"], inputs, strict=True)}
-        for layer, arrays in zip(self.record["layers"], self.arrays, strict=True):
-            kernel = KERNELS[layer["kernel"]]
-            values[layer["output"]] = kernel.reference(layer["config"], arrays, [values[t] for t in layer["inputs"]],
-                                                       rows=layer["rows"]).reshape(-1)
-        aliases = self.record["aliases"]
-        return [values[aliases.get(t["name"], t["name"])].reshape(-1) for t in self.record["outputs"]]
+        values = {t.name: x for t, x in zip(self.record.inputs, inputs, strict=True)}
+        for layer, arrays in zip(self.record.layers, self.arrays, strict=True):
+            kernel = KERNELS[layer.kernel]
+            try:
+                values[layer.output] = kernel.reference(layer.config, arrays, [values[t] for t in layer.inputs],
+                                                        rows=layer.rows).reshape(-1)
+            except (ValueError, IndexError, KeyError, TypeError, ZeroDivisionError, MemoryError) as error:
+                raise FpgaplaceError(f"{self.record.name}: layer {layer.op} ({layer.kernel}): the integer reference "
+                                     f"does not run on design.json's config and {LAYERS_FILE} ({first_line(error)})"
+                                     ) from None
+        aliases = self.record.aliases
+        return [values[aliases.get(t.name, t.name)].reshape(-1) for t in self.record.outputs]
 
 
-def _samples_in(tensor: dict) -> int:
-    """How many samples (core runs) a boundary tensor holds: its elements over a sample's."""
-    return max(1, math.prod(tensor["shape"]) // max(1, math.prod(tensor["sample_shape"])))
+def _checked_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
+    """The core's arrays, once every layer's kernel is known to the op library."""
+    unknown = next((layer for layer in record.layers if layer.kernel not in KERNELS), None)
+    if unknown is not None:
+        raise FpgaplaceError(f"{project / DESIGN_FILE}: cores.{record.name}: layer {unknown.op}: kernel "
+                             f"{unknown.kernel!r} is not in the op library; expected one of {', '.join(KERNELS)}")
+    return load_arrays(project, record)
 
 
-def _to_stream(array: np.ndarray, tensor: dict) -> list[np.ndarray]:
+def _to_stream(array: np.ndarray, tensor: BoundaryTensor) -> list[np.ndarray]:
     """Per-sample stream-order arrays of a boundary tensor (NCHW -> HWC), one per core run."""
-    batch = array.reshape(tensor["shape"])
-    samples = np.split(batch, _samples_in(tensor)) if batch.ndim else [batch]
-    return [np.transpose(s, (0, 2, 3, 1)).reshape(-1) if tensor["channels_last"] else s.reshape(-1) for s in samples]
+    batch = array.reshape(tensor.shape)
+    samples = np.split(batch, tensor.samples) if batch.ndim else [batch]
+    return [np.transpose(s, (0, 2, 3, 1)).reshape(-1) if tensor.channels_last else s.reshape(-1) for s in samples]
 
 
-def _from_stream(samples: list[np.ndarray], tensor: dict) -> np.ndarray:
-    shape = tensor["shape"]
-    if tensor["channels_last"]:
+def _from_stream(samples: list[np.ndarray], tensor: BoundaryTensor) -> np.ndarray:
+    shape = tensor.shape
+    if tensor.channels_last:
         n, c, h, w = shape
         per = [s.reshape(-1, h, w, c).transpose(0, 3, 1, 2) for s in samples]
         return np.concatenate(per).reshape(shape)
     return np.concatenate([s.reshape(-1) for s in samples]).reshape(shape)
 
 
-def _core_inputs(record: dict, values: dict) -> list[np.ndarray]:
+def _core_inputs(record: Core, values: dict) -> list[np.ndarray]:
     """The int8 inputs of a core from what the pieces before it computed."""
     arrays = []
-    for t in record["inputs"]:
-        if t["name"] in values:
-            q = values[t["name"]].astype(np.int8)
-        elif any(v["name"] in values for v in t["views"]):
-            view = next(v["name"] for v in t["views"] if v["name"] in values)
-            q = quantize_float(values[view].reshape(t["shape"]), t["scale"], t["zero_point"])
-        elif t["quantized_from"] in values:
-            q = quantize_float(values[t["quantized_from"]].reshape(t["shape"]), t["scale"], t["zero_point"])
+    for t in record.inputs:
+        if t.name in values:
+            q = values[t.name].astype(np.int8)
+        elif any(v.name in values for v in t.views):
+            view = next(v.name for v in t.views if v.name in values)
+            q = quantize_float(values[view].reshape(t.shape), t.scale, t.zero_point)
+        elif t.quantized_from in values:
+            q = quantize_float(values[t.quantized_from].reshape(t.shape), t.scale, t.zero_point)
         else:
-            raise FpgaplaceError(f"{record['name']}: input '{t['name']}' is computed by no earlier piece")
+            raise FpgaplaceError(f"{record.name}: input '{t.name}' is computed by no earlier piece")
         arrays.append(q)
     return arrays
 
@@ -266,27 +279,27 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
              inputs: np.ndarray | None = None) -> CsimResult:
     """Build every core and run ``samples`` random samples (or the given ``inputs``, one row per
     sample of the model's one input) through the placed model (see the module docstring)."""
-    import onnxruntime as ort
-
     project = Path(project)
     if samples < 1 or samples > 10**6:
         raise FpgaplaceError(f"samples: expected 1 to 1000000, got {samples}")
     if inputs is not None and not 1 <= len(inputs) <= 10**6:
         raise FpgaplaceError(f"inputs: expected 1 to 1000000 samples, got {len(inputs)}")
-    document = load_design(project)
+    document = load(project)
     say = progress or (lambda message: None)
+    # What the run reads besides the libraries, checked before the (long) build.
+    model = _load_model(project / document.model.file)
+    split, manifest = load_manifest(project, document)
+    arrays = {record.name: _checked_arrays(project, record) for record in document.cores}
     start = time.perf_counter()
     cores, checks = {}, {}
-    say(f"building {len(document['cores'])} cores with g++")
+    say(f"building {len(document.cores)} cores with g++")
     with ThreadPoolExecutor(max_workers=max(1, os.cpu_count() or 1)) as pool:  # one g++ process per core
-        builds = list(pool.map(lambda record: build_core(project, record), document["cores"]))
-    for record, (library, built) in zip(document["cores"], builds, strict=True):
-        cores[record["name"]] = _Core(project, record, library)
-        checks[record["name"]] = CoreCheck(record["name"], True, built=built)
+        builds = list(pool.map(lambda record: build_core(project, record), document.cores))
+    for record, (library, built) in zip(document.cores, builds, strict=True):
+        cores[record.name] = _Core(record, library, arrays[record.name])
+        checks[record.name] = CoreCheck(record.name, True, built=built)
     build_seconds = time.perf_counter() - start
-    model = onnx.load(str(project / document["model"]["file"]))
-    manifest = Manifest.load(project / "split")
-    sessions = {s.name: ort.InferenceSession(str(project / "split" / s.file), providers=["CPUExecutionProvider"])
+    sessions = {s.name: onnxrt.session(str(split / s.file), str(split / s.file))
                 for s in manifest.submodels if s.device not in cores}
     scales = output_scales(model)
     worst: dict[str, list[float]] = {o["name"]: [0.0, 0.0] for o in manifest.graph_outputs}
@@ -297,13 +310,8 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         if len(feeds) > 1 and sample % max(1, len(feeds) // 10) == 0:
             say(f"sample {sample + 1} of {len(feeds)}")
         start = time.perf_counter()
-        values, runs = dict(feed), {}
-        for sub in manifest.submodels:
-            if sub.device in cores:
-                runs[sub.device] = _run_core(cores[sub.device], values)
-            else:
-                results = sessions[sub.name].run(sub.outputs, {t: values[t] for t in sub.inputs})
-                values.update(zip(sub.outputs, results, strict=True))
+        values = dict(feed)
+        runs = _run_pieces(project, manifest, cores, sessions, values)
         run_seconds += time.perf_counter() - start
         start = time.perf_counter()
         for name, core_runs in runs.items():
@@ -311,6 +319,9 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
             _count_ticks(cores[name], checks[name], len(core_runs))
         expected = run_model(model, feed)
         for name, bounds in worst.items():
+            if name not in values or name not in expected or values[name].shape != expected[name].shape:
+                raise FpgaplaceError(f"{project}: the split's output '{name}' is not the model's (a damaged or "
+                                     "swapped file); expected the split compile wrote")
             got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
             produced[name].append(values[name])
             bounds[0] = max(bounds[0], float(np.max(np.abs(got - want), initial=0.0)))
@@ -319,11 +330,40 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         check_seconds += time.perf_counter() - start
     outputs = [OutputCheck(name, d, lsb if name in scales else None) for name, (d, lsb) in worst.items()]
     result = CsimResult(project, len(feeds), list(checks.values()), outputs, build_seconds, run_seconds,
-                        records={r["name"]: r for r in document["cores"]},
+                        records={r.name: r for r in document.cores},
                         check_seconds=check_seconds,
                         values={name: np.concatenate(arrays) for name, arrays in produced.items()})
     _save_result(project, result)
     return result
+
+
+def _load_model(path: Path) -> onnx.ModelProto:
+    try:
+        return onnx.load(str(path))
+    except FileNotFoundError:
+        raise FpgaplaceError(f"{path}: missing; expected the project's QDQ model (compile writes it)") from None
+    except Exception as error:  # noqa: BLE001 - protobuf raises several unrelated types
+        raise FpgaplaceError(f"{path}: not an ONNX model ({first_line(error)})") from None
+
+
+def _run_pieces(project: Path, manifest: Manifest, cores: dict[str, _Core], sessions: dict, values: dict) -> dict:
+    """One sample through the pieces in manifest order (cores in C, the rest in onnxruntime);
+    returns each core's runs. Pieces that do not fit design.json (a damaged or swapped file) are a
+    one-line error naming the piece."""
+    runs = {}
+    for sub in manifest.submodels:
+        try:
+            if sub.device in cores:
+                runs[sub.device] = _run_core(cores[sub.device], values)
+            else:
+                results = sessions[sub.name].run(sub.outputs, {t: values[t] for t in sub.inputs})
+                values.update(zip(sub.outputs, results, strict=True))
+        except FpgaplaceError:
+            raise
+        except Exception as error:  # noqa: BLE001 - numpy and onnxruntime raise several unrelated types
+            raise FpgaplaceError(f"{project}: piece {sub.name} on {sub.device} does not run on what design.json and "
+                                 f"the split describe ({first_line(error)})") from None
+    return runs
 
 
 def _save_result(project: Path, result: CsimResult) -> None:
@@ -350,13 +390,13 @@ def _run_core(core: _Core, values: dict) -> list[tuple[list[np.ndarray], list[np
     """Run the core in C on every sample of the batch; store its outputs (and their float views)
     in ``values``; return each sample's (inputs, outputs) for the reference check."""
     record = core.record
-    batch_inputs = [_to_stream(q, t) for q, t in zip(_core_inputs(record, values), record["inputs"], strict=True)]
+    batch_inputs = [_to_stream(q, t) for q, t in zip(_core_inputs(record, values), record.inputs, strict=True)]
     runs = [(list(sample_inputs), core.run(list(sample_inputs))) for sample_inputs in zip(*batch_inputs, strict=True)]
-    for i, t in enumerate(record["outputs"]):
+    for i, t in enumerate(record.outputs):
         q = _from_stream([got[i] for _, got in runs], t)
-        values[t["name"]] = q
-        for view in t["views"]:
-            values[view["name"]] = dequantize(q, t["scale"], t["zero_point"]).reshape(view["shape"])
+        values[t.name] = q
+        for view in t.views:
+            values[view.name] = dequantize(q, t.scale, t.zero_point).reshape(view.shape)
     return runs
 
 
@@ -369,7 +409,7 @@ def _check_core(core: _Core, check: CoreCheck, runs: list[tuple[list[np.ndarray]
                 check.bit_exact = False
                 check.mismatches += int(bad.size)
                 check.first_mismatch = check.first_mismatch or (
-                    f"{core.record['outputs'][i]['name']}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
+                    f"{core.record.outputs[i].name}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
 
 
 def _count_ticks(core: _Core, check: CoreCheck, runs: int) -> None:

@@ -1,6 +1,6 @@
 """Event simulation of a compiled project: samples streamed through its cores, CPUs and links.
 
-Everything is read from ``design.json`` (through ``fpgaplace.project.record.load_design``) and the
+Everything is read from ``design.json`` (through ``fpgaplace.project.record.load``) and the
 split manifest it names; cycles come from the op library as the compile step wrote them there,
 and ``fpgaplace.hw.cycles_to_us`` is the one conversion to time. Nothing is recomputed.
 
@@ -52,10 +52,12 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace import hw
-from fpgaplace.board.load import load_board
 from fpgaplace.board.model import Board
-from fpgaplace.project.record import load_design, transfer_channel
-from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.project.board import project_board
+from fpgaplace.project.layout import DESIGN_FILE, MANIFEST_FILE
+from fpgaplace.project.manifest import Manifest
+from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
+from fpgaplace.util.errors import FpgaplaceError
 
 MAX_SAMPLES = 10**6
 BUFFER_SAMPLES = 1  # samples an edge holds beyond those its producer is working on
@@ -195,39 +197,20 @@ class SimResult:
 # ---- reading the project -------------------------------------------------------------------
 
 
-def _board(document: dict, path: Path) -> Board:
-    """The project's board: its file when it is still there, else the shipped board of its name."""
-    entry = document.get("board") or {}
-    source = entry.get("source")
-    try:
-        return load_board(source if source and Path(source).is_file() else entry.get("name", ""))
-    except FpgaplaceError as error:
-        raise FpgaplaceError(f"{path}: board {entry.get('name')!r}: {first_line(error)}") from None
+def load_manifest(project: Path, document: DesignRecord):
+    """The folder of the split design.json names and its manifest (``fpgaplace.project.manifest``);
+    a missing or damaged manifest is a one-line error naming it."""
+    folder = project / Path(document.split).parent
+    return folder, Manifest.load(folder)
 
 
-def _manifest(project: Path, document: dict):
-    from fpgaplace.project.manifest import Manifest
-
-    folder = project / Path(document.get("split", "split/manifest.json")).parent
-    try:
-        return Manifest.load(folder)
-    except (KeyError, TypeError, AttributeError) as error:
-        raise FpgaplaceError(f"{folder / 'manifest.json'}: not a split manifest (missing {error})") from None
-
-
-def _field(record: dict, key: str, where: str):
-    if not isinstance(record, dict) or key not in record:
-        raise FpgaplaceError(f"{where}: no field {key!r}; expected a design.json written by `fpgaplace compile`")
-    return record[key]
-
-
-def _piece_shares(pieces, devices: dict[str, dict]) -> dict[str, float]:
+def _piece_shares(pieces, devices: dict[str, DeviceInfo]) -> dict[str, float]:
     """A CPU's compute per sample split over its pieces by how many of its ops each holds
     (equal shares when none of its ops is named in the pieces)."""
     shares: dict[str, float] = {}
     for name, device in devices.items():
         mine = [p for p in pieces if p.device == name]
-        ops = set(device.get("ops", []))
+        ops = set(device.ops)
         counts = [len(ops.intersection(p.nodes)) for p in mine]
         total = sum(counts)
         for piece, count in zip(mine, counts, strict=True):
@@ -248,22 +231,18 @@ def build_pipeline(project: Path, buffer: int = BUFFER_SAMPLES) -> Pipeline:
     """The stages and servers of ``project`` (see the module docstring for the model); a
     design.json missing what the simulation reads is a one-line error naming the field."""
     project = Path(project)
-    document = load_design(project)
-    path = project / "design.json"
-    board = _board(document, path)
-    manifest = _manifest(project, document)
-    try:
-        return _pipeline(document, path, board, manifest, buffer)
-    except (KeyError, TypeError, ValueError, AttributeError) as error:
-        what = f"no field {error}" if isinstance(error, KeyError) else first_line(error)
-        raise FpgaplaceError(f"{path}: {what}; expected a design.json written by `fpgaplace compile`") from None
+    document = load(project)
+    path = project / DESIGN_FILE
+    board = project_board(document, path)
+    _, manifest = load_manifest(project, document)
+    return _pipeline(document, path, board, manifest, buffer)
 
 
-def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -> Pipeline:
+def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer: int) -> Pipeline:
     board_cores = {core.name: core for core in board.cores}
-    devices = {d["name"]: d for d in _field(document, "devices", str(path))}
-    cores = {c["name"]: c for c in document["cores"]}
-    nodes = {name: d.get("node", "node0") for name, d in devices.items()}
+    devices = {d.name: d for d in document.devices}
+    cores = {c.name: c for c in document.cores}
+    nodes = {name: d.node or "node0" for name, d in devices.items()}
     servers: list[Server] = []
     server_of: dict[str, int] = {}
 
@@ -283,20 +262,22 @@ def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -
             core = board_cores.get(piece.device)
             if core is None:
                 raise FpgaplaceError(f"{where}: core {piece.device!r} is not on board {board.name}")
-            interval = _field(record, "interval_cycles", f"{path}: core {piece.device}")
-            fill = max(sum(_field(layer, "cycles", f"{path}: core {piece.device}") for layer in record["layers"]),
-                       interval)
+            interval = record.interval_cycles
+            fill = max(sum(layer.cycles for layer in record.layers), interval)
             busy, latency = hw.cycles_to_us(interval, core), hw.cycles_to_us(fill, core)
             kind = "fpga"
         elif piece.device in devices:
-            busy = latency = float(_field(devices[piece.device], "compute_us", where)) * shares[piece.name]
-            kind = devices[piece.device].get("kind", "cpu")
+            compute_us = devices[piece.device].compute_us
+            if compute_us is None:
+                raise FpgaplaceError(f"{where}: device {piece.device} has no field 'compute_us'; expected its "
+                                     "compute per sample in us")
+            busy = latency = compute_us * shares[piece.name]
+            kind = devices[piece.device].kind or "cpu"
         else:
             raise FpgaplaceError(f"{where}: device {piece.device!r} is not among design.json's devices")
         piece_index[piece.name] = len(stages)
         stages.append(Stage(piece.name, server(piece.device, kind), busy, latency))
-    transfers = {(t.get("tensor"), t.get("from_submodel"), t.get("to_submodel")): t
-                 for t in _field(document, "transfers", str(path))}
+    transfers = {(t.tensor, t.from_submodel, t.to_submodel): t for t in document.transfers}
     edges: list[Edge] = []
 
     def connect(source: int, target: int) -> None:
@@ -316,8 +297,8 @@ def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -
             if transfer is None:  # handed over in the same device's memory
                 connect(piece_index[source], piece_index[piece.name])
                 continue
-            us = transfer.get("us")
-            if not isinstance(us, int | float):
+            us = transfer.us
+            if us is None:
                 raise FpgaplaceError(f"{path}: transfer of {tensor} from {source} has no time 'us'; expected "
                                      "a number of microseconds")
             channel = server(transfer_channel(transfer, nodes), "link")
@@ -328,13 +309,13 @@ def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -
         raise FpgaplaceError(f"{path}: the split has no pieces; nothing to simulate")
     for index, stage in enumerate(stages):
         servers[stage.server].stages.append(index)
-    clock = float(document["board"].get("clock_mhz") or (board.cores[0].clock_mhz if board.cores else 0))
+    clock = float(document.board.clock_mhz or (board.cores[0].clock_mhz if board.cores else 0))
     reference = board.cores[0] if board.cores else None
     return Pipeline(
-        stages, edges, servers, batch=int(document.get("model", {}).get("batch", 1) or 1), clock_mhz=clock,
+        stages, edges, servers, batch=document.model.batch, clock_mhz=clock,
         us_per_cycle=hw.cycles_to_us(1, reference) if reference else (1 / clock if clock else 0.0),
-        macs=sum(int(layer.get("macs", 0)) for c in document["cores"] for layer in c["layers"]),
-        cpu_ops=len(document.get("cpu_ops", [])),
+        macs=sum(layer.macs for c in document.cores for layer in c.layers),
+        cpu_ops=len(document.cpu_ops),
         roofline_macs_per_us=sum(c.dsp * c.macs_per_dsp * c.clock_mhz for c in board.cores),
         fabric_macs_per_us=(board.fabric.get("dsp", 0) * board.cores[0].macs_per_dsp * board.cores[0].clock_mhz
                             if board.cores else 0.0),
@@ -342,21 +323,29 @@ def _pipeline(document: dict, path: Path, board: Board, manifest, buffer: int) -
     )
 
 
-def _dram_traffic(document: dict, manifest, board: Board, nodes: dict[str, str]) -> dict[str, tuple[float, float]]:
+def _dram_traffic(document: DesignRecord, manifest, board: Board,
+                  nodes: dict[str, str]) -> dict[str, tuple[float, float]]:
     """Bytes per sample through each node's DRAM: weights its cores stream, transfers over it
     (written, then read), the model's inputs and outputs; with the node's DRAM bandwidth."""
     traffic = {node: 0.0 for node in board.nodes}
-    for core in document["cores"]:
-        traffic[nodes.get(core["name"], board.nodes[0])] += float(core.get("streamed_weight_bytes", 0) or 0)
-    for transfer in document["transfers"]:
-        if transfer.get("link") == "dram" and isinstance(transfer.get("bytes"), int | float):
-            for device in (transfer["from_device"], transfer["to_device"]):
-                traffic[nodes.get(device, board.nodes[0])] += float(transfer["bytes"])
+
+    def add(device: str, nbytes: float, where: str) -> None:
+        node = nodes.get(device, board.nodes[0])
+        if node not in traffic:
+            raise FpgaplaceError(f"{where}: node {node!r} of {device} is not on board {board.name}")
+        traffic[node] += nbytes
+
+    for core in document.cores:
+        add(core.name, float(core.streamed_weight_bytes), f"{DESIGN_FILE}: cores.{core.name}")
+    for transfer in document.transfers:
+        if transfer.link == "dram" and transfer.bytes is not None:
+            for device in (transfer.from_device, transfer.to_device):
+                add(device, float(transfer.bytes), f"{DESIGN_FILE}: transfer of {transfer.tensor}")
     device_of = {p.name: p.device for p in manifest.submodels}
     for entry in manifest.graph_inputs + manifest.graph_outputs:
         for piece in manifest.submodels:
             if entry["name"] in piece.outputs or piece.sources.get(entry["name"]) == "":
-                traffic[nodes.get(device_of[piece.name], board.nodes[0])] += _tensor_bytes(entry)
+                add(device_of[piece.name], _tensor_bytes(entry), f"{MANIFEST_FILE}: {entry['name']}")
                 break
     return {node: (nbytes, board.node_board(node).dram.gbps) for node, nbytes in traffic.items()}
 

@@ -19,13 +19,13 @@ them. O(cores + ports) elements.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
 from fpgaplace.codegen.build_scripts import plan_nodes
 from fpgaplace.project.layout import BITSTREAM_DIR, BITSTREAM_STEM
+from fpgaplace.project.record import DesignRecord, load
 
 AXIMM = "xilinx.com:interface:aximm:1.0"
 AXIS = "xilinx.com:interface:axis:1.0"
@@ -181,7 +181,7 @@ def _control_registers(module: ET.Element, streamed: bool) -> None:
                 ET.SubElement(field, "PROPERTY", NAME=key, VALUE=value)
 
 
-def hwh_text(document: dict, folder: Path) -> str:
+def hwh_text(document: DesignRecord, folder: Path) -> str:
     """The HWH of the block design ``build_scripts.plan_nodes`` plans for the project (one Zynq node)."""
     plans = plan_nodes(document, folder)
     if len(plans) != 1 or plans[0].alveo:
@@ -190,7 +190,7 @@ def hwh_text(document: dict, folder: Path) -> str:
     plan = plans[0]
     processor = ZYNQ_7000 if plan.part.lower().startswith("xc7z") else ZYNQ_US
     writer = _Writer(processor, plan.part, float(plan.clock_mhz or 100))
-    records = {c["name"]: c for c in document["cores"]}
+    records = {c.name: c for c in document.cores}
     bus = {}  # (cell, interface) -> BUSNAME of the stream it joins
     for fifo in plan.fifos:
         bus[(fifo.name, "S_AXIS")] = bus[(fifo.producer.cell, fifo.producer.port)] = f"{fifo.name}_in"
@@ -211,10 +211,10 @@ def hwh_text(document: dict, folder: Path) -> str:
         _control_registers(module, bool(core.weights_port))
         if core.weights_port:
             writer.dram_master(module, "m_axi_gmem")
-        for tensor in record["inputs"]:
-            writer.bus(module, tensor["port"], "SLAVE", AXIS, bus[(core.cell, tensor["port"])], STREAM_SIGNALS)
-        for tensor in record["outputs"]:
-            writer.bus(module, tensor["port"], "MASTER", AXIS, bus[(core.cell, tensor["port"])], STREAM_SIGNALS)
+        for tensor in record.inputs:
+            writer.bus(module, tensor.port, "SLAVE", AXIS, bus[(core.cell, tensor.port)], STREAM_SIGNALS)
+        for tensor in record.outputs:
+            writer.bus(module, tensor.port, "MASTER", AXIS, bus[(core.cell, tensor.port)], STREAM_SIGNALS)
     for dma in plan.dmas:
         module = writer.module(dma.name, DMA_VLNV, "axi_dma", dma_parameters(send=dma.to_fabric))
         writer.register_slave(module, "S_AXI_LITE")
@@ -244,7 +244,7 @@ def write_standin_bitstream(project: Path) -> Path:
     """``bitstream/design.hwh`` from the project's design.json and a placeholder ``design.bit``
     (the stand-in programs nothing); returns the .bit path."""
     project = Path(project)
-    document = json.loads((project / "design.json").read_text())
+    document = load(project)
     folder = project / BITSTREAM_DIR
     folder.mkdir(exist_ok=True)
     (folder / f"{BITSTREAM_STEM}.hwh").write_text(hwh_text(document, project))

@@ -1,0 +1,31 @@
+"""A project's board: the board file design.json names when it is still there, else the shipped
+board of its name (``fpgaplace.board.load.load_board``), and what it says about the build."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from fpgaplace.board.load import load_board
+from fpgaplace.board.model import Board
+from fpgaplace.project.layout import DESIGN_FILE
+from fpgaplace.project.record import DesignRecord
+from fpgaplace.util.errors import FpgaplaceError, first_line
+
+
+def project_board(document: DesignRecord, where: str | Path = DESIGN_FILE) -> Board:
+    """The board of the project whose record is ``document``; one line naming ``where`` (its
+    design.json) and the board when neither its file nor a shipped board of its name loads."""
+    source = document.board.source
+    try:
+        return load_board(source if source and Path(source).is_file() else document.board.name)
+    except FpgaplaceError as error:
+        raise FpgaplaceError(f"{where}: board {document.board.name!r}: {first_line(error)}") from None
+
+
+def is_alveo(document: DesignRecord) -> bool:
+    """A PCIe card (the board has a host link), built with Vitis into an xclbin; a board that no
+    longer loads counts as an embedded one."""
+    try:
+        return project_board(document).host is not None
+    except FpgaplaceError:
+        return False
