@@ -50,11 +50,12 @@ def search(
     """
     from fpgaplace.flow.search import search as run_search
     from fpgaplace.flow.split import check_out_dir
+    from fpgaplace.project.layout import SPLIT_DIR
 
     sizes = _parse_batches(batches)
     if out_dir is not None:
         check_out_folder(out_dir, "placement.json")
-        check_out_dir(out_dir / "split")
+        check_out_dir(out_dir / SPLIT_DIR)
     ranked = run_search(
         model,
         board_name,
@@ -70,7 +71,7 @@ def search(
     best = ranked[0]
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        best.design.split(out_dir / "split")
+        best.design.split(out_dir / SPLIT_DIR)
         write_json_atomically(out_dir / "placement.json", best.design.placement_json())
     rows = [
         {
