@@ -25,7 +25,7 @@ import onnx
 
 from fpgaplace import Design, load_board
 from fpgaplace.hw.folding import Stage, least_interval
-from fpgaplace.hw.kernels import cycles_to_us, plan_op
+from fpgaplace.hw import cycles_to_us, plan_op
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend import from_model
 from fpgaplace.util.errors import FpgaplaceError

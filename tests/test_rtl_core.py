@@ -15,16 +15,14 @@ from typer.testing import CliRunner
 from fpgaplace import Design
 from fpgaplace.board.model import load_board
 from fpgaplace.cli.app import app
-from fpgaplace.codegen.rtl_project import (
-    RTL_DIR,
-    SIM_DIR,
-    load_arrays,
-    render_core,
-)
-from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.codegen import rtl
+from fpgaplace.codegen.rtl_project import load_arrays, render_core
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.registry import window_geometry
 from fpgaplace.model import zoo as models
+from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load_design
-from fpgaplace.sim import rtl, yosys
+from fpgaplace.sim import yosys
 
 
 @pytest.fixture(scope="module")
@@ -91,7 +89,7 @@ def test_yosys_conv_dsps_are_the_estimate(tmp_path, board, family):
     config, arrays, _, _ = conv_case(4, 4, 2, 2, 3, 1, 1, 1, folding, seed=1)
     op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
-    estimate = KERNELS["conv2d"].resources(rtl.window_geometry("conv2d", config), folding, core)
+    estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
 
 

@@ -10,12 +10,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rtl_cases import dense_model_cycles as model_cycles
+from rtl_cases import simulate_dense
 
 from fpgaplace.board.model import load_board
-from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.codegen.rtl import render_dense
+from fpgaplace.hw import KERNELS, Folding, reference
 from fpgaplace.hw.quant import quantize_multiplier
-from fpgaplace.sim.rtl import dense_geometry, model_cycles, render_dense, simulate_dense
+from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10

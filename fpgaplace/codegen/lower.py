@@ -28,8 +28,6 @@ from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
 
-IDENTITY = quantize_multiplier(1.0)
-
 
 @dataclass
 class Layer:

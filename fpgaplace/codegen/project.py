@@ -155,7 +155,7 @@ def _core_record(c: CoreDesign, plan, design: Design, result) -> dict:
         "aliases": c.aliases,
         "streamed_weight_bytes": plan.streamed,
         "resources": c.folding.resources.to_json(),
-        "budget": hw.kernels.core_budget(core).to_json(),
+        "budget": hw.kernel.core_budget(core).to_json(),
         "compute_interval_cycles": c.folding.compute_interval,
         "dram_cycles": c.folding.dram_cycles,
         "binding": c.folding.binding(),

@@ -11,6 +11,7 @@ BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xcl
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
+RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
 
 
 def cell_name(text: str) -> str:

@@ -1,4 +1,4 @@
-"""Kernels of the hardware op library: geometry, cycles, resources and template of each op.
+"""The kernel base: what every hardware op answers, the data it answers in, and the shared cost rules.
 
 A core runs its ops as one dataflow pipeline (one stage per op, streams between them), so a
 sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
@@ -54,19 +54,20 @@ A lane's precision is the wider of its two operands'. The RTL op library is int8
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.board.model import BRAM36_BYTES
-from fpgaplace.hw import qdq, reference
-from fpgaplace.model import ops as op_registry
+from fpgaplace.model.ir import Op, TensorInfo
+from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
-    from fpgaplace.model.ir import Op, OpGraph
+    from fpgaplace.model.ir import OpGraph
 
 # LUT/FF coefficients (estimates): per MAC lane of a dot-product stage, per lane of a lane
 # stage, and a fixed control cost per stage.
@@ -162,11 +163,31 @@ class Geometry:
         return max(self.weight_bits, self.activation_bits)
 
 
+@dataclass(frozen=True)
+class Rom:
+    """A ``$readmemh`` file beside an RTL unit: ``words`` (ints) of ``bits`` each, or with ``bits``
+    0 rows of int8 lanes (an int8 array ``[words, lanes]``, lane ``j`` in bits ``[8*j +: 8]``)."""
+
+    words: Any
+    bits: int = 0
+
+
+@dataclass(frozen=True)
+class RtlUnit:
+    """What an op's RTL needs (``Kernel.rtl``): its template (under ``hls_templates``) and values,
+    its ROM files by name, its stream ports ``(name, elements a beat, elements a sample)`` (inputs
+    in operand order) and the extra modules it instantiates (name -> (template, values))."""
+
+    template: str
+    values: dict[str, Any]
+    roms: dict[str, Rom]
+    inputs: tuple[tuple[str, int, int], ...]
+    output: tuple[str, int, int]
+
+
 def check_bits(bits: int, what: str = "precision") -> int:
     """``bits`` if the op library counts that element width, else a one-line error."""
     if bits not in PRECISION_BITS:
-        from fpgaplace.util.errors import FpgaplaceError
-
         raise FpgaplaceError(f"{what}: expected one of {', '.join(map(str, PRECISION_BITS))} bits, got {bits!r}")
     return bits
 
@@ -174,8 +195,6 @@ def check_bits(bits: int, what: str = "precision") -> int:
 def with_precision(g: Geometry, weight_bits: int = 8, activation_bits: int = 8) -> Geometry:
     """``g`` with weights of ``weight_bits`` and activations of ``activation_bits`` bits (1, 2, 4,
     8, 16 or 32); cycles stay, bytes and DSPs follow (see the module docstring)."""
-    from dataclasses import replace
-
     return replace(g, weight_bits=check_bits(weight_bits, "weight_bits"),
                    activation_bits=check_bits(activation_bits, "activation_bits"))
 
@@ -305,7 +324,7 @@ class Kernel:
         channel), so that the MMV x PE elements of a cycle are consecutive in stream order."""
         if self.uses_dsp:  # a conv's outputs may leave through a reorder buffer (Conv2d.foldings checks)
             return fold_widths(g.row)
-        if pe != g.channels or self.name == "concat":
+        if pe != g.channels:
             return (1,)
         return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
 
@@ -346,6 +365,30 @@ class Kernel:
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
         raise NotImplementedError(f"{self.name} has no integer reference")
+
+    # ---- what the templates need (``fpgaplace.codegen`` renders them) ----
+
+    def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
+        """Elements per beat of each of the stage's ``inputs`` streams and of its output: a lane
+        stage moves PE x MMV lanes in and out."""
+        lanes = fold.pe * fold.mmv
+        return [lanes] * inputs, lanes
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        """The stage's C++ config members (``template``): the layer's shape and quantization plus
+        its folding (a lane stage's ``L`` lanes)."""
+        return {**config, "L": fold.pe * fold.mmv}
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        """Output elements of one sample."""
+        return config["SIZE"]
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as
+        ``fold`` (``model_cycles``: the cycles the op library gives it; ``macs_per_dsp``: the
+        board's); a one-line error for a kernel the RTL op library lacks."""
+        raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
 
     def weight_bytes(self, g: Geometry, precision_bytes: int | None = None, *, bits: int | None = None) -> int:
         """Bytes of the op's weights (on chip when resident, else read from DRAM every run) at
@@ -425,24 +468,24 @@ class Kernel:
 # ---- shapes -------------------------------------------------------------------------------
 
 
-def _shape(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:
+def tensor_shape(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:
     info = graph.tensors.get(tensor) if tensor else None
     return info.shape if info is not None else None
 
 
-def _activation_inputs(op: Op, graph: OpGraph) -> list[str]:
+def activation_inputs(op: Op, graph: OpGraph) -> list[str]:
     return [t for t in op.inputs if t and t not in graph.params]
 
 
-def _ints(value: Any, count: int, default: int) -> list[int]:
+def ints(value: Any, count: int, default: int) -> list[int]:
     values = [int(v) for v in value] if value else []
     return values if len(values) == count else [default] * count
 
 
-def _window(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], kernel: tuple[int, int],
+def window_members(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], kernel: tuple[int, int],
             dilation: tuple[int, int] = (1, 1)) -> dict[str, int] | Unsupported:
     """Strides and explicit pads of a 2-D window op (auto_pad resolved from the output shape)."""
-    sh, sw = _ints(op.attrs.get("strides"), 2, 1)
+    sh, sw = ints(op.attrs.get("strides"), 2, 1)
     (h, w), (ho, wo) = x[2:], out[2:]
     auto_pad = str(op.attrs.get("auto_pad", "NOTSET"))
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -455,7 +498,7 @@ def _window(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], ke
     elif auto_pad == "VALID":
         pt = pl = pb = pr = 0
     else:
-        pt, pl, pb, pr = _ints(op.attrs.get("pads"), 4, 0)
+        pt, pl, pb, pr = ints(op.attrs.get("pads"), 4, 0)
     expect_h = (h + pt + pb - dilation[0] * (kernel[0] - 1) - 1) // sh + 1
     expect_w = (w + pl + pr - dilation[1] * (kernel[1] - 1) - 1) // sw + 1
     if (expect_h, expect_w) != (ho, wo):
@@ -463,353 +506,15 @@ def _window(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], ke
     return {"H": h, "W": w, "SH": sh, "SW": sw, "PT": pt, "PL": pl, "PB": pb, "PR": pr, "HO": ho, "WO": wo}
 
 
-class Conv2d(Kernel):
-    name, template, uses_dsp = "conv2d", "hls/ops/conv2d.j2", True
 
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        x, w, out = _shape(graph, op.inputs[0]), _shape(graph, op.inputs[1]), _shape(graph, op.outputs[0])
-        if op.inputs[1] not in graph.params:
-            return Unsupported("weights are not constant")
-        if x is None or w is None or out is None or len(x) != 4 or len(w) != 4:
-            return Unsupported("only 2-D convolutions (4-D NCHW tensors) run on a core")
-        groups = int(op.attrs.get("group", 1))
-        cout, cin_g, kh, kw = w
-        dh, dw = _ints(op.attrs.get("dilations"), 2, 1)
-        window = _window(op, graph, x, out, (kh, kw), (dh, dw))
-        if isinstance(window, Unsupported):
-            return window
-        n, cin = x[0], x[1]
-        pixels = n * window["HO"] * window["WO"]
-        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
-        return Geometry(
-            self.name, pixels, cout, kh * kw * cin_g,
-            stream_elements=max(math.prod(x), math.prod(out)),
-            weights=math.prod(w),
-            linebuffer_bytes=(dh * (kh - 1) + 1) * (window["W"] + window["PL"] + window["PR"]) * cin if kh > 1 else 0,
-            row=window["WO"],
-            macs=pixels * cout * kh * kw * cin_g,
-            shape=shape,
-        )
-
-
-    def paired_lanes(self, g: Geometry, fold: Folding) -> int:
-        """Multipliers when two int8 lanes sharing an operand share one (WP486), as the RTL pairs
-        them: pixel pairs share the weight when MMV >= 2 (``ceil(MMV / 2) * PE * SIMD``), else
-        channel pairs share the input in an ungrouped conv (``ceil(PE / 2) * SIMD``), else none."""
-        if fold.mmv >= 2:
-            return math.ceil(fold.mmv / 2) * fold.pe * fold.simd
-        if fold.pe >= 2 and g.shape["GROUPS"] == 1:
-            return math.ceil(fold.pe / 2) * fold.simd
-        return fold.lanes
-
-    def row_steps(self, g: Geometry, fold: Folding) -> int:
-        """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""
-        return math.ceil(g.row / fold.mmv) * (g.channels // fold.pe) * (g.reduction // fold.simd)
-
-    def input_width(self, g: Geometry, fold: Folding) -> int:
-        """Input elements a beat: the narrowest width dividing an input row (W x CIN) with which
-        the rows of the next output row arrive within the current row's compute steps (so the
-        refill hides behind the MVAU), at most ``MAX_LINE_WIDTH``."""
-        s = g.shape
-        row = s["W"] * s["CIN"]
-        fitting = [d for d in divisors(row) if d <= MAX_LINE_WIDTH]
-        steps = self.row_steps(g, fold)
-        return next((d for d in fitting if s["SH"] * row <= d * steps), fitting[-1])
-
-    def reorders(self, g: Geometry, fold: Folding) -> bool:
-        """Whether a cycle's MMV x PE outputs are not whole consecutive beats (fewer than every
-        channel, or a row's short last group), so that a pixel group's outputs leave through a
-        double buffer (kernels.h ``ConvStep``)."""
-        return fold.mmv > 1 and (fold.pe < g.channels or g.row % fold.mmv != 0)
-
-    def last_group(self, g: Geometry, fold: Folding) -> int:
-        """Pixels in a row's last group."""
-        return g.row - (math.ceil(g.row / fold.mmv) - 1) * fold.mmv
-
-    def output_width(self, g: Geometry, fold: Folding) -> int:
-        """Output elements a beat: PE x MMV, or with a reorder buffer the narrowest width that
-        divides a group's outputs (a short group's too) and lets them leave within the next
-        group's COUT/PE x KKG/SIMD steps; 0 when none does (the folding is not offered)."""
-        if not self.reorders(g, fold):
-            return fold.pe * fold.mmv
-        group, short = fold.mmv * g.channels, self.last_group(g, fold) * g.channels
-        steps = g.channels // fold.pe * (g.reduction // fold.simd)
-        return next((d for d in divisors(group) if short % d == 0 and group <= d * steps), 0)
-
-    def foldings(self, g: Geometry) -> list[Folding]:
-        return [f for f in super().foldings(g) if self.output_width(g, f)]
-
-    def cycles(self, g: Geometry, fold: Folding) -> int:
-        """The line buffer's first rows, then per output row the compute steps (or the refill,
-        when it takes longer), per sample (``sliding_cycles``); a reorder buffer drains its last
-        group after them."""
-        s = g.shape
-        samples = g.pixels // (s["HO"] * s["WO"])
-        row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
-        drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
-        return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
-
-    def fill_factor(self, g: Geometry) -> float:
-        """The line buffer's first rows are read before any output: with the refill just hidden
-        behind the compute (``input_width``), reading one input row takes about 1/SH of an output
-        row's compute, so the stage runs (HO + first rows / SH) rows' worth of compute."""
-        s = g.shape
-        first = max(0, min(s["H"], s["DH"] * (s["KH"] - 1) + 1 - s["PT"]))
-        return (s["HO"] + first / s["SH"]) / s["HO"]
-
-    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
-        c = config
-        x = inputs[0].reshape(c["H"], c["W"], c["CIN"])
-        return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
-                                zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
-                                pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
-                                groups=c["GROUPS"])
-
-
-class Dense(Kernel):
-    name, template, uses_dsp = "dense", "hls/ops/dense.j2", True
-
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        a, b, out = _shape(graph, op.inputs[0]), _shape(graph, op.inputs[1]), _shape(graph, op.outputs[0])
-        if op.inputs[1] not in graph.params:
-            return Unsupported("the second operand is not a constant weight matrix")
-        if a is None or b is None or out is None or len(b) != 2:
-            return Unsupported("expected a 2-D constant weight matrix")
-        if op.op_type == "Gemm":
-            if op.attrs.get("transA", 0) or float(op.attrs.get("alpha", 1.0)) != 1.0:
-                return Unsupported("Gemm with transA or alpha != 1")
-            if len(op.inputs) > 2 and op.inputs[2] and (
-                op.inputs[2] not in graph.params or float(op.attrs.get("beta", 1.0)) != 1.0
-            ):
-                return Unsupported("Gemm bias must be constant with beta = 1")
-            k, n = (b[1], b[0]) if op.attrs.get("transB", 0) else b
-        else:
-            k, n = b
-        if a[-1] != k:
-            return Unsupported("operand shapes do not agree")
-        rows = math.prod(a[:-1])
-        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
-        return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
-                        weights=k * n, macs=rows * n * k, shape=shape)
-
-
-    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
-        c = config
-        vectors = inputs[0].reshape(rows, c["K"])
-        out = [reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"], zy=c["ZY"],
-                               lo=c["LO"], hi=c["HI"]) for v in vectors]
-        return np.stack(out).reshape(-1) if rows > 1 else out[0]
-
-
-class Pool(Kernel):
-    """Max and average pooling over a 2-D window (``global_`` pools the whole plane)."""
-
-    uses_dsp = False
-
-    def __init__(self, name: str, average: bool, global_: bool) -> None:
-        self.name, self.average, self.global_ = name, average, global_
-        self.template = "hls/ops/pool.j2"
-
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        x, out = _shape(graph, op.inputs[0]), _shape(graph, op.outputs[0])
-        if x is None or out is None or len(x) != 4:
-            return Unsupported("only 2-D pooling (4-D NCHW tensors) runs on a core")
-        if self.global_:
-            kh, kw = x[2], x[3]
-            window: dict[str, int] | Unsupported = {"H": x[2], "W": x[3], "SH": 1, "SW": 1, "PT": 0, "PL": 0,
-                                                    "PB": 0, "PR": 0, "HO": 1, "WO": 1}
-        else:
-            kh, kw = _ints(op.attrs.get("kernel_shape"), 2, 1)
-            if op.attrs.get("ceil_mode", 0) or any(d != 1 for d in _ints(op.attrs.get("dilations"), 2, 1)):
-                return Unsupported("ceil_mode and dilated pooling run on CPUs")
-            if len(op.outputs) > 1 and op.outputs[1]:
-                return Unsupported("MaxPool indices output")
-            window = _window(op, graph, x, out, (kh, kw))
-        if isinstance(window, Unsupported):
-            return window
-        padded = any(window[p] for p in ("PT", "PL", "PB", "PR"))
-        if self.average and padded and not op.attrs.get("count_include_pad", 0):
-            return Unsupported("average pooling over padding without count_include_pad")
-        shape = {**window, "C": x[1], "KH": kh, "KW": kw}
-        rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
-        return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
-                        stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
-
-
-    def cycles(self, g: Geometry, fold: Folding) -> int:
-        """Per sample: a whole-plane pool reads H*W*C/L beats, then writes C/L; a windowed one
-        streams rows through its line buffer (``sliding_cycles``), PE x MMV lanes a cycle."""
-        s = g.shape
-        lanes = fold.pe * fold.mmv
-        samples = g.pixels // (s["HO"] * s["WO"])
-        if is_whole_plane(s):
-            return samples * (s["H"] * s["W"] + 1) * s["C"] // lanes
-        steps = s["WO"] // fold.mmv * (s["C"] // fold.pe)
-        return samples * sliding_cycles(s, s["KH"], s["W"] * s["C"] // lanes, steps)
-
-    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
-        c = config
-        x = inputs[0].reshape(c["H"], c["W"], c["C"])
-        run = reference.avgpool if self.average else reference.maxpool
-        return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
-                   zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
-
-
-def is_whole_plane(shape: dict[str, int]) -> bool:
-    """A pool whose one window is the whole unpadded plane (kernels.h pools it as it streams in)."""
-    return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
-        shape[p] for p in ("PT", "PL", "PB", "PR"))
-
-
-def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -> int | None:
-    """How many values a broadcast constant repeats in stream order: 1 for one value, the channel
-    count for one value per channel (``[C, 1, 1]`` against NCHW, ``[C]`` against the last axis of
-    a tensor of rank 3 or less); None for any other broadcast."""
-    if constant is None:
-        return None
-    dims = list(constant)
-    while dims and dims[0] == 1:
-        dims.pop(0)
-    if math.prod(dims) == 1:
-        return 1
-    if len(out) == 4:
-        return out[1] if dims == [out[1], 1, 1] else None
-    return out[-1] if dims == [out[-1]] else None
-
-
-class Elementwise(Kernel):
-    """Add (two streams), requantize (ReLU, Clip) and channel concatenation."""
-
-    uses_dsp = False
-
-    def __init__(self, name: str, inputs: int | None) -> None:
-        self.name, self.inputs = name, inputs
-        self.template = f"hls/ops/{name}.j2"
-
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        acts = _activation_inputs(op, graph)
-        shapes = [_shape(graph, t) for t in acts]
-        out = _shape(graph, op.outputs[0])
-        if out is None or any(s is None for s in shapes) or not acts:
-            return Unsupported("unknown shapes")
-        consts = [t for t in op.inputs if t and t in graph.params] if self.name == "add" else []
-        if self.inputs is not None and len(acts) + len(consts) != self.inputs:
-            return Unsupported(f"expected {self.inputs} input(s) of which at most one constant, got {len(acts)} "
-                               f"activations and {len(consts)} constants")
-        if op.op_type == "Clip" and any(t and t not in graph.params for t in op.inputs[1:]):
-            return Unsupported("Clip bounds must be constant")
-        if self.name == "add" and any(s != out for s in shapes):
-            return Unsupported("Add with broadcasting")
-        period = per_channel_period(_shape(graph, consts[0]), out) if consts else 0
-        if period is None:
-            return Unsupported("Add of a constant that is not one value per channel (or one in all)")
-        if self.name == "concat":
-            axis = int(op.attrs.get("axis", 1)) % len(out)
-            if axis != 1 or len(out) not in (2, 4):
-                return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
-        channels = out[1] if len(out) >= 2 else out[0]
-        pixels = math.prod(out) // channels
-        if self.name == "concat":  # PE channels a cycle from each input in turn: PE divides each part
-            channels = math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
-        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
-                 "CONST_PERIOD": period}
-        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
-                        row=out[3] if len(out) == 4 else 1, shape=shape)
-
-
-    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
-        c = config
-        if self.name == "add":
-            other = inputs[1] if len(inputs) > 1 else np.tile(arrays["b"], c["SIZE"] // arrays["b"].size)
-            return reference.add(inputs[0], other.reshape(inputs[0].shape), za=c["ZA"], ma=c["MA"], zb=c["ZB"],
-                                 mb=c["MB"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
-        if self.name == "requant":
-            return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
-                                     hi=c["HI"])
-        pixels = c["PIXELS"]
-        xs = [x.reshape(pixels, -1) for x in inputs]
-        y = reference.concat([x.reshape(pixels, 1, -1) for x in xs], zxs=arrays["zero_points"].tolist(),
-                             ms=arrays["mult"].tolist(), ss=arrays["shift"].tolist(), zy=c["ZY"], lo=c["LO"],
-                             hi=c["HI"])
-        return y.reshape(-1)
-
-
-class Free(Kernel):
-    """Ops that cost nothing on a core: stream-order-preserving reshapes, Q/DQ and folded BN."""
-
-    free = True
-
-    def __init__(self, name: str) -> None:
-        self.name = name
-        self.template = ""
-
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        out = _shape(graph, op.outputs[0]) if op.outputs else None
-        if out is None:
-            return Unsupported("unknown output shape")
-        if self.name == "reshape":
-            x = _shape(graph, op.inputs[0])
-            if x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out)):
-                return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
-                                   "stream order (channels last)")
-        if self.name == "batchnorm" and not _fused_member(op, graph):
-            return Unsupported("a batch norm that is not folded into a convolution")
-        return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
-
-
-def _fused_member(op: Op, graph: OpGraph) -> bool:
-    from fpgaplace.model.passes.fuse import fused_head
-
-    head = fused_head(op.node) if op.node is not None else None
-    return head is not None and head in graph.ops and head != op.name
-
-
-KERNELS: dict[str, Kernel] = {
-    kernel.name: kernel
-    for kernel in (
-        Conv2d(),
-        Dense(),
-        Pool("maxpool", average=False, global_=False),
-        Pool("avgpool", average=True, global_=False),
-        Pool("globalavgpool", average=True, global_=True),
-        Elementwise("add", 2),
-        Elementwise("requant", 1),
-        Elementwise("concat", None),
-        Free("reshape"),
-        Free("quantize"),
-        Free("dequantize"),
-        Free("batchnorm"),
-    )
-}
-
-
-def kernel_for(op: Op) -> Kernel | None:
-    """The kernel the op registry names for ``op``'s type, if any."""
-    op_class = op_registry.lookup(op.op_type, op.domain)
-    name = op_class.kernel if op_class is not None else None
-    return KERNELS.get(name) if name else None
-
-
-def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
-    """The kernel and geometry of ``op`` on a core, or why no core can run it."""
-    kernel = kernel_for(op)
-    if kernel is None:
-        return Unsupported(f"no hardware kernel for {op.op_type}")
-    strings = any(graph.tensors[t].dtype == "object" for t in [*op.all_inputs(), *op.outputs] if t in graph.tensors)
-    if strings:
-        return Unsupported("string tensors")
-    geometry = kernel.geometry(op, graph)
-    if isinstance(geometry, Unsupported):
-        return geometry
-    if _is_qdq(graph) and kernel.name not in ("quantize", "dequantize"):
-        weights = [op.inputs[1]] if kernel.uses_dsp else []
-        constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
-        reason = qdq.unlowerable(op.op_type, _activation_inputs(op, graph), op.outputs, weights, graph.model,
-                                 constants)
-        if reason is not None:
-            return Unsupported(reason)
-    return kernel, geometry
-
-
-def _is_qdq(graph: OpGraph) -> bool:
-    return any(op.op_type == "QuantizeLinear" for op in graph.ops.values())
+def probe(kernel: Kernel, op_type: str, attrs: dict[str, Any], inputs: list[str], shapes: dict[str, tuple[int, ...]],
+          params: tuple[str, ...] = ()) -> Geometry:
+    """The geometry ``kernel`` gives a one-sample ``op_type`` op of ``inputs`` (output ``y``) with
+    ``shapes`` and constant ``params`` (so a unit test or bench costs an op from its config
+    members exactly as the placement does); a one-line error where the kernel rejects it."""
+    graph = SimpleNamespace(params=dict.fromkeys(params), model=None,
+                            tensors={name: TensorInfo(name, shape, "int8") for name, shape in shapes.items()})
+    geometry = kernel.geometry(Op(kernel.name, op_type, "", attrs, inputs, ["y"], 0), graph)  # type: ignore[arg-type]
+    if not isinstance(geometry, Geometry):
+        raise FpgaplaceError(f"rtl {kernel.name}: the op library rejects {shapes}: {geometry}")
+    return geometry

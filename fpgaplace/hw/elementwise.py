@@ -1,0 +1,168 @@
+"""Elementwise ops (ONNX Add, QLinearAdd; Relu, Clip and the requantizations a reshape or a
+QDQ pair leaves): lane kernels moving PE x MMV elements a cycle.
+
+Everything about the ops is here: geometry (an Add of a constant repeats it per channel or
+for all, ``per_channel_period``), foldings and cycles (the lane rules of ``fpgaplace.hw.kernel``),
+resources, the integer reference (``fpgaplace.hw.reference.add``/``requant``), the C++ config of
+``hls/ops/add.j2``/``requant.j2`` and the RTL values (``rtl/elementwise.v.j2``: ``requantize2`` of
+both inputs, or of one input and a ROM of the constant's offsets, or ``requantize`` of one, with
+constant multipliers as shift-and-add sums). The RTL values are O(SIZE) at most.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.kernel import (
+    Folding,
+    Geometry,
+    Kernel,
+    Rom,
+    RtlUnit,
+    Unsupported,
+    activation_inputs,
+    probe,
+    tensor_shape,
+)
+from fpgaplace.hw.rtl_values import (
+    PORT_OUT,
+    check_int8_members,
+    const_requant,
+    index_bits,
+    int_members,
+    pack_lanes,
+    signed_bits,
+    smallest_divisor,
+)
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.model.ir import Op, OpGraph
+
+
+class Elementwise(Kernel):
+    """Add (two streams, or one and a constant) and requantize (ReLU, Clip); the base of ``Concat``."""
+
+    uses_dsp = False
+
+    def __init__(self, name: str, inputs: int | None) -> None:
+        self.name, self.inputs = name, inputs
+        self.template = f"hls/ops/{name}.j2"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        acts = activation_inputs(op, graph)
+        shapes = [tensor_shape(graph, t) for t in acts]
+        out = tensor_shape(graph, op.outputs[0])
+        if out is None or any(s is None for s in shapes) or not acts:
+            return Unsupported("unknown shapes")
+        consts = [t for t in op.inputs if t and t in graph.params] if self.name == "add" else []
+        if self.inputs is not None and len(acts) + len(consts) != self.inputs:
+            return Unsupported(f"expected {self.inputs} input(s) of which at most one constant, got {len(acts)} "
+                               f"activations and {len(consts)} constants")
+        if op.op_type == "Clip" and any(t and t not in graph.params for t in op.inputs[1:]):
+            return Unsupported("Clip bounds must be constant")
+        if self.name == "add" and any(s != out for s in shapes):
+            return Unsupported("Add with broadcasting")
+        period = per_channel_period(tensor_shape(graph, consts[0]), out) if consts else 0
+        if period is None:
+            return Unsupported("Add of a constant that is not one value per channel (or one in all)")
+        if self.name == "concat":
+            axis = int(op.attrs.get("axis", 1)) % len(out)
+            if axis != 1 or len(out) not in (2, 4):
+                return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
+        channels = out[1] if len(out) >= 2 else out[0]
+        pixels = math.prod(out) // channels
+        if self.name == "concat":  # PE channels a cycle from each input in turn: PE divides each part
+            channels = math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
+        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
+                 "CONST_PERIOD": period}
+        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
+                        row=out[3] if len(out) == 4 else 1, shape=shape)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        if self.name == "add":
+            other = inputs[1] if len(inputs) > 1 else np.tile(arrays["b"], c["SIZE"] // arrays["b"].size)
+            return reference.add(inputs[0], other.reshape(inputs[0].shape), za=c["ZA"], ma=c["MA"], zb=c["ZB"],
+                                 mb=c["MB"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
+                                 hi=c["HI"])
+
+
+    # ---- RTL ----
+
+    def shape_geometry(self, shape: tuple[int, ...], constant: tuple[int, ...] | None = None) -> Geometry:
+        """The geometry of a one-sample Add (two inputs, or one and a ``constant`` of that shape)
+        or Relu of an NCHW ``shape``."""
+        names = ["a", "b"] if self.name == "add" else ["a"]
+        shapes = {name: shape for name in [*names, "y"]} | ({"b": constant} if constant else {})
+        return probe(self, "Add" if self.name == "add" else "Relu", {}, names, shapes, ("b",) if constant else ())
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """Add (``requantize2`` of both inputs, or of one input and a constant ``arrays["b"]`` that
+        repeats in stream order) or requantize, E elements a beat: the smallest divisor of SIZE
+        whose beats fit in the model's cycles."""
+        if self.name == "add" and int(config.get("CONST_PERIOD", 0)) and "b" not in arrays:
+            raise FpgaplaceError(f"rtl {top}: an Add of a constant needs the constant (arrays lack b)")
+        c = int_members(config)
+        size = c["SIZE"]
+        elems = smallest_divisor(size, lambda d: size // d <= model_cycles)
+        roms: dict[str, Rom] = {}
+        values: dict[str, Any] = {}
+        kind = self.name
+        if self.name == "add" and arrays and "b" in arrays:
+            check_int8_members(c, ("ZA", "ZB", "ZY"), self.name)
+            kind, values, offset_bits = "add_const", *_constant_offsets(c, np.asarray(arrays["b"]), elems, top, roms)
+            rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("c", offset_bits, 1)], c["S"], c["ZY"],
+                               c["LO"], c["HI"])
+            inputs = 1
+        elif self.name == "add":
+            check_int8_members(c, ("ZA", "ZB", "ZY"), self.name)
+            rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("b", 10, c["MB"])], c["S"], c["ZY"],
+                               c["LO"], c["HI"])
+            inputs = 2
+        else:
+            check_int8_members(c, ("ZX", "ZY"), self.name)
+            rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
+            inputs = 1
+        values = c | values | {"name": top, "kind": kind, "E": elems, "INPUTS": inputs, "rq": rq}
+        return RtlUnit("rtl/elementwise.v.j2", values, roms, tuple((f"s{i}_axis", elems, size) for i in range(inputs)),
+                       (PORT_OUT, elems, size))
+
+
+def _constant_offsets(c: dict[str, int], constant: np.ndarray, elems: int, top: str,
+                      roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
+    """The ROM of an Add of a constant: ``(b - ZB) * MB`` of element ``k`` of a beat's lane, for
+    the lcm(E, period) / E beat phases (the constant repeats every ``period`` elements); its
+    template values and the offsets' bit width."""
+    period = constant.size
+    if period < 1 or c["SIZE"] % period:
+        raise FpgaplaceError(f"rtl {top}: the constant's {period} values do not repeat evenly in SIZE={c['SIZE']}")
+    words = math.lcm(elems, period) // elems
+    offsets = (constant.astype(np.int64).reshape(-1) - c["ZB"]) * c["MB"]
+    bits = signed_bits(int(np.abs(offsets).max()) if offsets.size else 0)
+    lanes = [[int(offsets[(t * elems + j) % period]) for j in range(elems)] for t in range(words)]
+    roms[f"{top}_offsets.mem"] = Rom([pack_lanes(word, bits) for word in lanes], bits * elems)
+    return {"PERIOD": period, "WORDS": words, "WORD_BITS": index_bits(words), "OFF_W": bits,
+            "offsets_file": f"{top}_offsets.mem"}, bits
+
+
+def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -> int | None:
+    """How many values a broadcast constant repeats in stream order: 1 for one value, the channel
+    count for one value per channel (``[C, 1, 1]`` against NCHW, ``[C]`` against the last axis of
+    a tensor of rank 3 or less); None for any other broadcast."""
+    if constant is None:
+        return None
+    dims = list(constant)
+    while dims and dims[0] == 1:
+        dims.pop(0)
+    if math.prod(dims) == 1:
+        return 1
+    if len(out) == 4:
+        return out[1] if dims == [out[1], 1, 1] else None
+    return out[-1] if dims == [out[-1]] else None
