@@ -24,10 +24,11 @@ from fpgaplace import __version__, hw
 from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
-from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.flow.refine import planned_compute_us, refine, say
+from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.model.quantize import check_qdq
 from fpgaplace.project.record import DESIGN_FILE, DESIGN_FORMAT, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError

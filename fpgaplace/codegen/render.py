@@ -19,9 +19,10 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from fpgaplace.codegen.lower import CoreDesign, Layer, numel, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
 from fpgaplace.hw import KERNELS
 from fpgaplace.hw.kernel import divisors
+from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"

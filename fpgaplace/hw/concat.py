@@ -10,16 +10,21 @@ configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.kernel import Folding, Geometry, RtlUnit, probe
+from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op
 
 IDENTITY = quantize_multiplier(1.0)  # the rescale of a chain's partial result, already at the output scale
 
@@ -43,6 +48,18 @@ class Concat(Elementwise):
                              hi=c["HI"])
         return y.reshape(-1)
 
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        xs = [ctx.source(op, t) for t in op.inputs if t]
+        out = ctx.sink(op)
+        y = out.tensor
+        lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
+        mult, shift = multipliers(np.array([x.scale / y.scale for x in xs]), f"op '{op.name}'")
+        config = {"PIXELS": shape["PIXELS"] // ctx.batch(), "ZY": y.zero_point, "LO": lo, "HI": hi}
+        arrays = {"channels": np.array(shape["CHANNELS"], dtype=np.int64), "zero_points":
+                  np.array([x.zero_point for x in xs], dtype=np.int64), "mult": mult.astype(np.int64),
+                  "shift": shift.astype(np.int64)}
+        return Layer(op.name, "concat", [x.name for x in xs], y.name, config, arrays)
     # ---- HLS ----
 
     def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:

@@ -34,11 +34,13 @@ from fpgaplace.hw.kernel import (
     tensor_shape,
     window_members,
 )
+from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, index_bits, per_channel_arrays, requant_channels
 from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
 
@@ -144,6 +146,24 @@ class Conv2d(WindowKernel):
                                 pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
                                 groups=c["GROUPS"])
 
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        weight = ctx.index.weight(op.inputs[1])
+        if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != 0):
+            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output channel")
+        w = np.transpose(weight.values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
+        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["COUT"])
+        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+        config = {k: shape[k] for k in ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
+                                        "DH", "DW", "GROUPS", "HO", "WO")}
+        config.update(ZX=x.zero_point, ZY=out.tensor.zero_point, LO=lo, HI=hi)
+        return Layer(op.name, "conv2d", [x.name], out.tensor.name, config, arrays)
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        c = config
+        return c["HO"] * c["WO"] * c["COUT"] * c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
 
     # ---- HLS ----
 

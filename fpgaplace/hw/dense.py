@@ -30,10 +30,12 @@ from fpgaplace.hw.kernel import (
     requantize_units,
     tensor_shape,
 )
+from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
 DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")
@@ -73,6 +75,22 @@ class Dense(Kernel):
                                lo=c["LO"], hi=c["HI"]) for v in vectors]
         return np.stack(out).reshape(-1) if rows > 1 else out[0]
 
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        weight = ctx.index.weight(op.inputs[1])
+        n_axis = 0 if shape["TRANSB"] else 1
+        if weight.scale.size not in (1, shape["N"]) or (weight.scale.size > 1 and weight.axis != n_axis):
+            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output column")
+        w = weight.values if shape["TRANSB"] else weight.values.T  # -> [N, K]
+        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["N"])
+        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+        config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, "ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
+        return Layer(op.name, "dense", [x.name], out.tensor.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        return rows * config["N"] * config["K"]
 
     # ---- HLS ----
 

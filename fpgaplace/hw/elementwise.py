@@ -28,6 +28,9 @@ from fpgaplace.hw.kernel import (
     probe,
     tensor_shape,
 )
+from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.qdq import check_scale
+from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import (
     PORT_OUT,
     check_int8_members,
@@ -41,6 +44,7 @@ from fpgaplace.hw.rtl_values import (
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
 
@@ -92,6 +96,38 @@ class Elementwise(Kernel):
         return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
                                  hi=c["HI"])
 
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members (and an Add's constant) from the QDQ graph
+        (``fpgaplace.hw.lowering``)."""
+        return self._lower_add(ctx, op, shape) if self.name == "add" else self._lower_requant(ctx, op, shape)
+
+    def _lower_add(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        constant = next((t for t in op.inputs if t and t in ctx.graph.params), None)
+        a = ctx.source(op, next(t for t in op.inputs if t and t != constant))
+        values = None
+        if constant is None:
+            b = ctx.source(op, next(t for t in op.inputs[1:] if t and t != a.name and t != op.inputs[0]))
+        else:
+            values, b = ctx.index.constant_int8(constant)
+            check_scale(b.scale, f"op '{op.name}': constant '{constant}'")
+        out = ctx.sink(op)
+        y = out.tensor
+        ra, rb = a.scale / y.scale, b.scale / y.scale
+        _, s = quantize_multiplier(max(ra, rb))
+        lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
+        config = {"SIZE": shape["SIZE"] // ctx.batch(), "ZA": a.zero_point, "MA": round(ra * 2**s),
+                  "ZB": b.zero_point, "MB": round(rb * 2**s), "S": s, "ZY": y.zero_point, "LO": lo, "HI": hi}
+        if values is None:
+            return Layer(op.name, "add", [a.name, b.name], y.name, config)
+        period = shape["CONST_PERIOD"]
+        arrays = {"b": np.broadcast_to(values.reshape(-1), (period,)).astype(np.int8).copy()}
+        return Layer(op.name, "add", [a.name], y.name, config, arrays)
+
+    def _lower_requant(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        x = ctx.source(op, op.inputs[0])
+        size = shape["SIZE"] // ctx.batch()
+        return ctx.rescale(op, x, ctx.sink(op), "requant", {"SIZE": size})
 
     # ---- RTL ----
 

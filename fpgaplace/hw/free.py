@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from fpgaplace.hw.kernel import Geometry, Kernel, Unsupported, tensor_shape
 
 if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
 
@@ -36,6 +37,12 @@ class Free(Kernel):
         if self.name == "batchnorm" and not _fused_member(op, graph):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
+
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
+        """None (absorbed into its neighbours), or for a reshape an alias (output int8 tensor,
+        input int8 tensor) or a requantization where its two scales differ."""
+        return ctx.reshape(op) if self.name == "reshape" else None
 
 
 def _fused_member(op: Op, graph: OpGraph) -> bool:

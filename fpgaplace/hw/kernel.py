@@ -67,6 +67,7 @@ from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
+    from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import OpGraph
 
 # LUT/FF coefficients (estimates): per MAC lane of a dot-product stage, per lane of a lane
@@ -366,7 +367,17 @@ class Kernel:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
         raise NotImplementedError(f"{self.name} has no integer reference")
 
-    # ---- what the templates need (``fpgaplace.codegen`` renders them) ----
+    # ---- the integer layer, and what the templates need (``fpgaplace.codegen`` renders them) ----
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
+        """The integer layer of ``op`` (config members and arrays) from its QDQ graph, an alias
+        (output int8 tensor, input int8 tensor), or None when the op is absorbed."""
+        raise NotImplementedError(f"{self.name} has no lowering")
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        """MACs of one sample of a lowered layer (0 but for dot products)."""
+        return 0
+
 
     def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
         """Elements per beat of each of the stage's ``inputs`` streams and of its output: a lane

@@ -30,6 +30,7 @@ from fpgaplace.hw.kernel import (
     tensor_shape,
     window_members,
 )
+from fpgaplace.hw.lowering import Layer, multipliers
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -43,6 +44,7 @@ from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
 
@@ -99,6 +101,18 @@ class Pool(WindowKernel):
         return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
                    zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        window = shape["KH"] * shape["KW"] if self.average else 1
+        layer = ctx.rescale(op, x, out, "avgpool" if self.average else "maxpool",
+                            {k: shape[k] for k in ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
+                                                   "HO", "WO")})
+        if self.average:
+            (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
+            layer.config.update(M=int(m), S=int(s))
+        return layer
 
     # ---- HLS ----
 
