@@ -16,10 +16,11 @@ from fpgaplace import Design
 from fpgaplace.board.model import load_board
 from fpgaplace.cli.app import app
 from fpgaplace.codegen import rtl
-from fpgaplace.codegen.rtl_project import load_arrays, render_core
+from fpgaplace.codegen.rtl_project import render_core
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.registry import window_geometry
 from fpgaplace.model import zoo as models
+from fpgaplace.project.arrays import load_layer_arrays as load_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load_design
 from fpgaplace.sim import yosys

@@ -26,6 +26,7 @@ from fpgaplace.codegen import rtl
 from fpgaplace.codegen.render import TEMPLATE_PACKAGE, environment
 from fpgaplace.hw import Folding
 from fpgaplace.hw.rtl_values import index_bits
+from fpgaplace.project.arrays import load_layer_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -103,15 +104,6 @@ def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> 
 
 def layer_folding(layer: dict[str, Any]) -> Folding:
     return Folding(int(layer["pe"]), int(layer["simd"]), int(layer["mmv"]), bool(layer.get("uram", False)))
-
-
-def load_arrays(project: Path, record: dict[str, Any]) -> list[dict[str, np.ndarray]]:
-    """Each layer's arrays of a core (``cores/<core>/layers.npz``, keys ``<i>.<name>``)."""
-    path = project / record["folder"] / "layers.npz"
-    if not path.is_file():
-        raise FpgaplaceError(f"{path}: missing; expected the core's layer arrays (compile writes them)")
-    with np.load(path) as stored:
-        return [{key: stored[f"{i}.{key}"] for key in layer["arrays"]} for i, layer in enumerate(record["layers"])]
 
 
 def render_layers(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
@@ -216,7 +208,7 @@ def write_rtl_project(document: dict, folder: Path) -> None:
         name = cell_name(record["name"])
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
         try:
-            core = render_core(record, load_arrays(folder, record), mpd)
+            core = render_core(record, load_layer_arrays(folder, record), mpd)
         except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
             (rtl_folder / "README.txt").write_text(f"No RTL for {record['name']}: {error}\n")

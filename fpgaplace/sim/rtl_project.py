@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.hw import KERNELS
+from fpgaplace.project.arrays import load_layer_arrays
 from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import load_design
 from fpgaplace.sim.rtl import run_cocotb, stream_phases
@@ -55,15 +56,6 @@ class RtlResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
-
-
-def layer_arrays(project: Path, record: dict[str, Any]) -> list[dict[str, np.ndarray]]:
-    """Each layer's arrays of a core (``cores/<core>/layers.npz``, keys ``<i>.<name>``)."""
-    path = project / record["folder"] / "layers.npz"
-    if not path.is_file():
-        raise FpgaplaceError(f"{path}: missing; expected the core's layer arrays (compile writes them)")
-    with np.load(path) as stored:
-        return [{key: stored[f"{i}.{key}"] for key in layer["arrays"]} for i, layer in enumerate(record["layers"])]
 
 
 def core_reference(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
@@ -107,7 +99,7 @@ def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: 
     port, and the steady cycles per sample after ``warmup`` samples. ``simulator``: ``icarus``
     or ``verilator`` (``fpgaplace.sim.rtl.simulator``; default ``$FPGAPLACE_RTL_SIMULATOR`` or Icarus)."""
     started = time.perf_counter()
-    arrays = layer_arrays(project, record)
+    arrays = load_layer_arrays(project, record)
     top, sources, compiled = core_files(project, record, folder)
     inputs = random_samples(record, samples, seed)
     per_port = [np.stack([sample[k] for sample in inputs]) for k in range(len(record["inputs"]))]
