@@ -9,6 +9,8 @@ pixels per cycle), every question asked about its op:
   ``fill_factor``: how much longer it runs for refilling a buffer it cannot overlap;
 * ``resources(geometry, folding, core, resident)``: DSP, BRAM36, URAM, LUT, FF;
 * ``ideal_cycles(geometry, core)``: what it costs the placement (its share of the core's budget);
+* ``lower(context, op, shape)``: its integer layer (config members, int8/int32 arrays) from the
+  QDQ graph (``fpgaplace.hw.lowering``), and ``config_macs`` of that layer;
 * ``reference(config, arrays, inputs)``: its bit-exact integer output (``fpgaplace.hw.reference``);
 * ``template``, ``hls_config``, ``stream_widths``, ``output_size``: its C++ template
   (``hls_templates/hls/ops``) and the values it is rendered with;
@@ -21,7 +23,8 @@ imports code generation or simulation. The modules: ``conv`` (Conv2d), ``dense``
 (reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
 share), ``rtl_values`` (shared pieces of RTL values), ``kernel`` (the base and the shared cost
 rules), ``registry`` (``KERNELS`` by name, ``plan_op``), ``folding`` (a core's folding),
-``quant``/``qdq``/``reference`` (integer semantics, QDQ reading, the numpy reference).
+``lowering`` (the QDQ reading the kernels' ``lower`` share, ``Layer``), ``quant``/``qdq``/
+``reference`` (integer semantics, QDQ reading, the numpy reference).
 
 Adding a kernel:
 

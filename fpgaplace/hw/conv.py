@@ -146,7 +146,6 @@ class Conv2d(WindowKernel):
                                 pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
                                 groups=c["GROUPS"])
 
-
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
         x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)

@@ -75,7 +75,6 @@ class Dense(Kernel):
                                lo=c["LO"], hi=c["HI"]) for v in vectors]
         return np.stack(out).reshape(-1) if rows > 1 else out[0]
 
-
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
         x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)

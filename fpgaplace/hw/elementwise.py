@@ -96,7 +96,6 @@ class Elementwise(Kernel):
         return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
                                  hi=c["HI"])
 
-
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members (and an Add's constant) from the QDQ graph
         (``fpgaplace.hw.lowering``)."""

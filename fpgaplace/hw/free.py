@@ -38,7 +38,6 @@ class Free(Kernel):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
 
-
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
         """None (absorbed into its neighbours), or for a reshape an alias (output int8 tensor,
         input int8 tensor) or a requantization where its two scales differ."""

@@ -378,7 +378,6 @@ class Kernel:
         """MACs of one sample of a lowered layer (0 but for dot products)."""
         return 0
 
-
     def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
         """Elements per beat of each of the stage's ``inputs`` streams and of its output: a lane
         stage moves PE x MMV lanes in and out."""

@@ -41,6 +41,8 @@ class Layer:
 
 
 def bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple[int, int]:
+    """The int8 output range [LO, HI] the fused ``activations`` (Relu, Clip, ...) leave at the
+    output's ``scale`` and ``zero_point``."""
     lo, hi = -128, 127
     for node in activations:
         attrs = {a.name: a.f for a in node.attribute if a.name in ("min", "max")}
@@ -53,6 +55,8 @@ def bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple
 
 
 def multipliers(real: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-point (multiplier, shift) of each real rescaling factor (``quantize_multiplier``);
+    a one-line error naming ``where`` for a factor that cannot be requantized."""
     pairs = []
     for value in np.asarray(real, dtype=np.float64).reshape(-1):
         try:
@@ -70,6 +74,7 @@ class LayerContext:
         self.index = qdq_index(graph.model)
 
     def source(self, op: Op, tensor: str) -> QTensor:
+        """The int8 tensor an input of ``op`` reads (a one-line error where there is none)."""
         q = self.index.int_source(tensor)
         if q is None:
             raise FpgaplaceError(f"op '{op.name}': input '{tensor}' is not an int8 tensor of the QDQ model")
@@ -77,6 +82,7 @@ class LayerContext:
         return q
 
     def sink(self, op: Op):
+        """The int8 QuantizeLinear ``op``'s output reaches, with the activations on the way."""
         out = self.index.int_sink(op.outputs[0])
         if out is None:
             raise FpgaplaceError(f"op '{op.name}': output '{op.outputs[0]}' does not reach one int8 QuantizeLinear")
@@ -84,6 +90,8 @@ class LayerContext:
         return out
 
     def reshape(self, op: Op) -> Layer | tuple[str, str] | None:
+        """A stream-order-preserving reshape: nothing (a pass-through), an alias (output int8
+        tensor, input int8 tensor), or a requantization where its two scales differ."""
         out = self.index.int_sink(op.outputs[0])
         if out is None:
             return None  # a pass-through: its readers see through it
@@ -93,17 +101,21 @@ class LayerContext:
         return self.rescale(op, x, out, "requant", {"SIZE": self.graph.tensors[op.outputs[0]].numel})
 
     def rescale(self, op: Op, x: QTensor, out, kernel: str, config: dict) -> Layer:
+        """A one-input layer of ``kernel`` requantizing ``x`` to ``out`` (``sx / sy``) with ``config``."""
         y = out.tensor
         lo, hi = bounds(self.index, (*([op.node] if op.op_type in ("Relu", "Clip") else []), *out.activations),
-                         y.scale, y.zero_point)
+                        y.scale, y.zero_point)
         (m,), (s,) = multipliers(np.array([x.scale / y.scale]), f"op '{op.name}'")
         return Layer(op.name, kernel, [x.name], y.name,
                      {**config, "ZX": x.zero_point, "M": int(m), "S": int(s), "ZY": y.zero_point, "LO": lo, "HI": hi})
 
     def batch(self) -> int:
+        """Samples per run of the graph (``graph_batch``)."""
         return graph_batch(self.graph)
 
     def dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
+        """A dot product's arrays: int8 weights, int32 bias at the accumulator's scale
+        ``sx * sw[c]``, and per output channel the multiplier and shift of ``sx * sw[c] / sy``."""
         y = out.tensor
         scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
         if np.any(~np.isfinite(scales)) or np.any(scales <= 0):

@@ -101,7 +101,6 @@ class Pool(WindowKernel):
         return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
                    zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
-
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
         x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
