@@ -1,8 +1,8 @@
 """Channel concatenation (ONNX Concat on axis 1, QLinearConcat): PE channels a cycle from each
 input in turn, each requantized to the output scale by its own constant multiplier.
 
-Everything about the op is here: geometry (``Elementwise.geometry``; PE divides every input's
-channels), foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
+Everything about the op is here: geometry (``Elementwise.geometry``: axis 1 only; PE divides
+every input's channels), foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.concat``), the C++
 configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
 ``hls_part_configs``) and the RTL values (``rtl/concat.v.j2``). O(inputs).
@@ -10,13 +10,14 @@ configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
-from fpgaplace.hw.kernel import Folding, Geometry, RtlUnit, probe
+from fpgaplace.hw.kernel import Folding, Geometry, RtlUnit, Unsupported, probe
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
@@ -32,8 +33,17 @@ IDENTITY = quantize_multiplier(1.0)  # the rescale of a chain's partial result, 
 class Concat(Elementwise):
     """Channel concatenation of any number of inputs."""
 
-    def __init__(self) -> None:
-        super().__init__("concat", None)
+    name, template, inputs = "concat", "hls/ops/concat.j2", None
+
+    def check(self, op: Op, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> Unsupported | None:
+        axis = int(op.attrs.get("axis", 1)) % len(out)
+        if axis != 1 or len(out) not in (2, 4):
+            return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
+        return None
+
+    def stage_channels(self, shapes: list[tuple[int, ...]], channels: int) -> int:
+        """PE channels a cycle from each input in turn: PE divides each part."""
+        return math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
 
     def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
         """One pixel a cycle: a beat of PE channels comes from one input."""

@@ -49,13 +49,23 @@ if TYPE_CHECKING:
 
 
 class Elementwise(Kernel):
-    """Add (two streams, or one and a constant) and requantize (ReLU, Clip); the base of ``Concat``."""
+    """A lane kernel over whole streams: the base of ``Add``, ``Requant`` and ``Concat``
+    (``inputs``: the operands it takes, None for any number)."""
 
     uses_dsp = False
+    inputs: int | None = None
 
-    def __init__(self, name: str, inputs: int | None) -> None:
-        self.name, self.inputs = name, inputs
-        self.template = f"hls/ops/{name}.j2"
+    def constants(self, op: Op, graph: OpGraph) -> list[str]:
+        """The constant operands it streams itself (none but an Add's)."""
+        return []
+
+    def check(self, op: Op, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> Unsupported | None:
+        """Why it cannot run ``op`` with these input and output shapes, if it cannot."""
+        return None
+
+    def stage_channels(self, shapes: list[tuple[int, ...]], channels: int) -> int:
+        """The channels PE folds (the output's ``channels``)."""
+        return channels
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
         acts = activation_inputs(op, graph)
@@ -63,45 +73,65 @@ class Elementwise(Kernel):
         out = tensor_shape(graph, op.outputs[0])
         if out is None or any(s is None for s in shapes) or not acts:
             return Unsupported("unknown shapes")
-        consts = [t for t in op.inputs if t and t in graph.params] if self.name == "add" else []
+        consts = self.constants(op, graph)
         if self.inputs is not None and len(acts) + len(consts) != self.inputs:
             return Unsupported(f"expected {self.inputs} input(s) of which at most one constant, got {len(acts)} "
                                f"activations and {len(consts)} constants")
         if op.op_type == "Clip" and any(t and t not in graph.params for t in op.inputs[1:]):
             return Unsupported("Clip bounds must be constant")
-        if self.name == "add" and any(s != out for s in shapes):
-            return Unsupported("Add with broadcasting")
+        reason = self.check(op, shapes, out)  # type: ignore[arg-type]
+        if reason is not None:
+            return reason
         period = per_channel_period(tensor_shape(graph, consts[0]), out) if consts else 0
         if period is None:
             return Unsupported("Add of a constant that is not one value per channel (or one in all)")
-        if self.name == "concat":
-            axis = int(op.attrs.get("axis", 1)) % len(out)
-            if axis != 1 or len(out) not in (2, 4):
-                return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
         channels = out[1] if len(out) >= 2 else out[0]
         pixels = math.prod(out) // channels
-        if self.name == "concat":  # PE channels a cycle from each input in turn: PE divides each part
-            channels = math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
+        channels = self.stage_channels(shapes, channels)  # type: ignore[arg-type]
         shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
                  "CONST_PERIOD": period}
         return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
                         row=out[3] if len(out) == 4 else 1, shape=shape)
 
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """``rtl/elementwise.v.j2``, E elements a beat: the smallest divisor of SIZE whose beats
+        fit in the model's cycles; the kernel's ``rtl_kind`` gives its requantizer and inputs."""
+        c = int_members(config)
+        size = c["SIZE"]
+        elems = smallest_divisor(size, lambda d: size // d <= model_cycles)
+        roms: dict[str, Rom] = {}
+        kind, values, rq, inputs = self.rtl_kind(c, arrays, elems, top, roms)
+        values = c | values | {"name": top, "kind": kind, "E": elems, "INPUTS": inputs, "rq": rq}
+        return RtlUnit("rtl/elementwise.v.j2", values, roms, tuple((f"s{i}_axis", elems, size) for i in range(inputs)),
+                       (PORT_OUT, elems, size))
+
+    def rtl_kind(self, c: dict[str, int], arrays: dict[str, Any], elems: int, top: str,
+                 roms: dict[str, Rom]) -> tuple[str, dict[str, Any], dict[str, Any], int]:
+        """(template kind, extra values, requantizer values, input streams) of the RTL unit."""
+        raise NotImplementedError
+
+
+class Add(Elementwise):
+    """Add of two streams, or of one and a constant that repeats per channel or for all."""
+
+    name, template, inputs = "add", "hls/ops/add.j2", 2
+
+    def constants(self, op: Op, graph: OpGraph) -> list[str]:
+        return [t for t in op.inputs if t and t in graph.params]
+
+    def check(self, op: Op, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> Unsupported | None:
+        return Unsupported("Add with broadcasting") if any(s != out for s in shapes) else None
+
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        if self.name == "add":
-            other = inputs[1] if len(inputs) > 1 else np.tile(arrays["b"], c["SIZE"] // arrays["b"].size)
-            return reference.add(inputs[0], other.reshape(inputs[0].shape), za=c["ZA"], ma=c["MA"], zb=c["ZB"],
-                                 mb=c["MB"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
-        return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
-                                 hi=c["HI"])
+        other = inputs[1] if len(inputs) > 1 else np.tile(arrays["b"], c["SIZE"] // arrays["b"].size)
+        return reference.add(inputs[0], other.reshape(inputs[0].shape), za=c["ZA"], ma=c["MA"], zb=c["ZB"],
+                             mb=c["MB"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
-        """The layer of ``op``: its config members (and an Add's constant) from the QDQ graph
-        (``fpgaplace.hw.lowering``)."""
-        return self._lower_add(ctx, op, shape) if self.name == "add" else self._lower_requant(ctx, op, shape)
-
-    def _lower_add(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members (and its constant) from the QDQ graph
+        (``fpgaplace.hw.lowering``); one shift shared by ``sa / sy`` and ``sb / sy``."""
         constant = next((t for t in op.inputs if t and t in ctx.graph.params), None)
         a = ctx.source(op, next(t for t in op.inputs if t and t != constant))
         values = None
@@ -123,51 +153,58 @@ class Elementwise(Kernel):
         arrays = {"b": np.broadcast_to(values.reshape(-1), (period,)).astype(np.int8).copy()}
         return Layer(op.name, "add", [a.name], y.name, config, arrays)
 
-    def _lower_requant(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+    def shape_geometry(self, shape: tuple[int, ...], constant: tuple[int, ...] | None = None) -> Geometry:
+        """The geometry of a one-sample Add of two NCHW ``shape`` inputs, or of one and a
+        ``constant`` of that shape."""
+        shapes = {"a": shape, "b": shape, "y": shape} | ({"b": constant} if constant else {})
+        return probe(self, "Add", {}, ["a", "b"], shapes, ("b",) if constant else ())
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        if int(config.get("CONST_PERIOD", 0)) and "b" not in arrays:
+            raise FpgaplaceError(f"rtl {top}: an Add of a constant needs the constant (arrays lack b)")
+        return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+
+    def rtl_kind(self, c: dict[str, int], arrays: dict[str, Any], elems: int, top: str,
+                 roms: dict[str, Rom]) -> tuple[str, dict[str, Any], dict[str, Any], int]:
+        """``requantize2`` of both inputs, or of one input and a ROM of the constant's offsets."""
+        check_int8_members(c, ("ZA", "ZB", "ZY"), self.name)
+        if arrays and "b" in arrays:
+            values, offset_bits = _constant_offsets(c, np.asarray(arrays["b"]), elems, top, roms)
+            rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("c", offset_bits, 1)], c["S"], c["ZY"],
+                               c["LO"], c["HI"])
+            return "add_const", values, rq, 1
+        rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("b", 10, c["MB"])], c["S"], c["ZY"], c["LO"],
+                           c["HI"])
+        return "add", {}, rq, 2
+
+
+class Requant(Elementwise):
+    """Requantization of one stream (ReLU, Clip, and a reshape or QDQ pair between two scales)."""
+
+    name, template, inputs = "requant", "hls/ops/requant.j2", 1
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        return reference.requant(inputs[0].reshape(-1), zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"],
+                                 hi=c["HI"])
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: ``sx / sy`` and the activation's bounds (``fpgaplace.hw.lowering``)."""
         x = ctx.source(op, op.inputs[0])
         size = shape["SIZE"] // ctx.batch()
         return ctx.rescale(op, x, ctx.sink(op), "requant", {"SIZE": size})
 
-    # ---- RTL ----
-
     def shape_geometry(self, shape: tuple[int, ...], constant: tuple[int, ...] | None = None) -> Geometry:
-        """The geometry of a one-sample Add (two inputs, or one and a ``constant`` of that shape)
-        or Relu of an NCHW ``shape``."""
-        names = ["a", "b"] if self.name == "add" else ["a"]
-        shapes = {name: shape for name in [*names, "y"]} | ({"b": constant} if constant else {})
-        return probe(self, "Add" if self.name == "add" else "Relu", {}, names, shapes, ("b",) if constant else ())
+        """The geometry of a one-sample Relu of an NCHW ``shape``."""
+        return probe(self, "Relu", {}, ["a"], {"a": shape, "y": shape})
 
-    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
-        """Add (``requantize2`` of both inputs, or of one input and a constant ``arrays["b"]`` that
-        repeats in stream order) or requantize, E elements a beat: the smallest divisor of SIZE
-        whose beats fit in the model's cycles."""
-        if self.name == "add" and int(config.get("CONST_PERIOD", 0)) and "b" not in arrays:
-            raise FpgaplaceError(f"rtl {top}: an Add of a constant needs the constant (arrays lack b)")
-        c = int_members(config)
-        size = c["SIZE"]
-        elems = smallest_divisor(size, lambda d: size // d <= model_cycles)
-        roms: dict[str, Rom] = {}
-        values: dict[str, Any] = {}
-        kind = self.name
-        if self.name == "add" and arrays and "b" in arrays:
-            check_int8_members(c, ("ZA", "ZB", "ZY"), self.name)
-            kind, values, offset_bits = "add_const", *_constant_offsets(c, np.asarray(arrays["b"]), elems, top, roms)
-            rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("c", offset_bits, 1)], c["S"], c["ZY"],
-                               c["LO"], c["HI"])
-            inputs = 1
-        elif self.name == "add":
-            check_int8_members(c, ("ZA", "ZB", "ZY"), self.name)
-            rq = const_requant(f"{top}_requantize", [("a", 10, c["MA"]), ("b", 10, c["MB"])], c["S"], c["ZY"],
-                               c["LO"], c["HI"])
-            inputs = 2
-        else:
-            check_int8_members(c, ("ZX", "ZY"), self.name)
-            rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
-            inputs = 1
-        values = c | values | {"name": top, "kind": kind, "E": elems, "INPUTS": inputs, "rq": rq}
-        return RtlUnit("rtl/elementwise.v.j2", values, roms, tuple((f"s{i}_axis", elems, size) for i in range(inputs)),
-                       (PORT_OUT, elems, size))
+    def rtl_kind(self, c: dict[str, int], arrays: dict[str, Any], elems: int, top: str,
+                 roms: dict[str, Rom]) -> tuple[str, dict[str, Any], dict[str, Any], int]:
+        """``requantize`` of one input."""
+        check_int8_members(c, ("ZX", "ZY"), self.name)
+        return "requant", {}, const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"],
+                                            c["HI"]), 1
 
 
 def _constant_offsets(c: dict[str, int], constant: np.ndarray, elems: int, top: str,

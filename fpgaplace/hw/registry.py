@@ -16,7 +16,7 @@ from fpgaplace.hw import qdq
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense
-from fpgaplace.hw.elementwise import Elementwise
+from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.kernel import Geometry, Kernel, Unsupported, activation_inputs
 from fpgaplace.hw.pool import Pool
@@ -33,8 +33,8 @@ KERNELS: dict[str, Kernel] = {
         Pool("maxpool", average=False, global_=False),
         Pool("avgpool", average=True, global_=False),
         Pool("globalavgpool", average=True, global_=True),
-        Elementwise("add", 2),
-        Elementwise("requant", 1),
+        Add(),
+        Requant(),
         Concat(),
         Free("reshape"),
         Free("quantize"),
