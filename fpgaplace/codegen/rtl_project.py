@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.codegen import rtl
-from fpgaplace.codegen.render import TEMPLATE_PACKAGE, environment
+from fpgaplace.codegen.render import environment
 from fpgaplace.hw import Folding
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_layer_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.util.errors import FpgaplaceError
 
-RUNNER_SCRIPT = ("rtl", "run_rtl.py")  # under the shipped templates; copied into sim/
+TESTBENCH_PACKAGE, RUNNER_SCRIPT = "fpgaplace.testbenches", "run_rtl.py"  # the repository's sim/; copied into sim/
 PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers
 
 
@@ -218,5 +218,5 @@ def write_rtl_project(document: dict, folder: Path) -> None:
         job = core_job(core, random_samples(record, 1, 0), int(record["interval_cycles"]), 3)
         (sim_folder / "job.json").write_text(json.dumps(job))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
-    (folder / SIM_DIR / "run_rtl.py").write_text(files(TEMPLATE_PACKAGE).joinpath(*RUNNER_SCRIPT).read_text())
+    (folder / SIM_DIR / "run_rtl.py").write_text(files(TESTBENCH_PACKAGE).joinpath(RUNNER_SCRIPT).read_text())
 

@@ -5,8 +5,9 @@ minutes over.
 
 ``simulate_stream(op, vectors, expected, folder, model_cycles)`` runs a rendered unit (an
 ``OpModule`` of ``fpgaplace.codegen.rtl``, or any object with its ``module``, ``inputs`` and
-``output``) under the stream testbench (``fpgaplace.sim.rtl_stream_tb``): once with random input
-gaps and output backpressure, once back to back, comparing every output with ``expected`` and
+``output``) under the stream testbench (``fpgaplace.testbenches.rtl_stream_tb``, the
+repository's ``sim/``): once with random input gaps and output backpressure, once back to
+back, comparing every output with ``expected`` and
 measuring the steady-state cycles per vector beside the op library's ``model_cycles``. The
 Verilog is rendered by ``fpgaplace.codegen``; nothing here renders any.
 
@@ -25,7 +26,7 @@ import numpy as np
 
 from fpgaplace.util.errors import FpgaplaceError
 
-STREAM_TESTBENCH = "fpgaplace.sim.rtl_stream_tb"
+STREAM_TESTBENCH = "fpgaplace.testbenches.rtl_stream_tb"
 JOB_ENV = "FPGAPLACE_RTL_JOB"
 
 
