@@ -24,8 +24,8 @@ from pathlib import Path
 import onnx
 
 from fpgaplace import Design, load_board
+from fpgaplace.hw import cycles_to_us, plan_op
 from fpgaplace.hw.folding import Stage, least_interval
-from fpgaplace.hw.kernels import cycles_to_us, plan_op
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.util.errors import FpgaplaceError

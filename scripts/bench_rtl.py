@@ -30,8 +30,11 @@ from rtl_cases import (  # noqa: E402
 from test_rtl_ops import CONCATS, CONVS, POOLS  # noqa: E402
 
 from fpgaplace.board.load import load_board
-from fpgaplace.hw.kernels import KERNELS, Folding, Geometry  # noqa: E402
-from fpgaplace.sim import rtl, yosys  # noqa: E402
+from fpgaplace.codegen import rtl  # noqa: E402
+from fpgaplace.hw import KERNELS, Folding, Geometry  # noqa: E402
+from fpgaplace.hw.registry import concat_geometry, dense_geometry, elementwise_geometry, window_geometry  # noqa: E402
+from fpgaplace.sim import yosys  # noqa: E402
+from fpgaplace.sim.rtl import simulate_stream  # noqa: E402
 
 ELEMENTWISE = [("add", (8, 8, 8), Folding(2, 1, 1)), ("add", (4, 6, 6), Folding(4, 1, 3)),
                ("requant", (8, 6, 6), Folding(8, 1, 2))]
@@ -43,19 +46,19 @@ def op_cases() -> list[tuple[str, str, tuple, Geometry]]:
     cases = []
     for name, (*shape, folding, dilation) in CONVS.items():
         case = conv_case(*shape, folding, seed=1, dilation=dilation)
-        cases.append((f"conv {name} {shape[:4]}", "conv2d", case, rtl.window_geometry("conv2d", case[0])))
+        cases.append((f"conv {name} {shape[:4]}", "conv2d", case, window_geometry("conv2d", case[0])))
     for name, (kernel, (h, w, c, k, stride, pad, folding)) in POOLS.items():
         case = pool_case(kernel, h, w, c, k, stride, pad, folding, seed=1)
-        cases.append((f"{name} {(h, w, c)}", kernel, case, rtl.window_geometry(kernel, case[0])))
+        cases.append((f"{name} {(h, w, c)}", kernel, case, window_geometry(kernel, case[0])))
     for kernel, shape, folding in ELEMENTWISE:
         cases.append((f"{kernel} {shape}", kernel, elementwise_case(kernel, shape, folding, seed=1),
-                      rtl.elementwise_geometry(kernel, (1, *shape))))
+                      elementwise_geometry(kernel, (1, *shape))))
     for shape, per_channel, folding in CONSTANT_ADDS:
         cases.append((f"add of a constant {shape}", "add", constant_add_case(shape, per_channel, folding, seed=1),
-                      rtl.elementwise_geometry("add", (1, *shape), (shape[0], 1, 1) if per_channel else (1,))))
+                      elementwise_geometry("add", (1, *shape), (shape[0], 1, 1) if per_channel else (1,))))
     for name, (pixels, channels, folding) in CONCATS.items():
         cases.append((f"concat {name} {channels}", "concat", concat_case(pixels, channels, folding, seed=1),
-                      rtl.concat_geometry(pixels, channels)))
+                      concat_geometry(pixels, channels)))
     return cases
 
 
@@ -69,7 +72,7 @@ def cycles_table() -> list[dict]:
                              for v in range(len(inputs[0]))])
         started = time.perf_counter()
         with tempfile.TemporaryDirectory() as folder:
-            result = rtl.simulate_stream(op, inputs, expected, Path(folder), model, config, steady_vectors=4)
+            result = simulate_stream(op, inputs, expected, Path(folder), model, config, steady_vectors=4)
         rows.append({"op": label, "folding": f"PE={folding.pe} SIMD={folding.simd} MMV={folding.mmv}",
                      "model": model, "measured": result.steady.cycles_per_vector,
                      "error": round(result.cycle_error, 4), "bit_exact": result.bit_exact,
@@ -84,19 +87,19 @@ def yosys_table() -> list[dict]:
     for board, family in (("zcu104", "xcup"), ("pynq-z2", "xc7")):
         core = load_board(board).cores[0]
         conv = conv_case(4, 4, 2, 2, 3, 1, 1, 1, Folding(2, 3, 2), seed=1)
-        small = [("conv2d", conv, rtl.window_geometry("conv2d", conv[0])),
-                 ("dense", dense_case(32, 8, Folding(2, 8, 1), seed=1), rtl.dense_geometry(32, 8))]
+        small = [("conv2d", conv, window_geometry("conv2d", conv[0])),
+                 ("dense", dense_case(32, 8, Folding(2, 8, 1), seed=1), dense_geometry(32, 8))]
         if family == "xcup":
             for kernel in ("maxpool", "avgpool", "globalavgpool"):
                 case = pool_case(kernel, 4, 4, 2, 2, 2, 0, Folding(2, 1, 1), seed=1)
-                small.append((kernel, case, rtl.window_geometry(kernel, case[0])))
+                small.append((kernel, case, window_geometry(kernel, case[0])))
             for kernel in ("add", "requant"):
                 small.append((kernel, elementwise_case(kernel, (2, 4, 4), Folding(2, 1, 1), seed=1),
-                              rtl.elementwise_geometry(kernel, (1, 2, 4, 4))))
+                              elementwise_geometry(kernel, (1, 2, 4, 4))))
             small.append(("add of a constant", constant_add_case((2, 4, 4), True, Folding(2, 1, 1), seed=1),
-                          rtl.elementwise_geometry("add", (1, 2, 4, 4), (2, 1, 1))))
+                          elementwise_geometry("add", (1, 2, 4, 4), (2, 1, 1))))
             small.append(("concat", concat_case((4, 4), [2, 4], Folding(2, 1, 1), seed=1),
-                          rtl.concat_geometry((4, 4), [2, 4])))
+                          concat_geometry((4, 4), [2, 4])))
         for label, (config, arrays, _, folding), g in small:
             kernel = g.kernel
             op = rtl.render_op(kernel, config, arrays, folding, KERNELS[kernel].cycles(g, folding),
@@ -114,8 +117,8 @@ def yosys_table() -> list[dict]:
 
 def cnn_seconds() -> dict:
     from fpgaplace import Design
-    from fpgaplace.codegen.rtl_project import simulate_project_rtl
     from fpgaplace.model import zoo as models
+    from fpgaplace.sim.rtl_project import simulate_project_rtl
 
     with tempfile.TemporaryDirectory() as folder:
         design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)

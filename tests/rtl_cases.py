@@ -3,11 +3,19 @@ arrays as layers.npz holds them, scales calibrated so the outputs spread over th
 
 from __future__ import annotations
 
+from pathlib import Path
+from typing import Any
+
 import numpy as np
 
-from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import Folding
+from fpgaplace.codegen.rtl import OpModule, Port, render_dense
+from fpgaplace.hw import KERNELS, reference
+from fpgaplace.hw.dense import DENSE_MEMBERS
+from fpgaplace.hw.geometry import Folding
 from fpgaplace.hw.quant import quantize_multiplier
+from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT
+from fpgaplace.sim.rtl import StreamSimulation, simulate_stream
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def out_size(size: int, kernel: int, stride: int, before: int, after: int, dilation: int = 1) -> int:
@@ -112,3 +120,26 @@ def dense_case(k: int, n: int, folding: Folding, seed: int, samples: int = 3):
     arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
               "shift": np.array([s for _, s in pairs], dtype=np.int64)}
     return config, arrays, inputs, folding
+
+
+def dense_model_cycles(config: dict[str, Any]) -> int:
+    """Cycles per vector of the op library's model (``Dense.config_cycles``) for the folding."""
+    return KERNELS["dense"].config_cycles(config)  # type: ignore[attr-defined]
+
+
+def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.ndarray, folder: Path,
+                   seed: int = 0, gap: float = 0.3, backpressure: float = 0.3, warmup: int = 2,
+                   steady_vectors: int | None = None, macs_per_dsp: int = 1) -> StreamSimulation:
+    """Simulate the rendered dense unit on ``vectors [V, K]`` (int8) in ``folder`` (``simulate_stream``),
+    every output compared with ``fpgaplace.hw.reference.dense``."""
+    vectors = np.asarray(vectors)
+    if vectors.dtype != np.int8 or vectors.ndim != 2 or vectors.shape[1] != int(config["K"]):
+        raise FpgaplaceError(f"rtl dense: vectors must be int8 of shape (V, {config['K']}), got {vectors.shape}")
+    expected = np.stack([reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"],
+                                         zx=int(config["ZX"]), zy=int(config["ZY"]), lo=int(config["LO"]),
+                                         hi=int(config["HI"])) for v in vectors])
+    module = render_dense(config, arrays, macs_per_dsp=macs_per_dsp)
+    op = OpModule(module, (Port(PORT_IN, int(config["SIMD"]), int(config["K"])),),
+                  Port(PORT_OUT, int(config["PE"]), int(config["N"])))
+    return simulate_stream(op, [vectors], expected, folder, dense_model_cycles(config),
+                           {m: int(config[m]) for m in DENSE_MEMBERS}, seed, gap, backpressure, warmup, steady_vectors)

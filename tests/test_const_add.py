@@ -10,7 +10,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import plan_op
-from fpgaplace.hw.kernels import per_channel_period
+from fpgaplace.hw.elementwise import per_channel_period
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.sim.csim import run_csim
 

@@ -10,7 +10,7 @@ import pytest
 
 from fpgaplace.board.load import load_board
 from fpgaplace.hw.folding import streamed_cycles
-from fpgaplace.hw.kernels import cycles_to_us
+from fpgaplace.hw.kernel import cycles_to_us
 from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.zoo import cnn_residual, light_model_path, mlp
 from fpgaplace.place.cost import (

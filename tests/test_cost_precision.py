@@ -1,6 +1,6 @@
 """Sub-8-bit costing: the cost model reads each tensor's bit width (a QONNX quantizer's quant_bits,
 else the precision asked for) for on-chip weight bytes, transfer bytes and the MACs a DSP takes,
-the figures the op library (fpgaplace.hw.kernels) gives at those widths."""
+the figures the op library (fpgaplace.hw) gives at those widths."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ import real_models
 
 from fpgaplace import hw
 from fpgaplace.board.load import load_board
-from fpgaplace.hw.kernels import macs_per_dsp
+from fpgaplace.hw.kernel import macs_per_dsp
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.place.cost import (
     PRECISION_BITS,

@@ -12,6 +12,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from fpgaplace.hw import plan_op
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.bind import FixedBatchError
 from fpgaplace.model.frontend.build import FPGA_OPS, dot_product_macs
@@ -158,9 +159,10 @@ def test_einsum_and_contrib_attention_macs():
         "Attention", [b, s, h], {"w": weight(h, 3 * h), "bias": weight(3 * h)}, domain="com.microsoft", num_heads=heads
     )
     model.graph.output[0].CopyFrom(helper.make_tensor_value_info("y", TensorProto.FLOAT, [b, s, h]))
-    op = only_op(from_model(model))
+    graph = from_model(model)
+    op = only_op(graph)
     assert op.macs == b * s * h * 3 * h + 2 * b * s * s * h + 3 * b * heads * s * s
-    assert not op.fpga_supported  # the op library has no attention kernel: it runs on CPUs
+    assert not plan_op(op, graph)  # the op library has no attention kernel: it runs on CPUs
 
 
 def test_quantized_conv_variants_count_as_conv():
@@ -228,10 +230,8 @@ def test_light_model_loads_and_op_counts_match(name):
     folded = collections.Counter(node.op_type for node in graph._source.constant_nodes)
     assert ours + folded == onnx_counts
     assert ours["Conv"] == onnx_counts["Conv"] > 0  # compute ops are never folded away
-    from fpgaplace.hw import plan_op
-
-    assert all(op.fpga_supported for op in graph.ops.values() if op.op_type == "Conv")
-    assert all(op.fpga_supported == bool(plan_op(op, graph)) for op in graph.ops.values())
+    assert all(op.fpga_supported and plan_op(op, graph) for op in graph.ops.values() if op.op_type == "Conv")
+    assert all(op.fpga_supported for op in graph.ops.values() if plan_op(op, graph))  # a core runs only FPGA classes
     assert graph.inputs and all(graph.tensors[t].shape == (1, 3, 224, 224) for t in graph.inputs)
     onnx.checker.check_model(graph.to_onnx())
 
@@ -454,7 +454,7 @@ def test_topk_and_control_flow_go_to_cpu():
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
     g = from_model(model)
-    assert not g.ops["abs"].fpga_supported  # no int8 kernel for Abs in the op library
+    assert not plan_op(g.ops["abs"], g)  # no int8 kernel for Abs in the op library
     assert not g.ops["branch"].fpga_supported and not g.ops["topk"].fpga_supported
     assert g.ops["branch"].implicit_inputs == ["h"]
     assert g.graph.edges["abs", "branch"]["tensors"] == ["h"]  # the If body reads h

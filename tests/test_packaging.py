@@ -31,6 +31,8 @@ def test_wheel_carries_boards_and_templates(tmp_path):
     assert {f"fpgaplace/hls_templates/{t}" for t in templates} <= names
     modules = {p.relative_to(ROOT).as_posix() for p in (ROOT / "fpgaplace").rglob("*.py")}
     assert len(modules) > 50 and modules <= names, sorted(modules - names)  # every package of the tree ships
+    testbenches = {f"fpgaplace/testbenches/{p.name}" for p in (ROOT / "sim").glob("*.py")}
+    assert {"fpgaplace/testbenches/rtl_stream_tb.py", "fpgaplace/testbenches/run_rtl.py"} <= testbenches <= names
 
 
 def test_what_the_commands_run_is_in_the_default_install():

@@ -15,15 +15,15 @@ from typer.testing import CliRunner
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
-from fpgaplace.codegen.rtl_project import (
-    load_arrays,
-    render_core,
-)
-from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.codegen import rtl
+from fpgaplace.codegen.rtl_project import render_core
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.registry import window_geometry
 from fpgaplace.model import zoo as models
+from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR
-from fpgaplace.project.record import load_design
-from fpgaplace.sim import rtl, yosys
+from fpgaplace.project.record import load, load_design
+from fpgaplace.sim import yosys
 
 
 @pytest.fixture(scope="module")
@@ -36,10 +36,10 @@ def cnn_project(tmp_path_factory) -> Path:
 
 
 def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):
-    document = load_design(cnn_project)
     kernels = set()
-    for record in document["cores"]:
-        core = render_core(record, load_arrays(cnn_project, record), macs_per_dsp=2)
+    for typed in load(cnn_project).cores:
+        record = typed.to_json()
+        core = render_core(record, load_arrays(cnn_project, typed), macs_per_dsp=2)
         sources = core.module.write(tmp_path / record["name"])
         run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *map(str, sources)],
                              capture_output=True, text=True, check=False)
@@ -90,7 +90,7 @@ def test_yosys_conv_dsps_are_the_estimate(tmp_path, board, family):
     config, arrays, _, _ = conv_case(4, 4, 2, 2, 3, 1, 1, 1, folding, seed=1)
     op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
-    estimate = KERNELS["conv2d"].resources(rtl.window_geometry("conv2d", config), folding, core)
+    estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
 
 

@@ -10,12 +10,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rtl_cases import dense_case, simulate_dense
+from rtl_cases import dense_model_cycles as model_cycles
 
 from fpgaplace.board.load import load_board
-from fpgaplace.hw import reference
-from fpgaplace.hw.kernels import KERNELS, Folding
-from fpgaplace.hw.quant import quantize_multiplier
-from fpgaplace.sim.rtl import dense_geometry, model_cycles, render_dense, simulate_dense
+from fpgaplace.codegen.rtl import render_dense
+from fpgaplace.hw import KERNELS, Folding, reference
+from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10
@@ -23,19 +24,10 @@ CYCLE_TOLERANCE = 0.10
 
 def random_dense(k: int, n: int, pe: int, simd: int, seed: int, vectors: int = 4):
     """A dense op with random int8 weights, int32 bias, per-channel scales that spread the outputs
-    over the int8 range, random zero points and a ReLU-like lower bound; ``vectors`` inputs."""
-    rng = np.random.default_rng(seed)
-    w = rng.integers(-128, 128, (n, k), dtype=np.int8)
-    bias = rng.integers(-2**14, 2**14, n).astype(np.int32)
-    zx, zy = int(rng.integers(-128, 128)), int(rng.integers(-30, 30))
-    inputs = rng.integers(-128, 128, (vectors, k), dtype=np.int8)
-    # scales calibrated on the inputs: the largest |acc| of a channel maps to about 100 LSB
-    largest = np.abs(np.stack([reference.dense_accumulate(x, w, bias, zx=zx) for x in inputs])).max(axis=0)
-    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.5, 1.5, n) * 100 / (largest + 1)]
-    config = {"K": k, "N": n, "ZX": zx, "ZY": zy, "LO": max(-128, zy - 60), "HI": 120, "PE": pe, "SIMD": simd}
-    arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
-              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
-    return config, arrays, inputs
+    over the int8 range, random zero points and a ReLU-like lower bound; ``vectors`` inputs
+    (``rtl_cases.dense_case`` with the folding's PE and SIMD in the config)."""
+    config, arrays, inputs, _ = dense_case(k, n, Folding(pe=pe, simd=simd), seed, samples=vectors)
+    return config | {"PE": pe, "SIMD": simd}, arrays, inputs
 
 
 def expected_outputs(config, arrays, vectors) -> np.ndarray:

@@ -12,16 +12,11 @@ import numpy as np
 import pytest
 from rtl_cases import concat_case, constant_add_case, conv_case, elementwise_case, pool_case
 
-from fpgaplace.hw.kernels import KERNELS, Folding
-from fpgaplace.sim.rtl import (
-    concat_geometry,
-    csd_terms,
-    elementwise_geometry,
-    library,
-    render_op,
-    simulate_stream,
-    window_geometry,
-)
+from fpgaplace.codegen.rtl import library, render_op
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.registry import concat_geometry, elementwise_geometry, window_geometry
+from fpgaplace.hw.rtl_values import csd_terms
+from fpgaplace.sim.rtl import simulate_stream
 from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10
@@ -197,11 +192,12 @@ def test_unsupported_layers_are_one_line_errors():
 
 
 def test_weight_rom_text_in_numpy_equals_the_word_by_word_packing():
-    from fpgaplace.sim.rtl import _byte_lanes_hex, _hex_words, _pack
+    from fpgaplace.codegen.rtl import byte_lanes_hex, hex_words
+    from fpgaplace.hw.rtl_values import pack_lanes
 
     for shape in ((40, 18), (1, 1), (3, 5)):
         rows = np.random.default_rng(7).integers(-128, 128, size=shape, dtype=np.int8)
-        assert _byte_lanes_hex(rows) == _hex_words([_pack(row, 8) for row in rows], 8 * shape[1])
+        assert byte_lanes_hex(rows) == hex_words([pack_lanes(row, 8) for row in rows], 8 * shape[1])
 
 
 @pytest.mark.slow

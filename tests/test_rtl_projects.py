@@ -12,8 +12,8 @@ from onnx import helper
 from test_const_add import _model as const_add_model
 from test_const_add import _tensor as const_add_tensor
 
-from fpgaplace.codegen.rtl_project import simulate_project_rtl
 from fpgaplace.flow.design import Design
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 
 CYCLE_TOLERANCE = 0.10
 

@@ -12,10 +12,12 @@ from rtl_cases import dense_case
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
-from fpgaplace.hw.kernels import KERNELS, Folding
+from fpgaplace.codegen import rtl
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.model import zoo as models
 from fpgaplace.project.record import load_design
-from fpgaplace.sim import rtl, yosys
+from fpgaplace.sim import yosys
 
 PROJECTS = {  # name: (model, board); small enough for yosys under a minute or two each
     "mlp-pynq-z2": (lambda: models.mlp(batch=1), "pynq-z2"),
@@ -62,7 +64,7 @@ def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, 
     op = rtl.render_op("dense", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
                            dsp_only=True)
-    estimate = KERNELS["dense"].resources(rtl.dense_geometry(k, 2), folding, core)
+    estimate = KERNELS["dense"].resources(dense_geometry(k, 2), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
     macs = 2 // core.macs_per_dsp  # two channels, SIMD 1: paired on a DSP48E2
     a_port = 27 if core.macs_per_dsp == 2 else 25

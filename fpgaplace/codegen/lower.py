@@ -7,10 +7,9 @@ turns the tensors around it into those int8 tensors and back. QuantizeLinear and
 DequantizeLinear nodes on the core disappear into the layers; a reshape that keeps the stream
 order is an alias (or a requantization where its two scales differ).
 
-Each layer's multipliers follow the real rescaling factor of its op (``fpgaplace.hw.quant``):
-conv/dense ``sx * sw[c] / sy`` per output channel, pools ``sx / (sy * window)``, add one shift
-shared by ``sa / sy`` and ``sb / sy``, requantize and concat ``sx / sy`` per input. O(ops +
-weights) per core.
+Each op's layer is made by its kernel (``Kernel.lower``, with the QDQ reading of
+``fpgaplace.hw.lowering``); this module orders them, folds the core and finds its boundary
+tensors. O(ops + weights) per core.
 """
 
 from __future__ import annotations
@@ -18,35 +17,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
-import numpy as np
-
 from fpgaplace.board.model import FpgaCore, Link
-from fpgaplace.hw import Folding, Geometry, Resources, plan_op
+from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
-from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
-from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
+from fpgaplace.hw.lowering import Layer, LayerContext
+from fpgaplace.hw.qdq import QdqIndex
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
-
-IDENTITY = quantize_multiplier(1.0)
-
-
-@dataclass
-class Layer:
-    """One dataflow stage of a core, ready to render and to run in the integer reference."""
-
-    op: str
-    kernel: str
-    inputs: list[str]  # int8 tensor names
-    output: str
-    config: dict[str, int]
-    arrays: dict[str, np.ndarray] = field(default_factory=dict)
-    folding: Folding = Folding()
-    cycles: int = 0
-    resources: Resources = Resources()
-    resident: bool = True
-    rows: int = 1  # dense: vectors per sample
-    geometry: Geometry | None = None  # the op in its kernel's terms (set with the folding)
 
 
 @dataclass
@@ -78,182 +55,13 @@ class CoreDesign:
     aliases: dict[str, str] = field(default_factory=dict)  # int8 tensor -> the layer output it equals
 
 
-def _bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple[int, int]:
-    lo, hi = -128, 127
-    for node in activations:
-        attrs = {a.name: a.f for a in node.attribute if a.name in ("min", "max")}
-        if node.op_type == "Clip" and len(node.input) > 1:
-            attrs = {key: float(v.reshape(-1)[0]) for key, t in zip(("min", "max"), node.input[1:3], strict=False)
-                     if t and (v := index.constant(t)) is not None}
-        a, b = activation_bounds(node.op_type, attrs, scale, zero_point)
-        lo, hi = max(lo, a), min(hi, b)
-    return lo, hi
-
-
-def _multipliers(real: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
-    pairs = []
-    for value in np.asarray(real, dtype=np.float64).reshape(-1):
-        try:
-            pairs.append(quantize_multiplier(float(value)))
-        except ValueError as error:
-            raise FpgaplaceError(f"{where}: rescale factor {value:.3g} cannot be requantized ({error})") from None
-    return np.array([p[0] for p in pairs], dtype=np.int32), np.array([p[1] for p in pairs], dtype=np.int8)
-
-
-class _Lowering:
-    """Lowers the ops of one graph; one instance per design."""
-
-    def __init__(self, graph: OpGraph) -> None:
-        self.graph = graph
-        self.index = qdq_index(graph.model)
-
-    def source(self, op: Op, tensor: str) -> QTensor:
-        q = self.index.int_source(tensor)
-        if q is None:
-            raise FpgaplaceError(f"op '{op.name}': input '{tensor}' is not an int8 tensor of the QDQ model")
-        check_scale(q.scale, f"op '{op.name}': input '{tensor}'")
-        return q
-
-    def sink(self, op: Op):
-        out = self.index.int_sink(op.outputs[0])
-        if out is None:
-            raise FpgaplaceError(f"op '{op.name}': output '{op.outputs[0]}' does not reach one int8 QuantizeLinear")
-        check_scale(out.tensor.scale, f"op '{op.name}': output '{op.outputs[0]}'")
-        return out
-
-    def lower(self, op: Op) -> Layer | tuple[str, str] | None:
-        """A layer, an alias (output int8 tensor, input int8 tensor) or None (absorbed)."""
-        planned = plan_op(op, self.graph)
-        if not planned:
-            raise FpgaplaceError(f"op '{op.name}' ({op.op_type}) cannot run on an FPGA core: {planned.reason}")
-        kernel, geometry = planned
-        if kernel.name in ("quantize", "dequantize", "batchnorm"):
-            return None
-        if kernel.name == "reshape":
-            return self._reshape(op)
-        layer = getattr(self, f"_{kernel.name}")(op, geometry.shape)
-        layer.kernel = layer.kernel or kernel.name
-        return layer
-
-    def _reshape(self, op: Op) -> Layer | tuple[str, str] | None:
-        out = self.index.int_sink(op.outputs[0])
-        if out is None:
-            return None  # a pass-through: its readers see through it
-        x = self.source(op, op.inputs[0])
-        if (x.scale, x.zero_point) == (out.tensor.scale, out.tensor.zero_point) and not out.activations:
-            return (out.tensor.name, x.name)
-        return self._rescale(op, x, out, "requant", {"SIZE": self.graph.tensors[op.outputs[0]].numel})
-
-    def _rescale(self, op: Op, x: QTensor, out, kernel: str, config: dict) -> Layer:
-        y = out.tensor
-        lo, hi = _bounds(self.index, (*([op.node] if op.op_type in ("Relu", "Clip") else []), *out.activations),
-                         y.scale, y.zero_point)
-        (m,), (s,) = _multipliers(np.array([x.scale / y.scale]), f"op '{op.name}'")
-        return Layer(op.name, kernel, [x.name], y.name,
-                     {**config, "ZX": x.zero_point, "M": int(m), "S": int(s), "ZY": y.zero_point, "LO": lo, "HI": hi})
-
-    def _requant(self, op: Op, shape: dict) -> Layer:
-        x = self.source(op, op.inputs[0])
-        size = shape["SIZE"] // self._batch()
-        return self._rescale(op, x, self.sink(op), "requant", {"SIZE": size})
-
-    def _batch(self) -> int:
-        return graph_batch(self.graph)
-
-    def _dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
-        y = out.tensor
-        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
-        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
-            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
-        bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
-        bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
-        acc_scale = x.scale * scales
-        mult, shift = _multipliers(acc_scale / y.scale, f"op '{op.name}'")
-        return {
-            "w": w.astype(np.int8),
-            "bias": np.clip(np.rint(bias / acc_scale), -(2**31), 2**31 - 1).astype(np.int32),
-            "mult": mult,
-            "shift": shift,
-        }
-
-    def _conv2d(self, op: Op, shape: dict) -> Layer:
-        x, out = self.source(op, op.inputs[0]), self.sink(op)
-        weight = self.index.weight(op.inputs[1])
-        if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != 0):
-            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output channel")
-        w = np.transpose(weight.values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
-        arrays = self._dot_arrays(op, x, out, w, weight.scale, shape["COUT"])
-        lo, hi = _bounds(self.index, out.activations, out.tensor.scale, out.tensor.zero_point)
-        config = {k: shape[k] for k in ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
-                                        "DH", "DW", "GROUPS", "HO", "WO")}
-        config.update(ZX=x.zero_point, ZY=out.tensor.zero_point, LO=lo, HI=hi)
-        return Layer(op.name, "conv2d", [x.name], out.tensor.name, config, arrays)
-
-    def _dense(self, op: Op, shape: dict) -> Layer:
-        x, out = self.source(op, op.inputs[0]), self.sink(op)
-        weight = self.index.weight(op.inputs[1])
-        n_axis = 0 if shape["TRANSB"] else 1
-        if weight.scale.size not in (1, shape["N"]) or (weight.scale.size > 1 and weight.axis != n_axis):
-            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output column")
-        w = weight.values if shape["TRANSB"] else weight.values.T  # -> [N, K]
-        arrays = self._dot_arrays(op, x, out, w, weight.scale, shape["N"])
-        lo, hi = _bounds(self.index, out.activations, out.tensor.scale, out.tensor.zero_point)
-        config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, "ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
-        return Layer(op.name, "dense", [x.name], out.tensor.name, config, arrays, rows=shape["ROWS"] // self._batch())
-
-    def _pool(self, op: Op, shape: dict, average: bool) -> Layer:
-        x, out = self.source(op, op.inputs[0]), self.sink(op)
-        window = shape["KH"] * shape["KW"] if average else 1
-        layer = self._rescale(op, x, out, "avgpool" if average else "maxpool",
-                              {k: shape[k] for k in ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
-                                                     "HO", "WO")})
-        if average:
-            (m,), (s,) = _multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
-            layer.config.update(M=int(m), S=int(s))
-        return layer
-
-    def _maxpool(self, op: Op, shape: dict) -> Layer:
-        return self._pool(op, shape, average=False)
-
-    def _avgpool(self, op: Op, shape: dict) -> Layer:
-        return self._pool(op, shape, average=True)
-
-    def _globalavgpool(self, op: Op, shape: dict) -> Layer:
-        return self._pool(op, shape, average=True)
-
-    def _add(self, op: Op, shape: dict) -> Layer:
-        constant = next((t for t in op.inputs if t and t in self.graph.params), None)
-        a = self.source(op, next(t for t in op.inputs if t and t != constant))
-        values = None
-        if constant is None:
-            b = self.source(op, next(t for t in op.inputs[1:] if t and t != a.name and t != op.inputs[0]))
-        else:
-            values, b = self.index.constant_int8(constant)
-            check_scale(b.scale, f"op '{op.name}': constant '{constant}'")
-        out = self.sink(op)
-        y = out.tensor
-        ra, rb = a.scale / y.scale, b.scale / y.scale
-        _, s = quantize_multiplier(max(ra, rb))
-        lo, hi = _bounds(self.index, out.activations, y.scale, y.zero_point)
-        config = {"SIZE": shape["SIZE"] // self._batch(), "ZA": a.zero_point, "MA": round(ra * 2**s),
-                  "ZB": b.zero_point, "MB": round(rb * 2**s), "S": s, "ZY": y.zero_point, "LO": lo, "HI": hi}
-        if values is None:
-            return Layer(op.name, "add", [a.name, b.name], y.name, config)
-        period = shape["CONST_PERIOD"]
-        arrays = {"b": np.broadcast_to(values.reshape(-1), (period,)).astype(np.int8).copy()}
-        return Layer(op.name, "add", [a.name], y.name, config, arrays)
-
-    def _concat(self, op: Op, shape: dict) -> Layer:
-        xs = [self.source(op, t) for t in op.inputs if t]
-        out = self.sink(op)
-        y = out.tensor
-        lo, hi = _bounds(self.index, out.activations, y.scale, y.zero_point)
-        mult, shift = _multipliers(np.array([x.scale / y.scale for x in xs]), f"op '{op.name}'")
-        config = {"PIXELS": shape["PIXELS"] // self._batch(), "ZY": y.zero_point, "LO": lo, "HI": hi}
-        arrays = {"channels": np.array(shape["CHANNELS"], dtype=np.int64), "zero_points":
-                  np.array([x.zero_point for x in xs], dtype=np.int64), "mult": mult.astype(np.int64),
-                  "shift": shift.astype(np.int64)}
-        return Layer(op.name, "concat", [x.name for x in xs], y.name, config, arrays)
+def _lower(ctx: LayerContext, op: Op) -> Layer | tuple[str, str] | None:
+    """A layer, an alias (output int8 tensor, input int8 tensor) or None (absorbed): the kernel's ``lower``."""
+    planned = plan_op(op, ctx.graph)
+    if not planned:
+        raise FpgaplaceError(f"op '{op.name}' ({op.op_type}) cannot run on an FPGA core: {planned.reason}")
+    kernel, geometry = planned
+    return kernel.lower(ctx, op, geometry.shape)
 
 
 def _views(index: QdqIndex, q: str) -> list[str]:
@@ -273,23 +81,16 @@ def _node_ops(index: QdqIndex, graph: OpGraph, tensor: str) -> list[str]:
     return [op for node in index.consumers.get(tensor, []) if (op := graph.producer(node.output[0])) in graph.ops]
 
 
-def graph_batch(graph: OpGraph) -> int:
-    """Samples per run of the model: axis 0 of its first input. A core runs once per sample."""
-    first = graph.inputs[0] if graph.inputs else None
-    info = graph.tensors.get(first) if first else None
-    return info.shape[0] if info is not None and info.shape and info.shape[0] > 0 else 1
-
-
 def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, placed: dict[str, str],
                resident: set[str], dram: Link, batch: int) -> CoreDesign | None:
     """Lower and fold the ops ``placed`` on the core called ``name`` (see the module docstring);
     None when none of them computes anything (the core is left empty, its ops run on the host)."""
-    lowering = _Lowering(graph)
+    lowering = LayerContext(graph)
     index = lowering.index
     layers: list[Layer] = []
     alias: dict[str, str] = {}
     for op_name in op_names:
-        result = lowering.lower(graph.ops[op_name])
+        result = _lower(lowering, graph.ops[op_name])
         if isinstance(result, tuple):
             alias[result[0]] = alias.get(result[1], result[1])
         elif result is not None:
@@ -358,12 +159,7 @@ def _read_elsewhere(index: QdqIndex, graph: OpGraph, q: str, placed: dict[str, s
 
 
 def layer_macs(layer: Layer) -> int:
-    c = layer.config
-    if layer.kernel == "conv2d":
-        return c["HO"] * c["WO"] * c["COUT"] * c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
-    if layer.kernel == "dense":
-        return layer.rows * c["N"] * c["K"]
-    return 0
+    return KERNELS[layer.kernel].config_macs(layer.config, layer.rows)
 
 
 def per_sample_shape(tensor: CoreTensor, batch: int) -> tuple[int, ...]:

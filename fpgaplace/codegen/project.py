@@ -26,9 +26,10 @@ from fpgaplace import __version__, hw
 from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
-from fpgaplace.codegen.lower import CoreDesign, graph_batch, layer_macs, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
+from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.model.ir import OpGraph
 from fpgaplace.project import layout, record
 from fpgaplace.project.manifest import Manifest
@@ -125,7 +126,7 @@ def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], 
         # The later stages' files, each from design.json and the folder written so far.
         write_build_scripts(written, tmp)  # vivado/ or vitis/, Makefile
         write_host_driver(written, tmp)  # host/: the PYNQ driver
-        write_rtl_project(document, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
+        write_rtl_project(written, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
         check_project_dir(out_dir)
         if out_dir.exists():
             shutil.rmtree(out_dir)
@@ -154,7 +155,7 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
         outputs=[_tensor(t, c.batch, p) for t, p in zip(c.outputs, plan.outputs, strict=True)],
         stages=[_stage(step, c.layers) for step in plan.steps], aliases=c.aliases,
         streamed_weight_bytes=plan.streamed, resources=c.folding.resources.to_json(),
-        budget=hw.kernels.core_budget(core).to_json(), compute_interval_cycles=c.folding.compute_interval,
+        budget=hw.geometry.core_budget(core).to_json(), compute_interval_cycles=c.folding.compute_interval,
         dram_cycles=c.folding.dram_cycles, binding=c.folding.binding(), interval_cycles=interval,
         interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us)
 

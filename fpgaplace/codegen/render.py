@@ -19,13 +19,14 @@ from pathlib import Path
 import jinja2
 import numpy as np
 
-from fpgaplace.codegen.lower import IDENTITY, CoreDesign, Layer, numel, per_sample_shape
-from fpgaplace.hw.kernels import KERNELS, divisors
+from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
+from fpgaplace.hw import KERNELS
+from fpgaplace.hw.kernel import divisors
+from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
 from fpgaplace.project.layout import WEIGHTS_FILE
 
 TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
-POOL_KERNELS = ("maxpool", "avgpool", "globalavgpool")
 MAX_PORT_WIDTH = 64  # int8 elements per beat at the core's boundary (a 512-bit AXI-Stream)
 
 
@@ -131,22 +132,9 @@ class _Streams:
 
 
 def layer_widths(layer: Layer) -> tuple[list[int], int]:
-    """Elements per beat of each input and of the output of a stage, from its folding: a dot
-    product reads SIMD (dense) or a line buffer's share (conv2d, ``conv_input_width``) and writes
-    PE x MMV; a lane stage moves PE x MMV lanes in and out."""
-    fold = layer.folding
-    lanes = fold.pe * fold.mmv
-    if layer.kernel == "conv2d":
-        return [conv_input_width(layer)], KERNELS["conv2d"].output_width(layer.geometry, fold)
-    if layer.kernel == "dense":
-        return [fold.simd], fold.pe
-    return [lanes] * len(layer.inputs), lanes
-
-
-def conv_input_width(layer: Layer) -> int:
-    """The conv's input beat, as the op library chose it with the folding."""
-    kernel = KERNELS["conv2d"]
-    return kernel.input_width(layer.geometry, layer.folding)
+    """Elements per beat of each input and of the output of a stage, from its folding (the
+    kernel's ``stream_widths``)."""
+    return KERNELS[layer.kernel].stream_widths(layer.geometry, layer.folding, len(layer.inputs))
 
 
 def port_width(size: int, preferred: int) -> int:
@@ -158,39 +146,21 @@ def port_width(size: int, preferred: int) -> int:
 
 
 def _layer_config(layer: Layer) -> dict[str, int]:
-    """The stage's config members: the layer's shape and quantization plus its folding."""
-    config = dict(layer.config)
-    fold = layer.folding
-    if layer.kernel == "conv2d":
-        config.update(PE=fold.pe, SIMD=fold.simd, MMV=fold.mmv, IW=conv_input_width(layer),
-                      OW=KERNELS["conv2d"].output_width(layer.geometry, fold))
-    elif layer.kernel == "dense":
-        config.update(PE=fold.pe, SIMD=fold.simd)
-    elif layer.kernel in POOL_KERNELS:
-        config.update(PE=fold.pe, MMV=fold.mmv)
-    else:
-        config.update(L=fold.pe * fold.mmv)
-    return config
+    """The stage's config members (the kernel's ``hls_config``)."""
+    return KERNELS[layer.kernel].hls_config(layer.config, layer.geometry, layer.folding)
 
 
 def _concat_steps(layer: Layer, index: int, ins: list[str], out: str, streams: _Streams) -> list[Step]:
-    """A concat of n inputs as n - 1 chained two-input concats; the chain's partial results are
-    already at the output scale (identity rescale)."""
-    a = layer.arrays
-    width = layer.folding.pe
+    """A concat of n inputs as n - 1 chained two-input concats (``Concat.hls_part_configs``)."""
+    kernel = KERNELS["concat"]
     steps = []
-    left, left_c, left_z, left_m, left_s = ins[0], int(a["channels"][0]), int(a["zero_points"][0]), int(
-        a["mult"][0]), int(a["shift"][0])
-    for j in range(1, len(ins)):
-        target = out if j == len(ins) - 1 else streams.new(f"concat{index}_{j}", width)
-        config = {"PIXELS": layer.config["PIXELS"], "C0": left_c, "C1": int(a["channels"][j]), "Z0": left_z,
-                  "M0": left_m, "S0": left_s, "Z1": int(a["zero_points"][j]), "M1": int(a["mult"][j]),
-                  "S1": int(a["shift"][j]), "ZY": layer.config["ZY"], "LO": layer.config["LO"],
-                  "HI": layer.config["HI"], "L": width}
-        steps.append(Step("concat", "hls/ops/concat.j2", f"l{index}_{j}_cfg", config, [left, ins[j]], out=target,
+    left = ins[0]
+    parts = kernel.hls_part_configs(layer.config, layer.arrays, layer.folding)  # type: ignore[attr-defined]
+    for j, config in enumerate(parts, start=1):
+        target = out if j == len(ins) - 1 else streams.new(f"concat{index}_{j}", layer.folding.pe)
+        steps.append(Step("concat", kernel.template, f"l{index}_{j}_cfg", config, [left, ins[j]], out=target,
                           op=layer.op))
-        left, left_c, left_z = target, left_c + int(a["channels"][j]), layer.config["ZY"]
-        left_m, left_s = IDENTITY
+        left = target
     return steps
 
 
@@ -228,7 +198,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
         steps += feeding
     arrays, partitions, wmem_parts, offset = [], [], [], 0
     for i, (layer, ins) in enumerate(zip(design.layers, layer_inputs, strict=True)):
-        size = _output_size(design, layer)
+        size = KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
         out, feeding = streams.feed(readers.get(layer.output, []), size, produced[layer.output], layer.output)
         if layer.kernel == "concat":
             steps += _concat_steps(layer, i, ins, out, streams)
@@ -238,12 +208,12 @@ def plan_core(design: CoreDesign) -> CorePlan:
                               {"SIZE": size, "C": int(layer.arrays["b"].size), "L": streams.width[constant]}, [],
                               out=constant, prefix=f"l{i}"))
             arrays.append(_array(f"l{i}_b", "int8_t", layer.arrays["b"]))
-            steps.append(Step("add", _template("add"), f"l{i}_cfg", _layer_config(layer), [*ins, constant], out=out,
-                              prefix=f"l{i}", op=layer.op))
+            steps.append(Step("add", KERNELS["add"].template, f"l{i}_cfg", _layer_config(layer), [*ins, constant],
+                              out=out, prefix=f"l{i}", op=layer.op))
         else:
-            step = Step(layer.kernel, _template(layer.kernel), f"l{i}_cfg", _layer_config(layer), ins, out=out,
+            step = Step(layer.kernel, KERNELS[layer.kernel].template, f"l{i}_cfg", _layer_config(layer), ins, out=out,
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
-            if layer.kernel in ("conv2d", "dense"):
+            if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
             steps.append(step)
         steps += feeding
@@ -267,23 +237,6 @@ def _rename(stream: str, port: str, layer_inputs: list[list[str]], steps: list[S
     for step in steps:
         step.ins = [port if name == stream else name for name in step.ins]
         step.outs = [port if name == stream else name for name in step.outs]
-
-
-def _template(kernel: str) -> str:
-    return "hls/ops/pool.j2" if kernel in POOL_KERNELS else f"hls/ops/{kernel}.j2"
-
-
-def _output_size(design: CoreDesign, layer: Layer) -> int:
-    c = layer.config
-    if layer.kernel == "conv2d":
-        return c["HO"] * c["WO"] * c["COUT"]
-    if layer.kernel == "dense":
-        return layer.rows * c["N"]
-    if layer.kernel in POOL_KERNELS:
-        return c["HO"] * c["WO"] * c["C"]
-    if layer.kernel == "concat":
-        return c["PIXELS"] * int(layer.arrays["channels"].sum())
-    return c["SIZE"]
 
 
 def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_parts: list,

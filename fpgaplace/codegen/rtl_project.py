@@ -1,25 +1,20 @@
-"""The project's RTL: per-core Verilog tops from design.json, cocotb testbenches, and the RTL
-simulation of every core (``fpgaplace sim PROJECT --rtl``).
+"""The project's RTL: per-core Verilog tops from design.json and their cocotb jobs.
 
 ``render_core(record, arrays, macs_per_dsp)`` renders each layer of a core with the RTL op
-library (``fpgaplace.sim.rtl.render_op``, the folding design.json records) and wires them into
+library (``fpgaplace.codegen.rtl.render_op``, the folding design.json records) and wires them into
 one top (``hls_templates/rtl/core.v.j2``) as the HLS top does: a tensor read by several layers
 is forked into FIFOs that hold a whole sample, and streams of different beat widths meet in a
 gearbox. ``write_rtl_project`` writes ``rtl/<core>/`` (Verilog, ROMs) and ``sim/`` (a cocotb
 job per core and ``run_rtl.py``, which runs them with cocotb's runner on Icarus) into a project;
-``simulate_project_rtl`` runs every core on random samples, compares each output bit-exactly
-with the integer reference of its layers and measures the steady-state cycles per sample
-beside the core's interval from the cycle model, writing ``results/rtl.json``.
+``fpgaplace.sim.rtl_project`` simulates what is written there.
 
-Rendering is O(weights); a simulation costs O(cycles x lanes) simulator steps.
+Rendering is O(weights).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import tempfile
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
@@ -27,14 +22,16 @@ from typing import Any
 
 import numpy as np
 
-from fpgaplace.hw.kernels import KERNELS, Folding
-from fpgaplace.project.layout import LAYERS_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
-from fpgaplace.project.record import load_design
-from fpgaplace.sim import rtl
+from fpgaplace.codegen import rtl
+from fpgaplace.codegen.render import environment
+from fpgaplace.hw import Folding
+from fpgaplace.hw.rtl_values import index_bits
+from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
+from fpgaplace.project.record import DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
 
-RUNNER_SCRIPT = ("rtl", "run_rtl.py")  # under the shipped templates; copied into sim/
-RTL_RESULTS = "rtl.json"
+TESTBENCH_PACKAGE, RUNNER_SCRIPT = "fpgaplace.testbenches", "run_rtl.py"  # the repository's sim/; copied into sim/
 PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers
 
 
@@ -83,7 +80,7 @@ def _gearbox(net: _Netlist, source: tuple[str, int], name: str, elems: int) -> t
     out = net.stream(name, elems)
     count_bits = source[1].bit_length()
     net.instance("fp_gearbox", f"{name}_gearbox",
-                 {"IN_E": source[1], "OUT_E": elems, "CAP_BITS": rtl.index_bits(2 * (source[1] + elems)),
+                 {"IN_E": source[1], "OUT_E": elems, "CAP_BITS": index_bits(2 * (source[1] + elems)),
                   "COUNT_W": count_bits},
                  _bundle("s_axis", source[0]) | {"s_axis_tcount": f"{count_bits}'d{source[1]}"}
                  | _bundle("m_axis", out[0]))
@@ -108,15 +105,6 @@ def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> 
 
 def layer_folding(layer: dict[str, Any]) -> Folding:
     return Folding(int(layer["pe"]), int(layer["simd"]), int(layer["mmv"]), bool(layer.get("uram", False)))
-
-
-def load_arrays(project: Path, record: dict[str, Any]) -> list[dict[str, np.ndarray]]:
-    """Each layer's arrays of a core (``cores/<core>/layers.npz``, keys ``<i>.<name>``)."""
-    path = project / record["folder"] / LAYERS_FILE
-    if not path.is_file():
-        raise FpgaplaceError(f"{path}: missing; expected the core's layer arrays (compile writes them)")
-    with np.load(path) as stored:
-        return [{key: stored[f"{i}.{key}"] for key in layer["arrays"]} for i, layer in enumerate(record["layers"])]
 
 
 def render_layers(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
@@ -157,7 +145,7 @@ def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], mac
         if tensor not in producers:
             raise FpgaplaceError(f"design.json core {record['name']}: tensor {tensor} is read but not produced")
         branches = _branches(net, producers[tensor], f"t{t}", len(readers))
-        whole = rtl.index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
+        whole = index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
         for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
             buffered = _fifo(net, branch, f"t{t}_r{b}", whole if len(readers) > 1 else PLAIN_FIFO_BITS)
             fitted = _gearbox(net, buffered, f"t{t}_r{b}_w", elems)
@@ -174,49 +162,13 @@ def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], mac
         {"name": p.name, "elems": p.elems, "direction": "output", "back": "input"} for p in outputs]
     layers = [f"layer{i}: {layer['op']}, {layer['kernel']}, PE={layer['pe']} SIMD={layer['simd']} MMV={layer['mmv']}, "
               f"{layer['cycles']} cycles" for i, layer in enumerate(record["layers"])]
-    verilog = rtl.environment().get_template("rtl/core.v.j2").render(
+    verilog = environment().get_template("rtl/core.v.j2").render(
         name=top, core=record["name"], ports=ports, streams=net.streams, assigns=net.assigns,
         instances=net.instances, layers=layers)
     files = {**rtl.library(), f"{top}.v": verilog}
     for op in ops:
         files |= op.module.files
     return CoreRtl(rtl.RtlModule(top, files), tuple(inputs), tuple(outputs))
-
-
-def core_reference(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
-                   inputs: list[np.ndarray]) -> list[np.ndarray]:
-    """One sample through the integer reference of every layer (as ``csim``'s ``_Core.reference``)."""
-    values = {t["name"]: x for t, x in zip(record["inputs"], inputs, strict=True)}
-    for layer, layer_arrays in zip(record["layers"], arrays, strict=True):
-        kernel = KERNELS[layer["kernel"]]
-        values[layer["output"]] = kernel.reference(layer["config"], layer_arrays, [values[t] for t in layer["inputs"]],
-                                                   rows=layer["rows"]).reshape(-1)
-    return [values[record["aliases"].get(t["name"], t["name"])].reshape(-1) for t in record["outputs"]]
-
-
-@dataclass(frozen=True)
-class CoreResult:
-    name: str
-    bit_exact: bool
-    cycles_measured: float
-    cycles_model: int
-    seconds: float = field(default=0.0, compare=False)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"name": self.name, "bit_exact": self.bit_exact, "cycles_measured": self.cycles_measured,
-                "cycles_model": self.cycles_model}
-
-
-@dataclass(frozen=True)
-class RtlResult:
-    cores: list[CoreResult]
-
-    @property
-    def ok(self) -> bool:
-        return all(core.bit_exact for core in self.cores)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
 
 
 def macs_per_dsp(document: dict[str, Any]) -> int:
@@ -244,69 +196,22 @@ def random_samples(record: dict[str, Any], count: int, seed: int) -> list[list[n
             for _ in range(count)]
 
 
-def simulate_core(project: Path, record: dict[str, Any], folder: Path, samples: int = 1, seed: int = 0,
-                  steady: int = 3, warmup: int = 1, mpd: int = 1, simulator: str | None = None) -> CoreResult:
-    """Simulate one core's RTL top on random samples (``samples`` with random gaps and
-    backpressure, ``steady`` back to back): bit-exact against ``core_reference`` on every output
-    port, and the steady cycles per sample after ``warmup`` samples. ``simulator``: ``icarus``
-    or ``verilator`` (``fpgaplace.sim.rtl.simulator``; default ``$FPGAPLACE_RTL_SIMULATOR`` or Icarus)."""
-    import time
-
-    started = time.perf_counter()
-    arrays = load_arrays(project, record)
-    core = render_core(record, arrays, mpd)
-    inputs = random_samples(record, samples, seed)
-    job = core_job(core, inputs, int(record["interval_cycles"]), steady)
-    results = rtl._run_cocotb(core.module, folder, job, seed, simulator)
-    bit_exact = True
-    for phase, result in zip(job["phases"], results, strict=True):
-        count = len(phase["inputs"][0])
-        vectors = [[np.asarray(port[v], dtype=np.int8) for port in phase["inputs"]] for v in range(count)]
-        want = [core_reference(record, arrays, sample) for sample in vectors]
-        for k, got in enumerate(result["outputs"]):
-            expected = np.concatenate([w[k] for w in want]).astype(np.int64)
-            bit_exact &= len(got) == len(expected) and bool(np.array_equal(np.asarray(got), expected))
-    done = results[1]["done_cycles"]
-    measured = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
-    return CoreResult(record["name"], bit_exact, measured, int(record["interval_cycles"]),
-                      time.perf_counter() - started)
-
-
-def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
-                         progress: Callable[[str], None] | None = None, simulator: str | None = None) -> RtlResult:
-    """Every core of ``project`` in RTL (``simulate_core``, on ``simulator``); writes ``results/rtl.json``."""
-    project = Path(project)
-    document = load_design(project)
-    mpd = macs_per_dsp(document)
-    results = []
-    with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch:
-        for record in document["cores"]:
-            if progress is not None:
-                progress(f"RTL simulation of {record['name']} ({len(record['layers'])} layers)")
-            results.append(simulate_core(project, record, Path(scratch) / cell_name(record["name"]), samples, seed,
-                                         mpd=mpd, simulator=simulator))
-    result = RtlResult(results)
-    (project / RESULTS_DIR).mkdir(exist_ok=True)
-    (project / RESULTS_DIR / RTL_RESULTS).write_text(json.dumps(result.to_json(), indent=2) + "\n")
-    return result
-
-
-
-
-def write_rtl_project(document: dict, folder: Path) -> None:
+def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
-    job per core and ``run_rtl.py``) of the project whose ``design.json`` is ``document`` into
-    ``folder``. A core with a layer the RTL op library lacks gets a ``README.txt`` saying which."""
+    job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
+    core with a layer the RTL op library lacks gets a ``README.txt`` saying which."""
     folder = Path(folder)
+    document = design.to_json()
     try:
         mpd = macs_per_dsp(document)
     except FpgaplaceError:
         mpd = 1
-    for record in document.get("cores", []):
+    for typed in design.cores:
+        record = typed.to_json()
         name = cell_name(record["name"])
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
         try:
-            core = render_core(record, load_arrays(folder, record), mpd)
+            core = render_core(record, load_arrays(folder, typed), mpd)
         except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
             (rtl_folder / "README.txt").write_text(f"No RTL for {record['name']}: {error}\n")
@@ -316,5 +221,5 @@ def write_rtl_project(document: dict, folder: Path) -> None:
         job = core_job(core, random_samples(record, 1, 0), int(record["interval_cycles"]), 3)
         (sim_folder / "job.json").write_text(json.dumps(job))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
-    (folder / SIM_DIR / "run_rtl.py").write_text(files(rtl.TEMPLATE_PACKAGE).joinpath(*RUNNER_SCRIPT).read_text())
+    (folder / SIM_DIR / "run_rtl.py").write_text(files(TESTBENCH_PACKAGE).joinpath(RUNNER_SCRIPT).read_text())
 

@@ -30,8 +30,9 @@ from typing import Any, Protocol
 import numpy as np
 
 from fpgaplace import hw
-from fpgaplace.codegen.lower import CoreDesign, graph_batch, lower_core
+from fpgaplace.codegen.lower import CoreDesign, lower_core
 from fpgaplace.codegen.project import PlacedDesign
+from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
 

@@ -1,36 +1,53 @@
-"""The hardware op library: the one place that knows what an op costs on an FPGA core.
+"""The hardware op library: the one place that knows what an op costs on an FPGA core and how
+it is built. One module per kernel, each a ``Kernel`` (``fpgaplace.hw.kernel``) that answers,
+for an op of the graph and a folding (PE output channels, SIMD reduction elements and MMV
+pixels per cycle), every question asked about its op:
 
-Every op a core can run maps to a ``Kernel`` (``fpgaplace.hw.kernels``). A kernel answers, for an
-op of the graph and a folding (PE output channels and SIMD reduction elements per cycle):
+* ``geometry(op, graph)``: the op's shape in the kernel's terms (``Geometry``), or why the
+  kernel cannot run it (``Unsupported``); ``foldings(geometry)``: the foldings it may take;
+* ``cycles(geometry, folding)``: the steady-state cycles per sample of its dataflow stage, and
+  ``fill_factor``: how much longer it runs for refilling a buffer it cannot overlap;
+* ``resources(geometry, folding, core, resident)``: DSP, BRAM36, URAM, LUT, FF;
+* ``ideal_cycles(geometry, core)``: what it costs the placement (its share of the core's budget);
+* ``lower(context, op, shape)``: its integer layer (config members, int8/int32 arrays) from the
+  QDQ graph (``fpgaplace.hw.lowering``), and ``config_macs`` of that layer;
+* ``reference(config, arrays, inputs)``: its bit-exact integer output (``fpgaplace.hw.reference``);
+* ``template``, ``hls_config``, ``stream_widths``, ``output_size``: its C++ template
+  (``hls_templates/hls/ops``) and the values it is rendered with;
+* ``rtl(config, arrays, folding, top, ...)``: its Verilog template (``hls_templates/rtl``), the
+  values and ROMs it is rendered with and its stream ports (an ``RtlUnit``).
 
-* ``geometry(op, graph)``: the op's shape in the kernel's terms (``Geometry``), or a reason why
-  the kernel cannot run it (``Unsupported``);
-* ``cycles(geometry, folding)``: the steady-state cycles per sample of its dataflow stage;
-* ``resources(geometry, folding, resident)``: DSP, BRAM36, URAM, LUT, FF;
-* ``ideal_cycles(geometry, core)``: the cycles the op costs the placement (its share of the core's
-  shared budget, see ``kernels``);
-* ``template``: the Jinja2 template its C++ is rendered from.
+The kernels return plain values; ``fpgaplace.codegen`` renders them and nothing else here
+imports code generation or simulation. The modules: ``conv`` (Conv2d), ``dense``, ``pool``
+(max, average, global average), ``elementwise`` (add, requantize), ``concat``, ``free``
+(reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
+share), ``rtl_values`` (shared pieces of RTL values), ``geometry`` (the data a kernel answers in:
+Geometry, Folding, Resources), ``kernel`` (the base and the shared cost
+rules), ``registry`` (``KERNELS`` by name, ``plan_op``), ``folding`` (a core's folding),
+``lowering`` (the QDQ reading the kernels' ``lower`` share, ``Layer``), ``quant``/``qdq``/
+``reference`` (integer semantics, QDQ reading, the numpy reference).
 
-The integer semantics (int8 in, int32 accumulate, fixed-point requantization) are in
-``fpgaplace.hw.quant`` and the bit-exact numpy reference in ``fpgaplace.hw.reference``.
-The cost model, the folding of a core (``fpgaplace.hw.folding``), the code generator, the
-simulator and the report all read cycles and resources from here and nowhere else;
-``cycles_to_us`` is the one conversion to time.
+Adding a kernel:
+
+1. one module here with its ``Kernel`` subclass answering the questions above (the shared cost
+   rules of ``kernel`` apply unless it overrides them);
+2. its two templates: ``hls_templates/hls/ops/<name>.j2`` (C++) and ``hls_templates/rtl/<name>.v.j2``
+   (Verilog);
+3. one entry in ``registry.KERNELS``, and the op types it runs name it (``OpClass.kernel`` in
+   ``fpgaplace.model.ops``);
+4. tests: bit-exact C simulation and RTL simulation against its integer reference, its modelled
+   cycles equal to the RTL's, its DSP estimate equal to yosys' count.
+
+Nothing else changes: the cost model, the folding, the code generator, the simulators and the
+report read cycles, resources and template values from the kernel; ``cycles_to_us`` is the one
+conversion to time.
 """
 
 from __future__ import annotations
 
-from fpgaplace.hw.kernels import (
-    KERNELS,
-    Folding,
-    Geometry,
-    Kernel,
-    Resources,
-    Unsupported,
-    cycles_to_us,
-    kernel_for,
-    plan_op,
-)
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Unsupported
+from fpgaplace.hw.kernel import Kernel, cycles_to_us
+from fpgaplace.hw.registry import KERNELS, kernel_for, plan_op
 
 __all__ = [
     "KERNELS",

@@ -44,7 +44,8 @@ from functools import lru_cache
 import numpy as np
 
 from fpgaplace.board.model import FpgaCore, Link
-from fpgaplace.hw.kernels import Folding, Geometry, Kernel, Resources, core_budget
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, core_budget
+from fpgaplace.hw.kernel import Kernel
 from fpgaplace.util.errors import FpgaplaceError
 
 

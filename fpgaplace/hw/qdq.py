@@ -153,12 +153,6 @@ class QdqIndex:
         return value.astype(np.float64) if value is not None else None
 
 
-def is_qdq_graph(model: onnx.ModelProto) -> bool:
-    """Whether the model quantizes activations (a QuantizeLinear of a non-constant)."""
-    index = qdq_index(model)
-    return any(n.op_type == "QuantizeLinear" and index.constant(n.input[0]) is None for n in model.graph.node)
-
-
 _CACHED_INDEXES = 8
 _INDEXES: dict[int, tuple[onnx.ModelProto, QdqIndex]] = {}
 

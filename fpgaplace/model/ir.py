@@ -96,7 +96,7 @@ class Op:
     param_bytes: int = 0  # bytes of parameter (weight) inputs, as stored
     input_bytes: int = 0  # bytes of activation inputs
     output_bytes: int = 0
-    fpga_supported: bool = True
+    fpga_supported: bool = True  # its op class may run on an FPGA (the op library, hw.plan_op, says whether a core can)
     implicit_inputs: list[str] = field(default_factory=list)
     node: onnx.NodeProto | None = field(default=None, repr=False, compare=False)
     body_dot_product_macs: int = 0  # of a control-flow op: the part of ``macs`` its bodies' dot products do

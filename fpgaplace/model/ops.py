@@ -84,13 +84,6 @@ MacRule = Callable[[Op, Shapes], int]
 ShapeProxy = Callable[[onnx.NodeProto], onnx.NodeProto | list[onnx.NodeProto] | None]
 Fusion = Literal["activation", "elementwise"]
 
-KERNELS = frozenset({
-    "conv2d", "dense", "maxpool", "avgpool", "globalavgpool", "add", "requant", "concat", "reshape",
-    "batchnorm", "quantize", "dequantize",
-})
-"""Names of the int8 hardware kernels an ``OpClass.kernel`` may name."""
-
-
 @dataclass(frozen=True)
 class OpClass:
     """Everything fpgaplace knows about one op type.
@@ -104,7 +97,8 @@ class OpClass:
     activation or as any elementwise op (``fpgaplace.model.passes.fuse``); None: it never joins one.
     ``head``: it may head a fused group (False for constants, shape arithmetic and data movement
     that does no real work). ``deterministic``: equal inputs give equal outputs (so it may be
-    constant-folded and merged by CSE). ``kernel``: the int8 hardware kernel implementing it.
+    constant-folded and merged by CSE). ``kernel``: the name of the int8 hardware kernel implementing
+    it (a key of ``fpgaplace.hw.registry.KERNELS``, the one list of them).
     ``shape_proxy(node)``: a default-domain node (or a few, in order) writing the same first
     output with the same shape, for onnx shape inference, which does not know contrib ops (None
     when no such nodes exist).

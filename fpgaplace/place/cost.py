@@ -3,7 +3,7 @@
 Its output is the ``PlacementProblem`` the solvers read. Times are in microseconds.
 
 FPGA core: what the hardware op library (``fpgaplace.hw``) says the op costs: its kernel's
-  ``ideal_cycles`` (its share of the core's DSPs or LUT lanes, see ``fpgaplace.hw.kernels``),
+  ``ideal_cycles`` (its share of the core's DSPs or LUT lanes, see ``fpgaplace.hw.kernel``),
   or the cycles to stream its weights from DRAM when they do not stay resident if those take
   longer (the stage reads its weights while it computes, as the folding's interval, the larger
   of compute and DRAM cycles, says), turned into microseconds by ``hw.cycles_to_us``. An op
@@ -27,9 +27,9 @@ CPU core: the op's time measured by profiling the whole model with onnxruntime o
 Element widths: every tensor has its own bit width where a QONNX quantizer gives one
   (``TensorInfo.quant_bits``, carried through ops that only move values), else the precision asked
   for (``PRECISION_BITS``: binary, int2, int4, int8, int16, float16, float32); an op's kernel is
-  costed at its operands' widths (``op_bits``, ``hw.kernels.with_precision``): weights stored and
+  costed at its operands' widths (``op_bits``, ``hw.kernel.with_precision``): weights stored and
   streamed at their width, line buffers at the input's, and the MACs a DSP takes at the lane's width
-  (``hw.kernels.macs_per_dsp``: twice the int8 count at 4 and 2 bits, LUT lanes for binary).
+  (``hw.kernel.macs_per_dsp``: twice the int8 count at 4 and 2 bits, LUT lanes for binary).
 Transfer c(u): bytes of u's outputs, each at its width (packed below 8 bits), over the link that joins the two
   devices (``Board.link_between``: the AXI stream between two cores of a board, DRAM or PCIe
   between a core and a CPU, the network between nodes; a tensor that leaves a core and returns
@@ -59,8 +59,8 @@ import onnx
 from fpgaplace import hw
 from fpgaplace.board.model import Board, CpuCore, FpgaCore, Link
 from fpgaplace.hw.folding import streamed_cycles
-from fpgaplace.hw.kernels import PRECISION_BITS as KERNEL_BITS
-from fpgaplace.hw.kernels import bits_to_bytes, with_precision
+from fpgaplace.hw.kernel import PRECISION_BITS as KERNEL_BITS
+from fpgaplace.hw.kernel import bits_to_bytes, with_precision
 from fpgaplace.model import ops
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.model.passes.fuse import fused_head

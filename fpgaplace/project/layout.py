@@ -44,6 +44,7 @@ DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py
 HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
 SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
+RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
 
 
 def core_folder(core: str) -> str:

@@ -1,15 +1,16 @@
 """Resources of the RTL from yosys ``synth_xilinx`` (Debian's yosys), beside the op library's estimate.
 
 ``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` on a rendered
-module (``fpgaplace.sim.rtl.RtlModule``; its ``$readmemh`` files are read from ``folder``) and
+module (``fpgaplace.codegen.rtl.RtlModule``: its files are written into ``folder``) and
 counts the mapped cells: LUT (LUT1..LUT6, plus the LUTs a distributed RAM or shift register
 cell takes), FF (the FD* cells), DSP (DSP48E1/E2) and BRAM36 (RAMB36 + RAMB18 / 2). The design
 is not flattened, so ``stat`` reports each module and the hierarchy's total.
 
-``project_resources(project)`` does so for every layer of every core of a project (each layer
-module with the shared library), and the core top; it writes ``results/resources.json``. DSP
+``project_resources(project)`` does so for every layer of every core of a compiled project (each
+layer module with the shared library, read from the Verilog compile wrote into ``rtl/<core>/``);
+it writes ``results/resources.json``. DSP
 counts agree exactly (``dsp_equal``): the op library counts the MAC lanes' multipliers as the
-RTL pairs them and the requantizers' (``fpgaplace.hw.kernels.Kernel.dsps``); LUT, FF and BRAM36
+RTL pairs them and the requantizers' (``fpgaplace.hw.kernel.Kernel.dsps``); LUT, FF and BRAM36
 are estimates, set beside yosys as ratios.
 
 Cost: yosys time grows with the lanes and with the line buffers (their read ports become LUT
@@ -26,11 +27,10 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
-from fpgaplace.project.layout import RESULTS_DIR, cell_name
+from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, cell_name
 from fpgaplace.project.record import load_design
-from fpgaplace.sim import rtl
 from fpgaplace.util.errors import FpgaplaceError
 
 RESOURCES_FILE = "resources.json"
@@ -38,6 +38,23 @@ LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM
                "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2,
                "RAM256X1S": 4, "SRL16E": 1, "SRLC32E": 1, "SRLC16E": 1}
 YOSYS_TIMEOUT_S = 3600
+LIBRARY_FILE = "fp_lib.v"  # the shared modules every layer instantiates, beside a core's layers
+
+
+class Module(Protocol):
+    """A rendered Verilog module (``fpgaplace.codegen.rtl.RtlModule``): its top and its files
+    (Verilog sources and ``$readmemh`` data) by name."""
+
+    top: str
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LayerModule:
+    """A layer's module read back from a project's ``rtl/<core>/``."""
+
+    top: str
+    files: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -79,13 +96,16 @@ def parse_stat(text: str) -> dict[str, int]:
             if not cell.startswith("$") or cell.startswith("$_")}
 
 
-def synthesize(module: rtl.RtlModule, folder: Path, family: str, dsp_only: bool = False) -> Synthesized:
+def synthesize(module: Module, folder: Path, family: str, dsp_only: bool = False) -> Synthesized:
     """``synth_xilinx`` of ``module`` (written into ``folder`` with its ROM files); its cells.
     ``dsp_only`` stops after the DSP mapping and its clean-up (``-run :map_memory``): the DSP count
     is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer)."""
     if shutil.which("yosys") is None:
         raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
-    sources = module.write(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, text in module.files.items():
+        (folder / name).write_text(text)
+    sources = [folder / name for name in module.files if name.endswith(".v")]
     stop = " -run :map_memory" if dsp_only else ""
     script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}"
               f"{stop}; tee -q -o stat.txt stat")
@@ -140,22 +160,17 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     """yosys resources of every layer of every core of ``project`` beside design.json's estimate;
     writes ``results/resources.json`` (not with ``dsp_only``, whose LUT/FF/BRAM are not final,
     see ``synthesize``)."""
-    from fpgaplace.codegen import rtl_project
-
     project = Path(project)
     document = load_design(project)
-    mpd = rtl_project.macs_per_dsp(document)
     family = family_of(document["cores"][0]["part"]) if document["cores"] else "xcup"
     cores = []
     with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch:
         for record in document["cores"]:
-            ops = rtl_project.render_layers(record, rtl_project.load_arrays(project, record), mpd)
             layers = []
-            for layer, op in zip(record["layers"], ops, strict=True):
+            for module, layer in zip(layer_modules(project, record), record["layers"], strict=True):
                 if progress is not None:
                     progress(f"yosys synth_xilinx of {record['name']} {layer['op']} ({layer['kernel']})")
-                module = rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files})
-                synthesized = synthesize(module, Path(scratch) / cell_name(op.module.top), family, dsp_only)
+                synthesized = synthesize(module, Path(scratch) / cell_name(module.top), family, dsp_only)
                 estimate = {key: int(layer["resources"].get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
                 layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate))
             cores.append(CoreResources(record["name"], layers))
@@ -165,3 +180,25 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     (project / RESULTS_DIR).mkdir(exist_ok=True)
     (project / RESULTS_DIR / RESOURCES_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+def layer_modules(project: Path, record: dict[str, Any]) -> list[Module]:
+    """Each layer's module of a core as compile wrote it (``rtl/<core>/<core>_<i>_<kernel>.v``, its
+    ROMs ``<core>_<i>_<kernel>_*.mem``) with the shared library; a one-line error where compile
+    left no RTL for the core."""
+    core = cell_name(record["name"])
+    folder = project / RTL_DIR / core
+    if (folder / "README.txt").is_file():
+        reason = (folder / "README.txt").read_text().strip()
+        raise FpgaplaceError(f"{folder}: no RTL for core {record['name']}: {reason}")
+    if not (folder / LIBRARY_FILE).is_file():
+        raise FpgaplaceError(f"{folder}: missing {LIBRARY_FILE}; expected the core's RTL (compile writes it)")
+    names = sorted(path.name for path in folder.iterdir())
+    modules: list[Module] = []
+    for i, layer in enumerate(record["layers"]):
+        top = f"{core}_{i}_{layer['kernel']}"
+        own = [name for name in names if name == f"{top}.v" or name.startswith(f"{top}_")]
+        if f"{top}.v" not in own:
+            raise FpgaplaceError(f"{folder}: missing {top}.v; expected layer {i}'s RTL (compile writes it)")
+        modules.append(LayerModule(top, {name: (folder / name).read_text() for name in [LIBRARY_FILE, *own]}))
+    return modules

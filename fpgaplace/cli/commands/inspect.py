@@ -74,7 +74,7 @@ def _op_row(graph, op) -> dict:
         "output_shape": shape,
         "macs": op.macs,
         "param_bytes": op.param_bytes,
-        "fpga": op.fpga_supported,
+        "fpga": op.fpga_supported and bool(planned),
         "kernel": planned[0].name if planned else None,
         "cpu_reason": None if planned else planned.reason,
     }

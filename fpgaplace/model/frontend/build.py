@@ -152,10 +152,6 @@ def build(model: onnx.ModelProto, positions: list[int], source: str, notes: list
         param_storage_bytes=storage,
         notes=notes,
     )
-    from fpgaplace.hw import plan_op  # the op library decides what a core can run
-
-    for op in built.ops.values():
-        op.fpga_supported = op.fpga_supported and bool(plan_op(op, built))
     return built
 
 

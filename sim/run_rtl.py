@@ -8,7 +8,7 @@ against the integer reference and writes results/rtl.json.
 
 from pathlib import Path
 
-from fpgaplace.codegen.rtl_project import simulate_project_rtl
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 
 if __name__ == "__main__":
     print(simulate_project_rtl(Path(__file__).resolve().parent.parent, progress=print).to_json())

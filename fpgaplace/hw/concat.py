@@ -1,0 +1,133 @@
+"""Channel concatenation (ONNX Concat on axis 1, QLinearConcat): PE channels a cycle from each
+input in turn, each requantized to the output scale by its own constant multiplier.
+
+Everything about the op is here: geometry (``Elementwise.geometry``: axis 1 only; PE divides
+every input's channels), foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
+``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.concat``), the C++
+configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
+``hls_part_configs``) and the RTL values (``rtl/concat.v.j2``). O(inputs).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.elementwise import Elementwise
+from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import probe
+from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.quant import quantize_multiplier
+from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op
+
+IDENTITY = quantize_multiplier(1.0)  # the rescale of a chain's partial result, already at the output scale
+
+
+class Concat(Elementwise):
+    """Channel concatenation of any number of inputs."""
+
+    name, template, inputs = "concat", "hls/ops/concat.j2", None
+
+    def check(self, op: Op, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> Unsupported | None:
+        axis = int(op.attrs.get("axis", 1)) % len(out)
+        if axis != 1 or len(out) not in (2, 4):
+            return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
+        return None
+
+    def stage_channels(self, shapes: list[tuple[int, ...]], channels: int) -> int:
+        """PE channels a cycle from each input in turn: PE divides each part."""
+        return math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
+
+    def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
+        """One pixel a cycle: a beat of PE channels comes from one input."""
+        return (1,)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        pixels = c["PIXELS"]
+        xs = [x.reshape(pixels, -1) for x in inputs]
+        y = reference.concat([x.reshape(pixels, 1, -1) for x in xs], zxs=arrays["zero_points"].tolist(),
+                             ms=arrays["mult"].tolist(), ss=arrays["shift"].tolist(), zy=c["ZY"], lo=c["LO"],
+                             hi=c["HI"])
+        return y.reshape(-1)
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        xs = [ctx.source(op, t) for t in op.inputs if t]
+        out = ctx.sink(op)
+        y = out.tensor
+        lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
+        mult, shift = multipliers(np.array([x.scale / y.scale for x in xs]), f"op '{op.name}'")
+        config = {"PIXELS": shape["PIXELS"] // ctx.batch(), "ZY": y.zero_point, "LO": lo, "HI": hi}
+        arrays = {"channels": np.array(shape["CHANNELS"], dtype=np.int64), "zero_points":
+                  np.array([x.zero_point for x in xs], dtype=np.int64), "mult": mult.astype(np.int64),
+                  "shift": shift.astype(np.int64)}
+        return Layer(op.name, "concat", [x.name for x in xs], y.name, config, arrays)
+    # ---- HLS ----
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        return config["PIXELS"] * int(arrays["channels"].sum())
+
+    def hls_part_configs(self, config: dict[str, int], arrays: dict[str, np.ndarray], fold: Folding) -> list[dict]:
+        """The configs of the chain of two-input concats that joins the inputs in order: part
+        ``j`` joins the result so far (already at the output scale: identity rescale) and input
+        ``j + 1``."""
+        a = arrays
+        width = fold.pe
+        left_c, left_z, left_m, left_s = int(a["channels"][0]), int(a["zero_points"][0]), int(a["mult"][0]), int(
+            a["shift"][0])
+        parts = []
+        for j in range(1, len(a["channels"])):
+            parts.append({"PIXELS": config["PIXELS"], "C0": left_c, "C1": int(a["channels"][j]), "Z0": left_z,
+                          "M0": left_m, "S0": left_s, "Z1": int(a["zero_points"][j]), "M1": int(a["mult"][j]),
+                          "S1": int(a["shift"][j]), "ZY": config["ZY"], "LO": config["LO"], "HI": config["HI"],
+                          "L": width})
+            left_c, left_z = left_c + int(a["channels"][j]), config["ZY"]
+            left_m, left_s = IDENTITY
+        return parts
+
+    # ---- RTL ----
+
+    def channels_geometry(self, pixels: tuple[int, ...], channels: list[int]) -> Geometry:
+        """The geometry of a one-sample channel Concat of NCHW inputs ``(1, C_i, *pixels)``
+        (``pixels`` empty for 2-D ``[1, C_i]`` inputs)."""
+        names = [f"x{i}" for i in range(len(channels))]
+        shapes = {name: (1, ch, *pixels) for name, ch in zip(names, channels, strict=True)}
+        shapes["y"] = (1, sum(channels), *pixels)
+        return probe(self, "Concat", {"axis": 1}, names, shapes)
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """PE elements a beat, each input requantized to the output scale by its own constant
+        multiplier; ``arrays`` as layers.npz holds them: ``channels``, ``zero_points``, ``mult``,
+        ``shift`` per input."""
+        c = int_members(config)
+        missing = [a for a in ("channels", "zero_points", "mult", "shift") if a not in arrays]
+        if missing:
+            raise FpgaplaceError(f"rtl {top}: arrays lack {', '.join(missing)}")
+        channels = [int(v) for v in np.asarray(arrays["channels"]).reshape(-1)]
+        pe = fold.pe
+        if any(ch % pe for ch in channels):
+            raise FpgaplaceError(f"rtl {top}: PE={pe} must divide every input's channels {channels}")
+        check_int8_members(c, ("ZY",), "concat")
+        parts = []
+        for i, (ch, zx, m, shift) in enumerate(zip(channels, *(np.asarray(arrays[a]).reshape(-1) for a in
+                                                              ("zero_points", "mult", "shift")), strict=True)):
+            if not -128 <= int(zx) <= 127:
+                raise FpgaplaceError(f"rtl {top}: input {i}'s zero point {zx} is not int8")
+            rq = const_requant(f"{top}_requantize{i}", [("a", 10, int(m))], int(shift), c["ZY"], c["LO"], c["HI"])
+            parts.append({"Z": int(zx), "BEATS": ch // pe, "rq": rq})
+        values = c | {"name": top, "PE": pe, "INPUTS": len(parts), "CHANNELS": channels, "parts": parts,
+                      "SEL_BITS": index_bits(len(parts)), "BEAT_BITS": index_bits(max(ch // pe for ch in channels))}
+        pixels = c["PIXELS"]
+        return RtlUnit("rtl/concat.v.j2", values, {},
+                       tuple((f"s{i}_axis", pe, pixels * ch) for i, ch in enumerate(channels)),
+                       (PORT_OUT, pe, pixels * sum(channels)))

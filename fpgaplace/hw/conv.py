@@ -1,0 +1,224 @@
+"""2-D convolution (ONNX Conv, ConvInteger, QLinearConv, FusedConv): FINN's sliding-window MVAU.
+
+Everything about the op is here: its geometry (``Conv2d.geometry``), foldings (PE output
+channels, SIMD reduction elements, MMV pixels of a row, a reorder buffer where a cycle's
+outputs are not whole beats), cycles (``sliding_cycles``: the line buffer's first rows, then per
+output row the larger of its compute steps and its refill), fill latency, resources (the shared
+dot-product rules of ``fpgaplace.hw.kernel``; the MAC pairing of ``paired_lanes``), the integer
+reference (``fpgaplace.hw.reference.conv2d``), the C++ config of ``hls/ops/conv2d.j2`` and the
+values of the RTL window unit (``rtl/window.v.j2``, ``fpgaplace.hw.window``) with its weight and
+channel ROMs. Cycles are O(HO); the RTL values O(weights).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, Unsupported
+from fpgaplace.hw.kernel import (
+    LUTRAM_MAX_DEPTH,
+    MAX_LINE_WIDTH,
+    divisors,
+    dot_bits,
+    ints,
+    probe,
+    requantize_units,
+    sliding_cycles,
+    tensor_shape,
+    window_members,
+)
+from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.rtl_values import DOT_ARRAYS, index_bits, per_channel_arrays, requant_channels
+from fpgaplace.hw.window import WindowKernel, checked_window_shape
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op, OpGraph
+
+
+class Conv2d(WindowKernel):
+    name, template, uses_dsp = "conv2d", "hls/ops/conv2d.j2", True
+    window_kind = "conv"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        x, w, out = (tensor_shape(graph, t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
+        if op.inputs[1] not in graph.params:
+            return Unsupported("weights are not constant")
+        if x is None or w is None or out is None or len(x) != 4 or len(w) != 4:
+            return Unsupported("only 2-D convolutions (4-D NCHW tensors) run on a core")
+        groups = int(op.attrs.get("group", 1))
+        cout, cin_g, kh, kw = w
+        dh, dw = ints(op.attrs.get("dilations"), 2, 1)
+        window = window_members(op, graph, x, out, (kh, kw), (dh, dw))
+        if isinstance(window, Unsupported):
+            return window
+        n, cin = x[0], x[1]
+        pixels = n * window["HO"] * window["WO"]
+        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
+        return Geometry(
+            self.name, pixels, cout, kh * kw * cin_g,
+            stream_elements=max(math.prod(x), math.prod(out)),
+            weights=math.prod(w),
+            linebuffer_bytes=(dh * (kh - 1) + 1) * (window["W"] + window["PL"] + window["PR"]) * cin if kh > 1 else 0,
+            row=window["WO"],
+            macs=pixels * cout * kh * kw * cin_g,
+            shape=shape,
+        )
+
+    def paired_lanes(self, g: Geometry, fold: Folding) -> int:
+        """Multipliers when two int8 lanes sharing an operand share one (WP486), as the RTL pairs
+        them: pixel pairs share the weight when MMV >= 2 (``ceil(MMV / 2) * PE * SIMD``), else
+        channel pairs share the input in an ungrouped conv (``ceil(PE / 2) * SIMD``), else none."""
+        if fold.mmv >= 2:
+            return math.ceil(fold.mmv / 2) * fold.pe * fold.simd
+        if fold.pe >= 2 and g.shape["GROUPS"] == 1:
+            return math.ceil(fold.pe / 2) * fold.simd
+        return fold.lanes
+
+    def row_steps(self, g: Geometry, fold: Folding) -> int:
+        """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""
+        return math.ceil(g.row / fold.mmv) * (g.channels // fold.pe) * (g.reduction // fold.simd)
+
+    def input_width(self, g: Geometry, fold: Folding) -> int:
+        """Input elements a beat: the narrowest width dividing an input row (W x CIN) with which
+        the rows of the next output row arrive within the current row's compute steps (so the
+        refill hides behind the MVAU), at most ``MAX_LINE_WIDTH``."""
+        s = g.shape
+        row = s["W"] * s["CIN"]
+        fitting = [d for d in divisors(row) if d <= MAX_LINE_WIDTH]
+        steps = self.row_steps(g, fold)
+        return next((d for d in fitting if s["SH"] * row <= d * steps), fitting[-1])
+
+    def reorders(self, g: Geometry, fold: Folding) -> bool:
+        """Whether a cycle's MMV x PE outputs are not whole consecutive beats (fewer than every
+        channel, or a row's short last group), so that a pixel group's outputs leave through a
+        double buffer (kernels.h ``ConvStep``)."""
+        return fold.mmv > 1 and (fold.pe < g.channels or g.row % fold.mmv != 0)
+
+    def last_group(self, g: Geometry, fold: Folding) -> int:
+        """Pixels in a row's last group."""
+        return g.row - (math.ceil(g.row / fold.mmv) - 1) * fold.mmv
+
+    def output_width(self, g: Geometry, fold: Folding) -> int:
+        """Output elements a beat: PE x MMV, or with a reorder buffer the narrowest width that
+        divides a group's outputs (a short group's too) and lets them leave within the next
+        group's COUT/PE x KKG/SIMD steps; 0 when none does (the folding is not offered)."""
+        if not self.reorders(g, fold):
+            return fold.pe * fold.mmv
+        group, short = fold.mmv * g.channels, self.last_group(g, fold) * g.channels
+        steps = g.channels // fold.pe * (g.reduction // fold.simd)
+        return next((d for d in divisors(group) if short % d == 0 and group <= d * steps), 0)
+
+    def foldings(self, g: Geometry) -> list[Folding]:
+        return [f for f in super().foldings(g) if self.output_width(g, f)]
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        """The line buffer's first rows, then per output row the compute steps (or the refill,
+        when it takes longer), per sample (``sliding_cycles``); a reorder buffer drains its last
+        group after them."""
+        s = g.shape
+        samples = g.pixels // (s["HO"] * s["WO"])
+        row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
+        drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
+        return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
+
+    def fill_factor(self, g: Geometry) -> float:
+        """The line buffer's first rows are read before any output: with the refill just hidden
+        behind the compute (``input_width``), reading one input row takes about 1/SH of an output
+        row's compute, so the stage runs (HO + first rows / SH) rows' worth of compute."""
+        s = g.shape
+        first = max(0, min(s["H"], s["DH"] * (s["KH"] - 1) + 1 - s["PT"]))
+        return (s["HO"] + first / s["SH"]) / s["HO"]
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        x = inputs[0].reshape(c["H"], c["W"], c["CIN"])
+        return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
+                                zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
+                                pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
+                                groups=c["GROUPS"])
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        weight = ctx.index.weight(op.inputs[1])
+        if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != 0):
+            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output channel")
+        w = np.transpose(weight.values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
+        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["COUT"])
+        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+        config = {k: shape[k] for k in ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
+                                        "DH", "DW", "GROUPS", "HO", "WO")}
+        config.update(ZX=x.zero_point, ZY=out.tensor.zero_point, LO=lo, HI=hi)
+        return Layer(op.name, "conv2d", [x.name], out.tensor.name, config, arrays)
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        c = config
+        return c["HO"] * c["WO"] * c["COUT"] * c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
+
+    # ---- HLS ----
+
+    def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
+        """The line buffer's share of an input row in (``input_width``), PE x MMV or the reorder
+        buffer's beat out (``output_width``)."""
+        return [self.input_width(g, fold)], self.output_width(g, fold)
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        return {**config, "PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv, "IW": self.input_width(g, fold),
+                "OW": self.output_width(g, fold)}
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        return config["HO"] * config["WO"] * config["COUT"]
+
+    # ---- RTL ----
+
+    def config_geometry(self, c: dict[str, Any]) -> Geometry:
+        """The geometry of a one-sample conv with the config members ``c``."""
+        pads = [c.get(p, 0) for p in ("PT", "PL", "PB", "PR")]
+        shapes = {"x": (1, c["CIN"], c["H"], c["W"]), "w": (c["COUT"], c["CIN"] // c["GROUPS"], c["KH"], c["KW"]),
+                  "y": (1, c["COUT"], c["HO"], c["WO"])}
+        attrs = {"strides": [c["SH"], c["SW"]], "pads": pads, "dilations": [c["DH"], c["DW"]], "group": c["GROUPS"]}
+        return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+
+    def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
+        return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})
+
+    def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
+        return self.input_width(self.config_geometry(c), fold)
+
+    def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
+        """The MAC packing (pixel pairs when MMV >= 2, else channel pairs of an ungrouped conv, on
+        a DSP48E2), accumulator widths and the weight and channel ROMs."""
+        if macs_per_dsp not in (1, 2):
+            raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
+        pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
+        reduction = sf * simd
+        missing = [a for a in DOT_ARRAYS if a not in arrays]
+        if missing:
+            raise FpgaplaceError(f"rtl conv2d: arrays lack {', '.join(missing)}")
+        w = np.asarray(arrays["w"])
+        if w.dtype != np.int8 or w.shape != (c["COUT"], c["KH"], c["KW"], c["CIN"] // c["GROUPS"]):
+            raise FpgaplaceError(f"rtl conv2d: w must be int8 of shape (COUT, KH, KW, CIN/GROUPS), got {w.dtype} "
+                                 f"{w.shape}")
+        per_channel = per_channel_arrays(arrays, c["COUT"])
+        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(c["COUT"], -1), per_channel, c["ZX"], pe,
+                                                                "conv2d")
+        roms[f"{top}_weights.mem"] = Rom(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd))
+        roms[f"{top}_channels.mem"] = Rom(channel_words, channel_bits * pe)
+        pack, packed = "none", 0
+        if macs_per_dsp == 2 and mmv >= 2:
+            pack, packed = "pixel", mmv // 2 * 2
+        elif macs_per_dsp == 2 and pe >= 2 and xp == 1:
+            pack, packed = "channel", pe // 2 * 2
+        units = requantize_units(pe * mmv, sf)
+        values = {"DOT_W": dot_bits(reduction), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
+                  "RQ": units, "SLICES": pe * mmv // units, "SLICE_BITS": index_bits(pe * mmv // units),
+                  "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
+                  "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
+        return values, 9 + values["SLICES"]

@@ -1,0 +1,164 @@
+"""Dense (ONNX Gemm, MatMul and their quantized and fused forms with a constant weight matrix):
+FINN's MVAU over ROWS vectors a sample.
+
+Everything about the op is here: geometry, foldings (PE output channels, SIMD reduction
+elements), cycles (``rows * N/PE * K/SIMD``), resources (the dot-product rules of
+``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.dense``), the C++
+config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2``: PE x SIMD
+MACs a cycle, two to a DSP48E2 with ``macs_per_dsp=2``, ``requantize_units(PE, K/SIMD)``
+requantizers shared among the PE lanes) with its weight and channel ROMs. O(N*K) for the RTL values.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_units, tensor_shape
+from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op, OpGraph
+
+DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")
+FIFO_DEPTH = 16  # output FIFO slots: above the results in flight, (issue-to-FIFO latency 7 + PE/RQ + 2) / SF + 1 <= 12
+
+
+class Dense(Kernel):
+    name, template, uses_dsp = "dense", "hls/ops/dense.j2", True
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        a, b, out = (tensor_shape(graph, t) for t in (op.inputs[0], op.inputs[1], op.outputs[0]))
+        if op.inputs[1] not in graph.params:
+            return Unsupported("the second operand is not a constant weight matrix")
+        if a is None or b is None or out is None or len(b) != 2:
+            return Unsupported("expected a 2-D constant weight matrix")
+        if op.op_type == "Gemm":
+            if op.attrs.get("transA", 0) or float(op.attrs.get("alpha", 1.0)) != 1.0:
+                return Unsupported("Gemm with transA or alpha != 1")
+            if len(op.inputs) > 2 and op.inputs[2] and (
+                op.inputs[2] not in graph.params or float(op.attrs.get("beta", 1.0)) != 1.0
+            ):
+                return Unsupported("Gemm bias must be constant with beta = 1")
+            k, n = (b[1], b[0]) if op.attrs.get("transB", 0) else b
+        else:
+            k, n = b
+        if a[-1] != k:
+            return Unsupported("operand shapes do not agree")
+        rows = math.prod(a[:-1])
+        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
+        return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
+                        weights=k * n, macs=rows * n * k, shape=shape)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        vectors = inputs[0].reshape(rows, c["K"])
+        out = [reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"], zy=c["ZY"],
+                               lo=c["LO"], hi=c["HI"]) for v in vectors]
+        return np.stack(out).reshape(-1) if rows > 1 else out[0]
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        weight = ctx.index.weight(op.inputs[1])
+        n_axis = 0 if shape["TRANSB"] else 1
+        if weight.scale.size not in (1, shape["N"]) or (weight.scale.size > 1 and weight.axis != n_axis):
+            raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output column")
+        w = weight.values if shape["TRANSB"] else weight.values.T  # -> [N, K]
+        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["N"])
+        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+        config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, "ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
+        return Layer(op.name, "dense", [x.name], out.tensor.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        return rows * config["N"] * config["K"]
+
+    # ---- HLS ----
+
+    def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
+        """SIMD elements of a vector in, PE results out."""
+        return [fold.simd], fold.pe
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        return {**config, "PE": fold.pe, "SIMD": fold.simd}
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        return rows * config["N"]
+
+    # ---- RTL ----
+
+    def config_geometry(self, config: dict[str, Any]) -> Geometry:
+        """The geometry of a ``[1, K] x [K, N]`` MatMul with the config members K and N."""
+        k, n = int(config["K"]), int(config["N"])
+        return probe(self, "MatMul", {}, ["x", "w"], {"x": (1, k), "w": (k, n), "y": (1, n)}, ("w",))
+
+    def config_cycles(self, config: dict[str, Any]) -> int:
+        """Cycles per vector of the cycle model for the config's K, N, PE and SIMD."""
+        return self.cycles(self.config_geometry(config), Folding(pe=int(config["PE"]), simd=int(config["SIMD"])))
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """A layer's dense unit: ``config`` with the folding's PE and SIMD (``rtl_values``), its
+        input a sample of ROWS vectors one after another."""
+        rows = int(config.get("ROWS", 1))
+        unit = self.rtl_values(config | {"PE": fold.pe, "SIMD": fold.simd}, arrays, top, macs_per_dsp)
+        return RtlUnit(unit.template, unit.values, unit.roms, ((PORT_IN, fold.simd, rows * int(config["K"])),),
+                       (PORT_OUT, fold.pe, rows * int(config["N"])))
+
+    def rtl_values(self, config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",
+                   macs_per_dsp: int = 1) -> RtlUnit:
+        """The dense unit for ``config`` (the C++ members ``K, N, ZX, ZY, LO, HI, PE, SIMD``) and
+        ``arrays`` (``w [N, K]`` int8, ``bias``, ``mult``, ``shift`` per output channel): ROMs
+        ``{top}_weights.mem`` (folded ``[N/PE][K/SIMD][PE][SIMD]``, one word per MAC step) and
+        ``{top}_channels.mem`` (per output fold, PE words of ``{shift, mult, bias'}`` with
+        ``bias' = bias - ZX * sum_k w``). ``macs_per_dsp = 2`` packs the MACs of channel pairs into
+        one multiplier each (an odd PE's last channel stays single). O(N*K)."""
+        if macs_per_dsp not in (1, 2):
+            raise FpgaplaceError(f"rtl dense: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
+        checked = _check_dense(config, arrays)
+        k, n, pe, simd, zx = (int(config[m]) for m in ("K", "N", "PE", "SIMD", "ZX"))
+        w = checked["w"]
+        nf, sf = n // pe, k // simd
+        folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
+        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx, pe, "dense")
+        weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
+        values = {m: int(config[m]) for m in DENSE_MEMBERS} | {
+            "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
+            "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
+            "DOT_W": dot_bits(k), "ACC_W": acc_bits,
+            "RQ": requantize_units(pe, sf), "GROUP_BITS": index_bits(pe // requantize_units(pe, sf)),
+            "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
+            "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
+            "weights_file": weights_file, "channels_file": channels_file,
+            "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) ',
+        }
+        roms = {weights_file: Rom(folded), channels_file: Rom(channel_words, channel_bits * pe)}
+        return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))
+
+
+def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np.ndarray]:
+    missing = [m for m in DENSE_MEMBERS if m not in config] + [a for a in DOT_ARRAYS if a not in arrays]
+    if missing:
+        raise FpgaplaceError(f"rtl dense: config/arrays lack {', '.join(missing)}")
+    k, n, pe, simd = (int(config[m]) for m in ("K", "N", "PE", "SIMD"))
+    if k < 1 or n < 1 or pe < 1 or simd < 1 or n % pe or k % simd:
+        raise FpgaplaceError(f"rtl dense: PE={pe} must divide N={n} and SIMD={simd} must divide K={k}")
+    w = np.asarray(arrays["w"])
+    if w.dtype != np.int8 or w.shape != (n, k):
+        raise FpgaplaceError(f"rtl dense: w must be int8 of shape ({n}, {k}), got {w.dtype} {w.shape}")
+    per_channel = per_channel_arrays(arrays, n)
+    if per_channel["mult"].min() < 0 or per_channel["mult"].max() >= 2**31:
+        raise FpgaplaceError("rtl dense: mult must lie in [0, 2**31)")
+    if per_channel["shift"].min() < 1 or per_channel["shift"].max() > 62:
+        raise FpgaplaceError("rtl dense: shift must lie in [1, 62]")
+    if not all(-128 <= int(config[z]) <= 127 for z in ("ZX", "ZY")) or not -128 <= int(config["LO"]) <= int(
+            config["HI"]) <= 127:
+        raise FpgaplaceError("rtl dense: ZX, ZY and LO <= HI must be int8")
+    return {"w": w, **per_channel}

@@ -1,0 +1,53 @@
+"""Free kernels: ops that cost nothing on a core (stream-order-preserving reshapes, QuantizeLinear
+and DequantizeLinear absorbed into their neighbours' requantization, batch norm folded into a
+convolution). They have a geometry (to say whether a core can take them) and nothing else:
+no cycles, no resources, no template. O(1).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+from fpgaplace.hw.geometry import Geometry, Unsupported
+from fpgaplace.hw.kernel import Kernel, tensor_shape
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import Layer, LayerContext
+    from fpgaplace.model.ir import Op, OpGraph
+
+
+class Free(Kernel):
+    """Ops that cost nothing on a core: stream-order-preserving reshapes, Q/DQ and folded BN."""
+
+    free = True
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+        self.template = ""
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        out = tensor_shape(graph, op.outputs[0]) if op.outputs else None
+        if out is None:
+            return Unsupported("unknown output shape")
+        if self.name == "reshape":
+            x = tensor_shape(graph, op.inputs[0])
+            if x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out)):
+                return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
+                                   "stream order (channels last)")
+        if self.name == "batchnorm" and not _fused_member(op, graph):
+            return Unsupported("a batch norm that is not folded into a convolution")
+        return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
+        """None (absorbed into its neighbours), or for a reshape an alias (output int8 tensor,
+        input int8 tensor) or a requantization where its two scales differ."""
+        return ctx.reshape(op) if self.name == "reshape" else None
+
+
+def _fused_member(op: Op, graph: OpGraph) -> bool:
+    from fpgaplace.model.passes.fuse import fused_head
+
+    head = fused_head(op.node) if op.node is not None else None
+    return head is not None and head in graph.ops and head != op.name
+

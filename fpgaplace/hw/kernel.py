@@ -1,0 +1,457 @@
+"""The kernel base: what every hardware op answers, the data it answers in, and the shared cost rules.
+
+A core runs its ops as one dataflow pipeline (one stage per op, streams between them), so a
+sample leaves the core every *interval* = the slowest stage's cycles. Each stage is folded:
+
+* dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
+  elements per cycle on DSPs (``Kernel.mac_dsps``: one multiplier a MAC lane, or on a DSP48E2
+  two int8 lanes that share an operand in one multiplier; plus the multipliers of the
+  ``requantize_units``, ``requantizer_dsps``: the count the RTL op library builds and yosys maps):
+  ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
+  PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
+  by side (FINN's MMV, taken only where a beat then holds whole pixels: PE is every channel
+  and MMV divides the row, see ``Kernel.pixel_widths``);
+* lane kernels (pools, add, requantize, concat) handle ``PE`` channels of ``MMV`` pixels per
+  cycle in LUTs: ``cycles = rows * ceil(row / MMV) * ceil(elements per pixel / PE)``;
+* free kernels (reshape, quantize/dequantize and batch norm absorbed into their neighbours)
+  cost nothing.
+
+What an op costs the *placement* (``ideal_cycles``) is its share of the core's shared budget:
+``MACs / (DSPs * macs_per_dsp)`` for dot products and ``stream elements / LUT lanes`` for lane
+kernels. Summed over a core's ops this is the interval a perfectly balanced folding reaches;
+``fpgaplace.hw.folding`` finds the real folding, whose interval the compile step reports beside
+the planned load. Where a core is far larger than its ops need, the floor of one pixel per
+cycle makes the real interval exceed the share (the report shows both).
+
+Resources are estimates of the kind FINN's ``bram_estimation``/``lut_estimation`` make:
+weights are held in ``PE`` banks of ``SIMD`` bytes per word (plus a 72-bit word of bias,
+multiplier and shift per output channel), each bank in BRAM36 of the best aspect ratio or, as
+a folding choice, in URAM when it is deep and the core has URAM, or in LUTRAM when shallow; a window kernel
+keeps ``KH`` rows of its input in a line buffer. LUT and FF counts are linear in the lanes; the
+coefficients are documented below and are to be checked against yosys.
+
+Precision (``Geometry.weight_bits``, ``Geometry.activation_bits``; 8 unless ``with_precision``
+says otherwise; 1, 2, 4, 8, 16 or 32 bits): cycles do not depend on it (a lane is a MAC a cycle at
+any width); weight bytes, weight banks and line buffers are counted in bits; the MACs a DSP
+takes (``macs_per_dsp``) are:
+
+* 8 bits: the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs sharing an
+  operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8 Optimization on
+  Xilinx Devices", 2017);
+* 4 and 2 bits: twice the 8-bit count (the same operand-sharing packing with narrower guard
+  fields fits twice as many products in the multiplier: Xilinx WP521, "Convolutional Neural
+  Network with INT4 Optimization on Xilinx Devices", 2020, four INT4 MACs per DSP48E2; two per
+  DSP48E1 by the same packing in its 25 x 18 multiplier). No narrower packing is assumed for 2 bits;
+* 1 bit (binary weights and activations, +-1): no DSP; a lane is an XNOR and its share of a
+  popcount tree in LUTs (FINN's binary MVAU, Umuroglu et al., "FINN", FPGA 2017),
+  ``BINARY_LUT_PER_LANE`` LUTs each;
+* 16 bits: one MAC per DSP (16 x 16 fits 25 x 18 or 27 x 18); 32 bits: four (a 32 x 32 product
+  in 2 x 2 multiplier tiles).
+
+A lane's precision is the wider of its two operands'. The RTL op library is int8 only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+from functools import cache
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.board.model import BRAM36_BYTES
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
+from fpgaplace.model.ir import Op, TensorInfo
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
+    from fpgaplace.hw.lowering import Layer, LayerContext
+    from fpgaplace.model.ir import OpGraph
+
+
+# LUT/FF coefficients (estimates): per MAC lane of a dot-product stage, per lane of a lane
+# stage, and a fixed control cost per stage.
+DOT_LUT_PER_LANE, DOT_FF_PER_LANE, DOT_LUT_BASE, DOT_FF_BASE = 16, 24, 250, 300
+
+
+LANE_LUT_PER_PE, LANE_FF_PER_PE, LANE_LUT_BASE, LANE_FF_BASE = 40, 48, 150, 200
+
+
+LUTS_PER_LANE_BUDGET = 64  # LUTs one lane of a lane kernel is taken to need, for its budget share
+
+
+MAX_LINE_WIDTH = 256  # int8 elements a line buffer takes in per cycle
+
+
+LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
+
+
+URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
+
+
+CHANNEL_WORD_BITS = 72  # bias (32) + multiplier (32) + shift (8) per output channel
+
+
+BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
+
+
+URAM_SHAPE = (72, 4096)
+
+
+PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
+
+
+BINARY_LUT_PER_LANE = 2  # LUTs an XNOR-popcount lane takes (the XNOR and its share of the adder tree)
+
+
+# Multiplier A-port width: a DSP48E1 (25 x 18, one int8 MAC per DSP) or DSP48E2 (27 x 18, two)
+DSP48E1_A_BITS, DSP48E2_A_BITS = 25, 27
+
+
+DSP_PARTIAL_A_BITS = 17  # A bits each further DSP of a wider product takes (yosys mul2dsp.v: 18 less a sign bit)
+
+
+REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
+
+
+def check_bits(bits: int, what: str = "precision") -> int:
+    """``bits`` if the op library counts that element width, else a one-line error."""
+    if bits not in PRECISION_BITS:
+        raise FpgaplaceError(f"{what}: expected one of {', '.join(map(str, PRECISION_BITS))} bits, got {bits!r}")
+    return bits
+
+
+def with_precision(g: Geometry, weight_bits: int = 8, activation_bits: int = 8) -> Geometry:
+    """``g`` with weights of ``weight_bits`` and activations of ``activation_bits`` bits (1, 2, 4,
+    8, 16 or 32); cycles stay, bytes and DSPs follow (see the module docstring)."""
+    return replace(g, weight_bits=check_bits(weight_bits, "weight_bits"),
+                   activation_bits=check_bits(activation_bits, "activation_bits"))
+
+
+def bits_to_bytes(elements: int, bits: int) -> int:
+    """Bytes of ``elements`` packed at ``bits`` each (a last partial byte counts whole)."""
+    return math.ceil(elements * bits / 8)
+
+
+def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
+    """MACs one DSP takes a cycle at a lane width of ``bits`` (0 for binary lanes, which take
+    LUTs); the packing assumed and its sources are in the module docstring."""
+    check_bits(bits)
+    if bits == 1:
+        return 0.0
+    if bits <= 4:
+        return 2.0 * core.macs_per_dsp
+    return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
+
+
+def dsp_a_bits(core: FpgaCore | None) -> int:
+    """A-port width of the core's DSP multiplier: a DSP48E2 (27) where a DSP takes two int8 MACs,
+    else a DSP48E1 (25)."""
+    return DSP48E2_A_BITS if core is not None and core.macs_per_dsp >= 2 else DSP48E1_A_BITS
+
+
+def multiplier_dsps(a_bits: int, core: FpgaCore | None) -> int:
+    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits: one when it fits
+    the A port, else one more per ``DSP_PARTIAL_A_BITS`` bits beyond (how yosys' mul2dsp splits it)."""
+    a_port = dsp_a_bits(core)
+    return 1 if a_bits <= a_port else 1 + math.ceil((a_bits - a_port) / DSP_PARTIAL_A_BITS)
+
+
+def dot_bits(reduction: int, weight_bits: int = 8, activation_bits: int = 8) -> int:
+    """Signed bits of a dot product of ``reduction`` products (zero point folded into the bias, so
+    each factor is a signed value of its width): holds ``reduction * 2**(wb-1) * 2**(ab-1)``."""
+    magnitude = reduction * 2 ** (weight_bits - 1) * 2 ** (activation_bits - 1)
+    return magnitude.bit_length() + 1
+
+
+def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None = None) -> int:
+    """DSPs of one requantization unit of a dot-product stage: ``v = dot * m + bias * m`` with
+    ``bias * m`` precomputed, ``m`` (31 bits) in two parts split at bit ``REQUANT_M_SPLIT`` (14 and 17
+    bits, each within the 18-bit B port), the dot product on the A port (RTL ``fp_requant_var``)."""
+    width = dot_bits(reduction, *((g.weight_bits, g.activation_bits) if g is not None else (8, 8)))
+    return 2 * multiplier_dsps(width, core)
+
+
+def cycles_to_us(cycles: float, core: FpgaCore) -> float:
+    """The one conversion from cycles to microseconds: ``clock_mhz`` cycles per microsecond."""
+    return cycles / core.clock_mhz
+
+
+def sliding_cycles(shape: dict[str, int], window_rows: int, row_beats: int, steps: int) -> int:
+    """Iterations per sample of a line-buffered stage (kernels.h ``detail::slide_rows``): the
+    input rows output row 0 needs, then per output row the larger of the input beats of the rows
+    the next output row needs and the row's ``steps`` compute cycles. O(HO), in numpy."""
+    h, pt, sh = shape["H"], shape["PT"], shape["SH"]
+    first = max(0, min(h, window_rows - pt))
+    tops = np.arange(shape["HO"]) * sh - pt
+    wanted = np.minimum(h, tops + sh + window_rows)
+    wanted[-1] = h  # the last output row also reads the rows no window covers
+    read_before = np.maximum.accumulate(np.concatenate(([first], wanted[:-1])))
+    reads = np.maximum(0, wanted - read_before) * row_beats
+    return int(first * row_beats + np.maximum(reads, steps).sum())
+
+
+def requantize_units(results: int, folds: int) -> int:
+    """Requantization units a dot-product stage needs: ``results`` accumulators finish every
+    ``folds`` cycles and one unit takes one group of them a cycle, so the fewest units dividing
+    ``results`` with ``units * folds >= results`` (one when the folds outnumber the results)."""
+    return next(units for units in range(1, results + 1) if results % units == 0 and units * folds >= results)
+
+
+@cache
+def fold_widths(n: int) -> tuple[int, ...]:
+    """The smallest width giving each possible fold count ``ceil(n / width)`` of ``n`` items:
+    one width per distinct count, O(sqrt(n)) of them (a last partial fold is allowed)."""
+    return tuple(sorted({math.ceil(n / math.ceil(n / w)) for w in range(1, n + 1)})) if n <= 4096 else divisors(n)
+
+
+@cache
+def divisors(n: int) -> tuple[int, ...]:
+    """Divisors of ``n`` in increasing order, O(sqrt(n))."""
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return tuple(sorted({*small, *(n // d for d in small)}))
+
+
+@cache
+def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUT) for one bank of ``depth`` words of ``width_bits``: LUTRAM when
+    shallow, URAM (4096 x 72 words) when asked for and the bank is deep, else BRAM36 of the
+    cheapest aspect ratio."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0, 0)
+    if depth <= LUTRAM_MAX_DEPTH:
+        return (0, 0, width_bits * math.ceil(depth / 64))
+    if uram and depth >= URAM_MIN_DEPTH:
+        w, d = URAM_SHAPE
+        return (0, math.ceil(width_bits / w) * math.ceil(depth / d), 0)
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
+
+
+class Kernel:
+    """Base of every kernel; see the module docstring for the cost rules."""
+
+    name: str = ""
+    template: str = ""
+    uses_dsp: bool = False
+    free: bool = False
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        raise NotImplementedError
+
+    def foldings(self, g: Geometry) -> list[Folding]:
+        if self.free:
+            return [Folding()]
+        simds = divisors(g.reduction) if self.uses_dsp else (1,)
+        memories = (False, True) if g.weights else (False,)
+        return [Folding(pe, simd, mmv, uram) for pe in divisors(g.channels) for simd in simds
+                for mmv in self.pixel_widths(g, pe) for uram in memories]
+
+    def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
+        """The MMV values a stage of ``pe`` channels may take: for a conv one per count of pixel
+        groups in a row (the last group may be short) whose outputs can leave in time; for a lane
+        stage divisors of the row, and only when a beat then holds whole pixels (``pe`` is every
+        channel), so that the MMV x PE elements of a cycle are consecutive in stream order."""
+        if self.uses_dsp:  # a conv's outputs may leave through a reorder buffer (Conv2d.foldings checks)
+            return fold_widths(g.row)
+        if pe != g.channels:
+            return (1,)
+        return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
+
+    def lane_bound(self, fold: Folding, core: FpgaCore, g: Geometry | None = None) -> int:
+        """DSPs the folding needs at least (a cheap filter before ``resources``)."""
+        per_dsp = macs_per_dsp(core, g.lane_bits if g is not None else 8)
+        return math.ceil(fold.lanes / per_dsp) if self.uses_dsp and per_dsp else 0
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        if self.free:
+            return 0
+        rows = g.pixels // g.row * math.ceil(g.row / fold.mmv)
+        if self.uses_dsp:
+            return rows * (g.channels // fold.pe) * (g.reduction // fold.simd)
+        return rows * math.ceil(g.stream_elements // g.pixels / fold.pe)
+
+    def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
+        """The op's share of the core's budget (what it adds to the core's load). A DSP lane
+        costs 1 / macs-per-DSP DSPs plus its part of the requantizers: L lanes finish L /
+        reduction results a cycle, one unit of ``requantizer_dsps`` each, so a lane carries
+        ``requantizer_dsps / reduction`` of them (a depthwise conv's 9-term dot products pay
+        about half again over their MACs; a wide conv's, almost nothing)."""
+        if self.free:
+            return 0.0
+        if self.uses_dsp:
+            per_dsp = macs_per_dsp(core, g.lane_bits)
+            if per_dsp == 0:  # binary lanes share the core's LUTs
+                return g.macs / max(1, core.lut // (BINARY_LUT_PER_LANE + DOT_LUT_PER_LANE)) * self.fill_factor(g)
+            dsps_per_lane = 1 / per_dsp + requantizer_dsps(g.reduction, core, g) / max(1, g.reduction)
+            return g.macs * dsps_per_lane / core.dsp * self.fill_factor(g)
+        return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
+
+    def fill_factor(self, g: Geometry) -> float:
+        """How much longer than its compute a stage runs for refilling buffers it cannot overlap
+        (1 but for a line-buffered conv, see ``Conv2d.fill_factor``)."""
+        return 1.0
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
+        raise NotImplementedError(f"{self.name} has no integer reference")
+
+    # ---- the integer layer, and what the templates need (``fpgaplace.codegen`` renders them) ----
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
+        """The integer layer of ``op`` (config members and arrays) from its QDQ graph, an alias
+        (output int8 tensor, input int8 tensor), or None when the op is absorbed."""
+        raise NotImplementedError(f"{self.name} has no lowering")
+
+    def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
+        """MACs of one sample of a lowered layer (0 but for dot products)."""
+        return 0
+
+    def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
+        """Elements per beat of each of the stage's ``inputs`` streams and of its output: a lane
+        stage moves PE x MMV lanes in and out."""
+        lanes = fold.pe * fold.mmv
+        return [lanes] * inputs, lanes
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        """The stage's C++ config members (``template``): the layer's shape and quantization plus
+        its folding (a lane stage's ``L`` lanes)."""
+        return {**config, "L": fold.pe * fold.mmv}
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        """Output elements of one sample."""
+        return config["SIZE"]
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as
+        ``fold`` (``model_cycles``: the cycles the op library gives it; ``macs_per_dsp``: the
+        board's); a one-line error for a kernel the RTL op library lacks."""
+        raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
+
+    def weight_bytes(self, g: Geometry, precision_bytes: int | None = None, *, bits: int | None = None) -> int:
+        """Bytes of the op's weights (on chip when resident, else read from DRAM every run) at
+        ``bits`` per element (1, 2, 4, 8, 16, 32), else ``precision_bytes`` whole bytes (the old
+        argument), else the geometry's ``weight_bits``; sub-byte weights are packed."""
+        if bits is None:
+            bits = 8 * precision_bytes if precision_bytes is not None else g.weight_bits
+        return bits_to_bytes(g.weights, check_bits(bits, "weight bits"))
+
+    def mac_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """DSPs of the MAC lanes: ``ceil(lanes / macs_per_dsp)`` (none for binary lanes); where a
+        DSP takes two int8 MACs, only two lanes sharing an operand share it (``paired_lanes``)."""
+        if not self.uses_dsp:
+            return 0
+        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
+        if per_dsp == 0:
+            return 0
+        if g.lane_bits == 8 and per_dsp == 2:
+            return self.paired_lanes(g, fold)
+        return math.ceil(fold.lanes / per_dsp)
+
+    def paired_lanes(self, g: Geometry, fold: Folding) -> int:
+        """Multipliers of the lanes when two int8 lanes that share an operand share one (WP486):
+        channel pairs share the input, so ``ceil(PE / 2) * SIMD`` (dense; Conv2d adds pixel pairs)."""
+        return math.ceil(fold.pe / 2) * fold.simd * fold.mmv
+
+    def requantizer_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """DSPs of the stage's requantizers: ``requantize_units`` of its PE x MMV results a fold,
+        ``requantizer_dsps`` each."""
+        if not self.uses_dsp:
+            return 0
+        units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
+        return units * requantizer_dsps(g.reduction, core, g)
+
+    def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """Every DSP of the stage: MAC lanes and requantizers."""
+        return self.mac_dsps(g, fold, core) + self.requantizer_dsps(g, fold, core)
+
+    def fixed_bytes(self, g: Geometry) -> int:
+        """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
+        output channel, and its line buffer, which is byte-wide: a BRAM36 holds 4096 of its bytes
+        (4096 x 9 bits), so it is charged in whole blocks of 36 Kbit as it will occupy them."""
+        line = bits_to_bytes(g.linebuffer_bytes, g.activation_bits)
+        if line:
+            blocks, _, _ = memory_blocks(8, line)
+            line = max(line, blocks * BRAM36_BYTES)
+        return (CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0) + line
+
+    def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
+        if self.free:
+            return Resources()
+        lanes = fold.lanes
+        bram, uram, lutram = self._memory(g, fold, core, resident)
+        if self.uses_dsp:
+            binary = BINARY_LUT_PER_LANE * lanes if g.lane_bits == 1 else 0
+            return Resources(self.dsps(g, fold, core), bram, uram,
+                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary,
+                             DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+        return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
+                         LANE_FF_BASE + LANE_FF_PER_PE * lanes)
+
+    def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
+        """(BRAM36, URAM, LUTRAM LUTs) of the weight banks, per-channel words and line buffer."""
+        banks: list[tuple[int, tuple[int, int, int]]] = []
+        if g.weights and resident:
+            depth = math.ceil(g.weights / (fold.pe * fold.simd))
+            in_uram = fold.uram and core is not None and core.uram > 0
+            banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
+        if self.uses_dsp:
+            banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
+        if g.linebuffer_bytes:
+            count = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
+            banks.append((count, memory_blocks(g.activation_bits, math.ceil(g.linebuffer_bytes / count))))
+        return tuple(sum(n * bank[i] for n, bank in banks) for i in range(3))
+
+
+def tensor_shape(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:
+    info = graph.tensors.get(tensor) if tensor else None
+    return info.shape if info is not None else None
+
+
+def activation_inputs(op: Op, graph: OpGraph) -> list[str]:
+    return [t for t in op.inputs if t and t not in graph.params]
+
+
+def ints(value: Any, count: int, default: int) -> list[int]:
+    values = [int(v) for v in value] if value else []
+    return values if len(values) == count else [default] * count
+
+
+def window_members(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...], kernel: tuple[int, int],
+            dilation: tuple[int, int] = (1, 1)) -> dict[str, int] | Unsupported:
+    """Strides and explicit pads of a 2-D window op (auto_pad resolved from the output shape)."""
+    sh, sw = ints(op.attrs.get("strides"), 2, 1)
+    (h, w), (ho, wo) = x[2:], out[2:]
+    auto_pad = str(op.attrs.get("auto_pad", "NOTSET"))
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for size, outsize, stride, k, d in ((h, ho, sh, kernel[0], dilation[0]), (w, wo, sw, kernel[1], dilation[1])):
+            total = max(0, (outsize - 1) * stride + (k - 1) * d + 1 - size)
+            small, big = total // 2, total - total // 2
+            pads.append((small, big) if auto_pad == "SAME_UPPER" else (big, small))
+        pt, pl, pb, pr = pads[0][0], pads[1][0], pads[0][1], pads[1][1]
+    elif auto_pad == "VALID":
+        pt = pl = pb = pr = 0
+    else:
+        pt, pl, pb, pr = ints(op.attrs.get("pads"), 4, 0)
+    expect_h = (h + pt + pb - dilation[0] * (kernel[0] - 1) - 1) // sh + 1
+    expect_w = (w + pl + pr - dilation[1] * (kernel[1] - 1) - 1) // sw + 1
+    if (expect_h, expect_w) != (ho, wo):
+        return Unsupported(f"output {ho}x{wo} does not follow from the window (ceil_mode or auto_pad)")
+    return {"H": h, "W": w, "SH": sh, "SW": sw, "PT": pt, "PL": pl, "PB": pb, "PR": pr, "HO": ho, "WO": wo}
+
+
+def probe(kernel: Kernel, op_type: str, attrs: dict[str, Any], inputs: list[str], shapes: dict[str, tuple[int, ...]],
+          params: tuple[str, ...] = ()) -> Geometry:
+    """The geometry ``kernel`` gives a one-sample ``op_type`` op of ``inputs`` (output ``y``) with
+    ``shapes`` and constant ``params`` (so a unit test or bench costs an op from its config
+    members exactly as the placement does); a one-line error where the kernel rejects it."""
+    graph = SimpleNamespace(params=dict.fromkeys(params), model=None,
+                            tensors={name: TensorInfo(name, shape, "int8") for name, shape in shapes.items()})
+    geometry = kernel.geometry(Op(kernel.name, op_type, "", attrs, inputs, ["y"], 0), graph)  # type: ignore[arg-type]
+    if not isinstance(geometry, Geometry):
+        raise FpgaplaceError(f"rtl {kernel.name}: the op library rejects {shapes}: {geometry}")
+    return geometry

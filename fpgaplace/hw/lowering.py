@@ -1,0 +1,139 @@
+"""Lowering: what a kernel needs to turn an op of a QDQ graph into an integer layer.
+
+A ``Layer`` is one dataflow stage of a core: its kernel, C++ config members (shape and
+quantization), int8/int32 arrays, and once folded its folding, cycles and resources. Each kernel
+makes its own (``Kernel.lower``, in the kernel's module) from a ``LayerContext``: the int8
+tensors around the op (``source``, ``sink``), the activation bounds and the multipliers of
+their rescaling (``fpgaplace.hw.quant``): conv/dense ``sx * sw[c] / sy`` per output channel,
+pools ``sx / (sy * window)``, add one shift shared by ``sa / sy`` and ``sb / sy``, requantize and
+concat ``sx / sy`` per input. O(weights) per op.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from fpgaplace.hw.geometry import Folding, Geometry, Resources
+from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
+from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
+from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.util.errors import FpgaplaceError
+
+
+@dataclass
+class Layer:
+    """One dataflow stage of a core, ready to render and to run in the integer reference."""
+
+    op: str
+    kernel: str
+    inputs: list[str]  # int8 tensor names
+    output: str
+    config: dict[str, int]
+    arrays: dict[str, np.ndarray] = field(default_factory=dict)
+    folding: Folding = Folding()
+    cycles: int = 0
+    resources: Resources = Resources()
+    resident: bool = True
+    rows: int = 1  # dense: vectors per sample
+    geometry: Geometry | None = None  # the op in its kernel's terms (set with the folding)
+
+
+def bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple[int, int]:
+    """The int8 output range [LO, HI] the fused ``activations`` (Relu, Clip, ...) leave at the
+    output's ``scale`` and ``zero_point``."""
+    lo, hi = -128, 127
+    for node in activations:
+        attrs = {a.name: a.f for a in node.attribute if a.name in ("min", "max")}
+        if node.op_type == "Clip" and len(node.input) > 1:
+            attrs = {key: float(v.reshape(-1)[0]) for key, t in zip(("min", "max"), node.input[1:3], strict=False)
+                     if t and (v := index.constant(t)) is not None}
+        a, b = activation_bounds(node.op_type, attrs, scale, zero_point)
+        lo, hi = max(lo, a), min(hi, b)
+    return lo, hi
+
+
+def multipliers(real: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-point (multiplier, shift) of each real rescaling factor (``quantize_multiplier``);
+    a one-line error naming ``where`` for a factor that cannot be requantized."""
+    pairs = []
+    for value in np.asarray(real, dtype=np.float64).reshape(-1):
+        try:
+            pairs.append(quantize_multiplier(float(value)))
+        except ValueError as error:
+            raise FpgaplaceError(f"{where}: rescale factor {value:.3g} cannot be requantized ({error})") from None
+    return np.array([p[0] for p in pairs], dtype=np.int32), np.array([p[1] for p in pairs], dtype=np.int8)
+
+
+class LayerContext:
+    """The QDQ reading shared by the kernels' lowering; one instance per graph."""
+
+    def __init__(self, graph: OpGraph) -> None:
+        self.graph = graph
+        self.index = qdq_index(graph.model)
+
+    def source(self, op: Op, tensor: str) -> QTensor:
+        """The int8 tensor an input of ``op`` reads (a one-line error where there is none)."""
+        q = self.index.int_source(tensor)
+        if q is None:
+            raise FpgaplaceError(f"op '{op.name}': input '{tensor}' is not an int8 tensor of the QDQ model")
+        check_scale(q.scale, f"op '{op.name}': input '{tensor}'")
+        return q
+
+    def sink(self, op: Op):
+        """The int8 QuantizeLinear ``op``'s output reaches, with the activations on the way."""
+        out = self.index.int_sink(op.outputs[0])
+        if out is None:
+            raise FpgaplaceError(f"op '{op.name}': output '{op.outputs[0]}' does not reach one int8 QuantizeLinear")
+        check_scale(out.tensor.scale, f"op '{op.name}': output '{op.outputs[0]}'")
+        return out
+
+    def reshape(self, op: Op) -> Layer | tuple[str, str] | None:
+        """A stream-order-preserving reshape: nothing (a pass-through), an alias (output int8
+        tensor, input int8 tensor), or a requantization where its two scales differ."""
+        out = self.index.int_sink(op.outputs[0])
+        if out is None:
+            return None  # a pass-through: its readers see through it
+        x = self.source(op, op.inputs[0])
+        if (x.scale, x.zero_point) == (out.tensor.scale, out.tensor.zero_point) and not out.activations:
+            return (out.tensor.name, x.name)
+        return self.rescale(op, x, out, "requant", {"SIZE": self.graph.tensors[op.outputs[0]].numel})
+
+    def rescale(self, op: Op, x: QTensor, out, kernel: str, config: dict) -> Layer:
+        """A one-input layer of ``kernel`` requantizing ``x`` to ``out`` (``sx / sy``) with ``config``."""
+        y = out.tensor
+        lo, hi = bounds(self.index, (*([op.node] if op.op_type in ("Relu", "Clip") else []), *out.activations),
+                        y.scale, y.zero_point)
+        (m,), (s,) = multipliers(np.array([x.scale / y.scale]), f"op '{op.name}'")
+        return Layer(op.name, kernel, [x.name], y.name,
+                     {**config, "ZX": x.zero_point, "M": int(m), "S": int(s), "ZY": y.zero_point, "LO": lo, "HI": hi})
+
+    def batch(self) -> int:
+        """Samples per run of the graph (``graph_batch``)."""
+        return graph_batch(self.graph)
+
+    def dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
+        """A dot product's arrays: int8 weights, int32 bias at the accumulator's scale
+        ``sx * sw[c]``, and per output channel the multiplier and shift of ``sx * sw[c] / sy``."""
+        y = out.tensor
+        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
+        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
+            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
+        bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+        bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
+        acc_scale = x.scale * scales
+        mult, shift = multipliers(acc_scale / y.scale, f"op '{op.name}'")
+        return {
+            "w": w.astype(np.int8),
+            "bias": np.clip(np.rint(bias / acc_scale), -(2**31), 2**31 - 1).astype(np.int32),
+            "mult": mult,
+            "shift": shift,
+        }
+
+
+def graph_batch(graph: OpGraph) -> int:
+    """Samples per run of the model: axis 0 of its first input. A core runs once per sample."""
+    first = graph.inputs[0] if graph.inputs else None
+    info = graph.tensors.get(first) if first else None
+    return info.shape[0] if info is not None and info.shape and info.shape[0] > 0 else 1

@@ -1,0 +1,165 @@
+"""Pooling (ONNX MaxPool, AveragePool, GlobalAveragePool): max and average over a 2-D window,
+or average over the whole plane.
+
+Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
+(a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
+reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``),
+the integer reference (``fpgaplace.hw.reference.maxpool``/``avgpool``), the C++ config of
+``hls/ops/pool.j2`` and the RTL values: the window unit (``rtl/window.v.j2``, a depthwise window
+of SIMD = window length, ``fpgaplace.hw.window``) or the global pool (``rtl/globalpool.v.j2``),
+each with its constant requantizer. Cycles are O(HO); the RTL values O(window).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from fpgaplace.hw import reference
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import ints, probe, sliding_cycles, tensor_shape, window_members
+from fpgaplace.hw.lowering import Layer, multipliers
+from fpgaplace.hw.rtl_values import (
+    PORT_IN,
+    PORT_OUT,
+    check_int8_members,
+    const_requant,
+    index_bits,
+    int_members,
+    signed_bits,
+)
+from fpgaplace.hw.window import WindowKernel, checked_window_shape
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op, OpGraph
+
+
+class Pool(WindowKernel):
+    """Max and average pooling over a 2-D window (``global_`` pools the whole plane)."""
+
+    uses_dsp = False
+
+    def __init__(self, name: str, average: bool, global_: bool) -> None:
+        self.name, self.average, self.global_ = name, average, global_
+        self.template = "hls/ops/pool.j2"
+        self.window_kind = "avg" if average else "max"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        x, out = tensor_shape(graph, op.inputs[0]), tensor_shape(graph, op.outputs[0])
+        if x is None or out is None or len(x) != 4:
+            return Unsupported("only 2-D pooling (4-D NCHW tensors) runs on a core")
+        if self.global_:
+            kh, kw = x[2], x[3]
+            window: dict[str, int] | Unsupported = {"H": x[2], "W": x[3], "SH": 1, "SW": 1, "PT": 0, "PL": 0,
+                                                    "PB": 0, "PR": 0, "HO": 1, "WO": 1}
+        else:
+            kh, kw = ints(op.attrs.get("kernel_shape"), 2, 1)
+            if op.attrs.get("ceil_mode", 0) or any(d != 1 for d in ints(op.attrs.get("dilations"), 2, 1)):
+                return Unsupported("ceil_mode and dilated pooling run on CPUs")
+            if len(op.outputs) > 1 and op.outputs[1]:
+                return Unsupported("MaxPool indices output")
+            window = window_members(op, graph, x, out, (kh, kw))
+        if isinstance(window, Unsupported):
+            return window
+        padded = any(window[p] for p in ("PT", "PL", "PB", "PR"))
+        if self.average and padded and not op.attrs.get("count_include_pad", 0):
+            return Unsupported("average pooling over padding without count_include_pad")
+        shape = {**window, "C": x[1], "KH": kh, "KW": kw}
+        rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
+        return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
+                        stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        """Per sample: a whole-plane pool reads H*W*C/L beats, then writes C/L; a windowed one
+        streams rows through its line buffer (``sliding_cycles``), PE x MMV lanes a cycle."""
+        s = g.shape
+        lanes = fold.pe * fold.mmv
+        samples = g.pixels // (s["HO"] * s["WO"])
+        if is_whole_plane(s):
+            return samples * (s["H"] * s["W"] + 1) * s["C"] // lanes
+        steps = s["WO"] // fold.mmv * (s["C"] // fold.pe)
+        return samples * sliding_cycles(s, s["KH"], s["W"] * s["C"] // lanes, steps)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        x = inputs[0].reshape(c["H"], c["W"], c["C"])
+        run = reference.avgpool if self.average else reference.maxpool
+        return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
+                   zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        window = shape["KH"] * shape["KW"] if self.average else 1
+        layer = ctx.rescale(op, x, out, "avgpool" if self.average else "maxpool",
+                            {k: shape[k] for k in ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
+                                                   "HO", "WO")})
+        if self.average:
+            (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
+            layer.config.update(M=int(m), S=int(s))
+        return layer
+
+    # ---- HLS ----
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        return {**config, "PE": fold.pe, "MMV": fold.mmv}
+
+    def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
+        return config["HO"] * config["WO"] * config["C"]
+
+    # ---- RTL ----
+
+    def config_geometry(self, c: dict[str, Any]) -> Geometry:
+        """The geometry of a one-sample pool with the config members ``c``."""
+        shapes = {"x": (1, c["C"], c["H"], c["W"]), "y": (1, c["C"], c["HO"], c["WO"])}
+        if self.global_:
+            return probe(self, "GlobalAveragePool", {}, ["x"], shapes)
+        pads = [c.get(p, 0) for p in ("PT", "PL", "PB", "PR")]
+        attrs = {"kernel_shape": [c["KH"], c["KW"]], "strides": [c["SH"], c["SW"]], "pads": pads,
+                 "count_include_pad": 1}
+        return probe(self, "AveragePool" if self.average else "MaxPool", attrs, ["x"], shapes)
+
+    def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
+        c = int_members(config)
+        return checked_window_shape(self.name, config, {
+            "CIN": c["C"], "COUT": c["C"], "GROUPS": c["C"], "DH": 1, "DW": 1, "PE": fold.pe,
+            "SIMD": c["KH"] * c["KW"], "MMV": fold.mmv})
+
+    def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
+        return c["PE"] * c["MMV"]
+
+    def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
+        """The pool's accumulator width and constant requantization."""
+        bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
+        rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"])
+        return {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}, 5
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """A windowed pool is the window unit; global average pooling (``rtl/globalpool.v.j2``)
+        takes PE channels a beat in and out."""
+        if not self.global_:
+            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+        c = int_members(config)
+        pe = fold.pe
+        if c["C"] % pe:
+            raise FpgaplaceError(f"rtl globalavgpool: PE={pe} must divide C={c['C']}")
+        check_int8_members(c, ("ZX", "ZY"), "globalavgpool")
+        bits = signed_bits(c["H"] * c["W"] * 255) + 1
+        rq = const_requant(f"{top}_requantize", [("a", bits, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
+        values = c | {"name": top, "PE": pe, "ACC_W": bits, "rq": rq, "CF_BITS": index_bits(c["C"] // pe),
+                      "PIX_BITS": index_bits(c["H"] * c["W"])}
+        return RtlUnit("rtl/globalpool.v.j2", values, {}, ((PORT_IN, pe, c["H"] * c["W"] * c["C"]),),
+                       (PORT_OUT, pe, c["C"]))
+
+
+def is_whole_plane(shape: dict[str, int]) -> bool:
+    """A pool whose one window is the whole unpadded plane (kernels.h pools it as it streams in)."""
+    return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
+        shape[p] for p in ("PT", "PL", "PB", "PR"))
+

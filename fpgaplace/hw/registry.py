@@ -1,0 +1,104 @@
+"""The kernel registry: every kernel of the op library by name, and the kernel of an op.
+
+The op registry (``fpgaplace.model.ops``) names each op type's kernel (``OpClass.kernel``); this
+is the one list of those names and the objects behind them. ``plan_op`` is what the front end,
+the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it.
+The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
+benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
+QDQ check of the op's tensors.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fpgaplace.hw import qdq
+from fpgaplace.hw.concat import Concat
+from fpgaplace.hw.conv import Conv2d
+from fpgaplace.hw.dense import Dense
+from fpgaplace.hw.elementwise import Add, Requant
+from fpgaplace.hw.free import Free
+from fpgaplace.hw.geometry import Geometry, Unsupported
+from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.pool import Pool
+from fpgaplace.model import ops as op_registry
+
+if TYPE_CHECKING:
+    from fpgaplace.model.ir import Op, OpGraph
+
+KERNELS: dict[str, Kernel] = {
+    kernel.name: kernel
+    for kernel in (
+        Conv2d(),
+        Dense(),
+        Pool("maxpool", average=False, global_=False),
+        Pool("avgpool", average=True, global_=False),
+        Pool("globalavgpool", average=True, global_=True),
+        Add(),
+        Requant(),
+        Concat(),
+        Free("reshape"),
+        Free("quantize"),
+        Free("dequantize"),
+        Free("batchnorm"),
+    )
+}
+
+
+def kernel_for(op: Op) -> Kernel | None:
+    """The kernel the op registry names for ``op``'s type, if any."""
+    op_class = op_registry.lookup(op.op_type, op.domain)
+    name = op_class.kernel if op_class is not None else None
+    return KERNELS.get(name) if name else None
+
+
+def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
+    """The kernel and geometry of ``op`` on a core, or why no core can run it."""
+    kernel = kernel_for(op)
+    if kernel is None:
+        return Unsupported(f"no hardware kernel for {op.op_type}")
+    strings = any(graph.tensors[t].dtype == "object" for t in [*op.all_inputs(), *op.outputs] if t in graph.tensors)
+    if strings:
+        return Unsupported("string tensors")
+    geometry = kernel.geometry(op, graph)
+    if isinstance(geometry, Unsupported):
+        return geometry
+    if _is_qdq(graph) and kernel.name not in ("quantize", "dequantize"):
+        weights = [op.inputs[1]] if kernel.uses_dsp else []
+        constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
+        reason = qdq.unlowerable(op.op_type, activation_inputs(op, graph), op.outputs, weights, graph.model,
+                                 constants)
+        if reason is not None:
+            return Unsupported(reason)
+    return kernel, geometry
+
+
+def _is_qdq(graph: OpGraph) -> bool:
+    return any(op.op_type == "QuantizeLinear" for op in graph.ops.values())
+
+
+def rtl_kernels() -> list[str]:
+    """Names of the kernels the RTL op library renders."""
+    return [name for name, kernel in KERNELS.items() if type(kernel).rtl is not Kernel.rtl]
+
+
+def window_geometry(kernel: str, config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample conv2d / maxpool / avgpool / globalavgpool with ``config``'s
+    members, made by ``KERNELS[kernel]`` (so cycles and resources are its own)."""
+    return KERNELS[kernel].config_geometry(config)  # type: ignore[attr-defined]
+
+
+def dense_geometry(k: int, n: int) -> Geometry:
+    """The geometry of a ``[1, K] x [K, N]`` MatMul, made by ``KERNELS["dense"]``."""
+    return KERNELS["dense"].config_geometry({"K": k, "N": n})  # type: ignore[attr-defined]
+
+
+def elementwise_geometry(kernel: str, shape: tuple[int, ...], constant: tuple[int, ...] | None = None) -> Geometry:
+    """The geometry of a one-sample Add (two inputs, or one and a ``constant`` of that shape) or
+    Relu of an NCHW ``shape``."""
+    return KERNELS[kernel].shape_geometry(shape, constant)  # type: ignore[attr-defined]
+
+
+def concat_geometry(pixels: tuple[int, ...], channels: list[int]) -> Geometry:
+    """The geometry of a one-sample channel Concat of NCHW inputs ``(1, C_i, *pixels)``."""
+    return KERNELS["concat"].channels_geometry(pixels, channels)  # type: ignore[attr-defined]

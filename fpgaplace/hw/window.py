@@ -1,0 +1,141 @@
+"""The line-buffered window unit shared by convolution and windowed pooling
+(``hls_templates/rtl/window.v.j2``): its template values for a layer's config and folding.
+
+A pool is a depthwise window of SIMD = window length; the kernel adds what is its own
+(``WindowKernel.window_values``: a conv's MAC packing and ROMs, a pool's requantizer) and
+the input beat it chose with the folding (``WindowKernel.window_input_width``). O(weights +
+SF * SIMD) for the ROMs.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from fpgaplace.hw.geometry import Folding, Rom, RtlUnit
+from fpgaplace.hw.kernel import Kernel
+from fpgaplace.hw.rtl_values import (
+    PORT_IN,
+    PORT_OUT,
+    RATE_MARGIN,
+    check_int8_members,
+    index_bits,
+    int_members,
+    pack_lanes,
+    signed_bits,
+    smallest_divisor,
+)
+from fpgaplace.util.errors import FpgaplaceError
+
+SPARE_ROWS = 1  # line-buffer rows beyond the window's and a stride's, so the writer runs a row ahead
+WINDOW_TEMPLATE = "rtl/window.v.j2"
+
+
+class WindowKernel(Kernel):
+    """A kernel whose RTL is the window unit: conv2d, maxpool, avgpool."""
+
+    window_kind = ""  # "conv", "max" or "avg" (the template's ``kind``)
+
+    def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
+        """The layer's members in convolution terms, with PE, SIMD and MMV."""
+        raise NotImplementedError
+
+    def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
+        """The input beat the op library chose with the folding (0: none)."""
+        raise NotImplementedError
+
+    def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
+        """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency."""
+        raise NotImplementedError
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """The window unit for ``config`` (the C++ config members) folded as ``fold``: window
+        offsets per fold, the kernel's ROMs, and for grouped windows the input channel offset of
+        every PE lane."""
+        c = self.window_shape(config, fold)
+        check_int8_members(c, ("ZX", "ZY"), self.name)
+        return window_unit(self, c, arrays, fold, top, macs_per_dsp)
+
+
+def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str, int]) -> dict[str, int]:
+    """The integer members of ``config`` with ``members`` (convolution terms, PE, SIMD, MMV)
+    after the checks every window unit needs (PE, SIMD, GROUPS and MMV fit the shape)."""
+    c = int_members(config) | members
+    reduction = c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
+    if c["COUT"] % c["PE"] or reduction % c["SIMD"] or c["CIN"] % c["GROUPS"] or c["COUT"] % c["GROUPS"]:
+        raise FpgaplaceError(f"rtl {kernel}: PE={c['PE']} must divide COUT={c['COUT']}, SIMD={c['SIMD']} the "
+                             f"window length {reduction} and GROUPS={c['GROUPS']} both channel counts")
+    if c["MMV"] < 1 or c["MMV"] > c["WO"]:
+        raise FpgaplaceError(f"rtl {kernel}: MMV={c['MMV']} must lie in [1, WO={c['WO']}]")
+    return c
+
+
+def _input_width(kernel: WindowKernel, c: dict[str, int], fold: Folding, row_cycles: int) -> int:
+    """Input elements a beat: the op library's when it divides an input row, else the narrowest
+    divisor of the row whose SH rows arrive within RATE_MARGIN of an output row's steps."""
+    row_elems = c["W"] * c["CIN"]
+    width = kernel.window_input_width(c, fold)
+    if width and row_elems % width == 0:
+        return width
+    return smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
+
+
+def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any], fold: Folding, top: str,
+                macs_per_dsp: int) -> RtlUnit:
+    """The window unit's values for the members ``c`` (``WindowKernel.window_shape``)."""
+    cin_g = c["CIN"] // c["GROUPS"]
+    pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
+    nf, sf = c["COUT"] // pe, c["KH"] * c["KW"] * cin_g // simd
+    wg = math.ceil(c["WO"] / mmv)
+    kh_eff = c["DH"] * (c["KH"] - 1) + 1
+    rows = kh_eff + c["SH"] + SPARE_ROWS
+    row_elems = c["W"] * c["CIN"]
+    xp = pe if c["GROUPS"] > 1 else 1
+    group_e = mmv * c["COUT"]
+    row_cycles = wg * nf * sf
+    in_e = _input_width(kernel, c, fold, row_cycles)
+    out_total = c["HO"] * c["WO"] * c["COUT"]
+    out_e = smallest_divisor(out_total, lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * nf * sf)))
+    # window offsets: element k = sf*SIMD + i of the window is (kh, kw, ci) in the weights' order
+    reach = [(k // (c["KW"] * cin_g) * c["DH"], k // cin_g % c["KW"] * c["DW"], k % cin_g)
+             for k in range(sf * simd)]
+    dr_w = max(1, (kh_eff - 1).bit_length())
+    dc_w = max(1, ((c["KW"] - 1) * c["DW"]).bit_length())
+    element = [dc * c["CIN"] + ci for _, dc, ci in reach]
+    do_w = max(1, max(element).bit_length())
+    off_w = dr_w + dc_w + do_w
+    offsets = [sum((dr | dc << dr_w | e << (dr_w + dc_w)) << (off_w * i)
+                   for i, ((dr, dc, _), e) in enumerate(zip(reach[f * simd:(f + 1) * simd],
+                                                            element[f * simd:(f + 1) * simd], strict=True)))
+               for f in range(sf)]
+    go_w = max(1, c["CIN"].bit_length())
+    roms = {f"{top}_offsets.mem": Rom(offsets, off_w * simd)}
+    values: dict[str, Any] = c | {
+        "name": top, "kind": kernel.window_kind, "CIN_G": cin_g, "NF": nf, "SF": sf, "WG": wg, "KH_EFF": kh_eff,
+        "ROWS": rows, "ROW_ELEMS": row_elems, "XP": xp, "IN_E": in_e, "OUT_E": out_e,
+        "DR_W": dr_w, "DC_W": dc_w, "DO_W": do_w, "GO_W": go_w,
+        "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
+        "LB_BITS": index_bits(rows * row_elems), "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
+        "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
+        "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
+        "NF_BITS": index_bits(nf),
+        "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf), "CH_BITS": index_bits(c["COUT"] + 1),
+        "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1), "GROUP_BITS": index_bits(group_e),
+        "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
+                                   c["H"] + c["SH"] + kh_eff)) + 1,
+        "GEAR_BITS": index_bits(2 * (group_e + out_e)), "offsets_file": f"{top}_offsets.mem",
+        "macs_per_dsp": macs_per_dsp,
+    }
+    if c["GROUPS"] > 1:  # every PE lane reads its own group's input channels
+        cout_g = c["COUT"] // c["GROUPS"]
+        channel_offsets = [pack_lanes([(co // cout_g) * cin_g for co in range(f * pe, (f + 1) * pe)], go_w)
+                           for f in range(nf)]
+        roms[f"{top}_groups.mem"] = Rom(channel_offsets, go_w * pe)
+        values["groups_file"] = f"{top}_groups.mem"
+    own, latency = kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms)
+    values |= own
+    values["FIFO_BITS"] = max(1, (math.ceil(latency / (nf * sf)) + 2).bit_length())
+    return RtlUnit(WINDOW_TEMPLATE, values, roms, ((PORT_IN, in_e, c["H"] * row_elems),),
+                   (PORT_OUT, out_e, out_total))
