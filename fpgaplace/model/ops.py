@@ -7,56 +7,9 @@ on DSPs) and the code generator (which int8 kernel implements it). An op type th
 (or not in one of its domains) is *unknown*: its MACs are its output elements and it runs on a
 CPU. Looking an op up is one dict access, O(1).
 
-What counts as a MAC (``Op.macs``) — one multiply-accumulate or one simple arithmetic
-operation on one element:
-
-* Conv, ConvInteger, QLinearConv, FusedConv: N*Cout*Hout*Wout*(Cin/groups)*kh*kw, i.e. output
-  elements times the weight's per-output-channel size (any rank, grouped, depthwise, dilated,
-  strided). FusedConv's activation is not counted, as a separate Relu after a Conv would be.
-* ConvTranspose: input elements * (Cout/groups) * kernel size.
-* Gemm, QGemm (com.microsoft): M*N*K (from A and B, so a QGemm without a known output shape
-  is still counted). MatMul, MatMulInteger, QLinearMatMul, FusedMatMul and com.microsoft's
-  DynamicQuantizeMatMul, MatMulIntegerToFloat: output elements (batched and broadcast) * K.
-  Bias additions and FusedMatMul's alpha scaling are not counted (the published ResNet/VGG
-  figures leave them out).
-* RNN, GRU, LSTM (and com.microsoft DynamicQuantizeLSTM), from the ONNX operator spec's
-  equations, per time step, batch row and direction, with g gates (1, 3, 4) and hidden size h:
-  the matrix products X_t*W^T and H_{t-1}*R^T, g*h*(input_size + h); the biases Wb and Rb, 2*g*h
-  if B is given; LSTM's peepholes P (.) C, 3*h if P is given; the elementwise rest: RNN h (the
-  activation), GRU 7*h (3 gate activations, r (.) H or r (.) (H*Rh^T), (1-z) (.) h' + z (.) H as 3),
-  LSTM 8*h (4 gate activations, C_t = f (.) C + i (.) c as 2, h(C_t), o (.) h(C_t)). Time steps:
-  X's sequence length (``layout`` 0: [seq, batch, input], 1: [batch, seq, input]); a shorter
-  ``sequence_lens`` entry is not taken into account. Directions: 2 if bidirectional.
-* Control flow (If, Loop, Scan): the MACs of the ops in their bodies (nested bodies too), found
-  with the body's own shape inference seeded from the outer tensors (``control_flow_cost``). If:
-  the larger branch (the one taken if the condition is a known constant); Loop: the body times
-  the trip count M when it is a constant (an upper bound when a condition is given: it may stop
-  sooner), else the body once; Scan: the body times the scan axis' extent. The front end notes
-  which figure it used.
-* Attention, QAttention, MultiHeadAttention (com.microsoft): the Q/K/V projection (not MHA),
-  Q*K^T and P*V products, plus 3 per softmax element. Plain MatMul-based attention is costed
-  op by op.
-* Pooling: output elements * kernel size (one op per input element read per output element);
-  global pooling: input elements.
-* Elementwise ops and activations: one per output element (k-1 per element for k-input Sum,
-  Max, Min, Mean). BatchNormalization (inference): one per element (folded scale and shift).
-  QuantizeLinear, DequantizeLinear: one per element.
-* Softmax, LogSoftmax: 3 per element (exp, accumulate, scale). LayerNormalization and the other
-  normalisations: 4 per element (mean, variance, normalise, scale+shift). LRN: size+1 per element.
-  Reductions: one per input element. Einsum: the product of all index extents (an ellipsis
-  stands for its operands' broadcast dims), times operands-1 for three or more operands; with
-  fewer index shapes than the equation needs, the output elements.
-* QOperator contrib ops count as their float counterparts: QLinearAdd, QLinearMul, QLinearWhere,
-  QLinearSigmoid, QLinearLeakyRelu one per output element; QLinearSoftmax 3; QLinearConcat one
-  per output element (each input is requantized); QLinearAveragePool and
-  QLinearGlobalAveragePool like their pools.
-* Pure data movement (Reshape, Transpose, Concat, Slice, Gather, Pad, Cast, ...) and shape
-  arithmetic (Shape, Range, ...): 0; its cost is in its bytes.
-* Random generators, and any op not in the registry: its output elements; not on FPGA cores.
-
-The published 4.09 G for ResNet-50 and 19.6 G for VGG-19 count conv and FC MACs only — the ops
-whose ``OpClass.dot_product`` is set (which also marks attention, einsum and recurrent ops);
-``fpgaplace.model.frontend.build.dot_product_macs`` gives that figure.
+The MAC rules live in ``fpgaplace.model.macs`` and the contrib ops' shape proxies in
+``fpgaplace.model.proxies``; a control-flow op is costed here from its bodies, whose ops the
+registry costs in turn.
 """
 
 from __future__ import annotations
@@ -71,6 +24,35 @@ import onnx
 from onnx import helper, numpy_helper, shape_inference
 
 from fpgaplace.model.ir import Op, outer_references
+from fpgaplace.model.macs import (
+    MacRule,
+    Shapes,
+    attention_macs,
+    conv_macs,
+    conv_transpose_macs,
+    einsum_macs,
+    elementwise_macs,
+    gemm_macs,
+    input_numel_macs,
+    lrn_macs,
+    matmul_macs,
+    multi_head_attention_macs,
+    output_elements,
+    recurrent_macs,
+    scaled_elementwise,
+    variadic_macs,
+    window_pool_macs,
+    zero_macs,
+)
+from fpgaplace.model.proxies import (
+    SAME_AS_INPUT,
+    ShapeProxy,
+    channels_last,
+    fused_matmul_proxy,
+    proxy,
+    qgemm_proxy,
+    qlinear_concat_proxy,
+)
 
 STANDARD_DOMAINS = frozenset({"", "ai.onnx"})
 """The names of the default ONNX domain."""
@@ -79,10 +61,8 @@ CONTRIB_DOMAIN = "com.microsoft"
 QONNX_DOMAINS = frozenset({"qonnx.custom_op.general", "finn.custom_op.general", "finn"})
 """The domains QONNX quantizers are exported in (Brevitas and FINN write either)."""
 
-Shapes = Mapping[str, tuple[int, ...]]
-MacRule = Callable[[Op, Shapes], int]
-ShapeProxy = Callable[[onnx.NodeProto], onnx.NodeProto | list[onnx.NodeProto] | None]
 Fusion = Literal["activation", "elementwise"]
+
 
 @dataclass(frozen=True)
 class OpClass:
@@ -117,209 +97,10 @@ class OpClass:
     shape_proxy: ShapeProxy | None = None
 
 
-# ---- MAC rules ------------------------------------------------------------------------------
-
-
-def _shape(shapes: Shapes, tensors: list[str], position: int) -> tuple[int, ...] | None:
-    """Shape of the ``position``-th tensor of ``tensors``; None if absent, omitted or unknown."""
-    if position >= len(tensors) or not tensors[position]:
-        return None
-    return shapes.get(tensors[position])
-
-
-def _numel(shapes: Shapes, tensors: list[str], position: int) -> int:
-    shape = _shape(shapes, tensors, position)
-    return math.prod(shape) if shape is not None else 0
-
-
-def _out_numel(op: Op, shapes: Shapes) -> int:
-    return _numel(shapes, op.outputs, 0)
-
-
-def _conv_macs(op: Op, shapes: Shapes) -> int:
-    weight = _shape(shapes, op.inputs, 3 if op.op_type == "QLinearConv" else 1)
-    if weight is None:
-        return 0
-    return _out_numel(op, shapes) * math.prod(weight[1:])
-
-
-def _conv_transpose_macs(op: Op, shapes: Shapes) -> int:
-    weight = _shape(shapes, op.inputs, 1)
-    if weight is None:
-        return 0
-    return _numel(shapes, op.inputs, 0) * math.prod(weight[1:])
-
-
-def _gemm_macs(op: Op, shapes: Shapes) -> int:
-    """M*N*K from A (input 0) and B (input 1; QGemm's input 3), each 2-D, with transA/transB."""
-    a = _shape(shapes, op.inputs, 0)
-    b = _shape(shapes, op.inputs, 3 if op.op_type == "QGemm" else 1)
-    if a is None or len(a) != 2:
-        return 0
-    m, k = (a[1], a[0]) if op.attrs.get("transA", 0) else a
-    if b is None or len(b) != 2:
-        out = _shape(shapes, op.outputs, 0)
-        return m * out[-1] * k if out else 0
-    n = b[0] if op.attrs.get("transB", 0) else b[1]
-    return m * n * k
-
-
-def _matmul_macs(op: Op, shapes: Shapes) -> int:
-    """Output elements * K. K is A's last dim; FusedMatMul's transA makes it the matrix dim
-    before it, or with transBatchA (A's first dim moved behind the batch dims) A's first dim.
-    Without a known output shape (contrib ops onnx cannot infer), A and B give it (no transposes)."""
-    a = _shape(shapes, op.inputs, 0)
-    if not a:
-        return 0
-    k = a[-1]
-    if op.attrs.get("transA", 0) and len(a) >= 2:
-        k = a[0] if op.attrs.get("transBatchA", 0) else a[-2]
-    out = _shape(shapes, op.outputs, 0)
-    if out is None and not op.attrs.get("transA", 0) and not op.attrs.get("transB", 0):
-        out = _matmul_output(a, _shape(shapes, op.inputs, 3 if op.op_type == "QLinearMatMul" else 1))
-    return math.prod(out) * k if out is not None else 0
-
-
-def _matmul_output(a: tuple[int, ...], b: tuple[int, ...] | None) -> tuple[int, ...] | None:
-    """numpy.matmul's output shape of A and B (1-D operands promoted and their dim dropped)."""
-    if b is None or not b:
-        return None
-    rows = a[-2:-1] if len(a) >= 2 else ()
-    cols = b[-1:] if len(b) >= 2 else ()
-    return (*_broadcast(list(a[:-2]), list(b[:-2])), *rows, *cols)
-
-
-def _attention_macs(op: Op, shapes: Shapes) -> int:
-    """com.microsoft Attention and QAttention: x [B,S,Hin] @ W [Hin, Hq+Hk+Hv], then QK^T and
-    PV. Hv from ``qkv_hidden_sizes``, else the output's last dim, else a third of W's width."""
-    x, w = _shape(shapes, op.inputs, 0), _shape(shapes, op.inputs, 1)
-    if x is None or w is None or len(x) != 3 or not w:
-        return _out_numel(op, shapes)
-    batch, seq, _ = x
-    sizes = list(op.attrs.get("qkv_hidden_sizes") or [])
-    out = _shape(shapes, op.outputs, 0)
-    hidden_v = sizes[2] if len(sizes) == 3 else (out[-1] if out else w[-1] // 3)
-    hidden_qk = (w[-1] - hidden_v) // 2
-    heads = int(op.attrs.get("num_heads", 1))
-    projection = math.prod(x) * w[-1]
-    return projection + batch * seq * seq * (hidden_qk + hidden_v) + 3 * batch * heads * seq * seq
-
-
-def _multi_head_attention_macs(op: Op, shapes: Shapes) -> int:
-    """com.microsoft MultiHeadAttention: q [B,S,Hq], k [B,L,Hk] or [B,N,L,Hd]; QK^T and PV."""
-    q = _shape(shapes, op.inputs, 0)
-    k = _shape(shapes, op.inputs, 1)
-    out = _shape(shapes, op.outputs, 0)
-    if q is None or out is None or len(q) != 3:
-        return _out_numel(op, shapes)
-    batch, seq, hidden_q = q
-    kv_len = seq if k is None else (k[1] if len(k) == 3 else k[2])
-    heads = int(op.attrs.get("num_heads", 1))
-    return batch * seq * kv_len * (hidden_q + out[-1]) + 3 * batch * heads * seq * kv_len
-
-
-def _window_pool_macs(op: Op, shapes: Shapes) -> int:
-    kernel = op.attrs.get("kernel_shape") or []
-    return _out_numel(op, shapes) * math.prod(kernel)
-
-
-def _input_numel_macs(op: Op, shapes: Shapes) -> int:
-    return _numel(shapes, op.inputs, 0)
-
-
-def _elementwise_macs(op: Op, shapes: Shapes) -> int:
-    return _out_numel(op, shapes)
-
-
-def _variadic_macs(op: Op, shapes: Shapes) -> int:
-    operands = len([t for t in op.inputs if t])
-    return _out_numel(op, shapes) * max(1, operands - 1)
-
-
-def _scaled_elementwise(factor: int) -> MacRule:
-    def rule(op: Op, shapes: Shapes) -> int:
-        return factor * _out_numel(op, shapes)
-
-    rule.__name__ = f"_elementwise_times_{factor}"
-    return rule
-
-
-def _lrn_macs(op: Op, shapes: Shapes) -> int:
-    return _out_numel(op, shapes) * (int(op.attrs.get("size", 1)) + 1)
-
-
-def _einsum_macs(op: Op, shapes: Shapes) -> int:
-    """Product of the extents of every index letter and of the broadcast ellipsis dims, times
-    operands-1 for three or more operands; else (a shape missing or not matching its term)
-    output elements. O(sum of the operands' ranks)."""
-    equation = str(op.attrs.get("equation", "")).replace(" ", "")
-    terms = equation.split("->")[0].split(",")
-    if len(terms) != len(op.inputs):
-        return _out_numel(op, shapes)
-    extents: dict[str, int] = {}
-    ellipsis: list[int] = []  # the broadcast ellipsis dims, innermost last
-    for position, term in enumerate(terms):
-        shape = _shape(shapes, op.inputs, position)
-        letters = term.replace("...", "")
-        if shape is None or len(shape) < len(letters) or ("..." not in term and len(shape) != len(letters)):
-            return _out_numel(op, shapes)
-        before = term.index("...") if "..." in term else len(term)
-        broadcast = len(shape) - len(letters)
-        dims = list(shape[:before]) + list(shape[before + broadcast:])
-        for letter, dim in zip(letters, dims, strict=True):
-            extents[letter] = max(extents.get(letter, 1), dim)
-        ellipsis = _broadcast(ellipsis, list(shape[before:before + broadcast]))
-    return math.prod(extents.values()) * math.prod(ellipsis) * max(1, len(terms) - 1)
-
-
-def _broadcast(a: list[int], b: list[int]) -> list[int]:
-    """Numpy broadcasting of two shapes (dims aligned from the right; the larger dim kept)."""
-    rank = max(len(a), len(b))
-    a, b = [1] * (rank - len(a)) + a, [1] * (rank - len(b)) + b
-    return [max(x, y) for x, y in zip(a, b, strict=True)]
-
-
-# ---- recurrent ops ----------------------------------------------------------------------------
-
-RECURRENT_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4, "DynamicQuantizeLSTM": 4}
-"""Gates per op type: each has its own W, R and bias blocks of hidden_size rows."""
-_RECURRENT_ELEMENTWISE = {"RNN": 1, "GRU": 7, "LSTM": 8, "DynamicQuantizeLSTM": 8}
-"""Elementwise operations per hidden unit and step besides biases and peepholes (see the module
-docstring)."""
-
-
-def _recurrent_macs(op: Op, shapes: Shapes) -> int:
-    """RNN/GRU/LSTM by the module docstring: steps * batch * directions * per-step work."""
-    x = _shape(shapes, op.inputs, 0)
-    hidden = _hidden_size(op, shapes)
-    if x is None or len(x) != 3 or hidden is None:
-        return 0
-    steps, batch = (x[1], x[0]) if op.attrs.get("layout", 0) else (x[0], x[1])
-    directions = 2 if op.attrs.get("direction", "forward") == "bidirectional" else 1
-    gates = RECURRENT_GATES[op.op_type]
-    per_unit = gates * (x[2] + hidden) + _RECURRENT_ELEMENTWISE[op.op_type]
-    if _shape(shapes, op.inputs, 3) is not None:  # B: Wb and Rb
-        per_unit += 2 * gates
-    if gates == 4 and _shape(shapes, op.inputs, 7) is not None:  # P: three peepholes
-        per_unit += 3
-    return steps * batch * directions * hidden * per_unit
-
-
-def _hidden_size(op: Op, shapes: Shapes) -> int | None:
-    """The ``hidden_size`` attribute, else the hidden dim of R ([dirs, gates*h, h]; the
-    DynamicQuantizeLSTM R is stored transposed, [dirs, h, 4*h])."""
-    if op.attrs.get("hidden_size"):
-        return int(op.attrs["hidden_size"])
-    r = _shape(shapes, op.inputs, 2)
-    if r is None or len(r) != 3:
-        return None
-    return r[1] if op.op_type == "DynamicQuantizeLSTM" else r[2]
-
-
-# ---- control flow ------------------------------------------------------------------------------
-
 CONTROL_FLOW = frozenset({"If", "Loop", "Scan"})
 """Default-domain ops whose work is in subgraph attributes (bodies)."""
+
+
 SMALL_CONSTANT = 64
 """The most elements a constant may have to be kept as a value in a ``Scope`` (trip counts,
 shape tensors)."""
@@ -562,107 +343,9 @@ def attribute_values(node: onnx.NodeProto) -> dict:
     return attrs
 
 
-def _zero_macs(op: Op, shapes: Shapes) -> int:
-    return 0
-
-
-def output_elements(op: Op, shapes: Shapes) -> int:
-    """Elements of all of ``op``'s outputs: the MACs of an unknown op (and of random ops)."""
-    return sum(_numel(shapes, op.outputs, i) for i in range(len(op.outputs)))
-
-
-# ---- shape proxies for contrib ops ------------------------------------------------------------
-
-
-def _proxy(op_type: str, inputs: Iterable[int], *, optional: int = 0, keep_attrs: bool = True,
-           dropped_attrs: Iterable[str] = (), refused_attrs: Iterable[str] = ()) -> ShapeProxy:
-    """A proxy builder: ``op_type`` over the node's ``inputs`` (positions; the last ``optional``
-    of them may be missing), writing its first output, with the node's attributes (if
-    ``keep_attrs``) minus ``dropped_attrs`` and ``refused_attrs``; it builds none when a
-    ``refused_attrs`` one is set (non-zero) or a required input is missing."""
-    positions, dropped, refused = tuple(inputs), frozenset(dropped_attrs), frozenset(refused_attrs)
-    required = positions[:len(positions) - optional]
-
-    def build(node: onnx.NodeProto) -> onnx.NodeProto | None:
-        if any(a.name in refused and helper.get_attribute_value(a) for a in node.attribute):
-            return None
-        if any(i >= len(node.input) or not node.input[i] for i in required):
-            return None
-        present = [node.input[i] for i in positions if i < len(node.input)]
-        proxy = helper.make_node(op_type, present, node.output[:1], name=node.name)
-        if keep_attrs:
-            proxy.attribute.extend(a for a in node.attribute if a.name not in dropped | refused)
-        return proxy
-
-    return build
-
-
-def _fused_matmul_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
-    """FusedMatMul as MatMul, or with transA/transB as an Einsum over the last two dims (equal
-    operand ranks only: onnx infers no shape for a broadcast ellipsis); none with transBatch."""
-    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
-    if attrs.get("transBatchA") or attrs.get("transBatchB") or len(node.input) < 2:
-        return None
-    trans_a, trans_b = bool(attrs.get("transA")), bool(attrs.get("transB"))
-    if not trans_a and not trans_b:
-        return helper.make_node("MatMul", list(node.input[:2]), node.output[:1], name=node.name)
-    equation = f"...{'km' if trans_a else 'mk'},...{'nk' if trans_b else 'kn'}->...mn"
-    return helper.make_node("Einsum", list(node.input[:2]), node.output[:1], name=node.name,
-                            equation=equation)
-
-
-_SAME_AS_INPUT = _proxy("Identity", [0], keep_attrs=False)
-
-
-def _channels_last(proxy: ShapeProxy) -> ShapeProxy:
-    """``proxy`` of the node without its ``channels_last`` attribute; when that is set (NHWC
-    tensors, as onnxruntime's layout transformer leaves them), between Transposes of the first
-    input to channels-first and of the output back. The rank is kernel_shape's plus 2, else 4."""
-
-    def build(node: onnx.NodeProto) -> list[onnx.NodeProto] | None:
-        channels_last = any(a.name == "channels_last" and helper.get_attribute_value(a) for a in node.attribute)
-        plain = onnx.NodeProto()
-        plain.CopyFrom(node)
-        del plain.attribute[:]
-        plain.attribute.extend(a for a in node.attribute if a.name != "channels_last")
-        inner = proxy(plain)
-        if inner is None or not channels_last:
-            return inner
-        (inner,) = [inner] if isinstance(inner, onnx.NodeProto) else inner
-        kernel = next((helper.get_attribute_value(a) for a in node.attribute if a.name == "kernel_shape"), None)
-        rank = len(kernel) + 2 if kernel else 4
-        source, target = inner.input[0], inner.output[0]
-        inner.input[0], inner.output[0] = f"{source}__channels_first", f"{target}__channels_first"
-        return [
-            helper.make_node("Transpose", [source], [inner.input[0]], perm=[0, rank - 1, *range(1, rank - 1)]),
-            inner,
-            helper.make_node("Transpose", [inner.output[0]], [target], perm=[0, *range(2, rank), 1]),
-        ]
-
-    return build
-_GEMM_OF_A_AND_B = _proxy("Gemm", [0, 3])
-
-
-def _qgemm_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
-    """QGemm as Gemm over A and B when its output is quantized (y_scale given); none when it is
-    float, which no default-domain node over int8 inputs gives."""
-    if len(node.input) < 8 or not node.input[7]:
-        return None
-    return _GEMM_OF_A_AND_B(node)
-
-
-def _qlinear_concat_proxy(node: onnx.NodeProto) -> onnx.NodeProto | None:
-    """QLinearConcat (y_scale, y_zero_point, then (x, x_scale, x_zero_point) per input) as Concat."""
-    tensors = list(node.input[2::3])
-    if not tensors or not all(tensors):
-        return None
-    proxy = helper.make_node("Concat", tensors, node.output[:1], name=node.name)
-    proxy.attribute.extend(a for a in node.attribute if a.name == "axis")
-    return proxy
-
-# ---- the registry ---------------------------------------------------------------------------
-
 _STD = frozenset({""})
+
+
 _CONTRIB = frozenset({CONTRIB_DOMAIN})
 
 
@@ -673,99 +356,99 @@ def _classes(family: str, names: str, mac_rule: MacRule, **flags) -> list[OpClas
 
 _ALL: list[OpClass] = [
     # dot products: the DSP work
-    *_classes("conv", "Conv ConvInteger", _conv_macs, dot_product=True, kernel="conv2d"),
-    OpClass("QLinearConv", "conv", _conv_macs, _STD | _CONTRIB, dot_product=True, kernel="conv2d",
-            shape_proxy=_channels_last(_proxy("Conv", [0, 3, 8], optional=1))),  # contrib: NHWC too
-    OpClass("FusedConv", "conv", _conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
-            shape_proxy=_proxy("Conv", [0, 1, 2], optional=1,
+    *_classes("conv", "Conv ConvInteger", conv_macs, dot_product=True, kernel="conv2d"),
+    OpClass("QLinearConv", "conv", conv_macs, _STD | _CONTRIB, dot_product=True, kernel="conv2d",
+            shape_proxy=channels_last(proxy("Conv", [0, 3, 8], optional=1))),  # contrib: NHWC too
+    OpClass("FusedConv", "conv", conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
+            shape_proxy=proxy("Conv", [0, 1, 2], optional=1,
                                dropped_attrs=["activation", "activation_params"])),
-    OpClass("ConvTranspose", "conv_transpose", _conv_transpose_macs, dot_product=True),
-    OpClass("Gemm", "gemm", _gemm_macs, dot_product=True, kernel="dense"),
-    OpClass("QGemm", "gemm", _gemm_macs, _CONTRIB, dot_product=True, shape_proxy=_qgemm_proxy),
-    *_classes("matmul", "MatMul MatMulInteger QLinearMatMul", _matmul_macs, dot_product=True,
+    OpClass("ConvTranspose", "conv_transpose", conv_transpose_macs, dot_product=True),
+    OpClass("Gemm", "gemm", gemm_macs, dot_product=True, kernel="dense"),
+    OpClass("QGemm", "gemm", gemm_macs, _CONTRIB, dot_product=True, shape_proxy=qgemm_proxy),
+    *_classes("matmul", "MatMul MatMulInteger QLinearMatMul", matmul_macs, dot_product=True,
               kernel="dense"),
-    OpClass("FusedMatMul", "matmul", _matmul_macs, _CONTRIB, dot_product=True, kernel="dense",
-            shape_proxy=_fused_matmul_proxy),
+    OpClass("FusedMatMul", "matmul", matmul_macs, _CONTRIB, dot_product=True, kernel="dense",
+            shape_proxy=fused_matmul_proxy),
     # onnxruntime's fusions of dynamically quantized MatMuls; MatMulIntegerToFloat's int8 inputs
     # and float output match no default-domain node's types, so it has no shape proxy
-    OpClass("DynamicQuantizeMatMul", "matmul", _matmul_macs, _CONTRIB, dot_product=True,
-            shape_proxy=_proxy("MatMul", [0, 1], keep_attrs=False)),
-    OpClass("MatMulIntegerToFloat", "matmul", _matmul_macs, _CONTRIB, dot_product=True),
-    *_classes("attention", "Attention QAttention", _attention_macs, domains=_CONTRIB, dot_product=True),
-    OpClass("MultiHeadAttention", "attention", _multi_head_attention_macs, _CONTRIB, dot_product=True),
-    OpClass("Einsum", "einsum", _einsum_macs, dot_product=True),
+    OpClass("DynamicQuantizeMatMul", "matmul", matmul_macs, _CONTRIB, dot_product=True,
+            shape_proxy=proxy("MatMul", [0, 1], keep_attrs=False)),
+    OpClass("MatMulIntegerToFloat", "matmul", matmul_macs, _CONTRIB, dot_product=True),
+    *_classes("attention", "Attention QAttention", attention_macs, domains=_CONTRIB, dot_product=True),
+    OpClass("MultiHeadAttention", "attention", multi_head_attention_macs, _CONTRIB, dot_product=True),
+    OpClass("Einsum", "einsum", einsum_macs, dot_product=True),
     # recurrent: matrix products and gates per time step; host only (no hardware kernel)
-    *_classes("recurrent", "RNN GRU LSTM", _recurrent_macs, dot_product=True, fpga=False),
-    OpClass("DynamicQuantizeLSTM", "recurrent", _recurrent_macs, _CONTRIB, dot_product=True, fpga=False,
-            shape_proxy=_proxy("LSTM", [0, 1, 2])),
+    *_classes("recurrent", "RNN GRU LSTM", recurrent_macs, dot_product=True, fpga=False),
+    OpClass("DynamicQuantizeLSTM", "recurrent", recurrent_macs, _CONTRIB, dot_product=True, fpga=False,
+            shape_proxy=proxy("LSTM", [0, 1, 2])),
     # control flow: the bodies' MACs; host only
     *_classes("control_flow", "If Loop Scan", _control_flow_macs, fpga=False),
     # pooling
-    OpClass("MaxPool", "window_pool", _window_pool_macs, kernel="maxpool"),
-    OpClass("AveragePool", "window_pool", _window_pool_macs, kernel="avgpool"),
-    OpClass("LpPool", "window_pool", _window_pool_macs),
-    OpClass("QLinearAveragePool", "window_pool", _window_pool_macs, _CONTRIB,
-            shape_proxy=_channels_last(_proxy("AveragePool", [0]))),
-    OpClass("GlobalAveragePool", "global_pool", _input_numel_macs, kernel="globalavgpool"),
-    *_classes("global_pool", "GlobalMaxPool GlobalLpPool", _input_numel_macs),
-    OpClass("QLinearGlobalAveragePool", "global_pool", _input_numel_macs, _CONTRIB,
-            shape_proxy=_channels_last(_proxy("GlobalAveragePool", [0]))),
+    OpClass("MaxPool", "window_pool", window_pool_macs, kernel="maxpool"),
+    OpClass("AveragePool", "window_pool", window_pool_macs, kernel="avgpool"),
+    OpClass("LpPool", "window_pool", window_pool_macs),
+    OpClass("QLinearAveragePool", "window_pool", window_pool_macs, _CONTRIB,
+            shape_proxy=channels_last(proxy("AveragePool", [0]))),
+    OpClass("GlobalAveragePool", "global_pool", input_numel_macs, kernel="globalavgpool"),
+    *_classes("global_pool", "GlobalMaxPool GlobalLpPool", input_numel_macs),
+    OpClass("QLinearGlobalAveragePool", "global_pool", input_numel_macs, _CONTRIB,
+            shape_proxy=channels_last(proxy("GlobalAveragePool", [0]))),
     # elementwise arithmetic, activations, quantisation
-    *_classes("variadic", "Sum Max Min Mean", _variadic_macs, fusion="elementwise"),
-    OpClass("Add", "elementwise", _elementwise_macs, fusion="elementwise", kernel="add"),
+    *_classes("variadic", "Sum Max Min Mean", variadic_macs, fusion="elementwise"),
+    OpClass("Add", "elementwise", elementwise_macs, fusion="elementwise", kernel="add"),
     *_classes("elementwise", "Sub Mul Div Pow Sqrt Reciprocal Exp Log Abs Neg Erf Sign Floor Ceil "
-              "Round Where", _elementwise_macs, fusion="elementwise"),
+              "Round Where", elementwise_macs, fusion="elementwise"),
     *_classes("elementwise", "Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not "
               "IsNaN IsInf BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot Sin Cos Tan Asin "
-              "Acos Atan Sinh Cosh Asinh Acosh Atanh", _elementwise_macs),
-    OpClass("QLinearAdd", "elementwise", _elementwise_macs, _CONTRIB, kernel="add",
-            shape_proxy=_proxy("Add", [0, 3], keep_attrs=False)),
-    OpClass("QLinearMul", "elementwise", _elementwise_macs, _CONTRIB,
-            shape_proxy=_proxy("Mul", [0, 3], keep_attrs=False)),
-    OpClass("QLinearWhere", "elementwise", _elementwise_macs, _CONTRIB,
-            shape_proxy=_proxy("Where", [0, 1, 4], keep_attrs=False)),
-    OpClass("QLinearConcat", "requantize", _elementwise_macs, _CONTRIB, shape_proxy=_qlinear_concat_proxy),
-    *_classes("activation", "Relu Clip", _elementwise_macs, fusion="activation", kernel="requant"),
+              "Acos Atan Sinh Cosh Asinh Acosh Atanh", elementwise_macs),
+    OpClass("QLinearAdd", "elementwise", elementwise_macs, _CONTRIB, kernel="add",
+            shape_proxy=proxy("Add", [0, 3], keep_attrs=False)),
+    OpClass("QLinearMul", "elementwise", elementwise_macs, _CONTRIB,
+            shape_proxy=proxy("Mul", [0, 3], keep_attrs=False)),
+    OpClass("QLinearWhere", "elementwise", elementwise_macs, _CONTRIB,
+            shape_proxy=proxy("Where", [0, 1, 4], keep_attrs=False)),
+    OpClass("QLinearConcat", "requantize", elementwise_macs, _CONTRIB, shape_proxy=qlinear_concat_proxy),
+    *_classes("activation", "Relu Clip", elementwise_macs, fusion="activation", kernel="requant"),
     *_classes("activation", "LeakyRelu PRelu Sigmoid HardSigmoid HardSwish Tanh Elu Selu Celu "
-              "Softplus Softsign ThresholdedRelu Mish", _elementwise_macs, fusion="activation"),
-    OpClass("Gelu", "activation", _elementwise_macs, _STD | _CONTRIB, fusion="activation",
-            shape_proxy=_SAME_AS_INPUT),  # standard from opset 20, contrib before
-    OpClass("Shrink", "activation", _elementwise_macs),
+              "Softplus Softsign ThresholdedRelu Mish", elementwise_macs, fusion="activation"),
+    OpClass("Gelu", "activation", elementwise_macs, _STD | _CONTRIB, fusion="activation",
+            shape_proxy=SAME_AS_INPUT),  # standard from opset 20, contrib before
+    OpClass("Shrink", "activation", elementwise_macs),
     *_classes("activation", "FastGelu BiasGelu QuickGelu QLinearSigmoid QLinearLeakyRelu",
-              _elementwise_macs, domains=_CONTRIB, shape_proxy=_SAME_AS_INPUT),
-    OpClass("QuantizeLinear", "quantization", _elementwise_macs, fusion="elementwise", kernel="quantize"),
-    OpClass("DequantizeLinear", "quantization", _elementwise_macs, fusion="elementwise",
+              elementwise_macs, domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),
+    OpClass("QuantizeLinear", "quantization", elementwise_macs, fusion="elementwise", kernel="quantize"),
+    OpClass("DequantizeLinear", "quantization", elementwise_macs, fusion="elementwise",
             kernel="dequantize"),
-    OpClass("DynamicQuantizeLinear", "quantization", _elementwise_macs),
+    OpClass("DynamicQuantizeLinear", "quantization", elementwise_macs),
     # QONNX quantizers: onto a grid of their bit width (round, clamp, rescale), which a core's dataflow
     # does as a requantization stage; onnxruntime runs them as fpgaplace.model.passes.qonnx's functions
-    *_classes("quantization", "Quant BipolarQuant Trunc", _elementwise_macs, domains=QONNX_DOMAINS,
+    *_classes("quantization", "Quant BipolarQuant Trunc", elementwise_macs, domains=QONNX_DOMAINS,
               fusion="elementwise", kernel="requant"),
-    *_classes("resample", "Resize Upsample", _elementwise_macs),
+    *_classes("resample", "Resize Upsample", elementwise_macs),
     # normalisation, softmax, reductions
-    OpClass("BatchNormalization", "batchnorm", _elementwise_macs, fusion="elementwise", kernel="batchnorm"),
+    OpClass("BatchNormalization", "batchnorm", elementwise_macs, fusion="elementwise", kernel="batchnorm"),
     *_classes("normalization", "LayerNormalization InstanceNormalization GroupNormalization "
-              "MeanVarianceNormalization LpNormalization RMSNormalization", _scaled_elementwise(4)),
+              "MeanVarianceNormalization LpNormalization RMSNormalization", scaled_elementwise(4)),
     *_classes("normalization", "SkipLayerNormalization SimplifiedLayerNormalization",
-              _scaled_elementwise(4), domains=_CONTRIB, shape_proxy=_SAME_AS_INPUT),
-    OpClass("LRN", "lrn", _lrn_macs),
-    *_classes("softmax", "Softmax LogSoftmax", _scaled_elementwise(3)),
-    OpClass("QLinearSoftmax", "softmax", _scaled_elementwise(3), _CONTRIB,
-            shape_proxy=_proxy("Softmax", [0], dropped_attrs=["opset"])),
+              scaled_elementwise(4), domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),
+    OpClass("LRN", "lrn", lrn_macs),
+    *_classes("softmax", "Softmax LogSoftmax", scaled_elementwise(3)),
+    OpClass("QLinearSoftmax", "softmax", scaled_elementwise(3), _CONTRIB,
+            shape_proxy=proxy("Softmax", [0], dropped_attrs=["opset"])),
     *_classes("reduce", "ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 "
-              "ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin Hardmax CumSum", _input_numel_macs),
+              "ReduceLogSum ReduceLogSumExp ReduceSumSquare ArgMax ArgMin Hardmax CumSum", input_numel_macs),
     # data movement: no arithmetic; only the ones that do some real work may head a group
-    *_classes("data_movement", "Reshape Flatten Squeeze Unsqueeze Identity Dropout", _zero_macs,
+    *_classes("data_movement", "Reshape Flatten Squeeze Unsqueeze Identity Dropout", zero_macs,
               head=False, kernel="reshape"),
-    OpClass("Concat", "data_movement", _zero_macs, head=False, kernel="concat"),
-    *_classes("data_movement", "Transpose Split Slice Gather Expand Tile", _zero_macs, head=False),
-    OpClass("Cast", "data_movement", _zero_macs, fusion="elementwise"),
+    OpClass("Concat", "data_movement", zero_macs, head=False, kernel="concat"),
+    *_classes("data_movement", "Transpose Split Slice Gather Expand Tile", zero_macs, head=False),
+    OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
     *_classes("data_movement", "CastLike Pad GatherElements GatherND DepthToSpace SpaceToDepth "
-              "ScatterElements ScatterND Trilu ReverseSequence", _zero_macs),
+              "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),
     # host only: shape arithmetic and dynamically sized outputs, constants, random generators
-    *_classes("host_shape", "Shape Size ConstantOfShape", _zero_macs, fpga=False, head=False),
-    *_classes("host_shape", "Range OneHot", _zero_macs, fpga=False),
-    OpClass("Constant", "constant", _zero_macs, fpga=False, head=False),
+    *_classes("host_shape", "Shape Size ConstantOfShape", zero_macs, fpga=False, head=False),
+    *_classes("host_shape", "Range OneHot", zero_macs, fpga=False),
+    OpClass("Constant", "constant", zero_macs, fpga=False, head=False),
     *_classes("random", "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial "
               "Bernoulli", output_elements, fpga=False, deterministic=False),
 ]
@@ -783,9 +466,6 @@ def _index(classes: list[OpClass]) -> dict[str, OpClass]:
 
 
 _REGISTRY = _index(_ALL)
-
-
-# ---- queries --------------------------------------------------------------------------------
 
 
 def normalize_domain(domain: str) -> str:
