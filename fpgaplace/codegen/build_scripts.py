@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from fpgaplace.board.model import VitisPlatform, VivadoBoard
-from fpgaplace.codegen.render import environment
 from fpgaplace.project.board import is_alveo, project_board
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
@@ -47,6 +46,7 @@ from fpgaplace.project.layout import (
 )
 from fpgaplace.project.record import BoundaryTensor, Core, DesignRecord, TransferInfo
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.templates import environment
 
 FIFO_MIN_DEPTH = 16  # the depths Vivado's axis_data_fifo allows: powers of two in 16..32768
 FIFO_MAX_DEPTH = 32768

@@ -25,7 +25,6 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.codegen.render import TEMPLATE_PACKAGE
 from fpgaplace.project.board import is_alveo
 from fpgaplace.project.layout import (
     DRIVER_FILE,
@@ -40,14 +39,14 @@ from fpgaplace.project.layout import (
 )
 from fpgaplace.project.record import Core, DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.templates import template_dir
 
 SAMPLE_COUNT = 4
 
 
 def _template_dir() -> Path:
-    from importlib.resources import files
 
-    return Path(str(files(TEMPLATE_PACKAGE))) / "host"
+    return template_dir() / "host"
 
 
 def streamed_weights(folder: Path, record: Core) -> np.ndarray:

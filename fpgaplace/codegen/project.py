@@ -27,13 +27,14 @@ from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen.build_scripts import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
-from fpgaplace.codegen.render import environment, include_dir, layer_widths, plan_core, render_core
+from fpgaplace.codegen.render import include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.model.ir import OpGraph
 from fpgaplace.project import layout, record
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.templates import environment
 
 
 class PlacedDesign(Protocol):

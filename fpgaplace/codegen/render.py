@@ -10,13 +10,10 @@ A tensor read by k readers gets k - 1 two-way forks. O(layers + weight elements)
 
 from __future__ import annotations
 
-import functools
 import re
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 
-import jinja2
 import numpy as np
 
 from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
@@ -25,22 +22,14 @@ from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
 from fpgaplace.project.layout import WEIGHTS_FILE
+from fpgaplace.util.templates import environment, template_dir
 
-TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
 MAX_PORT_WIDTH = 64  # int8 elements per beat at the core's boundary (a 512-bit AXI-Stream)
-
-
-@functools.cache
-def environment() -> jinja2.Environment:
-    """The Jinja2 environment over the shipped templates (undefined names are errors); one per
-    process, so each template is compiled once (it reloads a template whose file changed)."""
-    loader = jinja2.FileSystemLoader(str(files(TEMPLATE_PACKAGE)))
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, keep_trailing_newline=True)
 
 
 def include_dir() -> Path:
     """The kernel headers every project copies (``include/fpgaplace``)."""
-    return Path(str(files(TEMPLATE_PACKAGE))) / "hls" / "include"
+    return template_dir() / "hls" / "include"
 
 
 def identifier(name: str) -> str:

@@ -19,12 +19,12 @@ from typing import Any
 
 import numpy as np
 
-from fpgaplace.codegen.render import environment
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.geometry import Rom, RtlUnit
 from fpgaplace.hw.registry import rtl_kernels
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.templates import environment
 
 HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
 LIBRARY_FILE = "fp_lib.v"

@@ -23,13 +23,13 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.codegen import rtl
-from fpgaplace.codegen.render import environment
 from fpgaplace.hw import Folding
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import DesignRecord
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.templates import environment
 
 TESTBENCH_PACKAGE, RUNNER_SCRIPT = "fpgaplace.testbenches", "run_rtl.py"  # the repository's sim/; copied into sim/
 PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers

@@ -33,10 +33,8 @@ import zipfile
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from importlib.resources import files
 from pathlib import Path
 
-import jinja2
 from markupsafe import Markup
 
 from fpgaplace import __version__
@@ -44,10 +42,10 @@ from fpgaplace.board.model import BRAM36_BYTES, URAM_BYTES
 from fpgaplace.project.layout import LAYERS_FILE, RESULTS_DIR
 from fpgaplace.project.record import Core, DesignRecord, PlacementInfo, load
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.templates import environment
 
 REPORT_FILE = "report.html"
 TEMPLATE = "report/report.html.j2"
-TEMPLATE_PACKAGE = "fpgaplace.hls_templates"
 SIM_SAMPLES = 256  # samples the event simulation streams for the page's latency and fps
 GANTT_SAMPLES = 6  # samples drawn in the Gantt chart
 MAX_GRAPH_NODES = 300  # ops drawn in the model graph at most
@@ -627,11 +625,6 @@ def _results(project: Path, notes: list[str]) -> list[dict]:
 # ---- the page ------------------------------------------------------------------------------
 
 
-def _environment() -> jinja2.Environment:
-    loader = jinja2.FileSystemLoader(str(files(TEMPLATE_PACKAGE)))
-    return jinja2.Environment(loader=loader, undefined=jinja2.StrictUndefined, autoescape=True)
-
-
 def _say(progress: Callable[[str], None] | None, message: str) -> None:
     if progress is not None:
         progress(message)
@@ -735,7 +728,7 @@ def write_report(project: Path, out: Path | None = None, progress: Callable[[str
     sections = sections_of(context)
     context["sections"] = sections
     _say(progress, f"writing {target}")
-    page = _environment().get_template(TEMPLATE).render(**context)
+    page = environment(html=True).get_template(TEMPLATE).render(**context)
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
