@@ -4,6 +4,7 @@ them. O(bytes of the archive)."""
 
 from __future__ import annotations
 
+import math
 import zipfile
 from pathlib import Path
 
@@ -29,3 +30,34 @@ def load_arrays(project: Path, record: Core) -> list[dict[str, np.ndarray]]:
                              f"{record.name} name") from None
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
         raise FpgaplaceError(f"{path}: not a readable archive ({first_line(error)})") from None
+
+
+def weight_bytes(project: Path, core: Core) -> tuple[int, int] | None:
+    """Bytes of weights (every array of a layer) held on chip and streamed, from the core's
+    ``layers.npz`` (sizes from the archive's headers: nothing is loaded); None without the file."""
+    path = project / core.folder / LAYERS_FILE
+    if not path.is_file():
+        return None
+    resident = [layer.resident for layer in core.layers]
+    onchip = streamed = 0
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                layer = info.filename.split(".", 1)[0]
+                nbytes = _npy_data_bytes(archive, info)
+                if layer.isdigit() and int(layer) < len(resident) and not resident[int(layer)]:
+                    streamed += nbytes
+                else:
+                    onchip += nbytes
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
+        raise FpgaplaceError(f"{path}: not a readable .npz of layer arrays ({first_line(error)})") from None
+    return onchip, streamed
+
+
+def _npy_data_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
+    """The data bytes of one .npy member: its size less the header the format puts first."""
+    with archive.open(info) as stream:
+        version = np.lib.format.read_magic(stream)
+        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
+        shape, _, dtype = read_header(stream)
+    return int(np.dtype(dtype).itemsize * math.prod(shape))

@@ -29,8 +29,6 @@ import json
 import math
 import os
 import tempfile
-import zipfile
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -39,8 +37,11 @@ from markupsafe import Markup
 
 from fpgaplace import __version__
 from fpgaplace.board.model import BRAM36_BYTES, URAM_BYTES
-from fpgaplace.project.layout import LAYERS_FILE, RESULTS_DIR
+from fpgaplace.model.ir import producer_index
+from fpgaplace.project.arrays import weight_bytes
+from fpgaplace.project.layout import RESULTS_DIR
 from fpgaplace.project.record import Core, DesignRecord, PlacementInfo, load
+from fpgaplace.util import graphs
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.templates import environment
 
@@ -184,10 +185,11 @@ class GraphNode:
 def model_graph(model, placement: dict[str, str], limit: int = MAX_GRAPH_NODES) -> tuple[list[GraphNode], int]:
     """The nodes to draw, in topological order, and how many ops the model has once its
     ``COLLAPSED_OPS`` are folded into the edges they sit on. At most ``limit`` ops are kept (the
-    first in topological order, by Kahn's algorithm); edges to dropped ops are dropped. O(V + E)."""
+    first in topological order, ``fpgaplace.util.graphs.topological_order``); edges to dropped ops are
+    dropped. O((V + E) log V)."""
     graph = model.graph
     initializers = {t.name for t in graph.initializer}
-    producer = {out: i for i, node in enumerate(graph.node) for out in node.output if out}
+    producer = producer_index(graph.node)
     inputs = [i.name for i in graph.input if i.name not in initializers]
     nodes: list[GraphNode] = [GraphNode(name, "input", None, "input") for name in inputs]
     terminal = {name: i for i, name in enumerate(inputs)}
@@ -211,7 +213,12 @@ def model_graph(model, placement: dict[str, str], limit: int = MAX_GRAPH_NODES) 
         return found
 
     preds = {i: sorted(set().union(*(sources(t) for t in graph.node[i].input if t))) for i in kept}
-    order = _kahn(kept, preds)
+    position = {v: k for k, v in enumerate(kept)}
+    edges = [(position[p], position[v]) for v in kept for p in preds[v] if p in position]
+    try:
+        order = [kept[k] for k in graphs.topological_order(len(kept), edges)]
+    except graphs.CycleError:  # a damaged model: its ops in stored order
+        order = kept
     drawn = order[:limit]
     index: dict[int, int] = {-1 - k: k for k in range(len(inputs))}
     for onnx_index in drawn:
@@ -225,28 +232,6 @@ def model_graph(model, placement: dict[str, str], limit: int = MAX_GRAPH_NODES) 
         if reached:
             nodes.append(GraphNode(output.name, "output", None, "output", reached))
     return nodes, len(order)
-
-
-def _kahn(vertices: list[int], preds: dict[int, list[int]]) -> list[int]:
-    """``vertices`` in topological order (Kahn 1962, O(V + E)), ties in their given order;
-    predecessors outside ``vertices`` are ignored."""
-    members = set(vertices)
-    waiting = {v: sum(1 for p in preds[v] if p in members) for v in vertices}
-    successors: dict[int, list[int]] = {v: [] for v in vertices}
-    for v in vertices:
-        for p in preds[v]:
-            if p in members:
-                successors[p].append(v)
-    ready = deque(v for v in vertices if waiting[v] == 0)
-    order: list[int] = []
-    while ready:
-        v = ready.popleft()
-        order.append(v)
-        for s in successors[v]:
-            waiting[s] -= 1
-            if waiting[s] == 0:
-                ready.append(s)
-    return order + [v for v in vertices if waiting[v] > 0]  # on a cycle: the rest unordered
 
 
 def layered_layout(nodes: list[GraphNode]) -> tuple[list[int], list[float]]:
@@ -441,46 +426,13 @@ def _layer_rows(core: Core) -> list[dict]:
     return rows
 
 
-def _weight_bytes(project: Path, core: Core) -> tuple[int, int] | None:
-    """Bytes of weights (every array of a layer) held on chip and streamed, from the core's
-    ``layers.npz`` (sizes from the archive's headers: nothing is loaded); None without the file."""
-    path = project / core.folder / LAYERS_FILE
-    if not path.is_file():
-        return None
-    resident = [layer.resident for layer in core.layers]
-    onchip = streamed = 0
-    try:
-        with zipfile.ZipFile(path) as archive:
-            for info in archive.infolist():
-                layer = info.filename.split(".", 1)[0]
-                nbytes = _npy_data_bytes(archive, info)
-                if layer.isdigit() and int(layer) < len(resident) and not resident[int(layer)]:
-                    streamed += nbytes
-                else:
-                    onchip += nbytes
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as error:
-        raise FpgaplaceError(f"{path}: not a readable .npz of layer arrays ({first_line(error)})") from None
-    return onchip, streamed
-
-
-def _npy_data_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
-    """The data bytes of one .npy member: its size less the header the format puts first."""
-    import numpy as np
-
-    with archive.open(info) as stream:
-        version = np.lib.format.read_magic(stream)
-        read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
-        shape, _, dtype = read_header(stream)
-    return int(np.dtype(dtype).itemsize * math.prod(shape))
-
-
 def _memory_rows(project: Path, cores: list[Core]) -> list[dict]:
     rows = []
     for core in cores:
         used, budget = core.resources, core.budget
         ram_used = (finite(used.get("bram36")) or 0) * BRAM36_BYTES + (finite(used.get("uram")) or 0) * URAM_BYTES
         ram_budget = (finite(budget.get("bram36")) or 0) * BRAM36_BYTES + (finite(budget.get("uram")) or 0) * URAM_BYTES
-        weights = _weight_bytes(project, core)
+        weights = weight_bytes(project, core)
         rows.append({
             "name": core.name,
             "onchip_weights": format_bytes(weights[0]) if weights else "–",
