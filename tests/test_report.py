@@ -34,6 +34,7 @@ from fpgaplace import Design
 from fpgaplace.model import zoo as models
 from fpgaplace.report import page as report
 from fpgaplace.sim.event import build_pipeline, simulate
+from fpgaplace.util import files as util_files
 from fpgaplace.util.errors import FpgaplaceError
 
 CHROMIUM = shutil.which("chromium") or "chromium"
@@ -376,7 +377,7 @@ def test_a_failed_write_keeps_the_previous_report(cnn, tmp_path, monkeypatch):
     def refuse(source, destination):
         raise OSError("disk full")
 
-    monkeypatch.setattr(report.os, "replace", refuse)
+    monkeypatch.setattr(util_files.os, "replace", refuse)  # the one atomic writer the report uses
     with pytest.raises(OSError):
         report.write_report(cnn.folder, target)
     assert target.read_text() == "previous" and [p.name for p in tmp_path.iterdir()] == ["r.html"]

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -34,6 +33,7 @@ from fpgaplace.model.ir import OpGraph
 from fpgaplace.project import layout, record
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.files import new_folder
 from fpgaplace.util.templates import environment
 
 
@@ -87,11 +87,8 @@ def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], 
     rounds) and ``planned_compute`` (each core's planned compute, us) go into design.json."""
     say = progress or (lambda message: None)
     out_dir = Path(out_dir)
-    check_project_dir(out_dir)
     graph, board, result = design.graph, design.board, design.placement
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
-    try:
+    with new_folder(out_dir, check_project_dir) as tmp:
         say("writing the per-device split")
         # Not checked here against the whole model in float: onnxruntime fuses Q/DQ differently in a
         # piece and in the whole model, so a dequantized tensor may differ by one step; csim checks
@@ -128,13 +125,6 @@ def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], 
         write_build_scripts(written, tmp)  # vivado/ or vitis/, Makefile
         write_host_driver(written, tmp)  # host/: the PYNQ driver
         write_rtl_project(written, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
-        check_project_dir(out_dir)
-        if out_dir.exists():
-            shutil.rmtree(out_dir)
-        tmp.rename(out_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
     return CompileResult(out_dir, [_summary(c) for c in written.cores], written.cpu_ops, document)
 
 

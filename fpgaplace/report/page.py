@@ -27,8 +27,6 @@ from __future__ import annotations
 import html
 import json
 import math
-import os
-import tempfile
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +41,7 @@ from fpgaplace.project.layout import RESULTS_DIR
 from fpgaplace.project.record import Core, DesignRecord, PlacementInfo, load
 from fpgaplace.util import graphs
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.files import write_file
 from fpgaplace.util.templates import environment
 
 REPORT_FILE = "report.html"
@@ -681,15 +680,7 @@ def write_report(project: Path, out: Path | None = None, progress: Callable[[str
     context["sections"] = sections
     _say(progress, f"writing {target}")
     page = environment(html=True).get_template(TEMPLATE).render(**context)
-    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(page)
-        os.chmod(temporary, 0o644)
-        os.replace(temporary, target)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
+    write_file(target, page)
     schedule = context["schedule"]
     return ReportResult(target, project, sections, notes, context["graph"]["drawn"], context["graph"]["ops"],
                         schedule["raw"] if schedule else None)

@@ -38,6 +38,7 @@ from fpgaplace.project.record import BoundaryTensor, Core, load
 from fpgaplace.sim.event import load_manifest
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
+from fpgaplace.util.files import write_file
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
@@ -370,9 +371,7 @@ def _save_result(project: Path, result: CsimResult) -> None:
     """``results/csim.json`` in the project, for the report (written whole, then renamed)."""
     folder = project / RESULTS_DIR
     folder.mkdir(exist_ok=True)
-    partial = folder / f".{CSIM_RESULTS}.tmp"
-    partial.write_text(json.dumps(result.to_json(), indent=2) + "\n")
-    partial.replace(folder / CSIM_RESULTS)
+    write_file(folder / CSIM_RESULTS, json.dumps(result.to_json(), indent=2) + "\n")
 
 
 def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
