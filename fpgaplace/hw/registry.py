@@ -63,7 +63,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     geometry = kernel.geometry(op, graph)
     if isinstance(geometry, Unsupported):
         return geometry
-    if _is_qdq(graph) and kernel.name not in ("quantize", "dequantize"):
+    if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
         weights = [op.inputs[1]] if kernel.uses_dsp else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
         reason = qdq.unlowerable(op.op_type, activation_inputs(op, graph), op.outputs, weights, graph.model,
@@ -71,10 +71,6 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry
-
-
-def _is_qdq(graph: OpGraph) -> bool:
-    return any(op.op_type == "QuantizeLinear" for op in graph.ops.values())
 
 
 def rtl_kernels() -> list[str]:

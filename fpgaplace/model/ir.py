@@ -13,6 +13,7 @@ Building the graph is O(V + E) plus a stable topological sort, O((V + E) log V).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -23,6 +24,7 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from fpgaplace.model.qdq import is_qdq
 from fpgaplace.util import graphs
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -251,6 +253,11 @@ class OpGraph:
         if self._model is None:
             self._model = self.to_onnx()
         return self._model
+
+    @functools.cached_property
+    def is_qdq(self) -> bool:
+        """Whether its model is a QDQ model (``fpgaplace.model.qdq.is_qdq``), asked once."""
+        return is_qdq(self.model)
 
     def producer(self, tensor: str) -> str | None:
         """Name of the op producing ``tensor`` (None for graph inputs and parameters)."""
