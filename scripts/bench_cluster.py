@@ -2,7 +2,7 @@
 
 For each model: run the graph optimizer (``fpgaplace.model.passes.optimize``: constants folded,
 BatchNorm folded, ...), measure every op's time on this host with onnxruntime
-(``fpgaplace.place.cost.profile_cpu_us``, 1 thread), and cut the graph into 2 contiguous pieces with the
+(``fpgaplace.place.cost.cpu.profile_cpu_us``, 1 thread), and cut the graph into 2 contiguous pieces with the
 exact throughput DP (``fpgaplace.place.solvers.dp.solve_throughput_dp``) on a 2-device problem:
 latency = the measured op time, transfer = an estimate of one Ray hop for the op's output
 (HOP_US + bytes / HOP_BYTES_PER_US, charged to both sides as the paper's model does for
@@ -42,7 +42,7 @@ from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import load_onnx
 from fpgaplace.model.passes import name_nodes, optimize
 from fpgaplace.model.passes.graph_tools import tensor_types, topological_order
-from fpgaplace.place.cost import profile_cpu_us
+from fpgaplace.place.cost.cpu import profile_cpu_us
 from fpgaplace.place.solvers.dp import solve_throughput_dp
 from fpgaplace.place.solvers.problem import DeviceKind, PlacementProblem
 from fpgaplace.util.compare import relative_error

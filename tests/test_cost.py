@@ -13,18 +13,16 @@ from fpgaplace.hw.folding import streamed_cycles
 from fpgaplace.hw.kernel import cycles_to_us
 from fpgaplace.model.frontend.load import from_model, load_onnx
 from fpgaplace.model.zoo import cnn_residual, light_model_path, mlp
-from fpgaplace.place.cost import (
+from fpgaplace.place.cost.cpu import profile_cpu_us
+from fpgaplace.place.cost.fpga import (
     PRECISION_BYTES,
-    CostOptions,
     OnChipPlan,
-    build_problem,
     fpga_core_kinds,
     fpga_latency_us,
     on_chip_plan,
-    op_costs,
-    profile_cpu_us,
     weight_area,
 )
+from fpgaplace.place.cost.problem import CostOptions, build_problem, op_costs
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -147,7 +145,7 @@ def test_oversized_weights_stream_and_fit(zcu104):
 
 
 def test_resident_weights_fit_the_budget_smallest_first(zcu104):
-    from fpgaplace.place.cost import RESIDENT_BUDGET, RESIDENT_LIMIT, kernel_weight_bytes, resident_ops
+    from fpgaplace.place.cost.fpga import RESIDENT_BUDGET, RESIDENT_LIMIT, kernel_weight_bytes, resident_ops
 
     graph = load_onnx(light_model_path("resnet50"))
     chosen = resident_ops(graph, zcu104, precision=1)
@@ -175,7 +173,7 @@ def cpu_figures(costs) -> dict[str, float]:
 def test_two_runs_in_a_row_give_the_same_cpu_figures_from_the_cache(tmp_path, monkeypatch, cnn_graph, zcu104):
     """The first run measures and stores the profile; the second reads it: figures exactly equal
     (so within 5%), and no profiling happens the second time."""
-    import fpgaplace.place.cost as cost
+    from fpgaplace.place.cost import cpu as cost
 
     options = CostOptions(cpu_cache_dir=tmp_path / "cache")
     first = cpu_figures(op_costs(cnn_graph, zcu104, options))
@@ -194,7 +192,7 @@ def test_two_runs_in_a_row_give_the_same_cpu_figures_from_the_cache(tmp_path, mo
 
 def count_measurements(monkeypatch) -> list[int]:
     """Wrap the profiler so a test can count how often the model was really measured."""
-    import fpgaplace.place.cost as cost
+    from fpgaplace.place.cost import cpu as cost
 
     calls: list[int] = []
     measure = cost._profile_model
@@ -208,8 +206,8 @@ def count_measurements(monkeypatch) -> list[int]:
 
 
 def test_cache_key_follows_model_content_runs_and_host(tmp_path, monkeypatch, cnn_graph):
-    import fpgaplace.place.cost as cost
-    from fpgaplace.place.cost import CpuProfileCache, cpu_profile, profile_key
+    from fpgaplace.place.cost import cpu as cost
+    from fpgaplace.place.cost.cpu import CpuProfileCache, cpu_profile, profile_key
 
     cache = CpuProfileCache(tmp_path)
     calls = count_measurements(monkeypatch)
@@ -232,7 +230,7 @@ def test_cache_key_follows_model_content_runs_and_host(tmp_path, monkeypatch, cn
 
 @pytest.mark.parametrize("content", ["{not json", "[1, 2]", "", '{"key": "wrong"}', "NEGATIVE", "NAN_RATE"])
 def test_a_corrupt_cache_file_is_measured_again_and_replaced(tmp_path, monkeypatch, cnn_graph, content):
-    from fpgaplace.place.cost import CpuProfileCache, cpu_profile, profile_key
+    from fpgaplace.place.cost.cpu import CpuProfileCache, cpu_profile, profile_key
 
     cache = CpuProfileCache(tmp_path)
     calls = count_measurements(monkeypatch)
@@ -262,7 +260,7 @@ def test_an_unwritable_cache_folder_only_means_nothing_is_kept(tmp_path, cnn_gra
 
 
 def test_cache_store_is_atomic_and_leaves_no_temporary_files(tmp_path, cnn_graph):
-    from fpgaplace.place.cost import CpuProfile, CpuProfileCache
+    from fpgaplace.place.cost.cpu import CpuProfile, CpuProfileCache
 
     cache = CpuProfileCache(tmp_path / "deep" / "folder")
     key = {"format": "test", "model": "abc"}
@@ -274,7 +272,7 @@ def test_cache_store_is_atomic_and_leaves_no_temporary_files(tmp_path, cnn_graph
 
 
 def test_default_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
-    from fpgaplace.place.cost import default_cpu_cache_dir
+    from fpgaplace.place.cost.cpu import default_cpu_cache_dir
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert default_cpu_cache_dir() == tmp_path / "fpgaplace" / "cpu-costs"
@@ -285,7 +283,7 @@ def test_default_cache_folder_follows_xdg_cache_home(tmp_path, monkeypatch):
 
 
 def test_node_times_are_the_median_of_the_timed_runs_after_the_warm_up():
-    from fpgaplace.place.cost import _node_times_us
+    from fpgaplace.place.cost.cpu import _node_times_us
 
     def event(name, dur):
         return {"cat": "Node", "name": f"{name}_kernel_time", "dur": dur}

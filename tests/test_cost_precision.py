@@ -17,16 +17,8 @@ from fpgaplace import hw
 from fpgaplace.board.load import load_board
 from fpgaplace.hw.kernel import macs_per_dsp
 from fpgaplace.model.frontend.load import from_model
-from fpgaplace.place.cost import (
-    PRECISION_BITS,
-    PRECISION_BYTES,
-    CostOptions,
-    kernel_weight_bytes,
-    op_bits,
-    op_costs,
-    output_bytes,
-    tensor_bits,
-)
+from fpgaplace.place.cost.fpga import PRECISION_BITS, PRECISION_BYTES, kernel_weight_bytes, op_bits, tensor_bits
+from fpgaplace.place.cost.problem import CostOptions, op_costs, output_bytes
 from fpgaplace.util.errors import FpgaplaceError
 
 ANALYTIC = {"profile_cpu": False}

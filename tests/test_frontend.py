@@ -1034,7 +1034,7 @@ def test_a_qonnx_bit_width_that_is_not_a_constant_is_noted():
 
 REPO = Path(__file__).resolve().parents[1]
 FRONT_END_FILES = ("fpgaplace/util/onnxrt.py", "fpgaplace/model/quantize.py", "fpgaplace/flow/split.py",
-                   "fpgaplace/place/cost.py",
+                   *(f"fpgaplace/place/cost/{name}.py" for name in ("fpga", "cpu", "problem")),
                    *(str(p.relative_to(REPO)) for folder in ("fpgaplace/model/frontend", "fpgaplace/model/passes")
                      for p in sorted((REPO / folder).glob("*.py"))))
 

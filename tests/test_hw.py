@@ -32,7 +32,7 @@ from fpgaplace.model import ops as op_registry
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.ir import Op, OpGraph
-from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
 
 # --------------------------------------------------------------------------- building small graphs

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
 
     from fpgaplace.model.ir import OpGraph
     from fpgaplace.model.passes.manager import OptimizeReport
-    from fpgaplace.place.cost import CostOptions, OpCost
+    from fpgaplace.place.cost.problem import CostOptions, OpCost
     from fpgaplace.project.manifest import Manifest
 
 DEFAULT_BOARD = "zcu104"
@@ -202,7 +202,7 @@ class Design:
     ) -> None:
         import onnx
 
-        from fpgaplace.place.cost import PRECISION_BYTES
+        from fpgaplace.place.cost.fpga import PRECISION_BYTES
 
         if precision not in PRECISION_BYTES:
             raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {precision!r}")
@@ -292,14 +292,14 @@ class Design:
 
     @property
     def cost_options(self) -> CostOptions:
-        from fpgaplace.place.cost import CostOptions
+        from fpgaplace.place.cost.problem import CostOptions
 
         return CostOptions(precision=self.precision, profile_cpu=self.profile_cpu)
 
     @cached_property
     def costs(self) -> list[OpCost]:
         """Every op's cost on every device kind of the board, in topological order."""
-        from fpgaplace.place.cost import op_costs
+        from fpgaplace.place.cost.problem import op_costs
 
         graph = self.graph
         self._say(f"costing {len(graph.ops)} ops on {self.board.name}")
@@ -307,7 +307,7 @@ class Design:
 
     @cached_property
     def problem(self) -> PlacementProblem:
-        from fpgaplace.place.cost import build_problem
+        from fpgaplace.place.cost.problem import build_problem
 
         return build_problem(self.graph, self.board, self.cost_options, costs=self.costs)
 
@@ -413,7 +413,8 @@ class Design:
     # ---- devices by board identity -----------------------------------------------------
     def devices(self) -> list[BoardDevice]:
         """The board's core or CPU of each device index of the problem, in problem order."""
-        from fpgaplace.place.cost import cpu_kinds, fpga_core_kinds
+        from fpgaplace.place.cost.cpu import cpu_kinds
+        from fpgaplace.place.cost.fpga import fpga_core_kinds
 
         problem = self.problem
         by_kind: list[list[BoardDevice]] = [list(cores) for _, cores in fpga_core_kinds(self.board)]

@@ -33,7 +33,7 @@ from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, lower_core
 from fpgaplace.codegen.project import PlacedDesign
 from fpgaplace.hw.lowering import graph_batch
-from fpgaplace.place.cost import PRECISION_BYTES, resident_ops
+from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
 
 
