@@ -133,6 +133,20 @@ def producer_index(nodes: Iterable[onnx.NodeProto]) -> dict[str, int]:
     return {t: i for i, node in enumerate(nodes) for t in node.output if t}
 
 
+def upstream_nodes(nodes: list[onnx.NodeProto], producer: dict[str, int], tensors: Iterable[str]) -> set[int]:
+    """Positions (in ``nodes``) of the nodes ``tensors`` are computed from: their producers and,
+    transitively, the producers of those nodes' inputs (``producer`` as ``producer_index`` gives).
+    Depth-first, O(the nodes reached and their inputs)."""
+    needed: set[int] = set()
+    stack = [producer[t] for t in tensors if t in producer]
+    while stack:
+        i = stack.pop()
+        if i not in needed:
+            needed.add(i)
+            stack += [producer[t] for t in nodes[i].input if t in producer]
+    return needed
+
+
 def outer_references(node: onnx.NodeProto) -> list[str]:
     """Tensors a node's subgraph attributes (If/Loop/Scan bodies, nested too) read from the
     enclosing scope, in order of first use. O(size of the subgraphs)."""

@@ -16,7 +16,15 @@ from onnx import helper, numpy_helper
 from fpgaplace.model import ops
 from fpgaplace.model.frontend.bind import initializer_names
 from fpgaplace.model.frontend.shapes import is_qonnx_quantizer, qonnx_bits
-from fpgaplace.model.ir import Op, OpGraph, TensorInfo, outer_references, producer_index, unique_op_names
+from fpgaplace.model.ir import (
+    Op,
+    OpGraph,
+    TensorInfo,
+    outer_references,
+    producer_index,
+    unique_op_names,
+    upstream_nodes,
+)
 from fpgaplace.model.ops import STANDARD_DOMAINS
 
 FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
@@ -233,14 +241,7 @@ def _evaluated_constants(model: onnx.ModelProto, constant_nodes: list[onnx.NodeP
     constant nodes producing them (transitively; O(those nodes)); {} if it cannot run them."""
     if not wanted:
         return {}
-    producer = producer_index(constant_nodes)
-    needed: set[int] = set()
-    stack = [producer[t] for t in wanted]
-    while stack:
-        i = stack.pop()
-        if i not in needed:
-            needed.add(i)
-            stack += [producer[t] for t in constant_nodes[i].input if t in producer]
+    needed = upstream_nodes(constant_nodes, producer_index(constant_nodes), wanted)
     nodes = [constant_nodes[i] for i in sorted(needed)]
     reads = {t for node in nodes for t in node.input if t}
     names = sorted(wanted)

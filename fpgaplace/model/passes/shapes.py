@@ -21,6 +21,7 @@ import onnx
 from onnx import helper, numpy_helper
 
 from fpgaplace.model import ops
+from fpgaplace.model.ir import outer_references, upstream_nodes
 from fpgaplace.model.passes.graph_tools import keep_nodes, output_names, rewrites_a_copy
 
 DEFAULT_MAX_ELEMENTS = 4096
@@ -139,21 +140,12 @@ def fold_static_shapes(model: onnx.ModelProto, *, max_elements: int = DEFAULT_MA
 
 
 def _reads(node: onnx.NodeProto) -> set[str]:
-    from fpgaplace.model.ir import outer_references
-
     return {t for t in node.input if t} | set(outer_references(node))
 
 
 def _still_needed(graph: onnx.GraphProto, produced: dict[str, int], computed_at_run_time: list[str]) -> set[int]:
     """The folded nodes that tensors staying computed still need (their ancestors in the set)."""
-    needed: set[int] = set()
-    stack = [produced[t] for t in computed_at_run_time]
-    while stack:
-        i = stack.pop()
-        if i not in needed:
-            needed.add(i)
-            stack += [produced[t] for t in graph.node[i].input if t in produced]
-    return needed
+    return upstream_nodes(graph.node, produced, computed_at_run_time)
 
 
 def _drop_value_info(graph: onnx.GraphProto, names: set[str]) -> None:
