@@ -21,6 +21,7 @@ from sshd import start_sshd
 from fpgaplace import Design
 from fpgaplace.deploy.pynq import flash
 from fpgaplace.model import zoo as models
+from fpgaplace.project.record import load
 from fpgaplace.sim import csim
 
 REPO = Path(__file__).resolve().parents[1]
@@ -52,9 +53,9 @@ def test_a_flashed_project_passes_its_self_test_on_the_standin_board(board_pytho
         first = flash(project, dest=str(board), **options)
         assert first.verified and first.sent_bytes == first.total_bytes > 0
         assert (board / "host" / "driver.py").is_file() and (board / "bitstream" / "design.bit").is_file()
-        for record in design_cores(project):  # "program the fabric": the stand-in's cores
+        for record in load(project).cores:  # "program the fabric": the stand-in's cores
             library, _ = csim.build_core(project, record)
-            target = board / record["folder"] / "build"
+            target = board / record.folder / "build"
             target.mkdir(parents=True, exist_ok=True)
             shutil.copy(library, target / library.name)
         second = flash(project, dest=str(board), self_test=True, python=board_python, **options)
@@ -64,9 +65,3 @@ def test_a_flashed_project_passes_its_self_test_on_the_standin_board(board_pytho
         assert second.self_test.max_abs_diff_lsb is not None and second.self_test.max_abs_diff_lsb <= 1
     finally:
         server.stop()
-
-
-def design_cores(project: Path) -> list[dict]:
-    import json
-
-    return json.loads((project / "design.json").read_text())["cores"]

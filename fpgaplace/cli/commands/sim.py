@@ -37,7 +37,7 @@ def sim(
 
     document = simulate(project, samples).to_json()
     if rtl:
-        from fpgaplace.codegen.rtl_project import simulate_project_rtl
+        from fpgaplace.sim.rtl_project import simulate_project_rtl
 
         document["rtl"] = simulate_project_rtl(project, progress=progress).to_json()
     if resources:
