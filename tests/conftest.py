@@ -1,4 +1,4 @@
-"""Shared model fixtures: the small built-in models and the onnx package's light model zoo."""
+"""Shared fixtures: the small built-in models, the onnx package's light model zoo, and one compiled project."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from pathlib import Path
 import onnx
 import pytest
 
+from fpgaplace import Design
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import load_onnx
 from fpgaplace.model.ir import OpGraph
@@ -68,3 +69,14 @@ def private_cache(tmp_path_factory) -> Path:
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = previous
+
+
+@pytest.fixture(scope="session")
+def cnn_project(tmp_path_factory) -> Path:
+    """The built-in CNN compiled for zcu104 (int8 calibrated on 2 random samples), shared by the
+    tests that only read a project: do not change it (copy it first)."""
+    folder = tmp_path_factory.mktemp("cnn") / "project"
+    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(folder)
+    return folder

@@ -9,20 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from fpgaplace import Design
-from fpgaplace.model import zoo as models
 from fpgaplace.project import layout
 from fpgaplace.project.record import DESIGN_FORMAT, DesignRecord, load, load_design
 from fpgaplace.util.errors import FpgaplaceError
 
 
 @pytest.fixture(scope="module")
-def project(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("record") / "project"
-    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
-    design.place()
-    design.compile(folder)
-    return folder
+def project(cnn_project: Path) -> Path:
+    return cnn_project  # conftest's compiled CNN, only read here
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 from rtl_cases import conv_case, elementwise_case, pool_case
@@ -24,15 +23,6 @@ from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load, load_design
 from fpgaplace.sim import yosys
-
-
-@pytest.fixture(scope="module")
-def cnn_project(tmp_path_factory) -> Path:
-    folder = tmp_path_factory.mktemp("cnn") / "project"
-    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
-    design.place()
-    design.compile(folder)
-    return folder
 
 
 def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):
