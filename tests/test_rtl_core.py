@@ -27,16 +27,15 @@ from fpgaplace.sim import yosys
 
 def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):
     kernels = set()
-    for typed in load(cnn_project).cores:
-        record = typed.to_json()
-        core = render_core(record, load_arrays(cnn_project, typed), macs_per_dsp=2)
-        sources = core.module.write(tmp_path / record["name"])
+    for record in load(cnn_project).cores:
+        core = render_core(record, load_arrays(cnn_project, record), macs_per_dsp=2)
+        sources = core.module.write(tmp_path / record.name)
         run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *map(str, sources)],
                              capture_output=True, text=True, check=False)
         problems = [line for line in run.stderr.splitlines() if "is sensitive to all" not in line]
         assert run.returncode == 0 and not problems, run.stderr
-        assert len(core.inputs) == len(record["inputs"]) and len(core.outputs) == len(record["outputs"])
-        kernels |= {layer["kernel"] for layer in record["layers"]}
+        assert len(core.inputs) == len(record.inputs) and len(core.outputs) == len(record.outputs)
+        kernels |= {layer.kernel for layer in record.layers}
     assert {"conv2d", "add", "maxpool", "avgpool", "dense"} <= kernels, "the CNN must use every kind of op"
 
 

@@ -16,7 +16,7 @@ from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.model import zoo as models
-from fpgaplace.project.record import load_design
+from fpgaplace.project.record import load
 from fpgaplace.sim import yosys
 
 PROJECTS = {  # name: (model, board); small enough for yosys under a minute or two each
@@ -39,15 +39,15 @@ def compiled(folder: Path, name: str) -> Path:
 def test_yosys_dsps_equal_the_estimate_per_op_and_core(tmp_path, name):
     project = compiled(tmp_path, name)
     result = yosys.project_resources(project, dsp_only=True)
-    document = load_design(project)
-    assert [core.name for core in result.cores] == [core["name"] for core in document["cores"]]
+    design = load(project)
+    assert [core.name for core in result.cores] == [core.name for core in design.cores]
     kernels = set()
-    for core, record in zip(result.cores, document["cores"], strict=True):
+    for core, record in zip(result.cores, design.cores, strict=True):
         for layer in core.layers:
             assert layer.yosys.dsp == layer.estimate["dsp"], (core.name, layer.op, layer.kernel, layer.yosys)
             kernels.add(layer.kernel)
-        assert sum(layer.yosys.dsp for layer in core.layers) == record["resources"]["dsp"], core.name
-        assert record["resources"]["dsp"] <= record["budget"]["dsp"], "the folding keeps the core within its DSPs"
+        assert sum(layer.yosys.dsp for layer in core.layers) == record.resources["dsp"], core.name
+        assert record.resources["dsp"] <= record.budget["dsp"], "the folding keeps the core within its DSPs"
     assert "dense" in kernels or "conv2d" in kernels
     assert any(layer.yosys.dsp > 0 for core in result.cores for layer in core.layers)
 

@@ -25,9 +25,10 @@ import numpy as np
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import Folding
 from fpgaplace.hw.rtl_values import index_bits
-from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.arrays import load_arrays, random_samples
+from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
-from fpgaplace.project.record import DesignRecord
+from fpgaplace.project.record import Core, DesignRecord, Layer
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
 
@@ -103,47 +104,46 @@ def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> 
     return branches
 
 
-def layer_folding(layer: dict[str, Any]) -> Folding:
-    return Folding(int(layer["pe"]), int(layer["simd"]), int(layer["mmv"]), bool(layer.get("uram", False)))
+def layer_folding(layer: Layer) -> Folding:
+    return Folding(layer.pe, layer.simd, layer.mmv, layer.uram)
 
 
-def render_layers(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
-                  macs_per_dsp: int) -> list[rtl.OpModule]:
+def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int) -> list[rtl.OpModule]:
     """Every layer of a core through the RTL op library, named ``<core>_<index>_<kernel>``."""
-    core = cell_name(record["name"])
-    return [rtl.render_op(layer["kernel"], layer["config"] | {"ROWS": int(layer.get("rows", 1))}, layer_arrays,
-                          layer_folding(layer), int(layer["cycles"]), f"{core}_{i}_{layer['kernel']}", macs_per_dsp)
-            for i, (layer, layer_arrays) in enumerate(zip(record["layers"], arrays, strict=True))]
+    core = cell_name(record.name)
+    return [rtl.render_op(layer.kernel, layer.config | {"ROWS": layer.rows}, layer_arrays,
+                          layer_folding(layer), layer.cycles, f"{core}_{i}_{layer.kernel}", macs_per_dsp)
+            for i, (layer, layer_arrays) in enumerate(zip(record.layers, arrays, strict=True))]
 
 
-def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:
+def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:
     """The RTL top ``<core>_rtl`` of a design.json core record; O(weights)."""
-    core = cell_name(record["name"])
+    core = cell_name(record.name)
     ops = render_layers(record, arrays, macs_per_dsp)
     net = _Netlist()
     producers: dict[str, tuple[str, int]] = {}
     consumers: dict[str, list[tuple[str, int]]] = {}
-    for i, layer in enumerate(record["layers"]):
-        producers[layer["output"]] = net.stream(f"l{i}_out", ops[i].output.elems)
-        for j, tensor in enumerate(layer["inputs"]):
+    for i, layer in enumerate(record.layers):
+        producers[layer.output] = net.stream(f"l{i}_out", ops[i].output.elems)
+        for j, tensor in enumerate(layer.inputs):
             consumers.setdefault(tensor, []).append((f"l{i}_in{j}", ops[i].inputs[j].elems))
     outputs = []
-    for k, tensor in enumerate(record["outputs"]):
-        source = record["aliases"].get(tensor["name"], tensor["name"])
+    for k, tensor in enumerate(record.outputs):
+        source = record.aliases.get(tensor.name, tensor.name)
         if source not in producers:
-            raise FpgaplaceError(f"design.json core {record['name']}: output {tensor['name']} has no producing layer")
+            raise FpgaplaceError(f"design.json core {record.name}: output {tensor.name} has no producing layer")
         consumers.setdefault(source, []).append((f"m{k}_axis", producers[source][1]))
-        outputs.append(rtl.Port(f"m{k}_axis", producers[source][1], math.prod(tensor["sample_shape"])))
+        outputs.append(rtl.Port(f"m{k}_axis", producers[source][1], math.prod(tensor.sample_shape)))
     inputs = []
-    for k, tensor in enumerate(record["inputs"]):
-        readers = consumers.get(tensor["name"], [])
-        inputs.append(rtl.Port(f"s{k}_axis", readers[0][1] if readers else 1, math.prod(tensor["sample_shape"])))
-        producers[tensor["name"]] = (f"s{k}_axis", inputs[-1].elems)
-    lengths = {t["name"]: math.prod(t["sample_shape"]) for t in record["inputs"]} | {
-        layer["output"]: op.output.length for layer, op in zip(record["layers"], ops, strict=True)}
+    for k, tensor in enumerate(record.inputs):
+        readers = consumers.get(tensor.name, [])
+        inputs.append(rtl.Port(f"s{k}_axis", readers[0][1] if readers else 1, math.prod(tensor.sample_shape)))
+        producers[tensor.name] = (f"s{k}_axis", inputs[-1].elems)
+    lengths = {t.name: math.prod(t.sample_shape) for t in record.inputs} | {
+        layer.output: op.output.length for layer, op in zip(record.layers, ops, strict=True)}
     for t, (tensor, readers) in enumerate(consumers.items()):
         if tensor not in producers:
-            raise FpgaplaceError(f"design.json core {record['name']}: tensor {tensor} is read but not produced")
+            raise FpgaplaceError(f"design.json core {record.name}: tensor {tensor} is read but not produced")
         branches = _branches(net, producers[tensor], f"t{t}", len(readers))
         whole = index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
         for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
@@ -160,23 +160,15 @@ def render_core(record: dict[str, Any], arrays: list[dict[str, np.ndarray]], mac
     top = f"{core}_rtl"
     ports = [{"name": p.name, "elems": p.elems, "direction": "input", "back": "output"} for p in inputs] + [
         {"name": p.name, "elems": p.elems, "direction": "output", "back": "input"} for p in outputs]
-    layers = [f"layer{i}: {layer['op']}, {layer['kernel']}, PE={layer['pe']} SIMD={layer['simd']} MMV={layer['mmv']}, "
-              f"{layer['cycles']} cycles" for i, layer in enumerate(record["layers"])]
+    layers = [f"layer{i}: {layer.op}, {layer.kernel}, PE={layer.pe} SIMD={layer.simd} MMV={layer.mmv}, "
+              f"{layer.cycles} cycles" for i, layer in enumerate(record.layers)]
     verilog = environment().get_template("rtl/core.v.j2").render(
-        name=top, core=record["name"], ports=ports, streams=net.streams, assigns=net.assigns,
+        name=top, core=record.name, ports=ports, streams=net.streams, assigns=net.assigns,
         instances=net.instances, layers=layers)
     files = {**rtl.library(), f"{top}.v": verilog}
     for op in ops:
         files |= op.module.files
     return CoreRtl(rtl.RtlModule(top, files), tuple(inputs), tuple(outputs))
-
-
-def macs_per_dsp(document: dict[str, Any]) -> int:
-    """The board's MACs per DSP (2 for DSP48E2 boards), from the board design.json names."""
-    from fpgaplace.board.load import load_board
-
-    board = load_board(document["board"]["name"])
-    return board.cores[0].macs_per_dsp if board.cores else 1
 
 
 def core_job(core: CoreRtl, samples: list[list[np.ndarray]], expected_cycles: int, steady: int) -> dict[str, Any]:
@@ -190,35 +182,28 @@ def core_job(core: CoreRtl, samples: list[list[np.ndarray]], expected_cycles: in
                         "inputs": [v.tolist() for v in steady_inputs]}]}
 
 
-def random_samples(record: dict[str, Any], count: int, seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[rng.integers(-128, 128, math.prod(t["sample_shape"]), dtype=np.int8) for t in record["inputs"]]
-            for _ in range(count)]
-
-
 def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
     job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
     core with a layer the RTL op library lacks gets a ``README.txt`` saying which."""
     folder = Path(folder)
-    document = design.to_json()
     try:
-        mpd = macs_per_dsp(document)
+        board = project_board(design)
+        mpd = board.cores[0].macs_per_dsp if board.cores else 1
     except FpgaplaceError:
         mpd = 1
-    for typed in design.cores:
-        record = typed.to_json()
-        name = cell_name(record["name"])
+    for record in design.cores:
+        name = cell_name(record.name)
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
         try:
-            core = render_core(record, load_arrays(folder, typed), mpd)
+            core = render_core(record, load_arrays(folder, record), mpd)
         except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
-            (rtl_folder / "README.txt").write_text(f"No RTL for {record['name']}: {error}\n")
+            (rtl_folder / "README.txt").write_text(f"No RTL for {record.name}: {error}\n")
             continue
         core.module.write(rtl_folder)
         sim_folder.mkdir(parents=True, exist_ok=True)
-        job = core_job(core, random_samples(record, 1, 0), int(record["interval_cycles"]), 3)
+        job = core_job(core, random_samples(record, 1, 0), record.interval_cycles, 3)
         (sim_folder / "job.json").write_text(json.dumps(job))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
     (folder / SIM_DIR / "run_rtl.py").write_text(files(TESTBENCH_PACKAGE).joinpath(RUNNER_SCRIPT).read_text())

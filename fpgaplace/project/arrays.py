@@ -61,3 +61,10 @@ def _npy_data_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
         read_header = np.lib.format.read_array_header_1_0 if version == (1, 0) else np.lib.format.read_array_header_2_0
         shape, _, dtype = read_header(stream)
     return int(np.dtype(dtype).itemsize * math.prod(shape))
+
+
+def random_samples(record: Core, count: int, seed: int) -> list[list[np.ndarray]]:
+    """``count`` random int8 samples for the core's input ports (the RTL tests' stimulus), seeded."""
+    rng = np.random.default_rng(seed)
+    return [[rng.integers(-128, 128, math.prod(t.sample_shape), dtype=np.int8) for t in record.inputs]
+            for _ in range(count)]

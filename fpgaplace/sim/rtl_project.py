@@ -12,7 +12,6 @@ the steady-state cycles per sample beside the core's interval from the cycle mod
 from __future__ import annotations
 
 import json
-import math
 import shutil
 import tempfile
 import time
@@ -24,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.hw import KERNELS
-from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import Core, load
 from fpgaplace.sim.rtl import run_cocotb, stream_phases
@@ -58,30 +57,23 @@ class RtlResult:
         return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
 
 
-def core_reference(record: dict[str, Any], arrays: list[dict[str, np.ndarray]],
-                   inputs: list[np.ndarray]) -> list[np.ndarray]:
+def core_reference(record: Core, arrays: list[dict[str, np.ndarray]], inputs: list[np.ndarray]) -> list[np.ndarray]:
     """One sample through the integer reference of every layer (as ``csim``'s ``_Core.reference``)."""
-    values = {t["name"]: x for t, x in zip(record["inputs"], inputs, strict=True)}
-    for layer, arrays_of_layer in zip(record["layers"], arrays, strict=True):
-        kernel = KERNELS[layer["kernel"]]
-        values[layer["output"]] = kernel.reference(layer["config"], arrays_of_layer,
-                                                   [values[t] for t in layer["inputs"]], rows=layer["rows"]).reshape(-1)
-    return [values[record["aliases"].get(t["name"], t["name"])].reshape(-1) for t in record["outputs"]]
+    values = {t.name: x for t, x in zip(record.inputs, inputs, strict=True)}
+    for layer, arrays_of_layer in zip(record.layers, arrays, strict=True):
+        kernel = KERNELS[layer.kernel]
+        values[layer.output] = kernel.reference(layer.config, arrays_of_layer,
+                                                [values[t] for t in layer.inputs], rows=layer.rows).reshape(-1)
+    return [values[record.aliases.get(t.name, t.name)].reshape(-1) for t in record.outputs]
 
 
-def random_samples(record: dict[str, Any], count: int, seed: int) -> list[list[np.ndarray]]:
-    rng = np.random.default_rng(seed)
-    return [[rng.integers(-128, 128, math.prod(t["sample_shape"]), dtype=np.int8) for t in record["inputs"]]
-            for _ in range(count)]
-
-
-def core_files(project: Path, record: dict[str, Any], folder: Path) -> tuple[str, list[Path], dict[str, Any]]:
+def core_files(project: Path, record: Core, folder: Path) -> tuple[str, list[Path], dict[str, Any]]:
     """The core's top name, its Verilog sources copied (with their ROMs) into ``folder`` and its
     compiled job (ports); a one-line error where compile left no RTL for it."""
-    name = cell_name(record["name"])
+    name = cell_name(record.name)
     rtl_folder, job_file = project / RTL_DIR / name, project / SIM_DIR / name / "job.json"
     if (rtl_folder / "README.txt").is_file():
-        raise FpgaplaceError(f"{rtl_folder}: no RTL for core {record['name']}: "
+        raise FpgaplaceError(f"{rtl_folder}: no RTL for core {record.name}: "
                              f"{(rtl_folder / 'README.txt').read_text().strip()}")
     top = f"{name}_rtl"
     if not (rtl_folder / f"{top}.v").is_file() or not job_file.is_file():
@@ -99,11 +91,11 @@ def simulate_core(project: Path, core: Core, folder: Path, samples: int = 1, see
     port, and the steady cycles per sample after ``warmup`` samples. ``simulator``: ``icarus``
     or ``verilator`` (``fpgaplace.sim.rtl.simulator``; default ``$FPGAPLACE_RTL_SIMULATOR`` or Icarus)."""
     started = time.perf_counter()
-    arrays, record = load_arrays(project, core), core.to_json()
-    top, sources, compiled = core_files(project, record, folder)
-    inputs = random_samples(record, samples, seed)
-    per_port = [np.stack([sample[k] for sample in inputs]) for k in range(len(record["inputs"]))]
-    expected_cycles = int(record["interval_cycles"])
+    arrays = load_arrays(project, core)
+    top, sources, compiled = core_files(project, core, folder)
+    inputs = random_samples(core, samples, seed)
+    per_port = [np.stack([sample[k] for sample in inputs]) for k in range(len(core.inputs))]
+    expected_cycles = core.interval_cycles
     job = {"inputs": compiled["inputs"], "outputs": compiled["outputs"],
            "cycle_limit": 64 * max(1, expected_cycles) * (len(inputs) + steady) + 20000,
            "phases": stream_phases(per_port, steady)}
@@ -112,13 +104,13 @@ def simulate_core(project: Path, core: Core, folder: Path, samples: int = 1, see
     for phase, result in zip(job["phases"], results, strict=True):
         count = len(phase["inputs"][0])
         vectors = [[np.asarray(port[v], dtype=np.int8) for port in phase["inputs"]] for v in range(count)]
-        want = [core_reference(record, arrays, sample) for sample in vectors]
+        want = [core_reference(core, arrays, sample) for sample in vectors]
         for k, got in enumerate(result["outputs"]):
             expected = np.concatenate([w[k] for w in want]).astype(np.int64)
             bit_exact &= len(got) == len(expected) and bool(np.array_equal(np.asarray(got), expected))
     done = results[1]["done_cycles"]
     measured = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
-    return CoreResult(record["name"], bit_exact, measured, expected_cycles, time.perf_counter() - started)
+    return CoreResult(core.name, bit_exact, measured, expected_cycles, time.perf_counter() - started)
 
 
 def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,

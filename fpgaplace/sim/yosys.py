@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, cell_name
-from fpgaplace.project.record import load_design
+from fpgaplace.project.record import Core, load
 from fpgaplace.util.errors import FpgaplaceError
 
 RESOURCES_FILE = "resources.json"
@@ -161,19 +161,19 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     writes ``results/resources.json`` (not with ``dsp_only``, whose LUT/FF/BRAM are not final,
     see ``synthesize``)."""
     project = Path(project)
-    document = load_design(project)
-    family = family_of(document["cores"][0]["part"]) if document["cores"] else "xcup"
+    design = load(project)
+    family = family_of(design.cores[0].part) if design.cores else "xcup"
     cores = []
     with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch:
-        for record in document["cores"]:
+        for record in design.cores:
             layers = []
-            for module, layer in zip(layer_modules(project, record), record["layers"], strict=True):
+            for module, layer in zip(layer_modules(project, record), record.layers, strict=True):
                 if progress is not None:
-                    progress(f"yosys synth_xilinx of {record['name']} {layer['op']} ({layer['kernel']})")
+                    progress(f"yosys synth_xilinx of {record.name} {layer.op} ({layer.kernel})")
                 synthesized = synthesize(module, Path(scratch) / cell_name(module.top), family, dsp_only)
-                estimate = {key: int(layer["resources"].get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
-                layers.append(LayerResources(layer["op"], layer["kernel"], synthesized, estimate))
-            cores.append(CoreResources(record["name"], layers))
+                estimate = {key: int(layer.resources.get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
+                layers.append(LayerResources(layer.op, layer.kernel, synthesized, estimate))
+            cores.append(CoreResources(record.name, layers))
     result = ProjectResources(family, cores)
     if dsp_only:
         return result
@@ -182,21 +182,21 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     return result
 
 
-def layer_modules(project: Path, record: dict[str, Any]) -> list[Module]:
+def layer_modules(project: Path, record: Core) -> list[Module]:
     """Each layer's module of a core as compile wrote it (``rtl/<core>/<core>_<i>_<kernel>.v``, its
     ROMs ``<core>_<i>_<kernel>_*.mem``) with the shared library; a one-line error where compile
     left no RTL for the core."""
-    core = cell_name(record["name"])
+    core = cell_name(record.name)
     folder = project / RTL_DIR / core
     if (folder / "README.txt").is_file():
         reason = (folder / "README.txt").read_text().strip()
-        raise FpgaplaceError(f"{folder}: no RTL for core {record['name']}: {reason}")
+        raise FpgaplaceError(f"{folder}: no RTL for core {record.name}: {reason}")
     if not (folder / LIBRARY_FILE).is_file():
         raise FpgaplaceError(f"{folder}: missing {LIBRARY_FILE}; expected the core's RTL (compile writes it)")
     names = sorted(path.name for path in folder.iterdir())
     modules: list[Module] = []
-    for i, layer in enumerate(record["layers"]):
-        top = f"{core}_{i}_{layer['kernel']}"
+    for i, layer in enumerate(record.layers):
+        top = f"{core}_{i}_{layer.kernel}"
         own = [name for name in names if name == f"{top}.v" or name.startswith(f"{top}_")]
         if f"{top}.v" not in own:
             raise FpgaplaceError(f"{folder}: missing {top}.v; expected layer {i}'s RTL (compile writes it)")
