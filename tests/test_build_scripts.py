@@ -1,4 +1,4 @@
-"""Build scripts (``fpgaplace.codegen.build_scripts``): the Vivado block design, the Vitis link
+"""Build scripts (``fpgaplace.codegen.blockdesign``): the Vivado block design, the Vitis link
 config and the Makefile, checked without vendor tools.
 
 The generated ``create_project.tcl`` runs under tclsh with stand-ins for the Vivado commands
@@ -25,16 +25,9 @@ from conftest import FAST_CLUSTER
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
-from fpgaplace.codegen.build_scripts import (
-    FIFO_MAX_DEPTH,
-    FIFO_MIN_DEPTH,
-    Dma,
-    Endpoint,
-    _port_of,
-    fifo_depth,
-    memory_bank,
-    write_build_scripts,
-)
+from fpgaplace.codegen.blockdesign.plan import FIFO_MAX_DEPTH, FIFO_MIN_DEPTH, Dma, Endpoint, _port_of, fifo_depth
+from fpgaplace.codegen.blockdesign.vitis import memory_bank
+from fpgaplace.codegen.blockdesign.write import write_build_scripts
 from fpgaplace.model import zoo as models
 from fpgaplace.project.layout import bitstream_files, core_ip_instance, dma_instance
 from fpgaplace.project.record import BoundaryTensor, DesignRecord, View

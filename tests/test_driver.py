@@ -22,7 +22,7 @@ import pytest
 from conftest import FAST_CLUSTER
 
 from fpgaplace import Design
-from fpgaplace.codegen.build_scripts import plan_nodes
+from fpgaplace.codegen.blockdesign.plan import plan_nodes
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.model import zoo as models
 from fpgaplace.project.layout import core_ip_instance, dma_instance

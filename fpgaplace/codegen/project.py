@@ -23,7 +23,7 @@ import numpy as np
 
 from fpgaplace import __version__, hw
 from fpgaplace.board.model import FpgaCore
-from fpgaplace.codegen.build_scripts import write_build_scripts
+from fpgaplace.codegen.blockdesign.write import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import include_dir, layer_widths, plan_core, render_core

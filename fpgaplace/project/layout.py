@@ -15,7 +15,7 @@ A project written by ``fpgaplace compile``::
     results/              csim.json, sim.json, rtl.json, resources.json once those stages ran
     bitstream/            what ``make bitstream`` / ``make xclbin`` leaves
 
-The Vivado block design (``build_scripts``), the PYNQ driver (``host``), the flash step and
+The Vivado block design (``codegen.blockdesign``), the PYNQ driver (``host``), the flash step and
 the report all find a core's IP, its DMAs and the bitstream by these names, so they are
 defined once here. Names follow Vivado's rules for cell names (letters, digits, ``_``).
 """

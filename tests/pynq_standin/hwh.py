@@ -1,6 +1,6 @@
 """A minimal Vivado hardware hand-off (HWH) of a project's block design, for the stand-in board.
 
-The block design is the one the project's build scripts create: ``build_scripts.plan_nodes``
+The block design is the one the project's build scripts create: ``codegen.blockdesign.plan.plan_nodes``
 plans it from ``design.json`` (the cell names of ``fpgaplace.project.layout``), and this writes
 its HWH: the processing system (``zynq_ultra_ps_e`` on a Zynq UltraScale+ part,
 ``processing_system7`` on a Zynq-7000), each core's HLS IP with its AXI-Lite control register
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from fpgaplace.codegen.build_scripts import plan_nodes
+from fpgaplace.codegen.blockdesign.plan import plan_nodes
 from fpgaplace.project.layout import BITSTREAM_DIR, BITSTREAM_STEM
 from fpgaplace.project.record import DesignRecord, load
 
@@ -182,7 +182,7 @@ def _control_registers(module: ET.Element, streamed: bool) -> None:
 
 
 def hwh_text(document: DesignRecord, folder: Path) -> str:
-    """The HWH of the block design ``build_scripts.plan_nodes`` plans for the project (one Zynq node)."""
+    """The HWH of the block design ``codegen.blockdesign.plan.plan_nodes`` plans for the project (one Zynq node)."""
     plans = plan_nodes(document, folder)
     if len(plans) != 1 or plans[0].alveo:
         raise ValueError(f"{folder}: the stand-in board takes one Zynq node; the design plans "

@@ -34,11 +34,6 @@ from pathlib import Path
 from fpgaplace.board.model import VitisPlatform, VivadoBoard
 from fpgaplace.project.board import is_alveo, project_board
 from fpgaplace.project.layout import (
-    BITSTREAM_DIR,
-    MAKEFILE,
-    VITIS_DIR,
-    VIVADO_DIR,
-    bitstream_files,
     cell_name,
     core_ip_instance,
     dma_instance,
@@ -46,15 +41,13 @@ from fpgaplace.project.layout import (
 )
 from fpgaplace.project.record import BoundaryTensor, Core, DesignRecord, TransferInfo
 from fpgaplace.util.errors import FpgaplaceError
-from fpgaplace.util.templates import environment
 
 FIFO_MIN_DEPTH = 16  # the depths Vivado's axis_data_fifo allows: powers of two in 16..32768
-FIFO_MAX_DEPTH = 32768
-CONTROL_MAX_PORTS = 64  # AXI-Lite slaves on one axi_interconnect
-MEMORY_PORTS_PER_INTERCONNECT = 16  # AXI masters on one axi_interconnect, one per PS HP port
-PS_HP_PORTS = 4
 
-DMA_LENGTH_BITS = 26  # AXI DMA buffer length register width: up to 64 MiB per transfer
+
+FIFO_MAX_DEPTH = 32768
+
+
 DMA_MAX_STREAM_BYTES = 128  # AXI DMA stream widths: 8..1024 bits, powers of two
 
 
@@ -314,197 +307,3 @@ def plan_nodes(document: DesignRecord, folder: Path) -> list[NodePlan]:
     outputs = _graph_outputs(folder, document)
     nodes = list(dict.fromkeys(c.node for c in document.cores))
     return [plan_node(document, node, outputs, alveo) for node in nodes]
-
-
-# --------------------------------------------------------------------------- writing
-
-
-def _node_files(plan: NodePlan, node_count: int) -> list[str]:
-    return bitstream_files(node_count, plan.node, plan.alveo)
-
-
-def _block_design_limits(plan: NodePlan, memory_masters: int, control: int) -> list[str]:
-    """What keeps the node's block design from being built (said by the script when it runs, so
-    that compile, csim and sim still work): more memory or AXI-Lite ports than the interconnects
-    take, or a sample longer than an AXI DMA moves."""
-    problems = []
-    if memory_masters > MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS:
-        problems.append(FpgaplaceError(
-            f"node {plan.node}: {memory_masters} DMA and weight ports; a block design takes at most "
-            f"{MEMORY_PORTS_PER_INTERCONNECT * PS_HP_PORTS} (place fewer streams off the fabric)"))
-    if control > CONTROL_MAX_PORTS:
-        problems.append(FpgaplaceError(
-            f"node {plan.node}: {control} AXI-Lite ports; expected at most {CONTROL_MAX_PORTS}"))
-    problems += [FpgaplaceError(f"{d.endpoint.core}: {d.tensor} has {d.bytes_per_sample} bytes per sample; an AXI "
-                                f"DMA moves less than 2**{DMA_LENGTH_BITS}")
-                 for d in plan.dmas if d.bytes_per_sample >= 1 << DMA_LENGTH_BITS]
-    return [str(problem) for problem in problems]
-
-
-def _vivado_context(plan: NodePlan, node_count: int) -> dict:
-    ps7 = plan.part.startswith("xc7z")
-    memory_masters = [(d.name, "M_AXI_MM2S" if d.to_fabric else "M_AXI_S2MM") for d in plan.dmas]
-    memory_masters += [(c.cell, "m_axi_gmem") for c in plan.cores if c.weights_port]
-    control = [c.cell for c in plan.cores] + [d.name for d in plan.dmas]
-    groups = [memory_masters[i:i + MEMORY_PORTS_PER_INTERCONNECT]
-              for i in range(0, len(memory_masters), MEMORY_PORTS_PER_INTERCONNECT)][:PS_HP_PORTS]
-    bit, hwh = _node_files(plan, node_count)
-    vivado = plan.vivado
-    carrier = (vivado.carrier, vivado.connector) if vivado and vivado.carrier else None
-    return {"plan": plan, "ps7": ps7, "board_part": vivado.board_part if vivado else "", "carrier": carrier,
-            "control": control, "length_bits": DMA_LENGTH_BITS,
-            "memory_groups": groups, "root": "../.." if plan.folder else "..", "bit": bit, "hwh": hwh,
-            "sink_pins": _sink_pins(plan),
-            "problems": _block_design_limits(plan, len(memory_masters), len(control))}
-
-
-def _sink_pins(plan: NodePlan) -> dict[str, str]:
-    """The stream pin each FIFO or DMA is fed from: a core port, or a broadcaster's master."""
-    pins: dict[str, str] = {}
-    for fanout in plan.fanouts:
-        for i, cell in enumerate(fanout.sinks):
-            pins[cell] = f"{fanout.name}/M{i:02d}_AXIS"
-    for fifo in plan.fifos:
-        pins.setdefault(fifo.name, f"{fifo.producer.cell}/{fifo.producer.port}")
-    for dma in plan.dmas:
-        if not dma.to_fabric:
-            pins.setdefault(dma.name, f"{dma.endpoint.cell}/{dma.endpoint.port}")
-    return pins
-
-
-@dataclass(frozen=True)
-class VitisKernel:
-    """A helper kernel of the link (``movers.cpp``): a data mover, a fork or a width regrouper."""
-
-    kind: str  # "mm2s", "s2mm", "fork", "regroup"
-    width: int  # bytes per beat (a regroup's input)
-    outputs: int = 1  # a fork's outputs
-    out_width: int = 0  # a regroup's output beat
-
-    @property
-    def name(self) -> str:
-        if self.kind == "fork":
-            return f"fp_fork{self.outputs}_{self.width}"
-        if self.kind == "regroup":
-            return f"fp_regroup_{self.width}_{self.out_width}"
-        return f"fp_{self.kind}_{self.width}"
-
-
-def _vitis_units(plan: NodePlan) -> dict[VitisKernel, list[str]]:
-    """Compute units of the helper kernels, by kernel: a mover per DMA, a fork per fan-out, a
-    regrouper per FIFO whose sides differ in width."""
-    units: dict[VitisKernel, list[str]] = {}
-    for dma in plan.dmas:
-        units.setdefault(VitisKernel("mm2s" if dma.to_fabric else "s2mm", dma.stream_bytes), []).append(dma.name)
-    for fanout in plan.fanouts:
-        units.setdefault(VitisKernel("fork", fanout.stream_bytes, len(fanout.sinks)), []).append(fanout.name)
-    for fifo in plan.fifos:
-        if fifo.converter:
-            kernel = VitisKernel("regroup", fifo.producer_bytes, out_width=fifo.consumer_bytes)
-            units.setdefault(kernel, []).append(fifo.converter)
-    return dict(sorted(units.items(), key=lambda item: item[0].name))
-
-
-def _vitis_streams(plan: NodePlan) -> list[tuple[str, str, int]]:
-    """``sc=`` connections as (producer.port, consumer.port, depth; 0 for Vitis's default)."""
-    feeds: dict[str, str] = {}  # sink cell -> the stream it reads
-    streams = []
-    for fanout in plan.fanouts:
-        streams.append((f"{fanout.source.cell}.{fanout.source.port}", f"{fanout.name}.src", 0))
-        feeds.update({cell: f"{fanout.name}.dst{i}" for i, cell in enumerate(fanout.sinks)})
-    for fifo in plan.fifos:
-        source = feeds.get(fifo.name, f"{fifo.producer.cell}.{fifo.producer.port}")
-        consumer = f"{fifo.consumer.cell}.{fifo.consumer.port}"
-        if fifo.converter:
-            streams += [(source, f"{fifo.converter}.src", fifo.depth), (f"{fifo.converter}.dst", consumer, 0)]
-        else:
-            streams.append((source, consumer, fifo.depth))
-    for dma in plan.dmas:
-        core = f"{dma.endpoint.cell}.{dma.endpoint.port}"
-        if dma.to_fabric:
-            streams.append((f"{dma.name}.dst", core, 0))
-        else:
-            streams.append((feeds.get(dma.name, core), f"{dma.name}.src", 0))
-    return streams
-
-
-def _vitis_context(plan: NodePlan, node_count: int) -> dict:
-    vitis = plan.vitis
-    platform = vitis.platform if vitis is not None else ""  # another card: `make xclbin PLATFORM=...`
-    slr = {c.cell: c.slr for c in plan.cores}
-    slr.update({d.name: slr[core_ip_instance(d.endpoint.core)] for d in plan.dmas})
-    slr.update({f.name: slr[f.source.cell] for f in plan.fanouts})
-    slr.update({f.converter: slr[f.consumer.cell] for f in plan.fifos if f.converter})
-    memory_ports = [(d.name, "mem") for d in plan.dmas] + [(c.cell, c.weights_port) for c in plan.cores
-                                                           if c.weights_port]
-    banks = {f"{cell}.{arg}": memory_bank(vitis, i, slr[cell]) for i, (cell, arg) in enumerate(memory_ports)}
-    return {"plan": plan, "platform": platform, "banks": banks, "slr": slr, "xclbin": _node_files(plan, node_count)[0],
-            "units": _vitis_units(plan), "streams": _vitis_streams(plan)}
-
-
-def memory_bank(vitis: VitisPlatform | None, index: int, slr: int) -> tuple[str, int]:
-    """The ``sp=`` bank (kind, number) of the ``index``-th memory port, used from ``slr``: HBM
-    pseudo-channels in turn (all HBM sits below SLR0); on DDR cards the bank attached to the
-    port's SLR (one DDR bank when the board file names none)."""
-    kind, count = (vitis.memory, vitis.banks) if vitis is not None else ("DDR", 1)
-    return kind, index % count if kind == "HBM" else slr % count
-
-
-def script_folder(plan: NodePlan) -> str:
-    """The node's script folder relative to the project: ``vivado``/``vitis`` (+ ``/<node>``)."""
-    tool = VITIS_DIR if plan.alveo else VIVADO_DIR
-    return f"{tool}/{plan.folder}" if plan.folder else tool
-
-
-def write_build_scripts(document: DesignRecord, folder: Path) -> None:
-    """Write the build scripts of the project whose ``design.json`` is ``document`` into ``folder``:
-    per node ``vivado/[<node>/]create_project.tcl`` (Zynq) or ``vitis/[<node>/]link.cfg`` and
-    ``movers.cpp`` (Alveo), and the ``Makefile``. Nothing but the Makefile when no op is on a core."""
-    folder = Path(folder)
-    plans = plan_nodes(document, folder) if document.cores else []
-    for plan in plans:
-        target = folder / script_folder(plan)
-        target.mkdir(parents=True, exist_ok=True)
-        if plan.alveo:
-            context = _vitis_context(plan, len(plans))
-            _render(target / "link.cfg", "project/vitis/link.cfg.j2", context)
-            _render(target / "movers.cpp", "project/vitis/movers.cpp.j2", context)
-        else:
-            _render(target / "create_project.tcl", "project/vivado/create_project.tcl.j2",
-                    _vivado_context(plan, len(plans)))
-            _write_last_ips(plan, target)
-    _render(folder / MAKEFILE, "project/Makefile.j2",
-            {"cores": document.cores, "nodes": [_make_node(plan, len(plans)) for plan in plans],
-             "alveo": bool(plans) and plans[0].alveo, "bitstream_dir": BITSTREAM_DIR})
-
-
-def _write_last_ips(plan: NodePlan, target: Path) -> None:
-    """The TLAST marker IPs' HLS source and run_hls.tcl, in ``<scripts>/ip/<top>/``."""
-    for top in plan.last_tops:
-        ip = target / "ip" / top
-        ip.mkdir(parents=True, exist_ok=True)
-        beats, width = top.removeprefix("fp_last_").split("x")
-        context = {"top": top, "beats": int(beats), "bytes": int(width), "part": plan.part,
-                   "clock_mhz": plan.clock_mhz, "period_ns": f"{1e3 / plan.clock_mhz:.3f}"}
-        _render(ip / f"{top}.cpp", "project/vivado/last.cpp.j2", context)
-        _render(ip / "run_hls.tcl", "project/vivado/last_run_hls.tcl.j2", context)
-
-
-def _render(path: Path, template: str, context: dict) -> None:
-    """Render ``template`` into ``path``; runs of blank lines the template's tags leave become one."""
-    text = environment().get_template(template).render(**context)
-    lines = text.split("\n")
-    kept = [line for i, line in enumerate(lines) if line.strip() or i == 0 or lines[i - 1].strip()]
-    path.write_text("\n".join(kept))
-
-
-def _make_node(plan: NodePlan, node_count: int) -> dict:
-    scripts = script_folder(plan)
-    files = _node_files(plan, node_count)
-    node = {"name": plan.node, "scripts": scripts, "files": files, "cores": plan.cores,
-            "last_ips": [] if plan.alveo else [f"{scripts}/ip/{top}" for top in plan.last_tops]}
-    if plan.alveo:
-        context = _vitis_context(plan, node_count)
-        node.update(platform=context["platform"], clock_mhz=plan.clock_mhz,
-                    kernels=[kernel.name for kernel in context["units"]])
-    return node
