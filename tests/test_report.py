@@ -1,4 +1,4 @@
-"""The project report (``fpgaplace.report.page``, ``fpgaplace report``).
+"""The project report (``fpgaplace.report``, ``fpgaplace report``).
 
 Each project is compiled once per module (analytic CPU costs, two calibration samples) and its
 report written once; tests read the page. The page is also opened in headless Chromium: a
@@ -32,6 +32,7 @@ from onnx import TensorProto, helper
 
 from fpgaplace import Design
 from fpgaplace.model import zoo as models
+from fpgaplace.report import figures, sections, units
 from fpgaplace.report import page as report
 from fpgaplace.sim.event import build_pipeline, simulate
 from fpgaplace.util import files as util_files
@@ -124,7 +125,7 @@ def test_resources_per_core_are_design_json_numbers(cnn, cluster):
         for core in project.doc["cores"]:
             cells = cell_texts(row(table, "data-core", core["name"]))
             assert cells[:2] == [core["name"], core["node"]]
-            for text, key in zip(cells[2:], report.RESOURCE_KEYS, strict=True):
+            for text, key in zip(cells[2:], sections.RESOURCE_KEYS, strict=True):
                 used, available = core["resources"][key], core["budget"][key]
                 assert text.startswith(f"{used:,} / {available:,} ({used / available:.1%})"), (key, text)
         total = cell_texts(row(table, "data-core", "all cores"))
@@ -150,11 +151,11 @@ def test_memory_per_core_counts_the_weight_arrays(cnn):
         arrays = np.load(cnn.folder / core["folder"] / "layers.npz")
         nbytes = sum(arrays[name].nbytes for name in arrays.files)
         cells = cell_texts(row(table, "data-core", core["name"]))
-        assert cells[1] == report.format_bytes(nbytes) and nbytes > 0
+        assert cells[1] == units.format_bytes(nbytes) and nbytes > 0
         assert ("KiB" in cells[1]) == (nbytes >= 1024)
         ram = core["resources"]["bram36"] * 4608 + core["resources"]["uram"] * 36864
         capacity = core["budget"]["bram36"] * 4608 + core["budget"]["uram"] * 36864
-        assert cells[4].startswith(f"{report.format_bytes(ram)} / {report.format_bytes(capacity)}")
+        assert cells[4].startswith(f"{units.format_bytes(ram)} / {units.format_bytes(capacity)}")
         assert "MiB" in cells[4]  # 121 BRAM36 + 38 URAM per zcu104 core is 1.87 MiB
 
 
@@ -166,12 +167,12 @@ def test_summary_and_solver_rows_are_design_json_numbers(cnn):
     placement = cnn.doc["placement"]
     cells = cell_texts(row(section(cnn.html, "placement"), "data-method", placement["method"]))
     assert cells[0] == f"{placement['method']} (used)"
-    assert cells[1] == report.format_us(placement["value"]) and cells[2] == report.format_us(placement["bound"])
+    assert cells[1] == units.format_us(placement["value"]) and cells[2] == units.format_us(placement["bound"])
     assert cells[3] == f"{placement['gap']:.2%}"
     for device in cnn.doc["devices"]:
         cells = cell_texts(row(section(cnn.html, "placement"), "data-device", device["name"]))
         assert cells[1:4] == [device["kind"], device["node"], str(len(device["ops"]))]
-        assert cells[4] == report.format_us(device["load_us"])
+        assert cells[4] == units.format_us(device["load_us"])
 
 
 def test_compared_solvers_are_a_table_with_bound_and_gap(cnn, tmp_path):
@@ -185,9 +186,9 @@ def test_compared_solvers_are_a_table_with_bound_and_gap(cnn, tmp_path):
     (folder / "design.json").write_text(json.dumps(document))
     html = report.write_report(folder).report.read_text()
     chosen = document["placement"]
-    assert f'<dd data-key="placement">{chosen["method"]}: {report.format_us(chosen["value"])}</dd>' in html
+    assert f'<dd data-key="placement">{chosen["method"]}: {units.format_us(chosen["value"])}</dd>' in html
     table = section(html, "placement")
-    assert cell_texts(row(table, "data-method", "greedy"))[1:5] == [report.format_us(4.5), "none proven",
+    assert cell_texts(row(table, "data-method", "greedy"))[1:5] == [units.format_us(4.5), "none proven",
                                                                      "none proven", "0.002"]
     assert cell_texts(row(table, "data-method", "dp"))[3] == "0.00%"
 
@@ -195,8 +196,8 @@ def test_compared_solvers_are_a_table_with_bound_and_gap(cnn, tmp_path):
 def test_simulated_numbers_are_the_event_simulators(cnn):
     result = simulate(cnn.folder, report.SIM_SAMPLES)
     summary = section(cnn.html, "summary")
-    assert f'<dd data-key="sim_latency">{report.format_us(result.latency_us)}</dd>' in summary
-    assert f'<dd data-key="sim_fps">{report.format_fps(result.fps)}</dd>' in summary
+    assert f'<dd data-key="sim_latency">{units.format_us(result.latency_us)}</dd>' in summary
+    assert f'<dd data-key="sim_fps">{units.format_fps(result.fps)}</dd>' in summary
     assert cnn.result.to_json()["sim"]["fps"] == pytest.approx(result.fps)
     for device in result.devices:
         cells = cell_texts(row(section(cnn.html, "schedule"), "data-device", device.name))
@@ -206,7 +207,7 @@ def test_simulated_numbers_are_the_event_simulators(cnn):
 def test_gantt_bars_are_the_simulators_schedule(cnn, mlp):
     """One bar per stage and sample, each server busy as long per sample as the simulator says."""
     for project in (cnn, mlp):
-        servers, bars = report.traced_schedule(project.folder, report.GANTT_SAMPLES)
+        servers, bars = figures.traced_schedule(project.folder, report.GANTT_SAMPLES)
         pipeline = build_pipeline(project.folder)
         assert len(bars) == len(pipeline.stages) * report.GANTT_SAMPLES
         sim = {d.name: d for d in simulate(project.folder, report.GANTT_SAMPLES).devices}
@@ -264,17 +265,17 @@ def test_collapsed_qdq_and_capped_graph():
              helper.make_node("Relu", ["d"], ["r0"], name="relu0")]
     nodes += [helper.make_node("Relu", [f"r{i}"], [f"r{i + 1}"], name=f"relu{i + 1}") for i in range(599)]
     model = helper.make_model(helper.make_graph(nodes, "chain", [tensor("x")], [tensor("r599")], [scale, zero]))
-    drawn, total = report.model_graph(model, {"relu0": "core0"}, limit=300)
+    drawn, total = figures.model_graph(model, {"relu0": "core0"}, limit=300)
     assert total == 600
     ops = [n for n in drawn if n.role == "op"]
     assert len(ops) == 300 and ops[0].name == "relu0" and ops[0].preds == [0] and drawn[0].role == "input"
     assert ops[0].device == "core0" and ops[1].device is None
     assert not [n for n in drawn if n.role == "output"]
-    full, _ = report.model_graph(model, {}, limit=1000)
+    full, _ = figures.model_graph(model, {}, limit=1000)
     assert full[-1].role == "output" and full[-1].preds == [len(full) - 2]
-    svg = report.graph_svg(drawn, {"core0": "#123456"})
+    svg = figures.graph_svg(drawn, {"core0": "#123456"})
     height = float(re.search(r'height="(\d+)"', svg).group(1))
-    assert height < 301 * (report.GRAPH_NODE_H + report.GRAPH_GAP_Y) + 2 * report.GRAPH_MARGIN
+    assert height < 301 * (figures.GRAPH_NODE_H + figures.GRAPH_GAP_Y) + 2 * figures.GRAPH_MARGIN
 
 
 def test_cap_is_said_on_the_page(cnn, tmp_path, monkeypatch):
@@ -316,7 +317,7 @@ def test_results_sections_appear_with_their_files(cnn, tmp_path):
     assert result.sections[-4:] == ["csim", "rtl", "synthesis", "saved_sim"]
     html = result.report.read_text()
     saved_section = section(html, "saved_sim")
-    assert f"<dt>fps</dt><dd>{report.format_number(saved['fps'])}</dd>" in saved_section
+    assert f"<dt>fps</dt><dd>{units.format_number(saved['fps'])}</dd>" in saved_section
     assert all(f"<td>{escape(d['name'])}</td>" in saved_section for d in saved["devices"])
     csim = section(html, "csim")
     assert '<span class="status failed">FAILED</span>' in csim and "12.5" in csim
