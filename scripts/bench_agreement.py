@@ -9,7 +9,7 @@ in the placement's problem), its folded interval, their ratio, what binds it, an
 interval any choice of its stages' foldings reaches within every resource of the core, which
 SCIP proves (``hw.folding.least_interval``; skipped with --no-certify). The first placement's
 ratios and interval are shown beside the kept one's: compile places again where a core
-disagrees with its plan by more than 10 % (``codegen.refine``).
+disagrees with its plan by more than 10 % (``flow.refine``).
 """
 
 from __future__ import annotations

@@ -629,7 +629,7 @@ def compiled(tmp_path_factory) -> Callable[..., CompileResult]:
 def test_folded_interval_agrees_with_the_plan_and_no_folding_does_better(compiled, model, image, board):
     """Each core's folded interval is within 10% of its planned compute (the sum of the kept
     placement's per-op latencies on it: compile refines the placement where the first one's
-    folding disagrees, ``codegen.refine``), and the folder's heuristic choice is within 2% of the
+    folding disagrees, ``flow.refine``), and the folder's heuristic choice is within 2% of the
     least interval any choice of the stages' foldings reaches within every resource of the core
     (``least_interval``, proven by SCIP)."""
     result = compiled(board, image, model)
