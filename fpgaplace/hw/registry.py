@@ -19,8 +19,10 @@ from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
+from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.table import Table
 from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
@@ -37,10 +39,12 @@ KERNELS: dict[str, Kernel] = {
         Add(),
         Requant(),
         Concat(),
+        Table(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
         Free("batchnorm"),
+        Free("island"),
     )
 }
 
@@ -53,7 +57,13 @@ def kernel_for(op: Op) -> Kernel | None:
 
 
 def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
-    """The kernel and geometry of ``op`` on a core, or why no core can run it."""
+    """The kernel and geometry of ``op`` on a core, or why no core can run it. In a QDQ model an
+    op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
+    island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
+    if island is not None:
+        kernel = KERNELS["table" if island.exit_op == op.name else "island"]
+        geometry = kernel.geometry(op, graph)
+        return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)
     if kernel is None:
         return Unsupported(f"no hardware kernel for {op.op_type}")

@@ -16,6 +16,7 @@
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
+//   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -743,6 +744,25 @@ void requant(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
       y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
+  }
+}
+
+// y = values[x + 128], SIZE elements, L a cycle: an island of elementwise ops of one int8 tensor
+// (SiLU, HardSwish, GELU, ...) as its 256 outputs (fpgaplace.hw.table); each lane reads its own
+// copy of the ROM.
+template <class C>
+void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8_t values[256]) {
+  static_assert(detail::valid_lanes<C>(C::SIZE), "table: SIZE must be positive and a multiple of L");
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = in.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = values[static_cast<int>(x.v[l]) + 128];
     }
     out.write(y);
   }
