@@ -124,7 +124,7 @@ class _Walk:
                     pending.append(operand)
         return nodes, sources
 
-    def leaks(self, nodes: set[str]) -> tuple[str | None, bool]:
+    def leaks(self, nodes: set[str], sources: set[str]) -> tuple[str | None, bool]:
         """(an internal int8 tensor read outside the island, whether a float tensor leaks)."""
         for name in nodes:
             node = self.index.by_name[name]
@@ -136,8 +136,10 @@ class _Walk:
                     continue
                 if node.op_type == "QuantizeLinear":
                     return tensor, False
-                if node.op_type == "DequantizeLinear" and self.index.constant(node.input[0]) is None:
-                    continue  # a source's DequantizeLinear: others may read it too
+                if node.op_type == "DequantizeLinear" and node.input[0] not in sources:
+                    if self.index.constant(node.input[0]) is None:
+                        return node.input[0], False  # an internal tensor's view read outside
+                    continue  # a constant's view: others may share it
                 if node.op_type in ("DequantizeLinear", "Constant"):
                     continue
                 return None, True
@@ -161,11 +163,13 @@ def _find(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> Island 
         if found is None:
             return None
         nodes, sources = found
-        leaked, float_leak = walk.leaks(nodes)
+        leaked, float_leak = walk.leaks(nodes, sources)
         if float_leak:
             return None
         if leaked is None:
             break
+        if leaked in keep_out:
+            return None
         keep_out.add(leaked)
     ops = [index.by_name[n] for n in nodes if index.by_name[n].op_type in TABLE_OPS]
     if len(sources) != 1 or all(op.op_type in KERNEL_OPS for op in ops):
