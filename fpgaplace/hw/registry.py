@@ -22,6 +22,7 @@ from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
 from fpgaplace.model import ops as op_registry
 
@@ -40,6 +41,7 @@ KERNELS: dict[str, Kernel] = {
         Requant(),
         Concat(),
         Table(),
+        Softmax(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -47,6 +49,9 @@ KERNELS: dict[str, Kernel] = {
         Free("island"),
     )
 }
+
+ISLAND_KERNELS = frozenset({"table", "island"})
+"""Kernels no op class names: ``plan_op`` gives them to the ops of a table island (``hw.islands``)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -61,7 +66,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
     island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
     if island is not None:
-        kernel = KERNELS["table" if island.exit_op == op.name else "island"]
+        kernel = KERNELS["table" if island.exit_op == op.name else "island"]  # one of ISLAND_KERNELS
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)
