@@ -128,7 +128,7 @@ def softmax_rows(shape: tuple[int, ...], axis: int | None, version: int) -> tupl
             return size // shape[1], shape[1]
         if rank < 4 and axis == rank - 1:
             return size // shape[-1], shape[-1]
-        return Unsupported(f"a softmax over axis {axis} of a rank-{rank} tensor is not over the stream's innermost axis")
+        return Unsupported(f"a softmax over axis {axis} of a rank-{rank} tensor: not the stream's innermost axis")
     n = math.prod(shape[axis:])
     if rank == 4 and axis >= 2 and shape[1] > 1:
         return Unsupported(f"a softmax flattening from axis {axis} of NCHW mixes the stream's channel order")
