@@ -57,8 +57,8 @@ def classifier(opset: int = 17, axis: int = -1) -> onnx.ModelProto:
     weights = [const("w1", rng.normal(0, 0.5, (16, 3, 3, 3))), const("w2", rng.normal(0, 0.5, (10, 16))),
                const("b2", rng.normal(0, 0.5, 10))]
     x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])
-    graph = helper.make_graph(nodes, "classifier", [x], [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])],
-                              weights)
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 10])
+    graph = helper.make_graph(nodes, "classifier", [x], [y], weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
 
 
