@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fpgaplace.hw import qdq
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
-from fpgaplace.hw.dense import Dense
+from fpgaplace.hw.dense import Dense, flatten_readers
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
@@ -86,6 +86,21 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry
+
+
+def colocated_groups(graph: OpGraph) -> list[list[str]]:
+    """Ops that must share a device for their kernels to be right: a table island's ops, and a
+    flatten of a feature map with the path to the dense layers that read it in channels-last
+    order. O(n) over the graph's ops."""
+    groups = [list(island.members) for island in islands(graph.model).islands] if graph.is_qdq else []
+    for op in graph.ops.values():
+        x = graph.tensors.get(op.inputs[0]) if op.inputs else None
+        if kernel_for(op) is KERNELS["reshape"] and x is not None and len(x.shape) == 4 and x.shape[1] > 1 \
+                and x.shape[2] * x.shape[3] > 1:
+            readers = flatten_readers(graph, op)
+            if readers:
+                groups.append([op.name, *readers])
+    return [[name for name in group if name in graph.ops] for group in groups]
 
 
 def rtl_kernels() -> list[str]:
