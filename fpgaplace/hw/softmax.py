@@ -125,7 +125,8 @@ class Softmax(Kernel):
         values = c | {"name": top, "L": lanes, "ROWS": size // n, "EXP_W": EXP_BITS + 1, "DIV_BITS": DIVIDER_CYCLES,
                       "SUM_W": (n * 2**EXP_BITS).bit_length(), "SHIFT": c["SY"] + EXP_BITS,
                       "BEAT_BITS": index_bits(n // lanes), "DIV_COUNT_BITS": index_bits(DIVIDER_CYCLES),
-                      "LO_BITS": f"8'h{c['LO'] & 0xFF:02x}", "HI_BITS": f"8'h{c['HI'] & 0xFF:02x}", "exp_file": exp_file}
+                      "LO_BITS": f"8'h{c['LO'] & 0xFF:02x}", "HI_BITS": f"8'h{c['HI'] & 0xFF:02x}",
+                      "exp_file": exp_file}
         return RtlUnit("rtl/softmax.v.j2", values, {exp_file: Rom([int(v) for v in table], EXP_BITS + 1)},
                        ((PORT_IN, lanes, size),), (PORT_OUT, lanes, size))
 
