@@ -86,3 +86,24 @@ def test_softmax_rtl_bit_exact_and_cycles(tmp_path, rows, n, lanes):
     result = simulate_case("softmax", (config, arrays, inputs, Folding(lanes, 1, 1)), tmp_path, geometry=geometry)
     check_cycles(result, f"softmax {rows}x{n}")
     assert_verilog_2005_clean(render_op("softmax", config, arrays, Folding(lanes, 1, 1), 100), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
+def test_softmax_dsps_equal_yosys(tmp_path, board, family):
+    """Each lane's e * r product (17 x 31 bits, unsigned) takes the DSPs the op library counts."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.codegen import rtl
+    from fpgaplace.hw import KERNELS
+    from fpgaplace.sim import yosys
+
+    core = load_board(board).cores[0]
+    (my,), (s,) = multipliers(np.array([256.0]), "test")
+    config = {"SIZE": 32, "N": 16, "MY": int(my), "SY": int(s), "ZY": -128, "LO": -128, "HI": 127}
+    folding = Folding(2, 1, 1)
+    op = rtl.render_op("softmax", config, {"exp": exp_table(0.1)}, folding, 100)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
+                           dsp_only=True)
+    geometry = Geometry("softmax", 2, 16, 1, stream_elements=32, row=1, linebuffer_bytes=16,
+                        shape={"SIZE": 32, "N": 16, "ROWS": 2})
+    assert got.dsp == KERNELS["softmax"].resources(geometry, folding, core).dsp > 0, got

@@ -771,13 +771,13 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
 
 // Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
 // buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
-// a row), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L iterations a row.
+// a row, 48 steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + 48 iterations a row.
 template <class C>
 void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t exp_table[256]) {
   static_assert(C::N > 0 && C::L > 0 && C::N % C::L == 0 && C::SIZE % C::N == 0, "softmax: L must divide N, N SIZE");
   static_assert(detail::valid_output(C::ZY, C::LO, C::HI) && detail::valid_rescale(C::MY, C::SY + 16),
                 "softmax: need int8 ZY, LO <= HI, MY >= 0 and SY + 16 <= 62");
-  constexpr int BEATS = C::N / C::L;
+  constexpr int BEATS = C::N / C::L, DIVIDER_BITS = 48;  // fpgaplace.hw.softmax.DIVIDER_CYCLES
   for (int row = 0; row < C::SIZE / C::N; ++row) {
     int8_t buffer[BEATS][C::L];
     int m = -128;
@@ -800,7 +800,20 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
         sum += exp_table[m - buffer[i][l]];
       }
     }
-    const int32_t r = static_cast<int32_t>(((static_cast<int64_t>(C::MY) << 16) + sum / 2) / sum);
+    // r = (MY * 2**16 + sum / 2) / sum by restoring division, a quotient bit a cycle (as the RTL)
+    const uint64_t dividend = (static_cast<uint64_t>(C::MY) << 16) + static_cast<uint64_t>(sum) / 2;
+    uint64_t remainder = 0, quotient = 0;
+    for (int b = DIVIDER_BITS - 1; b >= 0; --b) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      remainder = (remainder << 1) | ((dividend >> b) & 1);
+      quotient <<= 1;
+      if (remainder >= static_cast<uint64_t>(sum)) {
+        remainder -= static_cast<uint64_t>(sum);
+        quotient |= 1;
+      }
+    }
+    const int32_t r = static_cast<int32_t>(quotient);
     for (int i = 0; i < BEATS; ++i) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
