@@ -204,8 +204,9 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
-            else:  # a lane stage's constant arrays (a table's 256 values)
-                arrays += [_array(f"{step.prefix}_{name}", "int8_t", values) for name, values in layer.arrays.items()]
+            else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation)
+                arrays += [_array(f"{step.prefix}_{name}", f"{np.asarray(values).dtype}_t", values)
+                           for name, values in layer.arrays.items()]
             steps.append(step)
         steps += feeding
     for stage, step in enumerate(steps):

@@ -32,7 +32,7 @@ class Free(Kernel):
             return Unsupported("unknown output shape")
         if self.name == "reshape":
             x = tensor_shape(graph, op.inputs[0])
-            if x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out)):
+            if x is None or changes_stream_order(x, out):
                 return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
                                    "stream order (channels last)")
         if self.name == "batchnorm" and not _fused_member(op, graph):
@@ -43,6 +43,12 @@ class Free(Kernel):
         """None (absorbed into its neighbours), or for a reshape an alias (output int8 tensor,
         input int8 tensor) or a requantization where its two scales differ."""
         return ctx.reshape(op) if self.name == "reshape" else None
+
+
+def changes_stream_order(x: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether a reshape of ``x`` into ``out`` may change the stream order (channels last): either
+    is a 4-D tensor with both channels and pixels. O(1)."""
+    return any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out))
 
 
 def _fused_member(op: Op, graph: OpGraph) -> bool:

@@ -22,6 +22,7 @@ from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.table import Table
 from fpgaplace.model import ops as op_registry
 
@@ -40,6 +41,7 @@ KERNELS: dict[str, Kernel] = {
         Requant(),
         Concat(),
         Table(),
+        Shuffle(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -58,10 +60,11 @@ def kernel_for(op: Op) -> Kernel | None:
 
 def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     """The kernel and geometry of ``op`` on a core, or why no core can run it. In a QDQ model an
-    op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
-    island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
+    op of an island (``fpgaplace.hw.islands``) is the island's stage (a table, a channel shuffle) or a
+    free member of it."""
+    island = islands(graph.model, graph.tensors).of_node.get(op.name) if graph.is_qdq else None
     if island is not None:
-        kernel = KERNELS["table" if island.exit_op == op.name else "island"]
+        kernel = KERNELS[island.kernel if island.exit_op == op.name else "island"]
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)

@@ -171,7 +171,7 @@ def fused_colours(graph: OpGraph, names: list[str]) -> np.ndarray:
             join(index[name], index[head])
             coloured |= {index[name], index[head]}
     if graph.is_qdq:
-        for island in islands(graph.model).islands:
+        for island in islands(graph.model, graph.tensors).islands:
             members = [index[n] for n in island.members if n in index]
             for i in members[1:]:
                 join(members[0], i)

@@ -17,6 +17,7 @@
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
+//   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -34,7 +35,8 @@
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B)
+//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B);
+//   shuffle: (PIXELS + 1) * C/L
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -765,6 +767,41 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
       y.v[l] = values[static_cast<int>(x.v[l]) + 128];
     }
     out.write(y);
+  }
+}
+
+// y[p][c] = requantize(x[p][perm[c]] - ZX, M, S, ZY, LO, HI): a fixed permutation of each pixel's C
+// channels (a channel shuffle, fpgaplace.hw.shuffle), L a cycle. One half of a two-pixel buffer
+// takes pixel p while the other gives out pixel p - 1: (PIXELS + 1) * C / L iterations.
+template <class C>
+void shuffle(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int16_t perm[C::C]) {
+  static_assert(C::PIXELS > 0 && C::L > 0 && C::C % C::L == 0, "shuffle: L must divide C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "shuffle: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "shuffle: need M >= 0 and 1 <= S <= 62");
+  constexpr int BEATS = C::C / C::L;
+  int8_t pixel[2][C::C];
+#pragma HLS ARRAY_PARTITION variable=pixel complete dim=0
+  for (int i = 0; i < (C::PIXELS + 1) * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int p = i / BEATS, b = i % BEATS;
+    if (p < C::PIXELS) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        pixel[p & 1][b * C::L + l] = x.v[l];
+      }
+    }
+    if (p > 0) {
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(static_cast<int64_t>(pixel[(p - 1) & 1][perm[b * C::L + l]]) - C::ZX, C::M, C::S, C::ZY,
+                            C::LO, C::HI);
+      }
+      out.write(y);
+    }
   }
 }
 
