@@ -21,6 +21,7 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.table import Table
@@ -42,6 +43,7 @@ KERNELS: dict[str, Kernel] = {
         Concat(),
         Table(),
         Shuffle(),
+        Lrn(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
