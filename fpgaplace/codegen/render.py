@@ -205,7 +205,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
             else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation)
-                arrays += [_array(f"{step.prefix}_{name}", f"{np.asarray(values).dtype}_t", values)
+                arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
                            for name, values in layer.arrays.items()]
             steps.append(step)
         steps += feeding
@@ -259,6 +259,9 @@ def c_literals(values: np.ndarray) -> str:
     if flat.dtype == np.int8:
         return _INT8_LITERALS[flat.astype(np.int16) + 128].tobytes().decode().rstrip(",")
     return ",".join(map(str, flat.tolist()))
+
+
+C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t"}  # numpy dtype -> the C type of a constant array
 
 
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from fpgaplace.hw import qdq
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
-from fpgaplace.hw.dense import Dense
+from fpgaplace.hw.dense import Dense, flatten_readers
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
@@ -24,6 +24,7 @@ from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.shuffle import Shuffle
+from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
 from fpgaplace.model import ops as op_registry
 
@@ -44,6 +45,7 @@ KERNELS: dict[str, Kernel] = {
         Table(),
         Shuffle(),
         Lrn(),
+        Softmax(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -51,6 +53,10 @@ KERNELS: dict[str, Kernel] = {
         Free("island"),
     )
 }
+
+ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
+"""Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
+island, a channel-permutation chain)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -86,6 +92,21 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry
+
+
+def colocated_groups(graph: OpGraph) -> list[list[str]]:
+    """Ops that must share a device for their kernels to be right: an island's ops, and a
+    flatten of a feature map with the path to the dense layers that read it in channels-last
+    order. O(n) over the graph's ops."""
+    groups = [list(island.members) for island in islands(graph.model, graph.tensors).islands] if graph.is_qdq else []
+    for op in graph.ops.values():
+        x = graph.tensors.get(op.inputs[0]) if op.inputs else None
+        if kernel_for(op) is KERNELS["reshape"] and x is not None and len(x.shape) == 4 and x.shape[1] > 1 \
+                and x.shape[2] * x.shape[3] > 1:
+            readers = flatten_readers(graph, op)
+            if readers:
+                groups.append([op.name, *readers])
+    return [[name for name in group if name in graph.ops] for group in groups]
 
 
 def rtl_kernels() -> list[str]:
