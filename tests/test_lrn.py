@@ -11,6 +11,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from test_rtl_ops import check_cycles, simulate_case
 
+from fpgaplace.board.load import load_board
+from fpgaplace.codegen import rtl
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.geometry import Folding
@@ -18,6 +20,7 @@ from fpgaplace.hw.lrn import ERROR_LSB, _bucket, design_table, lrn_reference, lr
 from fpgaplace.hw.qdq import qdq_index
 from fpgaplace.model.quantize import calibration_inputs, quantize_model
 from fpgaplace.model.zoo import light_model_path
+from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
 
 C, H, W = 10, 8, 8
@@ -125,3 +128,26 @@ def test_lrn_rtl_bit_exact_and_cycles(tmp_path, name, channels, pixels, folding)
     geometry = KERNELS["lrn"].config_geometry(config)
     result = simulate_case("lrn", (config, {"table": table.values}, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"lrn {name} {folding}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
+@pytest.mark.parametrize("kernel", ["lrn", "shuffle"])
+def test_yosys_dsps_equal_the_estimate(tmp_path, board, family, kernel):
+    """yosys maps one DSP a lane for the LRN's d * T (the squares come from a ROM) and none for
+    the shuffle (a permutation and a constant requantizer), as the op library counts them."""
+    core = load_board(board).cores[0]
+    folding = Folding(2, 1, 1)
+    if kernel == "lrn":
+        table = design_table(1.0, 0.75, 1.0, 5, 0.02, -128, 0.012)
+        config = {"SIZE": 60, "PIXELS": 10, "C": 6, "BEFORE": 2, "AFTER": 2, "ZX": -128, "ZY": -4, "LO": -128,
+                  "HI": 127, "F": table.shift, "MBITS": table.mbits, "ENTRIES": int(table.values.size)}
+        arrays, geometry = {"table": table.values}, KERNELS["lrn"].config_geometry(config)
+    else:
+        config = {"SIZE": 60, "PIXELS": 10, "C": 6, "ZX": 3, "M": 3 << 28, "S": 30, "ZY": -2, "LO": -128, "HI": 127}
+        arrays, geometry = {"perm": np.array([3, 0, 4, 1, 5, 2], np.int16)}, KERNELS["shuffle"].channels_geometry(
+            (1, 6, 10, 1))
+    op = rtl.render_op(kernel, config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
+                           dsp_only=True)
+    assert got.dsp == KERNELS[kernel].resources(geometry, folding, core).dsp == (2 if kernel == "lrn" else 0)
