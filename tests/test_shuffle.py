@@ -108,6 +108,36 @@ def test_a_conv_shuffle_conv_runs_on_the_cores_bit_exact(kind, tmp_path):
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
 
 
+def pooled_channels_last(seed: int = 0) -> onnx.ModelProto:
+    """Conv -> GlobalAveragePool -> Transpose to NHWC -> Reshape [1, C] -> MatMul: a Transpose
+    whose effect in stream order is the identity (the chain ends at the Reshape, with C channels)."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c"], kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("GlobalAveragePool", ["c"], ["g"]), n("Transpose", ["g"], ["t"], perm=[0, 2, 3, 1]),
+             n("Reshape", ["t", "s"], ["f"]), n("MatMul", ["f", "w2"], ["z"])]
+    for i, node in enumerate(nodes):
+        node.name = f"{node.op_type.lower()}_{i}"
+    inits = [numpy_helper.from_array(rng.normal(0, 0.4, shape).astype(np.float32), name)
+             for name, shape in (("w1", (C, 4, 3, 3)), ("w2", (C, 5)))] + [_ints("s", [1, C])]
+    graph = helper.make_graph(nodes, "pooled", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, H, W])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 5])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_transpose_to_channels_last_after_pooling_runs_on_the_cores(tmp_path):
+    model = quantized(pooled_channels_last())
+    graph = from_model(model)
+    (chain,) = [i for i in islands(model, graph.tensors).islands if i.kernel == "shuffle"]
+    assert chain.permutation == tuple(range(C)) and graph.ops[chain.exit_op].op_type == "Reshape"
+    result = Design(pooled_channels_last(), "zcu104", profile_cpu=False).compile(tmp_path / "project",
+                                                                                 random_samples=8)
+    assert result.cpu_ops == [], result.cpu_ops
+    check = run_csim(tmp_path / "project", samples=4)
+    assert check.ok and all(c.bit_exact for c in check.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
+
+
 def test_shufflenet_channel_shuffles_plan_on_the_cores():
     """The light-zoo ShuffleNet: every Reshape and Transpose of its 16 channel shuffles is the
     shuffle stage or a free member of it (none is refused any more)."""

@@ -13,10 +13,11 @@ A *chain* (found backwards from a per-tensor int8 QuantizeLinear, its *exit*):
 * an int8 tensor between two ops is *inside* when a QuantizeLinear of a chain op made it, one
   DequantizeLinear reads it and nothing else, and both carry the scale and zero point of the
   chain's source (onnxruntime's ``QDQDirect8BitOp`` keeps them), so the chain rounds once;
-* the first op's DequantizeLinear reads the *source*, a per-tensor int8 tensor of rank 2 or 4;
-* the effect, found by pushing the source's element indices through the ops with numpy (so any
-  equivalent chain is found, not one pattern), is a permutation of each pixel's channels in
-  stream order (the output has the source's channel count and pixels);
+* the first op's DequantizeLinear reads the *source*, a per-tensor int8 tensor;
+* the output has rank 2 or 4, and the effect, found by pushing the source's element indices
+  through the ops with numpy (so any equivalent chain is found, not one pattern), is in stream
+  order a permutation within each group of the output's C channels (a pixel): a channel shuffle,
+  or the identity (a Transpose of [N, C, 1, 1] to [N, 1, 1, C], whose pixels have one channel);
 * at least one op would not run alone (a Transpose, or a reshape that changes the stream order:
   ``fpgaplace.hw.free.changes_stream_order``), so order-keeping reshapes stay free aliases.
 
@@ -104,8 +105,9 @@ def _moved(index: QdqIndex, op: onnx.NodeProto, x: np.ndarray) -> np.ndarray | N
     if kind == "Transpose":
         return np.transpose(x, _attr(op, "perm"))
     if kind == "Flatten":
-        axis = _attr(op, "axis", 1) % max(x.ndim, 1) if x.ndim else 0
-        return x.reshape(int(np.prod(x.shape[:axis])), -1)
+        axis = int(_attr(op, "axis", 1))
+        axis = axis + x.ndim if axis < 0 else axis
+        return x.reshape(int(np.prod(x.shape[:axis])), int(np.prod(x.shape[axis:])))
     if kind == "Reshape":
         shape = index.constant(op.input[1]) if len(op.input) > 1 else None
         if shape is None:
@@ -122,6 +124,8 @@ def _moved(index: QdqIndex, op: onnx.NodeProto, x: np.ndarray) -> np.ndarray | N
         axes = value.reshape(-1).tolist()
     if kind == "Squeeze":
         return np.squeeze(x, tuple(int(a) for a in axes)) if axes is not None else np.squeeze(x)
+    if axes is None:
+        return None  # an Unsqueeze needs its axes
     rank = x.ndim + len(axes)
     return np.expand_dims(x, tuple(sorted(int(a) % rank for a in axes)))
 
@@ -132,12 +136,13 @@ def stream_order(x: np.ndarray) -> np.ndarray:
 
 
 def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, ...] | None:
-    """``perm`` with output channel ``c`` of every pixel = source channel ``perm[c]`` of that
-    pixel, both in stream order, for ``moved``: the source's NCHW element indices after the chain;
-    None when the effect is not such a permutation. O(elements)."""
-    if len(source_shape) not in (2, 4) or moved.ndim not in (2, 4) or moved.shape[1] != source_shape[1]:
+    """``perm`` with output channel ``c`` of every pixel = stream element ``perm[c]`` of the same
+    pixel of the source (pixels of the output's C channels), for ``moved``: the source's element
+    indices (as stored) after the chain; None when the effect is not such a permutation (the
+    identity in stream order is one: a Transpose of [N, C, 1, 1] to [N, 1, 1, C]). O(elements)."""
+    if moved.ndim not in (2, 4):
         return None
-    channels = source_shape[1]
+    channels = moved.shape[1]
     position = np.empty(moved.size, dtype=np.int64)  # NCHW index -> stream position in the source
     position[stream_order(np.arange(moved.size).reshape(source_shape))] = np.arange(moved.size)
     taken = position[stream_order(moved)].reshape(-1, channels)
