@@ -24,6 +24,7 @@ from fpgaplace.model.quantize import calibration_inputs, quantize_model
 from fpgaplace.model.zoo import light_model_path
 from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.onnxrt import run_model
 
 C, H, W = 10, 8, 8
@@ -181,3 +182,15 @@ def test_yosys_dsps_equal_the_estimate(tmp_path, board, family, kernel):
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
                            dsp_only=True)
     assert got.dsp == KERNELS[kernel].resources(geometry, folding, core).dsp == (2 if kernel == "lrn" else 0)
+
+
+def test_a_core_with_an_lrn_is_bit_exact_in_rtl(tmp_path):
+    """The whole core (conv, LRN, max pool, conv) in cocotb under backpressure: bit-exact, and its
+    steady cycles within 10% of the cycle model's interval."""
+    result = Design(conv_lrn_pool_conv("alexnet-like", seed=3), "pynq-z2", profile_cpu=False).compile(
+        tmp_path / "project", random_samples=4)
+    assert "lrn" in {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core

@@ -18,6 +18,7 @@ from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.quantize import calibration_inputs, quantize_model
 from fpgaplace.model.zoo import light_model_path
 from fpgaplace.sim.csim import run_csim
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.onnxrt import run_model
 
 C, G, H, W = 12, 3, 6, 6
@@ -160,3 +161,15 @@ def test_shuffle_rtl_bit_exact_and_cycles(tmp_path, channels, pixels, folding, r
     geometry = KERNELS["shuffle"].channels_geometry((1, channels, pixels, 1))
     result = simulate_case("shuffle", (config, arrays, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"shuffle C={channels} pixels={pixels} {folding}")
+
+
+def test_a_core_with_a_shuffle_is_bit_exact_in_rtl(tmp_path):
+    """The whole core (conv, shuffle, conv) in cocotb under backpressure: bit-exact, and its
+    steady cycles within 10% of the cycle model's interval."""
+    result = Design(conv_shuffle_conv("shufflenet", seed=3), "pynq-z2", profile_cpu=False).compile(
+        tmp_path / "project", random_samples=4)
+    assert "shuffle" in {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core

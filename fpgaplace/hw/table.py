@@ -48,7 +48,7 @@ class Table(Elementwise):
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
         island = islands(graph.model, graph.tensors).exit_op(op.name)
-        if island is None:
+        if island is None or island.kernel != self.name:
             return Unsupported("not the last op of an elementwise island of one int8 tensor")
         out, x = tensor_shape(graph, op.outputs[0]), tensor_shape(graph, island.source)
         if out is None or x is None:
