@@ -139,6 +139,24 @@ def test_a_transpose_to_channels_last_after_pooling_runs_on_the_cores(tmp_path):
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
 
 
+def test_a_flatten_of_a_feature_map_before_a_dense_layer_is_not_a_shuffle():
+    """Its elements change order, but not within the source's pixels: the dense layer takes the
+    stream order (hw.dense.flattened_from) and the flatten stays a free reshape."""
+    rng = np.random.default_rng(4)
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["c"], name="conv", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Flatten", ["c"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "w2"], ["z"], name="gemm", transB=1)]
+    inits = [numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+             for name, shape in (("w1", (C, 4, 3, 3)), ("w2", (5, C * H * W)))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, H, W])
+    graph_proto = helper.make_graph(nodes, "flat", [x], [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 5])],
+                                    inits)
+    model = quantized(helper.make_model(graph_proto, opset_imports=[helper.make_opsetid("", 17)]))
+    graph = from_model(model)
+    assert not any(i.kernel == "shuffle" for i in islands(model, graph.tensors).islands)
+    assert plan_op(graph.ops["flatten"], graph)[0].name == "reshape"
+
+
 def test_shufflenet_channel_shuffles_plan_on_the_cores():
     """The light-zoo ShuffleNet: every Reshape and Transpose of its 16 channel shuffles is the
     shuffle stage or a free member of it (none is refused any more)."""

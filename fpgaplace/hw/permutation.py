@@ -16,8 +16,9 @@ A *chain* (found backwards from a per-tensor int8 QuantizeLinear, its *exit*):
 * the first op's DequantizeLinear reads the *source*, a per-tensor int8 tensor;
 * the output has rank 2 or 4, and the effect, found by pushing the source's element indices
   through the ops with numpy (so any equivalent chain is found, not one pattern), is in stream
-  order a permutation within each group of the output's C channels (a pixel): a channel shuffle,
-  or the identity (a Transpose of [N, C, 1, 1] to [N, 1, 1, C], whose pixels have one channel);
+  order a permutation of each pixel's channels (a channel shuffle), or the identity (a Transpose
+  of [N, C, 1, 1] to [N, 1, 1, C]); a flatten of a feature map is neither (its stream order is
+  the dense layers' business: ``fpgaplace.hw.dense.flattened_from``);
 * at least one op would not run alone (a Transpose, or a reshape that changes the stream order:
   ``fpgaplace.hw.free.changes_stream_order``), so order-keeping reshapes stay free aliases.
 
@@ -136,10 +137,11 @@ def stream_order(x: np.ndarray) -> np.ndarray:
 
 
 def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, ...] | None:
-    """``perm`` with output channel ``c`` of every pixel = stream element ``perm[c]`` of the same
-    pixel of the source (pixels of the output's C channels), for ``moved``: the source's element
-    indices (as stored) after the chain; None when the effect is not such a permutation (the
-    identity in stream order is one: a Transpose of [N, C, 1, 1] to [N, 1, 1, C]). O(elements)."""
+    """``perm`` with output channel ``c`` of every pixel = source channel ``perm[c]`` of the same
+    pixel, for ``moved``: the source's element indices (as stored) after the chain; None when the
+    effect is not such a permutation of the source's channels, or the identity in stream order (a
+    Transpose of [N, C, 1, 1] to [N, 1, 1, C]: pixels of one channel). A flatten of a feature map
+    permutes its elements too, but not within the source's pixels: it is not one. O(elements)."""
     if moved.ndim not in (2, 4):
         return None
     channels = moved.shape[1]
@@ -150,6 +152,9 @@ def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tup
     perm = taken[0] - base[0]
     if not np.array_equal(taken, base + perm[None, :]) or not np.array_equal(np.sort(perm), np.arange(channels)):
         return None
+    source_channels = source_shape[1] if len(source_shape) > 1 else source_shape[0]
+    if channels != source_channels and not np.array_equal(perm, np.arange(channels)):
+        return None  # pixels of the output that are not the source's (a flatten of a feature map)
     return tuple(int(c) for c in perm)
 
 
