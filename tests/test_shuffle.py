@@ -90,6 +90,18 @@ def test_a_shuffle_chain_is_found_with_its_permutation(kind):
     assert [planned[name] for name in members if name != chain.exit_op] == ["island"] * (len(members) - 1)
 
 
+def test_a_chain_that_would_round_twice_is_not_a_shuffle():
+    """An inside Q/DQ pair at a scale other than the source's rounds once more: not one stage."""
+    model = quantized(conv_shuffle_conv("shufflenet"))
+    transpose = next(n for n in model.graph.node if n.op_type == "Transpose")
+    dq = next(n for n in model.graph.node if n.output[0] == transpose.input[0])
+    q = next(n for n in model.graph.node if n.output[0] == dq.input[0])
+    model.graph.initializer.append(numpy_helper.from_array(np.array(0.37, np.float32), "other_scale"))
+    q.input[1] = dq.input[1] = "other_scale"
+    graph = from_model(model)
+    assert not any(i.kernel == "shuffle" for i in islands(model, graph.tensors).islands)
+
+
 def test_a_transpose_of_rows_and_columns_is_not_a_shuffle():
     model = quantized(conv_shuffle_conv("swap_hw"))
     graph = from_model(model)

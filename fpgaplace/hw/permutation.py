@@ -73,6 +73,7 @@ def _sole_reader(index: QdqIndex, tensor: str, outputs: set[str]) -> onnx.NodePr
 def _walk(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> tuple[list[onnx.NodeProto], str] | None:
     """(the chain's nodes from the exit back to the source's DequantizeLinear, the source), or None."""
     nodes: list[onnx.NodeProto] = [exit_q]
+    inside: list[tuple[float, int] | None] = []  # the (scale, zero point) of each tensor inside
     op = index.producer.get(exit_q.input[0])
     while True:
         if op is None or op.op_type not in MOVE_OPS or _sole_reader(index, op.output[0], outputs) is not nodes[-1]:
@@ -86,9 +87,9 @@ def _walk(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> tuple[l
                  is dq and _sole_reader(index, dq.output[0], outputs) is op)
         next_op = index.producer.get(maker.input[0]) if inner else None
         if next_op is None or next_op.op_type not in MOVE_OPS:
-            return nodes, dq.input[0]
-        if _int8_params(index, maker) != _int8_params(index, dq):
-            return None
+            source = _int8_params(index, dq)
+            return (nodes, dq.input[0]) if all(params == source for params in inside) else None
+        inside += [_int8_params(index, maker), _int8_params(index, dq)]
         nodes.append(maker)
         op = next_op
 
@@ -174,7 +175,10 @@ def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
     stays = True
     for op in ops:
         before = x.shape
-        x = _moved(index, op, x)
+        try:
+            x = _moved(index, op, x)
+        except (ValueError, TypeError):  # a shape or permutation that does not fit the tensor
+            return None
         if x is None:
             return None
         stays = stays and op.op_type != "Transpose" and not changes_stream_order(before, x.shape)
