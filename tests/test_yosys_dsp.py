@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from rtl_cases import dense_case
+from test_softmax import classifier
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
@@ -23,6 +24,7 @@ PROJECTS = {  # name: (model, board); small enough for yosys under a minute or t
     "mlp-pynq-z2": (lambda: models.mlp(batch=1), "pynq-z2"),
     "mlp-zcu104": (lambda: models.mlp(batch=1), "zcu104"),
     "cnn16-pynq-z2": (lambda: models.cnn_residual(batch=1, image=16), "pynq-z2"),
+    "softmax-classifier-zcu104": (classifier, "zcu104"),
 }
 
 
