@@ -9,7 +9,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_rtl_ops import check_cycles, simulate_case
+from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
 
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen import rtl
@@ -159,6 +159,8 @@ def test_lrn_rtl_bit_exact_and_cycles(tmp_path, name, channels, pixels, folding)
     geometry = KERNELS["lrn"].config_geometry(config)
     result = simulate_case("lrn", (config, {"table": table.values}, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"lrn {name} {folding}")
+    (tmp_path / "lint").mkdir()
+    assert_verilog_2005_clean(render_op("lrn", config, {"table": table.values}, folding, 100), tmp_path / "lint")
 
 
 @pytest.mark.slow

@@ -8,7 +8,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_rtl_ops import check_cycles, simulate_case
+from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
 
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import KERNELS, plan_op
@@ -191,6 +191,8 @@ def test_shuffle_rtl_bit_exact_and_cycles(tmp_path, channels, pixels, folding, r
     geometry = KERNELS["shuffle"].channels_geometry((1, channels, pixels, 1))
     result = simulate_case("shuffle", (config, arrays, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"shuffle C={channels} pixels={pixels} {folding}")
+    (tmp_path / "lint").mkdir()
+    assert_verilog_2005_clean(render_op("shuffle", config, arrays, folding, 100), tmp_path / "lint")
 
 
 def test_a_core_with_a_shuffle_is_bit_exact_in_rtl(tmp_path):
