@@ -25,6 +25,7 @@ from fpgaplace.model.zoo import light_model_path
 from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.rtl_project import simulate_project_rtl
+from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
 
 C, H, W = 10, 8, 8
@@ -196,3 +197,19 @@ def test_a_core_with_an_lrn_is_bit_exact_in_rtl(tmp_path):
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
         assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core
+
+
+def test_bad_lrn_layers_are_one_line_errors():
+    table = design_table(1.0, 0.75, 1.0, 5, 0.02, -128, 0.012)
+    config = {"SIZE": 80, "PIXELS": 10, "C": 8, "BEFORE": 2, "AFTER": 2, "ZX": -128, "ZY": 0, "LO": -128, "HI": 127,
+              "F": table.shift, "MBITS": table.mbits, "ENTRIES": int(table.values.size)}
+    with pytest.raises(FpgaplaceError, match="PE=3 must divide C=8"):
+        render_op("lrn", config, {"table": table.values}, Folding(3, 1, 1), 100)
+    with pytest.raises(FpgaplaceError, match="table of values in"):
+        render_op("lrn", config, {"table": np.array([-1, 2])}, Folding(2, 1, 1), 100)
+    node = helper.make_node("LRN", ["x"], ["y"], name="lrn", size=3)
+    values = [helper.make_tensor_value_info(name, TensorProto.FLOAT, [1, 8, 5]) for name in ("x", "y")]
+    model = helper.make_model(helper.make_graph([node], "lrn3d", values[:1], values[1:]),
+                              opset_imports=[helper.make_opsetid("", 17)])
+    graph = from_model(model)
+    assert plan_op(graph.ops["lrn"], graph).reason == "LRN of a tensor that is not 4-D (NCHW)"

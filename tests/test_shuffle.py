@@ -19,6 +19,7 @@ from fpgaplace.model.quantize import calibration_inputs, quantize_model
 from fpgaplace.model.zoo import light_model_path
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.rtl_project import simulate_project_rtl
+from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
 
 C, G, H, W = 12, 3, 6, 6
@@ -205,3 +206,9 @@ def test_a_core_with_a_shuffle_is_bit_exact_in_rtl(tmp_path):
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
         assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core
+
+
+def test_a_bad_shuffle_layer_is_a_one_line_error():
+    config = {"SIZE": 24, "PIXELS": 4, "C": 6, "ZX": 0, "M": 1 << 30, "S": 30, "ZY": 0, "LO": -128, "HI": 127}
+    with pytest.raises(FpgaplaceError, match="perm must be a permutation of the 6 channels"):
+        render_op("shuffle", config, {"perm": np.array([0, 1, 1, 2, 3, 4], np.int16)}, Folding(2, 1, 1), 100)
