@@ -21,7 +21,9 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
 from fpgaplace.model import ops as op_registry
@@ -41,6 +43,8 @@ KERNELS: dict[str, Kernel] = {
         Requant(),
         Concat(),
         Table(),
+        Shuffle(),
+        Lrn(),
         Softmax(),
         Free("reshape"),
         Free("quantize"),
@@ -50,8 +54,9 @@ KERNELS: dict[str, Kernel] = {
     )
 }
 
-ISLAND_KERNELS = frozenset({"table", "island"})
-"""Kernels no op class names: ``plan_op`` gives them to the ops of a table island (``hw.islands``)."""
+ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
+"""Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
+island, a channel-permutation chain)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -63,10 +68,11 @@ def kernel_for(op: Op) -> Kernel | None:
 
 def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     """The kernel and geometry of ``op`` on a core, or why no core can run it. In a QDQ model an
-    op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
-    island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
+    op of an island (``fpgaplace.hw.islands``) is the island's stage (a table, a channel shuffle) or a
+    free member of it."""
+    island = islands(graph.model, graph.tensors).of_node.get(op.name) if graph.is_qdq else None
     if island is not None:
-        kernel = KERNELS["table" if island.exit_op == op.name else "island"]  # one of ISLAND_KERNELS
+        kernel = KERNELS[island.kernel if island.exit_op == op.name else "island"]
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)
@@ -89,10 +95,10 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
 
 
 def colocated_groups(graph: OpGraph) -> list[list[str]]:
-    """Ops that must share a device for their kernels to be right: a table island's ops, and a
+    """Ops that must share a device for their kernels to be right: an island's ops, and a
     flatten of a feature map with the path to the dense layers that read it in channels-last
     order. O(n) over the graph's ops."""
-    groups = [list(island.members) for island in islands(graph.model).islands] if graph.is_qdq else []
+    groups = [list(island.members) for island in islands(graph.model, graph.tensors).islands] if graph.is_qdq else []
     for op in graph.ops.values():
         x = graph.tensors.get(op.inputs[0]) if op.inputs else None
         if kernel_for(op) is KERNELS["reshape"] and x is not None and len(x.shape) == 4 and x.shape[1] > 1 \

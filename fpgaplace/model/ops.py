@@ -431,7 +431,7 @@ _ALL: list[OpClass] = [
               "MeanVarianceNormalization LpNormalization RMSNormalization", scaled_elementwise(4)),
     *_classes("normalization", "SkipLayerNormalization SimplifiedLayerNormalization",
               scaled_elementwise(4), domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),
-    OpClass("LRN", "lrn", lrn_macs),
+    OpClass("LRN", "lrn", lrn_macs, kernel="lrn"),
     OpClass("Softmax", "softmax", scaled_elementwise(3), kernel="softmax"),
     OpClass("LogSoftmax", "softmax", scaled_elementwise(3)),
     OpClass("QLinearSoftmax", "softmax", scaled_elementwise(3), _CONTRIB,

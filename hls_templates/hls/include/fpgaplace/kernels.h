@@ -18,6 +18,9 @@
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
+//   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
+//   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
+//                                            beats of L, table[ENTRIES]
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -35,7 +38,8 @@
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B)
+//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B);
+//   shuffle, lrn: (PIXELS + 1) * C/L
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -821,6 +825,105 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
       for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
         y.v[l] = requantize(exp_table[m - buffer[i][l]], r, C::SY + 16, C::ZY, C::LO, C::HI);
+      }
+      out.write(y);
+    }
+  }
+}
+
+// y[p][c] = requantize(x[p][perm[c]] - ZX, M, S, ZY, LO, HI): a fixed permutation of each pixel's C
+// channels (a channel shuffle, fpgaplace.hw.shuffle), L a cycle. One half of a two-pixel buffer
+// takes pixel p while the other gives out pixel p - 1: (PIXELS + 1) * C / L iterations.
+template <class C>
+void shuffle(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int16_t perm[C::C]) {
+  static_assert(C::PIXELS > 0 && C::L > 0 && C::C % C::L == 0, "shuffle: L must divide C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "shuffle: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "shuffle: need M >= 0 and 1 <= S <= 62");
+  constexpr int BEATS = C::C / C::L;
+  int8_t pixel[2][C::C];
+#pragma HLS ARRAY_PARTITION variable=pixel complete dim=0
+  for (int i = 0; i < (C::PIXELS + 1) * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int p = i / BEATS, b = i % BEATS;
+    if (p < C::PIXELS) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        pixel[p & 1][b * C::L + l] = x.v[l];
+      }
+    }
+    if (p > 0) {
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(static_cast<int64_t>(pixel[(p - 1) & 1][perm[b * C::L + l]]) - C::ZX, C::M, C::S, C::ZY,
+                            C::LO, C::HI);
+      }
+      out.write(y);
+    }
+  }
+}
+
+namespace detail {
+
+// The LRN table's index of a sum of squares s >= 0 (fpgaplace.hw.lrn.table_index): s below
+// 2^(MBITS+1), else e * 2^MBITS + (s >> e) with e = bits(s) - MBITS - 1.
+template <int MBITS>
+inline int lrn_index(int64_t s) {
+#pragma HLS INLINE
+  int length = 0;
+  for (int b = 0; b < 40; ++b) {
+#pragma HLS UNROLL
+    if ((s >> b) != 0) length = b + 1;
+  }
+  const int e = length > MBITS + 1 ? length - MBITS - 1 : 0;
+  return (e << MBITS) + static_cast<int>(s >> e);
+}
+
+}  // namespace detail
+
+// ONNX LRN of each pixel's C channels (fpgaplace.hw.lrn): d = x - ZX, S[c] = sum of d^2 over
+// channels c - BEFORE .. c + AFTER, y[c] = requantize(d[c], table[index(S[c])], F, ZY, LO, HI), L a
+// cycle. One half of a two-pixel buffer takes pixel p while the other gives out pixel p - 1:
+// (PIXELS + 1) * C / L iterations.
+template <class C>
+void lrn(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t table[C::ENTRIES]) {
+  static_assert(C::PIXELS > 0 && C::L > 0 && C::C % C::L == 0, "lrn: L must divide C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "lrn: zero points and LO <= HI must be int8");
+  static_assert(C::F >= 1 && C::F <= 62 && C::BEFORE >= 0 && C::AFTER >= 0, "lrn: need 1 <= F <= 62");
+  constexpr int BEATS = C::C / C::L;
+  int16_t offset[2][C::C];
+  int32_t square[2][C::C];
+#pragma HLS ARRAY_PARTITION variable=offset complete dim=0
+#pragma HLS ARRAY_PARTITION variable=square complete dim=0
+  for (int i = 0; i < (C::PIXELS + 1) * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int p = i / BEATS, b = i % BEATS;
+    if (p < C::PIXELS) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        const int16_t d = static_cast<int16_t>(x.v[l] - C::ZX);
+        offset[p & 1][b * C::L + l] = d;
+        square[p & 1][b * C::L + l] = d * d;
+      }
+    }
+    if (p > 0) {
+      const int h = (p - 1) & 1;
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        const int c = b * C::L + l;
+        int64_t s = 0;
+        for (int k = -C::BEFORE; k <= C::AFTER; ++k) {
+#pragma HLS UNROLL
+          if (c + k >= 0 && c + k < C::C) s += square[h][c + k];
+        }
+        y.v[l] = requantize(offset[h][c], table[detail::lrn_index<C::MBITS>(s)], C::F, C::ZY, C::LO, C::HI);
       }
       out.write(y);
     }
