@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
+from fpgaplace.hw.binary import Binary
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense
@@ -36,6 +37,7 @@ KERNELS: dict[str, Kernel] = {
         Pool("globalavgpool", average=True, global_=True),
         Add(),
         Requant(),
+        *(Binary(op) for op in ("sub", "mul", "max", "min")),
         Concat(),
         Free("reshape"),
         Free("quantize"),
