@@ -397,7 +397,8 @@ _ALL: list[OpClass] = [
     *_classes("variadic", "Sum Mean", variadic_macs, fusion="elementwise"),
     *(OpClass(name, "variadic", variadic_macs, fusion="elementwise", kernel=name.lower()) for name in ("Max", "Min")),
     OpClass("Add", "elementwise", elementwise_macs, fusion="elementwise", kernel="add"),
-    *(OpClass(name, "elementwise", elementwise_macs, fusion="elementwise", kernel=name.lower()) for name in ("Sub", "Mul")),
+    *(OpClass(name, "elementwise", elementwise_macs, fusion="elementwise", kernel=name.lower())
+      for name in ("Sub", "Mul")),
     *_classes("elementwise", "Div Pow Sqrt Reciprocal Exp Log Abs Neg Erf Sign Floor Ceil "
               "Round Where", elementwise_macs, fusion="elementwise"),
     *_classes("elementwise", "Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not "
