@@ -26,6 +26,7 @@ from fpgaplace.hw.lowering import LayerContext
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.place.cost.fpga import fpga_latency_us, on_chip_plan, weight_area
 from fpgaplace.sim.csim import run_csim
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
 
@@ -116,21 +117,36 @@ def test_models_on_a_core_bit_exact_and_within_one_lsb(name, tmp_path):
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
 
 
+@pytest.mark.parametrize("name", ["squeeze-excite", "spatial"])
+def test_cores_in_rtl_bit_exact_at_the_models_interval(name, tmp_path):
+    """The whole core in cocotb: the gate's path (pool, two convs) runs beside the plane buffer,
+    and the core keeps the interval the op library gives it (the second plane of a per-channel
+    buffer absorbs the gate path's latency)."""
+    Design(MODELS[name](), "zcu104", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
+    assert not list((tmp_path / "project" / "rtl").glob("*/README.txt")), "every core has RTL"
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert abs(core.cycles_measured - core.cycles_model) <= 0.10 * core.cycles_model, core
+
+
 # ---------------------------------------------------------------- the plane buffer in the cost
 
 
 def test_a_broadcast_charges_its_plane_buffer():
-    """Per channel and per pixel the stage holds x's plane: its bytes are the kernel's fixed bytes
-    and its BRAM (8 lanes of 8-bit banks, each SIZE / 8 deep), the same shape holds nothing."""
+    """Per channel the stage holds two of x's planes, per pixel one: their bytes are the kernel's
+    fixed bytes and their BRAM (8 lanes of 8-bit banks, each planes x SIZE / 8 deep), the same
+    shape holds nothing."""
     mul = KERNELS["mul"]
     shape = (1, 64, 28, 28)
     fold = Folding(8, 1, 1)
     same, gate, pixel = (mul.shape_geometry(shape, OTHER[m](64, 28, 28)) for m in (SAME, PER_CHANNEL, PER_PIXEL))
     plane = 64 * 28 * 28
     assert mul.fixed_bytes(same) == 0 and mul.resources(same, fold).bram36 == 0
-    for g in (gate, pixel):
-        assert mul.fixed_bytes(g) >= plane
-        assert mul.resources(g, fold).bram36 == 8 * -(-plane // 8 // 4096)  # 8 banks of 9 x 4096 BRAM36 each
+    for g, planes in ((gate, 2), (pixel, 1)):
+        assert mul.fixed_bytes(g) >= planes * plane
+        assert mul.resources(g, fold).bram36 == 8 * -(-planes * plane // 8 // 4096)  # 8 banks of 4096 x 9 bits
     assert mul.cycles(gate, fold) == plane // 8 + 64 // 8  # the C / PE gate beats first
     assert mul.cycles(pixel, fold) == mul.cycles(same, fold) == plane // 8
     assert mul.resources(same, fold).dsp == 8 and KERNELS["max"].resources(same, fold).dsp == 0

@@ -18,9 +18,10 @@ subtracted operand of a Sub):
 The stage (C++ ``fp::binary``, RTL ``rtl/binary.v.j2``) reads the full operand ``x`` and the other
 ``g`` in stream order (channels last). Same shape: a beat of each a cycle, ``SIZE / L`` cycles.
 Broadcast: ``g`` may be computed from ``x`` itself (the gate of a squeeze-excite block is known only
-after the whole plane of ``x`` has gone by), so ``x`` waits in a plane buffer of ``SIZE`` bytes inside
-the stage, counted as its line buffer (``Geometry.linebuffer_bytes``: BRAM in ``Kernel.resources``,
-on-chip bytes in ``Kernel.fixed_bytes``, so the cost model and the memory limit see it). Per channel,
+after the whole plane of ``x`` has gone by), so ``x`` waits in a plane buffer inside the stage
+(``buffer_planes``: two planes per channel, one per pixel, of ``SIZE`` bytes), counted as its line
+buffer (``Geometry.linebuffer_bytes``: BRAM in ``Kernel.resources``, on-chip bytes in
+``Kernel.fixed_bytes``, so the cost model and the memory limit see it). Per channel,
 the stage first reads the ``C`` gate values (``C / PE`` beats of PE) and then streams the plane:
 ``C / PE + SIZE / L`` cycles; per pixel, it reads one gate beat of MMV values with each pixel
 group's first beat: ``SIZE / L`` cycles. A Mul's lane multiplier takes a DSP; the others take LUTs.
@@ -49,6 +50,13 @@ if TYPE_CHECKING:
 SAME, PER_CHANNEL, PER_PIXEL = 0, 1, 2  # MODE: how the second operand g lines up with x
 MODES = {SAME: "same shape", PER_CHANNEL: "per channel", PER_PIXEL: "per pixel"}
 OPS = ("add", "sub", "mul", "max", "min")  # OP codes of the C++ and RTL templates, in this order
+
+
+def buffer_planes(mode: int) -> int:
+    """Planes of x a stage of ``mode`` buffers: none for the same shape; per pixel one; per channel
+    two, since the gate comes a gate-path latency after the plane's end (pool, convs) and the second
+    plane keeps x's producer going meanwhile (with one, the stage would idle that latency every sample)."""
+    return {SAME: 0, PER_CHANNEL: 2, PER_PIXEL: 1}[mode]
 
 
 def broadcast_mode(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
@@ -100,8 +108,9 @@ class Binary(Elementwise):
         swap = int(modes[0] != SAME)
         mode = modes[1 - swap]
         g.shape.update({"MODE": mode, "SWAP": swap, "C": g.channels})
+        buffer = buffer_planes(mode) * g.stream_elements
         return Geometry(g.kernel, g.pixels, g.channels, 1, g.stream_elements, g.row,
-                        linebuffer_bytes=g.stream_elements if mode != SAME else 0, shape=g.shape)
+                        linebuffer_bytes=buffer, shape=g.shape)
 
     def gate_width(self, g: Geometry, fold: Folding) -> int:
         """Elements per beat of the second operand: the lanes (same shape), PE channels (per
@@ -125,8 +134,11 @@ class Binary(Elementwise):
         return [lanes, self.gate_width(g, fold)], lanes
 
     def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
-        """The layer's members, its lanes ``L`` and gate beat ``G``, and the op's code ``OP``."""
-        return {**config, "OP": OPS.index(self.name), "L": fold.pe * fold.mmv, "G": self.gate_width(g, fold)}
+        """The layer's members, its lanes ``L``, gate beat ``G``, plane buffer ``BUFFER`` (beats) and
+        the op's code ``OP``."""
+        lanes = fold.pe * fold.mmv
+        return {**config, "OP": OPS.index(self.name), "L": lanes, "G": self.gate_width(g, fold),
+                "BUFFER": buffer_planes(g.shape["MODE"]) * config["SIZE"] // lanes}
 
     def shape_geometry(self, shape: tuple[int, ...], other: tuple[int, ...] | None = None) -> Geometry:
         """The geometry of a one-sample op of an NCHW ``shape`` input and a second one of shape
@@ -173,7 +185,7 @@ class Binary(Elementwise):
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
         """``rtl/binary.v.j2``: E elements of x a beat and EG of g (the folding's lanes and gate
-        beat), the plane in a FIFO of SIZE / E words when g is broadcast."""
+        beat), x's ``buffer_planes`` in a FIFO of SIZE / E words each when g is broadcast."""
         c = int_members(config)
         check_int8_members(c, ("ZX", "ZG", "ZY"), self.name)
         size, channels, mode = c["SIZE"], c["C"], c["MODE"]
@@ -183,10 +195,12 @@ class Binary(Elementwise):
             raise FpgaplaceError(f"rtl {top}: PE={fold.pe} x MMV={fold.mmv} lanes must divide SIZE={size} and "
                                  f"PE the C={channels} channels (MMV > 1 only with PE = C)")
         gate_length = {SAME: size, PER_CHANNEL: channels, PER_PIXEL: size // channels}[mode]
-        values = c | {"name": top, "op": self.name, "E": elems, "EG": gate, "BEATS": size // elems,
-                      "BEAT_BITS": index_bits(size // elems), "GATE_BEATS": gate_length // gate,
-                      "GATE_BITS": index_bits(gate_length // gate), "PLANE_BITS": index_bits(size // elems),
-                      "PIXEL_BEATS": max(1, channels // elems), "rq": self._requantizers(c, top)}
+        beats, planes = size // elems, buffer_planes(mode)
+        values = c | {"name": top, "op": self.name, "E": elems, "EG": gate, "BEATS": beats,
+                      "BEAT_BITS": index_bits(beats), "GATE_BEATS": gate_length // gate,
+                      "GATE_BITS": index_bits(gate_length // gate), "PLANES": planes,
+                      "PLANE_BITS": index_bits(planes * beats), "PIXEL_BEATS": max(1, channels // elems),
+                      "rq": self._requantizers(c, top)}
         return RtlUnit("rtl/binary.v.j2", values, {}, (("s0_axis", elems, size), ("s1_axis", gate, gate_length)),
                        (PORT_OUT, elems, size))
 

@@ -16,7 +16,7 @@
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
-//   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G STAGE; x and
+//   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
 //                                            out beats of L, g beats of G (same shape, per channel, per pixel)
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
@@ -794,8 +794,9 @@ inline int8_t binary_element(int8_t x, int8_t g) {
   return (C::OP == BIN_MAX) == (a > b) ? a : b;
 }
 
-// The plane buffer of a broadcast: x's SIZE elements pass into a stream deep enough to hold them all,
-// so x's producer never waits for g (which may be computed from x). A FIFO, not a stage: no ticks.
+// The plane buffer of a broadcast: x's SIZE elements pass into a stream of BUFFER beats (one or two
+// planes, fpgaplace.hw.binary.buffer_planes), so x's producer does not wait for g (which may be
+// computed from x). A FIFO, not a stage: no ticks.
 template <class C>
 void plane_buffer(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& plane) {
   for (int i = 0; i < C::SIZE / C::L; ++i) {
@@ -847,7 +848,7 @@ void gated(hls::stream<beat<C::L>>& plane, hls::stream<beat<C::G>>& g, hls::stre
 template <class C>
 void binary_broadcast(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
 #pragma HLS DATAFLOW
-  [[maybe_unused]] constexpr int DEPTH = C::SIZE / C::L;  // for the pragma
+  [[maybe_unused]] constexpr int DEPTH = C::BUFFER;  // for the pragma
   hls::stream<beat<C::L>> plane("plane");
 #pragma HLS STREAM variable=plane depth=DEPTH
   plane_buffer<C>(x, plane);
@@ -867,6 +868,7 @@ void binary(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<
                 : C::MODE == detail::BIN_PER_CHANNEL ? C::G > 0 && C::C % C::G == 0 && (C::L % C::C == 0 || C::C % C::L == 0)
                 : C::MODE == detail::BIN_PER_PIXEL && C::G > 0 && (C::L == C::G * C::C || (C::G == 1 && C::C % C::L == 0)),
                 "binary: G must be L (same shape), divide C (per channel), or be the pixels of a beat (per pixel)");
+  static_assert(C::MODE == detail::BIN_SAME || C::BUFFER >= C::SIZE / C::L, "binary: BUFFER must hold a plane");
   static_assert(detail::is_int8(C::ZX) && detail::is_int8(C::ZG) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "binary: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::MX, C::S) && C::MG >= 0 && (C::SX == 1 || C::SX == -1) &&
