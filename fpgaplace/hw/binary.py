@@ -37,7 +37,7 @@ import numpy as np
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import probe
+from fpgaplace.hw.kernel import memory_blocks, probe
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
@@ -124,10 +124,16 @@ class Binary(Elementwise):
         return super().cycles(g, fold) + gate
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
-        """The lane rules (the plane buffer as a line buffer) plus one DSP a lane for a Mul's
-        10 x 10-bit product."""
+        """The lane rules (the plane buffer in ``_memory``) plus one DSP a lane for a Mul's 10 x
+        10-bit product."""
         base = super().resources(g, fold, core, resident)
         return Resources(fold.pe * fold.mmv if self.name == "mul" else 0, *base.as_tuple()[1:])
+
+    def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
+        """The plane buffer as one FIFO of PE x MMV lanes a word (how the RTL builds it and yosys
+        maps it): ``memory_blocks`` of its width and depth."""
+        lanes = fold.pe * fold.mmv
+        return memory_blocks(g.activation_bits * lanes, g.linebuffer_bytes // lanes)
 
     def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
         lanes = fold.pe * fold.mmv
