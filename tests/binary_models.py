@@ -46,9 +46,10 @@ def two_branches(op: str = "Mul", c: int = 8, size: int = 8, swap: bool = False)
     return _model([*nodes, head], inits + w, [1, 4, size, size], [1, c, size, size], f"two_branches_{op}")
 
 
-def squeeze_excite(c: int = 8, size: int = 8, gate: str = "Relu", swap: bool = False) -> onnx.ModelProto:
+def squeeze_excite(c: int = 8, size: int = 8, gate: str = "Relu", swap: bool = False,
+                   op: str = "Mul") -> onnx.ModelProto:
     """Conv -> r; GlobalAveragePool -> Conv 1x1 -> Relu -> Conv 1x1 -> ``gate`` -> s[1, c, 1, 1];
-    Mul(r, s) -> Conv 1x1."""
+    ``op``(r, s) -> Conv 1x1."""
     nodes, inits = _stem(c, size)
     nodes.append(helper.make_node("GlobalAveragePool", ["r"], ["p"], name="squeeze"))
     for name, x, y, cin, cout, seed in (("reduce", "p", "q0", c, c // 2, 30), ("expand", "q", "e", c // 2, c, 31)):
@@ -58,16 +59,16 @@ def squeeze_excite(c: int = 8, size: int = 8, gate: str = "Relu", swap: bool = F
         if name == "reduce":
             nodes.append(helper.make_node("Relu", ["q0"], ["q"], name="reduce_relu"))
     nodes.append(helper.make_node(gate, ["e"], ["s"], name="gate"))
-    nodes.append(helper.make_node("Mul", ["s", "r"] if swap else ["r", "s"], ["m"], name="excite"))
+    nodes.append(helper.make_node(op, ["s", "r"] if swap else ["r", "s"], ["m"], name="excite"))
     head, w = _conv("head", "m", "z", c, c, 1, 32)
     return _model([*nodes, head], inits + w, [1, 4, size, size], [1, c, size, size], "squeeze_excite")
 
 
-def spatial_gate(c: int = 8, size: int = 8) -> onnx.ModelProto:
-    """Conv -> r; Conv 1x1 to one channel -> Relu -> m[1, 1, H, W]; Mul(r, m) -> Conv 1x1."""
+def spatial_gate(c: int = 8, size: int = 8, op: str = "Mul") -> onnx.ModelProto:
+    """Conv -> r; Conv 1x1 to one channel -> Relu -> m[1, 1, H, W]; ``op``(r, m) -> Conv 1x1."""
     nodes, inits = _stem(c, size)
     conv, w = _conv("attend", "r", "a0", c, 1, 1, 40)
     nodes += [conv, helper.make_node("Relu", ["a0"], ["a"], name="attend_relu"),
-              helper.make_node("Mul", ["r", "a"], ["m"], name="spatial")]
+              helper.make_node(op, ["r", "a"], ["m"], name="spatial")]
     head, w2 = _conv("head", "m", "z", c, c, 1, 41)
     return _model([*nodes, head], inits + w + w2, [1, 4, size, size], [1, c, size, size], "spatial_gate")

@@ -31,7 +31,7 @@ from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
 
-OPS = {"sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min"}
+OPS = {"sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min", "add_broadcast": "Add"}
 OTHER = {SAME: lambda c, h, w: (1, c, h, w), PER_CHANNEL: lambda c, h, w: (1, c, 1, 1),
          PER_PIXEL: lambda c, h, w: (1, 1, h, w)}
 
@@ -67,8 +67,9 @@ def stream_order(t: np.ndarray) -> np.ndarray:
     return (t[0].transpose(1, 2, 0) if t.ndim == 4 else t[0]).reshape(-1)
 
 
-@pytest.mark.parametrize("mode", [SAME, PER_CHANNEL, PER_PIXEL])
-@pytest.mark.parametrize("kernel", sorted(OPS))
+@pytest.mark.parametrize(("kernel", "mode"), [(kernel, mode) for kernel in sorted(OPS)
+                                              for mode in (SAME, PER_CHANNEL, PER_PIXEL)
+                                              if (kernel, mode) != ("add_broadcast", SAME)])  # the Add kernel's
 def test_integer_layer_within_one_lsb_of_onnxruntime(kernel, mode):
     """The layer ``lower`` makes, run by the kernel's integer reference, against onnxruntime on
     the QDQ op (which fuses DQ -> Mul -> Q into QLinearMul and runs the others in float)."""
@@ -100,8 +101,11 @@ MODELS = {
     "max": lambda: binary_models.two_branches("Max"),
     "squeeze-excite": lambda: binary_models.squeeze_excite(swap=True),
     "spatial": lambda: binary_models.spatial_gate(),
+    "add per channel": lambda: binary_models.squeeze_excite(op="Add"),
+    "min per pixel": lambda: binary_models.spatial_gate(op="Min"),
 }
-MODES = {"mul": SAME, "sub-swapped": SAME, "max": SAME, "squeeze-excite": PER_CHANNEL, "spatial": PER_PIXEL}
+MODES = {"mul": SAME, "sub-swapped": SAME, "max": SAME, "squeeze-excite": PER_CHANNEL, "spatial": PER_PIXEL,
+         "add per channel": PER_CHANNEL, "min per pixel": PER_PIXEL}
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -230,6 +234,7 @@ RTL_CASES = {  # kernel, (C, H, W), mode, folding
     "max per channel, MMV 2": ("max", (8, 4, 4), PER_CHANNEL, Folding(8, 1, 2)),
     "sub per pixel": ("sub", (8, 4, 4), PER_PIXEL, Folding(4, 1, 1)),
     "min per pixel, MMV 2": ("min", (8, 4, 4), PER_PIXEL, Folding(8, 1, 2)),
+    "add per channel": ("add_broadcast", (8, 4, 4), PER_CHANNEL, Folding(4, 1, 1)),
 }
 
 

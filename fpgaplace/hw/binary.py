@@ -77,15 +77,17 @@ def broadcast_mode(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
 
 
 class Binary(Elementwise):
-    """``op`` (one of ``OPS`` but add, which the Add kernel runs) of two int8 activations, one
-    possibly broadcast per channel or per pixel (see the module docstring)."""
+    """``op`` (one of ``OPS``) of two int8 activations, one possibly broadcast per channel or per
+    pixel (see the module docstring), as the kernel ``name`` (``op`` unless given: an Add of the
+    same shape is the Add kernel's, a broadcast one this kernel's ``add_broadcast``)."""
 
     template, inputs = "hls/ops/binary.j2", 2
 
-    def __init__(self, op: str) -> None:
+    def __init__(self, op: str, name: str | None = None) -> None:
         if op not in OPS:
             raise ValueError(f"binary kernel: op {op!r}; expected one of {', '.join(OPS)}")
-        self.name = op
+        self.op = op
+        self.name = name or op
 
     # ---- geometry and cost ----
 
@@ -127,7 +129,7 @@ class Binary(Elementwise):
         """The lane rules (the plane buffer in ``_memory``) plus one DSP a lane for a Mul's 10 x
         10-bit product."""
         base = super().resources(g, fold, core, resident)
-        return Resources(fold.pe * fold.mmv if self.name == "mul" else 0, *base.as_tuple()[1:])
+        return Resources(fold.pe * fold.mmv if self.op == "mul" else 0, *base.as_tuple()[1:])
 
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
         """The plane buffer as one FIFO of PE x MMV lanes a word (how the RTL builds it and yosys
@@ -143,13 +145,13 @@ class Binary(Elementwise):
         """The layer's members, its lanes ``L``, gate beat ``G``, plane buffer ``BUFFER`` (beats) and
         the op's code ``OP``."""
         lanes = fold.pe * fold.mmv
-        return {**config, "OP": OPS.index(self.name), "L": lanes, "G": self.gate_width(g, fold),
+        return {**config, "OP": OPS.index(self.op), "L": lanes, "G": self.gate_width(g, fold),
                 "BUFFER": buffer_planes(g.shape["MODE"]) * config["SIZE"] // lanes}
 
     def shape_geometry(self, shape: tuple[int, ...], other: tuple[int, ...] | None = None) -> Geometry:
         """The geometry of a one-sample op of an NCHW ``shape`` input and a second one of shape
         ``other`` (the same when None)."""
-        op_type = {"sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min", "add": "Add"}[self.name]
+        op_type = {"sub": "Sub", "mul": "Mul", "max": "Max", "min": "Min", "add": "Add"}[self.op]
         return probe(self, op_type, {}, ["a", "b"], {"a": shape, "b": other or shape, "y": shape})
 
     # ---- integer layer and reference ----
@@ -162,14 +164,14 @@ class Binary(Elementwise):
         out = ctx.sink(op)
         y = out.tensor
         where = f"op '{op.name}'"
-        if self.name == "mul":
+        if self.op == "mul":
             (m,), (s,) = multipliers(np.array([x.scale * g.scale / y.scale]), where)
             mx, mg = int(m), 0
         else:
             rx, rg = x.scale / y.scale, g.scale / y.scale
             (_,), (s,) = multipliers(np.array([max(rx, rg)]), where)
             mx, mg = round(rx * 2 ** int(s)), round(rg * 2 ** int(s))
-        sx, sg = (1, 1) if self.name != "sub" else ((-1, 1) if shape["SWAP"] else (1, -1))
+        sx, sg = (1, 1) if self.op != "sub" else ((-1, 1) if shape["SWAP"] else (1, -1))
         lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
         size = shape["SIZE"] // ctx.batch()
         config = {"SIZE": size, "C": shape["C"], "MODE": shape["MODE"], "ZX": x.zero_point, "MX": mx, "SX": sx,
@@ -183,7 +185,7 @@ class Binary(Elementwise):
         x, g = inputs[0].reshape(-1), inputs[1].reshape(-1)
         index = np.arange(x.size)
         spread = {SAME: index, PER_CHANNEL: index % c["C"], PER_PIXEL: index // c["C"]}[int(c["MODE"])]
-        return reference.binary(self.name, x, g[spread], zx=c["ZX"], mx=c["MX"], sx=c["SX"], zg=c["ZG"],
+        return reference.binary(self.op, x, g[spread], zx=c["ZX"], mx=c["MX"], sx=c["SX"], zg=c["ZG"],
                                 mg=c["MG"], sg=c["SG"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     # ---- RTL ----
@@ -202,7 +204,7 @@ class Binary(Elementwise):
                                  f"PE the C={channels} channels (MMV > 1 only with PE = C)")
         gate_length = {SAME: size, PER_CHANNEL: channels, PER_PIXEL: size // channels}[mode]
         beats, planes = size // elems, buffer_planes(mode)
-        values = c | {"name": top, "op": self.name, "E": elems, "EG": gate, "BEATS": beats,
+        values = c | {"name": top, "op": self.op, "E": elems, "EG": gate, "BEATS": beats,
                       "BEAT_BITS": index_bits(beats), "GATE_BEATS": gate_length // gate,
                       "GATE_BITS": index_bits(gate_length // gate), "PLANES": planes,
                       "PLANE_BITS": index_bits(planes * beats), "PIXEL_BEATS": max(1, channels // elems),
@@ -213,9 +215,9 @@ class Binary(Elementwise):
     def _requantizers(self, c: dict[str, int], top: str) -> list[dict[str, Any]]:
         """The constant requantizers (``const_requant``): of the product (mul), of both operands
         in one sum (sub, add), or of each operand alone (max, min)."""
-        if self.name == "mul":
+        if self.op == "mul":
             return [const_requant(f"{top}_rq", [("p", 18, c["MX"])], c["S"], c["ZY"], c["LO"], c["HI"])]
-        if self.name in ("add", "sub"):
+        if self.op in ("add", "sub"):
             return [const_requant(f"{top}_rq", [("a", 10, c["MX"]), ("b", 10, c["MG"])], c["S"], c["ZY"], c["LO"],
                                   c["HI"])]
         return [const_requant(f"{top}_rq{k}", [("a", 10, m)], c["S"], c["ZY"], c["LO"], c["HI"])

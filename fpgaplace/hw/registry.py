@@ -38,6 +38,7 @@ KERNELS: dict[str, Kernel] = {
         Add(),
         Requant(),
         *(Binary(op) for op in ("sub", "mul", "max", "min")),
+        Binary("add", "add_broadcast"),
         Concat(),
         Free("reshape"),
         Free("quantize"),
@@ -45,6 +46,8 @@ KERNELS: dict[str, Kernel] = {
         Free("batchnorm"),
     )
 }
+
+BROADER = {"add": "add_broadcast"}  # the kernel that takes the shapes a kernel refuses (two broadcast activations)
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -63,6 +66,10 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if strings:
         return Unsupported("string tensors")
     geometry = kernel.geometry(op, graph)
+    if isinstance(geometry, Unsupported) and kernel.name in BROADER:
+        broader = KERNELS[BROADER[kernel.name]]
+        other = broader.geometry(op, graph)
+        kernel, geometry = (broader, other) if isinstance(other, Geometry) else (kernel, geometry)
     if isinstance(geometry, Unsupported):
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
