@@ -810,7 +810,7 @@ void plane_buffer(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& plane) {
 template <class C>
 void gated(hls::stream<beat<C::L>>& plane, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
   [[maybe_unused]] constexpr int LANES = C::L;  // for the pragma
-  int8_t gate[C::MODE == BIN_PER_CHANNEL ? C::C : C::G];
+  int8_t gate[C::MODE == BIN_PER_CHANNEL ? C::C : C::G] = {};
 #pragma HLS ARRAY_PARTITION variable=gate cyclic factor=LANES
   if (C::MODE == BIN_PER_CHANNEL) {
     for (int i = 0; i < C::C / C::G; ++i) {
