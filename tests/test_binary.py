@@ -203,8 +203,9 @@ def float_gate(c: int, size: int) -> onnx.ModelProto:
 def test_broadcast_modes():
     out = (2, 8, 4, 5)
     assert broadcast_mode(out, out) == SAME
-    assert broadcast_mode((2, 8, 1, 1), out) == broadcast_mode((8, 1, 1), out) == PER_CHANNEL
-    assert broadcast_mode((1, 8, 1, 1), out) == PER_CHANNEL
+    assert broadcast_mode((2, 8, 1, 1), out) == PER_CHANNEL
+    assert broadcast_mode((1, 8, 1, 1), out) is None  # one gate for two samples
+    assert broadcast_mode((8, 1, 1), (1, 8, 4, 5)) == PER_CHANNEL
     assert broadcast_mode((2, 1, 4, 5), out) == PER_PIXEL
     assert broadcast_mode((2, 8, 4, 1), out) is None  # along W only
     assert broadcast_mode((8,), (1, 8)) is None

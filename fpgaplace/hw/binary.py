@@ -61,13 +61,14 @@ def buffer_planes(mode: int) -> int:
 
 def broadcast_mode(shape: tuple[int, ...], out: tuple[int, ...]) -> int | None:
     """How an operand of ``shape`` broadcasts against the output ``out``: ``SAME``, ``PER_CHANNEL``
-    (``[N, C, 1, 1]`` or ``[C, 1, 1]`` against NCHW), ``PER_PIXEL`` (``[N, 1, H, W]``), else None."""
+    (``[N, C, 1, 1]`` against NCHW, or ``[C, 1, 1]`` for one sample), ``PER_PIXEL`` (``[N, 1, H, W]``),
+    else None (a gate shared by the samples of a batch included: the core reads one per sample)."""
     if tuple(shape) == tuple(out):
         return SAME
     if len(out) != 4:
         return None
     dims = (1,) * (4 - len(shape)) + tuple(shape) if len(shape) <= 4 else tuple(shape)
-    if dims[0] != out[0] and dims[0] != 1:
+    if dims[0] != out[0]:  # every sample has its own gate
         return None
     if dims[1:] == (out[1], 1, 1):
         return PER_CHANNEL

@@ -2,7 +2,9 @@
 
 The op registry (``fpgaplace.model.ops``) names each op type's kernel (``OpClass.kernel``); this
 is the one list of those names and the objects behind them. ``plan_op`` is what the front end,
-the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it.
+the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it
+(where the named kernel refuses an op's shapes, the kernel ``BROADER`` names for it may take them:
+an Add of two activations with one broadcast is ``add_broadcast``'s).
 The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
 benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
 QDQ check of the op's tensors.
