@@ -1,6 +1,7 @@
-"""Elementwise ops of two int8 activations (ONNX Mul, Sub, Max, Min of a QDQ model), one operand
-broadcast as numpy does: the same shape, one value per channel (``x[N,C,H,W] * s[N,C,1,1]``, a
-squeeze-excite gate) or one value per pixel (``x[N,C,H,W] * m[N,1,H,W]``, a spatial gate).
+"""Elementwise ops of two int8 activations (ONNX Mul, Sub, Max, Min of a QDQ model, and an Add the
+Add kernel refuses for its broadcast: ``add_broadcast``), one operand broadcast as numpy does: the
+same shape, one value per channel (``x[N,C,H,W] * s[N,C,1,1]``, a squeeze-excite gate) or one value
+per pixel (``x[N,C,H,W] * m[N,1,H,W]``, a spatial gate).
 
 Integer semantics (``fpgaplace.hw.reference.binary``), with ``dx = SX * (x - ZX)`` and
 ``dg = SG * (g - ZG)`` for the full operand ``x`` and the other operand ``g`` (signs -1 for the
@@ -48,7 +49,6 @@ if TYPE_CHECKING:
     from fpgaplace.model.ir import Op
 
 SAME, PER_CHANNEL, PER_PIXEL = 0, 1, 2  # MODE: how the second operand g lines up with x
-MODES = {SAME: "same shape", PER_CHANNEL: "per channel", PER_PIXEL: "per pixel"}
 OPS = ("add", "sub", "mul", "max", "min")  # OP codes of the C++ and RTL templates, in this order
 
 
