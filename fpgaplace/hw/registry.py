@@ -2,7 +2,9 @@
 
 The op registry (``fpgaplace.model.ops``) names each op type's kernel (``OpClass.kernel``); this
 is the one list of those names and the objects behind them. ``plan_op`` is what the front end,
-the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it.
+the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it
+(where the named kernel refuses an op's shapes, the kernel ``BROADER`` names for it may take them:
+an Add of two activations with one broadcast is ``add_broadcast``'s).
 The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
 benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
 QDQ check of the op's tensors.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
+from fpgaplace.hw.binary import Binary
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense, flatten_readers
@@ -41,6 +44,8 @@ KERNELS: dict[str, Kernel] = {
         Pool("globalavgpool", average=True, global_=True),
         Add(),
         Requant(),
+        *(Binary(op) for op in ("sub", "mul", "max", "min")),
+        Binary("add", "add_broadcast"),
         Concat(),
         Table(),
         Shuffle(),
@@ -57,6 +62,8 @@ KERNELS: dict[str, Kernel] = {
 ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain)."""
+
+BROADER = {"add": "add_broadcast"}  # the kernel that takes the shapes a kernel refuses (two broadcast activations)
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -82,6 +89,10 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if strings:
         return Unsupported("string tensors")
     geometry = kernel.geometry(op, graph)
+    if isinstance(geometry, Unsupported) and kernel.name in BROADER:
+        broader = KERNELS[BROADER[kernel.name]]
+        other = broader.geometry(op, graph)
+        kernel, geometry = (broader, other) if isinstance(other, Geometry) else (kernel, geometry)
     if isinstance(geometry, Unsupported):
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):

@@ -21,6 +21,8 @@
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
 //                                            beats of L, table[ENTRIES]
+//   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
+//                                            out beats of L, g beats of G (same shape, per channel, per pixel)
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -38,8 +40,8 @@
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B);
-//   shuffle, lrn: (PIXELS + 1) * C/L
+//   add, requant, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
+//   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -953,6 +955,122 @@ void concat2(hls::stream<beat<C::L>>& in0, hls::stream<beat<C::L>>& in1, hls::st
                      : requantize(static_cast<int64_t>(x.v[l]) - C::Z1, C::M1, C::S1, C::ZY, C::LO, C::HI);
     }
     out.write(y);
+  }
+}
+
+// ---------------------------------------------------------------- two activations, one broadcast
+
+namespace detail {
+
+enum BinaryOp { BIN_ADD = 0, BIN_SUB = 1, BIN_MUL = 2, BIN_MAX = 3, BIN_MIN = 4 };  // fpgaplace.hw.binary.OPS
+enum BinaryMode { BIN_SAME = 0, BIN_PER_CHANNEL = 1, BIN_PER_PIXEL = 2 };           // fpgaplace.hw.binary MODE
+
+// One output element of the binary op C::OP from x and its g (fpgaplace.hw.reference.binary).
+template <class C>
+inline int8_t binary_element(int8_t x, int8_t g) {
+#pragma HLS INLINE
+  const int64_t dx = C::SX * (static_cast<int64_t>(x) - C::ZX), dg = C::SG * (static_cast<int64_t>(g) - C::ZG);
+  if (C::OP == BIN_MUL) return requantize(dx * dg, C::MX, C::S, C::ZY, C::LO, C::HI);
+  if (C::OP == BIN_ADD || C::OP == BIN_SUB) return requantize2(dx, C::MX, dg, C::MG, C::S, C::ZY, C::LO, C::HI);
+  const int8_t a = requantize(dx, C::MX, C::S, C::ZY, C::LO, C::HI), b = requantize(dg, C::MG, C::S, C::ZY, C::LO, C::HI);
+  return (C::OP == BIN_MAX) == (a > b) ? a : b;
+}
+
+// The plane buffer of a broadcast: x's SIZE elements pass into a stream of BUFFER beats (one or two
+// planes, fpgaplace.hw.binary.buffer_planes), so x's producer does not wait for g (which may be
+// computed from x). A FIFO, not a stage: no ticks.
+template <class C>
+void plane_buffer(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& plane) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    plane.write(in.read());
+  }
+}
+
+// The op over x's plane with g per channel (the C gate values read first, G a beat) or per pixel
+// (a beat of G pixels' values with each pixel group's first beat).
+template <class C>
+void gated(hls::stream<beat<C::L>>& plane, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+  [[maybe_unused]] constexpr int LANES = C::L;  // for the pragma
+  int8_t gate[C::MODE == BIN_PER_CHANNEL ? C::C : C::G] = {};
+#pragma HLS ARRAY_PARTITION variable=gate cyclic factor=LANES
+  if (C::MODE == BIN_PER_CHANNEL) {
+    for (int i = 0; i < C::C / C::G; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::G> b = g.read();
+      for (int j = 0; j < C::G; ++j) {
+#pragma HLS UNROLL
+        gate[i * C::G + j] = b.v[j];
+      }
+    }
+  }
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = plane.read();
+    if (C::MODE == BIN_PER_PIXEL && (i * C::L) % (C::C * C::G) == 0) {
+      const beat<C::G> b = g.read();
+      for (int j = 0; j < C::G; ++j) {
+#pragma HLS UNROLL
+        gate[j] = b.v[j];
+      }
+    }
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int e = i * C::L + l;
+      y.v[l] = binary_element<C>(x.v[l], gate[C::MODE == BIN_PER_CHANNEL ? e % C::C : (e / C::C) % C::G]);
+    }
+    out.write(y);
+  }
+}
+
+// A broadcast: x's plane buffer and the gated op, two processes of one dataflow region.
+template <class C>
+void binary_broadcast(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+#pragma HLS DATAFLOW
+  [[maybe_unused]] constexpr int DEPTH = C::BUFFER;  // for the pragma
+  hls::stream<beat<C::L>> plane("plane");
+#pragma HLS STREAM variable=plane depth=DEPTH
+  plane_buffer<C>(x, plane);
+  gated<C>(plane, g, out);
+}
+
+}  // namespace detail
+
+// y = OP(x, g) elementwise over x's SIZE elements (C channels a pixel), L a cycle; g of the same
+// shape (G = L), one value per channel (G divides C) or one per pixel (G pixels a beat).
+template <class C>
+void binary(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE) && C::C > 0 && C::SIZE % C::C == 0,
+                "binary: SIZE must be a positive multiple of L and of C");
+  static_assert(C::OP >= detail::BIN_ADD && C::OP <= detail::BIN_MIN, "binary: OP must be 0 to 4");
+  static_assert(C::MODE == detail::BIN_SAME ? C::G == C::L
+                : C::MODE == detail::BIN_PER_CHANNEL ? C::G > 0 && C::C % C::G == 0 && (C::L % C::C == 0 || C::C % C::L == 0)
+                : C::MODE == detail::BIN_PER_PIXEL && C::G > 0 && (C::L == C::G * C::C || (C::G == 1 && C::C % C::L == 0)),
+                "binary: G must be L (same shape), divide C (per channel), or be the pixels of a beat (per pixel)");
+  static_assert(C::MODE == detail::BIN_SAME || C::BUFFER >= C::SIZE / C::L, "binary: BUFFER must hold a plane");
+  static_assert(detail::is_int8(C::ZX) && detail::is_int8(C::ZG) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "binary: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::MX, C::S) && C::MG >= 0 && (C::SX == 1 || C::SX == -1) &&
+                    (C::SG == 1 || C::SG == -1),
+                "binary: need MX, MG >= 0, 1 <= S <= 62 and signs of +-1");
+  if (C::MODE == detail::BIN_SAME) {
+    for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::L> a = x.read();
+      const beat<C::G> b = g.read();
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = detail::binary_element<C>(a.v[l], b.v[l % C::G]);
+      }
+      out.write(y);
+    }
+  } else {
+    detail::binary_broadcast<C>(x, g, out);
   }
 }
 
