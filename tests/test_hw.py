@@ -28,8 +28,7 @@ from fpgaplace.hw import KERNELS, Folding, Geometry, Kernel, Unsupported, cycles
 from fpgaplace.hw.folding import Stage, fold_core, least_interval, streamed_cycles
 from fpgaplace.hw.geometry import core_budget
 from fpgaplace.hw.kernel import MAX_LINE_WIDTH
-from fpgaplace.hw.registry import ISLAND_KERNELS
-from fpgaplace.hw.registry import BROADER
+from fpgaplace.hw.registry import BROADER, ISLAND_KERNELS
 from fpgaplace.model import ops as op_registry
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import from_model
