@@ -142,6 +142,28 @@ def requantize2(
     return _shift_round_clip(a64 * ma64 + b64 * mb64, s64, zero_point, lo, hi)
 
 
+def requantize_affine(
+    d: IntArrayLike,
+    m: IntArrayLike,
+    b: IntArrayLike,
+    s: int,
+    zero_point: int,
+    lo: int = INT8_MIN,
+    hi: int = INT8_MAX,
+) -> np.ndarray:
+    """``clip(round_half_even((d * m + b) * 2**-s) + zero_point, lo, hi)`` as int8 with *signed*
+    multipliers ``m`` and offsets ``b`` broadcast against ``d`` (the per-channel affine kernel,
+    ``fpgaplace.hw.affine``), in int64. Requires ``|d| < 2**10``, ``|m| < 2**31``, ``|b| < 2**52``
+    (so ``d * m + b`` stays far inside int64) and ``1 <= s <= 62``. O(n)."""
+    d64, m64, b64 = _as_int64("d", d), _as_int64("m", m), _as_int64("b", b)
+    s64 = _as_int64("s", s)
+    _check_range("d", d64, -(2**10) + 1, 2**10 - 1)
+    _check_range("m", m64, -(2**31) + 1, 2**31 - 1)
+    _check_range("b", b64, -(2**52) + 1, 2**52 - 1)
+    _check_output_parameters(s64, zero_point, lo, hi)
+    return _shift_round_clip(d64 * m64 + b64, s64, zero_point, lo, hi)
+
+
 def _clip_bound(value: float | None, scale: float, zero_point: int, default: int) -> int:
     """The int8 code of a real Clip bound, ``zero_point + round_half_even(value / scale)``,
     saturated to int8; ``default`` when the bound is absent."""

@@ -20,7 +20,7 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from fpgaplace.hw.quant import INT8_MAX, INT8_MIN, requantize, requantize2
+from fpgaplace.hw.quant import INT8_MAX, INT8_MIN, requantize, requantize2, requantize_affine
 
 # Exactness bound of the float64 matrix product (see the module docstring).
 MAX_EXACT_DOT_LENGTH = 2**53 // (255 * 128)
@@ -286,6 +286,22 @@ def requant(
     """int8 ``requantize(x - zx, m, s, zy, lo, hi)`` elementwise (standalone ReLU/Clip/rescale)."""
     x = _int8("requant x", x, (1, 2, 3))
     return requantize(x.astype(np.int64) - zx, m, s, zy, lo, hi)
+
+
+def affine(
+    x: npt.ArrayLike, m: npt.ArrayLike, b: npt.ArrayLike, *, zx: int, s: int, zy: int, lo: int = INT8_MIN,
+    hi: int = INT8_MAX
+) -> np.ndarray:
+    """int8 ``requantize_affine(x - zx, m[c], b[c], s, zy, lo, hi)`` of a flat stream ``x`` (channels
+    last) whose element ``e`` is of channel ``c = e mod len(m)``: a per-channel (or, with one value,
+    per-tensor) affine map ``y = x * a[c] + b[c]`` in fixed point. O(n)."""
+    x = _int8("affine x", x, 1)
+    m64, b64 = np.asarray(m, dtype=np.int64).reshape(-1), np.asarray(b, dtype=np.int64).reshape(-1)
+    if m64.size == 0 or m64.shape != b64.shape or x.size % m64.size:
+        raise ValueError(f"affine: {m64.size} multipliers and {b64.size} offsets must be equal in number and "
+                         f"divide the {x.size} elements")
+    channel = np.arange(x.size) % m64.size
+    return requantize_affine(x.astype(np.int64) - zx, m64[channel], b64[channel], s, zy, lo, hi)
 
 
 def concat(

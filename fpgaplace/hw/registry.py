@@ -4,7 +4,8 @@ The op registry (``fpgaplace.model.ops``) names each op type's kernel (``OpClass
 is the one list of those names and the objects behind them. ``plan_op`` is what the front end,
 the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it
 (where the named kernel refuses an op's shapes, the kernel ``BROADER`` names for it may take them:
-an Add of two activations with one broadcast is ``add_broadcast``'s).
+an Add of two activations with one broadcast is ``add_broadcast``'s, a Mul by a constant and an
+unfolded batch norm ``affine``'s).
 The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
 benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
 QDQ check of the op's tensors.
@@ -15,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
+from fpgaplace.hw.affine import Affine
 from fpgaplace.hw.binary import Binary
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
@@ -46,6 +48,7 @@ KERNELS: dict[str, Kernel] = {
         Requant(),
         *(Binary(op) for op in ("sub", "mul", "max", "min")),
         Binary("add", "add_broadcast"),
+        Affine(),
         Concat(),
         Table(),
         Shuffle(),
@@ -63,7 +66,9 @@ ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain)."""
 
-BROADER = {"add": "add_broadcast"}  # the kernel that takes the shapes a kernel refuses (two broadcast activations)
+BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine"}
+"""The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by
+a constant and a batch norm not folded into a convolution (a per-channel affine map)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -92,7 +97,8 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if isinstance(geometry, Unsupported) and kernel.name in BROADER:
         broader = KERNELS[BROADER[kernel.name]]
         other = broader.geometry(op, graph)
-        kernel, geometry = (broader, other) if isinstance(other, Geometry) else (kernel, geometry)
+        kernel, geometry = (broader, other) if isinstance(other, Geometry) else (
+            kernel, Unsupported(f"{geometry.reason}; nor {broader.name}'s: {other.reason}"))
     if isinstance(geometry, Unsupported):
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):

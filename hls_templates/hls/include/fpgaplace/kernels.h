@@ -16,6 +16,7 @@
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
+//   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
@@ -40,7 +41,7 @@
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
+//   add, requant, affine, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
 //   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
@@ -751,6 +752,34 @@ void requant(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
       y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
+  }
+}
+
+// y = clip(round_half_even(((x - ZX) * mult[c] + offset[c]) / 2**S) + ZY, LO, HI) with c = e mod C
+// for element e of the stream (channels last), SIZE elements, L a cycle: a per-channel affine map,
+// a batch norm or a Mul by a constant (fpgaplace.hw.affine; signed mult, |mult| <= 2**23).
+template <class C>
+void affine(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t mult[C::C],
+            const int64_t offset[C::C]) {
+  static_assert(detail::valid_lanes<C>(C::SIZE) && C::C > 0 && C::SIZE % C::C == 0,
+                "affine: SIZE must be positive and a multiple of L and of C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "affine: zero points and LO <= HI must be int8");
+  static_assert(C::S >= 1 && C::S <= 62, "affine: need 1 <= S <= 62");
+#pragma HLS ARRAY_PARTITION variable=mult cyclic factor=C::L
+#pragma HLS ARRAY_PARTITION variable=offset cyclic factor=C::L
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = in.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int c = (i * C::L + l) % C::C;
+      const int64_t d = static_cast<int64_t>(x.v[l]) - C::ZX;
+      y.v[l] = detail::shift_round_clip(d * mult[c] + offset[c], C::S, C::ZY, C::LO, C::HI);
     }
     out.write(y);
   }
