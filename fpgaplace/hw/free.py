@@ -55,9 +55,17 @@ def changes_stream_order(x: tuple[int, ...], out: tuple[int, ...]) -> bool:
     return any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out))
 
 
+FOLDING_HEADS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})  # ops a batch norm of their output folds into
+
+
 def _fused_member(op: Op, graph: OpGraph) -> bool:
+    """Whether the batch norm ``op`` is folded into a convolution: fused into a dot-product op whose
+    output it reads directly (one behind a Concat, or behind a QuantizeLinear -> DequantizeLinear
+    pair, is fused into its group but still scales int8 values: the affine kernel's). O(1)."""
     from fpgaplace.model.passes.fuse import fused_head
 
     head = fused_head(op.node) if op.node is not None else None
-    return head is not None and head in graph.ops and head != op.name
+    if head is None or head == op.name or head not in graph.ops:
+        return False
+    return graph.ops[head].op_type in FOLDING_HEADS and graph.producer(op.inputs[0]) == head
 
