@@ -43,7 +43,8 @@ def _qdq_model(op_nodes: list, inits: list, x_shape: tuple[int, ...], relu: bool
     """int8 x -> DequantizeLinear -> ``op_nodes`` (reading ``x_f``, writing ``y_f``) [-> Relu] ->
     QuantizeLinear -> int8 y, with random activation scales and zero points."""
     rng = np.random.default_rng(seed)
-    inits = [*inits, _init("x_scale", np.float32(rng.uniform(0.01, 0.05))), _init("x_zero", np.int8(rng.integers(-40, 40))),
+    inits = [*inits, _init("x_scale", np.float32(rng.uniform(0.01, 0.05))),
+             _init("x_zero", np.int8(rng.integers(-40, 40))),
              _init("y_scale", np.float32(rng.uniform(0.02, 0.06))),
              _init("y_zero", np.int8(-128 if relu else rng.integers(-40, 40)))]
     nodes = [helper.make_node("DequantizeLinear", ["x", "x_scale", "x_zero"], ["x_f"], name="dq_x"), *op_nodes]
@@ -209,12 +210,15 @@ def concat_mul_add_relu_conv(c: int = 8, size: int = 8) -> onnx.ModelProto:
     return float_model(nodes, inits + w, [1, 4, size, size], [1, c, size, size])
 
 
-def conv_bn() -> onnx.ModelProto:
-    """Conv -> BatchNormalization -> Relu: the batch norm folds into the conv."""
+def conv_bn(shared: bool = False) -> onnx.ModelProto:
+    """Conv -> BatchNormalization -> Relu: the batch norm folds into the conv (unless ``shared``:
+    the conv's output is also added to the Relu's)."""
     conv, w = _conv("conv", "x", "c", 4, 8, 3, 11)
     bn, p = _batchnorm("norm", "c", "n", 8, False, 12)
-    return float_model([conv, bn, helper.make_node("Relu", ["n"], ["z"], name="relu")], w + p, [1, 4, 8, 8],
-                       [1, 8, 8, 8])
+    nodes = [conv, bn, helper.make_node("Relu", ["n"], ["r" if shared else "z"], name="relu")]
+    if shared:
+        nodes.append(helper.make_node("Add", ["r", "c"], ["z"], name="residual"))
+    return float_model(nodes, w + p, [1, 4, 8, 8], [1, 8, 8, 8])
 
 
 def test_unfolded_batch_norms_and_constant_muls_are_affine_and_folded_ones_free():
@@ -222,10 +226,11 @@ def test_unfolded_batch_norms_and_constant_muls_are_affine_and_folded_ones_free(
     constant is this kernel's, a Mul of two activations the binary kernel's."""
     graph = from_model(concat_bn_relu_conv())
     assert plan_op(graph.ops["norm"], graph)[0].name == "affine"
-    fused, _ = optimize(conv_bn(), [fuse_activations, fuse_elementwise])  # annotated, not folded away
-    folded = from_model(fused)
-    assert plan_op(folded.ops["norm"], folded)[0].name == "batchnorm"
-    assert plan_op(folded.ops["norm"], folded)[1].shape["SIZE"] == 8 * 8 * 8
+    for passes in ([], [fuse_activations, fuse_elementwise]):  # as loaded, and annotated as fused
+        folded = from_model(optimize(conv_bn(), passes)[0])
+        assert plan_op(folded.ops["norm"], folded)[0].name == "batchnorm"
+    shared = from_model(conv_bn(shared=True))  # the conv's output has a second reader: the BN cannot fold
+    assert plan_op(shared.ops["norm"], shared)[0].name == "affine"
     graph = from_model(concat_mul_add_relu_conv())
     assert plan_op(graph.ops["scale_mul"], graph)[0].name == "affine"
     assert plan_op(graph.ops["scale_add"], graph)[0].name == "add"

@@ -261,7 +261,8 @@ def c_literals(values: np.ndarray) -> str:
     return ",".join(map(str, flat.tolist()))
 
 
-C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}  # numpy dtype -> the C type of a constant array
+# numpy dtype -> the C type of a constant array
+C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}
 
 
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:

@@ -59,13 +59,10 @@ FOLDING_HEADS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})  # ops a 
 
 
 def _fused_member(op: Op, graph: OpGraph) -> bool:
-    """Whether the batch norm ``op`` is folded into a convolution: fused into a dot-product op whose
-    output it reads directly (one behind a Concat, or behind a QuantizeLinear -> DequantizeLinear
-    pair, is fused into its group but still scales int8 values: the affine kernel's). O(1)."""
-    from fpgaplace.model.passes.fuse import fused_head
-
-    head = fused_head(op.node) if op.node is not None else None
-    if head is None or head == op.name or head not in graph.ops:
+    """Whether the batch norm ``op`` folds into a convolution: it is the only reader of a dot-product
+    op's output (``fpgaplace.model.passes.fold.fold_batchnorm`` folds it there). One behind a Concat,
+    or behind a QuantizeLinear -> DequantizeLinear pair, scales int8 values: the affine kernel's. O(1)."""
+    if op.node is None or not op.inputs:
         return False
-    return graph.ops[head].op_type in FOLDING_HEADS and graph.producer(op.inputs[0]) == head
-
+    head = graph.producer(op.inputs[0])
+    return head is not None and graph.ops[head].op_type in FOLDING_HEADS and graph.consumers(op.inputs[0]) == [op.name]
