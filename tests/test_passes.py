@@ -309,6 +309,25 @@ def test_fold_channel_affine_mul_and_add_into_conv():
     assert fold_channel_affine(spatial)[1] == 0  # varies along H: not a per-channel scale
 
 
+def test_fold_channel_affine_mul_and_add_into_a_batchnorm():
+    """DenseNet's BatchNormalization -> Mul -> Add of per-channel constants (after a Concat: no conv to
+    fold into) becomes one batch norm, numerically the same; a Mul by a spatial constant stays."""
+    def norm_then(mul_const: tuple[int, ...]) -> onnx.ModelProto:
+        return build([helper.make_node("Concat", ["x", "x"], ["c"], axis=1),
+                      helper.make_node("BatchNormalization", ["c", "scale", "bias", "mean", "var"], ["n"]),
+                      helper.make_node("Mul", ["n", "s"], ["m"]),
+                      helper.make_node("Add", ["m", "t"], ["y"])],
+                     {"x": [1, 2, 4, 4]}, {"y": [1, 4, 4, 4]},
+                     [*batchnorm_inits(4), init("s", mul_const), init("t", (4, 1, 1))])
+
+    model = norm_then((1, 4, 1, 1))
+    optimized, changes = fold_channel_affine(model)
+    assert changes == 2 and ops(optimized) == ["Concat", "BatchNormalization"]
+    assert_same_outputs(model, optimized)
+    optimized, changes = fold_channel_affine(norm_then((1, 1, 4)))
+    assert changes == 0 and ops(optimized) == ["Concat", "BatchNormalization", "Mul", "Add"]
+
+
 # ---- fusion annotations -----------------------------------------------------------------
 
 def conv_add_relu() -> onnx.ModelProto:

@@ -13,7 +13,8 @@ weights (the standard folding used by TensorRT, onnxruntime and FINN's ``BatchNo
   when shape inference says the output has rank 2.
 
 A ``Mul``/``Add`` whose other operand is a constant that only varies along the producer's
-channel axis is the same affine map with ``t = 0`` / ``s = 1``. Each fold removes one node;
+channel axis is the same affine map with ``t = 0`` / ``s = 1``; one after a BatchNormalization
+(that it alone reads) moves into the batch norm's scale and bias. Each fold removes one node;
 a pass is one sweep over the nodes, O(n + total weight size).
 """
 
@@ -212,9 +213,39 @@ def fold_batchnorm(model: onnx.ModelProto) -> int:
     return changes
 
 
+def _into_batchnorm(model: onnx.ModelProto, consumer: onnx.NodeProto, data_pos: int, const: np.ndarray,
+                    types: dict) -> bool:
+    """Fold ``consumer`` (a Mul or Add of the per-channel constant ``const``) into the inference
+    BatchNormalization whose output only it reads (DenseNet's BN -> Mul -> Add, Caffe's BatchNorm +
+    Scale): a Mul by ``v`` multiplies the batch norm's scale and bias by ``v``, an Add of ``v`` adds
+    ``v`` to its bias. Whether it folded. O(C)."""
+    tensor = consumer.input[data_pos]
+    norm = producers(model.graph).get(tensor)
+    if norm is None or norm.op_type != "BatchNormalization" or norm.domain not in ("", "ai.onnx") \
+            or not _sole_reader(model, tensor) or _batchnorm_affine(model, norm) is None:
+        return False
+    known, out = types.get(tensor), types.get(consumer.output[0])
+    if known is None or known.shape is None or out is None or out.shape != known.shape:
+        return False
+    scale, bias = (np.asarray(constant_value(model, name)) for name in norm.input[1:3])
+    vector = _channel_vector(const, 1, len(known.shape), scale.size)
+    if vector is None:
+        return False
+    if consumer.op_type == "Mul":
+        scale, bias = scale * vector, bias * vector
+    else:
+        bias = bias + vector
+    norm.input[1] = _store(model, norm.input[1], scale.astype(const.dtype))
+    norm.input[2] = _store(model, norm.input[2], bias.astype(const.dtype))
+    norm.output[0] = consumer.output[0]
+    model.graph.node.remove(consumer)
+    return True
+
+
 @rewrites_a_copy
 def fold_channel_affine(model: onnx.ModelProto) -> int:
-    """Fold ``Mul``/``Add`` by a per-output-channel constant into Conv / Gemm / MatMul(+Add)."""
+    """Fold ``Mul``/``Add`` by a per-output-channel constant into Conv / Gemm / MatMul(+Add), or
+    into a BatchNormalization (``_into_batchnorm``)."""
     types = tensor_types(model)
     changes = 0
     for node in list(model.graph.node):
@@ -224,6 +255,9 @@ def fold_channel_affine(model: onnx.ModelProto) -> int:
             const = constant_value(model, node.input[1 - data_pos])
             if const is None or not np.issubdtype(np.asarray(const).dtype, np.floating):
                 continue
+            if _into_batchnorm(model, node, data_pos, np.asarray(const), types):
+                changes += 1
+                break
             linear = _as_linear(model, node.input[data_pos], types)
             if linear is None or (node.op_type == "Add" and linear.node.op_type == "MatMul"
                                   and linear.bias_node is None):
