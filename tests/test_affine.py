@@ -26,6 +26,7 @@ from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise
 from fpgaplace.model.passes.manager import optimize
 from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
 
@@ -285,6 +286,19 @@ def test_models_on_a_core_bit_exact_and_within_one_lsb(name, tmp_path):
     check = run_csim(tmp_path / "project", samples=4)
     assert check.ok and check.cores and all(c.bit_exact for c in check.cores)
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
+
+
+@pytest.mark.parametrize("name", ["concat bn relu, negative scales", "concat mul add relu"])
+def test_cores_in_rtl_bit_exact_at_the_models_interval(name, tmp_path):
+    """The whole core in cocotb: the affine stage among convs and the concat, bit-exact, at the
+    interval the op library gives the core."""
+    Design(MODELS[name](), "zcu104", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
+    assert not list((tmp_path / "project" / "rtl").glob("*/README.txt")), "every core has RTL"
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert abs(core.cycles_measured - core.cycles_model) <= 0.10 * core.cycles_model, core
 
 
 # ---------------------------------------------------------------- RTL
