@@ -24,6 +24,7 @@ from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise
 from fpgaplace.model.passes.manager import optimize
+from fpgaplace.model.zoo import light_model_path
 from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.rtl_project import simulate_project_rtl
@@ -299,6 +300,33 @@ def test_cores_in_rtl_bit_exact_at_the_models_interval(name, tmp_path):
     for core in rtl.cores:
         assert core.bit_exact, core
         assert abs(core.cycles_measured - core.cycles_model) <= 0.10 * core.cycles_model, core
+
+
+@pytest.mark.slow
+def test_densenet121_plans_on_cores_and_its_affine_layers_equal_onnxruntime():
+    """The onnx package's DenseNet-121 quantized for zcu104: its BN -> Mul -> Add blocks after each
+    Concat fold into one batch norm (``fold_channel_affine``), every op has a kernel, and each of the
+    62 affine layers, run by the integer reference on the int8 tensor onnxruntime feeds it, gives
+    onnxruntime's int8 output (captured from the QDQ model) within 1 LSB."""
+    graph = Design(light_model_path("densenet121"), "zcu104", profile_cpu=False).quantized(random_samples=1).graph
+    plans = {name: plan_op(op, graph) for name, op in graph.ops.items()}
+    refused = {graph.ops[n].op_type: p.reason for n, p in plans.items() if not isinstance(p, tuple)}
+    assert not refused, refused
+    affine = [n for n, p in plans.items() if p[0].name == "affine"]
+    assert len(affine) == 62 and not any(op.op_type == "Mul" for op in graph.ops.values())
+    context = LayerContext(graph)
+    layers = [KERNELS["affine"].lower(context, graph.ops[n], plans[n][1].shape) for n in affine]
+    model = onnx.ModelProto()
+    model.CopyFrom(graph.model)
+    captured = sorted({t for layer in layers for t in (*layer.inputs, layer.output)})
+    model.graph.output.extend(helper.make_tensor_value_info(t, TensorProto.INT8, None) for t in captured)
+    x = next(i for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer})
+    shape = [d.dim_value for d in x.type.tensor_type.shape.dim]
+    run = run_model(model, {x.name: np.random.default_rng(0).standard_normal(shape).astype(np.float32)})
+    diffs = np.concatenate([
+        np.abs(KERNELS["affine"].reference(layer.config, layer.arrays, [stream_order(run[layer.inputs[0]])])
+               .astype(int) - stream_order(run[layer.output]).astype(int)) for layer in layers])
+    assert diffs.max() <= 1 and (diffs == 0).mean() >= 0.999, (int(diffs.max()), (diffs == 0).mean())
 
 
 # ---------------------------------------------------------------- RTL
