@@ -39,7 +39,7 @@ class Free(Kernel):
             if mixed and not (len(out) == 2 and x is not None and len(x) == 4 and flatten_readers(graph, op)):
                 return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
                                    "stream order (channels last), and not a flatten read by dense layers only")
-        if self.name == "batchnorm" and not _fused_member(op, graph):
+        if self.name == "batchnorm" and not _folds_into_producer(op, graph):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})
 
@@ -58,7 +58,7 @@ def changes_stream_order(x: tuple[int, ...], out: tuple[int, ...]) -> bool:
 FOLDING_HEADS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})  # ops a batch norm of their output folds into
 
 
-def _fused_member(op: Op, graph: OpGraph) -> bool:
+def _folds_into_producer(op: Op, graph: OpGraph) -> bool:
     """Whether the batch norm ``op`` folds into a convolution: it is the only reader of a dot-product
     op's output (``fpgaplace.model.passes.fold.fold_batchnorm`` folds it there). One behind a Concat,
     or behind a QuantizeLinear -> DequantizeLinear pair, scales int8 values: the affine kernel's. O(1)."""
