@@ -357,15 +357,17 @@ class Design:
                             "contiguous": contiguous, "gap": gap}
         return results
 
-    def set_placement(self, placement: Placement) -> Result:
+    def set_placement(self, placement: Placement, arguments: dict[str, Any] | None = None) -> Result:
         """Make a given ``placement`` of this design's problem (e.g. read with
-        ``workload.load_split``) its placement, scored by the trusted evaluator."""
+        ``workload.load_split``) its placement, scored by the trusted evaluator; ``arguments``
+        are the ``place()`` arguments it was solved with when it is a solved placement adjusted
+        (``flow.settle``), so the refinement may place again."""
         from fpgaplace.place.solvers.evaluate import evaluate
 
         if len(placement.device) != self.problem.n:
             raise FpgaplaceError(f"{self.name}: the placement has {len(placement.device)} nodes, "
                                  f"the problem {self.problem.n}")
-        self._result, self._place_args = Result(placement, evaluate(self.problem, placement)), None
+        self._result, self._place_args = Result(placement, evaluate(self.problem, placement)), arguments
         return self._result
 
     @property

@@ -32,6 +32,7 @@ import numpy as np
 from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, lower_core
 from fpgaplace.codegen.project import PlacedDesign
+from fpgaplace.flow.settle import settle
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
@@ -47,6 +48,8 @@ class Refinable(PlacedDesign, Protocol):
     def refined(self, factors: dict[tuple[int, int], float]) -> Refinable: ...
 
     def place(self, **arguments: Any) -> Any: ...
+
+    def set_placement(self, placement: Any, arguments: dict | None = None) -> Any: ...
 
 REFINE_ROUNDS = 3  # placements solved again with the folding's costs, at most
 AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan needs no refinement
@@ -138,8 +141,10 @@ def refined_latency_factors(design: Refinable, lowered: Lowered,
 
 def refine(design: Refinable, progress=None) -> Refined:
     """The design's placement and its lowered cores, refined by the folding (module docstring).
-    A placement made by ``set_placement`` (no method to run again) is kept as it is; a round
-    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement."""
+    A placement made by ``set_placement`` (no method to run again) is kept (its free ops settled); a round
+    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement. Every
+    placement has its free ops settled first (``flow.settle``), so each cut is one a core builds."""
+    settle(design)
     lowered = lower_cores(design, progress)
     rounds = [_round(design, lowered)]
     best = Refined(design, lowered, rounds, 0)
@@ -154,6 +159,7 @@ def refine(design: Refinable, progress=None) -> Refined:
         design = design.refined(refined_latency_factors(design, lowered, ratios))
         try:
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            settle(design)
             same = np.array_equal(design.placement.placement.device, before)
             lowered = lowered if same else lower_cores(design, progress)  # the same cores fold the same
         except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found
