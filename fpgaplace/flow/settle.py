@@ -7,13 +7,14 @@ cut: its layer computes the quantized tensor, so the float it was to hand over (
 result before its QuantizeLinear) is not a stream it has, and a DequantizeLinear of a tensor the
 core only receives has no output port behind it.
 
-``settle`` first puts every member of a fused group on its head's device, as the split does
-(the lowering then reads the placement the split cuts). Then it moves each other free op (``hw`` kernels with ``free``: QuantizeLinear, DequantizeLinear,
-order-keeping reshapes) onto the device of the op that produces the tensor it reads, where that
-device may run it, in topological order so a chain (op -> Q -> DQ -> Reshape) follows its head.
-Then every tensor crossing out of a core is the int8 tensor of one of its layers or a view of
-it (its DequantizeLinear, a reshape of that), and every tensor entering a core is read through a
-port of its own. Folded batch norms keep their group (the placement's colour classes).
+``settle`` first puts every member of a fused group on its head's device, as the split does,
+so the lowering reads the placement the split cuts. Then it moves each other free op (``hw``
+kernels with ``free``: QuantizeLinear, DequantizeLinear, order-keeping reshapes) onto the
+device of the op that produces the tensor it reads, where that device may run it, in
+topological order so a chain (op -> Q -> DQ -> Reshape) follows its head. Then every tensor
+crossing out of a core is the int8 tensor of one of its layers or a view of it (its
+DequantizeLinear, a reshape of that), and every tensor entering a core is read through a port
+of its own.
 
 Moving such an op keeps every device's set convex: its one computed input comes from the device
 it joins, so no path leaves that set and comes back through it, and no path into the set it
