@@ -4,10 +4,12 @@ one design.json can describe; the placement compile makes is one a core can buil
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
 import pytest
+from test_cli import assert_one_line_error, run
 
 from fpgaplace import Design
 from fpgaplace.flow.settle import is_free, settled_devices
@@ -119,3 +121,56 @@ def test_settling_moves_fused_ops_to_their_head_and_free_ops_to_their_source(con
             assert head in index or is_free(op, graph)
             assert settled[v] == settled[reads]
         assert np.array_equal(settled_devices(problem, graph, settled), settled)
+
+
+# --------------------------------------------------------------------------- a dim of -1
+
+
+def _minus_one_model(path: Path, dims: list[int]) -> Path:
+    """A conv classifier whose input ``x`` declares ``dims`` (paddle2onnx writes -1 for a batch)."""
+    rng = np.random.default_rng(3)
+    w = onnx.numpy_helper.from_array((rng.standard_normal((8, 3, 3, 3)) * 0.2).astype(np.float32), "w")
+    nodes = [onnx.helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4, strides=[2, 2]),
+             onnx.helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             onnx.helper.make_node("GlobalAveragePool", ["r"], ["y"], name="gap")]
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "minus_one", [value("x", onnx.TensorProto.FLOAT, dims)],
+                                   [value("y", onnx.TensorProto.FLOAT, [-1, 8, 1, 1])], [w])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), path)
+    return path
+
+
+def _input_dims(path: Path) -> list[int]:
+    [value] = onnx.load(path).graph.input
+    return [d.dim_value for d in value.type.tensor_type.shape.dim]
+
+
+@pytest.mark.parametrize(("flags", "bound"), [(["--input-shape", "x=1,3,48,192"], [1, 3, 48, 192]),
+                                              (["--input-shape", "x=2x3x48x192"], [2, 3, 48, 192]),
+                                              ([], [1, 3, 48, 192])])
+def test_a_dim_of_minus_one_is_symbolic_and_bound(tmp_path, flags, bound):
+    """An input declared [-1, 3, 48, 192] quantizes: --input-shape binds the -1 (it used to be
+    "tensor 'x' dim 0 is -1; expected a size >= 0 or a symbolic name"); without it the batch is
+    1, as a symbolic batch's is. The quantized model's input has the bound dims and runs in
+    onnxruntime on an input of that shape."""
+    import onnxruntime as ort
+
+    model = _minus_one_model(tmp_path / "m.onnx", [-1, 3, 48, 192])
+    result = run("quantize", str(model), *flags, "--random", "2", "--out", str(tmp_path / "q.onnx"))
+    assert result.returncode == 0, result.stderr
+    assert "read as symbolic" in result.stderr + result.stdout
+    assert _input_dims(tmp_path / "q.onnx") == bound
+    session = ort.InferenceSession(str(tmp_path / "q.onnx"), providers=["CPUExecutionProvider"])
+    [y] = session.run(None, {"x": np.zeros(bound, dtype=np.float32)})
+    assert y.shape == (bound[0], 8, 1, 1)
+
+
+def test_a_dim_of_minus_one_elsewhere_needs_input_shape_and_minus_two_is_refused(tmp_path):
+    """-1 on a spatial axis is unknown until --input-shape binds it (the error names the input
+    and the axis); any other negative dim is refused, naming the tensor and the dim."""
+    model = _minus_one_model(tmp_path / "m.onnx", [1, 3, -1, 192])
+    assert_one_line_error(run("inspect", str(model)), "'x'", "axis 2", "--input-shape")
+    ok = run("inspect", str(model), "--input-shape", "x=1x3x48x192")
+    assert ok.returncode == 0, ok.stderr
+    bad = _minus_one_model(tmp_path / "bad.onnx", [-2, 3, 48, 192])
+    assert_one_line_error(run("inspect", str(bad), "--input-shape", "x=1x3x48x192"), "'x'", "dim 0 is -2")
