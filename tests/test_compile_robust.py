@@ -174,3 +174,72 @@ def test_a_dim_of_minus_one_elsewhere_needs_input_shape_and_minus_two_is_refused
     assert ok.returncode == 0, ok.stderr
     bad = _minus_one_model(tmp_path / "bad.onnx", [-2, 3, 48, 192])
     assert_one_line_error(run("inspect", str(bad), "--input-shape", "x=1x3x48x192"), "'x'", "dim 0 is -2")
+
+
+# --------------------------------------------------------------------------- integer inputs
+
+
+def _byte_classifier(path: Path, rows: int = 256, through_cast: bool = False) -> Path:
+    """int32 bytes [N, 64] -> Gather from a [rows, 8] table (through a Cast to int64 when
+    ``through_cast``) -> mean over the sequence -> MatMul to 4 logits."""
+    rng = np.random.default_rng(11)
+    table = onnx.numpy_helper.from_array(rng.standard_normal((rows, 8)).astype(np.float32), "table")
+    w = onnx.numpy_helper.from_array((rng.standard_normal((8, 4)) * 0.3).astype(np.float32), "w")
+    indices = "bytes64" if through_cast else "bytes"
+    nodes = [onnx.helper.make_node("Cast", ["bytes"], ["bytes64"], name="cast", to=onnx.TensorProto.INT64)] \
+        if through_cast else []
+    nodes += [onnx.helper.make_node("Gather", ["table", indices], ["emb"], name="embed"),
+              onnx.helper.make_node("ReduceMean", ["emb"], ["pooled"], name="mean", axes=[1], keepdims=0),
+              onnx.helper.make_node("MatMul", ["pooled", "w"], ["logits"], name="fc")]
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "bytes", [value("bytes", onnx.TensorProto.INT32, ["N", 64])],
+                                   [value("logits", onnx.TensorProto.FLOAT, ["N", 4])], [table, w])
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), path)
+    return path
+
+
+@pytest.mark.parametrize(("rows", "through_cast"), [(256, False), (40, True)])
+def test_random_calibration_of_an_integer_input_takes_the_gathers_indices(tmp_path, rows, through_cast):
+    """An int32 input read by a Gather (directly or through a Cast) gets random indices 0..rows-1:
+    every sample runs in onnxruntime (an index past the table is an error there), and the values
+    reach the table's last row and its first."""
+    import onnxruntime as ort
+
+    from fpgaplace.model.quantize import calibration_inputs
+
+    model = Design(_byte_classifier(tmp_path / "b.onnx", rows, through_cast), "zcu104").loaded.model
+    samples = calibration_inputs(model, random_samples=16, seed=1)
+    values = np.concatenate([s["bytes"].ravel() for s in samples])
+    assert samples[0]["bytes"].dtype == np.int32 and values.min() == 0 and values.max() == rows - 1
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for sample in samples:
+        session.run(None, sample)
+    ranged = calibration_inputs(model, random_samples=4, input_ranges={"bytes": (3, 5)})
+    assert {int(v) for s in ranged for v in s["bytes"].ravel()} == {3, 4, 5}
+
+
+def test_quantize_and_compile_take_an_integer_input(tmp_path):
+    """quantize --random on the byte classifier used to stop ("random calibration makes float
+    inputs only"); it now writes the model, and compile --random --input-range builds it."""
+    model = _byte_classifier(tmp_path / "b.onnx")
+    result = run("quantize", str(model), "--random", "4", "--out", str(tmp_path / "q.onnx"))
+    assert result.returncode == 0, result.stderr
+    compiled = run("compile", str(model), "--random", "2", "--input-range", "bytes=0,255", "--out",
+                   str(tmp_path / "project"), "--json")
+    assert compiled.returncode == 0, compiled.stderr
+    assert json.loads(compiled.stdout)["quantized_here"] is True
+
+
+@pytest.mark.parametrize(("flags", "names"), [
+    (["--input-range", "bytes=3"], ["--input-range 'bytes=3'", "NAME=LO,HI"]),
+    (["--input-range", "bytes=5,1"], ["--input-range 'bytes=5,1'", "LO <= HI"]),
+    (["--input-range", "bytes=0,x"], ["--input-range 'bytes=0,x'"]),
+    (["--input-range", "ids=0,3"], ["'ids'", "not a graph input", "'bytes'"]),
+    (["--input-range", "bytes=0.5,3"], ["'bytes'", "whole numbers"]),
+    (["--input-range", "bytes=0,1", "--input-range", "bytes=0,2"], ["given twice"]),
+])
+def test_a_bad_input_range_is_one_line(tmp_path, flags, names):
+    model = _byte_classifier(tmp_path / "b.onnx")
+    result = run("quantize", str(model), "--random", "2", *flags, "--out", str(tmp_path / "q.onnx"))
+    assert_one_line_error(result, *names)
+    assert not (tmp_path / "q.onnx").exists()

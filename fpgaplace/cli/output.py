@@ -65,6 +65,7 @@ PARAMETER_FLAGS = {
     "time_limit": "--time-limit",
     "random_samples": "--random",
     "calib_dir": "--calib",
+    "input_ranges": "--input-range",
     "subgraphs_per_device": "--subgraphs-per-device",
     "out_dir": "--out",
 }
