@@ -227,7 +227,16 @@ def test_quantize_and_compile_take_an_integer_input(tmp_path):
     compiled = run("compile", str(model), "--random", "2", "--input-range", "bytes=0,255", "--out",
                    str(tmp_path / "project"), "--json")
     assert compiled.returncode == 0, compiled.stderr
-    assert json.loads(compiled.stdout)["quantized_here"] is True
+    document = json.loads(compiled.stdout)
+    assert document["quantized_here"] is True
+    from fpgaplace import hw
+
+    graph = Design(tmp_path / "project" / "model.qdq.onnx", "zcu104").graph
+    groups = {op: group for group in document["left_on_cpus"]["groups"] for op in group["ops"]}
+    assert sorted(groups) == sorted(document["cpu_ops"])
+    for op, group in groups.items():  # an op no core can run says why, as the op library does
+        planned = hw.plan_op(graph.ops[op], graph)
+        assert bool(planned) or group["reason"] == planned.reason
 
 
 @pytest.mark.parametrize(("flags", "names"), [
@@ -243,3 +252,48 @@ def test_a_bad_input_range_is_one_line(tmp_path, flags, names):
     result = run("quantize", str(model), "--random", "2", *flags, "--out", str(tmp_path / "q.onnx"))
     assert_one_line_error(result, *names)
     assert not (tmp_path / "q.onnx").exists()
+
+
+# --------------------------------------------------------------------------- what is left on the CPUs
+
+
+def test_compile_says_what_is_left_on_the_cpus_and_what_it_costs(concat_qdq, tmp_path):
+    """With the branches on core0 and the rest on cpu0: every CPU op of design.json is in exactly
+    one group; conv_c and the pool (a core could run them) say the placement kept them, their
+    Q/DQ that they follow the op they read, the input's QuantizeLinear that it reads a model
+    input; the fps as placed is design.json's, and the cores alone run at the batch over the
+    slowest core's interval, set by the device with the largest load."""
+    from fpgaplace.flow.compile import FOLLOWS_REASON, INPUT_REASON, PLACED_REASON
+
+    design = Design(concat_qdq, "zcu104", profile_cpu=False)
+    _place(design, CUTS["float before its quantizer"])
+    left = design.compile(tmp_path / "project").to_json()["left_on_cpus"]
+    document = json.loads((tmp_path / "project" / "design.json").read_text())
+    grouped = [op for group in left["groups"] for op in group["ops"]]
+    assert sorted(grouped) == sorted(document["cpu_ops"]) and left["ops"] == len(grouped)
+    assert all(group["count"] == len(group["ops"]) for group in left["groups"])
+    reason = {op: group["reason"] for group in left["groups"] for op in group["ops"]}
+    assert reason["conv_c"] == reason["pool"] == PLACED_REASON
+    assert reason["x_QuantizeLinear"] == INPUT_REASON
+    assert reason["conv_c_r_QuantizeLinear"] == reason["pooled_DequantizeLinear"] == FOLLOWS_REASON
+    [core] = document["cores"]
+    assert left["fps"] == document["fps"]
+    assert left["cores_alone_fps"] == pytest.approx(document["model"]["batch"] * 1e6 / core["interval_us"])
+    loads = {d["name"]: d["load_us"] for d in document["devices"] if d["ops"] and d["kind"] == "cpu"}
+    binding = max([*loads.items(), (core["name"], core["interval_us"])], key=lambda item: item[1])[0]
+    assert left["binding"] == binding and left["slowest_core"] == "core0"
+
+
+def test_the_terminal_shows_the_largest_groups_and_counts_the_rest(capsys):
+    """Twenty groups print as the first CPU_GROUPS_SHOWN and one line counting the others."""
+    from fpgaplace.cli.output import CPU_GROUPS_SHOWN, print_left_on_cpus
+
+    groups = [{"op_type": f"Op{i}", "count": 40 - i, "reason": "no hardware kernel", "ops": []} for i in range(20)]
+    print_left_on_cpus({"ops": sum(g["count"] for g in groups), "groups": groups, "fps": 12.5,
+                        "binding": "cpu1", "cores_alone_fps": 2000.0, "slowest_core": "core1"})
+    lines = capsys.readouterr().out.strip().splitlines()
+    assert len(lines) == 1 + CPU_GROUPS_SHOWN + 1 + 1
+    assert "Op0" in lines[1] and f"Op{CPU_GROUPS_SHOWN - 1}" in lines[CPU_GROUPS_SHOWN]
+    rest = sum(g["count"] for g in groups[CPU_GROUPS_SHOWN:])
+    assert f"{rest} more in {20 - CPU_GROUPS_SHOWN} groups" in lines[-2]
+    assert "12.5" in lines[-1] and "cpu1" in lines[-1] and "2 k" in lines[-1] and "core1" in lines[-1]

@@ -53,7 +53,7 @@ def is_free(op: Op, graph: OpGraph) -> bool:
     return bool(planned) and planned[0].free and planned[0].name != "batchnorm"
 
 
-def _source(op: Op, graph: OpGraph) -> str | None:
+def source_op(op: Op, graph: OpGraph) -> str | None:
     """The op producing ``op``'s data input (its first input), None for a graph input or a constant."""
     tensor = op.inputs[0] if op.inputs else ""
     producer = graph.producer(tensor) if tensor else None
@@ -81,7 +81,7 @@ def settled_devices(problem: PlacementProblem, graph: OpGraph, device: np.ndarra
         if head in index:
             settled[v] = settled[index[head]]
             continue
-        source = _source(op, graph)
+        source = source_op(op, graph)
         if source in index and is_free(op, graph):
             target = settled[index[source]]
             if math.isfinite(problem.latency[v, kinds[int(target)]]):
