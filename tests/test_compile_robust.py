@@ -297,3 +297,49 @@ def test_the_terminal_shows_the_largest_groups_and_counts_the_rest(capsys):
     rest = sum(g["count"] for g in groups[CPU_GROUPS_SHOWN:])
     assert f"{rest} more in {20 - CPU_GROUPS_SHOWN} groups" in lines[-2]
     assert "12.5" in lines[-1] and "cpu1" in lines[-1] and "2 k" in lines[-1] and "core1" in lines[-1]
+
+
+# --------------------------------------------------------------------------- one piece per core
+
+
+@pytest.fixture(scope="module")
+def two_branches_qdq() -> onnx.ModelProto:
+    """x -> conv_a -> pool_a (output a); x -> conv_b -> pool_b -> conv_d (output d), int8 QDQ."""
+    rng = np.random.default_rng(5)
+    nodes: list = []
+    inits: list = []
+    a = _conv(nodes, inits, rng, "x", "conv_a", 4, 8)
+    b = _conv(nodes, inits, rng, "x", "conv_b", 4, 8)
+    for name, source in (("pool_a", a), ("pool_b", b)):
+        nodes.append(onnx.helper.make_node("MaxPool", [source], [f"{name}_out"], name=name, kernel_shape=[2, 2],
+                                           strides=[2, 2]))
+    d = _conv(nodes, inits, rng, "pool_b_out", "conv_d", 8, 8)
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "two_branches", [value("x", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+                                   [value("pool_a_out", onnx.TensorProto.FLOAT, [1, 8, 4, 4]),
+                                    value(d, onnx.TensorProto.FLOAT, [1, 8, 4, 4])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    return Design(model, "zcu104", profile_cpu=False).quantized(random_samples=2).graph.model
+
+
+def test_a_convex_core_set_is_one_piece_whatever_runs_beside_it(two_branches_qdq, tmp_path):
+    """core0 runs conv_a and conv_d (no path joins them); cpu0 runs both pools: pool_a after
+    conv_a, pool_b before conv_d. Every device's set is convex, but the stage rule put the two
+    pools in one cpu0 piece, which core0 then both fed and waited for: compile refused ("core0:
+    its ops form 2 separate pieces"). Now core0 is one piece, cpu0 two, and the placed model is
+    bit-exact against onnxruntime on the whole QDQ model."""
+    from fpgaplace.model.passes.fuse import fused_head
+
+    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    where = {"conv_a": "core0", "conv_d": "core0", "pool_a": "cpu0", "pool_b": "cpu0", "conv_b": "cpu1"}
+    names, graph = design.device_names(), design.graph
+    device = [names.index(where.get(fused_head(graph.ops[n].node) or n, "cpu2")) for n in design.problem.names]
+    design.set_placement(Placement(device=np.array(device), method="given"))
+    assert design.placement.evaluation.contiguous
+    design.compile(tmp_path / "project")
+    manifest = json.loads((tmp_path / "project" / "split" / "manifest.json").read_text())
+    pieces = [sub["device"] for sub in manifest["submodels"]]
+    assert pieces.count("core0") == 1 and pieces.count("cpu0") == 2
+    check = run_csim(tmp_path / "project", samples=2)
+    assert [c.bit_exact for c in check.cores] == [True]
+    assert [o.max_abs_diff_lsb for o in check.outputs] == [0.0, 0.0]
