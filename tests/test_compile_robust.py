@@ -343,3 +343,42 @@ def test_a_convex_core_set_is_one_piece_whatever_runs_beside_it(two_branches_qdq
     check = run_csim(tmp_path / "project", samples=2)
     assert [c.bit_exact for c in check.cores] == [True]
     assert [o.max_abs_diff_lsb for o in check.outputs] == [0.0, 0.0]
+
+
+def _crossed_cores(design: Design) -> np.ndarray:
+    """conv_a and conv_d on core0, the two pools on core1, the rest on cpu0: each core's set is
+    convex, but core0 feeds core1 (conv_a -> pool_a) and core1 feeds core0 (pool_b -> conv_d), so
+    no order runs either core as one piece."""
+    from fpgaplace.model.passes.fuse import fused_head
+
+    where = {"conv_a": "core0", "conv_d": "core0", "pool_a": "core1", "pool_b": "core1"}
+    names, graph = design.device_names(), design.graph
+    return np.array([names.index(where.get(fused_head(graph.ops[n].node) or n, "cpu0")) for n in design.problem.names])
+
+
+def test_compile_places_again_when_its_own_placement_parts_a_core(two_branches_qdq, tmp_path):
+    """A solved placement (as the integer program may give past the DP's state space) with both
+    cores convex but crossed: compile places it again with the DP instead of refusing it, and
+    every core of the project is one piece of the split."""
+    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    design.place(time_limit=5)
+    crossed = Placement(device=_crossed_cores(design), method="ip")
+    design.set_placement(crossed, design._place_args)
+    assert design.placement.evaluation.contiguous and max(design.core_pieces().values()) == 2
+    design.compile(tmp_path / "project")
+    assert set(design.core_pieces().values()) <= {1}
+    manifest = json.loads((tmp_path / "project" / "split" / "manifest.json").read_text())
+    pieces = [sub["device"] for sub in manifest["submodels"]]
+    assert all(pieces.count(core) == 1 for core in pieces if core.startswith("core"))
+
+
+def test_a_given_placement_that_parts_a_core_is_refused_before_anything_is_written(two_branches_qdq, tmp_path):
+    """The same crossed placement given by the user (nothing to solve again) is one error
+    naming the core, and no project folder is left behind."""
+    from fpgaplace.util.errors import FpgaplaceError
+
+    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    design.set_placement(Placement(device=_crossed_cores(design), method="given"))
+    with pytest.raises(FpgaplaceError, match=r"^core1: its ops form 2 separate pieces") as caught:
+        design.compile(tmp_path / "project")
+    assert "\n" not in str(caught.value) and not (tmp_path / "project").exists()

@@ -478,11 +478,20 @@ class Design:
         check_out_dir(out_dir)
         assignment = self.assignment()
         self._say(f"splitting into {out_dir}")
-        manifest = split_model(self.graph.model, assignment, out_dir)
+        manifest = split_model(self.graph.model, assignment, out_dir, whole=[core.name for core in self.board.cores])
         if not check:
             return manifest, {}
         self._say("checking the split against the whole model")
         return manifest, check_split(self.graph.model, out_dir)
+
+    def core_pieces(self) -> dict[str, int]:
+        """FPGA core -> how many pieces of the split its ops form under the placement (a core
+        builds one dataflow, so compile needs 1 each; ``split.piece_counts``)."""
+        from fpgaplace.flow.split import piece_counts
+
+        cores = [core.name for core in self.board.cores]
+        counts = piece_counts(self.graph.model, self.assignment(), whole=cores)
+        return {name: count for name, count in counts.items() if name in cores}
 
     def quantized(self, *, calib_dir: str | Path | None = None, random_samples: int = 32, seed: int = 0,
                   input_ranges: dict[str, tuple[float, float]] | None = None) -> Design:

@@ -25,6 +25,7 @@ compares every boundary tensor and output against the unsplit model on random in
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,12 +73,15 @@ def _node_edges(model: onnx.ModelProto, order: list[int]) -> list[tuple[int, int
                    if t in producer_of})
 
 
-def _device_groups(order: list[int], edges: list[tuple[int, int]], device: dict[int, str]) -> dict[int, int]:
+def _device_groups(order: list[int], edges: list[tuple[int, int]], device: dict[int, str],
+                   whole: Sequence[str] = ()) -> dict[int, int]:
     """Node position -> its group: all of one device's nodes when contracting them keeps the
-    graph acyclic (their set is convex in the graph contracted so far), devices taken in the
-    order of their first node; else each node alone. O(devices * (n + e))."""
+    graph acyclic (their set is convex in the graph contracted so far), the devices ``whole``
+    names first (those that must be one piece: FPGA cores), then the others in the order of their
+    first node; else each node alone. O(devices * (n + e))."""
     group = {i: i for i in order}
-    for name in dict.fromkeys(device[i] for i in order):
+    present = dict.fromkeys(device[i] for i in order)
+    for name in [*(d for d in whole if d in present), *(d for d in present if d not in whole)]:
         members = [i for i in order if device[i] == name]
         trial = {**group, **dict.fromkeys(members, members[0])}
         index = {g: k for k, g in enumerate(dict.fromkeys(trial.values()))}
@@ -87,11 +91,11 @@ def _device_groups(order: list[int], edges: list[tuple[int, int]], device: dict[
     return group
 
 
-def _pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str],
-            contract: bool = False) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
+def _pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], contract: bool = False,
+            whole: Sequence[str] = ()) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
     """Pieces by the stage rule (module docstring), in execution order, and their DAG; with
     ``contract``, over the graph with each device's nodes contracted where that keeps it acyclic
-    (``_device_groups``).
+    (``_device_groups``, ``whole`` first).
 
     Contracting first keeps a device's convex set in one piece: the stage rule alone parts it
     when an unrelated node of another device, in one piece with a node that reads the set, also
@@ -99,7 +103,7 @@ def _pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str]
     graph = model.graph
     device = {i: assignment[graph.node[i].name] for i in order}
     edges = _node_edges(model, order)
-    group = _device_groups(order, edges, device) if contract else {i: i for i in order}
+    group = _device_groups(order, edges, device, whole) if contract else {i: i for i in order}
     rank = {i: r for r, i in enumerate(order)}
     heads = list(dict.fromkeys(group[i] for i in order))
     position = {g: k for k, g in enumerate(heads)}
@@ -143,21 +147,37 @@ def _piece_io(model: onnx.ModelProto, nodes: list[int],
     return inputs, exported
 
 
+def _merged_pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], merge: bool,
+                   whole: Sequence[str] = ()) -> tuple[list[list[int]], list[str], int]:
+    """The pieces (node positions, execution order), their devices and how many merges made
+    them: with ``merge``, device sets contracted (``whole`` first) and sync points merged."""
+    nodes, devices, edges = _pieces(model, order, assignment, contract=merge, whole=whole)
+    if not merge:
+        return nodes, devices, 0
+    merges = len(_pieces(model, order, assignment)[0]) - len(nodes)  # contracted sets
+    group, more = merge_sync_points(devices, edges)
+    merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
+    merged_devices = [""] * len(merged)
+    for piece, new in enumerate(group):
+        merged[new].extend(nodes[piece])
+        merged_devices[new] = devices[piece]
+    rank = {i: r for r, i in enumerate(order)}
+    return [sorted(piece, key=rank.get) for piece in merged], merged_devices, merges + more
+
+
+def piece_counts(model: onnx.ModelProto, assignment: dict[str, str], whole: Sequence[str] = ()) -> dict[str, int]:
+    """Device -> how many submodels ``split_model`` (defaults, ``whole``) would give it; nothing
+    is written. ``assignment`` as ``split_model`` takes it. O(devices * (n + e))."""
+    work = copy_model(model)
+    name_nodes(work)
+    placed, _ = colocate_fused_groups(work, assignment)
+    _, devices, _ = _merged_pieces(work, topological_indices(work.graph), placed, True, whole)
+    return {device: devices.count(device) for device in dict.fromkeys(devices)}
+
+
 def _plan(model: onnx.ModelProto, order: list[int], assignment: dict[str, str],
-          types: dict[str, TensorType], merge: bool) -> tuple[_Plan, int]:
-    nodes, devices, edges = _pieces(model, order, assignment, contract=merge)
-    merges = len(_pieces(model, order, assignment)[0]) - len(nodes) if merge else 0  # contracted sets
-    if merge:
-        group, more = merge_sync_points(devices, edges)
-        merges += more
-        merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
-        merged_devices = [""] * len(merged)
-        for piece, new in enumerate(group):
-            merged[new].extend(nodes[piece])
-            merged_devices[new] = devices[piece]
-        rank = {i: r for r, i in enumerate(order)}
-        nodes = [sorted(piece, key=rank.get) for piece in merged]
-        devices = merged_devices
+          types: dict[str, TensorType], merge: bool, whole: Sequence[str] = ()) -> tuple[_Plan, int]:
+    nodes, devices, merges = _merged_pieces(model, order, assignment, merge, whole)
     initializers = {t.name for t in model.graph.initializer}
     names = _submodel_names(devices)
     producer_piece = {out: p for p, piece in enumerate(nodes) for i in piece
@@ -260,12 +280,14 @@ def check_out_dir(out_dir: Path) -> None:
 
 def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Path, *,
                 devices: list[str] | None = None, merge_sync: bool = True,
-                colocate_fused: bool = True) -> Manifest:
+                colocate_fused: bool = True, whole: Sequence[str] = ()) -> Manifest:
     """Write one ONNX model per device piece and ``manifest.json`` into ``out_dir``.
 
     ``assignment`` maps every node name (empty/duplicate names become "<op_type>_<index>")
-    to a device name. ``devices``, when given, lists the devices the user asked for: each must
-    receive at least one node. The folder is written elsewhere first and moved into place.
+    to a device name. ``whole`` names devices whose set is contracted first (module docstring):
+    those that must be one piece where they can be, as FPGA cores. ``devices``, when given,
+    lists the devices the user asked for: each must receive at least one node. The folder is
+    written elsewhere first and moved into place.
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
@@ -278,7 +300,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     placed, moved = (colocate_fused_groups(work, assignment) if colocate_fused
                      else (dict(assignment), 0))
     colocated, _ = _plan(work, order, placed, types, merge=False)
-    plan, merges = _plan(work, order, placed, types, merge=merge_sync)
+    plan, merges = _plan(work, order, placed, types, merge=merge_sync, whole=whole)
     final_transfers, duplicates = dedupe_transfers(plan.transfers)
     names = _submodel_names(plan.piece_devices)
     initializers = {t.name for t in work.graph.initializer}
