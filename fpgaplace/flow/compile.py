@@ -14,6 +14,7 @@ core's own folded interval), with the device whose load sets the interval.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Protocol
 
@@ -64,8 +65,8 @@ def _cpu_reason(design: Compilable, name: str, hosted: set[str]) -> tuple[bool, 
     graph = design.graph
     op = graph.ops[name]
     planned = hw.plan_op(op, graph)
-    if not planned:
-        return False, planned.reason
+    if not planned:  # a reason naming a tensor groups with the same reason for its other tensors
+        return False, re.sub(r"'[^']*'", "'…'", planned.reason)
     if name in hosted:
         return False, HOST_REASON
     if is_free(op, graph):
@@ -76,7 +77,8 @@ def _cpu_reason(design: Compilable, name: str, hosted: set[str]) -> tuple[bool, 
 def cpu_op_groups(design: Compilable, cpu_ops: list[str], host_ops: list[str]) -> list[dict]:
     """``cpu_ops`` grouped by (op type, reason): the groups of ops that compute first, the
     largest first, then the free ops (Q/DQ, reshapes) that follow them; each group's op type,
-    count, reason and op names. The reason is why no core can run the op (``hw.plan_op``),
+    count, reason and op names. The reason is why no core can run the op (``hw.plan_op``; the
+    tensors it names shown as '…'),
     ``HOST_REASON`` for ``host_ops``, that a free op follows its neighbour (``flow.settle``), or
     ``PLACED_REASON``. O(ops)."""
     hosted = set(host_ops)

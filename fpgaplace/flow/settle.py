@@ -11,7 +11,8 @@ core only receives has no output port behind it.
 so the lowering reads the placement the split cuts. Then it moves each other free op (``hw``
 kernels with ``free``: QuantizeLinear, DequantizeLinear, order-keeping reshapes) onto the
 device of the op that produces the tensor it reads, where that device may run it, in
-topological order so a chain (op -> Q -> DQ -> Reshape) follows its head. Then every tensor
+topological order so a chain (op -> Q -> DQ -> Reshape) follows its head; a free op that heads a
+fused group stays with its group (a QuantizeLinear heading a Mul no core runs). Then every tensor
 crossing out of a core is the int8 tensor of one of its layers or a view of it (its
 DequantizeLinear, a reshape of that), and every tensor entering a core is read through a port
 of its own.
@@ -73,6 +74,7 @@ def settled_devices(problem: PlacementProblem, graph: OpGraph, device: np.ndarra
     settled = np.array(device, copy=True)
     index = {name: v for v, name in enumerate(problem.names)}
     kinds = problem.device_kinds()
+    heads = {_fused_head(op, graph) for op in graph.ops.values()} - {None}
     for name in graph.topological_order():  # a head and a source come before the ops that follow them
         op, v = graph.ops[name], index.get(name)
         head = _fused_head(op, graph)
@@ -82,7 +84,7 @@ def settled_devices(problem: PlacementProblem, graph: OpGraph, device: np.ndarra
             settled[v] = settled[index[head]]
             continue
         source = source_op(op, graph)
-        if source in index and is_free(op, graph):
+        if source in index and name not in heads and is_free(op, graph):  # a group moves as one, or not
             target = settled[index[source]]
             if math.isfinite(problem.latency[v, kinds[int(target)]]):
                 settled[v] = target

@@ -9,7 +9,9 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
 
 1. unnamed nodes get the IR's names (``passes.graph_tools.name_nodes``), so the names the
    placement uses exist before onnxruntime sees the model;
-2. BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
+2. constant subgraphs are folded into initializers (``passes.constant.fold_constants``: the
+   ``ConstantOfShape`` weights of the onnx package's light models become weights, quantized as
+   such), and BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
    (``passes.fold.fold_batchnorm``: the Conv keeps its name and produces the BatchNormalization's
    output tensor), then dead nodes and constants are dropped;
 3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
@@ -74,6 +76,7 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from fpgaplace.model.passes.constant import fold_constants
 from fpgaplace.model.passes.eliminate import eliminate_dead_code
 from fpgaplace.model.passes.fold import fold_batchnorm
 from fpgaplace.model.passes.graph_tools import (
@@ -388,7 +391,7 @@ def quantize_model(
     if is_qdq(model):
         raise FpgaplaceError(f"{what}: already has QuantizeLinear/DequantizeLinear nodes, expected a float model")
     check_samples(model, calibration, "calibration sample")
-    original = _with_opset(copy_model(model), QDQ_MIN_OPSET, what)
+    original = _constant_weights(_with_opset(copy_model(model), QDQ_MIN_OPSET, what), model.ir_version)
     name_nodes(original)
     with tempfile.TemporaryDirectory(prefix="fpgaplace-quant-") as folder:
         prepared_path, qdq_path = Path(folder) / "prepared.onnx", Path(folder) / "qdq.onnx"
@@ -413,6 +416,21 @@ def quantize_model(
 QDQ_MIN_OPSET = 13  # per-channel DequantizeLinear (its axis attribute) needs opset 13
 
 
+def _constant_weights(model: onnx.ModelProto, ir_version: int) -> onnx.ModelProto:
+    """``model`` (changed in place) with its initializers no longer listed as graph inputs when
+    it came with IR version ``ir_version`` below 4, where every initializer must be listed so and
+    is a constant all the same; its IR version is raised to 7 (as ``_with_opset`` does), where
+    a listed one would be a default the caller may override, which neither constant folding nor
+    the quantizer would treat as a weight."""
+    if ir_version < 4:
+        names = {t.name for t in model.graph.initializer}
+        kept = [value for value in model.graph.input if value.name not in names]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+        model.ir_version = max(model.ir_version, 7)
+    return model
+
+
 def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelProto:
     """``model`` converted to default-domain opset ``minimum`` when it is older (onnx's version
     converter), so that the quantizer may emit per-channel Q/DQ; node names are kept."""
@@ -431,15 +449,19 @@ def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelPr
 
 
 def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[str], set[str]]:
-    """Fold BatchNormalization into its Conv/Gemm with the project's own pass (names and metadata
-    stay), drop dead nodes and constants (the folded BN's among them), then what onnxruntime's
-    ``quant_pre_process(skip_optimization=True, skip_symbolic_shape=True)`` does to a model of opset
-    11 or later, in memory: onnx shape inference with its defaults (here with the weights left out of
-    the round trip, ``passes.inference``) and the pre-processing mark in ``metadata_props``; write the
-    result to ``target``. Returns the names of the folded nodes and the node names of the prepared model."""
+    """Fold constant subgraphs into initializers (``passes.constant``: a weight computed from
+    constants is then quantized as a weight, not as an activation) and BatchNormalization into
+    its Conv/Gemm with the project's own passes (names and metadata stay), drop dead nodes and
+    constants (the folded BN's among them), then what onnxruntime's
+    ``quant_pre_process(skip_optimization=True, skip_symbolic_shape=True)`` does to a model of
+    opset 11 or later, in memory: onnx shape inference with its defaults (here with the weights
+    left out of the round trip, ``passes.inference``) and the pre-processing mark in
+    ``metadata_props``; write the result to ``target``. Returns the names of the folded nodes
+    and the node names of the prepared model."""
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
-    prepared, _ = fold_batchnorm(model)
+    constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
+    prepared, _ = fold_batchnorm(constant)
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
     try:
