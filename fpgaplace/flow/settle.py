@@ -12,16 +12,17 @@ so the lowering reads the placement the split cuts. Then it moves each other fre
 kernels with ``free``: QuantizeLinear, DequantizeLinear, order-keeping reshapes) onto the
 device of the op that produces the tensor it reads, where that device may run it, in
 topological order so a chain (op -> Q -> DQ -> Reshape) follows its head; a free op that heads a
-fused group stays with its group (a QuantizeLinear heading a Mul no core runs). Then every tensor
+fused group stays with its group (a QuantizeLinear heading a Mul no core runs; the core then hands
+over the float that QuantizeLinear reads as a view of its output, ``codegen.lower``). Then every tensor
 crossing out of a core is the int8 tensor of one of its layers or a view of it (its
 DequantizeLinear, a reshape of that), and every tensor entering a core is read through a port
 of its own.
 
-Moving such an op keeps every device's set convex: its one computed input comes from the device
-it joins, so no path leaves that set and comes back through it, and no path into the set it
-leaves passes it. The settled placement is scored again by the trusted evaluator; it is charged
-the free ops' small CPU times where they move to a CPU and the crossings where they now fall.
-O(ops) plus one evaluation.
+In a solver's placement fused groups already share a device, and moving a free op keeps every
+device's set convex: its one computed input comes from the device it joins, so no path leaves
+that set and comes back through it, and no path into the set it leaves passes it. The settled
+placement is scored again by the trusted evaluator; it is charged the free ops' small CPU times
+where they move to a CPU and the crossings where they now fall. O(ops) plus one evaluation.
 """
 
 from __future__ import annotations
