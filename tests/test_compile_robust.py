@@ -382,3 +382,41 @@ def test_a_given_placement_that_parts_a_core_is_refused_before_anything_is_writt
     with pytest.raises(FpgaplaceError, match=r"^core1: its ops form 2 separate pieces") as caught:
         design.compile(tmp_path / "project")
     assert "\n" not in str(caught.value) and not (tmp_path / "project").exists()
+
+
+# --------------------------------------------------------------------------- models as the light zoo writes them
+
+
+def _light_style(path: Path) -> Path:
+    """IR 3, opset 9, as the onnx package's light models: the conv weight computed by a
+    ConstantOfShape (its shape an initializer listed as a graph input, as IR 3 requires), and a
+    Dropout whose float mask nothing reads."""
+    shape = onnx.numpy_helper.from_array(np.array([8, 3, 3, 3], dtype=np.int64), "w_shape")
+    nodes = [onnx.helper.make_node("ConstantOfShape", ["w_shape"], ["w"], name="weight",
+                                   value=onnx.helper.make_tensor("v", onnx.TensorProto.FLOAT, [1], [0.05])),
+             onnx.helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1] * 4),
+             onnx.helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             onnx.helper.make_node("Dropout", ["r"], ["y", "mask"], name="dropout", ratio=0.5)]
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "light_style", [value("x", onnx.TensorProto.FLOAT, [1, 3, 8, 8]),
+                                                          value("w_shape", onnx.TensorProto.INT64, [4])],
+                                   [value("y", onnx.TensorProto.FLOAT, [1, 8, 8, 8])], [shape])
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 9)])
+    model.ir_version = 3
+    onnx.save(model, path)
+    return path
+
+
+def test_a_light_zoo_style_model_quantizes_with_its_computed_weight_as_a_weight(tmp_path):
+    """The ConstantOfShape weight becomes an int8 weight a core's conv reads (it was quantized as
+    an activation, so the conv stayed on a CPU: "weight ... is not a DequantizeLinear of int8"),
+    and the unread float mask of the Dropout no longer stops onnxruntime's calibration."""
+    from fpgaplace import hw
+
+    model = _light_style(tmp_path / "light.onnx")
+    result = run("quantize", str(model), "--random", "2", "--out", str(tmp_path / "q.onnx"))
+    assert result.returncode == 0, result.stderr
+    graph = Design(tmp_path / "q.onnx", "zcu104").graph
+    assert hw.plan_op(graph.ops["conv"], graph), hw.plan_op(graph.ops["conv"], graph).reason
+    weights = [list(t.dims) for t in graph.model.graph.initializer if t.data_type == onnx.TensorProto.INT8]
+    assert [8, 3, 3, 3] in weights

@@ -86,6 +86,7 @@ from fpgaplace.model.passes.graph_tools import (
     copy_model,
     name_nodes,
     node_metadata,
+    output_names,
     producers,
     set_node_metadata,
     topological_order,
@@ -461,6 +462,7 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
     constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
+    _drop_unread_masks(constant)
     prepared, _ = fold_batchnorm(constant)
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
@@ -472,6 +474,17 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
     add_pre_process_metadata(inferred)
     onnx.save(inferred, target)
     return _node_names(model) - folded_names, _node_names(prepared)
+
+
+def _drop_unread_masks(model: onnx.ModelProto) -> None:
+    """Drop the mask output of every Dropout that nothing reads, in place: its type changed from
+    float to bool at opset 10, and a model upgraded from before keeps the float, which
+    onnxruntime's calibration model then refuses ("does not match expected type (tensor(bool))").
+    O(nodes)."""
+    read = {name for node in model.graph.node for name in node.input} | output_names(model.graph)
+    for node in model.graph.node:
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] not in read:
+            del node.output[1:]
 
 
 def _node_names(model: onnx.ModelProto) -> set[str]:
