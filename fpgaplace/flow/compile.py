@@ -1,8 +1,10 @@
 """The compile step: an int8 QDQ design -> a buildable project folder.
 
 ``compile_design`` checks the model's Q/DQ nodes, places the design with the defaults if it is
-not placed, lowers and folds the ops of every FPGA core and refines the placement by the
-folding (``fpgaplace.flow.refine``), then hands the placed design and its folded cores to the
+not placed, makes the placement one it can build (``refine.buildable``: free ops settled beside
+what they read, every core's ops one piece of the split, placed again by the DP if not), lowers
+and folds the ops of every FPGA core and refines the placement by the folding
+(``fpgaplace.flow.refine``), then hands the placed design and its folded cores to the
 writer (``fpgaplace.codegen.project.write_project``), which renders the HLS, the split, the
 build scripts, the driver and ``design.json``. The flow decides; codegen writes.
 
