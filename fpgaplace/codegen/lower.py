@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
@@ -66,14 +68,30 @@ def _lower(ctx: LayerContext, op: Op) -> Layer | tuple[str, str] | None:
 
 def _views(index: QdqIndex, q: str) -> list[str]:
     """Float tensors that are the dequantized view of int8 tensor ``q`` (DQ outputs and the
-    order-keeping reshapes of them)."""
+    order-keeping reshapes of them), and the float ``q`` was quantized from when its readers are
+    all QuantizeLinear nodes with ``q``'s own scale and zero point (``_requantized_only``): they
+    make ``q`` again from its dequantized view, so the host may hand that view over in its stead
+    (a layer on a core absorbs its QuantizeLinear, which the placement may put on a CPU)."""
     views, frontier = [], [n for n in index.consumers.get(q, []) if n.op_type == "DequantizeLinear"]
     while frontier:
         node = frontier.pop()
         views.append(node.output[0])
         frontier += [n for n in index.consumers.get(node.output[0], []) if n.op_type in ("Flatten", "Reshape",
                      "Squeeze", "Unsqueeze", "Identity", "Dropout")]
+    producer = index.producer.get(q)
+    if producer is not None and producer.op_type == "QuantizeLinear" and _requantized_only(index, producer):
+        views.append(producer.input[0])
     return views
+
+
+def _requantized_only(index: QdqIndex, quantizer) -> bool:
+    """Whether every reader of the float that QuantizeLinear ``quantizer`` reads is a
+    QuantizeLinear with the same constant scale and zero point: Q(DQ(q)) = q for those, exactly."""
+    params = index.qparams(quantizer)
+    readers = index.consumers.get(quantizer.input[0], [])
+    return params is not None and all(
+        node.op_type == "QuantizeLinear" and (other := index.qparams(node)) is not None
+        and all(np.array_equal(a, b) for a, b in zip(params, other, strict=True)) for node in readers)
 
 
 def _node_ops(index: QdqIndex, graph: OpGraph, tensor: str) -> list[str]:
