@@ -314,6 +314,18 @@ def concat(
     return np.concatenate(parts, axis=-1)
 
 
+def slice_window(x: npt.ArrayLike, h0: int, hn: int, sh: int, w0: int, wn: int, sw: int, c0: int,
+                 cn: int) -> np.ndarray:
+    """The rows ``h0 + i*sh`` (i < hn), pixels ``w0 + j*sw`` (j < wn) and channels ``[c0, c0 + cn)``
+    of an ``[H, W, C]`` tensor (ONNX Slice / Split with positive steps)."""
+    x = _int8("slice x", x, 3)
+    if min(hn, wn, cn, sh, sw) < 1 or min(h0, w0, c0) < 0 or h0 + (hn - 1) * sh >= x.shape[0] or (
+            w0 + (wn - 1) * sw >= x.shape[1] or c0 + cn > x.shape[2]):
+        raise ValueError(f"slice: window rows {h0}+{hn}x{sh}, pixels {w0}+{wn}x{sw}, channels {c0}+{cn} "
+                         f"outside the input's {x.shape}")
+    return x[h0:h0 + (hn - 1) * sh + 1:sh, w0:w0 + (wn - 1) * sw + 1:sw, c0:c0 + cn]
+
+
 def fold_weights(w: npt.ArrayLike, pe: int, simd: int) -> np.ndarray:
     """The flat int8 weight array the C++ ``fp::conv2d`` / ``fp::dense`` read: ``w`` (``[Cout, KH,
     KW, Cin/g]`` or ``[N, K]``) as ``[Cout/PE][KK/SIMD][PE][SIMD]`` (KK the dot-product length),

@@ -21,6 +21,7 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.slice import Slice
 from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
@@ -37,6 +38,7 @@ KERNELS: dict[str, Kernel] = {
         Add(),
         Requant(),
         Concat(),
+        Slice(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -98,3 +100,8 @@ def elementwise_geometry(kernel: str, shape: tuple[int, ...], constant: tuple[in
 def concat_geometry(pixels: tuple[int, ...], channels: list[int]) -> Geometry:
     """The geometry of a one-sample channel Concat of NCHW inputs ``(1, C_i, *pixels)``."""
     return KERNELS["concat"].channels_geometry(pixels, channels)  # type: ignore[attr-defined]
+
+
+def slice_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample Slice (a window of rows, pixels and channels) with ``config``'s members."""
+    return KERNELS["slice"].window_geometry(config)  # type: ignore[attr-defined]

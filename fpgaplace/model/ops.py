@@ -441,7 +441,8 @@ _ALL: list[OpClass] = [
     *_classes("data_movement", "Reshape Flatten Squeeze Unsqueeze Identity Dropout", zero_macs,
               head=False, kernel="reshape"),
     OpClass("Concat", "data_movement", zero_macs, head=False, kernel="concat"),
-    *_classes("data_movement", "Transpose Split Slice Gather Expand Tile", zero_macs, head=False),
+    *_classes("data_movement", "Split Slice", zero_macs, head=False, kernel="slice"),
+    *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
     *_classes("data_movement", "CastLike Pad GatherElements GatherND DepthToSpace SpaceToDepth "
               "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),

@@ -1,0 +1,55 @@
+// fpgaplace int8 data movement kernels (namespace fp): slicing and nearest upsampling, in the
+// stream layout of kernels.h (beats of consecutive channels-last elements), bit-exact with
+// fpgaplace/hw/reference.py. Included by kernels.h; the same conventions hold (config structs of
+// static constexpr ints checked by static_assert, loops pipelined at II=1 and counted by FP_TICK).
+//
+//   slice<C>(in, out)     H W C H0 HN SH W0 WN SW C0 CN ZX M S ZY LO HI L STAGE; beats of L
+//                         (L divides C, C0 and CN); H*W*C/L iterations: every input beat is read,
+//                         the beats of rows H0 + i*SH (i < HN), pixels W0 + j*SW (j < WN) and
+//                         channels [C0, C0 + CN) are requantized and written.
+#ifndef FPGAPLACE_MOVEMENT_H
+#define FPGAPLACE_MOVEMENT_H
+
+namespace fp {
+
+template <class C>
+void slice(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  constexpr int CB = C::C / C::L;
+  static_assert(C::H > 0 && C::W > 0 && C::C > 0 && C::L > 0, "slice: sizes must be positive");
+  static_assert(C::C % C::L == 0 && C::C0 % C::L == 0 && C::CN % C::L == 0, "slice: L must divide C, C0 and CN");
+  static_assert(C::HN > 0 && C::WN > 0 && C::CN > 0 && C::SH > 0 && C::SW > 0 && C::H0 >= 0 && C::W0 >= 0 &&
+                    C::C0 >= 0 && C::H0 + (C::HN - 1) * C::SH < C::H && C::W0 + (C::WN - 1) * C::SW < C::W &&
+                    C::C0 + C::CN <= C::C,
+                "slice: the window must lie inside the input");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "slice: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "slice: need M >= 0 and 1 <= S <= 62");
+  int cb = 0, w = 0, h = 0;
+  for (int i = 0; i < C::H * C::W * CB; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = in.read();
+    const bool keep_c = cb >= C::C0 / C::L && cb < (C::C0 + C::CN) / C::L;
+    const bool keep_w = w >= C::W0 && (w - C::W0) % C::SW == 0 && (w - C::W0) / C::SW < C::WN;
+    const bool keep_h = h >= C::H0 && (h - C::H0) % C::SH == 0 && (h - C::H0) / C::SH < C::HN;
+    if (keep_c && keep_w && keep_h) {
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+      }
+      out.write(y);
+    }
+    if (++cb == CB) {
+      cb = 0;
+      if (++w == C::W) {
+        w = 0;
+        ++h;
+      }
+    }
+  }
+}
+
+}  // namespace fp
+
+#endif  // FPGAPLACE_MOVEMENT_H
