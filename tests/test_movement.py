@@ -1,0 +1,167 @@
+"""Data movement on the cores (``fpgaplace.hw.slice``: Split and Slice): each op is placed on a
+core by the op library (``plan_op``), compiled from a small float model (quantized by compile),
+C-simulated bit-exact against the integer reference and within 1 LSB of onnxruntime on the QDQ
+model, and its RTL unit simulated in cocotb bit-exact under backpressure with cycles within 10%
+of the op library's model; whole cores in RTL as well."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+from movement_models import channel_slice, focus, split_concat
+from test_rtl_ops import check_cycles, simulate_case
+
+from fpgaplace import Design
+from fpgaplace.hw import KERNELS, Folding, Unsupported, plan_op, reference
+from fpgaplace.hw.quant import quantize_multiplier
+from fpgaplace.hw.registry import slice_geometry
+from fpgaplace.model.frontend.load import from_model
+from fpgaplace.sim.csim import run_csim
+from fpgaplace.sim.rtl_project import simulate_project_rtl
+from fpgaplace.util.errors import FpgaplaceError
+
+CYCLE_TOLERANCE = 0.10
+F = Folding
+
+
+# --------------------------------------------------------------------------- whole models
+
+
+def compiled(model: onnx.ModelProto, folder: Path, board: str = "zcu104"):
+    """The compile result of ``model`` and its C simulation over 3 samples."""
+    result = Design(model, board, profile_cpu=False).compile(folder, random_samples=8)
+    return result, run_csim(folder, samples=3)
+
+
+def kernels_used(result) -> set[str]:
+    return {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+
+
+@pytest.mark.parametrize(("make", "stages"), [(split_concat, 2), (focus, 4), (channel_slice, 1)])
+def test_slicing_models_run_entirely_on_the_cores_bit_exact(tmp_path, make, stages):
+    """Conv -> Split -> Convs -> Concat (C2f), the Focus stem's four stride-2 Slices and a channel
+    Slice: no op on a CPU, a slice stage per output, every core bit-exact against the integer
+    reference and the output within 1 LSB of onnxruntime."""
+    result, csim = compiled(make(), tmp_path / "project")
+    assert result.cpu_ops == []
+    layers = [layer for core in result.design["cores"] for layer in core["layers"] if layer["kernel"] == "slice"]
+    assert len(layers) == stages
+    assert csim.ok and all(core.bit_exact and core.mismatches == 0 for core in csim.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in csim.outputs)
+    for core in csim.to_json()["cores"]:
+        for stage in core["stages"]:
+            if stage["kernel"] == "slice":
+                assert stage["cycles_csim"] == stage["cycles_model"], stage
+
+
+def test_a_split_core_is_bit_exact_in_rtl(tmp_path):
+    result = Design(split_concat(), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
+    assert "slice" in kernels_used(result) and result.cpu_ops == []
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert abs(core.cycles_measured - core.cycles_model) <= CYCLE_TOLERANCE * core.cycles_model, core
+
+
+# --------------------------------------------------------------------------- the op library
+
+
+def op_of(model: onnx.ModelProto, op_type: str):
+    graph = from_model(model)
+    return next(op for op in graph.ops.values() if op.op_type == op_type), graph
+
+
+def test_split_and_slice_plan_onto_the_slice_kernel():
+    op, graph = op_of(split_concat(parts=(2, 6)), "Split")
+    kernel, geometry = plan_op(op, graph)
+    assert kernel.name == "slice" and geometry.channels == 2  # PE divides 8, 2 and 6
+    assert [(w["C0"], w["CN"]) for w in geometry.shape["windows"]] == [(0, 2), (2, 6)]
+    op, graph = op_of(focus(size=8), "Slice")
+    kernel, geometry = plan_op(op, graph)
+    window = geometry.shape["windows"][0]
+    assert (window["H0"], window["HN"], window["SH"], window["WN"], window["SW"]) == (0, 4, 2, 4, 2)
+    assert KERNELS["slice"].cycles(geometry, F(4)) == 8 * 8 * 4 // 4  # every input beat
+
+
+def slice_model(starts, ends, axes, steps, shape=(1, 4, 6, 6)) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    consts = [numpy_helper.from_array(np.array(v, np.int64), n) for v, n in
+              ((starts, "s"), (ends, "e"), (axes, "a"), (steps, "p"))]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))
+    y = helper.make_empty_tensor_value_info("y")
+    graph = helper.make_graph([helper.make_node("Slice", ["x", "s", "e", "a", "p"], ["y"], name="sl")], "g", [x], [y],
+                              consts)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@pytest.mark.parametrize(("bounds", "reason"), [
+    (([0], [4], [1], [2]), "strided channel Slice"),
+    (([5], [0], [2], [-1]), "negative step"),
+    (([0], [1], [0], [1], (2, 4, 6, 6)), "batch axis"),
+    (([3], [3], [3], [1]), "empty Slice"),
+])
+def test_slices_no_core_runs_say_why(bounds, reason):
+    op, graph = op_of(slice_model(*bounds), "Slice")
+    planned = plan_op(op, graph)
+    assert isinstance(planned, Unsupported) and reason in planned.reason
+
+
+def test_a_slice_step_of_zero_is_refused_with_a_reason():
+    """ONNX forbids a step of 0 (shape inference fails on it): the op library says so rather than dividing by it."""
+    with pytest.raises(FpgaplaceError, match="step of 0"):
+        slice_geometry({"H": 4, "W": 4, "C": 2, "H0": 0, "HN": 2, "SH": 0, "W0": 0, "WN": 4, "SW": 1, "C0": 0,
+                        "CN": 2})
+
+
+# --------------------------------------------------------------------------- RTL and reference
+
+
+def slice_case(h, w, c, window: dict, folding: Folding, seed: int, samples: int = 3):
+    """A random slice layer (config members as compile writes them) and its inputs."""
+    rng = np.random.default_rng(seed)
+    m, s = quantize_multiplier(float(rng.uniform(0.5, 1.5)))
+    zy = int(rng.integers(-20, 20))
+    config = {"H": h, "W": w, "C": c, **window, "ZX": int(rng.integers(-128, 128)), "M": m, "S": s, "ZY": zy,
+              "LO": -120, "HI": 120}
+    return config, {}, rng.integers(-128, 128, (samples, h * w * c), dtype=np.int8), folding
+
+
+WINDOWS = {  # (H, W, C, window, folding)
+    "channel-half": (4, 5, 8, {"H0": 0, "HN": 4, "SH": 1, "W0": 0, "WN": 5, "SW": 1, "C0": 4, "CN": 4}, F(2)),
+    "focus-odd": (6, 8, 3, {"H0": 1, "HN": 3, "SH": 2, "W0": 1, "WN": 4, "SW": 2, "C0": 0, "CN": 3}, F(3)),
+    "stride3-rows": (7, 4, 4, {"H0": 2, "HN": 2, "SH": 3, "W0": 0, "WN": 2, "SW": 3, "C0": 0, "CN": 2}, F(1)),
+}
+
+
+def test_the_reference_is_numpy_slicing_then_requantization():
+    config, _, inputs, _ = slice_case(*WINDOWS["focus-odd"][:4], F(3), seed=4)
+    x = inputs[0].reshape(6, 8, 3)
+    got = KERNELS["slice"].reference(config, {}, [inputs[0]])
+    kept = x[1::2, 1::2, :].astype(np.int64)
+    expected = reference.requant(kept.astype(np.int8), zx=config["ZX"], m=config["M"], s=config["S"],
+                                 zy=config["ZY"], lo=config["LO"], hi=config["HI"])
+    assert np.array_equal(got, expected.reshape(-1))
+
+
+@pytest.mark.parametrize("name", sorted(WINDOWS))
+def test_slice_rtl_bit_exact_and_cycles(tmp_path, name):
+    h, w, c, window, folding = WINDOWS[name]
+    case = slice_case(h, w, c, window, folding, seed=len(name))
+    geometry = slice_geometry(case[0])
+    result = simulate_case("slice", case, tmp_path, geometry=geometry)
+    check_cycles(result, f"slice {name}")
+
+
+def test_slice_rtl_refuses_a_pe_that_splits_a_channel_range():
+    config, arrays, _, _ = slice_case(*WINDOWS["channel-half"][:4], F(2), seed=1)
+    from fpgaplace.codegen.rtl import render_op
+
+    with pytest.raises(FpgaplaceError, match="PE=8 must divide C=8, C0=4 and CN=4"):
+        render_op("slice", config, arrays, F(8), 100)
