@@ -81,3 +81,18 @@ def channel_slice(size: int = 6, seed: int = 2) -> onnx.ModelProto:
                             g.const("ax", np.array([1], np.int64))])
     g.conv(y, 4, 4, relu=False, output="y")
     return g.model("channel_slice", [1, 3, size, size], [1, 4, size, size])
+
+
+def upsample(size: int = 6, factor: int = 2, transform: str = "asymmetric", rounding: str = "floor",
+             by_sizes: bool = False, seed: int = 3) -> onnx.ModelProto:
+    """Conv -> Resize nearest x``factor`` (a ``scales`` or a ``sizes`` input) -> Conv (a YOLO neck)."""
+    g = Graph(seed)
+    x = g.conv("x", 3, 4)
+    out = size * factor
+    if by_sizes:
+        inputs = [x, "", "", g.const("sizes", np.array([1, 4, out, out], np.int64))]
+    else:
+        inputs = [x, "", g.const("scales", np.array([1, 1, factor, factor], np.float32))]
+    (y,) = g.node("Resize", inputs, mode="nearest", coordinate_transformation_mode=transform, nearest_mode=rounding)
+    g.conv(y, 4, 4, relu=False, output="y")
+    return g.model("upsample", [1, 3, size, size], [1, 4, out, out])

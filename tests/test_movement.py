@@ -1,4 +1,5 @@
-"""Data movement on the cores (``fpgaplace.hw.slice``: Split and Slice): each op is placed on a
+"""Data movement on the cores (``fpgaplace.hw.slice``: Split and Slice; ``fpgaplace.hw.upsample``:
+nearest Resize at integer scales): each op is placed on a
 core by the op library (``plan_op``), compiled from a small float model (quantized by compile),
 C-simulated bit-exact against the integer reference and within 1 LSB of onnxruntime on the QDQ
 model, and its RTL unit simulated in cocotb bit-exact under backpressure with cycles within 10%
@@ -11,13 +12,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from movement_models import channel_slice, focus, split_concat
+from movement_models import channel_slice, focus, split_concat, upsample
 from test_rtl_ops import check_cycles, simulate_case
 
 from fpgaplace import Design
 from fpgaplace.hw import KERNELS, Folding, Unsupported, plan_op, reference
 from fpgaplace.hw.quant import quantize_multiplier
-from fpgaplace.hw.registry import slice_geometry
+from fpgaplace.hw.registry import slice_geometry, upsample_geometry
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.rtl_project import simulate_project_rtl
@@ -57,9 +58,29 @@ def test_slicing_models_run_entirely_on_the_cores_bit_exact(tmp_path, make, stag
                 assert stage["cycles_csim"] == stage["cycles_model"], stage
 
 
-def test_a_split_core_is_bit_exact_in_rtl(tmp_path):
-    result = Design(split_concat(), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
-    assert "slice" in kernels_used(result) and result.cpu_ops == []
+UPSAMPLES = {  # name: (factor, coordinate_transformation_mode, nearest_mode, a sizes input)
+    "x2-asymmetric-floor": (2, "asymmetric", "floor", False),  # PyTorch's nearest export
+    "x2-half-pixel-sizes": (2, "half_pixel", "round_prefer_floor", True),  # ONNX's defaults
+    "x3-asymmetric-floor": (3, "asymmetric", "floor", False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UPSAMPLES))
+def test_upsampling_models_run_entirely_on_the_cores_bit_exact(tmp_path, name):
+    factor, transform, rounding, by_sizes = UPSAMPLES[name]
+    result, csim = compiled(upsample(size=6, factor=factor, transform=transform, rounding=rounding,
+                                     by_sizes=by_sizes), tmp_path / "project")
+    assert result.cpu_ops == [] and "upsample" in kernels_used(result)
+    assert csim.ok and all(core.bit_exact for core in csim.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in csim.outputs)
+    stages = [s for core in csim.to_json()["cores"] for s in core["stages"] if s["kernel"] == "upsample"]
+    assert stages and all(s["cycles_csim"] == s["cycles_model"] for s in stages)
+
+
+@pytest.mark.parametrize(("make", "kernel"), [(split_concat, "slice"), (upsample, "upsample")])
+def test_slice_and_upsample_cores_are_bit_exact_in_rtl(tmp_path, make, kernel):
+    result = Design(make(), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
+    assert kernel in kernels_used(result) and result.cpu_ops == []
     rtl = simulate_project_rtl(tmp_path / "project", samples=2)
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
@@ -165,3 +186,92 @@ def test_slice_rtl_refuses_a_pe_that_splits_a_channel_range():
 
     with pytest.raises(FpgaplaceError, match="PE=8 must divide C=8, C0=4 and CN=4"):
         render_op("slice", config, arrays, F(8), 100)
+
+
+# --------------------------------------------------------------------------- upsampling
+
+
+@pytest.mark.parametrize(("factor", "transform", "rounding", "word"), [
+    (2, "half_pixel", "floor", "does not repeat pixels"),  # output 2 maps to input 0
+    (2, "tf_half_pixel_for_nn", "ceil", "does not repeat pixels"),
+    (2, "asymmetric", "ceil", "does not repeat pixels"),  # output 1 maps to input 1
+])
+def test_resize_mappings_other_than_replication_are_refused(factor, transform, rounding, word):
+    op, graph = op_of(upsample(size=4, factor=factor, transform=transform, rounding=rounding), "Resize")
+    planned = plan_op(op, graph)
+    assert isinstance(planned, Unsupported) and word in planned.reason and transform in planned.reason
+
+
+def test_the_replication_check_agrees_with_onnxruntime():
+    """Where the op library says a mapping replicates pixels, onnxruntime's float Resize equals
+    np.repeat; where it says not, it differs (the check is the ONNX formulas, ORT is the judge)."""
+    import onnxruntime as ort
+
+    from fpgaplace.hw.upsample import replicates
+
+    x = np.arange(5, dtype=np.float32).reshape(1, 1, 1, 5)
+    for factor in (2, 3, 4):
+        for transform in ("half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel", "tf_half_pixel_for_nn"):
+            for rounding in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
+                from onnx import TensorProto, helper, numpy_helper
+
+                node = helper.make_node("Resize", ["x", "", "s"], ["y"], mode="nearest",
+                                        coordinate_transformation_mode=transform, nearest_mode=rounding)
+                graph = helper.make_graph([node], "r", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                                      [1, 1, 1, 5])],
+                                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                                          [numpy_helper.from_array(np.array([1, 1, 1, factor], np.float32), "s")])
+                model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+                model.ir_version = 8
+                y = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(
+                    None, {"x": x})[0]
+                same = np.array_equal(y.reshape(-1), np.repeat(x.reshape(-1), factor))
+                assert same == (replicates(5, factor, float(factor), transform, rounding) is None), (
+                    factor, transform, rounding)
+
+
+def test_linear_and_fractional_resizes_are_refused():
+    op, graph = op_of(upsample(size=4), "Resize")
+    op.attrs["mode"] = "linear"
+    assert "only nearest" in plan_op(op, graph).reason
+    op.attrs["mode"] = "nearest"
+    graph.tensors[op.outputs[0]] = type(graph.tensors[op.outputs[0]])(op.outputs[0], (1, 4, 6, 6), "float32")
+    assert "integer upsampling" in plan_op(op, graph).reason
+    graph.tensors[op.outputs[0]] = type(graph.tensors[op.outputs[0]])(op.outputs[0], (1, 4, 4 * 10**9, 8), "float32")
+    assert "factor above" in plan_op(op, graph).reason
+
+
+def upsample_case(h, w, c, rh, rw, folding: Folding, seed: int, samples: int = 3):
+    rng = np.random.default_rng(seed)
+    m, s = quantize_multiplier(float(rng.uniform(0.5, 1.5)))
+    config = {"H": h, "W": w, "C": c, "RH": rh, "RW": rw, "ZX": int(rng.integers(-128, 128)), "M": m, "S": s,
+              "ZY": int(rng.integers(-20, 20)), "LO": -120, "HI": 120}
+    return config, {}, rng.integers(-128, 128, (samples, h * w * c), dtype=np.int8), folding
+
+
+REPEATS = {"x2": (4, 5, 4, 2, 2, F(2)), "x3-by-x1": (3, 4, 2, 3, 1, F(2)), "x2-pe1": (3, 3, 3, 2, 2, F(1))}
+
+
+@pytest.mark.parametrize("name", sorted(REPEATS))
+def test_upsample_rtl_bit_exact_and_cycles(tmp_path, name):
+    *shape, folding = REPEATS[name]
+    case = upsample_case(*shape, folding, seed=len(name))
+    result = simulate_case("upsample", case, tmp_path, geometry=upsample_geometry(case[0]))
+    check_cycles(result, f"upsample {name}")
+
+
+def test_the_upsample_reference_is_numpy_repeat():
+    config, _, inputs, _ = upsample_case(3, 4, 2, 3, 2, F(2), seed=9)
+    x = inputs[0].reshape(3, 4, 2)
+    repeated = x.repeat(3, axis=0).repeat(2, axis=1)
+    expected = reference.requant(repeated, zx=config["ZX"], m=config["M"], s=config["S"], zy=config["ZY"],
+                                 lo=config["LO"], hi=config["HI"])
+    assert np.array_equal(KERNELS["upsample"].reference(config, {}, [inputs[0]]), expected.reshape(-1))
+
+
+def test_the_row_buffer_is_counted():
+    g = upsample_geometry({"H": 20, "W": 40, "C": 64, "RH": 2, "RW": 2})
+    assert g.linebuffer_bytes == 40 * 64
+    small = KERNELS["upsample"].resources(upsample_geometry({"H": 20, "W": 4, "C": 4, "RH": 2, "RW": 2}), F(4))
+    big = KERNELS["upsample"].resources(g, F(4))
+    assert big.bram36 >= 1 and small.bram36 == 0

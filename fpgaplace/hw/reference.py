@@ -326,6 +326,14 @@ def slice_window(x: npt.ArrayLike, h0: int, hn: int, sh: int, w0: int, wn: int, 
     return x[h0:h0 + (hn - 1) * sh + 1:sh, w0:w0 + (wn - 1) * sw + 1:sw, c0:c0 + cn]
 
 
+def upsample(x: npt.ArrayLike, rh: int, rw: int) -> np.ndarray:
+    """Nearest upsampling of an ``[H, W, C]`` tensor: each row ``rh`` times, each pixel ``rw`` times."""
+    x = _int8("upsample x", x, 3)
+    if rh < 1 or rw < 1:
+        raise ValueError(f"upsample: factors {rh}x{rw} must be at least 1")
+    return np.repeat(np.repeat(x, rh, axis=0), rw, axis=1)
+
+
 def fold_weights(w: npt.ArrayLike, pe: int, simd: int) -> np.ndarray:
     """The flat int8 weight array the C++ ``fp::conv2d`` / ``fp::dense`` read: ``w`` (``[Cout, KH,
     KW, Cin/g]`` or ``[N, K]``) as ``[Cout/PE][KK/SIMD][PE][SIMD]`` (KK the dot-product length),

@@ -22,6 +22,7 @@ from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.slice import Slice
+from fpgaplace.hw.upsample import Upsample
 from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
@@ -39,6 +40,7 @@ KERNELS: dict[str, Kernel] = {
         Requant(),
         Concat(),
         Slice(),
+        Upsample(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -105,3 +107,8 @@ def concat_geometry(pixels: tuple[int, ...], channels: list[int]) -> Geometry:
 def slice_geometry(config: dict[str, Any]) -> Geometry:
     """The geometry of a one-sample Slice (a window of rows, pixels and channels) with ``config``'s members."""
     return KERNELS["slice"].window_geometry(config)  # type: ignore[attr-defined]
+
+
+def upsample_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample nearest upsampling by ``RH`` x ``RW`` with ``config``'s members."""
+    return KERNELS["upsample"].repeat_geometry(config)  # type: ignore[attr-defined]

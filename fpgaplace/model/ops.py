@@ -424,7 +424,7 @@ _ALL: list[OpClass] = [
     # does as a requantization stage; onnxruntime runs them as fpgaplace.model.passes.qonnx's functions
     *_classes("quantization", "Quant BipolarQuant Trunc", elementwise_macs, domains=QONNX_DOMAINS,
               fusion="elementwise", kernel="requant"),
-    *_classes("resample", "Resize Upsample", elementwise_macs),
+    *_classes("resample", "Resize Upsample", elementwise_macs, kernel="upsample"),
     # normalisation, softmax, reductions
     OpClass("BatchNormalization", "batchnorm", elementwise_macs, fusion="elementwise", kernel="batchnorm"),
     *_classes("normalization", "LayerNormalization InstanceNormalization GroupNormalization "

@@ -7,6 +7,11 @@
 //                         (L divides C, C0 and CN); H*W*C/L iterations: every input beat is read,
 //                         the beats of rows H0 + i*SH (i < HN), pixels W0 + j*SW (j < WN) and
 //                         channels [C0, C0 + CN) are requantized and written.
+//   upsample<C>(in, out)  H W C RH RW ZX M S ZY LO HI L STAGE; beats of L (L divides C);
+//                         H*RH*W*RW*C/L iterations, one output beat each: every input row gives RH
+//                         output rows of each pixel repeated RW times, requantized. The first copy
+//                         of a beat is read from the input and kept in a row buffer of W*C/L beats
+//                         for the others.
 #ifndef FPGAPLACE_MOVEMENT_H
 #define FPGAPLACE_MOVEMENT_H
 
@@ -45,6 +50,47 @@ void slice(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
       if (++w == C::W) {
         w = 0;
         ++h;
+      }
+    }
+  }
+}
+
+template <class C>
+void upsample(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  constexpr int CB = C::C / C::L;
+  static_assert(C::H > 0 && C::W > 0 && C::C > 0 && C::L > 0 && C::C % C::L == 0,
+                "upsample: sizes must be positive and L must divide C");
+  static_assert(C::RH > 0 && C::RW > 0, "upsample: factors must be positive");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "upsample: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "upsample: need M >= 0 and 1 <= S <= 62");
+  beat<C::L> row[C::W * CB];
+  int cb = 0, rw = 0, w = 0, rh = 0;
+  for (int i = 0; i < C::H * C::RH * C::W * C::RW * CB; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int at = w * CB + cb;
+    beat<C::L> x;
+    if (rh == 0 && rw == 0) {
+      x = in.read();
+      row[at] = x;
+    } else {
+      x = row[at];
+    }
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
+    if (++cb == CB) {
+      cb = 0;
+      if (++rw == C::RW) {
+        rw = 0;
+        if (++w == C::W) {
+          w = 0;
+          if (++rh == C::RH) rh = 0;
+        }
       }
     }
   }
