@@ -96,3 +96,29 @@ def upsample(size: int = 6, factor: int = 2, transform: str = "asymmetric", roun
     (y,) = g.node("Resize", inputs, mode="nearest", coordinate_transformation_mode=transform, nearest_mode=rounding)
     g.conv(y, 4, 4, relu=False, output="y")
     return g.model("upsample", [1, 3, size, size], [1, 4, out, out])
+
+
+def pooled(pool: str = "MaxPool", kernel: int = 5, stride: int = 1, pad: int = 2, size: int = 8,
+           count_include_pad: int = 0, seed: int = 4) -> onnx.ModelProto:
+    """Conv -> a pool with ``pad`` on every side -> Conv (YOLOv8's SPPF pools 5x5, stride 1, pad 2)."""
+    g = Graph(seed)
+    x = g.conv("x", 3, 4)
+    attrs = {"count_include_pad": count_include_pad} if pool == "AveragePool" else {}
+    (y,) = g.node(pool, [x], kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, **attrs)
+    out = (size + 2 * pad - kernel) // stride + 1
+    g.conv(y, 4, 4, relu=False, output="y")
+    return g.model("pooled", [1, 3, size, size], [1, 4, out, out])
+
+
+def padded(pads: tuple[int, int, int, int] = (1, 2, 0, 1), size: int = 6, value: float | None = None,
+           seed: int = 5) -> onnx.ModelProto:
+    """Conv -> Pad (constant ``value``, default 0; pads top, left, bottom, right) -> Conv without padding."""
+    g = Graph(seed)
+    x = g.conv("x", 3, 4)
+    t, left, b, r = pads
+    inputs = [x, g.const("pads", np.array([0, 0, t, left, 0, 0, b, r], np.int64))]
+    inputs += [] if value is None else [g.const("value", np.array(value, np.float32))]
+    (y,) = g.node("Pad", inputs, mode="constant")
+    w = g.const("wp", (g.rng.standard_normal((4, 4, 3, 3)) / 6).astype(np.float32))
+    g.node("Conv", [y, w], ["y"], kernel_shape=[3, 3])
+    return g.model("padded", [1, 3, size, size], [1, 4, size + t + b - 2, size + left + r - 2])

@@ -334,6 +334,15 @@ def upsample(x: npt.ArrayLike, rh: int, rw: int) -> np.ndarray:
     return np.repeat(np.repeat(x, rh, axis=0), rw, axis=1)
 
 
+def pad(x: npt.ArrayLike, pads: tuple[int, int, int, int], value: int) -> np.ndarray:
+    """An ``[H, W, C]`` tensor inside a border of ``value``: ``pads`` (top, left, bottom, right) rows and pixels."""
+    x = _int8("pad x", x, 3)
+    top, left, bottom, right = pads
+    if min(pads) < 0 or not INT8_MIN <= value <= INT8_MAX:
+        raise ValueError(f"pad: pads {pads} must be >= 0 and the value {value} int8")
+    return np.pad(x, ((top, bottom), (left, right), (0, 0)), constant_values=np.int8(value))
+
+
 def fold_weights(w: npt.ArrayLike, pe: int, simd: int) -> np.ndarray:
     """The flat int8 weight array the C++ ``fp::conv2d`` / ``fp::dense`` read: ``w`` (``[Cout, KH,
     KW, Cin/g]`` or ``[N, K]``) as ``[Cout/PE][KK/SIMD][PE][SIMD]`` (KK the dot-product length),

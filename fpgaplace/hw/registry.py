@@ -18,6 +18,7 @@ from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
+from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pool import Pool
@@ -41,6 +42,7 @@ KERNELS: dict[str, Kernel] = {
         Concat(),
         Slice(),
         Upsample(),
+        Pad(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
@@ -112,3 +114,8 @@ def slice_geometry(config: dict[str, Any]) -> Geometry:
 def upsample_geometry(config: dict[str, Any]) -> Geometry:
     """The geometry of a one-sample nearest upsampling by ``RH`` x ``RW`` with ``config``'s members."""
     return KERNELS["upsample"].repeat_geometry(config)  # type: ignore[attr-defined]
+
+
+def pad_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample constant Pad of rows and pixels with ``config``'s members."""
+    return KERNELS["pad"].pads_geometry(config)  # type: ignore[attr-defined]

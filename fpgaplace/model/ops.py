@@ -444,7 +444,8 @@ _ALL: list[OpClass] = [
     *_classes("data_movement", "Split Slice", zero_macs, head=False, kernel="slice"),
     *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
-    *_classes("data_movement", "CastLike Pad GatherElements GatherND DepthToSpace SpaceToDepth "
+    OpClass("Pad", "data_movement", zero_macs, kernel="pad"),
+    *_classes("data_movement", "CastLike GatherElements GatherND DepthToSpace SpaceToDepth "
               "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),
     # host only: shape arithmetic and dynamically sized outputs, constants, random generators
     *_classes("host_shape", "Shape Size ConstantOfShape", zero_macs, fpga=False, head=False),

@@ -845,6 +845,6 @@ void regroup(hls::stream<beat<C::A>>& in, hls::stream<beat<C::B>>& out) {
 
 }  // namespace fp
 
-#include "movement.h"  // slice, upsample
+#include "movement.h"  // slice, upsample, pad
 
 #endif  // FPGAPLACE_KERNELS_H

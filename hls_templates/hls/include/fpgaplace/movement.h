@@ -1,4 +1,4 @@
-// fpgaplace int8 data movement kernels (namespace fp): slicing and nearest upsampling, in the
+// fpgaplace int8 data movement kernels (namespace fp): slicing, nearest upsampling and padding, in the
 // stream layout of kernels.h (beats of consecutive channels-last elements), bit-exact with
 // fpgaplace/hw/reference.py. Included by kernels.h; the same conventions hold (config structs of
 // static constexpr ints checked by static_assert, loops pipelined at II=1 and counted by FP_TICK).
@@ -12,6 +12,9 @@
 //                         output rows of each pixel repeated RW times, requantized. The first copy
 //                         of a beat is read from the input and kept in a row buffer of W*C/L beats
 //                         for the others.
+//   pad<C>(in, out)       H W C PT PL PB PR PAD ZX M S ZY LO HI L STAGE; beats of L (L divides C);
+//                         (H+PT+PB)*(W+PL+PR)*C/L iterations, one output beat each: an inner beat
+//                         is read and requantized, a border beat is PAD in every lane.
 #ifndef FPGAPLACE_MOVEMENT_H
 #define FPGAPLACE_MOVEMENT_H
 
@@ -91,6 +94,44 @@ void upsample(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
           w = 0;
           if (++rh == C::RH) rh = 0;
         }
+      }
+    }
+  }
+}
+
+template <class C>
+void pad(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  constexpr int CB = C::C / C::L, HO = C::H + C::PT + C::PB, WO = C::W + C::PL + C::PR;
+  static_assert(C::H > 0 && C::W > 0 && C::C > 0 && C::L > 0 && C::C % C::L == 0,
+                "pad: sizes must be positive and L must divide C");
+  static_assert(C::PT >= 0 && C::PL >= 0 && C::PB >= 0 && C::PR >= 0, "pad: pads must not be negative");
+  static_assert(detail::is_int8(C::ZX) && detail::is_int8(C::PAD) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "pad: zero points, PAD and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "pad: need M >= 0 and 1 <= S <= 62");
+  int cb = 0, w = 0, h = 0;
+  for (int i = 0; i < HO * WO * CB; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const bool inside = h >= C::PT && h < C::PT + C::H && w >= C::PL && w < C::PL + C::W;
+    beat<C::L> y;
+    if (inside) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+      }
+    } else {
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = C::PAD;
+      }
+    }
+    out.write(y);
+    if (++cb == CB) {
+      cb = 0;
+      if (++w == WO) {
+        w = 0;
+        ++h;
       }
     }
   }
