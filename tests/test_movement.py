@@ -1,5 +1,6 @@
 """Data movement on the cores (``fpgaplace.hw.slice``: Split and Slice; ``fpgaplace.hw.upsample``:
-nearest Resize at integer scales): each op is placed on a
+nearest Resize at integer scales; ``fpgaplace.hw.pad``: constant Pad; padded and strided pools of
+``fpgaplace.hw.pool``): each op is placed on a
 core by the op library (``plan_op``), compiled from a small float model (quantized by compile),
 C-simulated bit-exact against the integer reference and within 1 LSB of onnxruntime on the QDQ
 model, and its RTL unit simulated in cocotb bit-exact under backpressure with cycles within 10%
@@ -12,13 +13,13 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from movement_models import channel_slice, focus, split_concat, upsample
+from movement_models import channel_slice, focus, padded, pooled, split_concat, upsample
 from test_rtl_ops import check_cycles, simulate_case
 
 from fpgaplace import Design
 from fpgaplace.hw import KERNELS, Folding, Unsupported, plan_op, reference
 from fpgaplace.hw.quant import quantize_multiplier
-from fpgaplace.hw.registry import slice_geometry, upsample_geometry
+from fpgaplace.hw.registry import pad_geometry, slice_geometry, upsample_geometry
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.rtl_project import simulate_project_rtl
@@ -77,7 +78,7 @@ def test_upsampling_models_run_entirely_on_the_cores_bit_exact(tmp_path, name):
     assert stages and all(s["cycles_csim"] == s["cycles_model"] for s in stages)
 
 
-@pytest.mark.parametrize(("make", "kernel"), [(split_concat, "slice"), (upsample, "upsample")])
+@pytest.mark.parametrize(("make", "kernel"), [(split_concat, "slice"), (upsample, "upsample"), (padded, "pad")])
 def test_slice_and_upsample_cores_are_bit_exact_in_rtl(tmp_path, make, kernel):
     result = Design(make(), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
     assert kernel in kernels_used(result) and result.cpu_ops == []
@@ -275,3 +276,100 @@ def test_the_row_buffer_is_counted():
     small = KERNELS["upsample"].resources(upsample_geometry({"H": 20, "W": 4, "C": 4, "RH": 2, "RW": 2}), F(4))
     big = KERNELS["upsample"].resources(g, F(4))
     assert big.bram36 >= 1 and small.bram36 == 0
+
+
+# --------------------------------------------------------------------------- padding and pools
+
+
+POOLED = {  # name: (model, the kernel it goes on)
+    "pad-zero": (lambda: padded(), "pad"),
+    "pad-value": (lambda: padded(pads=(2, 0, 1, 1), value=0.7), "pad"),
+    "sppf-maxpool-5x5-s1-p2": (lambda: pooled("MaxPool", 5, 1, 2), "maxpool"),
+    "maxpool-3x3-s2-p1": (lambda: pooled("MaxPool", 3, 2, 1), "maxpool"),
+    "avgpool-3x3-p1-include-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=1), "avgpool"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(POOLED))
+def test_padding_and_pool_models_run_entirely_on_the_cores_bit_exact(tmp_path, name):
+    make, kernel = POOLED[name]
+    result, csim = compiled(make(), tmp_path / "project")
+    assert result.cpu_ops == [] and kernel in kernels_used(result)
+    assert csim.ok and all(core.bit_exact for core in csim.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in csim.outputs)
+    stages = [s for core in csim.to_json()["cores"] for s in core["stages"] if s["kernel"] == kernel]
+    assert stages and all(s["cycles_csim"] == s["cycles_model"] for s in stages)
+
+
+def pad_model(mode: str = "constant", pads=(0, 0, 1, 1, 0, 0, 1, 1)) -> onnx.ModelProto:
+    from onnx import TensorProto, helper, numpy_helper
+
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])
+    graph = helper.make_graph([helper.make_node("Pad", ["x", "p"], ["y"], name="pad", mode=mode)], "g", [x],
+                              [helper.make_empty_tensor_value_info("y")],
+                              [numpy_helper.from_array(np.array(pads, np.int64), "p")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    return onnx.shape_inference.infer_shapes(model)
+
+
+@pytest.mark.parametrize(("mode", "pads", "reason"), [
+    ("reflect", (0, 0, 1, 1, 0, 0, 1, 1), "mode 'reflect'"),
+    ("edge", (0, 0, 1, 1, 0, 0, 1, 1), "mode 'edge'"),
+    ("constant", (0, 1, 0, 0, 0, 1, 0, 0), "channel axis"),
+    ("constant", (0, 0, -1, 0, 0, 0, 1, 1), "negative Pad"),
+])
+def test_pads_no_core_runs_say_why(mode, pads, reason):
+    op, graph = op_of(pad_model(mode, pads), "Pad")
+    planned = plan_op(op, graph)
+    assert isinstance(planned, Unsupported) and reason in planned.reason
+
+
+def pad_case(h, w, c, pads, folding: Folding, seed: int, samples: int = 3):
+    rng = np.random.default_rng(seed)
+    m, s = quantize_multiplier(float(rng.uniform(0.5, 1.5)))
+    config = {"H": h, "W": w, "C": c, **dict(zip(("PT", "PL", "PB", "PR"), pads, strict=True)),
+              "PAD": int(rng.integers(-128, 128)), "ZX": int(rng.integers(-128, 128)), "M": m, "S": s,
+              "ZY": int(rng.integers(-20, 20)), "LO": -120, "HI": 120}
+    return config, {}, rng.integers(-128, 128, (samples, h * w * c), dtype=np.int8), folding
+
+
+PADS = {"all-sides": (4, 5, 4, (1, 2, 0, 1), F(2)), "top-left": (3, 3, 3, (2, 1, 0, 0), F(3)),
+        "wide-pe1": (2, 6, 2, (0, 0, 2, 3), F(1))}
+
+
+@pytest.mark.parametrize("name", sorted(PADS))
+def test_pad_rtl_bit_exact_and_cycles(tmp_path, name):
+    *shape, folding = PADS[name]
+    case = pad_case(*shape, folding, seed=len(name))
+    result = simulate_case("pad", case, tmp_path, geometry=pad_geometry(case[0]))
+    check_cycles(result, f"pad {name}")
+
+
+def test_the_pad_reference_is_numpy_pad_of_the_requantized_input():
+    config, _, inputs, _ = pad_case(3, 4, 2, (1, 0, 2, 1), F(2), seed=3)
+    inner = reference.requant(inputs[0].reshape(3, 4, 2), zx=config["ZX"], m=config["M"], s=config["S"],
+                              zy=config["ZY"], lo=config["LO"], hi=config["HI"])
+    expected = np.full((6, 5, 2), config["PAD"], np.int8)
+    expected[1:4, 0:4] = inner
+    assert np.array_equal(KERNELS["pad"].reference(config, {}, [inputs[0]]), expected.reshape(-1))
+
+
+@pytest.mark.parametrize("kernel", ["slice", "upsample", "pad"])
+def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
+    import subprocess
+
+    from fpgaplace.codegen.rtl import library, render_op
+
+    case = {"slice": lambda: slice_case(*WINDOWS["focus-odd"][:4], F(3), seed=1),
+            "upsample": lambda: upsample_case(3, 4, 2, 2, 2, F(2), seed=1),
+            "pad": lambda: pad_case(3, 4, 2, (1, 1, 1, 1), F(2), seed=1)}[kernel]()
+    op = render_op(kernel, case[0], case[1], case[3], 100)
+    sources = []
+    for name, text in {**library(), **op.module.files}.items():
+        (tmp_path / name).write_text(text)
+        sources += [str(tmp_path / name)] if name.endswith(".v") else []
+    run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *sources],
+                         capture_output=True, text=True, check=False)
+    problems = [line for line in run.stderr.splitlines() if "is sensitive to all" not in line]
+    assert run.returncode == 0 and not problems, run.stderr
