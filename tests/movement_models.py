@@ -122,3 +122,28 @@ def padded(pads: tuple[int, int, int, int] = (1, 2, 0, 1), size: int = 6, value:
     w = g.const("wp", (g.rng.standard_normal((4, 4, 3, 3)) / 6).astype(np.float32))
     g.node("Conv", [y, w], ["y"], kernel_shape=[3, 3])
     return g.model("padded", [1, 3, size, size], [1, 4, size + t + b - 2, size + left + r - 2])
+
+
+def neck(size: int = 16, seed: int = 6) -> onnx.ModelProto:
+    """A YOLOv8-style stem, C2f, SPPF and FPN neck of the ops in this file: Conv -> Split (C2f) ->
+    Conv -> Concat; SPPF: three chained 5x5 stride-1 max pools, Concat; a stride-2 Conv, nearest
+    upsampling x2 back, Concat with the earlier map, Pad and an unpadded Conv."""
+    g = Graph(seed)
+    x = g.conv("x", 3, 8)
+    a, b = g.node("Split", [x, g.const("split", np.array([4, 4], np.int64))], 2, axis=1)
+    (c2f,) = g.node("Concat", [a, b, g.conv(b, 4, 4)], axis=1)
+    c2f = g.conv(c2f, 12, 8, k=1)
+    pools = [c2f]
+    for _ in range(3):
+        pools += g.node("MaxPool", [pools[-1]], kernel_shape=[5, 5], strides=[1, 1], pads=[2, 2, 2, 2])
+    (sppf,) = g.node("Concat", pools, axis=1)
+    down = g.node("Conv", [g.conv(sppf, 32, 8, k=1), g.const("wd", (g.rng.standard_normal((8, 8, 3, 3)) / 8)
+                                                                       .astype(np.float32))],
+                  kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])[0]
+    (up,) = g.node("Resize", [g.node("Relu", [down])[0], "", g.const("scales", np.array([1, 1, 2, 2], np.float32))],
+                   mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+    (merged,) = g.node("Concat", [up, c2f], axis=1)
+    (p,) = g.node("Pad", [merged, g.const("pads", np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64))], mode="constant")
+    g.node("Conv", [p, g.const("wo", (g.rng.standard_normal((4, 16, 3, 3)) / 12).astype(np.float32))], ["y"],
+           kernel_shape=[3, 3])
+    return g.model("neck", [1, 3, size, size], [1, 4, size, size])

@@ -8,9 +8,9 @@ PyTorch's export; half_pixel with round_prefer_floor at x2, ONNX's default; ...)
 the others with the index where they differ. The batch and channel scales must be 1.
 
 Everything about the op is here: geometry, foldings (PE channels of one pixel a cycle: MMV 1),
-cycles (the lane rule over the output, the busiest stream: ``HO*WO*C/PE``; each input beat is
-read while the row's first copy is written), resources (the lane rules plus the row buffer of
-``W*C`` elements), the integer reference (``fpgaplace.hw.reference.upsample``), the C++ config
+cycles (the lane rule over the output, the busiest stream: ``HO*WO*C/PE``; the next input row
+is read into a second buffer while the current one is repeated), resources (the lane rules plus the row buffers: two
+of ``W*C`` elements), the integer reference (``fpgaplace.hw.reference.upsample``), the C++ config
 of ``hls/ops/upsample.j2`` and the RTL values (``rtl/upsample.v.j2``). The check is O(HO + WO).
 """
 
@@ -108,7 +108,7 @@ class Upsample(Kernel):
         ho, wo = out[2], out[3]
         shape = {"H": h, "W": w, "C": c, "RH": ho // h, "RW": wo // w}
         return Geometry(self.name, n * ho * wo, c, 1, stream_elements=n * ho * wo * c, row=wo,
-                        linebuffer_bytes=w * c, shape=shape)
+                        linebuffer_bytes=2 * w * c, shape=shape)
 
     def refusal(self, op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, ...]) -> str:
         """Why a core cannot replicate pixels for this Resize / Upsample ("" when it can)."""
@@ -163,8 +163,8 @@ class Upsample(Kernel):
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
-        """PE channels a beat; the first copy of each input row is written as it is read and kept
-        in a row buffer of W*C/PE beats for the other copies."""
+        """PE channels a beat; input rows go to two row buffers of W*C/PE beats (the row being
+        repeated and the next, read ahead so the producer never waits for the copies)."""
         c = int_members(config)
         pe = fold.pe
         if c["C"] % pe:
@@ -173,7 +173,7 @@ class Upsample(Kernel):
         rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
         beats = c["W"] * c["C"] // pe
         values = c | {"name": top, "PE": pe, "rq": rq, "CB": c["C"] // pe, "CB_BITS": index_bits(c["C"] // pe + 1),
-                      "ROW_BEATS": beats, "ADDR_BITS": index_bits(beats + 1), "H_BITS": index_bits(c["H"] + 1),
+                      "ROW_BEATS": beats, "ADDR_BITS": index_bits(2 * beats + 1), "H_BITS": index_bits(c["H"] + 1),
                       "RH_BITS": index_bits(c["RH"] + 1), "RW_BITS": index_bits(c["RW"] + 1)}
         size = c["H"] * c["W"] * c["C"]
         return RtlUnit("rtl/upsample.v.j2", values, {}, ((PORT_IN, pe, size),),
