@@ -99,14 +99,17 @@ def upsample(size: int = 6, factor: int = 2, transform: str = "asymmetric", roun
 
 
 def pooled(pool: str = "MaxPool", kernel: int = 5, stride: int = 1, pad: int = 2, size: int = 8,
-           count_include_pad: int = 0, seed: int = 4) -> onnx.ModelProto:
-    """Conv -> a pool with ``pad`` on every side -> Conv (YOLOv8's SPPF pools 5x5, stride 1, pad 2)."""
+           count_include_pad: int = 0, tail: bool = True, seed: int = 4) -> onnx.ModelProto:
+    """Conv -> a pool with ``pad`` on every side (-> Conv with ``tail``) (YOLOv8's SPPF pools 5x5,
+    stride 1, pad 2)."""
     g = Graph(seed)
     x = g.conv("x", 3, 4)
     attrs = {"count_include_pad": count_include_pad} if pool == "AveragePool" else {}
-    (y,) = g.node(pool, [x], kernel_shape=[kernel, kernel], strides=[stride, stride], pads=[pad] * 4, **attrs)
+    (y,) = g.node(pool, [x], ["y"] if not tail else 1, kernel_shape=[kernel, kernel], strides=[stride, stride],
+                  pads=[pad] * 4, **attrs)
     out = (size + 2 * pad - kernel) // stride + 1
-    g.conv(y, 4, 4, relu=False, output="y")
+    if tail:
+        g.conv(y, 4, 4, relu=False, output="y")
     return g.model("pooled", [1, 3, size, size], [1, 4, out, out])
 
 

@@ -287,6 +287,12 @@ POOLED = {  # name: (model, the kernel it goes on)
     "sppf-maxpool-5x5-s1-p2": (lambda: pooled("MaxPool", 5, 1, 2), "maxpool"),
     "maxpool-3x3-s2-p1": (lambda: pooled("MaxPool", 3, 2, 1), "maxpool"),
     "avgpool-3x3-p1-include-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=1), "avgpool"),
+    # the pool is the output: its ties (a sum over 4 or 6 elements at x.5) round by 1 LSB either way, which a
+    # Conv after it would amplify
+    "avgpool-3x3-p1-exclude-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=0, tail=False),
+                                   "avgpool"),
+    "avgpool-2x2-s2-p1-exclude-pad": (lambda: pooled("AveragePool", 2, 2, 1, count_include_pad=0, tail=False),
+                                      "avgpool"),
 }
 
 
@@ -373,3 +379,37 @@ def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
                          capture_output=True, text=True, check=False)
     problems = [line for line in run.stderr.splitlines() if "is sensitive to all" not in line]
     assert run.returncode == 0 and not problems, run.stderr
+
+
+def test_the_exclude_pad_reference_divides_by_the_non_padded_elements():
+    """Against float: the mean over the window's non-padded elements times sx / sy, rounded (equal
+    wherever the float value is not within 1e-6 of a tie, else within 1)."""
+    from fpgaplace.hw.lowering import multipliers
+
+    rng = np.random.default_rng(11)
+    x = rng.integers(-128, 128, (5, 6, 3), dtype=np.int8)
+    zx, zy, ratio = -7, 3, 0.83
+    ms, ss = multipliers(ratio / np.maximum(np.arange(10), 1), "test")
+    got = reference.avgpool_exclude_pad(x, kernel=(3, 3), stride=(2, 1), pads=(1, 1, 1, 1), zx=zx, ms=ms, ss=ss,
+                                        zy=zy)
+    padded = np.pad(x.astype(np.float64) - zx, ((1, 1), (1, 1), (0, 0)), constant_values=np.nan)
+    for ho in range(got.shape[0]):
+        for wo in range(got.shape[1]):
+            window = padded[2 * ho:2 * ho + 3, wo:wo + 3]
+            value = np.nanmean(window, axis=(0, 1)) * ratio
+            expected = np.clip(np.rint(value) + zy, -128, 127)
+            tie = np.abs(np.abs(value - np.floor(value)) - 0.5) < 1e-6
+            assert np.all(np.where(tie, np.abs(got[ho, wo] - expected) <= 1, got[ho, wo] == expected))
+
+
+def test_average_pooling_without_count_include_pad_plans_and_refuses_rtl_in_one_line():
+    op, graph = op_of(pooled("AveragePool", 3, 1, 1, count_include_pad=0), "AveragePool")
+    kernel, geometry = plan_op(op, graph)
+    assert kernel.name == "avgpool" and geometry.shape["EXCLUDE_PAD"] == 1
+    from fpgaplace.codegen.rtl import render_op
+
+    config = {"H": 4, "W": 4, "C": 2, "KH": 3, "KW": 3, "SH": 1, "SW": 1, "PT": 1, "PL": 1, "PB": 1, "PR": 1, "HO": 4,
+              "WO": 4, "ZX": 0, "M": 1 << 30, "S": 30, "ZY": 0, "LO": -128, "HI": 127, "EXCLUDE_PAD": 1}
+    with pytest.raises(FpgaplaceError, match="without count_include_pad has no RTL unit") as caught:
+        render_op("avgpool", config, {}, F(2), 100)
+    assert "\n" not in str(caught.value)

@@ -204,6 +204,9 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
+            else:  # a lane stage's tables (an average pool's rescale per count), named <prefix>_<array>
+                arrays += [_array(f"{step.prefix}_{name}", _C_TYPES[np.asarray(values).dtype.name], values)
+                           for name, values in layer.arrays.items()]
             steps.append(step)
         steps += feeding
     for stage, step in enumerate(steps):
@@ -243,6 +246,9 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         return f"{prefix}_w", 0, offset
     wmem_parts.append(w.astype(np.int8))
     return "", offset, offset + w.size
+
+
+_C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}  # a table's element type
 
 
 # "-128," ... " 127,": every int8 as a C literal of five characters (leading blanks are fine in C)

@@ -1,5 +1,7 @@
 """Pooling (ONNX MaxPool, AveragePool, GlobalAveragePool): max and average over a 2-D window,
-or average over the whole plane.
+or average over the whole plane. A padded average pool without ``count_include_pad`` divides by
+its window's non-padded elements: a rescale per count, from a table (``mult``, ``shift``; C++
+``fp::avgpool_exclude``; no RTL unit yet).
 
 Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
@@ -66,9 +68,9 @@ class Pool(WindowKernel):
         if isinstance(window, Unsupported):
             return window
         padded = any(window[p] for p in ("PT", "PL", "PB", "PR"))
-        if self.average and padded and not op.attrs.get("count_include_pad", 0):
-            return Unsupported("average pooling over padding without count_include_pad")
         shape = {**window, "C": x[1], "KH": kh, "KW": kw}
+        if self.average and padded and not self.global_ and not op.attrs.get("count_include_pad", 0):
+            shape["EXCLUDE_PAD"] = 1  # divide by the window's non-padded elements: a rescale per count
         rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
         return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
                         stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
@@ -88,8 +90,12 @@ class Pool(WindowKernel):
         c = config
         x = inputs[0].reshape(c["H"], c["W"], c["C"])
         run = reference.avgpool if self.average else reference.maxpool
-        return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
-                   zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        window = {"kernel": (c["KH"], c["KW"]), "stride": (c["SH"], c["SW"]),
+                  "pads": (c["PT"], c["PL"], c["PB"], c["PR"])}
+        if c.get("EXCLUDE_PAD"):
+            return reference.avgpool_exclude_pad(x, **window, zx=c["ZX"], ms=arrays["mult"], ss=arrays["shift"],
+                                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        return run(x, **window, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
@@ -101,6 +107,11 @@ class Pool(WindowKernel):
         if self.average:
             (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
             layer.config.update(M=int(m), S=int(s))
+        if shape.get("EXCLUDE_PAD"):  # the rescale of a window of n non-padded elements, n = 0 .. KH*KW
+            counts = np.arange(window + 1, dtype=np.float64)
+            mult, shift = multipliers(x.scale / (out.tensor.scale * np.maximum(counts, 1)), f"op '{op.name}'")
+            layer.config["EXCLUDE_PAD"] = 1
+            layer.arrays = {"mult": mult, "shift": shift}
         return layer
 
     # ---- HLS ----
@@ -143,6 +154,9 @@ class Pool(WindowKernel):
             macs_per_dsp: int = 1) -> RtlUnit:
         """A windowed pool is the window unit; global average pooling (``rtl/globalpool.v.j2``)
         takes PE channels a beat in and out."""
+        if config.get("EXCLUDE_PAD"):
+            raise FpgaplaceError(f"rtl {top}: average pooling without count_include_pad has no RTL unit yet "
+                                 "(the window unit rescales every window alike)")
         if not self.global_:
             return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
         c = int_members(config)

@@ -259,6 +259,39 @@ def avgpool(
     return requantize(total, m, s, zy, lo, hi)
 
 
+def avgpool_exclude_pad(
+    x: npt.ArrayLike,
+    *,
+    kernel: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    zx: int,
+    ms: npt.ArrayLike,
+    ss: npt.ArrayLike,
+    zy: int,
+    lo: int = INT8_MIN,
+    hi: int = INT8_MAX,
+) -> np.ndarray:
+    """int8 average pooling without ``count_include_pad``: ``requantize(Σ over the window's n
+    non-padded (x - zx), ms[n], ss[n], zy, lo, hi)`` (``ms``, ``ss``: tables of KH*KW + 1 entries).
+    O(Ho*Wo*C*KH*KW)."""
+    x = _int8("avgpool x", x, 3)
+    kernel_hw, stride_hw, quad, out_hw = _pool_geometry(x, kernel, stride, pads)
+    padded = _pad_hw(x.astype(np.int64) - zx, quad, 0)
+    inside = _pad_hw(np.ones((*x.shape[:2], 1), dtype=np.int64), quad, 0)
+    total = np.zeros((*out_hw, x.shape[2]), dtype=np.int64)
+    counts = np.zeros((*out_hw, 1), dtype=np.int64)
+    for tap, one in zip(_window_views(padded, kernel_hw, stride_hw, (1, 1), out_hw),
+                        _window_views(inside, kernel_hw, stride_hw, (1, 1), out_hw), strict=True):
+        total += tap
+        counts += one
+    ms, ss = np.asarray(ms, dtype=np.int64), np.asarray(ss, dtype=np.int64)
+    if ms.shape != (kernel_hw[0] * kernel_hw[1] + 1,) or ss.shape != ms.shape:
+        raise ValueError(f"avgpool: tables of {ms.shape} multipliers and {ss.shape} shifts; expected "
+                         f"{kernel_hw[0] * kernel_hw[1] + 1} of each")
+    return requantize(total, ms[counts], ss[counts], zy, lo, hi)
+
+
 def add(
     a: npt.ArrayLike,
     b: npt.ArrayLike,
