@@ -216,7 +216,7 @@ def test_global_average_pool_is_a_window_over_the_whole_plane():
     assert (g.pixels, g.channels) == (1, c)
 
 
-@pytest.mark.parametrize(("op_type", "attrs", "word"), [  # a padded average without count_include_pad runs: test_movement
+@pytest.mark.parametrize(("op_type", "attrs", "word"), [  # padded averages without count_include_pad: test_movement
     ("MaxPool", {"kernel_shape": [3, 3], "strides": [2, 2], "ceil_mode": 1}, "ceil_mode"),
 ])
 def test_pools_the_kernels_cannot_run(op_type, attrs, word):

@@ -19,7 +19,8 @@ pixels per cycle), every question asked about its op:
 
 The kernels return plain values; ``fpgaplace.codegen`` renders them and nothing else here
 imports code generation or simulation. The modules: ``conv`` (Conv2d), ``dense``, ``pool``
-(max, average, global average), ``elementwise`` (add, requantize), ``concat``, ``free``
+(max, average, global average), ``elementwise`` (add, requantize), ``concat``, ``slice`` (Split and
+Slice: channel ranges, strided rows and pixels), ``upsample`` (nearest Resize), ``pad``, ``free``
 (reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
 share), ``rtl_values`` (shared pieces of RTL values), ``geometry`` (the data a kernel answers in:
 Geometry, Folding, Resources), ``kernel`` (the base and the shared cost

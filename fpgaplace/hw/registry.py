@@ -18,9 +18,9 @@ from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
-from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.slice import Slice
 from fpgaplace.hw.upsample import Upsample
