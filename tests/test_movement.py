@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 import pytest
-from movement_models import channel_slice, focus, padded, pooled, split_concat, upsample
+from movement_models import channel_slice, focus, neck, padded, pooled, split_concat, upsample
 from test_rtl_ops import check_cycles, simulate_case
 
 from fpgaplace import Design
@@ -57,6 +57,17 @@ def test_slicing_models_run_entirely_on_the_cores_bit_exact(tmp_path, make, stag
         for stage in core["stages"]:
             if stage["kernel"] == "slice":
                 assert stage["cycles_csim"] == stage["cycles_model"], stage
+
+
+@pytest.mark.parametrize("board", ["zcu104", "kv260"])
+def test_a_yolo_style_neck_runs_entirely_on_the_cores_bit_exact(tmp_path, board):
+    """C2f's Split, SPPF's three 5x5 stride-1 max pools, a stride-2 Conv, nearest x2 upsampling, a
+    Concat with the earlier map and a Pad: no op left to the CPUs, each core bit-exact, the output
+    within 1 LSB of onnxruntime."""
+    result, csim = compiled(neck(), tmp_path / "project", board)
+    assert result.cpu_ops == [] and {"slice", "maxpool", "upsample", "pad", "concat"} <= kernels_used(result)
+    assert csim.ok and all(core.bit_exact for core in csim.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in csim.outputs)
 
 
 UPSAMPLES = {  # name: (factor, coordinate_transformation_mode, nearest_mode, a sizes input)
