@@ -89,7 +89,9 @@ def test_upsampling_models_run_entirely_on_the_cores_bit_exact(tmp_path, name):
     assert stages and all(s["cycles_csim"] == s["cycles_model"] for s in stages)
 
 
-@pytest.mark.parametrize(("make", "kernel"), [(split_concat, "slice"), (upsample, "upsample"), (padded, "pad")])
+@pytest.mark.parametrize(("make", "kernel"), [
+    (split_concat, "slice"), (upsample, "upsample"), (padded, "pad"),
+    (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=0), "avgpool")])
 def test_slice_and_upsample_cores_are_bit_exact_in_rtl(tmp_path, make, kernel):
     result = Design(make(), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
     assert kernel in kernels_used(result) and result.cpu_ops == []
@@ -372,7 +374,7 @@ def test_the_pad_reference_is_numpy_pad_of_the_requantized_input():
     assert np.array_equal(KERNELS["pad"].reference(config, {}, [inputs[0]]), expected.reshape(-1))
 
 
-@pytest.mark.parametrize("kernel", ["slice", "upsample", "pad"])
+@pytest.mark.parametrize("kernel", ["slice", "upsample", "pad", "avgpool"])
 def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
     import subprocess
 
@@ -380,7 +382,8 @@ def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
 
     case = {"slice": lambda: slice_case(*WINDOWS["focus-odd"][:4], F(3), seed=1),
             "upsample": lambda: upsample_case(3, 4, 2, 2, 2, F(2), seed=1),
-            "pad": lambda: pad_case(3, 4, 2, (1, 1, 1, 1), F(2), seed=1)}[kernel]()
+            "pad": lambda: pad_case(3, 4, 2, (1, 1, 1, 1), F(2), seed=1),
+            "avgpool": lambda: exclude_pad_case(F(2))}[kernel]()
     op = render_op(kernel, case[0], case[1], case[3], 100)
     sources = []
     for name, text in {**library(), **op.module.files}.items():
@@ -413,14 +416,40 @@ def test_the_exclude_pad_reference_divides_by_the_non_padded_elements():
             assert np.all(np.where(tie, np.abs(got[ho, wo] - expected) <= 1, got[ho, wo] == expected))
 
 
-def test_average_pooling_without_count_include_pad_plans_and_refuses_rtl_in_one_line():
+def test_average_pooling_without_count_include_pad_plans_onto_the_avgpool_kernel():
     op, graph = op_of(pooled("AveragePool", 3, 1, 1, count_include_pad=0), "AveragePool")
     kernel, geometry = plan_op(op, graph)
     assert kernel.name == "avgpool" and geometry.shape["EXCLUDE_PAD"] == 1
-    from fpgaplace.codegen.rtl import render_op
 
-    config = {"H": 4, "W": 4, "C": 2, "KH": 3, "KW": 3, "SH": 1, "SW": 1, "PT": 1, "PL": 1, "PB": 1, "PR": 1, "HO": 4,
-              "WO": 4, "ZX": 0, "M": 1 << 30, "S": 30, "ZY": 0, "LO": -128, "HI": 127, "EXCLUDE_PAD": 1}
-    with pytest.raises(FpgaplaceError, match="without count_include_pad has no RTL unit") as caught:
-        render_op("avgpool", config, {}, F(2), 100)
-    assert "\n" not in str(caught.value)
+
+EXCLUDE_POOLS = {"3x3-s1-p1": (6, 5, 4, 3, 1, 1, F(2)), "2x2-s2-p1": (5, 6, 2, 2, 2, 1, F(1)),
+                 "3x3-s1-p1-mmv": (4, 6, 2, 3, 1, 1, F(2, 1, 2))}
+
+
+@pytest.mark.parametrize("name", sorted(EXCLUDE_POOLS))
+def test_exclude_pad_average_rtl_bit_exact_and_cycles(tmp_path, name):
+    """The window unit with one constant requantization per count of the window's elements inside
+    the frame, against the reference (``avgpool_exclude_pad``)."""
+    from rtl_cases import pool_case
+
+    from fpgaplace.hw.lowering import multipliers
+    from fpgaplace.hw.registry import window_geometry
+
+    h, w, c, k, stride, pad, folding = EXCLUDE_POOLS[name]
+    config, _, inputs, _ = pool_case("avgpool", h, w, c, k, stride, pad, folding, seed=len(name))
+    mult, shift = multipliers(np.random.default_rng(1).uniform(0.5, 1.5) / np.maximum(np.arange(k * k + 1), 1), name)
+    config["EXCLUDE_PAD"] = 1
+    case = (config, {"mult": mult, "shift": shift}, inputs, folding)
+    result = simulate_case("avgpool", case, tmp_path, geometry=window_geometry("avgpool", config))
+    check_cycles(result, f"avgpool exclude-pad {name}")
+
+
+def exclude_pad_case(folding: Folding):
+    """A 3x3 stride-1 pad-1 average without count_include_pad (config, tables, inputs, folding)."""
+    from rtl_cases import pool_case
+
+    from fpgaplace.hw.lowering import multipliers
+
+    config, _, inputs, _ = pool_case("avgpool", 4, 4, 2, 3, 1, 1, folding, seed=5)
+    mult, shift = multipliers(0.7 / np.maximum(np.arange(10), 1), "exclude-pad case")
+    return config | {"EXCLUDE_PAD": 1}, {"mult": mult, "shift": shift}, inputs, folding

@@ -1,7 +1,7 @@
 """Pooling (ONNX MaxPool, AveragePool, GlobalAveragePool): max and average over a 2-D window,
 or average over the whole plane. A padded average pool without ``count_include_pad`` divides by
 its window's non-padded elements: a rescale per count, from a table (``mult``, ``shift``; C++
-``fp::avgpool_exclude``; no RTL unit yet).
+``fp::avgpool_exclude``; in RTL one constant requantization per count, ``exclude_pad_values``).
 
 Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
@@ -148,15 +148,15 @@ class Pool(WindowKernel):
         """The pool's accumulator width and constant requantization."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
         rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"])
-        return {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}, 5
+        values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
+        if c.get("EXCLUDE_PAD"):
+            values |= exclude_pad_values(c, arrays, top, bits)
+        return values, 5
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
         """A windowed pool is the window unit; global average pooling (``rtl/globalpool.v.j2``)
         takes PE channels a beat in and out."""
-        if config.get("EXCLUDE_PAD"):
-            raise FpgaplaceError(f"rtl {top}: average pooling without count_include_pad has no RTL unit yet "
-                                 "(the window unit rescales every window alike)")
         if not self.global_:
             return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
         c = int_members(config)
@@ -177,3 +177,20 @@ def is_whole_plane(shape: dict[str, int]) -> bool:
     return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
         shape[p] for p in ("PT", "PL", "PB", "PR"))
 
+
+
+def exclude_pad_values(c: dict[str, int], arrays: dict[str, Any], top: str, bits: int) -> dict[str, Any]:
+    """The window unit's values of an average without count_include_pad: one constant
+    requantization per count n = 1 .. KH*KW of a window's elements inside the frame (``mult[n]``,
+    ``shift[n]``), and the count's width. O(KH*KW)."""
+    window = c["KH"] * c["KW"]
+    if "mult" not in arrays or "shift" not in arrays:
+        raise FpgaplaceError(f"rtl {top}: an average without count_include_pad needs its tables (arrays lack "
+                             "mult or shift)")
+    mult, shift = (np.asarray(arrays[k]).reshape(-1) for k in ("mult", "shift"))
+    if mult.size != window + 1 or shift.size != window + 1:
+        raise FpgaplaceError(f"rtl {top}: tables of {mult.size} multipliers and {shift.size} shifts; expected "
+                             f"{window + 1} of each")
+    counts = [const_requant(f"{top}_requantize_n{n}", [("a", bits, int(mult[n]))], int(shift[n]), c["ZY"], c["LO"],
+                            c["HI"]) for n in range(1, window + 1)]
+    return {"counts": counts, "COUNT_W": index_bits(window + 1) + 1}
