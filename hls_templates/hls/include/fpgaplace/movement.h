@@ -9,9 +9,9 @@
 //                         channels [C0, C0 + CN) are requantized and written.
 //   upsample<C>(in, out)  H W C RH RW ZX M S ZY LO HI L STAGE; beats of L (L divides C);
 //                         H*RH*W*RW*C/L iterations, one output beat each: every input row gives RH
-//                         output rows of each pixel repeated RW times, requantized. The first copy
-//                         of a beat is read from the input and kept in a row buffer of W*C/L beats
-//                         for the others.
+//                         output rows of each pixel repeated RW times, requantized. Input rows go
+//                         to two row buffers of W*C/L beats (the row repeated and the next, read
+//                         ahead when the input has data); a beat due before it arrived is read then.
 //   pad<C>(in, out)       H W C PT PL PB PR PAD ZX M S ZY LO HI L STAGE; beats of L (L divides C);
 //                         (H+PT+PB)*(W+PL+PR)*C/L iterations, one output beat each: an inner beat
 //                         is read and requantized, a border beat is PAD in every lane.
@@ -63,26 +63,34 @@ void slice(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
 
 template <class C>
 void upsample(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
-  constexpr int CB = C::C / C::L;
+  constexpr int CB = C::C / C::L, ROW = C::W * CB;
   static_assert(C::H > 0 && C::W > 0 && C::C > 0 && C::L > 0 && C::C % C::L == 0,
                 "upsample: sizes must be positive and L must divide C");
   static_assert(C::RH > 0 && C::RW > 0, "upsample: factors must be positive");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "upsample: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::M, C::S), "upsample: need M >= 0 and 1 <= S <= 62");
-  beat<C::L> row[C::W * CB];
-  int cb = 0, rw = 0, w = 0, rh = 0;
+  beat<C::L> rows[2][ROW];  // the row being repeated and the next, read ahead
+  int cb = 0, rw = 0, base = 0, rh = 0;           // the output beat: its channel beat, pixel copy, pixel, row copy
+  int waddr = 0, wslot = 0, eslot = 0, held = 0;  // the beat read next; rows read whole and not yet repeated
+  int rows_read = 0;
   for (int i = 0; i < C::H * C::RH * C::W * C::RW * CB; ++i) {
 #pragma HLS PIPELINE II=1
     FP_TICK(C::STAGE);
-    const int at = w * CB + cb;
-    beat<C::L> x;
-    if (rh == 0 && rw == 0) {
-      x = in.read();
-      row[at] = x;
-    } else {
-      x = row[at];
+    const int at = base + cb;
+    const bool due = held == 0 && at == waddr;  // the beat written out now has not arrived yet
+    beat<C::L> arrived;
+    if (rows_read < C::H && (due || (held < 2 && !in.empty()))) {
+      arrived = in.read();
+      rows[wslot][waddr] = arrived;
+      if (++waddr == ROW) {
+        waddr = 0;
+        wslot ^= 1;
+        ++held;
+        ++rows_read;
+      }
     }
+    const beat<C::L> x = due ? arrived : rows[eslot][at];
     beat<C::L> y;
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
@@ -93,9 +101,14 @@ void upsample(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
       cb = 0;
       if (++rw == C::RW) {
         rw = 0;
-        if (++w == C::W) {
-          w = 0;
-          if (++rh == C::RH) rh = 0;
+        base += CB;
+        if (base == ROW) {
+          base = 0;
+          if (++rh == C::RH) {
+            rh = 0;
+            eslot ^= 1;
+            --held;
+          }
         }
       }
     }
