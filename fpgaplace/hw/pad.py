@@ -4,8 +4,8 @@ value, the pad value quantized at the output's scale (the zero point for the def
 
 Everything about the op is here: geometry (pads on H and W only, none negative; the pad value a
 constant), foldings (PE channels of one pixel a cycle: MMV 1), cycles (the lane rule over the
-output, the busiest stream: ``HO*WO*C/PE``), resources (the lane rules of ``fpgaplace.hw.kernel``:
-no buffer), the integer reference (``fpgaplace.hw.reference.pad``), the C++ config of
+output, the busiest stream: ``HO*WO*C/PE``), resources (the lane rules of ``fpgaplace.hw.kernel``
+and an input FIFO of the longest run of border pixels, ``border_run``), the integer reference (``fpgaplace.hw.reference.pad``), the C++ config of
 ``hls/ops/pad.j2`` and the RTL values (``rtl/pad.v.j2``). O(1).
 """
 
@@ -72,6 +72,14 @@ def pad_value(op: Op, graph: OpGraph) -> float | None:
     return float(value.reshape(-1)[0]) if value is not None and value.size == 1 else None
 
 
+def border_run(shape: dict[str, int]) -> int:
+    """Output pixels of the longest run without an input pixel: the bottom rows of a sample, the
+    top rows of the next and the side pixels around them (an input FIFO this deep keeps the
+    producer going while the border goes out)."""
+    wo = shape["W"] + shape["PL"] + shape["PR"]
+    return (shape["PT"] + shape["PB"]) * wo + shape["PL"] + shape["PR"]
+
+
 class Pad(Kernel):
     """A border of constant rows and pixels around one stream."""
 
@@ -100,7 +108,8 @@ class Pad(Kernel):
         ho, wo = h + pads[2] + pads[6], w + pads[3] + pads[7]
         if (ho, wo) != tuple(out[2:]):
             return Unsupported(f"output shape {out}, expected {(n, c, ho, wo)} from the pads")
-        return Geometry(self.name, n * ho * wo, c, 1, stream_elements=n * ho * wo * c, row=wo, shape=shape)
+        return Geometry(self.name, n * ho * wo, c, 1, stream_elements=n * ho * wo * c, row=wo,
+                        linebuffer_bytes=border_run(shape) * c, shape=shape)
 
     def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
         """One output pixel a cycle."""
@@ -149,6 +158,7 @@ class Pad(Kernel):
         rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
         ho, wo = c["H"] + c["PT"] + c["PB"], c["W"] + c["PL"] + c["PR"]
         values = c | {"name": top, "PE": pe, "rq": rq, "CB": c["C"] // pe, "HO": ho, "WO": wo,
+                      "SKID_BITS": index_bits(border_run(c) * c["C"] // pe + 1),
                       "CB_BITS": index_bits(c["C"] // pe + 1), "W_BITS": index_bits(wo + 1),
                       "H_BITS": index_bits(ho + 1), "PAD_BITS": f"8'h{c['PAD'] & 0xFF:02x}"}
         return RtlUnit("rtl/pad.v.j2", values, {}, ((PORT_IN, pe, c["H"] * c["W"] * c["C"]),),
