@@ -5,8 +5,9 @@ value, the pad value quantized at the output's scale (the zero point for the def
 Everything about the op is here: geometry (pads on H and W only, none negative; the pad value a
 constant), foldings (PE channels of one pixel a cycle: MMV 1), cycles (the lane rule over the
 output, the busiest stream: ``HO*WO*C/PE``), resources (the lane rules of ``fpgaplace.hw.kernel``
-and an input FIFO of the longest run of border pixels, ``border_run``), the integer reference (``fpgaplace.hw.reference.pad``), the C++ config of
-``hls/ops/pad.j2`` and the RTL values (``rtl/pad.v.j2``). O(1).
+and an input FIFO of the longest run of border pixels, ``border_run``), the integer reference
+(``fpgaplace.hw.reference.pad``), the C++ config of ``hls/ops/pad.j2`` and the RTL values
+(``rtl/pad.v.j2``). O(1).
 """
 
 from __future__ import annotations
