@@ -197,6 +197,18 @@ def test_constant_folding_respects_the_size_cap():
     assert_same_outputs(model, folded)
 
 
+def test_a_weight_above_the_size_cap_is_still_folded():
+    """The same 16 KiB ConstantOfShape, as a MatMul's weight, is folded under a 1 KiB cap (so the
+    quantizer takes it as a weight: the light zoo's AlexNet/VGG fully connected layers)."""
+    model = build([helper.make_node("ConstantOfShape", ["shape"], ["w"],
+                                    value=helper.make_tensor("v", FLOAT, [1], [0.02])),
+                   helper.make_node("MatMul", ["x", "w"], ["y"])],
+                  {"x": [1, 64]}, {"y": [1, 64]}, [const("shape", np.array([64, 64], np.int64))])
+    folded, changes = fold_constants(model, max_folded_bytes=1024)
+    assert changes == 1 and ops(folded) == ["MatMul"]
+    assert_same_outputs(model, folded)
+
+
 def test_dead_code_elimination_drops_unreachable_nodes_and_unused_initializers():
     model = build([helper.make_node("Relu", ["x"], ["y"]),
                    helper.make_node("Add", ["x", "w"], ["dead1"]),

@@ -204,8 +204,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
-            else:  # a lane stage's tables (an average pool's rescale per count), named <prefix>_<array>
-                arrays += [_array(f"{step.prefix}_{name}", _C_TYPES[np.asarray(values).dtype.name], values)
+            else:  # a lane stage's constant arrays (a table's 256 values, an average pool's rescale per count)
+                arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
                            for name, values in layer.arrays.items()]
             steps.append(step)
         steps += feeding
@@ -248,9 +248,6 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
     return "", offset, offset + w.size
 
 
-_C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t", "int64": "int64_t"}  # a table's element type
-
-
 # "-128," ... " 127,": every int8 as a C literal of five characters (leading blanks are fine in C)
 _INT8_LITERALS = np.array([f"{v:>4},".encode() for v in range(-128, 128)], dtype="S5")
 
@@ -262,6 +259,9 @@ def c_literals(values: np.ndarray) -> str:
     if flat.dtype == np.int8:
         return _INT8_LITERALS[flat.astype(np.int16) + 128].tobytes().decode().rstrip(",")
     return ",".join(map(str, flat.tolist()))
+
+
+C_TYPES = {"int8": "int8_t", "int32": "int32_t"}  # numpy dtype -> the C type of a constant array
 
 
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:

@@ -20,6 +20,7 @@ from fpgaplace.hw import reference
 from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_units, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -72,6 +73,9 @@ class Dense(Kernel):
         if weight.scale.size not in (1, shape["N"]) or (weight.scale.size > 1 and weight.axis != n_axis):
             raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output column")
         w = weight.values if shape["TRANSB"] else weight.values.T  # -> [N, K]
+        layout = flattened_from(ctx.graph, op.inputs[0])
+        if layout is not None and math.prod(layout[1:]) == shape["K"]:  # the stream is HWC: permute K to match
+            w = w.reshape(shape["N"], *layout[1:]).transpose(0, 2, 3, 1).reshape(shape["N"], shape["K"])
         arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["N"])
         lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
         config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, "ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
@@ -141,6 +145,42 @@ class Dense(Kernel):
         }
         roms = {weights_file: Rom(folded), channels_file: Rom(channel_words, channel_bits * pe)}
         return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))
+
+
+FLATTEN_PATH = frozenset({"QuantizeLinear", "DequantizeLinear", *PASS_THROUGH})
+"""Ops between a flatten of a feature map and the dense layers reading it: they keep its stream order."""
+
+
+def flattened_from(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:
+    """The NCHW shape (channels and pixels both > 1) of which ``tensor`` is a flatten, through
+    Q/DQ and reshapes: its stream on a core is that tensor's, channels last (HWC). O(path)."""
+    index = qdq_index(graph.model)
+    node = index.producer.get(tensor)
+    while node is not None and node.op_type in FLATTEN_PATH:
+        info = graph.tensors.get(node.input[0])
+        shape = info.shape if info is not None else None
+        if shape is not None and len(shape) == 4 and shape[1] > 1 and shape[2] * shape[3] > 1:
+            return tuple(shape)
+        node = index.producer.get(node.input[0])
+    return None
+
+
+def flatten_readers(graph: OpGraph, op: Op) -> list[str] | None:
+    """The nodes from ``op``'s output (through Q/DQ and reshapes) to the dense layers that read it
+    as their vector, or None when anything else reads it (a CPU op would see the HWC order)."""
+    index = qdq_index(graph.model)
+    path, frontier = [], list(op.outputs[:1])
+    while frontier:
+        tensor = frontier.pop()
+        if tensor in index.graph_outputs:
+            return None
+        for reader in index.consumers.get(tensor, []):
+            path.append(reader.name)
+            if reader.op_type in FLATTEN_PATH:
+                frontier.append(reader.output[0])
+            elif reader.op_type not in ("Gemm", "MatMul") or reader.input[0] != tensor or reader.name not in graph.ops:
+                return None
+    return path or None
 
 
 def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np.ndarray]:

@@ -76,13 +76,9 @@ class Elementwise(Kernel):
         period = per_channel_period(tensor_shape(graph, consts[0]), out) if consts else 0
         if period is None:
             return Unsupported("Add of a constant that is not one value per channel (or one in all)")
-        channels = out[1] if len(out) >= 2 else out[0]
-        pixels = math.prod(out) // channels
-        channels = self.stage_channels(shapes, channels)  # type: ignore[arg-type]
-        shape = {"SIZE": math.prod(out), "PIXELS": pixels, "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes],
-                 "CONST_PERIOD": period}
-        return Geometry(self.name, pixels, channels, 1, stream_elements=math.prod(out),
-                        row=out[3] if len(out) == 4 else 1, shape=shape)
+        channels = self.stage_channels(shapes, out[1] if len(out) >= 2 else out[0])  # type: ignore[arg-type]
+        return lane_geometry(self.name, out, channels, {
+            "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes], "CONST_PERIOD": period})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
@@ -196,6 +192,15 @@ class Requant(Elementwise):
         check_int8_members(c, ("ZX", "ZY"), self.name)
         return "requant", {}, const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"],
                                             c["HI"]), 1
+
+
+def lane_geometry(kernel: str, out: tuple[int, ...], channels: int, shape: dict[str, Any]) -> Geometry:
+    """The geometry of a lane stage writing the tensor ``out`` (NCHW, or channels last below rank
+    4) with PE folding ``channels``; ``shape`` adds the kernel's members to SIZE and PIXELS. O(rank)."""
+    size = math.prod(out)
+    pixels = size // (out[1] if len(out) >= 2 else out[0])
+    return Geometry(kernel, pixels, channels, 1, stream_elements=size, row=out[3] if len(out) == 4 else 1,
+                    shape={"SIZE": size, "PIXELS": pixels, **shape})
 
 
 def _constant_offsets(c: dict[str, int], constant: np.ndarray, elems: int, top: str,

@@ -1,4 +1,6 @@
-"""Free kernels: ops that cost nothing on a core (stream-order-preserving reshapes, QuantizeLinear
+"""Free kernels: ops that cost nothing on a core (stream-order-preserving reshapes, a flatten of a
+feature map that only dense layers read (they take its channels-last order by permuting their
+weights, ``fpgaplace.hw.dense.flattened_from``), the ops of a table island but its last, QuantizeLinear
 and DequantizeLinear absorbed into their neighbours' requantization, batch norm folded into a
 convolution). They have a geometry (to say whether a core can take them) and nothing else:
 no cycles, no resources, no template. O(1).
@@ -9,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING
 
+from fpgaplace.hw.dense import flatten_readers
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.kernel import Kernel, tensor_shape
 
@@ -32,9 +35,10 @@ class Free(Kernel):
             return Unsupported("unknown output shape")
         if self.name == "reshape":
             x = tensor_shape(graph, op.inputs[0])
-            if x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out)):
+            mixed = x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out))
+            if mixed and not (len(out) == 2 and x is not None and len(x) == 4 and flatten_readers(graph, op)):
                 return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
-                                   "stream order (channels last)")
+                                   "stream order (channels last), and not a flatten read by dense layers only")
         if self.name == "batchnorm" and not _fused_member(op, graph):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})

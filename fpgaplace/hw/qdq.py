@@ -53,6 +53,7 @@ class QdqIndex:
     def __init__(self, model: onnx.ModelProto) -> None:
         self.model = model
         self.producer: dict[str, onnx.NodeProto] = {}
+        self.by_name = {node.name: node for node in model.graph.node}
         self.consumers: dict[str, list[onnx.NodeProto]] = {}
         for node in model.graph.node:
             for t in node.output:

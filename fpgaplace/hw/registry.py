@@ -15,14 +15,17 @@ from typing import TYPE_CHECKING, Any
 from fpgaplace.hw import qdq
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
-from fpgaplace.hw.dense import Dense
+from fpgaplace.hw.dense import Dense, flatten_readers
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
+from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.slice import Slice
+from fpgaplace.hw.softmax import Softmax
+from fpgaplace.hw.table import Table
 from fpgaplace.hw.upsample import Upsample
 from fpgaplace.model import ops as op_registry
 
@@ -43,12 +46,18 @@ KERNELS: dict[str, Kernel] = {
         Slice(),
         Upsample(),
         Pad(),
+        Table(),
+        Softmax(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),
         Free("batchnorm"),
+        Free("island"),
     )
 }
+
+ISLAND_KERNELS = frozenset({"table", "island"})
+"""Kernels no op class names: ``plan_op`` gives them to the ops of a table island (``hw.islands``)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -59,7 +68,13 @@ def kernel_for(op: Op) -> Kernel | None:
 
 
 def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
-    """The kernel and geometry of ``op`` on a core, or why no core can run it."""
+    """The kernel and geometry of ``op`` on a core, or why no core can run it. In a QDQ model an
+    op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
+    island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
+    if island is not None:
+        kernel = KERNELS["table" if island.exit_op == op.name else "island"]  # one of ISLAND_KERNELS
+        geometry = kernel.geometry(op, graph)
+        return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)
     if kernel is None:
         return Unsupported(f"no hardware kernel for {op.op_type}")
@@ -77,6 +92,21 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry
+
+
+def colocated_groups(graph: OpGraph) -> list[list[str]]:
+    """Ops that must share a device for their kernels to be right: a table island's ops, and a
+    flatten of a feature map with the path to the dense layers that read it in channels-last
+    order. O(n) over the graph's ops."""
+    groups = [list(island.members) for island in islands(graph.model).islands] if graph.is_qdq else []
+    for op in graph.ops.values():
+        x = graph.tensors.get(op.inputs[0]) if op.inputs else None
+        if kernel_for(op) is KERNELS["reshape"] and x is not None and len(x.shape) == 4 and x.shape[1] > 1 \
+                and x.shape[2] * x.shape[3] > 1:
+            readers = flatten_readers(graph, op)
+            if readers:
+                groups.append([op.name, *readers])
+    return [[name for name in group if name in graph.ops] for group in groups]
 
 
 def rtl_kernels() -> list[str]:

@@ -432,7 +432,8 @@ _ALL: list[OpClass] = [
     *_classes("normalization", "SkipLayerNormalization SimplifiedLayerNormalization",
               scaled_elementwise(4), domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),
     OpClass("LRN", "lrn", lrn_macs),
-    *_classes("softmax", "Softmax LogSoftmax", scaled_elementwise(3)),
+    OpClass("Softmax", "softmax", scaled_elementwise(3), kernel="softmax"),
+    OpClass("LogSoftmax", "softmax", scaled_elementwise(3)),
     OpClass("QLinearSoftmax", "softmax", scaled_elementwise(3), _CONTRIB,
             shape_proxy=proxy("Softmax", [0], dropped_attrs=["opset"])),
     *_classes("reduce", "ReduceMean ReduceSum ReduceMax ReduceMin ReduceProd ReduceL1 ReduceL2 "

@@ -7,7 +7,9 @@ models). The tensors that leave the foldable set are computed in ONE onnxruntime
 (falling back to ``onnx.reference`` if onnxruntime rejects the subgraph) and become
 initializers under their own names; the foldable nodes no longer needed are removed.
 A tensor bigger than ``max_folded_bytes`` stays computed at run time so folding never blows
-up the model (e.g. an ``Expand`` to a huge shape). Cost: one sweep, O(n + e), plus the
+up the model (e.g. an ``Expand`` to a huge shape), but for the weight operand of a Conv,
+ConvTranspose, Gemm or MatMul, folded up to ``MAX_FOLDED_WEIGHT_BYTES`` so the quantizer takes it
+as a weight (int8, symmetric) rather than as an activation. Cost: one sweep, O(n + e), plus the
 evaluation of the constant subgraph.
 """
 
@@ -31,6 +33,9 @@ from fpgaplace.model.passes.graph_tools import (
 from fpgaplace.util import onnxrt
 
 DEFAULT_MAX_FOLDED_BYTES = 1 << 24  # 16 MiB: bigger than any single ResNet-50 weight
+MAX_FOLDED_WEIGHT_BYTES = 1 << 31  # a weight matrix (VGG-19's first FC: 411 MB in float) is folded up to 2 GiB,
+# the protobuf limit, so that the quantizer sees it as a weight
+WEIGHT_INPUTS = {"Conv": 1, "ConvTranspose": 1, "Gemm": 1, "MatMul": 1}  # op type -> the input holding its weight
 
 
 def _has_subgraph(node: onnx.NodeProto) -> bool:
@@ -95,12 +100,17 @@ def fold_constants(model: onnx.ModelProto, *, max_folded_bytes: int = DEFAULT_MA
         return any(position.get(id(n)) not in foldable_set for n in readers.get(name, []))
 
     boundary = [name for name in produced if name not in outputs and read_outside(name)]
-    small = [name for name in boundary
-             if name not in types or (types[name].nbytes() or 0) <= max_folded_bytes]
+    weights = {node.input[WEIGHT_INPUTS[node.op_type]] for node in graph.node
+               if node.op_type in WEIGHT_INPUTS and len(node.input) > WEIGHT_INPUTS[node.op_type]}
+
+    def limit(name: str) -> int:
+        return max(max_folded_bytes, MAX_FOLDED_WEIGHT_BYTES) if name in weights else max_folded_bytes
+
+    small = [name for name in boundary if name not in types or (types[name].nbytes() or 0) <= limit(name)]
     values = _evaluate(model, [graph.node[i] for i in foldable], small) if small else {}
     if values is None:
         return 0
-    folded = {name for name, value in values.items() if value.nbytes <= max_folded_bytes}
+    folded = {name for name, value in values.items() if value.nbytes <= limit(name)}
     # nodes still needed: ancestors (within the foldable set) of tensors that stay computed
     needed: set[int] = set()
     stack = [produced[name] for name in produced

@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace.board.model import Board, Link
+from fpgaplace.hw.registry import colocated_groups
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.model.passes.fuse import fused_head
 from fpgaplace.place.cost.cpu import (
@@ -147,13 +148,37 @@ def _fused_into(op: Op, graph: OpGraph) -> str | None:
 
 
 def fused_colours(graph: OpGraph, names: list[str]) -> np.ndarray:
-    """Colour class per op: a fused group shares its head's index; other ops get -1."""
+    """Colour class per op: the ops of a fused group, or of a group the op library needs on one
+    device (``hw.registry.colocated_groups``: a table island, a flatten and the dense layers
+    reading it), share one index (the smallest of the class); other ops get -1.
+    Groups that share an op merge. O(n alpha(n)) with a union-find."""
     index = {name: i for i, name in enumerate(names)}
-    colour = np.full(len(names), -1, dtype=np.int64)
+    parent = list(range(len(names)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    def join(a: int, b: int) -> None:
+        ra, rb = root(a), root(b)
+        parent[max(ra, rb)] = min(ra, rb)
+
+    coloured: set[int] = set()
     for name in names:
         head = _fused_into(graph.ops[name], graph)
-        if head is not None:
-            colour[index[name]] = colour[index[head]] = index[head]
+        if head is not None and head in index:
+            join(index[name], index[head])
+            coloured |= {index[name], index[head]}
+    for group in colocated_groups(graph):
+        members = [index[n] for n in group if n in index]
+        for i in members[1:]:
+            join(members[0], i)
+        coloured |= set(members) if len(members) > 1 else set()
+    colour = np.full(len(names), -1, dtype=np.int64)
+    for i in coloured:
+        colour[i] = root(i)
     return colour
 
 

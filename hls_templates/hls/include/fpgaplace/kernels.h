@@ -16,6 +16,8 @@
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
+//   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
+//   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -766,6 +768,70 @@ void requant(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
       y.v[l] = requantize(static_cast<int64_t>(x.v[l]) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
     }
     out.write(y);
+  }
+}
+
+// y = values[x + 128], SIZE elements, L a cycle: an island of elementwise ops of one int8 tensor
+// (SiLU, HardSwish, GELU, ...) as its 256 outputs (fpgaplace.hw.table); each lane reads its own
+// copy of the ROM.
+template <class C>
+void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8_t values[256]) {
+  static_assert(detail::valid_lanes<C>(C::SIZE), "table: SIZE must be positive and a multiple of L");
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = in.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = values[static_cast<int>(x.v[l]) + 128];
+    }
+    out.write(y);
+  }
+}
+
+// Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
+// buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
+// a row), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L iterations a row.
+template <class C>
+void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t exp_table[256]) {
+  static_assert(C::N > 0 && C::L > 0 && C::N % C::L == 0 && C::SIZE % C::N == 0, "softmax: L must divide N, N SIZE");
+  static_assert(detail::valid_output(C::ZY, C::LO, C::HI) && detail::valid_rescale(C::MY, C::SY + 16),
+                "softmax: need int8 ZY, LO <= HI, MY >= 0 and SY + 16 <= 62");
+  constexpr int BEATS = C::N / C::L;
+  for (int row = 0; row < C::SIZE / C::N; ++row) {
+    int8_t buffer[BEATS][C::L];
+    int m = -128;
+    for (int i = 0; i < BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        buffer[i][l] = x.v[l];
+        m = x.v[l] > m ? x.v[l] : m;
+      }
+    }
+    int64_t sum = 0;
+    for (int i = 0; i < BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        sum += exp_table[m - buffer[i][l]];
+      }
+    }
+    const int32_t r = static_cast<int32_t>(((static_cast<int64_t>(C::MY) << 16) + sum / 2) / sum);
+    for (int i = 0; i < BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(exp_table[m - buffer[i][l]], r, C::SY + 16, C::ZY, C::LO, C::HI);
+      }
+      out.write(y);
+    }
   }
 }
 
