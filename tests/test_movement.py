@@ -453,3 +453,25 @@ def exclude_pad_case(folding: Folding):
     config, _, inputs, _ = pool_case("avgpool", 4, 4, 2, 3, 1, 1, folding, seed=5)
     mult, shift = multipliers(0.7 / np.maximum(np.arange(10), 1), "exclude-pad case")
     return config | {"EXCLUDE_PAD": 1}, {"mult": mult, "shift": shift}, inputs, folding
+
+
+YOSYS_MODELS = {  # small enough for yosys' DSP mapping in a minute or two each
+    "split": lambda: split_concat(size=4), "upsample": lambda: upsample(size=4),
+    "pad": lambda: padded(size=4), "avg-exclude-pad": lambda: pooled("AveragePool", 3, 1, 1, size=4),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(YOSYS_MODELS))
+def test_yosys_dsps_equal_the_estimate_beside_the_movement_units(tmp_path, name):
+    """yosys synth_xilinx maps no DSP in the slice, upsample, pad and average units (constant
+    multipliers are shift-and-add sums, as the op library counts them), and every other layer's
+    count equals its estimate."""
+    from fpgaplace.sim import yosys
+
+    Design(YOSYS_MODELS[name](), "pynq-z2", profile_cpu=False).compile(tmp_path / "project", random_samples=2)
+    result = yosys.project_resources(tmp_path / "project", dsp_only=True)
+    layers = [layer for core in result.cores for layer in core.layers]
+    assert {"slice", "upsample", "pad", "avgpool"} & {layer.kernel for layer in layers}
+    for layer in layers:
+        assert layer.yosys.dsp == layer.estimate["dsp"], (layer.op, layer.kernel, layer.yosys)

@@ -31,6 +31,9 @@ SPEC_KERNELS = {
     "add": {"Add", "QLinearAdd"},
     "requant": {"Relu", "Clip", "Quant", "BipolarQuant", "Trunc"},  # QONNX quantizers requantize
     "concat": {"Concat"},
+    "slice": {"Split", "Slice"},
+    "upsample": {"Resize", "Upsample"},
+    "pad": {"Pad"},
     "reshape": {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"},
     "batchnorm": {"BatchNormalization"},
     "quantize": {"QuantizeLinear"},

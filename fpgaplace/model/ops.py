@@ -441,8 +441,10 @@ _ALL: list[OpClass] = [
     # data movement: no arithmetic; only the ones that do some real work may head a group
     *_classes("data_movement", "Reshape Flatten Squeeze Unsqueeze Identity Dropout", zero_macs,
               head=False, kernel="reshape"),
-    OpClass("Concat", "data_movement", zero_macs, head=False, kernel="concat"),
-    *_classes("data_movement", "Split Slice", zero_macs, head=False, kernel="slice"),
+    # a core's concat and slices requantize to their outputs' scales: they head a group with the
+    # QuantizeLinear after them, so that no placement separates them
+    OpClass("Concat", "data_movement", zero_macs, kernel="concat"),
+    *_classes("data_movement", "Split Slice", zero_macs, kernel="slice"),
     *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
     OpClass("Pad", "data_movement", zero_macs, kernel="pad"),
