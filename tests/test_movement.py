@@ -70,6 +70,17 @@ def test_a_yolo_style_neck_runs_entirely_on_the_cores_bit_exact(tmp_path, board)
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in csim.outputs)
 
 
+@pytest.mark.slow
+def test_the_neck_cores_are_bit_exact_in_rtl_within_ten_percent_of_the_model(tmp_path):
+    """The YOLO-style neck's two cores on zcu104 in cocotb (about 150 s on an idle machine)."""
+    Design(neck(), "zcu104", profile_cpu=False).compile(tmp_path / "project", random_samples=4)
+    rtl = simulate_project_rtl(tmp_path / "project", samples=2)
+    assert rtl.ok and len(rtl.cores) == 2
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert abs(core.cycles_measured - core.cycles_model) <= CYCLE_TOLERANCE * core.cycles_model, core
+
+
 UPSAMPLES = {  # name: (factor, coordinate_transformation_mode, nearest_mode, a sizes input)
     "x2-asymmetric-floor": (2, "asymmetric", "floor", False),  # PyTorch's nearest export
     "x2-half-pixel-sizes": (2, "half_pixel", "round_prefer_floor", True),  # ONNX's defaults
