@@ -2,8 +2,9 @@
 
 Four families, each a list of ``Case``s built from small valid inputs and seeded mutations:
 
-- ``onnx``: tiny models (a Conv net, an MLP) as they are, behind a QONNX Quant, with a data movement
-  op of fuzzed parameters (a Slice step of 0, a Resize scale of 1e9, ...), and with an unknown
+- ``onnx``: tiny models (a Conv net, an MLP) as they are, behind a QONNX Quant, with a gate broadcast
+  per channel, per pixel or along W (odd weight scales included) in a two-activation op, with a data movement op of
+  fuzzed parameters (a Slice step of 0, a Resize scale of 1e9, ...), and with an unknown
   element type, absurd or negative dims, zero strides, value_info contradicting inference, a
   truncated file, a wrong feature dim, a missing initializer, an unknown op, a QONNX rounding mode
   fpgaplace does not run, random byte flips, ...;
@@ -114,6 +115,30 @@ def conv_model(channels: int = 4, image: int = 8, classes: int = 5, seed: int = 
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, classes])], weights)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
+    return model
+
+
+def broadcast_model(rng: random.Random) -> onnx.ModelProto:
+    """A conv model whose Relu output ``r`` meets a gate computed from it in a Mul, Add, Sub, Max or
+    Min (either operand order): one value per channel (GlobalAveragePool), per pixel (a 1x1 Conv
+    to one channel), along W only (ReduceMean over H, which no core takes) or of the same shape."""
+    model = conv_model(rng.choice([2, 4, 8]), rng.choice([4, 6, 8]), rng.choice([3, 5]), rng.randrange(99))
+    graph, channels = model.graph, model.graph.initializer[0].dims[0]
+    kind = rng.choice(["channel", "pixel", "width", "same"])
+    gate = [helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gate")] if kind == "channel" else [
+        helper.make_node("Conv", ["r", "gate_w"], ["g"], name="gate", kernel_shape=[1, 1])] if kind == "pixel" else [
+        helper.make_node("ReduceMean", ["r"], ["g"], name="gate", axes=[2], keepdims=1)] if kind == "width" else [
+        helper.make_node("Sigmoid", ["r"], ["g"], name="gate")]
+    if kind == "pixel":
+        scale = rng.choice([1e-6, 1.0, 1e6])  # odd scales reach the quantization
+        values = np.random.default_rng(rng.randrange(99)).standard_normal((1, channels, 1, 1)) * scale
+        graph.initializer.append(numpy_helper.from_array(values.astype(np.float32), "gate_w"))
+    op = rng.choice(["Mul", "Add", "Sub", "Max", "Min"])
+    operands = ["r", "g"] if rng.random() < 0.5 else ["g", "r"]
+    nodes = list(graph.node)
+    nodes[2].input[0] = "gated"  # the pool reads the gated tensor
+    del graph.node[:]
+    graph.node.extend([*nodes[:2], *gate, helper.make_node(op, operands, ["gated"], name="binary"), *nodes[2:]])
     return model
 
 
@@ -353,7 +378,7 @@ def _with_movement_op(model: onnx.ModelProto, rng: random.Random, kind: str) -> 
 
 def onnx_cases(rng: random.Random, count: int) -> list[Case]:
     cases: list[Case] = []
-    kinds = ["valid", "qonnx", "truncated", "flipped", "movement", *ONNX_MUTATIONS]
+    kinds = ["valid", "qonnx", "truncated", "flipped", "broadcast", "movement", *ONNX_MUTATIONS]
     while len(cases) < count:
         kind = kinds[len(cases) % len(kinds)]
         model = _base_model(rng)
@@ -361,6 +386,8 @@ def onnx_cases(rng: random.Random, count: int) -> list[Case]:
         command = rng.randrange(4) if kind in ("valid", "qonnx", "flipped") else rng.choice([0, 0, 1, 2, 3])
         if kind == "valid":
             cases.append(_model_case(name, model, True, command))
+        elif kind == "broadcast":
+            cases.append(_model_case(name, broadcast_model(rng), True, command))
         elif kind == "qonnx":
             cases.append(_model_case(name, with_qonnx_input(model, bits=rng.choice([2.0, 4.0, 8.0])), True, command))
         elif kind == "truncated":

@@ -143,3 +143,24 @@ def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.n
                   Port(PORT_OUT, int(config["PE"]), int(config["N"])))
     return simulate_stream(op, [vectors], expected, folder, dense_model_cycles(config),
                            {m: int(config[m]) for m in DENSE_MEMBERS}, seed, gap, backpressure, warmup, steady_vectors)
+
+
+def binary_case(op: str, shape: tuple[int, int, int], mode: int, folding: Folding, seed: int, samples: int = 3):
+    """A random ``op`` (sub, mul, max, min) of x of ``shape`` (C, H, W) and g of the same shape
+    (mode 0), one value per channel (1) or one per pixel (2), as ``fpgaplace.hw.binary`` lowers it."""
+    rng = np.random.default_rng(seed)
+    c, h, w = shape
+    size = c * h * w
+    zx, zg, zy = (int(v) for v in rng.integers(-100, 100, 3))
+    if op == "mul":
+        (mx, s), mg = quantize_multiplier(rng.uniform(0.5, 2.0) / 128), 0
+    else:
+        s = 31  # one shift for both multipliers
+        mx, mg = (int(round(r * 2**s)) for r in rng.uniform(0.3, 0.9, 2))
+    signs = (1, -1) if op == "sub" else (1, 1)
+    config = {"SIZE": size, "C": c, "MODE": mode, "ZX": zx, "MX": mx, "SX": signs[0], "ZG": zg, "MG": mg,
+              "SG": signs[1], "S": s, "ZY": zy, "LO": -120, "HI": 126}
+    other = {0: size, 1: c, 2: h * w}[mode]
+    inputs = [rng.integers(-128, 128, (samples, size), dtype=np.int8),
+              rng.integers(-128, 128, (samples, other), dtype=np.int8)]
+    return config, {}, inputs, folding

@@ -7,6 +7,7 @@ tests read what it wrote. C simulation of the projects is in ``test_csim.py``.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 import math
 import re
@@ -280,21 +281,24 @@ def test_compile_again_into_a_project_replaces_it(mlp_qdq, tmp_path):
     assert not (tmp_path / "project" / "stale.txt").exists() and leftovers(tmp_path) == ["project"]
 
 
-def mlp_with_softmax_on_a_core(model: onnx.ModelProto) -> tuple[Design, str]:
+def mlp_with_log_softmax_on_a_core(model: onnx.ModelProto) -> tuple[Design, str]:
+    """The quantized MLP with its Softmax turned into a LogSoftmax (no core runs it), placed on core0."""
+    model = copy.deepcopy(model)
+    next(node for node in model.graph.node if node.op_type == "Softmax").op_type = "LogSoftmax"
     design = Design(model, "zcu104", profile_cpu=False)
     device = design.placement.placement.device.copy()
-    [softmax] = [v for v, name in enumerate(design.problem.names) if design.graph.ops[name].op_type == "Softmax"]
-    device[softmax] = design.device_names().index("core0")
+    [op] = [v for v, name in enumerate(design.problem.names) if design.graph.ops[name].op_type == "LogSoftmax"]
+    device[op] = design.device_names().index("core0")
     design.set_placement(Placement(device=device))
-    return design, design.problem.names[softmax]
+    return design, design.problem.names[op]
 
 
 def test_a_failing_compile_names_the_op_and_leaves_no_folder(mlp_qdq, tmp_path):
-    design, softmax = mlp_with_softmax_on_a_core(mlp_qdq)
+    design, op = mlp_with_log_softmax_on_a_core(mlp_qdq)
     with pytest.raises(FpgaplaceError) as caught:
         design.compile(tmp_path / "project")
     message = one_line_error(caught)
-    assert f"'{softmax}'" in message and "Softmax" in message
+    assert f"'{op}'" in message and "LogSoftmax" in message
     assert leftovers(tmp_path) == []
 
 

@@ -46,6 +46,8 @@ CONFIG_MEMBERS: dict[str, tuple[str, ...]] = {
     "fork": ("SIZE", "L", "STAGE"),
     "regroup": ("SIZE", "A", "B", "STAGE"),
     "broadcast": ("SIZE", "C", "L", "STAGE"),
+    "binary": ("SIZE", "C", "MODE", "OP", "ZX", "MX", "SX", "ZG", "MG", "SG", "S", "ZY", "LO", "HI", "L", "G", "BUFFER",
+               "STAGE"),
 }
 CONFIG_MEMBERS["avgpool"] = CONFIG_MEMBERS["maxpool"]
 
@@ -145,6 +147,24 @@ def rescale(rng: np.random.Generator) -> tuple[int, int]:
     return quantize_multiplier(float(np.exp(rng.uniform(-2, 1))))
 
 
+def binary_config(rng: np.random.Generator, op: int, mode: int, c: int, pixels: int, lanes: int,
+                  gate: int) -> dict[str, int]:
+    """A ``fp::binary`` case: op code ``op`` (add, sub, mul, max, min), ``mode`` (0 same shape, 1
+    per channel, 2 per pixel), ``c`` channels of ``pixels`` pixels, ``lanes`` x and ``gate`` g a beat."""
+    zy = zero_point(rng)
+    lo, hi = output_bounds(rng, zy)
+    if op == 2:  # mul: one multiplier of the product (about 1/128: products of int8 spread over int8)
+        (mx, s), mg = quantize_multiplier(float(rng.uniform(0.3, 1.5)) / 128), 0
+    else:  # one shift shared by both operands' multipliers
+        (mx, s), (mg, _) = rescale(rng), rescale(rng)
+        mg >>= 1
+    sx, sg = (1, -1) if op == 1 and rng.random() < 0.5 else ((-1, 1) if op == 1 else (1, 1))
+    size = c * pixels
+    return {"SIZE": size, "C": c, "MODE": mode, "OP": op, "ZX": zero_point(rng), "MX": mx, "SX": sx,
+            "ZG": zero_point(rng), "MG": mg, "SG": sg, "S": s, "ZY": zy, "LO": lo, "HI": hi, "L": lanes, "G": gate,
+            "BUFFER": (0, 2, 1)[mode] * size // lanes}
+
+
 def build_cases() -> list[Case]:
     rng = np.random.default_rng(2024)
     specs: list[tuple[str, dict[str, int]]] = []
@@ -221,6 +241,12 @@ def build_cases() -> list[Case]:
     for size, a, b in ((48, 3, 16), (48, 16, 3), (60, 12, 10), (7, 7, 1)):
         specs.append(("regroup", {"SIZE": size, "A": a, "B": b}))
     specs.append(("broadcast", {"SIZE": 24, "C": 6, "L": 4}))
+    # two activations (fpgaplace.hw.binary): op, mode (same / per channel / per pixel), C, pixels, L, G
+    for op, mode, c, pixels, lanes, gate in (
+            (0, 0, 6, 10, 4, 4), (1, 0, 6, 10, 1, 1), (2, 0, 5, 7, 35, 35), (3, 0, 6, 10, 6, 6), (4, 0, 3, 4, 2, 2),
+            (2, 1, 12, 10, 3, 3), (2, 1, 12, 10, 24, 12), (1, 1, 8, 9, 8, 4), (3, 1, 5, 6, 5, 5), (4, 1, 12, 10, 12, 6),
+            (2, 2, 12, 10, 3, 1), (2, 2, 12, 10, 60, 5), (0, 2, 8, 6, 8, 1), (3, 2, 4, 9, 12, 3), (4, 2, 7, 4, 7, 1)):
+        specs.append(("binary", binary_config(rng, op, mode, c, pixels, lanes, gate)))
     specs = [(kernel, with_widths(kernel, config, rng)) for kernel, config in specs]
     return [Case(kernel, index, config) for index, (kernel, config) in enumerate(specs)]
 
@@ -435,6 +461,23 @@ def test_regroup_keeps_the_order_and_takes_about_the_busier_sides_beats(case: Ca
     assert_bit_exact(got, x)
     beats = max(cfg["SIZE"] // cfg["A"], cfg["SIZE"] // cfg["B"])
     assert beats <= ticks(tmp_path) <= beats + math.ceil(cfg["B"] / cfg["A"]) + 1
+
+
+@pytest.mark.parametrize("case", params(("binary",)))
+def test_binary_matches_reference(case: Case, harness: Path, tmp_path: Path):
+    """x and g (same shape, one value per channel or per pixel) against the reference on g spread
+    over x's elements in stream order; the stage's ticks are x's beats plus, per channel, g's."""
+    cfg, rng = case.config, np.random.default_rng(case.id)
+    size, c, mode = cfg["SIZE"], cfg["C"], cfg["MODE"]
+    x = random_int8(rng, (size,))
+    g = random_int8(rng, ((size, c, size // c)[mode],))
+    spread = (g, np.tile(g, size // c), np.repeat(g, c))[mode]
+    op = ("add", "sub", "mul", "max", "min")[cfg["OP"]]
+    expected = reference.binary(op, x, spread, zx=cfg["ZX"], mx=cfg["MX"], sx=cfg["SX"], zg=cfg["ZG"], mg=cfg["MG"],
+                                sg=cfg["SG"], s=cfg["S"], zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"])
+    (got,) = run_harness(harness, "binary", case.id, tmp_path, {"x": x, "g": g})
+    assert_bit_exact(got, expected)
+    assert ticks(tmp_path) == size // cfg["L"] + (c // cfg["G"] if mode == 1 else 0)
 
 
 @pytest.mark.parametrize("case", params(("broadcast",)))

@@ -28,7 +28,7 @@ from fpgaplace.hw import KERNELS, Folding, Geometry, Kernel, Unsupported, cycles
 from fpgaplace.hw.folding import Stage, fold_core, least_interval, streamed_cycles
 from fpgaplace.hw.geometry import core_budget
 from fpgaplace.hw.kernel import MAX_LINE_WIDTH
-from fpgaplace.hw.registry import ISLAND_KERNELS
+from fpgaplace.hw.registry import BROADER, ISLAND_KERNELS
 from fpgaplace.model import ops as op_registry
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import from_model
@@ -232,7 +232,10 @@ def test_add_of_equal_shapes_and_add_with_broadcast():
     op, graph = single_op("Add", {"a": (1, 8, 4, 5), "b": (1, 8, 4, 5)})
     kernel, g = planned(op, graph)
     assert kernel is KERNELS["add"] and g.shape["SIZE"] == 8 * 4 * 5 and (g.pixels, g.channels) == (20, 8)
-    op, graph = single_op("Add", {"a": (1, 8, 4, 5), "b": (1, 8, 1, 1)})
+    op, graph = single_op("Add", {"a": (1, 8, 4, 5), "b": (1, 8, 1, 1)})  # per channel: fpgaplace.hw.binary
+    kernel, g = planned(op, graph)
+    assert kernel is KERNELS["add_broadcast"] and g.linebuffer_bytes == 2 * 8 * 4 * 5
+    op, graph = single_op("Add", {"a": (1, 8, 4, 5), "b": (1, 8, 4, 1)})
     assert "broadcast" in unsupported(op, graph)
 
 
@@ -268,7 +271,9 @@ def test_flatten_after_global_pooling_is_free_but_flatten_of_a_feature_map_is_no
 
 
 def test_kernel_for_follows_the_op_registry():
-    assert set(KERNELS) - ISLAND_KERNELS == {c.kernel for c in op_registry.all_classes() if c.kernel}
+    broader = set(BROADER.values())  # reached through the kernel an op class names (plan_op)
+    assert set(KERNELS) - ISLAND_KERNELS == {c.kernel for c in op_registry.all_classes() if c.kernel} | broader
+    assert all(name in KERNELS for name in BROADER)
     for op_class in op_registry.all_classes():
         for domain in op_class.domains:
             op = Op(name="v", op_type=op_class.name, domain=domain, attrs={}, inputs=[], outputs=[], index=0)
@@ -279,7 +284,7 @@ def test_kernel_for_follows_the_op_registry():
 
 @pytest.mark.parametrize(("op_type", "attrs", "extra_inputs"), [
     ("Sigmoid", {}, {}),
-    ("Softmax", {"axis": -1}, {}),
+    ("LogSoftmax", {"axis": -1}, {}),
     ("TopK", {}, {"k": np.array([2], np.int64)}),
 ])
 def test_ops_without_a_kernel_are_unsupported_with_a_reason(op_type, attrs, extra_inputs):

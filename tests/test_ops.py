@@ -34,6 +34,7 @@ SPEC_KERNELS = {
     "slice": {"Split", "Slice"},
     "upsample": {"Resize", "Upsample"},
     "pad": {"Pad"},
+    "sub": {"Sub"}, "mul": {"Mul"}, "max": {"Max"}, "min": {"Min"},  # two activations (fpgaplace.hw.binary)
     "reshape": {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"},
     "batchnorm": {"BatchNormalization"},
     "quantize": {"QuantizeLinear"},

@@ -167,12 +167,16 @@ def test_rendered_verilog_is_verilog_2005_clean(tmp_path, kernel):
         case = elementwise_case(kernel, (4, 4, 4), F(2, 1, 1), seed=1)
     else:
         case = pool_case(kernel, 6, 6, 4, 2, 2, 0, F(2, 1, 1), seed=1)
-    op = render_op(kernel, case[0], case[1], case[3], 100, macs_per_dsp=2)
+    assert_verilog_2005_clean(render_op(kernel, case[0], case[1], case[3], 100, macs_per_dsp=2), tmp_path)
+
+
+def assert_verilog_2005_clean(op, folder: Path) -> None:
+    """``op``'s module and the RTL library compile with ``iverilog -g2005 -Wall`` without a warning."""
     sources = []
     for name, text in {**library(), **op.module.files}.items():
-        (tmp_path / name).write_text(text)
-        sources += [str(tmp_path / name)] if name.endswith(".v") else []
-    run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(tmp_path / "lint.vvp"), *sources],
+        (folder / name).write_text(text)
+        sources += [str(folder / name)] if name.endswith(".v") else []
+    run = subprocess.run(["iverilog", "-g2005", "-Wall", "-o", str(folder / "lint.vvp"), *sources],
                          capture_output=True, text=True, check=False)
     problems = [line for line in run.stderr.splitlines() if "is sensitive to all" not in line]
     assert run.returncode == 0 and not problems, run.stderr

@@ -9,7 +9,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.flow.design import Design
-from fpgaplace.hw.geometry import Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Unsupported
 from fpgaplace.hw.lowering import multipliers
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.hw.softmax import exp_table, softmax_rows, softmax_rows_int8
@@ -70,3 +70,40 @@ def test_a_classifier_with_its_softmax_runs_on_the_cores(opset, axis, tmp_path):
     check = run_csim(tmp_path / "p", samples=6)
     assert check.ok and all(c.bit_exact for c in check.cores)
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
+
+
+@pytest.mark.parametrize(("rows", "n", "lanes"), [(1, 40, 4), (3, 16, 1), (2, 64, 8)])
+def test_softmax_rtl_bit_exact_and_cycles(tmp_path, rows, n, lanes):
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    rng = np.random.default_rng(n)
+    (my,), (s,) = multipliers(np.array([256.0]), "test")
+    config = {"SIZE": rows * n, "N": n, "MY": int(my), "SY": int(s), "ZY": -128, "LO": -128, "HI": 127}
+    arrays = {"exp": exp_table(0.08)}
+    inputs = [rng.integers(-128, 128, (3, rows * n), dtype=np.int8)]
+    geometry = Geometry("softmax", rows, n, 1, stream_elements=rows * n, row=1, linebuffer_bytes=n,
+                        shape={"SIZE": rows * n, "N": n, "ROWS": rows})
+    result = simulate_case("softmax", (config, arrays, inputs, Folding(lanes, 1, 1)), tmp_path, geometry=geometry)
+    check_cycles(result, f"softmax {rows}x{n}")
+    assert_verilog_2005_clean(render_op("softmax", config, arrays, Folding(lanes, 1, 1), 100), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
+def test_softmax_dsps_equal_yosys(tmp_path, board, family):
+    """Each lane's e * r product (17 x 31 bits, unsigned) takes the DSPs the op library counts."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.codegen import rtl
+    from fpgaplace.hw import KERNELS
+    from fpgaplace.sim import yosys
+
+    core = load_board(board).cores[0]
+    (my,), (s,) = multipliers(np.array([256.0]), "test")
+    config = {"SIZE": 32, "N": 16, "MY": int(my), "SY": int(s), "ZY": -128, "LO": -128, "HI": 127}
+    folding = Folding(2, 1, 1)
+    op = rtl.render_op("softmax", config, {"exp": exp_table(0.1)}, folding, 100)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
+                           dsp_only=True)
+    geometry = Geometry("softmax", 2, 16, 1, stream_elements=32, row=1, linebuffer_bytes=16,
+                        shape={"SIZE": 32, "N": 16, "ROWS": 2})
+    assert got.dsp == KERNELS["softmax"].resources(geometry, folding, core).dsp > 0, got

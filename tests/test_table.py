@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-from test_rtl_ops import check_cycles, simulate_case
+from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
 
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import plan_op
@@ -139,3 +139,4 @@ def test_table_rtl_bit_exact_and_cycles(tmp_path, shape, folding):
     geometry = lane_geometry("table", (1, *shape), shape[0], {})
     result = simulate_case("table", (config, arrays, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"table {shape}")
+    assert_verilog_2005_clean(render_op("table", config, arrays, folding, 100), tmp_path)

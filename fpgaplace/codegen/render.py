@@ -204,7 +204,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
-            else:  # a lane stage's constant arrays (a table's 256 values, an average pool's rescale per count)
+            else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
+                # pool's rescale per count)
                 arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
                            for name, values in layer.arrays.items()]
             steps.append(step)
@@ -261,7 +262,7 @@ def c_literals(values: np.ndarray) -> str:
     return ",".join(map(str, flat.tolist()))
 
 
-C_TYPES = {"int8": "int8_t", "int32": "int32_t"}  # numpy dtype -> the C type of a constant array
+C_TYPES = {"int8": "int8_t", "int16": "int16_t", "int32": "int32_t"}  # numpy dtype -> the C type of a constant array
 
 
 def _array(name: str, ctype: str, values: np.ndarray) -> dict:

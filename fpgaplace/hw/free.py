@@ -1,6 +1,6 @@
 """Free kernels: ops that cost nothing on a core (stream-order-preserving reshapes, a flatten of a
 feature map that only dense layers read (they take its channels-last order by permuting their
-weights, ``fpgaplace.hw.dense.flattened_from``), the ops of a table island but its last, QuantizeLinear
+weights, ``fpgaplace.hw.dense.flattened_from``), the ops of an island but its last, QuantizeLinear
 and DequantizeLinear absorbed into their neighbours' requantization, batch norm folded into a
 convolution). They have a geometry (to say whether a core can take them) and nothing else:
 no cycles, no resources, no template. O(1).
@@ -35,7 +35,7 @@ class Free(Kernel):
             return Unsupported("unknown output shape")
         if self.name == "reshape":
             x = tensor_shape(graph, op.inputs[0])
-            mixed = x is None or any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out))
+            mixed = x is None or changes_stream_order(x, out)
             if mixed and not (len(out) == 2 and x is not None and len(x) == 4 and flatten_readers(graph, op)):
                 return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
                                    "stream order (channels last), and not a flatten read by dense layers only")
@@ -47,6 +47,12 @@ class Free(Kernel):
         """None (absorbed into its neighbours), or for a reshape an alias (output int8 tensor,
         input int8 tensor) or a requantization where its two scales differ."""
         return ctx.reshape(op) if self.name == "reshape" else None
+
+
+def changes_stream_order(x: tuple[int, ...], out: tuple[int, ...]) -> bool:
+    """Whether a reshape of ``x`` into ``out`` may change the stream order (channels last): either
+    is a 4-D tensor with both channels and pixels. O(1)."""
+    return any(len(t) == 4 and t[1] > 1 and t[2] * t[3] > 1 for t in (x, out))
 
 
 def _fused_member(op: Op, graph: OpGraph) -> bool:

@@ -21,15 +21,23 @@ An *island* is such a set of nodes:
 Tensors inside that another island or op also needs are not absorbed: the walk marks them as
 sources and tries again (at most once per internal tensor). One index per model, O(nodes x
 island size), cached like the QDQ index.
+
+Given the graph's tensor shapes, the islands also hold the channel-permutation chains of
+``fpgaplace.hw.permutation`` (a channel shuffle's Reshape/Transpose/Reshape): their last op
+carries a ``shuffle`` stage and their other ops are free members, placed and routed as a table
+island's (``Island.kernel`` names the stage's kernel).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import onnx
 
+from fpgaplace.hw.permutation import Chain, find_chain
 from fpgaplace.hw.qdq import QdqIndex, qdq_index
 
 TABLE_OPS = frozenset({
@@ -56,6 +64,8 @@ class Island:
     exit_op: str
     nodes: tuple[str, ...]
     members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs and the exit
+    kernel: str = "table"  # the kernel of the exit op's stage: "table", or "shuffle" for a channel permutation
+    permutation: tuple[int, ...] = ()  # a shuffle's source channel of each output channel
 
 
 class _Walk:
@@ -194,15 +204,28 @@ class Islands:
         return island if island is not None and island.exit_op == node else None
 
 
-def find_islands(model: onnx.ModelProto) -> Islands:
-    """Every island of ``model`` (a QDQ model; none in a float model). A node belongs to at most
-    one island: a later exit whose walk reaches a node of an earlier island is not an island."""
+def _shuffle(chain: Chain) -> Island:
+    """A channel-permutation chain as an island: its members are all but the source's
+    DequantizeLinear and the exit."""
+    return Island(chain.source, chain.exit, chain.output, chain.last_op, chain.nodes, chain.nodes[1:-1], "shuffle",
+                  chain.permutation)
+
+
+def find_islands(model: onnx.ModelProto, tensors: Mapping[str, Any] | None = None) -> Islands:
+    """Every island of ``model`` (a QDQ model; none in a float model), with the channel-permutation
+    chains when the graph's ``tensors`` (name -> object with a ``shape``) are given. A node belongs
+    to at most one island: a later exit whose walk reaches a node of an earlier island is not one."""
     index = qdq_index(model)
     outputs = {o.name for o in model.graph.output}
     found: list[Island] = []
     of_node: dict[str, Island] = {}
     for node in reversed(model.graph.node):  # outermost exits first
         if node.op_type != "QuantizeLinear" or node.name in of_node:
+            continue
+        chain = find_chain(index, node, outputs, tensors) if tensors is not None else None
+        if chain is not None and not any(n in of_node for n in chain.nodes[1:-1]):
+            found.append(_shuffle(chain))
+            of_node.update((n, found[-1]) for n in found[-1].members)
             continue
         producer = index.producer.get(node.input[0])
         if not _float_op(producer) or len(index.consumers.get(node.input[0], [])) != 1:
@@ -221,17 +244,18 @@ def _reads(node: onnx.NodeProto, tensor: str) -> bool:
     return node.op_type == "DequantizeLinear" and node.input[0] == tensor
 
 
-_CACHE: dict[int, tuple[onnx.ModelProto, Islands]] = {}
+_CACHE: dict[int, tuple[onnx.ModelProto, bool, Islands]] = {}
 
 
-def islands(model: onnx.ModelProto | None) -> Islands:
-    """The islands of ``model``, found once per model object (an empty set for None)."""
+def islands(model: onnx.ModelProto | None, tensors: Mapping[str, Any] | None = None) -> Islands:
+    """The islands of ``model`` (with its channel-permutation chains when the graph's ``tensors``
+    are given), found once per model object (an empty set for None)."""
     if model is None:
         return Islands((), {})
     cached = _CACHE.get(id(model))
-    if cached is None or cached[0] is not model:
-        if len(_CACHE) >= 8:
+    if cached is None or cached[0] is not model or (tensors is not None and not cached[1]):
+        if len(_CACHE) >= 8 and id(model) not in _CACHE:
             _CACHE.pop(next(iter(_CACHE)))
-        cached = (model, find_islands(model))
+        cached = (model, tensors is not None, find_islands(model, tensors))
         _CACHE[id(model)] = cached
-    return cached[1]
+    return cached[2]

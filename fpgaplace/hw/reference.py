@@ -391,3 +391,39 @@ def fold_weights(w: npt.ArrayLike, pe: int, simd: int) -> np.ndarray:
         raise ValueError(f"fold_weights: PE={pe} must divide {cout} and SIMD={simd} must divide {length}")
     folded = rows.reshape(cout // pe, pe, length // simd, simd).transpose(0, 2, 1, 3)
     return np.ascontiguousarray(folded).reshape(-1)
+
+
+def binary(
+    op: str,
+    x: npt.ArrayLike,
+    g: npt.ArrayLike,
+    *,
+    zx: int,
+    mx: int,
+    sx: int,
+    zg: int,
+    mg: int,
+    sg: int,
+    s: int,
+    zy: int,
+    lo: int = INT8_MIN,
+    hi: int = INT8_MAX,
+) -> np.ndarray:
+    """int8 ``op`` (add, sub, mul, max, min) of ``x`` and ``g`` of the same shape, with ``dx = sx
+    * (x - zx)`` and ``dg = sg * (g - zg)`` (signs +-1: a Sub negates its subtracted operand): mul
+    ``requantize(dx * dg, mx, s, ...)``; add and sub ``requantize2(dx, mx, dg, mg, s, ...)``; max and
+    min the larger / smaller of ``requantize(dx, mx, s, ...)`` and ``requantize(dg, mg, s, ...)``. O(n)."""
+    x, g = _int8(f"{op} x", x, (1, 2, 3)), _int8(f"{op} g", g, (1, 2, 3))
+    if x.shape != g.shape:
+        raise ValueError(f"{op}: inputs must have the same shape, got {x.shape} and {g.shape}")
+    if sx not in (1, -1) or sg not in (1, -1):
+        raise ValueError(f"{op}: signs must be 1 or -1, got {sx} and {sg}")
+    dx, dg = sx * (x.astype(np.int64) - zx), sg * (g.astype(np.int64) - zg)
+    if op == "mul":
+        return requantize(dx * dg, mx, s, zy, lo, hi)
+    if op in ("add", "sub"):
+        return requantize2(dx, mx, dg, mg, s, zy, lo, hi)
+    if op in ("max", "min"):
+        pick = np.maximum if op == "max" else np.minimum
+        return pick(requantize(dx, mx, s, zy, lo, hi), requantize(dg, mg, s, zy, lo, hi))
+    raise ValueError(f"binary: op {op!r}; expected add, sub, mul, max or min")

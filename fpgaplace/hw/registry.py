@@ -2,7 +2,9 @@
 
 The op registry (``fpgaplace.model.ops``) names each op type's kernel (``OpClass.kernel``); this
 is the one list of those names and the objects behind them. ``plan_op`` is what the front end,
-the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it.
+the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it
+(where the named kernel refuses an op's shapes, the kernel ``BROADER`` names for it may take them:
+an Add of two activations with one broadcast is ``add_broadcast``'s).
 The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
 benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
 QDQ check of the op's tensors.
@@ -13,6 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
+from fpgaplace.hw.binary import Binary
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense, flatten_readers
@@ -21,8 +24,10 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.slice import Slice
 from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
@@ -42,11 +47,15 @@ KERNELS: dict[str, Kernel] = {
         Pool("globalavgpool", average=True, global_=True),
         Add(),
         Requant(),
+        *(Binary(op) for op in ("sub", "mul", "max", "min")),
+        Binary("add", "add_broadcast"),
         Concat(),
         Slice(),
         Upsample(),
         Pad(),
         Table(),
+        Shuffle(),
+        Lrn(),
         Softmax(),
         Free("reshape"),
         Free("quantize"),
@@ -56,8 +65,11 @@ KERNELS: dict[str, Kernel] = {
     )
 }
 
-ISLAND_KERNELS = frozenset({"table", "island"})
-"""Kernels no op class names: ``plan_op`` gives them to the ops of a table island (``hw.islands``)."""
+ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
+"""Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
+island, a channel-permutation chain)."""
+
+BROADER = {"add": "add_broadcast"}  # the kernel that takes the shapes a kernel refuses (two broadcast activations)
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -69,10 +81,11 @@ def kernel_for(op: Op) -> Kernel | None:
 
 def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     """The kernel and geometry of ``op`` on a core, or why no core can run it. In a QDQ model an
-    op of a table island (``fpgaplace.hw.islands``) is the island's table or a free member of it."""
-    island = islands(graph.model).of_node.get(op.name) if graph.is_qdq else None
+    op of an island (``fpgaplace.hw.islands``) is the island's stage (a table, a channel shuffle) or a
+    free member of it."""
+    island = islands(graph.model, graph.tensors).of_node.get(op.name) if graph.is_qdq else None
     if island is not None:
-        kernel = KERNELS["table" if island.exit_op == op.name else "island"]  # one of ISLAND_KERNELS
+        kernel = KERNELS[island.kernel if island.exit_op == op.name else "island"]
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
     kernel = kernel_for(op)
@@ -82,6 +95,10 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if strings:
         return Unsupported("string tensors")
     geometry = kernel.geometry(op, graph)
+    if isinstance(geometry, Unsupported) and kernel.name in BROADER:
+        broader = KERNELS[BROADER[kernel.name]]
+        other = broader.geometry(op, graph)
+        kernel, geometry = (broader, other) if isinstance(other, Geometry) else (kernel, geometry)
     if isinstance(geometry, Unsupported):
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
@@ -95,10 +112,10 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
 
 
 def colocated_groups(graph: OpGraph) -> list[list[str]]:
-    """Ops that must share a device for their kernels to be right: a table island's ops, and a
+    """Ops that must share a device for their kernels to be right: an island's ops, and a
     flatten of a feature map with the path to the dense layers that read it in channels-last
     order. O(n) over the graph's ops."""
-    groups = [list(island.members) for island in islands(graph.model).islands] if graph.is_qdq else []
+    groups = [list(island.members) for island in islands(graph.model, graph.tensors).islands] if graph.is_qdq else []
     for op in graph.ops.values():
         x = graph.tensors.get(op.inputs[0]) if op.inputs else None
         if kernel_for(op) is KERNELS["reshape"] and x is not None and len(x.shape) == 4 and x.shape[1] > 1 \

@@ -21,11 +21,11 @@ O(N) per row for the reference; O(1) for everything else.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LANE_FF_BASE,
     LANE_FF_PER_PE,
@@ -41,6 +41,8 @@ from fpgaplace.hw.kernel import (
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import requantize
+from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members
+from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
@@ -52,6 +54,7 @@ PASSES = 3  # read (and max), sum, write: a row goes by three times
 DIVIDER_CYCLES = 48  # a radix-2 divider of MY * 2**16 (< 2**47) by the sum: one quotient bit a cycle
 DIVIDER_LUTS = 400  # 48-bit subtract-and-shift divider with its registers
 EXP_LUTS_PER_LANE = 4 * (EXP_BITS + 1)  # a 256 x 17-bit ROM in LUT6
+RECIPROCAL_BITS = 31  # r < 2**31: a lane's e * r multiplies it (unsigned, so 32 signed bits) by 17 bits
 
 
 class Softmax(Kernel):
@@ -84,7 +87,7 @@ class Softmax(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         lanes = fold.pe
         bram, _, lutram = memory_blocks(8 * lanes, math.ceil(g.channels / lanes))
-        return Resources(lanes * multiplier_dsps(31, core), bram, 0,
+        return Resources(lanes * multiplier_dsps(RECIPROCAL_BITS + 1, core), bram, 0,
                          LANE_LUT_BASE + DIVIDER_LUTS + (LANE_LUT_PER_PE + EXP_LUTS_PER_LANE) * lanes + lutram,
                          LANE_FF_BASE + 2 * 64 + LANE_FF_PER_PE * lanes)
 
@@ -105,6 +108,27 @@ class Softmax(Kernel):
 
     def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
         return {**config, "L": fold.pe}
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """``rtl/softmax.v.j2``: a row buffer, an exponential ROM per lane, a restoring divider of
+        ``DIVIDER_CYCLES`` steps and a requantizer per lane; L = PE elements a beat."""
+        c = int_members(config)
+        n, size, lanes = c["N"], c["SIZE"], fold.pe
+        if n < 1 or size % n or n % lanes:
+            raise FpgaplaceError(f"rtl {top}: PE={lanes} must divide N={n}, and N the SIZE={size}")
+        check_int8_members(c, ("ZY",), self.name)
+        table = np.asarray(arrays.get("exp", ()), dtype=np.int64).reshape(-1)
+        if table.size != 256 or table.min() < 0 or table.max() > 2**EXP_BITS:
+            raise FpgaplaceError(f"rtl {top}: the exponential table needs 256 values in [0, 2**{EXP_BITS}]")
+        exp_file = f"{top}_exp.mem"
+        values = c | {"name": top, "L": lanes, "ROWS": size // n, "EXP_W": EXP_BITS + 1, "DIV_BITS": DIVIDER_CYCLES,
+                      "SUM_W": (n * 2**EXP_BITS).bit_length(), "SHIFT": c["SY"] + EXP_BITS,
+                      "BEAT_BITS": index_bits(n // lanes), "DIV_COUNT_BITS": index_bits(DIVIDER_CYCLES),
+                      "LO_BITS": f"8'h{c['LO'] & 0xFF:02x}", "HI_BITS": f"8'h{c['HI'] & 0xFF:02x}",
+                      "exp_file": exp_file}
+        return RtlUnit("rtl/softmax.v.j2", values, {exp_file: Rom([int(v) for v in table], EXP_BITS + 1)},
+                       ((PORT_IN, lanes, size),), (PORT_OUT, lanes, size))
 
 
 def opset(graph: OpGraph) -> int:

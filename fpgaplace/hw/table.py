@@ -47,8 +47,8 @@ class Table(Elementwise):
     name, template, inputs = "table", "hls/ops/table.j2", 1
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        island = islands(graph.model).exit_op(op.name)
-        if island is None:
+        island = islands(graph.model, graph.tensors).exit_op(op.name)
+        if island is None or island.kernel != self.name:
             return Unsupported("not the last op of an elementwise island of one int8 tensor")
         out, x = tensor_shape(graph, op.outputs[0]), tensor_shape(graph, island.source)
         if out is None or x is None:
@@ -67,10 +67,10 @@ class Table(Elementwise):
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of the island ``op`` ends: its source, its output and its table."""
-        island = islands(ctx.graph.model).exit_op(op.name)
+        island = islands(ctx.graph.model, ctx.graph.tensors).exit_op(op.name)
         if island is None:
             raise FpgaplaceError(f"op '{op.name}': not the last op of a table island")
-        x = _source(ctx, op, island)
+        x = island_source(ctx, op, island)
         table = island_table(ctx.graph.model, island, f"op '{op.name}'")
         size = shape["SIZE"] // ctx.batch()
         return Layer(op.name, self.name, [x.name], island.output, {"SIZE": size}, {"table": table})
@@ -93,7 +93,7 @@ def table_lookup(table: np.ndarray, x: np.ndarray) -> np.ndarray:
     return table.astype(np.int8)[np.asarray(x).astype(np.int16) + 128]
 
 
-def _source(ctx: LayerContext, op: Op, island: Island) -> QTensor:
+def island_source(ctx: LayerContext, op: Op, island: Island) -> QTensor:
     """The int8 source of ``island`` with the scale and zero point its DequantizeLinears read."""
     reader = next(n for n in ctx.index.consumers.get(island.source, []) if n.op_type == "DequantizeLinear")
     q = ctx.index.int_source(reader.output[0])

@@ -394,9 +394,12 @@ _ALL: list[OpClass] = [
     OpClass("QLinearGlobalAveragePool", "global_pool", input_numel_macs, _CONTRIB,
             shape_proxy=channels_last(proxy("GlobalAveragePool", [0]))),
     # elementwise arithmetic, activations, quantisation
-    *_classes("variadic", "Sum Max Min Mean", variadic_macs, fusion="elementwise"),
+    *_classes("variadic", "Sum Mean", variadic_macs, fusion="elementwise"),
+    *(OpClass(name, "variadic", variadic_macs, fusion="elementwise", kernel=name.lower()) for name in ("Max", "Min")),
     OpClass("Add", "elementwise", elementwise_macs, fusion="elementwise", kernel="add"),
-    *_classes("elementwise", "Sub Mul Div Pow Sqrt Reciprocal Exp Log Abs Neg Erf Sign Floor Ceil "
+    *(OpClass(name, "elementwise", elementwise_macs, fusion="elementwise", kernel=name.lower())
+      for name in ("Sub", "Mul")),
+    *_classes("elementwise", "Div Pow Sqrt Reciprocal Exp Log Abs Neg Erf Sign Floor Ceil "
               "Round Where", elementwise_macs, fusion="elementwise"),
     *_classes("elementwise", "Mod Equal Less Greater LessOrEqual GreaterOrEqual And Or Xor Not "
               "IsNaN IsInf BitShift BitwiseAnd BitwiseOr BitwiseXor BitwiseNot Sin Cos Tan Asin "
@@ -431,7 +434,7 @@ _ALL: list[OpClass] = [
               "MeanVarianceNormalization LpNormalization RMSNormalization", scaled_elementwise(4)),
     *_classes("normalization", "SkipLayerNormalization SimplifiedLayerNormalization",
               scaled_elementwise(4), domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),
-    OpClass("LRN", "lrn", lrn_macs),
+    OpClass("LRN", "lrn", lrn_macs, kernel="lrn"),
     OpClass("Softmax", "softmax", scaled_elementwise(3), kernel="softmax"),
     OpClass("LogSoftmax", "softmax", scaled_elementwise(3)),
     OpClass("QLinearSoftmax", "softmax", scaled_elementwise(3), _CONTRIB,

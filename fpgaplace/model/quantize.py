@@ -52,6 +52,9 @@ What onnxruntime 1.23 emits (measured on ``models.cnn_residual(batch=1)`` and
 * Add, Concat and GlobalAveragePool are quantized with their own calibrated output qparams; their
   inputs keep the qparams of their producers (so Add and Concat rescale each input).
 * Softmax gets the fixed output range [0, 1]: scale 1/255, zero point -128.
+* LRN is in neither of onnxruntime's registries; ``op_types_to_quantize`` adds it
+  (``EXTRA_QUANTIZED_OPS``), so it reads a DequantizeLinear and writes a QuantizeLinear with its own
+  calibrated output qparams, and the MaxPool after it is quantized too (else both stay float).
 
 ``check_qdq`` accepts exactly these forms: int8 zero points everywhere, except int32 zero points
 of value 0 on a ``DequantizeLinear`` of an int32 constant (a quantized bias).
@@ -392,11 +395,26 @@ def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], 
                 weight_type=QuantType.QInt8,
                 calibrate_method=CalibrationMethod.MinMax,
                 extra_options={"WeightSymmetric": True, "ActivationSymmetric": False},
+                op_types_to_quantize=_op_types_to_quantize(),
             )
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises many unrelated types
         raise FpgaplaceError(f"{what}: onnxruntime quantize_static failed: {first_line(exc)}") from exc
     finally:
         root.setLevel(level)
+
+
+EXTRA_QUANTIZED_OPS = ("LRN",)
+"""Op types onnxruntime's registries leave in float that the cores run in int8: given in
+``op_types_to_quantize``, the quantizer puts a Q/DQ pair on their inputs and outputs
+(``QDQOperatorBase``), so the MaxPool after a LocalResponseNormalization gets its own too."""
+
+
+def _op_types_to_quantize() -> list[str]:
+    """onnxruntime's default op types for ``quantize_static`` (its QLinear and QDQ registries) and
+    ``EXTRA_QUANTIZED_OPS``."""
+    from onnxruntime.quantization.registry import QDQRegistry, QLinearOpsRegistry
+
+    return sorted({*QLinearOpsRegistry, *QDQRegistry, *EXTRA_QUANTIZED_OPS})
 
 
 # onnxruntime's QDQ quantizer handles per-channel weights one channel at a time in Python: for ResNet-50's

@@ -8,7 +8,7 @@
 //
 // Run:   kernel_harness <kernel> <id> <dir>
 // reads the case's inputs from <dir> (raw little-endian arrays, sizes fixed by the config:
-// x.bin / a.bin b.bin / x0.bin x1.bin int8 streams, w.bin int8 folded weights, bias.bin and
+// x.bin / a.bin b.bin / x0.bin x1.bin / x.bin g.bin (binary) int8 streams, w.bin int8 folded weights, bias.bin and
 // mult.bin int32, shift.bin int8; values.bin for broadcast), runs the kernel on streams of beats of
 // the case's widths and writes y.bin (y0.bin, y1.bin for fork) and ticks.bin (int64: the
 // iterations its stage counted). It fails (exit 1) if a file has the wrong size, an input stream is not
@@ -202,6 +202,20 @@ void run_regroup(const std::string& dir) {
   fill(in, read_array<int8_t>(dir + "/x.bin", C::SIZE));
   fp::regroup<C>(in, out);
   expect_consumed(in, "x");
+  drain_to(out, C::SIZE, dir + "/y.bin");
+  write_ticks<C>(dir);
+}
+
+template <class C>
+void run_binary(const std::string& dir) {
+  const int g_size = C::MODE == 0 ? C::SIZE : C::MODE == 1 ? C::C : C::SIZE / C::C;
+  Stream<C::L> x("binary.x"), out("binary.out");
+  Stream<C::G> g("binary.g");
+  fill(x, read_array<int8_t>(dir + "/x.bin", C::SIZE));
+  fill(g, read_array<int8_t>(dir + "/g.bin", g_size));
+  fp::binary<C>(x, g, out);
+  expect_consumed(x, "x");
+  expect_consumed(g, "g");
   drain_to(out, C::SIZE, dir + "/y.bin");
   write_ticks<C>(dir);
 }

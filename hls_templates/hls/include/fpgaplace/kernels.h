@@ -18,6 +18,11 @@
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
+//   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
+//   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
+//                                            beats of L, table[ENTRIES]
+//   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
+//                                            out beats of L, g beats of G (same shape, per channel, per pixel)
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
 //   fork<C>(in, out0, out1)                   SIZE L STAGE
 //   broadcast<C>(values, out)                 SIZE C L STAGE (a per-channel constant, every pixel)
@@ -35,7 +40,8 @@
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B)
+//   add, requant, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
+//   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -792,13 +798,13 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
 
 // Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
 // buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
-// a row), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L iterations a row.
+// a row, 48 steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + 48 iterations a row.
 template <class C>
 void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t exp_table[256]) {
   static_assert(C::N > 0 && C::L > 0 && C::N % C::L == 0 && C::SIZE % C::N == 0, "softmax: L must divide N, N SIZE");
   static_assert(detail::valid_output(C::ZY, C::LO, C::HI) && detail::valid_rescale(C::MY, C::SY + 16),
                 "softmax: need int8 ZY, LO <= HI, MY >= 0 and SY + 16 <= 62");
-  constexpr int BEATS = C::N / C::L;
+  constexpr int BEATS = C::N / C::L, DIVIDER_BITS = 48;  // fpgaplace.hw.softmax.DIVIDER_CYCLES
   for (int row = 0; row < C::SIZE / C::N; ++row) {
     int8_t buffer[BEATS][C::L];
     int m = -128;
@@ -821,7 +827,20 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
         sum += exp_table[m - buffer[i][l]];
       }
     }
-    const int32_t r = static_cast<int32_t>(((static_cast<int64_t>(C::MY) << 16) + sum / 2) / sum);
+    // r = (MY * 2**16 + sum / 2) / sum by restoring division, a quotient bit a cycle (as the RTL)
+    const uint64_t dividend = (static_cast<uint64_t>(C::MY) << 16) + static_cast<uint64_t>(sum) / 2;
+    uint64_t remainder = 0, quotient = 0;
+    for (int b = DIVIDER_BITS - 1; b >= 0; --b) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      remainder = (remainder << 1) | ((dividend >> b) & 1);
+      quotient <<= 1;
+      if (remainder >= static_cast<uint64_t>(sum)) {
+        remainder -= static_cast<uint64_t>(sum);
+        quotient |= 1;
+      }
+    }
+    const int32_t r = static_cast<int32_t>(quotient);
     for (int i = 0; i < BEATS; ++i) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
@@ -829,6 +848,105 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
       for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
         y.v[l] = requantize(exp_table[m - buffer[i][l]], r, C::SY + 16, C::ZY, C::LO, C::HI);
+      }
+      out.write(y);
+    }
+  }
+}
+
+// y[p][c] = requantize(x[p][perm[c]] - ZX, M, S, ZY, LO, HI): a fixed permutation of each pixel's C
+// channels (a channel shuffle, fpgaplace.hw.shuffle), L a cycle. One half of a two-pixel buffer
+// takes pixel p while the other gives out pixel p - 1: (PIXELS + 1) * C / L iterations.
+template <class C>
+void shuffle(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int16_t perm[C::C]) {
+  static_assert(C::PIXELS > 0 && C::L > 0 && C::C % C::L == 0, "shuffle: L must divide C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "shuffle: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "shuffle: need M >= 0 and 1 <= S <= 62");
+  constexpr int BEATS = C::C / C::L;
+  int8_t pixel[2][C::C];
+#pragma HLS ARRAY_PARTITION variable=pixel complete dim=0
+  for (int i = 0; i < (C::PIXELS + 1) * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int p = i / BEATS, b = i % BEATS;
+    if (p < C::PIXELS) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        pixel[p & 1][b * C::L + l] = x.v[l];
+      }
+    }
+    if (p > 0) {
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = requantize(static_cast<int64_t>(pixel[(p - 1) & 1][perm[b * C::L + l]]) - C::ZX, C::M, C::S, C::ZY,
+                            C::LO, C::HI);
+      }
+      out.write(y);
+    }
+  }
+}
+
+namespace detail {
+
+// The LRN table's index of a sum of squares s >= 0 (fpgaplace.hw.lrn.table_index): s below
+// 2^(MBITS+1), else e * 2^MBITS + (s >> e) with e = bits(s) - MBITS - 1.
+template <int MBITS>
+inline int lrn_index(int64_t s) {
+#pragma HLS INLINE
+  int length = 0;
+  for (int b = 0; b < 40; ++b) {
+#pragma HLS UNROLL
+    if ((s >> b) != 0) length = b + 1;
+  }
+  const int e = length > MBITS + 1 ? length - MBITS - 1 : 0;
+  return (e << MBITS) + static_cast<int>(s >> e);
+}
+
+}  // namespace detail
+
+// ONNX LRN of each pixel's C channels (fpgaplace.hw.lrn): d = x - ZX, S[c] = sum of d^2 over
+// channels c - BEFORE .. c + AFTER, y[c] = requantize(d[c], table[index(S[c])], F, ZY, LO, HI), L a
+// cycle. One half of a two-pixel buffer takes pixel p while the other gives out pixel p - 1:
+// (PIXELS + 1) * C / L iterations.
+template <class C>
+void lrn(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t table[C::ENTRIES]) {
+  static_assert(C::PIXELS > 0 && C::L > 0 && C::C % C::L == 0, "lrn: L must divide C");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "lrn: zero points and LO <= HI must be int8");
+  static_assert(C::F >= 1 && C::F <= 62 && C::BEFORE >= 0 && C::AFTER >= 0, "lrn: need 1 <= F <= 62");
+  constexpr int BEATS = C::C / C::L;
+  int16_t offset[2][C::C];
+  int32_t square[2][C::C];
+#pragma HLS ARRAY_PARTITION variable=offset complete dim=0
+#pragma HLS ARRAY_PARTITION variable=square complete dim=0
+  for (int i = 0; i < (C::PIXELS + 1) * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int p = i / BEATS, b = i % BEATS;
+    if (p < C::PIXELS) {
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        const int16_t d = static_cast<int16_t>(x.v[l] - C::ZX);
+        offset[p & 1][b * C::L + l] = d;
+        square[p & 1][b * C::L + l] = d * d;
+      }
+    }
+    if (p > 0) {
+      const int h = (p - 1) & 1;
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        const int c = b * C::L + l;
+        int64_t s = 0;
+        for (int k = -C::BEFORE; k <= C::AFTER; ++k) {
+#pragma HLS UNROLL
+          if (c + k >= 0 && c + k < C::C) s += square[h][c + k];
+        }
+        y.v[l] = requantize(offset[h][c], table[detail::lrn_index<C::MBITS>(s)], C::F, C::ZY, C::LO, C::HI);
       }
       out.write(y);
     }
@@ -858,6 +976,122 @@ void concat2(hls::stream<beat<C::L>>& in0, hls::stream<beat<C::L>>& in1, hls::st
                      : requantize(static_cast<int64_t>(x.v[l]) - C::Z1, C::M1, C::S1, C::ZY, C::LO, C::HI);
     }
     out.write(y);
+  }
+}
+
+// ---------------------------------------------------------------- two activations, one broadcast
+
+namespace detail {
+
+enum BinaryOp { BIN_ADD = 0, BIN_SUB = 1, BIN_MUL = 2, BIN_MAX = 3, BIN_MIN = 4 };  // fpgaplace.hw.binary.OPS
+enum BinaryMode { BIN_SAME = 0, BIN_PER_CHANNEL = 1, BIN_PER_PIXEL = 2 };           // fpgaplace.hw.binary MODE
+
+// One output element of the binary op C::OP from x and its g (fpgaplace.hw.reference.binary).
+template <class C>
+inline int8_t binary_element(int8_t x, int8_t g) {
+#pragma HLS INLINE
+  const int64_t dx = C::SX * (static_cast<int64_t>(x) - C::ZX), dg = C::SG * (static_cast<int64_t>(g) - C::ZG);
+  if (C::OP == BIN_MUL) return requantize(dx * dg, C::MX, C::S, C::ZY, C::LO, C::HI);
+  if (C::OP == BIN_ADD || C::OP == BIN_SUB) return requantize2(dx, C::MX, dg, C::MG, C::S, C::ZY, C::LO, C::HI);
+  const int8_t a = requantize(dx, C::MX, C::S, C::ZY, C::LO, C::HI), b = requantize(dg, C::MG, C::S, C::ZY, C::LO, C::HI);
+  return (C::OP == BIN_MAX) == (a > b) ? a : b;
+}
+
+// The plane buffer of a broadcast: x's SIZE elements pass into a stream of BUFFER beats (one or two
+// planes, fpgaplace.hw.binary.buffer_planes), so x's producer does not wait for g (which may be
+// computed from x). A FIFO, not a stage: no ticks.
+template <class C>
+void plane_buffer(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& plane) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    plane.write(in.read());
+  }
+}
+
+// The op over x's plane with g per channel (the C gate values read first, G a beat) or per pixel
+// (a beat of G pixels' values with each pixel group's first beat).
+template <class C>
+void gated(hls::stream<beat<C::L>>& plane, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+  [[maybe_unused]] constexpr int LANES = C::L;  // for the pragma
+  int8_t gate[C::MODE == BIN_PER_CHANNEL ? C::C : C::G] = {};
+#pragma HLS ARRAY_PARTITION variable=gate cyclic factor=LANES
+  if (C::MODE == BIN_PER_CHANNEL) {
+    for (int i = 0; i < C::C / C::G; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::G> b = g.read();
+      for (int j = 0; j < C::G; ++j) {
+#pragma HLS UNROLL
+        gate[i * C::G + j] = b.v[j];
+      }
+    }
+  }
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = plane.read();
+    if (C::MODE == BIN_PER_PIXEL && (i * C::L) % (C::C * C::G) == 0) {
+      const beat<C::G> b = g.read();
+      for (int j = 0; j < C::G; ++j) {
+#pragma HLS UNROLL
+        gate[j] = b.v[j];
+      }
+    }
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int e = i * C::L + l;
+      y.v[l] = binary_element<C>(x.v[l], gate[C::MODE == BIN_PER_CHANNEL ? e % C::C : (e / C::C) % C::G]);
+    }
+    out.write(y);
+  }
+}
+
+// A broadcast: x's plane buffer and the gated op, two processes of one dataflow region.
+template <class C>
+void binary_broadcast(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+#pragma HLS DATAFLOW
+  [[maybe_unused]] constexpr int DEPTH = C::BUFFER;  // for the pragma
+  hls::stream<beat<C::L>> plane("plane");
+#pragma HLS STREAM variable=plane depth=DEPTH
+  plane_buffer<C>(x, plane);
+  gated<C>(plane, g, out);
+}
+
+}  // namespace detail
+
+// y = OP(x, g) elementwise over x's SIZE elements (C channels a pixel), L a cycle; g of the same
+// shape (G = L), one value per channel (G divides C) or one per pixel (G pixels a beat).
+template <class C>
+void binary(hls::stream<beat<C::L>>& x, hls::stream<beat<C::G>>& g, hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE) && C::C > 0 && C::SIZE % C::C == 0,
+                "binary: SIZE must be a positive multiple of L and of C");
+  static_assert(C::OP >= detail::BIN_ADD && C::OP <= detail::BIN_MIN, "binary: OP must be 0 to 4");
+  static_assert(C::MODE == detail::BIN_SAME ? C::G == C::L
+                : C::MODE == detail::BIN_PER_CHANNEL ? C::G > 0 && C::C % C::G == 0 && (C::L % C::C == 0 || C::C % C::L == 0)
+                : C::MODE == detail::BIN_PER_PIXEL && C::G > 0 && (C::L == C::G * C::C || (C::G == 1 && C::C % C::L == 0)),
+                "binary: G must be L (same shape), divide C (per channel), or be the pixels of a beat (per pixel)");
+  static_assert(C::MODE == detail::BIN_SAME || C::BUFFER >= C::SIZE / C::L, "binary: BUFFER must hold a plane");
+  static_assert(detail::is_int8(C::ZX) && detail::is_int8(C::ZG) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "binary: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::MX, C::S) && C::MG >= 0 && (C::SX == 1 || C::SX == -1) &&
+                    (C::SG == 1 || C::SG == -1),
+                "binary: need MX, MG >= 0, 1 <= S <= 62 and signs of +-1");
+  if (C::MODE == detail::BIN_SAME) {
+    for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::L> a = x.read();
+      const beat<C::G> b = g.read();
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = detail::binary_element<C>(a.v[l], b.v[l % C::G]);
+      }
+      out.write(y);
+    }
+  } else {
+    detail::binary_broadcast<C>(x, g, out);
   }
 }
 
