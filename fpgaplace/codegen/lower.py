@@ -57,8 +57,9 @@ class CoreDesign:
     aliases: dict[str, str] = field(default_factory=dict)  # int8 tensor -> the layer output it equals
 
 
-def _lower(ctx: LayerContext, op: Op) -> Layer | tuple[str, str] | None:
-    """A layer, an alias (output int8 tensor, input int8 tensor) or None (absorbed): the kernel's ``lower``."""
+def _lower(ctx: LayerContext, op: Op) -> Layer | list[Layer] | tuple[str, str] | None:
+    """A layer (several for an op of several outputs, such as a Split), an alias (output int8
+    tensor, input int8 tensor) or None (absorbed): the kernel's ``lower``."""
     planned = plan_op(op, ctx.graph)
     if not planned:
         raise FpgaplaceError(f"op '{op.name}' ({op.op_type}) cannot run on an FPGA core: {planned.reason}")
@@ -111,10 +112,11 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         result = _lower(lowering, graph.ops[op_name])
         if isinstance(result, tuple):
             alias[result[0]] = alias.get(result[1], result[1])
-        elif result is not None:
-            result.inputs = [alias.get(t, t) for t in result.inputs]
-            result.resident = op_name in resident
-            layers.append(result)
+            continue
+        for layer in [result] if isinstance(result, Layer) else result or []:
+            layer.inputs = [alias.get(t, t) for t in layer.inputs]
+            layer.resident = op_name in resident
+            layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
     stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
