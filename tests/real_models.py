@@ -721,6 +721,12 @@ def _branch_as_model(model: onnx.ModelProto, branch: onnx.GraphProto, shapes: di
     return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
 
 
+def macs_by_node(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, float]:
+    """The dot-product MACs of every top-level node of ``model`` (no control flow) bound to
+    ``input_shapes``, by node name, counted as ``independent_macs`` counts them."""
+    return _onnx_tool_macs(model, onnxruntime_shapes(model, input_shapes))
+
+
 def independent_macs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> tuple[float, str]:
     """Dot-product MACs of ``model`` bound to ``input_shapes`` and the tool that counted them: the
     qonnx package's inference_cost for a QONNX model, else onnx-tool (an ``If`` costs its larger
