@@ -84,7 +84,7 @@ def test_a_row_has_positive_rates_none_faster_than_its_slowest_core(mobilenet_ro
 def test_a_row_gives_the_verdict_csim_gives_again(mobilenet_row):
     row, folder = mobilenet_row
     again = run_csim(folder / "mobilenetv3-zcu104", samples=2)
-    assert (row["csim"] == "ok") == again.ok
+    assert row["csim"].startswith("ok") == again.ok
     if not again.ok:
         assert "LSB" in row["csim"] or "bit-exact" in row["csim"]
 
