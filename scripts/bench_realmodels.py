@@ -1,7 +1,8 @@
 """How much of a real CNN `compile` puts on the FPGA cores, and how fast and exact the result is.
 
     python scripts/bench_realmodels.py [--models yolo,dbnet,...] [--boards zcu104,kv260] [--full]
-                                       [--random 8] [--samples 2] [--step-timeout 1800] [--json]
+                                       [--random 8] [--samples 2] [--via-quantize] [--keep DIR]
+                                       [--step-timeout 1800] [--json]
 
 Models: the detectors and classifiers built in tests/real_models.py (yolo, yolox, dbnet,
 mobilenetv3; test sizes, or the issue's full sizes with ``--full``) and the nine CNNs of the onnx
@@ -9,15 +10,16 @@ package's light model zoo (their ConstantOfShape weights replaced by seeded rand
 ``fpgaplace.model.zoo.with_random_weights`` does; their sizes are fixed). Each model goes through
 the real CLI in a temporary folder, one subprocess per step:
 
-    quantize MODEL --random N          (once per model; a float model to int8 QDQ)
-    compile MODEL.int8 --board B       (per board; timed: wall seconds of the subprocess)
+    compile MODEL --random N --board B (per board; quantizes after its graph optimizer, as the issue
+                                        measured; timed: wall seconds of the subprocess)
     inspect PROJECT/model.qdq.onnx     (the MACs of every op, for the share on the cores)
     sim PROJECT                        (event simulation: fps)
     csim PROJECT --samples S           (every core bit-exact, outputs within 1 LSB)
 
-If ``quantize`` fails, the float model is compiled with ``--random N`` (compile quantizes after its
-graph optimizer) and the row says so. A failing step puts its one-line error in the row and the
-row's later steps are skipped; the other rows still run.
+With ``--via-quantize``, ``quantize MODEL --random N`` writes the int8 QDQ model first (once per
+model; it quantizes the model as loaded, batch norms unfolded) and compile takes that file; if
+quantize fails, the float model is compiled as above and the row says so. A failing step puts its
+one-line error in the row and the row's later steps are skipped; the other rows still run.
 
 One row per model and board: ops on the cores and on the CPUs (from compile's JSON), the
 dot-product MACs on the cores (%), compile seconds, fps from compile and from sim, the slowest
@@ -115,14 +117,16 @@ def float_model(name: str, full: bool, folder: Path) -> tuple[Path, list[str]]:
     return path, real_models.input_shape_flags(shapes)
 
 
-def quantized_model(path: Path, shape_flags: list[str], random: int, timeout: float) -> tuple[list[str], str]:
-    """What compile is given: the int8 QDQ model ``quantize`` wrote, or when quantize fails the float
-    model with ``--random`` and its flags; and a note on the fallback (empty when none)."""
+def compile_inputs(path: Path, shape_flags: list[str], args: argparse.Namespace) -> tuple[list[str], str]:
+    """What compile is given: the float model with ``--random`` and its flags; with ``--via-quantize``
+    the int8 QDQ model ``quantize`` wrote, unless quantize fails. And a note on that failure."""
+    from_float = [str(path), "--random", str(args.random), *shape_flags]
+    if not args.via_quantize:
+        return from_float, ""
     out = path.with_suffix(".int8.onnx")
-    step = run_cli(["quantize", str(path), "--out", str(out), "--random", str(random), *shape_flags], timeout)
-    if not step.error:
-        return [str(out)], ""
-    return [str(path), "--random", str(random), *shape_flags], f"quantize: {step.error} (compiled the float model)"
+    step = run_cli(["quantize", str(path), "--out", str(out), "--random", str(args.random), *shape_flags],
+                   args.step_timeout)
+    return ([str(out)], "") if not step.error else (from_float, f"quantize: {step.error} (compiled the float model)")
 
 
 def record_compile(row: Row, document: dict) -> dict[str, str]:
@@ -207,7 +211,7 @@ def model_rows(name: str, args: argparse.Namespace) -> list[Row]:
 def board_rows(name: str, folder: Path, args: argparse.Namespace) -> list[Row]:
     """The model ``name`` saved and quantized in ``folder``, then its row on every board."""
     path, shape_flags = float_model(name, args.full, folder)
-    compile_from, note = quantized_model(path, shape_flags, args.random, args.step_timeout)
+    compile_from, note = compile_inputs(path, shape_flags, args)
     rows = [board_row(name, board, compile_from, folder, args) for board in args.boards]
     for row in rows:
         row.notes[:0] = [note] if note else []
@@ -258,6 +262,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--random", type=int, default=8, help="random calibration samples (default 8)")
     parser.add_argument("--samples", type=int, default=2, help="csim samples (default 2)")
     parser.add_argument("--step-timeout", type=float, default=1800.0, help="seconds per CLI step (default 1800)")
+    parser.add_argument("--via-quantize", action="store_true",
+                        help="quantize with `fpgaplace quantize` first and compile its QDQ model")
     parser.add_argument("--keep", type=Path, help="keep the models and projects in this folder (one per model)")
     parser.add_argument("--json", action="store_true", help="print the rows as JSON")
     args = parser.parse_args(argv)

@@ -94,11 +94,13 @@ def test_a_failing_step_puts_its_one_line_error_in_the_row(bench, tmp_path):
                           str(tmp_path / "p")], timeout=120)
     assert step.error.startswith("error:") and "missing.onnx" in step.error and "\n" not in step.error
     args = bench.parse_args(["--models", "mobilenetv3", "--boards", "kv260", "--step-timeout", "0.01"])
-    rows = bench.model_rows("mobilenetv3", args)
-    assert [(r.model, r.board) for r in rows] == [("mobilenetv3", "kv260")]
-    assert rows[0].notes[0].startswith("quantize: timed out") and rows[0].notes[1].startswith("compile: timed out")
-    assert rows[0].ops_cores is None and rows[0].fps_sim is None and rows[0].csim == "—"
-    assert "timed out" in bench.table(rows)
+    [row] = bench.model_rows("mobilenetv3", args)
+    assert (row.model, row.board) == ("mobilenetv3", "kv260") and row.notes == ["compile: timed out after 0 s"]
+    assert row.ops_cores is None and row.fps_sim is None and row.csim == "—"
+    assert "compile: timed out" in bench.table([row])
+    args.via_quantize = True
+    [row] = bench.model_rows("mobilenetv3", args)
+    assert row.notes == ["quantize: timed out after 0 s (compiled the float model)", "compile: timed out after 0 s"]
 
 
 @pytest.mark.parametrize("argv", [["--models", "resnet"], ["--boards", "zcu999"], ["--models", ","],
@@ -114,4 +116,4 @@ def test_defaults_are_every_model_on_zcu104_and_kv260(bench):
     args = bench.parse_args([])
     assert args.boards == ["zcu104", "kv260"] and len(args.models) == 13
     assert {"yolo", "yolox", "dbnet", "mobilenetv3", "resnet50", "bvlc_alexnet"} <= set(args.models)
-    assert (args.random, args.samples, args.full, args.json) == (8, 2, False, False)
+    assert (args.random, args.samples, args.full, args.json, args.via_quantize) == (8, 2, False, False, False)
