@@ -3,7 +3,8 @@
 Four families, each a list of ``Case``s built from small valid inputs and seeded mutations:
 
 - ``onnx``: tiny models (a Conv net, an MLP) as they are, behind a QONNX Quant, with a gate broadcast
-  per channel, per pixel or along W (odd weight scales included) in a two-activation op, and with an unknown
+  per channel, per pixel or along W (odd weight scales included) in a two-activation op, with a data movement op of
+  fuzzed parameters (a Slice step of 0, a Resize scale of 1e9, ...), and with an unknown
   element type, absurd or negative dims, zero strides, value_info contradicting inference, a
   truncated file, a wrong feature dim, a missing initializer, an unknown op, a QONNX rounding mode
   fpgaplace does not run, random byte flips, ...;
@@ -337,9 +338,47 @@ ONNX_MUTATIONS: dict[str, Callable] = {
 }
 
 
+MOVEMENT_OPS = ("slice", "resize", "split", "pad")
+
+
+def _movement_node(rng: random.Random, kind: str) -> tuple[onnx.NodeProto, list[onnx.TensorProto]]:
+    """A data movement op reading the conv model's ``c`` [1, C, H, W] with fuzzed parameters: a
+    Slice step of 0 or a huge one, a Resize scale of 1e9, 1.5 or 0, a Split whose sizes do not add
+    up, a Pad of 2**40 or a negative one."""
+    if kind == "slice":
+        step = rng.choice([0, 2**40, -1, 3])
+        values = {"starts": [rng.choice([0, 1, -1])], "ends": [rng.choice([2**62, -(2**62), 4])], "axes": [2],
+                  "steps": [step]}
+        node = helper.make_node("Slice", ["c", *values], ["moved"], name="moved")
+    elif kind == "resize":
+        values = {"scales": np.array([1, 1, *[rng.choice([1e9, 1.5, 0.0, 2.0, -2.0])] * 2], np.float32)}
+        node = helper.make_node("Resize", ["c", "", "scales"], ["moved"], name="moved", mode="nearest")
+    elif kind == "split":
+        values = {"split": [rng.choice([1, 3, 0, -1, 2**40]), rng.choice([1, 5])]}
+        node = helper.make_node("Split", ["c", "split"], ["moved", "moved_rest"], name="moved", axis=1)
+    else:
+        values = {"pads": [0, 0, rng.choice([1, 2**40, -9]), 1, 0, 0, 1, rng.choice([0, -1, 2**40])]}
+        node = helper.make_node("Pad", ["c", "pads"], ["moved"], name="moved", mode="constant")
+    constants = [numpy_helper.from_array(np.asarray(v, dtype=np.float32 if k == "scales" else np.int64), k)
+                 for k, v in values.items()]
+    return node, constants
+
+
+def _with_movement_op(model: onnx.ModelProto, rng: random.Random, kind: str) -> bool:
+    """Add a fuzzed data movement op of ``kind`` (``_movement_node``) reading the conv's output as a second
+    graph output; False for a model without the conv."""
+    if not any(n.op_type == "Conv" for n in model.graph.node):
+        return False
+    node, constants = _movement_node(rng, kind)
+    model.graph.node.append(node)
+    model.graph.initializer.extend(constants)
+    model.graph.output.append(helper.make_tensor_value_info("moved", TensorProto.FLOAT, ["m0", "m1", "m2", "m3"]))
+    return True
+
+
 def onnx_cases(rng: random.Random, count: int) -> list[Case]:
     cases: list[Case] = []
-    kinds = ["valid", "qonnx", "truncated", "flipped", "broadcast", *ONNX_MUTATIONS]
+    kinds = ["valid", "qonnx", "truncated", "flipped", "broadcast", "movement", *ONNX_MUTATIONS]
     while len(cases) < count:
         kind = kinds[len(cases) % len(kinds)]
         model = _base_model(rng)
@@ -359,6 +398,9 @@ def onnx_cases(rng: random.Random, count: int) -> list[Case]:
             for _ in range(rng.randint(1, 4)):
                 data[rng.randrange(len(data))] = rng.randrange(256)
             cases.append(_model_case(name, bytes(data), None, command))
+        elif kind == "movement":  # valid or not by its parameters: a clean error or a result, no traceback
+            if _with_movement_op(model, rng, MOVEMENT_OPS[len(cases) // len(kinds) % len(MOVEMENT_OPS)]):
+                cases.append(_model_case(name, model, None, command))
         else:
             mentions = ONNX_MUTATIONS[kind](model, rng)
             if mentions is not None:

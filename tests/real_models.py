@@ -17,9 +17,20 @@ Models (``REAL_MODELS``: name -> ``RealModel``), each small by default and full 
 - ``qdq``: the built-in residual CNN quantized to int8 QDQ by ``fpgaplace.model.quantize``;
 - ``qonnx``: a Brevitas-style QONNX CNN: 8-bit input, 4-bit weights and activations, 2-bit FC
   weights, a ``Trunc`` after average pooling, a ``BipolarQuant`` output.
+- ``yolox``: a YOLOX-style detector on a fixed input: a Focus stem (four stride-2 spatial Slices,
+  channel Concat), Conv+SiLU, CSP blocks, SPP max pools, nearest upsampling, decoupled heads with
+  Sigmoid; YOLOX-s at 416 x 416 at full size;
+- ``dbnet``: a DB text detector as PaddleOCR exports it: MobileNetV3-large backbone with HardSwish
+  as ``x * Clip(x + 3, 0, 6) / 6``, squeeze-excite gates (HardSigmoid, a ``[N, C, 1, 1]`` Mul), an
+  FPN neck (Resize, Add, channel Concat), a head with ConvTranspose upsampling and Sigmoid; 640 x
+  640 at full size;
+- ``mobilenetv3``: a MobileNetV3-small classifier as torch exports it (the HardSwish op, SE
+  blocks, GlobalAveragePool, Flatten, Gemm), its batch dim the symbolic ``batch``; 224 x 224 at
+  full size.
 
 ``independent_macs`` counts the dot-product MACs (Conv, ConvTranspose, MatMul, Gemm, LSTM/GRU/RNN,
-Einsum: the published convention) without fpgaplace: with the ``onnx-tool`` package, on each
+Einsum: the published convention) without fpgaplace: with the ``onnx-tool`` package (recurrent ops
+and ConvTranspose by the operator spec from an onnxruntime run's shapes), on each
 ``If`` branch as a model of its own (its outer-scope tensors as inputs shaped by an onnxruntime
 run), and with the ``qonnx`` package's ``inference_cost`` for QONNX models.
 """
@@ -48,6 +59,7 @@ class Builder:
         self.rng = np.random.default_rng(seed)
         self.nodes: list[onnx.NodeProto] = []
         self.initializers: list[onnx.TensorProto] = []
+        self.scalars: dict[float, str] = {}
 
     def node(self, op_type: str, inputs: list[str], output: str | None = None, domain: str = "",
              outputs: int = 1, **attrs) -> str:
@@ -59,6 +71,16 @@ class Builder:
     def const(self, name: str, value: np.ndarray) -> str:
         self.initializers.append(numpy_helper.from_array(np.asarray(value), name))
         return name
+
+    def scalar(self, value: float) -> str:
+        """A float32 scalar constant, one initializer per value."""
+        if value not in self.scalars:
+            self.scalars[value] = self.const(f"{self.prefix}scalar_{len(self.scalars)}", np.array(value, np.float32))
+        return self.scalars[value]
+
+    def ints(self, values: list[int]) -> str:
+        """A 1-D int64 constant (a Slice's starts, a Reshape's target, ...)."""
+        return self.const(f"{self.prefix}ints_{len(self.initializers)}", np.array(values, np.int64))
 
     def weight(self, name: str, shape: tuple[int, ...], fan_in: int | None = None) -> str:
         fan_in = fan_in or int(np.prod(shape[1:])) or 1
@@ -86,10 +108,17 @@ class Builder:
         return self.node("Reshape", [tensor, self.node("Concat", [*kept, tail_name], axis=0)])
 
 
+def conv(b: Builder, x: str, prefix: str, cin: int, cout: int, k: int, stride: int = 1, groups: int = 1) -> str:
+    """A k x k Conv padded to keep the size (divided by ``stride``), seeded weights and a zero bias
+    (a batch norm folded in, as exporters write it); ``groups`` = ``cin`` makes it depthwise."""
+    grouping = {"group": groups} if groups > 1 else {}
+    return b.node("Conv", [x, b.weight(f"{prefix}_w", (cout, cin // groups, k, k)),
+                           b.const(f"{prefix}_b", np.zeros(cout, np.float32))],
+                  kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4, **grouping)
+
+
 def conv_silu(b: Builder, x: str, prefix: str, cin: int, cout: int, k: int, stride: int = 1) -> str:
-    y = b.node("Conv", [x, b.weight(f"{prefix}_w", (cout, cin, k, k)), b.const(f"{prefix}_b", np.zeros(cout,
-                                                                                                     np.float32))],
-               kernel_shape=[k, k], strides=[stride, stride], pads=[k // 2] * 4)
+    y = conv(b, x, prefix, cin, cout, k, stride)
     return b.node("Mul", [y, b.node("Sigmoid", [y])])
 
 
@@ -308,6 +337,230 @@ def qonnx(channels: int = 16, classes: int = 10) -> onnx.ModelProto:
     return model
 
 
+# ---- detectors and classifiers with mobile activations ------------------------------------------
+
+INT64_MAX = np.iinfo(np.int64).max
+"""The end torch writes for an open slice ``x[a::s]``."""
+
+
+def upsample(b: Builder, x: str, scale: int) -> str:
+    """Nearest upsampling by an integer ``scale`` as torch exports ``F.interpolate``: Resize by scales."""
+    scales = b.const(f"up_scales_{len(b.nodes)}", np.array([1, 1, scale, scale], np.float32))
+    return b.node("Resize", [x, "", scales], mode="nearest", coordinate_transformation_mode="asymmetric",
+                  nearest_mode="floor")
+
+
+def csp_layer(b: Builder, x: str, prefix: str, cin: int, cout: int, repeats: int, shortcut: bool = True) -> str:
+    """YOLOX's CSPLayer: two 1x1 branches, bottlenecks (1x1 then 3x3, residual) on the first, Concat, 1x1."""
+    hidden = cout // 2
+    first = conv_silu(b, x, f"{prefix}_cv1", cin, hidden, 1)
+    second = conv_silu(b, x, f"{prefix}_cv2", cin, hidden, 1)
+    for i in range(repeats):
+        y = conv_silu(b, conv_silu(b, first, f"{prefix}_m{i}a", hidden, hidden, 1), f"{prefix}_m{i}b", hidden,
+                      hidden, 3)
+        first = b.node("Add", [y, first]) if shortcut else y
+    return conv_silu(b, b.node("Concat", [first, second], axis=1), f"{prefix}_cv3", 2 * hidden, cout, 1)
+
+
+def focus(b: Builder, x: str) -> str:
+    """Space-to-depth as YOLOX's Focus exports it: four stride-2 spatial Slices, then a channel Concat
+    in its order (top-left, bottom-left, top-right, bottom-right)."""
+    patches = [b.node("Slice", [x, b.ints([row, column]), b.ints([INT64_MAX, INT64_MAX]), b.ints([2, 3]),
+                                b.ints([2, 2])]) for row, column in ((0, 0), (1, 0), (0, 1), (1, 1))]
+    return b.node("Concat", patches, axis=1)
+
+
+def yolox_head(b: Builder, x: str, prefix: str, channels: int, hidden: int, classes: int) -> str:
+    """A decoupled head: a 1x1 stem, a class branch and a box branch of two 3x3 convs each, box
+    (4), objectness and class outputs, the last two through Sigmoid, joined and flattened to
+    ``[1, 5 + classes, h * w]``."""
+    stem = conv_silu(b, x, f"{prefix}_stem", channels, hidden, 1)
+    branches = {}
+    for branch in ("cls", "reg"):
+        y = conv_silu(b, stem, f"{prefix}_{branch}0", hidden, hidden, 3)
+        branches[branch] = conv_silu(b, y, f"{prefix}_{branch}1", hidden, hidden, 3)
+    box = conv(b, branches["reg"], f"{prefix}_box", hidden, 4, 1)
+    objectness = b.node("Sigmoid", [conv(b, branches["reg"], f"{prefix}_obj", hidden, 1, 1)])
+    scores = b.node("Sigmoid", [conv(b, branches["cls"], f"{prefix}_cls", hidden, classes, 1)])
+    joined = b.node("Concat", [box, objectness, scores], axis=1)
+    return b.node("Reshape", [joined, b.ints([1, 5 + classes, -1])])
+
+
+def yolox(width: int = 8, depth: int = 1, classes: int = 80, image: int = 64) -> onnx.ModelProto:
+    """A YOLOX-style detector on a fixed ``[1, 3, image, image]`` input (YOLOX-s: width 32, depth
+    1, image 416): Focus stem, Conv+SiLU, CSP stages (3 x ``depth`` bottlenecks in the middle two),
+    YOLOX's SPP (parallel 5, 9 and 13 max pools), a PAFPN neck with nearest upsampling and a
+    decoupled head per level; output ``[1, anchors, 5 + classes]``."""
+    b = Builder(29)
+    w = [width * 2**i for i in range(5)]
+    x = conv_silu(b, focus(b, "images"), "stem", 12, w[0], 3)
+    dark2 = csp_layer(b, conv_silu(b, x, "dark2", w[0], w[1], 3, 2), "dark2_csp", w[1], w[1], depth)
+    dark3 = csp_layer(b, conv_silu(b, dark2, "dark3", w[1], w[2], 3, 2), "dark3_csp", w[2], w[2], 3 * depth)
+    dark4 = csp_layer(b, conv_silu(b, dark3, "dark4", w[2], w[3], 3, 2), "dark4_csp", w[3], w[3], 3 * depth)
+    x = conv_silu(b, conv_silu(b, dark4, "dark5", w[3], w[4], 3, 2), "spp_cv1", w[4], w[4] // 2, 1)
+    pooled = [x] + [b.node("MaxPool", [x], kernel_shape=[k, k], pads=[k // 2] * 4) for k in (5, 9, 13)]
+    x = conv_silu(b, b.node("Concat", pooled, axis=1), "spp_cv2", 2 * w[4], w[4], 1)
+    dark5 = csp_layer(b, x, "dark5_csp", w[4], w[4], depth, False)
+    lateral = conv_silu(b, dark5, "lateral0", w[4], w[3], 1)
+    x = csp_layer(b, b.node("Concat", [upsample(b, lateral, 2), dark4], axis=1), "c3_p4", 2 * w[3], w[3], depth,
+                  False)
+    reduced = conv_silu(b, x, "reduce1", w[3], w[2], 1)
+    pan2 = csp_layer(b, b.node("Concat", [upsample(b, reduced, 2), dark3], axis=1), "c3_p3", 2 * w[2], w[2], depth,
+                     False)
+    x = b.node("Concat", [conv_silu(b, pan2, "bu_conv2", w[2], w[2], 3, 2), reduced], axis=1)
+    pan1 = csp_layer(b, x, "c3_n3", 2 * w[2], w[3], depth, False)
+    x = b.node("Concat", [conv_silu(b, pan1, "bu_conv1", w[3], w[3], 3, 2), lateral], axis=1)
+    pan0 = csp_layer(b, x, "c3_n4", 2 * w[3], w[4], depth, False)
+    heads = [yolox_head(b, level, f"head{i}", channels, w[2], classes)
+             for i, (level, channels) in enumerate(((pan2, w[2]), (pan1, w[3]), (pan0, w[4])))]
+    b.node("Transpose", [b.node("Concat", heads, axis=2)], output="output", perm=[0, 2, 1])
+    anchors = sum((image // stride) ** 2 for stride in (8, 16, 32))
+    return b.model("yolox_detector", [helper.make_tensor_value_info("images", FLOAT, [1, 3, image, image])],
+                   [helper.make_tensor_value_info("output", FLOAT, [1, anchors, 5 + classes])])
+
+
+def hard_swish(b: Builder, x: str) -> str:
+    """HardSwish as paddle (and torch before opset 14) exports it: x * Clip(x + 3, 0, 6) / 6."""
+    gate = b.node("Clip", [b.node("Add", [x, b.scalar(3.0)]), b.scalar(0.0), b.scalar(6.0)])
+    return b.node("Div", [b.node("Mul", [x, gate]), b.scalar(6.0)])
+
+
+ACTIVATIONS: dict[str, Callable[[Builder, str], str]] = {
+    "relu": lambda b, x: b.node("Relu", [x]),
+    "hardswish": hard_swish,
+    "HardSwish": lambda b, x: b.node("HardSwish", [x]),
+}
+"""Activation of a MobileNetV3 block: ``hardswish`` is the exported formula, ``HardSwish`` the
+ONNX op (torch from opset 14)."""
+
+
+def divisible(value: float, divisor: int = 8) -> int:
+    """MobileNet's channel rounding: to the nearest multiple of ``divisor``, at least ``divisor``,
+    never below 90 % of ``value``."""
+    rounded = max(divisor, int(value + divisor / 2) // divisor * divisor)
+    return rounded + divisor if rounded < 0.9 * value else rounded
+
+
+def squeeze_excite(b: Builder, x: str, prefix: str, channels: int, alpha: float) -> str:
+    """GlobalAveragePool -> 1x1 Conv -> Relu -> 1x1 Conv -> HardSigmoid(``alpha``, 0.5) -> Mul: the
+    ``[N, C, 1, 1]`` gate scales the whole plane."""
+    squeezed = divisible(channels / 4)
+    s = b.node("Relu", [conv(b, b.node("GlobalAveragePool", [x]), f"{prefix}_se1", channels, squeezed, 1)])
+    gate = b.node("HardSigmoid", [conv(b, s, f"{prefix}_se2", squeezed, channels, 1)], alpha=alpha, beta=0.5)
+    return b.node("Mul", [x, gate])
+
+
+@dataclass(frozen=True)
+class Block:
+    """One MobileNetV3 inverted residual: kernel, expanded and output channels, squeeze-excite,
+    activation (a key of ``ACTIVATIONS``, before the ONNX-op choice), stride."""
+
+    kernel: int
+    expand: int
+    out: int
+    se: bool
+    act: str
+    stride: int
+
+
+def inverted_residual(b: Builder, x: str, prefix: str, cin: int, block: Block, scale: float,
+                      hardswish: str, alpha: float) -> tuple[str, int]:
+    """A MobileNetV3 block (1x1 expand, depthwise, squeeze-excite, 1x1 project, residual when the
+    shape is kept) at width ``scale``; the output and its channels."""
+    expand, cout = divisible(block.expand * scale), divisible(block.out * scale)
+    act = ACTIVATIONS[hardswish if block.act == "hardswish" else block.act]
+    y = act(b, conv(b, x, f"{prefix}_expand", cin, expand, 1)) if expand != cin else x
+    y = act(b, conv(b, y, f"{prefix}_dw", expand, expand, block.kernel, block.stride, groups=expand))
+    if block.se:
+        y = squeeze_excite(b, y, prefix, expand, alpha)
+    y = conv(b, y, f"{prefix}_project", expand, cout, 1)
+    return (b.node("Add", [y, x]) if block.stride == 1 and cin == cout else y), cout
+
+
+def shallow(blocks: tuple[Block, ...]) -> tuple[Block, ...]:
+    """The first block of each run of equal output channels (every stride, activation and
+    squeeze-excite kind kept, fewer repeats): the test-size depth."""
+    return tuple(block for i, block in enumerate(blocks) if i == 0 or blocks[i - 1].out != block.out)
+
+
+MOBILENETV3_SMALL = tuple(Block(*row) for row in (
+    (3, 16, 16, True, "relu", 2), (3, 72, 24, False, "relu", 2), (3, 88, 24, False, "relu", 1),
+    (5, 96, 40, True, "hardswish", 2), (5, 240, 40, True, "hardswish", 1), (5, 240, 40, True, "hardswish", 1),
+    (5, 120, 48, True, "hardswish", 1), (5, 144, 48, True, "hardswish", 1), (5, 288, 96, True, "hardswish", 2),
+    (5, 576, 96, True, "hardswish", 1), (5, 576, 96, True, "hardswish", 1)))
+"""torchvision's mobilenet_v3_small blocks."""
+
+MOBILENETV3_LARGE = tuple(Block(*row) for row in (
+    (3, 16, 16, False, "relu", 1), (3, 64, 24, False, "relu", 2), (3, 72, 24, False, "relu", 1),
+    (5, 72, 40, True, "relu", 2), (5, 120, 40, True, "relu", 1), (5, 120, 40, True, "relu", 1),
+    (3, 240, 80, False, "hardswish", 2), (3, 200, 80, False, "hardswish", 1), (3, 184, 80, False, "hardswish", 1),
+    (3, 184, 80, False, "hardswish", 1), (3, 480, 112, True, "hardswish", 1), (3, 672, 112, True, "hardswish", 1),
+    (5, 672, 160, True, "hardswish", 2), (5, 960, 160, True, "hardswish", 1), (5, 960, 160, True, "hardswish", 1)))
+"""PaddleOCR's MobileNetV3-large blocks (the DB detector's backbone)."""
+
+
+def mobilenetv3(scale: float = 0.5, classes: int = 10, full_depth: bool = False, image: int = 64) -> onnx.ModelProto:
+    """A MobileNetV3-small classifier as torch exports it, the batch dim the symbolic ``batch``
+    (full size: scale 1, 1000 classes, every block, ``image`` 224): conv stem, inverted
+    residuals with ReLU or the HardSwish op and squeeze-excite gates (HardSigmoid 1/6), a 1x1
+    conv, GlobalAveragePool, Flatten, Gemm -> HardSwish -> Gemm."""
+    b = Builder(31)
+    channels = divisible(16 * scale)
+    x = ACTIVATIONS["HardSwish"](b, conv(b, "input", "stem", 3, channels, 3, 2))
+    blocks = MOBILENETV3_SMALL if full_depth else shallow(MOBILENETV3_SMALL)
+    for i, block in enumerate(blocks):
+        x, channels = inverted_residual(b, x, f"b{i}", channels, block, scale, "HardSwish", 1 / 6)
+    last = divisible(576 * scale)
+    x = ACTIVATIONS["HardSwish"](b, conv(b, x, "last", channels, last, 1))
+    x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    hidden = divisible(1024 * scale)
+    x = ACTIVATIONS["HardSwish"](b, b.node("Gemm", [x, b.weight("fc1_w", (hidden, last), last),
+                                                    b.const("fc1_b", np.zeros(hidden, np.float32))], transB=1))
+    b.node("Gemm", [x, b.weight("fc2_w", (classes, hidden), hidden), b.const("fc2_b", np.zeros(classes, np.float32))],
+           output="logits", transB=1)
+    return b.model("mobilenetv3_small", [helper.make_tensor_value_info("input", FLOAT, ["batch", 3, image, image])],
+                   [helper.make_tensor_value_info("logits", FLOAT, ["batch", classes])])
+
+
+def dbnet(scale: float = 0.35, neck: int = 32, full_depth: bool = False) -> onnx.ModelProto:
+    """A DB text detector as PaddleOCR exports it (full size: scale 0.5, neck 256, every block, a
+    640 x 640 input) on ``[batch, 3, height, width]``: a MobileNetV3-large backbone with HardSwish
+    as the formula and squeeze-excite gates (HardSigmoid 0.2, 0.5), features at strides 4, 8, 16
+    and 32 (the last through a 1x1 conv), the DBFPN neck (1x1 laterals, Resize x2 and Add top-down,
+    3x3 convs, Resize x8/x4/x2 to stride 4, channel Concat), and the DB head (3x3 conv, Relu, two
+    2x2 stride-2 ConvTransposes, Sigmoid) giving a probability map of the input's size."""
+    b = Builder(37)
+    channels = divisible(16 * scale)
+    x = hard_swish(b, conv(b, "x", "stem", 3, channels, 3, 2))
+    blocks = MOBILENETV3_LARGE if full_depth else shallow(MOBILENETV3_LARGE)
+    features = []
+    for i, block in enumerate(blocks):
+        if block.stride == 2 and i > 1:
+            features.append((x, channels))
+        x, channels = inverted_residual(b, x, f"b{i}", channels, block, scale, "hardswish", 0.2)
+    last = divisible(960 * scale)
+    features.append((hard_swish(b, conv(b, x, "last", channels, last, 1)), last))
+    laterals = [conv(b, f, f"lateral{i}", c, neck, 1) for i, (f, c) in enumerate(features)]
+    merged = [laterals[-1]]
+    for lateral in reversed(laterals[:-1]):
+        merged.insert(0, b.node("Add", [lateral, upsample(b, merged[0], 2)]))
+    smoothed = [conv(b, m, f"smooth{i}", neck, neck // 4, 3) for i, m in enumerate(merged)]
+    fused = b.node("Concat", [upsample(b, s, 2**i) if i else s for i, s in enumerate(smoothed)][::-1], axis=1)
+    quarter = neck // 4
+    y = b.node("Relu", [conv(b, fused, "head_conv", neck, quarter, 3)])
+    y = b.node("Relu", [conv_transpose(b, y, "head_up1", quarter, quarter)])
+    b.node("Sigmoid", [conv_transpose(b, y, "head_up2", quarter, 1)], output="maps")
+    return b.model("db_text_detector", [helper.make_tensor_value_info("x", FLOAT, ["batch", 3, "height", "width"])],
+                   [helper.make_tensor_value_info("maps", FLOAT, ["batch", 1, "height", "width"])])
+
+
+def conv_transpose(b: Builder, x: str, prefix: str, cin: int, cout: int) -> str:
+    """A 2x2 stride-2 ConvTranspose (doubling height and width) with seeded weights and a zero bias."""
+    return b.node("ConvTranspose", [x, b.weight(f"{prefix}_w", (cin, cout, 2, 2), cin),
+                                    b.const(f"{prefix}_b", np.zeros(cout, np.float32))],
+                  kernel_shape=[2, 2], strides=[2, 2])
+
+
 @dataclass(frozen=True)
 class RealModel:
     """A builder and the input shapes that bind its dynamic axes (small, and full size)."""
@@ -329,6 +582,12 @@ REAL_MODELS: dict[str, RealModel] = {
     "if": RealModel(if_model, {"x": (2, 32)}, {"features": 512}, {"x": (8, 32)}),
     "qdq": RealModel(qdq, {}, {"image": 64}, {}),
     "qonnx": RealModel(qonnx, {"image": (1, 3, 32, 32)}, {"channels": 64}, {"image": (1, 3, 32, 32)}),
+    "yolox": RealModel(yolox, {}, {"width": 32, "image": 416}, {}),
+    "dbnet": RealModel(dbnet, {"x": (1, 3, 64, 64)}, {"scale": 0.5, "neck": 256, "full_depth": True},
+                       {"x": (1, 3, 640, 640)}),
+    "mobilenetv3": RealModel(mobilenetv3, {"input": (1, 3, 64, 64)},
+                             {"scale": 1.0, "classes": 1000, "full_depth": True, "image": 224},
+                             {"input": (1, 3, 224, 224)}),
 }
 
 
@@ -402,6 +661,14 @@ def _recurrent_macs(node: onnx.NodeProto, shapes: dict[str, tuple]) -> int:
     return products + bias + RECURRENT_ELEMENTWISE[node.op_type] * directions * hidden * batch * steps
 
 
+def _conv_transpose_macs(node: onnx.NodeProto, shapes: dict[str, tuple]) -> int:
+    """A ConvTranspose from its run shapes, by the operator spec: every input element is scattered,
+    times its weight, into ``out_channels / group x kernel area`` outputs (weight ``[C_in, C_out /
+    group, k...]``), one MAC each."""
+    weight = shapes[node.input[1]]
+    return math.prod(shapes[node.input[0]]) * math.prod(weight[1:])
+
+
 def _without_control_flow(model: onnx.ModelProto) -> onnx.ModelProto:
     """``model`` without its If nodes (onnx-tool cannot infer them), its outputs being what they read;
     a node reading an If's output would lose its count, so it is refused."""
@@ -419,7 +686,9 @@ def _without_control_flow(model: onnx.ModelProto) -> onnx.ModelProto:
 def _onnx_tool_macs(model: onnx.ModelProto, shapes: dict[str, tuple]) -> dict[str, float]:
     """Dot-product MACs of every top-level node but control flow: onnx-tool's count, less the one
     MAC per output it adds for a Conv or Gemm bias (the published convention leaves bias adds out);
-    recurrent ops by ``_recurrent_macs`` (onnx-tool's activation costs follow its own convention)."""
+    recurrent ops by ``_recurrent_macs`` (onnx-tool's activation costs follow its own convention),
+    ConvTranspose by ``_conv_transpose_macs`` (onnx-tool reads its weight as a Conv's and ignores
+    the stride)."""
     import onnx_tool
 
     model = _without_control_flow(model)
@@ -434,6 +703,8 @@ def _onnx_tool_macs(model: onnx.ModelProto, shapes: dict[str, tuple]) -> dict[st
     for node in model.graph.node:
         if node.op_type in RECURRENT_GATES:
             counts[node.name] = _recurrent_macs(node, shapes)
+        elif node.op_type == "ConvTranspose":
+            counts[node.name] = _conv_transpose_macs(node, shapes)
         elif node.op_type in DOT_PRODUCT_OPS:
             bias = math.prod(shapes[node.output[0]]) if node.op_type in ("Conv", "Gemm") and len(node.input) > 2 \
                 and node.input[2] else 0
@@ -448,6 +719,12 @@ def _branch_as_model(model: onnx.ModelProto, branch: onnx.GraphProto, shapes: di
     inputs = [helper.make_tensor_value_info(t, FLOAT, list(shapes[t])) for t in outer]
     graph = helper.make_graph(list(branch.node), branch.name, inputs, list(branch.output), list(branch.initializer))
     return helper.make_model(graph, opset_imports=list(model.opset_import), ir_version=model.ir_version)
+
+
+def macs_by_node(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> dict[str, float]:
+    """The dot-product MACs of every top-level node of ``model`` (no control flow) bound to
+    ``input_shapes``, by node name, counted as ``independent_macs`` counts them."""
+    return _onnx_tool_macs(model, onnxruntime_shapes(model, input_shapes))
 
 
 def independent_macs(model: onnx.ModelProto, input_shapes: dict[str, tuple[int, ...]]) -> tuple[float, str]:

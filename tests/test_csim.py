@@ -15,12 +15,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import onnx
 import pytest
+import real_models
+from onnx import numpy_helper
 
 from fpgaplace import Design
 from fpgaplace.model import zoo as models
-from fpgaplace.sim.csim import CsimResult, run_csim
+from fpgaplace.sim.csim import CsimResult, OutputComparison, run_csim
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.onnxrt import random_inputs, session
 
 SAMPLES = 3
 
@@ -241,6 +245,69 @@ def test_a_corrupted_source_names_the_core_the_first_error_and_the_log(mlp, tmp_
     first_error = next(line.strip() for line in log.read_text().splitlines() if "error" in line)
     assert first_error in message and f"{core['top']}.cpp" in first_error
     assert re.search(r"expected primary-expression", message)
+
+
+# --------------------------------------------------------------------------- where outputs first differ
+
+
+def test_a_changed_cpu_piece_is_named_where_the_outputs_first_differ(mlp, tmp_path):
+    """A CPU piece whose output DequantizeLinear step is doubled puts the output many LSB off both
+    of onnxruntime's runs: csim is not ok, the cores still bit-exact, and its one-line pointer
+    names that tensor and that piece."""
+    folder = copy_of(mlp, tmp_path)
+    manifest = json.loads((folder / "split" / "manifest.json").read_text())
+    [piece] = [sub for sub in manifest["submodels"] if not sub["device"].startswith("core")]
+    path = folder / "split" / piece["file"]
+    model = onnx.load(path)
+    [dq] = [n for n in model.graph.node if n.op_type == "DequantizeLinear" and n.output[0] in piece["outputs"]]
+    scale = next(t for t in model.graph.initializer if t.name == dq.input[1])
+    model.graph.initializer.append(numpy_helper.from_array(2 * numpy_helper.to_array(scale), "doubled_step"))
+    dq.input[1] = "doubled_step"
+    onnx.save(model, path)
+    result = run_csim(folder, samples=2)
+    assert not result.ok and all(c.bit_exact for c in result.cores)
+    assert all(o.max_abs_diff_lsb > 1 for o in result.outputs)
+    pointer = result.first_difference
+    assert pointer.startswith("sample 1: ") and "\n" not in pointer
+    assert f"'{dq.output[0]}' from piece {piece['name']} on {piece['device']}" in pointer
+    assert json.loads((folder / "results" / "csim.json").read_text())["first_difference"] == pointer
+
+
+@pytest.fixture(scope="module")
+def spread_model(tmp_path_factory) -> onnx.ModelProto:
+    """A small MobileNetV3 (SE blocks, HardSwish) quantized as `fpgaplace quantize --random 4` does."""
+    model, shapes = real_models.build("mobilenetv3")
+    path = tmp_path_factory.mktemp("spread") / "mobilenetv3.int8.onnx"
+    Design(model, "zcu104", input_shapes=shapes, optimize=False, profile_cpu=False).quantize_file(
+        path, random_samples=4)
+    return onnx.load(path)
+
+
+def test_an_output_within_one_lsb_of_either_onnxruntime_run_is_exact(spread_model):
+    """On this sample onnxruntime's optimized run (Q/DQ fused into QLinear ops) and its unoptimized
+    run (float ops, as ONNX defines the model) are several steps apart: a placed run equal to either
+    is within 1 LSB, one off both is not, and the pointer then says where it first left them."""
+    feed = random_inputs(spread_model, 0)
+    optimized = session(spread_model, "optimized").run(["logits"], feed)[0]
+    unoptimized = session(spread_model, "unoptimized", optimized=False).run(["logits"], feed)[0]
+    [dq] = [n for n in spread_model.graph.node if n.output[0] == "logits"]
+    step = float(next(numpy_helper.to_array(t) for t in spread_model.graph.initializer if t.name == dq.input[1]))
+    spread = float(np.max(np.abs(np.rint(optimized / step) - np.rint(unoptimized / step))))
+    assert spread > 1  # what makes the test meaningful: onnxruntime disagrees with itself here
+
+    comparison = OutputComparison(Path("project"), spread_model, ["logits"], {"logits": "piece sub01_cpu0 on cpu0"})
+    comparison.add(1, feed, {"logits": unoptimized})
+    comparison.add(2, feed, {"logits": optimized})
+    [check] = comparison.outputs()
+    assert (check.max_abs_diff_lsb, check.max_lsb_optimized) == (0, spread)
+    assert comparison.first_difference == (f"sample 1: every int8 tensor equals onnxruntime's unoptimized run; "
+                                           f"onnxruntime's optimized run is {spread:g} LSB from its unoptimized one")
+    comparison.add(3, feed, {"logits": unoptimized + np.float32(40 * step)})
+    [check] = comparison.outputs()
+    assert 40 - spread <= check.max_abs_diff_lsb <= 40 and check.max_lsb_optimized >= 40 - spread
+    assert comparison.first_difference.startswith("sample 3: the first tensor off onnxruntime's unoptimized run is "
+                                                  "'logits' from piece sub01_cpu0 on cpu0 (")
+    assert "up to 40 LSB" in comparison.first_difference
 
 
 # --------------------------------------------------------------------------- refusals

@@ -31,6 +31,10 @@ SPEC_KERNELS = {
     "add": {"Add", "QLinearAdd"},
     "requant": {"Relu", "Clip", "Quant", "BipolarQuant", "Trunc"},  # QONNX quantizers requantize
     "concat": {"Concat"},
+    "softmax": {"Softmax"}, "lrn": {"LRN"},
+    "slice": {"Split", "Slice"},
+    "upsample": {"Resize", "Upsample"},
+    "pad": {"Pad"},
     "sub": {"Sub"}, "mul": {"Mul"}, "max": {"Max"}, "min": {"Min"},  # two activations (fpgaplace.hw.binary)
     "reshape": {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"},
     "batchnorm": {"BatchNormalization"},

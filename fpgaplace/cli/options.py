@@ -107,6 +107,13 @@ RandomOption = Annotated[
     int | None, typer.Option("--random", help="Calibrate on this many random inputs instead of --calib.")
 ]
 SeedOption = Annotated[int, typer.Option("--seed", help="Seed of the random inputs.")]
+InputRangeOption = Annotated[
+    list[str] | None,
+    typer.Option("--input-range", metavar="NAME=LO,HI",
+                 help="Values of an input's --random inputs, e.g. ids=0,255 (integers: LO to HI included; floats: "
+                 "uniform). Default: an integer input read by a Gather takes its indices (0 to rows-1), another "
+                 "0 or 1; a float input a standard normal. Repeat for several inputs."),
+]
 
 
 # ---- flag groups -------------------------------------------------------------------------
@@ -268,18 +275,45 @@ def profile_cpu(cpu_cost: str = "profile", profile: bool | None = None) -> bool:
     return cpu_cost == "profile" if profile is None else profile
 
 
-def calibration(calib: Path | None, random: int | None, default_random: int | None = None) -> dict[str, Any]:
-    """``calib_dir``/``random_samples`` keywords from --calib / --random (exactly one of them,
-    unless ``default_random`` stands in for both missing)."""
+def parse_input_ranges(texts: list[str] | None) -> dict[str, tuple[float, float]]:
+    """``["ids=0,255", "x=-1.5,1.5"]`` -> ``{"ids": (0.0, 255.0), "x": (-1.5, 1.5)}``. Only the
+    syntax is checked here (two finite numbers, LO <= HI, a name once); the quantizer checks the
+    names and the values against the model's inputs."""
+    ranges: dict[str, tuple[float, float]] = {}
+    for text in texts or []:
+        name, equals, values = (part.strip() for part in text.partition("="))
+        parts = [part.strip() for part in values.split(",")]
+        try:
+            low, high = (float(part) for part in parts) if len(parts) == 2 else (math.nan, math.nan)
+        except ValueError:
+            low = high = math.nan
+        if not equals or not name or not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise FpgaplaceError(f"--input-range {text!r}: expected NAME=LO,HI with numbers LO <= HI, e.g. ids=0,255")
+        if name in ranges:
+            raise FpgaplaceError(f"--input-range {text!r}: input {name!r} is given twice; expected once")
+        ranges[name] = (low, high)
+    return ranges
+
+
+def calibration(calib: Path | None, random: int | None, default_random: int | None = None,
+                input_range: list[str] | None = None) -> dict[str, Any]:
+    """``calib_dir``/``random_samples`` (and ``input_ranges``) keywords from --calib / --random
+    (exactly one of them, unless ``default_random`` stands in for both missing) and
+    --input-range (random inputs only)."""
     if calib is not None and random is not None:
         raise FpgaplaceError("--calib and --random: expected one of them, got both")
+    ranges = parse_input_ranges(input_range)
     if calib is not None:
+        if ranges:
+            raise FpgaplaceError("--input-range: sets the values of --random inputs; --calib gives the inputs "
+                                 "themselves, expected one of the two")
         if not calib.is_dir():
             raise FpgaplaceError(f"--calib {calib}: not a folder; expected a folder of .npy calibration inputs")
         return {"calib_dir": calib}
     if random is None and default_random is None:
         raise FpgaplaceError("--calib DIR or --random N: expected one of them to calibrate the quantization")
-    return {"random_samples": random if random is not None else default_random}
+    return {"random_samples": random if random is not None else default_random,
+            **({"input_ranges": ranges} if ranges else {})}
 
 
 def check_out_file(path: Path) -> None:

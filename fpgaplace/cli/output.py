@@ -65,6 +65,7 @@ PARAMETER_FLAGS = {
     "time_limit": "--time-limit",
     "random_samples": "--random",
     "calib_dir": "--calib",
+    "input_ranges": "--input-range",
     "subgraphs_per_device": "--subgraphs-per-device",
     "out_dir": "--out",
 }
@@ -208,14 +209,34 @@ def print_compile(document: dict, board) -> None:
             binding = ", ".join(core.get("binding", [])) or "nothing (every stage at its fastest folding)"
             out.print(f"{core['name']}: folded interval {interval:.4g} us, {interval / plan - 1:+.0%} against the "
                       f"plan; bound by {binding}")
-    cpu_ops = [op if isinstance(op, str) else op.get("name", str(op)) for op in document.get("cpu_ops", [])]
-    out.print(f"CPU ops ({len(cpu_ops)}): {', '.join(cpu_ops) if cpu_ops else 'none'}")
+    print_left_on_cpus(document.get("left_on_cpus") or {"ops": len(document.get("cpu_ops", [])), "groups": []})
     if isinstance(document.get("fps"), int | float):
         out.print(f"pipeline: {document['interval_us']:.4g} us per batch, {document['fps']:.4g} samples/s")
 
 
+CPU_GROUPS_SHOWN = 8  # groups of CPU ops printed; the rest are counted (--json lists them all)
+
+
+def print_left_on_cpus(left: dict) -> None:
+    """The ops left on the CPUs by (op type, reason), the largest groups first, and what they
+    cost: the fps as placed (and the device that sets it) beside the fps of the cores alone."""
+    groups = left.get("groups", [])
+    out.print(f"CPU ops: {left.get('ops', 0) or 'none'}" + (" (count × op type: reason)" if groups else ""))
+    for group in groups[:CPU_GROUPS_SHOWN]:
+        out.print(f"  {group['count']} × {group['op_type']}: {escape(group['reason'])}")
+    rest = groups[CPU_GROUPS_SHOWN:]
+    if rest:
+        out.print(f"  … {sum(g['count'] for g in rest)} more in {len(rest)} groups (--json lists every op)")
+    fps, alone = left.get("fps"), left.get("cores_alone_fps")
+    if isinstance(fps, int | float) and isinstance(alone, int | float):
+        binding = f", set by {left['binding']}" if left.get("binding") else ""
+        out.print(f"fps as placed: {human(fps)}{binding}; the cores alone: {human(alone)} "
+                  f"({left.get('slowest_core')} the slowest)")
+
+
 def print_csim(document: dict) -> None:
-    """Cores bit-exact yes/no, outputs' max difference in LSB, build and run seconds."""
+    """Cores bit-exact yes/no, outputs' max difference in LSB (from the nearer of onnxruntime's two
+    runs, and from its optimized run), where a sample first differed, build and run seconds."""
     table = Table(title="C simulation")
     table.add_column("core")
     table.add_column("bit-exact")
@@ -226,9 +247,13 @@ def print_csim(document: dict) -> None:
     outputs = Table(title="model outputs against onnxruntime (QDQ model)")
     outputs.add_column("output")
     outputs.add_column("max diff (LSB)", justify="right")
+    outputs.add_column("from the optimized run (LSB)", justify="right")
     for entry in document.get("outputs", []):
-        lsb = entry.get("max_abs_diff_lsb")
-        outputs.add_row(entry["name"], f"{lsb:g}" if lsb is not None else f"— (float {entry['max_abs_diff']:.3g})")
+        lsb, optimized = entry.get("max_abs_diff_lsb"), entry.get("max_lsb_optimized")
+        outputs.add_row(entry["name"], f"{lsb:g}" if lsb is not None else f"— (float {entry['max_abs_diff']:.3g})",
+                        "—" if optimized is None else f"{optimized:g}")
     out.print(outputs)
+    if document.get("first_difference"):
+        out.print(f"first difference: {escape(document['first_difference'])}")
     out.print(f"built in {document.get('build_seconds', 0):.1f} s, ran in {document.get('run_seconds', 0):.1f} s: "
               + ("[green]ok[/]" if document.get("ok") else "[red]not exact[/]"))

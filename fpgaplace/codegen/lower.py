@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field, replace
 
+import numpy as np
+
 from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
@@ -55,8 +57,9 @@ class CoreDesign:
     aliases: dict[str, str] = field(default_factory=dict)  # int8 tensor -> the layer output it equals
 
 
-def _lower(ctx: LayerContext, op: Op) -> Layer | tuple[str, str] | None:
-    """A layer, an alias (output int8 tensor, input int8 tensor) or None (absorbed): the kernel's ``lower``."""
+def _lower(ctx: LayerContext, op: Op) -> Layer | list[Layer] | tuple[str, str] | None:
+    """A layer (several for an op of several outputs, such as a Split), an alias (output int8
+    tensor, input int8 tensor) or None (absorbed): the kernel's ``lower``."""
     planned = plan_op(op, ctx.graph)
     if not planned:
         raise FpgaplaceError(f"op '{op.name}' ({op.op_type}) cannot run on an FPGA core: {planned.reason}")
@@ -66,14 +69,30 @@ def _lower(ctx: LayerContext, op: Op) -> Layer | tuple[str, str] | None:
 
 def _views(index: QdqIndex, q: str) -> list[str]:
     """Float tensors that are the dequantized view of int8 tensor ``q`` (DQ outputs and the
-    order-keeping reshapes of them)."""
+    order-keeping reshapes of them), and the float ``q`` was quantized from when its readers are
+    all QuantizeLinear nodes with ``q``'s own scale and zero point (``_requantized_only``): they
+    make ``q`` again from its dequantized view, so the host may hand that view over in its stead
+    (a layer on a core absorbs its QuantizeLinear, which the placement may put on a CPU)."""
     views, frontier = [], [n for n in index.consumers.get(q, []) if n.op_type == "DequantizeLinear"]
     while frontier:
         node = frontier.pop()
         views.append(node.output[0])
         frontier += [n for n in index.consumers.get(node.output[0], []) if n.op_type in ("Flatten", "Reshape",
                      "Squeeze", "Unsqueeze", "Identity", "Dropout")]
+    producer = index.producer.get(q)
+    if producer is not None and producer.op_type == "QuantizeLinear" and _requantized_only(index, producer):
+        views.append(producer.input[0])
     return views
+
+
+def _requantized_only(index: QdqIndex, quantizer) -> bool:
+    """Whether every reader of the float that QuantizeLinear ``quantizer`` reads is a
+    QuantizeLinear with the same constant scale and zero point: Q(DQ(q)) = q for those, exactly."""
+    params = index.qparams(quantizer)
+    readers = index.consumers.get(quantizer.input[0], [])
+    return params is not None and all(
+        node.op_type == "QuantizeLinear" and (other := index.qparams(node)) is not None
+        and all(np.array_equal(a, b) for a, b in zip(params, other, strict=True)) for node in readers)
 
 
 def _node_ops(index: QdqIndex, graph: OpGraph, tensor: str) -> list[str]:
@@ -93,10 +112,11 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         result = _lower(lowering, graph.ops[op_name])
         if isinstance(result, tuple):
             alias[result[0]] = alias.get(result[1], result[1])
-        elif result is not None:
-            result.inputs = [alias.get(t, t) for t in result.inputs]
-            result.resident = op_name in resident
-            layers.append(result)
+            continue
+        for layer in [result] if isinstance(result, Layer) else result or []:
+            layer.inputs = [alias.get(t, t) for t in layer.inputs]
+            layer.resident = op_name in resident
+            layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
     stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]

@@ -62,12 +62,13 @@ class CompileResult:
     design: dict
     quantized_here: bool = False
     notes: list[str] = field(default_factory=list)
+    left_on_cpus: dict | None = None  # the CPU ops by reason and what they cost (``flow.compile.left_on_cpus``)
 
     def to_json(self) -> dict:
         return {"project": str(self.project), "cores": self.cores, "cpu_ops": self.cpu_ops,
                 "quantized_here": self.quantized_here, "board": self.design["board"]["name"],
                 "interval_us": self.design["interval_us"], "fps": self.design["fps"],
-                "refinement": self.design["placement"].get("refinement")}
+                "refinement": self.design["placement"].get("refinement"), "left_on_cpus": self.left_on_cpus}
 
 
 def check_project_dir(out_dir: Path) -> None:

@@ -204,7 +204,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
-            else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation)
+            else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
+                # pool's rescale per count)
                 arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
                            for name, values in layer.arrays.items()]
             steps.append(step)

@@ -1,19 +1,29 @@
 """The compile step: an int8 QDQ design -> a buildable project folder.
 
 ``compile_design`` checks the model's Q/DQ nodes, places the design with the defaults if it is
-not placed, lowers and folds the ops of every FPGA core and refines the placement by the
-folding (``fpgaplace.flow.refine``), then hands the placed design and its folded cores to the
+not placed, makes the placement one it can build (``refine.buildable``: free ops settled beside
+what they read, every core's ops one piece of the split, placed again by the DP if not), lowers
+and folds the ops of every FPGA core and refines the placement by the folding
+(``fpgaplace.flow.refine``), then hands the placed design and its folded cores to the
 writer (``fpgaplace.codegen.project.write_project``), which renders the HLS, the split, the
 build scripts, the driver and ``design.json``. The flow decides; codegen writes.
+
+What is left on the CPUs (``left_on_cpus``) comes back with the result: the ops grouped by op
+type and the reason (``hw.plan_op``'s, or that the placement kept an op a core could run), and
+what they cost: the design's fps as placed beside the fps of its cores alone (the slowest
+core's own folded interval), with the device whose load sets the interval.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Protocol
 
+from fpgaplace import hw
 from fpgaplace.codegen.project import CompileResult, check_project_dir, write_project
 from fpgaplace.flow.refine import Refinable, planned_compute_us, refine
+from fpgaplace.flow.settle import is_free, source_op
 from fpgaplace.model.quantize import check_qdq
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -39,6 +49,64 @@ def compile_design(design: Compilable, out_dir: Path, progress=None) -> CompileR
     if refined.design is not design:
         design.take_placement(refined.design)
     cores = refined.lowered.cores
-    return write_project(design, out_dir, cores, refined.lowered.host_ops,
-                         {"rounds": refined.rounds, "chosen": refined.chosen},
-                         {c.name: planned_compute_us(design, c) for c in cores}, progress)
+    result = write_project(design, out_dir, cores, refined.lowered.host_ops,
+                           {"rounds": refined.rounds, "chosen": refined.chosen},
+                           {c.name: planned_compute_us(design, c) for c in cores}, progress)
+    result.left_on_cpus = left_on_cpus(design, result.design)
+    return result
+
+
+HOST_REASON = "on a core that computes nothing else, so the host runs it"
+PLACED_REASON = "a core could run it; the placement kept it on a CPU"
+FOLLOWS_REASON = "free on a core; it follows the op it reads, on a CPU"
+INPUT_REASON = "free on a core; it reads a model input, which the host quantizes"
+
+
+def _cpu_reason(design: Compilable, name: str, hosted: set[str]) -> tuple[bool, str]:
+    """Whether op ``name`` (on a CPU) is a free op, and why it is not on a core."""
+    graph = design.graph
+    op = graph.ops[name]
+    planned = hw.plan_op(op, graph)
+    if not planned:  # a reason naming a tensor groups with the same reason for its other tensors
+        return False, re.sub(r"'[^']*'", "'…'", planned.reason)
+    if name in hosted:
+        return False, HOST_REASON
+    if is_free(op, graph):
+        return True, FOLLOWS_REASON if source_op(op, graph) else INPUT_REASON
+    return False, PLACED_REASON
+
+
+def cpu_op_groups(design: Compilable, cpu_ops: list[str], host_ops: list[str]) -> list[dict]:
+    """``cpu_ops`` grouped by (op type, reason): the groups of ops that compute first, the
+    largest first, then the free ops (Q/DQ, reshapes) that follow them; each group's op type,
+    count, reason and op names. The reason is why no core can run the op (``hw.plan_op``; the
+    tensors it names shown as '…'),
+    ``HOST_REASON`` for ``host_ops``, that a free op follows its neighbour (``flow.settle``), or
+    ``PLACED_REASON``. O(ops)."""
+    hosted = set(host_ops)
+    groups: dict[tuple[bool, str, str], list[str]] = {}
+    for name in cpu_ops:
+        free, reason = _cpu_reason(design, name, hosted)
+        groups.setdefault((free, design.graph.ops[name].op_type, reason), []).append(name)
+    ordered = sorted(groups.items(), key=lambda item: (item[0][0], -len(item[1]), item[0][1:]))
+    return [{"op_type": op_type, "count": len(ops), "reason": reason, "ops": ops}
+            for (_, op_type, reason), ops in ordered]
+
+
+def left_on_cpus(design: Compilable, document: dict) -> dict:
+    """What ``design``'s CPUs run and what it costs, from its ``design.json`` ``document``: the
+    ops by group (``cpu_op_groups``), the fps as placed and the device whose load (or folded
+    interval) sets it, and the fps of the cores alone (the slowest core's interval). O(ops)."""
+    batch = document["model"]["batch"]
+    intervals = {core["name"]: core["interval_us"] for core in document["cores"]}
+    loads = {**{d["name"]: d["load_us"] for d in document["devices"] if d["name"] not in intervals
+                and d["ops"]}, **intervals}
+    binding = max(loads, key=loads.get) if loads else None
+    slowest = max(intervals, key=intervals.get) if intervals else None
+    return {
+        "ops": len(document["cpu_ops"]),
+        "groups": cpu_op_groups(design, document["cpu_ops"], document.get("host_ops") or []),
+        "fps": document["fps"], "binding": binding,
+        "cores_alone_fps": batch * 1e6 / intervals[slowest] if slowest and intervals[slowest] > 0 else None,
+        "slowest_core": slowest,
+    }

@@ -357,15 +357,17 @@ class Design:
                             "contiguous": contiguous, "gap": gap}
         return results
 
-    def set_placement(self, placement: Placement) -> Result:
+    def set_placement(self, placement: Placement, arguments: dict[str, Any] | None = None) -> Result:
         """Make a given ``placement`` of this design's problem (e.g. read with
-        ``workload.load_split``) its placement, scored by the trusted evaluator."""
+        ``workload.load_split``) its placement, scored by the trusted evaluator; ``arguments``
+        are the ``place()`` arguments it was solved with when it is a solved placement adjusted
+        (``flow.settle``), so the refinement may place again."""
         from fpgaplace.place.solvers.evaluate import evaluate
 
         if len(placement.device) != self.problem.n:
             raise FpgaplaceError(f"{self.name}: the placement has {len(placement.device)} nodes, "
                                  f"the problem {self.problem.n}")
-        self._result, self._place_args = Result(placement, evaluate(self.problem, placement)), None
+        self._result, self._place_args = Result(placement, evaluate(self.problem, placement)), arguments
         return self._result
 
     @property
@@ -476,23 +478,35 @@ class Design:
         check_out_dir(out_dir)
         assignment = self.assignment()
         self._say(f"splitting into {out_dir}")
-        manifest = split_model(self.graph.model, assignment, out_dir)
+        manifest = split_model(self.graph.model, assignment, out_dir, whole=[core.name for core in self.board.cores])
         if not check:
             return manifest, {}
         self._say("checking the split against the whole model")
         return manifest, check_split(self.graph.model, out_dir)
 
-    def quantized(self, *, calib_dir: str | Path | None = None, random_samples: int = 32, seed: int = 0) -> Design:
+    def core_pieces(self) -> dict[str, int]:
+        """FPGA core -> how many pieces of the split its ops form under the placement (a core
+        builds one dataflow, so compile needs 1 each; ``split.piece_counts``)."""
+        from fpgaplace.flow.split import piece_counts
+
+        cores = [core.name for core in self.board.cores]
+        counts = piece_counts(self.graph.model, self.assignment(), whole=cores)
+        return {name: count for name, count in counts.items() if name in cores}
+
+    def quantized(self, *, calib_dir: str | Path | None = None, random_samples: int = 32, seed: int = 0,
+                  input_ranges: dict[str, tuple[float, float]] | None = None) -> Design:
         """This design when its model is already QDQ; else a new design on the int8 QDQ model
         of this design's graph (optimized if ``optimize``), calibrated on the ``.npy`` inputs
-        in ``calib_dir`` or on ``random_samples`` random inputs, with the same board and
+        in ``calib_dir`` or on ``random_samples`` random inputs (each input's values in its
+        ``input_ranges`` entry, ``quantize.calibration_inputs``), with the same board and
         options, and placed again with the same ``place()`` arguments if this one was placed."""
         from fpgaplace.model.quantize import calibration_inputs, quantize_model
 
         if self.is_qdq:
             return self
         _ = self.board  # an unknown board is an error before any quantization work
-        key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed)
+        key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed,
+               tuple(sorted((input_ranges or {}).items())))
         cached = self._quantized.get(key)
         if cached is not None:
             if self._place_args is not None and cached._place_args != self._place_args:
@@ -502,7 +516,8 @@ class Design:
         self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
                                                       else f"{random_samples} random calibration inputs"))
         feeds = calibration_inputs(float_model, calib_dir=calib_dir,
-                                   random_samples=None if calib_dir else random_samples, seed=seed)
+                                   random_samples=None if calib_dir else random_samples, seed=seed,
+                                   input_ranges=input_ranges)
         quantized = Design(
             quantize_model(float_model, feeds),
             self.board,
@@ -520,7 +535,8 @@ class Design:
         return quantized
 
     def quantize_file(self, out_path: str | Path, *, calib_dir: str | Path | None = None,
-                      random_samples: int | None = None, seed: int = 0):
+                      random_samples: int | None = None, seed: int = 0,
+                      input_ranges: dict[str, tuple[float, float]] | None = None):
         """Write the model as loaded (input dims bound by ``input_shapes``/``batch``, not
         optimized) quantized to int8 QDQ to ``out_path`` with ``quantize.quantize_file``;
         returns its ``(Drift, path)``. The bound model passes through a temporary file of the
@@ -534,9 +550,11 @@ class Design:
             bound = Path(tmp) / name
             onnx.save(self.loaded.model, bound)
             self._say("quantizing to int8 (QDQ)")
-            return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed)
+            return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed,
+                                 input_ranges=input_ranges)
 
-    def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32):
+    def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32,
+                input_ranges: dict[str, tuple[float, float]] | None = None):
         """Write the HLS project of the placement into ``out_dir`` (``flow.compile.compile_design``)
         for the int8 QDQ model (``quantized()``). The result's ``quantized_here`` says whether
         fpgaplace quantized the model (it was given as a float model), here or by an earlier
@@ -544,7 +562,7 @@ class Design:
         from fpgaplace.flow.compile import compile_design
 
         self._check_compilable()
-        quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples)
+        quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples, input_ranges=input_ranges)
         result = compile_design(quantized, Path(out_dir), progress=self.progress)
         result.quantized_here = quantized.float_design is not None
         return result

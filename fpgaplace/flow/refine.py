@@ -32,8 +32,12 @@ import numpy as np
 from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, lower_core
 from fpgaplace.codegen.project import PlacedDesign
+from fpgaplace.flow.settle import settle
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
+from fpgaplace.place.solvers.dp import solve_coarsened_dp, solve_throughput_dp
+from fpgaplace.place.solvers.dp_ideals import StateSpaceTooLarge
+from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -47,6 +51,10 @@ class Refinable(PlacedDesign, Protocol):
     def refined(self, factors: dict[tuple[int, int], float]) -> Refinable: ...
 
     def place(self, **arguments: Any) -> Any: ...
+
+    def set_placement(self, placement: Any, arguments: dict | None = None) -> Any: ...
+
+    def core_pieces(self) -> dict[str, int]: ...
 
 REFINE_ROUNDS = 3  # placements solved again with the folding's costs, at most
 AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan needs no refinement
@@ -136,10 +144,51 @@ def refined_latency_factors(design: Refinable, lowered: Lowered,
     return factors
 
 
+def buildable(design: Refinable, progress=None) -> None:
+    """Make ``design``'s placement one compile can build: its free ops settled (``flow.settle``),
+    and every FPGA core's ops one piece of the split. A solved placement whose core sets are
+    convex but not in one order (the integer program's may run core0, then a CPU, then core0
+    again) is placed again by the DP (``chain_placement``), whose device sets are the steps of
+    one chain of ideals; a given placement (or a latency one, which the DP does not solve) that
+    stays in pieces is an error naming the core. O(devices * (ops + edges)) plus a placement
+    when one is needed."""
+    settle(design)
+    arguments = design._place_args
+    parted = _parted(design)
+    if parted and arguments is not None and arguments["objective"] == "throughput":
+        say(progress, f"{parted}: its ops form several pieces; placing again with the DP, whose device sets "
+                      "follow one order")
+        design.set_placement(chain_placement(design.problem, arguments["time_limit"], progress), arguments)
+        settle(design)
+        parted = _parted(design)
+    if parted:
+        pieces = design.core_pieces()[parted]
+        raise FpgaplaceError(f"{parted}: its ops form {pieces} separate pieces of the model; a core builds one "
+                             "dataflow, so place with contiguous device sets")
+
+
+def chain_placement(problem: PlacementProblem, time_limit: float, progress=None) -> Placement:
+    """A contiguous throughput placement whose device sets are the steps of one chain of ideals:
+    the exact DP, or past its state space the DP over a coarsened graph."""
+    try:
+        placement = solve_throughput_dp(problem, time_limit=time_limit, progress=progress)
+    except StateSpaceTooLarge:
+        placement = solve_coarsened_dp(problem, time_limit=time_limit, progress=progress)
+    placement.method = placement.method or "dp"
+    return placement
+
+
+def _parted(design: Refinable) -> str | None:
+    """The first FPGA core whose ops form more than one piece of the split, or None."""
+    return next((core for core, count in design.core_pieces().items() if count > 1), None)
+
+
 def refine(design: Refinable, progress=None) -> Refined:
     """The design's placement and its lowered cores, refined by the folding (module docstring).
-    A placement made by ``set_placement`` (no method to run again) is kept as it is; a round
-    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement."""
+    A placement made by ``set_placement`` (no method to run again) is kept (its free ops settled); a round
+    whose placement cannot be lowered (a core's ops fit no folding) ends the refinement. Every
+    placement is made buildable first (``buildable``: free ops settled, each core one piece)."""
+    buildable(design, progress)
     lowered = lower_cores(design, progress)
     rounds = [_round(design, lowered)]
     best = Refined(design, lowered, rounds, 0)
@@ -154,6 +203,7 @@ def refine(design: Refinable, progress=None) -> Refined:
         design = design.refined(refined_latency_factors(design, lowered, ratios))
         try:
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            buildable(design, progress)
             same = np.array_equal(design.placement.placement.device, before)
             lowered = lowered if same else lower_cores(design, progress)  # the same cores fold the same
         except FpgaplaceError as error:  # e.g. a core's new ops fit no folding: keep what was found

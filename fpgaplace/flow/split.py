@@ -1,11 +1,14 @@
 """Split an ONNX model by placement into one ONNX model per device piece, plus a manifest.
 
 ``split_model`` cuts the graph where the device changes. A device that holds several pieces
-gets one submodel per piece; pieces come from the *stage* rule: in topological order,
+gets one submodel per piece. With merging (the default), each device's nodes are first
+contracted into one vertex where that keeps the graph acyclic (a convex set, such as every set
+of a contiguous placement, is one piece); pieces come from the *stage* rule over that graph: in
+topological order,
 ``stage(v) = max over producers p of stage(p) (same device) or stage(p) + 1 (other device)``,
 and a piece is the set of nodes with one (device, stage). Every edge between pieces goes from a
 lower to a higher stage, so the pieces form a DAG and run in (stage, first node) order.
-O(n + e). Then the placement-level passes of ``fpgaplace.model.passes.transfers`` keep fused
+O(devices * (n + e)). Then the placement-level passes of ``fpgaplace.model.passes.transfers`` keep fused
 groups on one device, merge pieces that run back to back on one device (synchronization
 points with nothing to wait for) and send each tensor once to each device that reads it.
 
@@ -22,6 +25,7 @@ compares every boundary tensor and output against the unsplit model on random in
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +50,7 @@ from fpgaplace.util import onnxrt
 from fpgaplace.util.compare import Tolerance, compare_tensors, relative_error
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.files import new_folder
+from fpgaplace.util.graphs import node_on_cycle, topological_order
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
 GRAPH_INPUT = ""  # the "source submodel" of a tensor that is a graph input
@@ -60,32 +65,66 @@ class _Plan:
     transfers: list[Transfer]  # raw: one per (tensor, reading piece) across pieces
 
 
-def _pieces(model: onnx.ModelProto, order: list[int],
-            assignment: dict[str, str]) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
-    """Pieces by the stage rule (module docstring), in execution order, and their DAG."""
+def _node_edges(model: onnx.ModelProto, order: list[int]) -> list[tuple[int, int]]:
+    """(producer, reader) node positions of every tensor read, subgraph reads included. O(n + e)."""
     graph = model.graph
     producer_of = producer_index(graph.node)
-    stage: dict[int, int] = {}
-    for i in order:
-        node = graph.node[i]
-        device = assignment[node.name]
-        preds = {producer_of[t] for t in set(node.input) | subgraph_inputs(node)
-                 if t in producer_of}
-        stage[i] = max((stage[p] + (assignment[graph.node[p].name] != device) for p in preds),
-                       default=0)
-    keys: dict[tuple[int, str], int] = {}
+    return sorted({(producer_of[t], i) for i in order for t in set(graph.node[i].input) | subgraph_inputs(graph.node[i])
+                   if t in producer_of})
+
+
+def _device_groups(order: list[int], edges: list[tuple[int, int]], device: dict[int, str],
+                   whole: Sequence[str] = ()) -> dict[int, int]:
+    """Node position -> its group: all of one device's nodes when contracting them keeps the
+    graph acyclic (their set is convex in the graph contracted so far), the devices ``whole``
+    names first (those that must be one piece: FPGA cores), then the others in the order of their
+    first node; else each node alone. O(devices * (n + e))."""
+    group = {i: i for i in order}
+    present = dict.fromkeys(device[i] for i in order)
+    for name in [*(d for d in whole if d in present), *(d for d in present if d not in whole)]:
+        members = [i for i in order if device[i] == name]
+        trial = {**group, **dict.fromkeys(members, members[0])}
+        index = {g: k for k, g in enumerate(dict.fromkeys(trial.values()))}
+        quotient = {(index[trial[u]], index[trial[v]]) for u, v in edges if trial[u] != trial[v]}
+        if node_on_cycle(len(index), sorted(quotient)) is None:
+            group = trial
+    return group
+
+
+def _pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], contract: bool = False,
+            whole: Sequence[str] = ()) -> tuple[list[list[int]], list[str], set[tuple[int, int]]]:
+    """Pieces by the stage rule (module docstring), in execution order, and their DAG; with
+    ``contract``, over the graph with each device's nodes contracted where that keeps it acyclic
+    (``_device_groups``, ``whole`` first).
+
+    Contracting first keeps a device's convex set in one piece: the stage rule alone parts it
+    when an unrelated node of another device, in one piece with a node that reads the set, also
+    feeds it, and merging pieces afterwards (``merge_sync_points``) sees that false dependency."""
+    graph = model.graph
+    device = {i: assignment[graph.node[i].name] for i in order}
+    edges = _node_edges(model, order)
+    group = _device_groups(order, edges, device, whole) if contract else {i: i for i in order}
     rank = {i: r for r, i in enumerate(order)}
-    for i in sorted(order, key=lambda i: (stage[i], rank[i])):
-        keys.setdefault((stage[i], assignment[graph.node[i].name]), len(keys))
-    piece_of = {i: keys[(stage[i], assignment[graph.node[i].name])] for i in order}
+    heads = list(dict.fromkeys(group[i] for i in order))
+    position = {g: k for k, g in enumerate(heads)}
+    quotient = sorted({(position[group[u]], position[group[v]]) for u, v in edges if group[u] != group[v]})
+    preds: list[set[int]] = [set() for _ in heads]
+    for u, v in quotient:
+        preds[v].add(u)
+    stage: list[int] = [0] * len(heads)
+    for g in topological_order(len(heads), quotient, key=lambda g: rank[heads[g]]):
+        stage[g] = max((stage[p] + (device[heads[p]] != device[heads[g]]) for p in preds[g]), default=0)
+    of_node = {i: stage[position[group[i]]] for i in order}
+    keys: dict[tuple[int, str], int] = {}
+    for i in sorted(order, key=lambda i: (of_node[i], rank[i])):
+        keys.setdefault((of_node[i], device[i]), len(keys))
+    piece_of = {i: keys[(of_node[i], device[i])] for i in order}
     nodes: list[list[int]] = [[] for _ in keys]
     for i in order:
         nodes[piece_of[i]].append(i)
-    devices = [device for (_, device) in sorted(keys, key=keys.get)]
-    edges = {(piece_of[producer_of[t]], piece_of[i]) for i in order
-             for t in set(graph.node[i].input) | subgraph_inputs(graph.node[i])
-             if t in producer_of and piece_of[producer_of[t]] != piece_of[i]}
-    return nodes, devices, edges
+    devices = [name for (_, name) in sorted(keys, key=keys.get)]
+    piece_edges = {(piece_of[u], piece_of[v]) for u, v in edges if piece_of[u] != piece_of[v]}
+    return nodes, devices, piece_edges
 
 
 def _piece_io(model: onnx.ModelProto, nodes: list[int],
@@ -108,20 +147,37 @@ def _piece_io(model: onnx.ModelProto, nodes: list[int],
     return inputs, exported
 
 
+def _merged_pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], merge: bool,
+                   whole: Sequence[str] = ()) -> tuple[list[list[int]], list[str], int]:
+    """The pieces (node positions, execution order), their devices and how many merges made
+    them: with ``merge``, device sets contracted (``whole`` first) and sync points merged."""
+    nodes, devices, edges = _pieces(model, order, assignment, contract=merge, whole=whole)
+    if not merge:
+        return nodes, devices, 0
+    merges = len(_pieces(model, order, assignment)[0]) - len(nodes)  # contracted sets
+    group, more = merge_sync_points(devices, edges)
+    merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
+    merged_devices = [""] * len(merged)
+    for piece, new in enumerate(group):
+        merged[new].extend(nodes[piece])
+        merged_devices[new] = devices[piece]
+    rank = {i: r for r, i in enumerate(order)}
+    return [sorted(piece, key=rank.get) for piece in merged], merged_devices, merges + more
+
+
+def piece_counts(model: onnx.ModelProto, assignment: dict[str, str], whole: Sequence[str] = ()) -> dict[str, int]:
+    """Device -> how many submodels ``split_model`` (defaults, ``whole``) would give it; nothing
+    is written. ``assignment`` as ``split_model`` takes it. O(devices * (n + e))."""
+    work = copy_model(model)
+    name_nodes(work)
+    placed, _ = colocate_fused_groups(work, assignment)
+    _, devices, _ = _merged_pieces(work, topological_indices(work.graph), placed, True, whole)
+    return {device: devices.count(device) for device in dict.fromkeys(devices)}
+
+
 def _plan(model: onnx.ModelProto, order: list[int], assignment: dict[str, str],
-          types: dict[str, TensorType], merge: bool) -> tuple[_Plan, int]:
-    nodes, devices, edges = _pieces(model, order, assignment)
-    merges = 0
-    if merge:
-        group, merges = merge_sync_points(devices, edges)
-        merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
-        merged_devices = [""] * len(merged)
-        for piece, new in enumerate(group):
-            merged[new].extend(nodes[piece])
-            merged_devices[new] = devices[piece]
-        rank = {i: r for r, i in enumerate(order)}
-        nodes = [sorted(piece, key=rank.get) for piece in merged]
-        devices = merged_devices
+          types: dict[str, TensorType], merge: bool, whole: Sequence[str] = ()) -> tuple[_Plan, int]:
+    nodes, devices, merges = _merged_pieces(model, order, assignment, merge, whole)
     initializers = {t.name for t in model.graph.initializer}
     names = _submodel_names(devices)
     producer_piece = {out: p for p, piece in enumerate(nodes) for i in piece
@@ -224,12 +280,14 @@ def check_out_dir(out_dir: Path) -> None:
 
 def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Path, *,
                 devices: list[str] | None = None, merge_sync: bool = True,
-                colocate_fused: bool = True) -> Manifest:
+                colocate_fused: bool = True, whole: Sequence[str] = ()) -> Manifest:
     """Write one ONNX model per device piece and ``manifest.json`` into ``out_dir``.
 
     ``assignment`` maps every node name (empty/duplicate names become "<op_type>_<index>")
-    to a device name. ``devices``, when given, lists the devices the user asked for: each must
-    receive at least one node. The folder is written elsewhere first and moved into place.
+    to a device name. ``whole`` names devices whose set is contracted first (module docstring):
+    those that must be one piece where they can be, as FPGA cores. ``devices``, when given,
+    lists the devices the user asked for: each must receive at least one node. The folder is
+    written elsewhere first and moved into place.
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
@@ -242,7 +300,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     placed, moved = (colocate_fused_groups(work, assignment) if colocate_fused
                      else (dict(assignment), 0))
     colocated, _ = _plan(work, order, placed, types, merge=False)
-    plan, merges = _plan(work, order, placed, types, merge=merge_sync)
+    plan, merges = _plan(work, order, placed, types, merge=merge_sync, whole=whole)
     final_transfers, duplicates = dedupe_transfers(plan.transfers)
     names = _submodel_names(plan.piece_devices)
     initializers = {t.name for t in work.graph.initializer}

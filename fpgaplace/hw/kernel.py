@@ -300,9 +300,10 @@ class Kernel:
 
     # ---- the integer layer, and what the templates need (``fpgaplace.codegen`` renders them) ----
 
-    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | tuple[str, str] | None:
-        """The integer layer of ``op`` (config members and arrays) from its QDQ graph, an alias
-        (output int8 tensor, input int8 tensor), or None when the op is absorbed."""
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer | list[Layer] | tuple[str, str] | None:
+        """The integer layer of ``op`` (config members and arrays) from its QDQ graph (one per
+        output for an op of several), an alias (output int8 tensor, input int8 tensor), or None
+        when the op is absorbed."""
         raise NotImplementedError(f"{self.name} has no lowering")
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:

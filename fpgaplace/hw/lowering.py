@@ -81,12 +81,14 @@ class LayerContext:
         check_scale(q.scale, f"op '{op.name}': input '{tensor}'")
         return q
 
-    def sink(self, op: Op):
-        """The int8 QuantizeLinear ``op``'s output reaches, with the activations on the way."""
-        out = self.index.int_sink(op.outputs[0])
+    def sink(self, op: Op, output: str | None = None):
+        """The int8 QuantizeLinear ``op``'s output (its first, or ``output``) reaches, with the
+        activations on the way."""
+        output = output or op.outputs[0]
+        out = self.index.int_sink(output)
         if out is None:
-            raise FpgaplaceError(f"op '{op.name}': output '{op.outputs[0]}' does not reach one int8 QuantizeLinear")
-        check_scale(out.tensor.scale, f"op '{op.name}': output '{op.outputs[0]}'")
+            raise FpgaplaceError(f"op '{op.name}': output '{output}' does not reach one int8 QuantizeLinear")
+        check_scale(out.tensor.scale, f"op '{op.name}': output '{output}'")
         return out
 
     def reshape(self, op: Op) -> Layer | tuple[str, str] | None:

@@ -1,5 +1,7 @@
 """Pooling (ONNX MaxPool, AveragePool, GlobalAveragePool): max and average over a 2-D window,
-or average over the whole plane.
+or average over the whole plane. A padded average pool without ``count_include_pad`` divides by
+its window's non-padded elements: a rescale per count, from a table (``mult``, ``shift``; C++
+``fp::avgpool_exclude``; in RTL one constant requantization per count, ``exclude_pad_values``).
 
 Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
@@ -66,9 +68,9 @@ class Pool(WindowKernel):
         if isinstance(window, Unsupported):
             return window
         padded = any(window[p] for p in ("PT", "PL", "PB", "PR"))
-        if self.average and padded and not op.attrs.get("count_include_pad", 0):
-            return Unsupported("average pooling over padding without count_include_pad")
         shape = {**window, "C": x[1], "KH": kh, "KW": kw}
+        if self.average and padded and not self.global_ and not op.attrs.get("count_include_pad", 0):
+            shape["EXCLUDE_PAD"] = 1  # divide by the window's non-padded elements: a rescale per count
         rows = 0 if self.global_ else kh * (window["W"] + window["PL"] + window["PR"]) * x[1]
         return Geometry(self.name, x[0] * window["HO"] * window["WO"], x[1], 1,
                         stream_elements=math.prod(x), row=window["WO"], linebuffer_bytes=rows, shape=shape)
@@ -88,8 +90,12 @@ class Pool(WindowKernel):
         c = config
         x = inputs[0].reshape(c["H"], c["W"], c["C"])
         run = reference.avgpool if self.average else reference.maxpool
-        return run(x, kernel=(c["KH"], c["KW"]), stride=(c["SH"], c["SW"]), pads=(c["PT"], c["PL"], c["PB"], c["PR"]),
-                   zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        window = {"kernel": (c["KH"], c["KW"]), "stride": (c["SH"], c["SW"]),
+                  "pads": (c["PT"], c["PL"], c["PB"], c["PR"])}
+        if c.get("EXCLUDE_PAD"):
+            return reference.avgpool_exclude_pad(x, **window, zx=c["ZX"], ms=arrays["mult"], ss=arrays["shift"],
+                                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+        return run(x, **window, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
@@ -101,6 +107,11 @@ class Pool(WindowKernel):
         if self.average:
             (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
             layer.config.update(M=int(m), S=int(s))
+        if shape.get("EXCLUDE_PAD"):  # the rescale of a window of n non-padded elements, n = 0 .. KH*KW
+            counts = np.arange(window + 1, dtype=np.float64)
+            mult, shift = multipliers(x.scale / (out.tensor.scale * np.maximum(counts, 1)), f"op '{op.name}'")
+            layer.config["EXCLUDE_PAD"] = 1
+            layer.arrays = {"mult": mult, "shift": shift}
         return layer
 
     # ---- HLS ----
@@ -137,7 +148,10 @@ class Pool(WindowKernel):
         """The pool's accumulator width and constant requantization."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
         rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"])
-        return {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}, 5
+        values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
+        if c.get("EXCLUDE_PAD"):
+            values |= exclude_pad_values(c, arrays, top, bits)
+        return values, 5
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
@@ -163,3 +177,20 @@ def is_whole_plane(shape: dict[str, int]) -> bool:
     return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
         shape[p] for p in ("PT", "PL", "PB", "PR"))
 
+
+
+def exclude_pad_values(c: dict[str, int], arrays: dict[str, Any], top: str, bits: int) -> dict[str, Any]:
+    """The window unit's values of an average without count_include_pad: one constant
+    requantization per count n = 1 .. KH*KW of a window's elements inside the frame (``mult[n]``,
+    ``shift[n]``), and the count's width. O(KH*KW)."""
+    window = c["KH"] * c["KW"]
+    if "mult" not in arrays or "shift" not in arrays:
+        raise FpgaplaceError(f"rtl {top}: an average without count_include_pad needs its tables (arrays lack "
+                             "mult or shift)")
+    mult, shift = (np.asarray(arrays[k]).reshape(-1) for k in ("mult", "shift"))
+    if mult.size != window + 1 or shift.size != window + 1:
+        raise FpgaplaceError(f"rtl {top}: tables of {mult.size} multipliers and {shift.size} shifts; expected "
+                             f"{window + 1} of each")
+    counts = [const_requant(f"{top}_requantize_n{n}", [("a", bits, int(mult[n]))], int(shift[n]), c["ZY"], c["LO"],
+                            c["HI"]) for n in range(1, window + 1)]
+    return {"counts": counts, "COUNT_W": index_bits(window + 1) + 1}

@@ -21,6 +21,7 @@ from fpgaplace.util.errors import FpgaplaceError
 
 PASS_THROUGH = frozenset({"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"})
 ACTIVATIONS = frozenset({"Relu", "Clip"})
+EVERY_OUTPUT_INT8 = frozenset({"Split"})  # ops a core runs only when each output reaches its own QuantizeLinear
 
 
 @dataclass(frozen=True)
@@ -200,6 +201,7 @@ def unlowerable(op_type: str, inputs: list[str], outputs: list[str], weight_inpu
             return f"weight '{tensor}' is not a DequantizeLinear of int8 with zero point 0"
     if op_type in PASS_THROUGH:
         return None
-    if index.int_sink(outputs[0]) is None:
-        return f"output '{outputs[0]}' does not reach exactly one int8 QuantizeLinear"
+    for tensor in [t for t in outputs if t] if op_type in EVERY_OUTPUT_INT8 else outputs[:1]:
+        if index.int_sink(tensor) is None:
+            return f"output '{tensor}' does not reach exactly one int8 QuantizeLinear"
     return None

@@ -259,6 +259,39 @@ def avgpool(
     return requantize(total, m, s, zy, lo, hi)
 
 
+def avgpool_exclude_pad(
+    x: npt.ArrayLike,
+    *,
+    kernel: Sequence[int],
+    stride: Sequence[int] = (1, 1),
+    pads: Sequence[int] = (0, 0, 0, 0),
+    zx: int,
+    ms: npt.ArrayLike,
+    ss: npt.ArrayLike,
+    zy: int,
+    lo: int = INT8_MIN,
+    hi: int = INT8_MAX,
+) -> np.ndarray:
+    """int8 average pooling without ``count_include_pad``: ``requantize(Σ over the window's n
+    non-padded (x - zx), ms[n], ss[n], zy, lo, hi)`` (``ms``, ``ss``: tables of KH*KW + 1 entries).
+    O(Ho*Wo*C*KH*KW)."""
+    x = _int8("avgpool x", x, 3)
+    kernel_hw, stride_hw, quad, out_hw = _pool_geometry(x, kernel, stride, pads)
+    padded = _pad_hw(x.astype(np.int64) - zx, quad, 0)
+    inside = _pad_hw(np.ones((*x.shape[:2], 1), dtype=np.int64), quad, 0)
+    total = np.zeros((*out_hw, x.shape[2]), dtype=np.int64)
+    counts = np.zeros((*out_hw, 1), dtype=np.int64)
+    for tap, one in zip(_window_views(padded, kernel_hw, stride_hw, (1, 1), out_hw),
+                        _window_views(inside, kernel_hw, stride_hw, (1, 1), out_hw), strict=True):
+        total += tap
+        counts += one
+    ms, ss = np.asarray(ms, dtype=np.int64), np.asarray(ss, dtype=np.int64)
+    if ms.shape != (kernel_hw[0] * kernel_hw[1] + 1,) or ss.shape != ms.shape:
+        raise ValueError(f"avgpool: tables of {ms.shape} multipliers and {ss.shape} shifts; expected "
+                         f"{kernel_hw[0] * kernel_hw[1] + 1} of each")
+    return requantize(total, ms[counts], ss[counts], zy, lo, hi)
+
+
 def add(
     a: npt.ArrayLike,
     b: npt.ArrayLike,
@@ -328,6 +361,35 @@ def concat(
         raise ValueError(f"concat: inputs must agree on all but the last axis, got {[a.shape for a in arrays]}")
     parts = [requant(a, zx=zx, m=m, s=s, zy=zy, lo=lo, hi=hi) for a, zx, m, s in zip(arrays, zxs, ms, ss, strict=True)]
     return np.concatenate(parts, axis=-1)
+
+
+def slice_window(x: npt.ArrayLike, h0: int, hn: int, sh: int, w0: int, wn: int, sw: int, c0: int,
+                 cn: int) -> np.ndarray:
+    """The rows ``h0 + i*sh`` (i < hn), pixels ``w0 + j*sw`` (j < wn) and channels ``[c0, c0 + cn)``
+    of an ``[H, W, C]`` tensor (ONNX Slice / Split with positive steps)."""
+    x = _int8("slice x", x, 3)
+    if min(hn, wn, cn, sh, sw) < 1 or min(h0, w0, c0) < 0 or h0 + (hn - 1) * sh >= x.shape[0] or (
+            w0 + (wn - 1) * sw >= x.shape[1] or c0 + cn > x.shape[2]):
+        raise ValueError(f"slice: window rows {h0}+{hn}x{sh}, pixels {w0}+{wn}x{sw}, channels {c0}+{cn} "
+                         f"outside the input's {x.shape}")
+    return x[h0:h0 + (hn - 1) * sh + 1:sh, w0:w0 + (wn - 1) * sw + 1:sw, c0:c0 + cn]
+
+
+def upsample(x: npt.ArrayLike, rh: int, rw: int) -> np.ndarray:
+    """Nearest upsampling of an ``[H, W, C]`` tensor: each row ``rh`` times, each pixel ``rw`` times."""
+    x = _int8("upsample x", x, 3)
+    if rh < 1 or rw < 1:
+        raise ValueError(f"upsample: factors {rh}x{rw} must be at least 1")
+    return np.repeat(np.repeat(x, rh, axis=0), rw, axis=1)
+
+
+def pad(x: npt.ArrayLike, pads: tuple[int, int, int, int], value: int) -> np.ndarray:
+    """An ``[H, W, C]`` tensor inside a border of ``value``: ``pads`` (top, left, bottom, right) rows and pixels."""
+    x = _int8("pad x", x, 3)
+    top, left, bottom, right = pads
+    if min(pads) < 0 or not INT8_MIN <= value <= INT8_MAX:
+        raise ValueError(f"pad: pads {pads} must be >= 0 and the value {value} int8")
+    return np.pad(x, ((top, bottom), (left, right), (0, 0)), constant_values=np.int8(value))
 
 
 def fold_weights(w: npt.ArrayLike, pe: int, simd: int) -> np.ndarray:

@@ -27,10 +27,13 @@ from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.lrn import Lrn
+from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.shuffle import Shuffle
+from fpgaplace.hw.slice import Slice
 from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
+from fpgaplace.hw.upsample import Upsample
 from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
@@ -50,6 +53,9 @@ KERNELS: dict[str, Kernel] = {
         Binary("add", "add_broadcast"),
         Affine(),
         Concat(),
+        Slice(),
+        Upsample(),
+        Pad(),
         Table(),
         Shuffle(),
         Lrn(),
@@ -151,3 +157,18 @@ def elementwise_geometry(kernel: str, shape: tuple[int, ...], constant: tuple[in
 def concat_geometry(pixels: tuple[int, ...], channels: list[int]) -> Geometry:
     """The geometry of a one-sample channel Concat of NCHW inputs ``(1, C_i, *pixels)``."""
     return KERNELS["concat"].channels_geometry(pixels, channels)  # type: ignore[attr-defined]
+
+
+def slice_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample Slice (a window of rows, pixels and channels) with ``config``'s members."""
+    return KERNELS["slice"].window_geometry(config)  # type: ignore[attr-defined]
+
+
+def upsample_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample nearest upsampling by ``RH`` x ``RW`` with ``config``'s members."""
+    return KERNELS["upsample"].repeat_geometry(config)  # type: ignore[attr-defined]
+
+
+def pad_geometry(config: dict[str, Any]) -> Geometry:
+    """The geometry of a one-sample constant Pad of rows and pixels with ``config``'s members."""
+    return KERNELS["pad"].pads_geometry(config)  # type: ignore[attr-defined]

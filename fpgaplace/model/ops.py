@@ -427,7 +427,7 @@ _ALL: list[OpClass] = [
     # does as a requantization stage; onnxruntime runs them as fpgaplace.model.passes.qonnx's functions
     *_classes("quantization", "Quant BipolarQuant Trunc", elementwise_macs, domains=QONNX_DOMAINS,
               fusion="elementwise", kernel="requant"),
-    *_classes("resample", "Resize Upsample", elementwise_macs),
+    *_classes("resample", "Resize Upsample", elementwise_macs, kernel="upsample"),
     # normalisation, softmax, reductions
     OpClass("BatchNormalization", "batchnorm", elementwise_macs, fusion="elementwise", kernel="batchnorm"),
     *_classes("normalization", "LayerNormalization InstanceNormalization GroupNormalization "
@@ -444,10 +444,14 @@ _ALL: list[OpClass] = [
     # data movement: no arithmetic; only the ones that do some real work may head a group
     *_classes("data_movement", "Reshape Flatten Squeeze Unsqueeze Identity Dropout", zero_macs,
               head=False, kernel="reshape"),
-    OpClass("Concat", "data_movement", zero_macs, head=False, kernel="concat"),
-    *_classes("data_movement", "Transpose Split Slice Gather Expand Tile", zero_macs, head=False),
+    # a core's concat and slices requantize to their outputs' scales: they head a group with the
+    # QuantizeLinear after them, so that no placement separates them
+    OpClass("Concat", "data_movement", zero_macs, kernel="concat"),
+    *_classes("data_movement", "Split Slice", zero_macs, kernel="slice"),
+    *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
-    *_classes("data_movement", "CastLike Pad GatherElements GatherND DepthToSpace SpaceToDepth "
+    OpClass("Pad", "data_movement", zero_macs, kernel="pad"),
+    *_classes("data_movement", "CastLike GatherElements GatherND DepthToSpace SpaceToDepth "
               "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),
     # host only: shape arithmetic and dynamically sized outputs, constants, random generators
     *_classes("host_shape", "Shape Size ConstantOfShape", zero_macs, fpga=False, head=False),

@@ -9,7 +9,9 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
 
 1. unnamed nodes get the IR's names (``passes.graph_tools.name_nodes``), so the names the
    placement uses exist before onnxruntime sees the model;
-2. BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
+2. constant subgraphs are folded into initializers (``passes.constant.fold_constants``: the
+   ``ConstantOfShape`` weights of the onnx package's light models become weights, quantized as
+   such), and BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
    (``passes.fold.fold_batchnorm``: the Conv keeps its name and produces the BatchNormalization's
    output tensor), then dead nodes and constants are dropped;
 3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
@@ -77,14 +79,17 @@ import onnx
 import onnxruntime as ort
 from onnx import helper
 
+from fpgaplace.model.passes.constant import fold_constants
 from fpgaplace.model.passes.eliminate import eliminate_dead_code
 from fpgaplace.model.passes.fold import fold_batchnorm
 from fpgaplace.model.passes.graph_tools import (
     constant_initializers,
     constant_value,
+    consumers,
     copy_model,
     name_nodes,
     node_metadata,
+    output_names,
     producers,
     set_node_metadata,
     topological_order,
@@ -177,15 +182,32 @@ def check_samples(model: onnx.ModelProto, samples: Sequence[Sample], what: str =
                 raise FpgaplaceError(f"{what} {index}: input '{spec.name}' is {got}, expected {spec.describe()}")
 
 
+InputRanges = dict[str, tuple[float, float]]
+"""Graph input name -> (low, high) of its random calibration values (integers: both included)."""
+
+DEFAULT_INTEGER_RANGE = (0, 1)
+"""The random values of an integer or boolean input that no Gather reads as indices: a mask's or
+a flag's range. Anything else needs its range given (``input_ranges``)."""
+
+VALUE_KEEPING = ("Cast", "Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze")
+"""Ops through which an input still holds the same values (indices cast or reshaped on the way
+to a Gather)."""
+
+
 def calibration_inputs(
     model: onnx.ModelProto,
     *,
     calib_dir: Path | str | None = None,
     random_samples: int | None = None,
     seed: int = 0,
+    input_ranges: InputRanges | None = None,
 ) -> list[Sample]:
     """Calibration samples for ``model``: from a folder of ``.npy``/``.npz`` files (``calib_dir``),
-    or ``random_samples`` standard-normal samples (seeded) for models whose input shapes are fixed.
+    or ``random_samples`` random samples (seeded) for models whose input shapes are fixed.
+
+    Random values: a float input standard-normal, or uniform in its ``input_ranges`` entry; an
+    integer or boolean input uniform in its entry (both ends included), by default in the range
+    its use allows (``default_range``: the indices of the Gather that reads it).
 
     Folder rules (files taken in name order; other suffixes are ignored): a ``.npy`` file is for
     single-input models and holds one sample of the input's shape, or a batch whose leading dim is
@@ -200,26 +222,89 @@ def calibration_inputs(
                              "and random_samples (a count)")
     specs = input_specs(model)
     if random_samples is not None:
-        return _random_samples(specs, random_samples, seed)
+        ranges = {spec.name: default_range(model, spec) for spec in specs}
+        ranges.update(check_input_ranges(input_ranges or {}, specs))
+        return _random_samples(specs, random_samples, seed, ranges)
+    if input_ranges:
+        raise FpgaplaceError("input_ranges: apply to random_samples; calib_dir gives the inputs themselves")
     return _folder_samples(specs, Path(calib_dir))
 
 
-def _random_samples(specs: list[InputSpec], count: int, seed: int) -> list[Sample]:
+def gather_rows(model: onnx.ModelProto, name: str) -> int | None:
+    """The fewest rows (entries along the gathered axis) of the tables that Gather ops index with
+    tensor ``name``, directly or through ``VALUE_KEEPING`` ops; None when no Gather does or no
+    table size is known. O(nodes)."""
+    readers = consumers(model.graph)
+    shapes = {t.name: list(t.dims) for t in model.graph.initializer}
+    for value in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
+        dims = value.type.tensor_type.shape.dim
+        shapes.setdefault(value.name, [d.dim_value if d.HasField("dim_value") else 0 for d in dims])
+    rows, frontier, seen = [], [name], {name}
+    while frontier:
+        tensor = frontier.pop()
+        for node in readers.get(tensor, []):
+            if node.op_type == "Gather" and node.input[1] == tensor:
+                table = shapes.get(node.input[0], [])
+                axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
+                if -len(table) <= axis < len(table) and table[axis] > 0:
+                    rows.append(table[axis])
+            elif node.op_type in VALUE_KEEPING and node.input[0] == tensor and node.output[0] not in seen:
+                seen.add(node.output[0])
+                frontier.append(node.output[0])
+    return min(rows) if rows else None
+
+
+def default_range(model: onnx.ModelProto, spec: InputSpec) -> tuple[float, float] | None:
+    """The random values of input ``spec`` when none are given: None (standard normal) for a
+    float; for integers the indices 0..rows-1 of the Gather that reads it (``gather_rows``), else
+    ``DEFAULT_INTEGER_RANGE``."""
+    if np.issubdtype(spec.dtype, np.floating):
+        return None
+    rows = gather_rows(model, spec.name)
+    return (0, rows - 1) if rows else DEFAULT_INTEGER_RANGE
+
+
+def check_input_ranges(ranges: InputRanges, specs: list[InputSpec]) -> InputRanges:
+    """``ranges`` checked against the inputs ``specs``: each names an input and holds finite
+    low <= high, whole numbers within the input's type for an integer or boolean input."""
+    names = {spec.name: spec for spec in specs}
+    for name, bounds in ranges.items():
+        if name not in names:
+            known = ", ".join(f"'{n}'" for n in names)
+            raise FpgaplaceError(f"input_ranges names '{name}', which is not a graph input; expected one of {known}")
+        spec = names[name]
+        low, high = bounds
+        if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+            raise FpgaplaceError(f"input_ranges['{name}'] = ({low}, {high}): expected finite numbers low <= high")
+        if np.issubdtype(spec.dtype, np.floating):
+            continue
+        info = np.iinfo(np.uint8 if spec.dtype == np.bool_ else spec.dtype)
+        top = 1 if spec.dtype == np.bool_ else info.max
+        if not (float(low).is_integer() and float(high).is_integer() and info.min <= low and high <= top):
+            raise FpgaplaceError(f"input_ranges['{name}'] = ({low}, {high}): input '{name}' is {spec.describe()}; "
+                                 f"expected whole numbers from {info.min} to {top}")
+    return dict(ranges)
+
+
+def _random_samples(specs: list[InputSpec], count: int, seed: int,
+                    ranges: dict[str, tuple[float, float] | None]) -> list[Sample]:
+    """``count`` samples of random values, each input's in its range of ``ranges`` (None: standard normal)."""
     if isinstance(count, bool) or not isinstance(count, int) or not 1 <= count <= MAX_RANDOM_SAMPLES:
         raise FpgaplaceError(f"random_samples: expected an integer in [1, {MAX_RANDOM_SAMPLES}], got {count!r}")
-    shapes = {}
+    shapes, types = {}, {}
     for spec in specs:
         shape = spec.fixed_shape()
         if shape is None:
             raise FpgaplaceError(f"input '{spec.name}' has shape {spec.describe()} with symbolic dims: random "
                                  "calibration needs fixed shapes (bind the batch dim first, or give calib_dir)")
-        if not np.issubdtype(spec.dtype, np.floating):
-            raise FpgaplaceError(f"input '{spec.name}' is {spec.describe()}: random calibration makes float "
-                                 "inputs only (give calib_dir)")
-        shapes[spec.name] = shape
+        if not (np.issubdtype(spec.dtype, np.number) or spec.dtype == np.bool_):
+            raise FpgaplaceError(f"input '{spec.name}' is {spec.describe()}: random calibration makes numbers "
+                                 "only (give calib_dir)")
+        shapes[spec.name], types[spec.name] = shape, helper.np_dtype_to_tensor_dtype(spec.dtype)
     rng = np.random.default_rng(seed)
-    return [{spec.name: rng.standard_normal(shapes[spec.name]).astype(spec.dtype) for spec in specs}
-            for _ in range(count)]
+    return [{spec.name: onnxrt.random_values(rng, shapes[spec.name], types[spec.name],
+                                             value_range=ranges.get(spec.name))
+             for spec in specs} for _ in range(count)]
 
 
 def _folder_samples(specs: list[InputSpec], folder: Path) -> list[Sample]:
@@ -310,7 +395,7 @@ def quantize_model(
     if is_qdq(model):
         raise FpgaplaceError(f"{what}: already has QuantizeLinear/DequantizeLinear nodes, expected a float model")
     check_samples(model, calibration, "calibration sample")
-    original = _with_opset(copy_model(model), QDQ_MIN_OPSET, what)
+    original = _constant_weights(_with_opset(copy_model(model), QDQ_MIN_OPSET, what), model.ir_version)
     name_nodes(original)
     with tempfile.TemporaryDirectory(prefix="fpgaplace-quant-") as folder:
         prepared_path, qdq_path = Path(folder) / "prepared.onnx", Path(folder) / "qdq.onnx"
@@ -335,6 +420,21 @@ def quantize_model(
 QDQ_MIN_OPSET = 13  # per-channel DequantizeLinear (its axis attribute) needs opset 13
 
 
+def _constant_weights(model: onnx.ModelProto, ir_version: int) -> onnx.ModelProto:
+    """``model`` (changed in place) with its initializers no longer listed as graph inputs when
+    it came with IR version ``ir_version`` below 4, where every initializer must be listed so and
+    is a constant all the same; its IR version is raised to 7 (as ``_with_opset`` does), where
+    a listed one would be a default the caller may override, which neither constant folding nor
+    the quantizer would treat as a weight."""
+    if ir_version < 4:
+        names = {t.name for t in model.graph.initializer}
+        kept = [value for value in model.graph.input if value.name not in names]
+        del model.graph.input[:]
+        model.graph.input.extend(kept)
+        model.ir_version = max(model.ir_version, 7)
+    return model
+
+
 def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelProto:
     """``model`` converted to default-domain opset ``minimum`` when it is older (onnx's version
     converter), so that the quantizer may emit per-channel Q/DQ; node names are kept."""
@@ -353,15 +453,20 @@ def _with_opset(model: onnx.ModelProto, minimum: int, what: str) -> onnx.ModelPr
 
 
 def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[str], set[str]]:
-    """Fold BatchNormalization into its Conv/Gemm with the project's own pass (names and metadata
-    stay), drop dead nodes and constants (the folded BN's among them), then what onnxruntime's
-    ``quant_pre_process(skip_optimization=True, skip_symbolic_shape=True)`` does to a model of opset
-    11 or later, in memory: onnx shape inference with its defaults (here with the weights left out of
-    the round trip, ``passes.inference``) and the pre-processing mark in ``metadata_props``; write the
-    result to ``target``. Returns the names of the folded nodes and the node names of the prepared model."""
+    """Fold constant subgraphs into initializers (``passes.constant``: a weight computed from
+    constants is then quantized as a weight, not as an activation) and BatchNormalization into
+    its Conv/Gemm with the project's own passes (names and metadata stay), drop dead nodes and
+    constants (the folded BN's among them), then what onnxruntime's
+    ``quant_pre_process(skip_optimization=True, skip_symbolic_shape=True)`` does to a model of
+    opset 11 or later, in memory: onnx shape inference with its defaults (here with the weights
+    left out of the round trip, ``passes.inference``) and the pre-processing mark in
+    ``metadata_props``; write the result to ``target``. Returns the names of the folded nodes
+    and the node names of the prepared model."""
     from onnxruntime.quantization.quant_utils import add_pre_process_metadata
 
-    prepared, _ = fold_batchnorm(model)
+    constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
+    _drop_unread_masks(constant)
+    prepared, _ = fold_batchnorm(constant)
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
     try:
@@ -372,6 +477,17 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
     add_pre_process_metadata(inferred)
     onnx.save(inferred, target)
     return _node_names(model) - folded_names, _node_names(prepared)
+
+
+def _drop_unread_masks(model: onnx.ModelProto) -> None:
+    """Drop the mask output of every Dropout that nothing reads, in place: its type changed from
+    float to bool at opset 10, and a model upgraded from before keeps the float, which
+    onnxruntime's calibration model then refuses ("does not match expected type (tensor(bool))").
+    O(nodes)."""
+    read = {name for node in model.graph.node for name in node.input} | output_names(model.graph)
+    for node in model.graph.node:
+        if node.op_type == "Dropout" and len(node.output) > 1 and node.output[1] not in read:
+            del node.output[1:]
 
 
 def _node_names(model: onnx.ModelProto) -> set[str]:
@@ -709,17 +825,20 @@ def quantize_file(
     calib_dir: Path | str | None = None,
     random_samples: int | None = None,
     seed: int = 0,
+    input_ranges: InputRanges | None = None,
 ) -> tuple[Drift, Path]:
     """Quantize the ONNX file ``model_path`` (calibrated on ``calib_dir`` or on ``random_samples``
-    random inputs), write the QDQ model to ``out_path`` atomically (a temporary file in the same
-    folder, then a rename) and return its drift over the calibration samples and the path."""
+    random inputs in ``input_ranges``, ``calibration_inputs``), write the QDQ model to
+    ``out_path`` atomically (a temporary file in the same folder, then a rename) and return its
+    drift over the calibration samples and the path."""
     model_path, out_path = Path(model_path), Path(out_path)
     if not out_path.parent.is_dir():
         raise FpgaplaceError(f"{out_path}: folder {out_path.parent} does not exist, expected an existing folder")
     if out_path.is_dir():
         raise FpgaplaceError(f"{out_path}: is a folder, expected a file path for the QDQ model")
     model = _load_model(model_path)
-    samples = calibration_inputs(model, calib_dir=calib_dir, random_samples=random_samples, seed=seed)
+    samples = calibration_inputs(model, calib_dir=calib_dir, random_samples=random_samples, seed=seed,
+                                 input_ranges=input_ranges)
     quantized = quantize_model(model, samples)
     drift = measure_drift(model, quantized, samples)
     _write_atomically(quantized, out_path)

@@ -71,10 +71,18 @@ def random_inputs(model: onnx.ModelProto, seed: int = 0, *, integer_high: int = 
             for value in graph_inputs(model)}
 
 
-def random_values(rng: np.random.Generator, shape, elem_type: int, integer_high: int = 3) -> np.ndarray:
+def random_values(rng: np.random.Generator, shape, elem_type: int, integer_high: int = 3,
+                  value_range: tuple[float, float] | None = None) -> np.ndarray:
     """An array of ONNX element type ``elem_type``: floats from a standard normal, integers in
-    [0, ``integer_high``) (token ids, indices), booleans at random."""
+    [0, ``integer_high``) (token ids, indices), booleans at random; with ``value_range`` (low,
+    high), floats uniform in [low, high) and integers and booleans uniform in low..high (both
+    included)."""
     dtype = np.dtype(helper.tensor_dtype_to_np_dtype(elem_type))
+    if value_range is not None:
+        low, high = value_range
+        if np.issubdtype(dtype, np.floating):
+            return rng.uniform(low, high, shape).astype(dtype)
+        return rng.integers(int(low), int(high), shape, endpoint=True).astype(dtype)
     if np.issubdtype(dtype, np.floating):
         return rng.standard_normal(shape).astype(dtype)
     if dtype == np.bool_:

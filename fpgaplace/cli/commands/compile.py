@@ -10,6 +10,7 @@ import typer
 from fpgaplace.cli.options import (
     BoardOption,
     CalibOption,
+    InputRangeOption,
     JsonOption,
     ModelArgument,
     ModelFlags,
@@ -34,6 +35,7 @@ def compile_project(
     ] = PlacementFlags(),
     calib: CalibOption = None,
     random: RandomOption = None,
+    input_range: InputRangeOption = None,
     flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile")] = ModelFlags(),
     as_json: JsonOption = False,
 ) -> None:
@@ -47,7 +49,7 @@ def compile_project(
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
     check_out_parent(out_dir)
-    calibrated_on = calibration(calib, random, default_random=32)
+    calibrated_on = calibration(calib, random, default_random=32, input_range=input_range)
     design = flags.design(model, board_name).quantized(**calibrated_on)
     placing.place(design)
     result = design.compile(out_dir)

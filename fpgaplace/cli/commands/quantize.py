@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fpgaplace.cli.options import (
     CalibOption,
+    InputRangeOption,
     JsonOption,
     ModelArgument,
     ModelFlags,
@@ -30,6 +31,7 @@ def quantize(
     out_file: Annotated[Path, typer.Option("--out", help="Where to write the int8 QDQ model (.onnx).")],
     calib: CalibOption = None,
     random: RandomOption = None,
+    input_range: InputRangeOption = None,
     seed: SeedOption = 0,
     flags: Annotated[ModelFlags, Only("input_shape", "batch")] = ModelFlags(),
     as_json: JsonOption = False,
@@ -43,7 +45,7 @@ def quantize(
     Example: fpgaplace quantize model.onnx --out model.int8.onnx --random 64
     """
     check_out_file(out_file)
-    calibrated_on = calibration(calib, random)
+    calibrated_on = calibration(calib, random, input_range=input_range)
     design = dataclasses.replace(flags, optimized=False).design(model)
     drift, path = design.quantize_file(out_file, seed=seed, **calibrated_on)
     document = {"model": str(model), "out": str(path), "drift": drift.to_json()}

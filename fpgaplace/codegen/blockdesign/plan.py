@@ -257,7 +257,7 @@ def _wire_transfer(plan: NodePlan, cores: dict[str, Core], transfer: TransferInf
     source, target, tensor = transfer.from_device, transfer.to_device, transfer.tensor
     out_port = _port_of(cores[source], "outputs", tensor) if source in cores else None
     in_port = _port_of(cores[target], "inputs", tensor) if target in cores else None
-    for device, port, kind in ((source, out_port, "an output"), (target, in_port, "an input")):
+    for device, port, kind in ((source, out_port, "output"), (target, in_port, "input")):
         if device in cores and port is None:
             raise FpgaplaceError(f"design.json: transfer of {tensor} names {device}, which has no {kind} "
                                  "port carrying it; expected the tensor or one of its views")

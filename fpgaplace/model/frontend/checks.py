@@ -70,6 +70,23 @@ def check_input_shapes(input_shapes: InputShapes | None, source: str) -> dict[st
     return checked
 
 
+UNKNOWN_DIM = -1  # how some exporters (paddle2onnx) write a dim they do not know
+
+
+def read_unknown_dims(model: onnx.ModelProto, notes: list[str]) -> None:
+    """A declared dim of -1 (``UNKNOWN_DIM``) is read as unknown, in place: the batch or
+    ``input_shapes`` then binds it as it binds a symbolic dim. Noted once per tensor. O(dims)."""
+    graph = model.graph
+    inputs = {value.name for value in graph.input}
+    for value in [*graph.input, *graph.output, *graph.value_info]:
+        dims = value.type.tensor_type.shape.dim if value.type.HasField("tensor_type") else []
+        unknown = [axis for axis, dim in enumerate(dims) if dim.HasField("dim_value") and dim.dim_value == UNKNOWN_DIM]
+        for axis in unknown:
+            dims[axis].ClearField("dim_value")
+        if unknown and value.name in inputs:
+            notes.append(f"input '{value.name}' declares dim {', '.join(map(str, unknown))} as -1; read as symbolic")
+
+
 def check_element_types(model: onnx.ModelProto, source: str) -> None:
     """Every declared tensor (input, output, value_info, initializer) has an element type ONNX
     defines and no negative dim; an error names the tensor and the type number or dim."""
@@ -87,7 +104,7 @@ def check_element_types(model: onnx.ModelProto, source: str) -> None:
         for axis, dim in enumerate(dims):
             if dim.HasField("dim_value") and dim.dim_value < 0:
                 raise FpgaplaceError(f"{source}: tensor '{value.name}' dim {axis} is {dim.dim_value}; "
-                                     f"expected a size >= 0 or a symbolic name")
+                                     f"expected a size >= 0, -1 (unknown) or a symbolic name")
 
 
 def check_tensor_bytes(name: str, shape: Sequence[int], elem_type: int, source: str) -> None:

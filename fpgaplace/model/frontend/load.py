@@ -15,6 +15,7 @@ from fpgaplace.model.frontend.checks import (
     check_proto,
     check_strictly,
     check_text,
+    read_unknown_dims,
     sort_nodes,
 )
 from fpgaplace.model.frontend.shapes import attach_qonnx_functions, infer_shapes, is_qonnx_quantizer, resolve_shapes
@@ -74,6 +75,7 @@ def from_model(
     positions = sort_nodes(work, source)
     if upgrade_old_opset(work, source, notes):
         positions = list(range(len(work.graph.node)))  # the converter rebuilt the node list
+    read_unknown_dims(work, notes)
     check_element_types(work, source)
     attach_qonnx_functions(work, source, notes)
     bind_inputs(work, batch, given, source, notes)

@@ -638,12 +638,28 @@ void global_pool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE *
   }
 }
 
+// The rescale of a pool's result: one (M, S) for every window, or (average pooling without
+// count_include_pad) one per count of the window's non-padded elements, from a table.
+template <class C>
+struct FixedScale {
+  int32_t m(int) const { return C::M; }
+  int s(int) const { return C::S; }
+};
+
+struct CountScale {
+  const int32_t* mult;
+  const int8_t* shift;
+  int32_t m(int count) const { return mult[count]; }
+  int s(int count) const { return shift[count]; }
+};
+
 // One step of windowed pooling: PE channels of MMV output pixels of output row `top`.
-template <class C, class Reduce>
+template <class C, class Reduce, class Scale = FixedScale<C>>
 struct PoolStep {
   static constexpr int SLOTS = C::KH + C::SH;
   static constexpr int CF = C::C / C::PE;  // channel folds
   hls::stream<beat<C::PE * C::MMV>>& out;
+  Scale scale{};
 
   void compute(const int8_t line[SLOTS][C::W][C::C], int top, int i) {
 #pragma HLS INLINE
@@ -656,15 +672,20 @@ struct PoolStep {
 #pragma HLS UNROLL
         const int c = cf * C::PE + p;
         int32_t acc = Reduce::INIT;
+        int count = 0;
         for (int kh = 0; kh < C::KH; ++kh) {
 #pragma HLS UNROLL
           for (int kw = 0; kw < C::KW; ++kw) {
 #pragma HLS UNROLL
             const int ih = top + kh, iw = left + kw;
-            if (ih >= 0 && ih < C::H && iw >= 0 && iw < C::W) acc = Reduce::combine(acc, line[ih % SLOTS][iw][c], C::ZX);
+            if (ih >= 0 && ih < C::H && iw >= 0 && iw < C::W) {
+              acc = Reduce::combine(acc, line[ih % SLOTS][iw][c], C::ZX);
+              ++count;
+            }
           }
         }
-        y.v[m * C::PE + p] = requantize(Reduce::finish(acc, C::ZX), C::M, C::S, C::ZY, C::LO, C::HI);
+        y.v[m * C::PE + p] =
+            requantize(Reduce::finish(acc, C::ZX), scale.m(count), scale.s(count), C::ZY, C::LO, C::HI);
       }
     }
     out.write(y);
@@ -1173,5 +1194,7 @@ void regroup(hls::stream<beat<C::A>>& in, hls::stream<beat<C::B>>& out) {
 }
 
 }  // namespace fp
+
+#include "movement.h"  // slice, upsample, pad
 
 #endif  // FPGAPLACE_KERNELS_H
