@@ -23,6 +23,7 @@ from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.reorder import Reorder
 from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.softmax import Softmax
 from fpgaplace.hw.table import Table
@@ -44,6 +45,7 @@ KERNELS: dict[str, Kernel] = {
         Concat(),
         Table(),
         Shuffle(),
+        Reorder(),
         Lrn(),
         Softmax(),
         Free("reshape"),
@@ -54,9 +56,9 @@ KERNELS: dict[str, Kernel] = {
     )
 }
 
-ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
+ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
-island, a channel-permutation chain)."""
+island, a channel-permutation chain, a chain transposing the stream)."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
