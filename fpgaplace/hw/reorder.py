@@ -6,14 +6,16 @@ stream, ``[H*W, C]``, and writes CHW order, ``[C, H*W]``) maps the stream ``x`` 
 ``y[c * R + r] = requantize(x[r * C + c] - ZX, M, S, ZY, LO, HI)`` (the identity requantization,
 M = 2**30 and S = 30, unless the chain's exit scale differs from its source's).
 
-The stage buffers the whole sample (SIZE = R * C bytes, charged as ``linebuffer_bytes``: the
-placement sees it in the core's on-chip memory) in L banks of SIZE / L bytes, L = PE lanes
-dividing both R and C. Element (r, c) lives in bank ``(r + c) mod L`` at address ``(r * C + c) / L``,
-so the L elements of an input beat (one r, L consecutive c) and of an output beat (one c, L
-consecutive r) each sit in L different banks: the address generator is a few counters and a
-rotation, no index ROM. It reads the sample, then writes it: ``2 * SIZE / L`` cycles a sample
-(``cycles``; single-buffered). Integer reference, HLS template (``hls/ops/reorder.j2``,
-``fp::reorder``) and RTL values (``rtl/reorder.v.j2``) are here. Lowering is O(1).
+The stage buffers whole samples in L banks (L = PE lanes dividing both R and C). Element (r, c)
+lives in bank ``(r + c) mod L`` at address ``(r * C + c) / L``, so the L elements of an input beat
+(one r, L consecutive c) and of an output beat (one c, L consecutive r) each sit in L different
+banks: the address generator is a few counters and a rotation, no index ROM. Each bank holds two
+samples (a ping-pong buffer): sample n goes out while sample n + 1 comes in, so the stage takes
+``SIZE / L`` cycles a sample (``cycles``) like any lane stage and never stalls its neighbours for a
+whole sample; the ``2 * SIZE`` bytes (``linebuffer_bytes``) are charged to the core's on-chip
+memory (fixed bytes, BRAM), so the placement sees them. Integer reference, HLS template
+(``hls/ops/reorder.j2``, ``fp::reorder``: HLS makes the banks a ping-pong buffer between its two
+DATAFLOW processes) and RTL values (``rtl/reorder.v.j2``) are here. Lowering is O(1).
 """
 
 from __future__ import annotations
@@ -32,7 +34,6 @@ from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
-    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -53,28 +54,23 @@ class Reorder(Shuffle):
 
     def transpose_geometry(self, samples: int, rows: int, columns: int) -> Geometry:
         """The geometry of ``samples`` streams of ``[rows, columns]`` written transposed: PE folds
-        the common divisor of both (a beat of either side in L different banks), a sample buffered."""
+        the common divisor of both (a beat of either side in L different banks), two samples buffered."""
         size = rows * columns
         return Geometry(self.name, samples, math.gcd(rows, columns), 1, stream_elements=samples * size,
-                        linebuffer_bytes=size, shape={"SIZE": samples * size, "ROWS": rows, "COLS": columns})
+                        linebuffer_bytes=2 * size, shape={"SIZE": samples * size, "XR": rows, "XC": columns})
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
-        """The sample in, then out: ``2 * SIZE / L`` per sample."""
-        return 2 * g.stream_elements // fold.pe
-
-    def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
-        """The lane share of the core's budget, twice: every element passes the lanes in and out
-        one after the other."""
-        return 2 * super().ideal_cycles(g, core)
+        """A sample in while the one before goes out: ``SIZE / L`` per sample."""
+        return g.stream_elements // fold.pe
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        x = np.asarray(inputs[0]).reshape(c["ROWS"], c["COLS"]).T.reshape(-1)
+        x = np.asarray(inputs[0]).reshape(c["XR"], c["XC"]).T.reshape(-1)
         return reference.requant(x, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The chain's layer: its source, its output, the transpose's R and C and ``sx / sy``."""
-        config = {"SIZE": shape["SIZE"] // ctx.batch(), "ROWS": shape["ROWS"], "COLS": shape["COLS"]}
+        config = {"SIZE": shape["SIZE"] // ctx.batch(), "XR": shape["XR"], "XC": shape["XC"]}
         return self.chain_layer(ctx, op, config)[0]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
@@ -82,16 +78,16 @@ class Reorder(Shuffle):
         """``rtl/reorder.v.j2``: PE banks, the write rotation by ``r mod L``, per bank the read
         address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``."""
         c = int_members(config)
-        rows, columns, lanes = c["ROWS"], c["COLS"], fold.pe
+        rows, columns, lanes = c["XR"], c["XC"], fold.pe
         if rows * columns != c["SIZE"] or rows % lanes or columns % lanes:
-            raise FpgaplaceError(f"rtl {top}: ROWS x COLS must be SIZE={c['SIZE']} and PE={lanes} divide ROWS={rows} "
-                                 f"and COLS={columns}")
+            raise FpgaplaceError(f"rtl {top}: XR x XC must be SIZE={c['SIZE']} and PE={lanes} divide XR={rows} "
+                                 f"and XC={columns}")
         check_int8_members(c, ("ZX", "ZY"), self.name)
         depth = c["SIZE"] // lanes
         # bank b holds, in column phase k = c mod L, lane (b - k) mod L's element: its row offset
         offsets = [[(b - k) % lanes * (columns // lanes) for k in range(lanes)] for b in range(lanes)]
         rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
-        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
+        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth), "HALF_BITS": index_bits(depth) + 1,
                       "LANE_BITS": index_bits(lanes), "ROW_BLOCKS": rows // lanes, "COL_BLOCKS": columns // lanes,
                       "RB_BITS": index_bits(rows // lanes), "CB_BITS": index_bits(columns // lanes),
                       "C_BITS": index_bits(columns), "offsets": offsets, "rq": rq}

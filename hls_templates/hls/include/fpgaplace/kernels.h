@@ -19,7 +19,7 @@
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
-//   reorder<C>(in, out)                       SIZE ROWS COLS ZX M S ZY LO HI L STAGE; beats of L
+//   reorder<C>(in, out)                       SIZE XR XC ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
 //                                            beats of L, table[ENTRIES]
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
@@ -40,7 +40,7 @@
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
 //   add, requant, fork, broadcast: SIZE/L; concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B);
-//   shuffle, lrn: (PIXELS + 1) * C/L; reorder: 2 * SIZE/L
+//   shuffle, lrn: (PIXELS + 1) * C/L; reorder: SIZE/L (in and out overlap, a ping-pong buffer)
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -931,42 +931,57 @@ void lrn(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_
   }
 }
 
-// y[c * ROWS + r] = requantize(x[r * COLS + c] - ZX, M, S, ZY, LO, HI): the sample's stream read as
-// [ROWS][COLS] and written transposed (fpgaplace.hw.reorder), L a cycle (L divides ROWS and COLS).
-// Element (r, c) sits in bank (r + c) % L at (r * COLS + c) / L, so the L elements of a beat in
-// (one r) and of a beat out (one c) are in L different banks. SIZE/L beats in, then SIZE/L out.
+namespace detail {
+// The two sides of fp::reorder: element (r, c) of the sample sits in bank (r + c) % L at
+// (r * XC + c) / L, so the L elements of a beat in (one r) and of a beat out (one c) are in L
+// different banks.
 template <class C>
-void reorder(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
-  static_assert(C::L > 0 && C::ROWS % C::L == 0 && C::COLS % C::L == 0 && C::ROWS * C::COLS == C::SIZE,
-                "reorder: L must divide ROWS and COLS, and ROWS * COLS be SIZE");
-  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
-                "reorder: zero points and LO <= HI must be int8");
-  static_assert(detail::valid_rescale(C::M, C::S), "reorder: need M >= 0 and 1 <= S <= 62");
-  constexpr int DEPTH = C::SIZE / C::L;
-  static int8_t bank[C::L][DEPTH];
-#pragma HLS ARRAY_PARTITION variable=bank complete dim=1
-  for (int i = 0; i < DEPTH; ++i) {
+void reorder_in(hls::stream<beat<C::L>>& in, int8_t bank[C::L][C::SIZE / C::L]) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
-    FP_TICK(C::STAGE);
     const beat<C::L> x = in.read();
-    const int r = i * C::L / C::COLS;
+    const int r = i * C::L / C::XC;
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
-      bank[(r + l) % C::L][i] = x.v[l];  // c = i * L % COLS + l, and L divides COLS
+      bank[(r + l) % C::L][i] = x.v[l];  // c = i * L % XC + l, and L divides XC
     }
   }
-  for (int j = 0; j < DEPTH; ++j) {
+}
+
+template <class C>
+void reorder_out(const int8_t bank[C::L][C::SIZE / C::L], hls::stream<beat<C::L>>& out) {
+  for (int j = 0; j < C::SIZE / C::L; ++j) {
 #pragma HLS PIPELINE II=1
     FP_TICK(C::STAGE);
-    const int c = j * C::L / C::ROWS, r0 = j * C::L % C::ROWS;
+    const int c = j * C::L / C::XR, r0 = j * C::L % C::XR;
     beat<C::L> y;
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
-      const int8_t v = bank[(r0 + l + c) % C::L][((r0 + l) * C::COLS + c) / C::L];
+      const int8_t v = bank[(r0 + l + c) % C::L][((r0 + l) * C::XC + c) / C::L];
       y.v[l] = requantize(static_cast<int64_t>(v) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
     }
     out.write(y);
   }
+}
+}  // namespace detail
+
+// y[c * XR + r] = requantize(x[r * XC + c] - ZX, M, S, ZY, LO, HI): the sample's stream read as
+// [XR][XC] and written transposed (fpgaplace.hw.reorder), L a cycle (L divides XR and XC). The
+// sample goes into the banks (detail::reorder_in) and out of them (detail::reorder_out), two
+// processes of a DATAFLOW region: HLS makes the banks a ping-pong buffer, so sample n goes out while
+// sample n + 1 comes in, SIZE/L iterations a sample each (the out side's are counted).
+template <class C>
+void reorder(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  static_assert(C::L > 0 && C::XR % C::L == 0 && C::XC % C::L == 0 && C::XR * C::XC == C::SIZE,
+                "reorder: L must divide XR and XC, and XR * XC be SIZE");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "reorder: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "reorder: need M >= 0 and 1 <= S <= 62");
+#pragma HLS DATAFLOW
+  int8_t bank[C::L][C::SIZE / C::L];
+#pragma HLS ARRAY_PARTITION variable=bank complete dim=1
+  detail::reorder_in<C>(in, bank);
+  detail::reorder_out<C>(bank, out);
 }
 
 // Channel concatenation of [PIXELS][C0] and [PIXELS][C1] into [PIXELS][C0 + C1], L channels a
