@@ -11,12 +11,15 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
 
+from fpgaplace.board.load import load_board
+from fpgaplace.codegen import rtl
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.geometry import Folding
 from fpgaplace.hw.islands import islands
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.quantize import calibration_inputs, quantize_model
+from fpgaplace.sim import yosys
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import run_model
@@ -161,3 +164,17 @@ def test_a_core_with_a_detector_head_is_bit_exact_in_rtl(tmp_path):
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
         assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
+def test_yosys_maps_the_reorder_buffer_to_the_estimated_brams(tmp_path, board, family):
+    """A YOLO head's reorder (96 pixels of 144 channels, 4 lanes): yosys maps each bank (two
+    samples, 6912 bytes) to two BRAM36 and no DSP, as the op library counts them."""
+    core = load_board(board).cores[0]
+    config = {"SIZE": 96 * 144, "XR": 96, "XC": 144, "ZX": 3, "M": 3 << 28, "S": 30, "ZY": -2, "LO": -128, "HI": 127}
+    folding = Folding(4, 1, 1)
+    op = rtl.render_op("reorder", config, {}, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
+    estimate = KERNELS["reorder"].resources(KERNELS["reorder"].transpose_geometry(1, 96, 144), folding, core)
+    assert (got.dsp, got.bram36) == (estimate.dsp, estimate.bram36) == (0, 8)
