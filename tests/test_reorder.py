@@ -178,3 +178,20 @@ def test_yosys_maps_the_reorder_buffer_to_the_estimated_brams(tmp_path, board, f
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
     estimate = KERNELS["reorder"].resources(KERNELS["reorder"].transpose_geometry(1, 96, 144), folding, core)
     assert (got.dsp, got.bram36) == (estimate.dsp, estimate.bram36) == (0, 8)
+
+
+def test_the_yolo_heads_reshapes_and_concat_plan_on_the_cores():
+    """tests/real_models' YOLOv8-style detector, quantized: both heads' Reshape [N, 144, H, W] ->
+    [N, 144, H*W] are reorders and their Concat(axis=2) is a concat; no op but the Split and
+    Resize kernels other modules add is refused."""
+    from real_models import build
+
+    model, shapes = build("yolo")
+    graph = Design(model, "zcu104", input_shapes=shapes, profile_cpu=False).quantized(random_samples=2).graph
+    planned = {op.name: plan_op(op, graph) for op in graph.ops.values()}
+    head = {kind: [name for name, op in graph.ops.items() if op.op_type == kind
+                   and len(graph.tensors[op.outputs[0]].shape) == 3] for kind in ("Reshape", "Concat")}
+    assert len(head["Reshape"]) == 2 and all(planned[name][0].name == "reorder" for name in head["Reshape"])
+    assert len(head["Concat"]) == 1 and planned[head["Concat"][0]][0].name == "concat"
+    refused = {graph.ops[name].op_type for name, p in planned.items() if not p}
+    assert refused <= {"Split", "Resize"}, refused
