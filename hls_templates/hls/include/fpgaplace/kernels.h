@@ -11,6 +11,7 @@
 //   conv2d<C>(in, out, w, bias, mult, shift)  H W CIN COUT KH KW SH SW PT PL PB PR DH DW GROUPS
 //                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE
 //                                            in: beat<IW>, out: beat<OW> (PE*MMV, but see ConvStep)
+//   conv2d_transposed<C>(in, out, w, ...)     conv2d's, UH UW XH XW (a zero-inserting front, IW | CIN)
 //   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE; in beat<SIMD>, out beat<PE>
 //   maxpool<C>(in, out), avgpool<C>(in, out)  H W C KH KW SH SW PT PL PB PR HO WO ZX ZY LO HI M S
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
@@ -929,6 +930,43 @@ void lrn(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_
       out.write(y);
     }
   }
+}
+
+// The zero-inserting front of a transposed convolution (fpgaplace.hw.conv.transposed_window): the
+// [XH][XW][CIN] input with UH - 1 rows and UW - 1 pixels of ZX between its rows and pixels, as
+// the [H][W][CIN] stream conv2d slides over, beats of IW (IW divides CIN). One beat a cycle.
+template <class C>
+void zero_insert(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::IW>>& out) {
+  static_assert(C::CIN % C::IW == 0 && C::H == (C::XH - 1) * C::UH + 1 && C::W == (C::XW - 1) * C::UW + 1,
+                "zero_insert: IW must divide CIN and H, W be the zero-inserted XH, XW");
+  constexpr int BEATS = C::CIN / C::IW;
+  for (int i = 0; i < C::H * C::W * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    const int h = i / (C::W * BEATS), w = i / BEATS % C::W;
+    beat<C::IW> y;
+    if (h % C::UH == 0 && w % C::UW == 0) {
+      y = in.read();
+    } else {
+      for (int l = 0; l < C::IW; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = static_cast<int8_t>(C::ZX);
+      }
+    }
+    out.write(y);
+  }
+}
+
+// A transposed convolution: the zero-inserting front and conv2d over its stream, two processes
+// of a DATAFLOW region (conv2d's iterations are the stage's count; the front keeps up with it).
+template <class C>
+void conv2d_transposed(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
+                       const int8_t w[ConvShape<C>::WEIGHTS], const int32_t bias[C::COUT],
+                       const int32_t mult[C::COUT], const int8_t shift[C::COUT]) {
+#pragma HLS DATAFLOW
+  hls::stream<beat<C::IW>> inserted("inserted");
+#pragma HLS STREAM variable=inserted depth=2
+  zero_insert<C>(in, inserted);
+  conv2d<C>(inserted, out, w, bias, mult, shift);
 }
 
 namespace detail {
