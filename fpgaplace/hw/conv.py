@@ -9,18 +9,20 @@ reference (``fpgaplace.hw.reference.conv2d``), the C++ config of ``hls/ops/conv2
 values of the RTL window unit (``rtl/window.v.j2``, ``fpgaplace.hw.window``) with its weight and
 channel ROMs. A transposed convolution (ONNX ConvTranspose) is this kernel behind a zero-inserting
 front (``transposed_window``): the conv of stride 1 over the input with zeros inserted, every cost
-counted on that input (its zeros are multiplied too); its RTL front is not written yet. Cycles are O(HO); the RTL values O(weights).
+counted on that input (its zeros are multiplied too); in the RTL the front is a wrapper's
+second module (``rtl/conv_transposed.v.j2``). Cycles are O(HO); the RTL values O(weights).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -34,7 +36,14 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer, bounds
-from fpgaplace.hw.rtl_values import DOT_ARRAYS, index_bits, per_channel_arrays, requant_channels
+from fpgaplace.hw.rtl_values import (
+    DOT_ARRAYS,
+    PORT_IN,
+    index_bits,
+    int_members,
+    per_channel_arrays,
+    requant_channels,
+)
 from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -199,13 +208,29 @@ class Conv2d(WindowKernel):
         return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
-        if upsampled(config):
-            raise FpgaplaceError("rtl conv2d: a transposed convolution's zero-inserting front has no RTL unit "
-                                 "(expected UH = UW = 1)")
         return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})
 
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """The window unit; for a transposed conv (``upsampled``) the window unit named ``{top}_conv``
+        behind its zero-inserting front (``rtl/conv_transposed.v.j2``), which takes the input itself."""
+        if not upsampled(config):
+            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+        c = int_members(config)
+        unit = super().rtl(config, arrays, fold, f"{top}_conv", model_cycles, macs_per_dsp)
+        in_e = unit.values["IN_E"]
+        if c["CIN"] % in_e or c["H"] != (c["XH"] - 1) * c["UH"] + 1 or c["W"] != (c["XW"] - 1) * c["UW"] + 1:
+            raise FpgaplaceError(f"rtl {top}: the zero-inserting front needs beats ({in_e}) dividing CIN={c['CIN']} "
+                                 "and H, W the zero-inserted XH, XW")
+        values = unit.values | {"name": top, "conv_name": f"{top}_conv", "FRONT_BEATS": c["CIN"] // in_e,
+                                "index_bits_h": index_bits(c["H"]) - 1, "index_bits_w": index_bits(c["W"]) - 1,
+                                "index_bits_b": index_bits(c["CIN"] // in_e) - 1}
+        return RtlUnit("rtl/conv_transposed.v.j2", values, unit.roms, ((PORT_IN, in_e, c["XH"] * c["XW"] * c["CIN"]),),
+                       unit.output)
+
     def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
-        return self.input_width(self.config_geometry(c), fold)
+        g = self.config_geometry(c)
+        return self.input_width(replace(g, shape={**g.shape, **{k: c[k] for k in UPSAMPLING if k in c}}), fold)
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
