@@ -9,7 +9,6 @@ import numpy as np
 import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
-
 from rtl_cases import conv_case
 from test_rtl_ops import assert_verilog_2005_clean, check_cycles, simulate_case
 

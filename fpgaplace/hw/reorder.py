@@ -87,8 +87,8 @@ class Reorder(Shuffle):
         # bank b holds, in column phase k = c mod L, lane (b - k) mod L's element: its row offset
         offsets = [[(b - k) % lanes * (columns // lanes) for k in range(lanes)] for b in range(lanes)]
         rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
-        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth), "HALF_BITS": index_bits(depth) + 1,
-                      "LANE_BITS": index_bits(lanes), "ROW_BLOCKS": rows // lanes, "COL_BLOCKS": columns // lanes,
-                      "RB_BITS": index_bits(rows // lanes), "CB_BITS": index_bits(columns // lanes),
-                      "C_BITS": index_bits(columns), "offsets": offsets, "rq": rq}
+        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
+                      "HALF_BITS": index_bits(depth) + 1, "LANE_BITS": index_bits(lanes),
+                      "ROW_BLOCKS": rows // lanes, "COL_BLOCKS": columns // lanes, "RB_BITS": index_bits(rows // lanes),
+                      "CB_BITS": index_bits(columns // lanes), "offsets": offsets, "rq": rq}
         return RtlUnit("rtl/reorder.v.j2", values, {}, ((PORT_IN, lanes, c["SIZE"]),), (PORT_OUT, lanes, c["SIZE"]))
