@@ -23,7 +23,7 @@ FLOAT = TensorProto.FLOAT
 
 # The int8 kernels and the ops each implements, as the hardware spec lists them.
 SPEC_KERNELS = {
-    "conv2d": {"Conv", "FusedConv", "QLinearConv", "ConvInteger"},
+    "conv2d": {"Conv", "FusedConv", "QLinearConv", "ConvInteger", "ConvTranspose"},
     "dense": {"Gemm", "MatMul", "FusedMatMul", "QLinearMatMul", "MatMulInteger"},
     "maxpool": {"MaxPool"},
     "avgpool": {"AveragePool"},
@@ -35,6 +35,8 @@ SPEC_KERNELS = {
     "batchnorm": {"BatchNormalization"},
     "quantize": {"QuantizeLinear"},
     "dequantize": {"DequantizeLinear"},
+    "softmax": {"Softmax"},
+    "lrn": {"LRN"},
 }
 DOT_PRODUCT_FAMILIES = {"conv", "conv_transpose", "gemm", "matmul", "attention", "einsum", "recurrent"}
 HOST_ONLY_FAMILIES = {"recurrent", "control_flow", "host_shape", "random", "constant"}
