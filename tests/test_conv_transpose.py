@@ -137,3 +137,46 @@ def test_a_core_with_a_conv_transpose_is_bit_exact_in_rtl(tmp_path):
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
         assert core.bit_exact and abs(core.cycles_measured - core.cycles_model) <= 0.1 * core.cycles_model, core
+
+
+def db_head(seed: int = 0) -> onnx.ModelProto:
+    """A DB text detector's probability head: Conv 3x3 -> ConvTranspose(2, 2) -> BatchNorm -> Relu
+    -> ConvTranspose(2, 2) to one channel -> Sigmoid, on a [1, 3, 8, 8] input."""
+    rng = np.random.default_rng(seed)
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w1"], ["c"], name="conv_in", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             n("ConvTranspose", ["c", "wt"], ["u"], name="up", kernel_shape=[2, 2], strides=[2, 2]),
+             n("BatchNormalization", ["u", "g", "b", "m", "v"], ["bn"], name="bn"),
+             n("Relu", ["bn"], ["r"], name="relu"),
+             n("ConvTranspose", ["r", "wt2", "bt2"], ["u2"], name="up2", kernel_shape=[2, 2], strides=[2, 2]),
+             n("Sigmoid", ["u2"], ["z"], name="sigmoid")]
+    inits = [numpy_helper.from_array(rng.normal(0, 0.4, shape).astype(np.float32), name) for name, shape in
+             (("w1", (8, 3, 3, 3)), ("wt", (8, 6, 2, 2)), ("wt2", (6, 1, 2, 2)), ("bt2", (1,)))]
+    inits += [numpy_helper.from_array(value.astype(np.float32), name) for name, value in
+              (("g", rng.uniform(0.5, 1.5, 6)), ("b", rng.normal(0, 0.2, 6)), ("m", rng.normal(0, 0.2, 6)),
+               ("v", rng.uniform(0.5, 1.5, 6)))]
+    graph = helper.make_graph(nodes, "db", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 8, 8])],
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 1, 32, 32])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_batch_norm_after_a_conv_transpose_folds_into_its_weights():
+    """Its scale multiplies the weight's output-channel axis (1 of [Cin, Cout, KH, KW]); onnxruntime
+    gives the folded model the original's outputs."""
+    from fpgaplace.model.passes.fold import fold_batchnorm
+
+    model = db_head(1)
+    folded, changes = fold_batchnorm(model)
+    assert changes == 1 and "BatchNormalization" not in [node.op_type for node in folded.graph.node]
+    x = np.random.default_rng(4).normal(0, 1, (1, 3, 8, 8)).astype(np.float32)
+    np.testing.assert_allclose(run_model(folded, {"x": x}, ["z"])["z"], run_model(model, {"x": x}, ["z"])["z"],
+                               rtol=1e-5, atol=1e-6)
+
+
+def test_a_db_head_runs_on_the_cores_bit_exact(tmp_path):
+    result = Design(db_head(2), "zcu104", profile_cpu=False).compile(tmp_path / "project", random_samples=8)
+    layers = [(layer["kernel"], layer["op"]) for core in result.design["cores"] for layer in core["layers"]]
+    assert result.cpu_ops == [] and {("conv2d", "up"), ("conv2d", "up2")} <= set(layers), layers
+    check = run_csim(tmp_path / "project", samples=4)
+    assert check.ok and all(c.bit_exact for c in check.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
