@@ -195,3 +195,22 @@ def test_the_yolo_heads_reshapes_and_concat_plan_on_the_cores():
     assert len(head["Concat"]) == 1 and planned[head["Concat"][0]][0].name == "concat"
     refused = {graph.ops[name].op_type for name, p in planned.items() if not p}
     assert refused <= {"Split", "Resize"}, refused
+
+
+def test_the_yolo_head_compiles_onto_a_core_bit_exact(tmp_path):
+    """The quantized YOLO on zcu104 (its Split and Resize ops on the CPU): both head reorders and the
+    Concat(axis=2) are layers of a core, C simulation is bit-exact and the detections within 1 LSB
+    of onnxruntime's QDQ model."""
+    from real_models import build
+
+    model, shapes = build("yolo")
+    design = Design(model, "zcu104", input_shapes=shapes, profile_cpu=False).quantized(random_samples=4)
+    result = design.compile(tmp_path / "project", random_samples=4)
+    graph = design.graph
+    head = {name: "reorder" if op.op_type == "Reshape" else "concat" for name, op in graph.ops.items()
+            if op.op_type in ("Reshape", "Concat") and len(graph.tensors[op.outputs[0]].shape) == 3}
+    layers = {layer["op"]: layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+    assert len(head) == 3 and all(layers.get(name) == kernel for name, kernel in head.items()), (head, layers)
+    check = run_csim(tmp_path / "project", samples=2)
+    assert check.ok and all(c.bit_exact for c in check.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
