@@ -74,10 +74,11 @@ def test_the_conv_over_zero_inserted_input_equals_conv_transpose(kernel, stride,
     np.testing.assert_allclose(run_model(conv, {"i": inserted}, ["u"])["u"], expected, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize(("kernel", "stride", "pads"), [(2, 2, (0, 0, 0, 0)), (4, 2, (1, 1, 1, 1))])
-def test_conv_transpose_runs_on_the_cores_bit_exact(tmp_path, kernel, stride, pads):
-    result = Design(conv_up_conv(kernel, kernel, stride, pads), "zcu104", profile_cpu=False).compile(
-        tmp_path / "project", random_samples=8)
+@pytest.mark.parametrize(("kernel", "stride", "pads", "groups", "output_padding"), [
+    (2, 2, (0, 0, 0, 0), 1, (0, 0)), (4, 2, (1, 1, 1, 1), 1, (0, 0)), (3, 2, (1, 1, 1, 1), 1, (1, 1))])
+def test_conv_transpose_runs_on_the_cores_bit_exact(tmp_path, kernel, stride, pads, groups, output_padding):
+    model = conv_up_conv(kernel, kernel, stride, pads, groups, output_padding)
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "project", random_samples=8)
     layers = [layer for core in result.design["cores"] for layer in core["layers"]]
     assert result.cpu_ops == [] and sum(layer["op"] == "up" for layer in layers) == 1, result.cpu_ops
     check = run_csim(tmp_path / "project", samples=4)
