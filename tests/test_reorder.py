@@ -214,3 +214,20 @@ def test_the_yolo_head_compiles_onto_a_core_bit_exact(tmp_path):
     check = run_csim(tmp_path / "project", samples=2)
     assert check.ok and all(c.bit_exact for c in check.cores)
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs)
+
+
+def test_a_row_by_row_transpose_is_refused_with_its_reason():
+    """Transpose(0, 2, 1, 3) -> Reshape [1, H, C*W] transposes each row's [W, C] block: no single
+    2-D transpose of the sample, which the reorder does not generate; the reason says what runs."""
+    n = helper.make_node
+    nodes = [n("Conv", ["x", "w"], ["c"], name="conv", kernel_shape=[1, 1]),
+             n("Transpose", ["c"], ["t"], name="rows", perm=[0, 2, 1, 3]),
+             n("Reshape", ["t", "s"], ["y"], name="flat_rows")]
+    w = numpy_helper.from_array(np.random.default_rng(1).normal(0, 0.4, (C, 4, 1, 1)).astype(np.float32), "w")
+    graph = helper.make_graph(nodes, "rows", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, H, W])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, H, C * W])],
+                              [w, _ints("s", [1, H, C * W])])
+    model = quantized(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    graph = from_model(model)
+    assert not any(i.kernel == "reorder" for i in islands(model, graph.tensors).islands)
+    assert "transpose of each sample's stream" in plan_op(graph.ops["flat_rows"], graph).reason
