@@ -23,7 +23,7 @@ FLOAT = TensorProto.FLOAT
 
 # The int8 kernels and the ops each implements, as the hardware spec lists them.
 SPEC_KERNELS = {
-    "conv2d": {"Conv", "FusedConv", "QLinearConv", "ConvInteger"},
+    "conv2d": {"Conv", "FusedConv", "QLinearConv", "ConvInteger", "ConvTranspose"},
     "dense": {"Gemm", "MatMul", "FusedMatMul", "QLinearMatMul", "MatMulInteger"},
     "maxpool": {"MaxPool"},
     "avgpool": {"AveragePool"},

@@ -18,12 +18,14 @@ pixels per cycle), every question asked about its op:
   values and ROMs it is rendered with and its stream ports (an ``RtlUnit``).
 
 The kernels return plain values; ``fpgaplace.codegen`` renders them and nothing else here
-imports code generation or simulation. The modules: ``conv`` (Conv2d), ``dense``, ``pool``
-(max, average, global average), ``elementwise`` (add, requantize), ``binary`` (mul, sub, max, min
-of two activations, one maybe broadcast per channel or per pixel), ``affine`` (``x * a[c] + b[c]``:
-a batch norm not folded into a convolution, a Mul by a constant), ``concat``, ``slice`` (Split and
-Slice: channel ranges, strided rows and pixels), ``upsample`` (nearest Resize), ``pad``, ``shuffle`` (a channel
-permutation, its chains found by ``permutation``), ``lrn``, ``free``
+imports code generation or simulation. The modules: ``conv`` (Conv2d, and ConvTranspose behind a
+zero-inserting front), ``dense``, ``pool`` (max, average, global average), ``elementwise`` (add,
+requantize), ``binary`` (mul, sub, max, min of two activations, one maybe broadcast per channel or
+per pixel), ``affine`` (``x * a[c] + b[c]``: a batch norm not folded into a convolution, a Mul by a
+constant), ``concat`` (runs of each input in stream order), ``slice`` (Split and Slice: channel
+ranges, strided rows and pixels), ``upsample`` (nearest Resize), ``pad``, ``shuffle`` (a channel
+permutation, its chains found by ``permutation``), ``reorder`` (a whole-sample transpose of the
+stream), ``lrn``, ``free``
 (reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
 share), ``rtl_values`` (shared pieces of RTL values), ``geometry`` (the data a kernel answers in:
 Geometry, Folding, Resources), ``kernel`` (the base and the shared cost

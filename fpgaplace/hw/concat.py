@@ -1,8 +1,15 @@
-"""Channel concatenation (ONNX Concat on axis 1, QLinearConcat): PE channels a cycle from each
+"""Concatenation in stream order (ONNX Concat, QLinearConcat): PE elements a cycle from each
 input in turn, each requantized to the output scale by its own constant multiplier.
 
-Everything about the op is here: geometry (``Elementwise.geometry``: axis 1 only; PE divides
-every input's channels), foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
+In stream order every concat a core runs is the same pattern: ``ROWS`` times, a run of ``C_0``
+elements of input 0, then ``C_1`` of input 1, ... (``stream_parts``). A channel concat (axis 1) of
+NCHW tensors streamed channels last has a row per pixel and the channels as runs; a concat along
+any axis but the batch of a tensor of rank 2 or 3 (streamed in natural order, e.g. a detector
+head's ``Concat(axis=2)`` of ``[N, C, A_i]``) has a row per index of the axes before it and the
+elements from the axis on as runs.
+
+Everything about the op is here: geometry (``Concat.geometry``: PE divides every input's run),
+foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.concat``), the C++
 configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
 ``hls_part_configs``) and the RTL values (``rtl/concat.v.j2``). O(inputs).
@@ -11,6 +18,7 @@ configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -18,7 +26,7 @@ import numpy as np
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import probe
+from fpgaplace.hw.kernel import activation_inputs, probe, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
@@ -26,25 +34,47 @@ from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.hw.lowering import LayerContext
-    from fpgaplace.model.ir import Op
+    from fpgaplace.model.ir import Op, OpGraph
 
 IDENTITY = quantize_multiplier(1.0)  # the rescale of a chain's partial result, already at the output scale
 
 
+def stream_parts(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, list[int]] | None:
+    """(rows of one sample, each input's run of elements a row) of a concat of ``shapes`` along
+    ``axis`` (>= 0) in stream order, or None where it is not such a pattern: a 4-D tensor streams
+    channels last, so only axis 1 (a row per pixel); a tensor of rank 2 or 3 streams in natural
+    order, so any axis but the batch (a row per index of the axes before it). O(rank x inputs)."""
+    rank = len(shapes[0])
+    if axis == 0 or (rank == 4 and axis != 1) or rank not in (2, 3, 4):
+        return None
+    if rank == 4:
+        return shapes[0][2] * shapes[0][3], [s[1] for s in shapes]
+    return math.prod(shapes[0][1:axis]), [math.prod(s[axis:]) for s in shapes]
+
+
 class Concat(Elementwise):
-    """Channel concatenation of any number of inputs."""
+    """Concatenation of any number of inputs, as runs of each input in turn (``stream_parts``)."""
 
     name, template, inputs = "concat", "hls/ops/concat.j2", None
 
     def check(self, op: Op, shapes: list[tuple[int, ...]], out: tuple[int, ...]) -> Unsupported | None:
-        axis = int(op.attrs.get("axis", 1)) % len(out)
-        if axis != 1 or len(out) not in (2, 4):
-            return Unsupported("only channel concatenation (axis 1 of a 2-D or 4-D tensor)")
+        if stream_parts(shapes, int(op.attrs.get("axis", 1)) % len(out)) is None:
+            return Unsupported("only a concat of runs in stream order: axis 1 of a 4-D tensor (channels), or any "
+                               "axis but the batch of a tensor of rank 2 or 3")
         return None
 
-    def stage_channels(self, shapes: list[tuple[int, ...]], channels: int) -> int:
-        """PE channels a cycle from each input in turn: PE divides each part."""
-        return math.gcd(*(s[1] if len(s) > 1 else s[0] for s in shapes))
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        """The lane geometry with a pixel per row of the stream pattern and PE folding the runs'
+        common divisor (``stream_parts``)."""
+        g = super().geometry(op, graph)
+        if isinstance(g, Unsupported):
+            return g
+        out = tensor_shape(graph, op.outputs[0])
+        shapes = [tensor_shape(graph, t) for t in activation_inputs(op, graph)]
+        rows, parts = stream_parts(shapes, int(op.attrs.get("axis", 1)) % len(out))  # type: ignore[arg-type,misc]
+        pixels = out[0] * rows  # type: ignore[index]
+        return replace(g, pixels=pixels, channels=math.gcd(*parts), shape={**g.shape, "PIXELS": pixels,
+                                                                            "CHANNELS": parts})
 
     def pixel_widths(self, g: Geometry, pe: int) -> tuple[int, ...]:
         """One pixel a cycle: a beat of PE channels comes from one input."""

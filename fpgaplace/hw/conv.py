@@ -7,18 +7,22 @@ output row the larger of its compute steps and its refill), fill latency, resour
 dot-product rules of ``fpgaplace.hw.kernel``; the MAC pairing of ``paired_lanes``), the integer
 reference (``fpgaplace.hw.reference.conv2d``), the C++ config of ``hls/ops/conv2d.j2`` and the
 values of the RTL window unit (``rtl/window.v.j2``, ``fpgaplace.hw.window``) with its weight and
-channel ROMs. Cycles are O(HO); the RTL values O(weights).
+channel ROMs. A transposed convolution (ONNX ConvTranspose) is this kernel behind a zero-inserting
+front (``transposed_window``): the conv of stride 1 over the input with zeros inserted, every cost
+counted on that input (its zeros are multiplied too); in the RTL the front is a wrapper's
+second module (``rtl/conv_transposed.v.j2``). Cycles are O(HO); the RTL values O(weights).
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -32,7 +36,14 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer, bounds
-from fpgaplace.hw.rtl_values import DOT_ARRAYS, index_bits, per_channel_arrays, requant_channels
+from fpgaplace.hw.rtl_values import (
+    DOT_ARRAYS,
+    PORT_IN,
+    index_bits,
+    int_members,
+    per_channel_arrays,
+    requant_channels,
+)
 from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -52,11 +63,18 @@ class Conv2d(WindowKernel):
         if x is None or w is None or out is None or len(x) != 4 or len(w) != 4:
             return Unsupported("only 2-D convolutions (4-D NCHW tensors) run on a core")
         groups = int(op.attrs.get("group", 1))
+        if op.op_type == "ConvTranspose":
+            transposed = transposed_window(op, x, w, out)
+            if isinstance(transposed, Unsupported):
+                return transposed
+            window, w, (dh, dw) = transposed
+            x = (x[0], x[1], window["H"], window["W"])  # the zero-inserted input the conv slides over
+        else:
+            dh, dw = ints(op.attrs.get("dilations"), 2, 1)
+            window = window_members(op, graph, x, out, (w[2], w[3]), (dh, dw))
+            if isinstance(window, Unsupported):
+                return window
         cout, cin_g, kh, kw = w
-        dh, dw = ints(op.attrs.get("dilations"), 2, 1)
-        window = window_members(op, graph, x, out, (kh, kw), (dh, dw))
-        if isinstance(window, Unsupported):
-            return window
         n, cin = x[0], x[1]
         pixels = n * window["HO"] * window["WO"]
         shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
@@ -87,10 +105,11 @@ class Conv2d(WindowKernel):
     def input_width(self, g: Geometry, fold: Folding) -> int:
         """Input elements a beat: the narrowest width dividing an input row (W x CIN) with which
         the rows of the next output row arrive within the current row's compute steps (so the
-        refill hides behind the MVAU), at most ``MAX_LINE_WIDTH``."""
+        refill hides behind the MVAU), at most ``MAX_LINE_WIDTH``; behind a zero-inserting front
+        (a transposed conv) a divisor of CIN, so that a beat is part of one pixel."""
         s = g.shape
         row = s["W"] * s["CIN"]
-        fitting = [d for d in divisors(row) if d <= MAX_LINE_WIDTH]
+        fitting = [d for d in divisors(s["CIN"] if upsampled(s) else row) if d <= MAX_LINE_WIDTH]
         steps = self.row_steps(g, fold)
         return next((d for d in fitting if s["SH"] * row <= d * steps), fitting[-1])
 
@@ -137,23 +156,26 @@ class Conv2d(WindowKernel):
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        x = inputs[0].reshape(c["H"], c["W"], c["CIN"])
+        x = zero_inserted(inputs[0], c) if upsampled(c) else inputs[0].reshape(c["H"], c["W"], c["CIN"])
         return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
                                 pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
                                 groups=c["GROUPS"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
-        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
+        """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``);
+        a transposed conv's weights flipped and transposed into the conv's, and its zero insertion."""
         x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
         weight = ctx.index.weight(op.inputs[1])
-        if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != 0):
+        channel_axis = 1 if op.op_type == "ConvTranspose" else 0
+        if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != channel_axis):
             raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output channel")
-        w = np.transpose(weight.values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
+        values = conv_weights(weight.values, shape["GROUPS"]) if channel_axis else weight.values
+        w = np.transpose(values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
         arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["COUT"])
         lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
         config = {k: shape[k] for k in ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
-                                        "DH", "DW", "GROUPS", "HO", "WO")}
+                                        "DH", "DW", "GROUPS", "HO", "WO", *(UPSAMPLING if upsampled(shape) else ()))}
         config.update(ZX=x.zero_point, ZY=out.tensor.zero_point, LO=lo, HI=hi)
         return Layer(op.name, "conv2d", [x.name], out.tensor.name, config, arrays)
 
@@ -188,8 +210,27 @@ class Conv2d(WindowKernel):
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
         return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})
 
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """The window unit; for a transposed conv (``upsampled``) the window unit named ``{top}_conv``
+        behind its zero-inserting front (``rtl/conv_transposed.v.j2``), which takes the input itself."""
+        if not upsampled(config):
+            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+        c = int_members(config)
+        unit = super().rtl(config, arrays, fold, f"{top}_conv", model_cycles, macs_per_dsp)
+        in_e = unit.values["IN_E"]
+        if c["CIN"] % in_e or c["H"] != (c["XH"] - 1) * c["UH"] + 1 or c["W"] != (c["XW"] - 1) * c["UW"] + 1:
+            raise FpgaplaceError(f"rtl {top}: the zero-inserting front needs beats ({in_e}) dividing CIN={c['CIN']} "
+                                 "and H, W the zero-inserted XH, XW")
+        values = unit.values | {"name": top, "conv_name": f"{top}_conv", "FRONT_BEATS": c["CIN"] // in_e,
+                                "index_bits_h": index_bits(c["H"]) - 1, "index_bits_w": index_bits(c["W"]) - 1,
+                                "index_bits_b": index_bits(c["CIN"] // in_e) - 1}
+        return RtlUnit("rtl/conv_transposed.v.j2", values, unit.roms, ((PORT_IN, in_e, c["XH"] * c["XW"] * c["CIN"]),),
+                       unit.output)
+
     def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
-        return self.input_width(self.config_geometry(c), fold)
+        g = self.config_geometry(c)
+        return self.input_width(replace(g, shape={**g.shape, **{k: c[k] for k in UPSAMPLING if k in c}}), fold)
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
@@ -222,3 +263,55 @@ class Conv2d(WindowKernel):
                   "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
                   "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
         return values, 9 + values["SLICES"]
+
+
+UPSAMPLING = ("UH", "UW", "XH", "XW")
+"""A transposed conv's members: its strides (UH, UW: UH - 1 zero rows between input rows, UW - 1
+zero pixels between input pixels) and its input's size (XH, XW); H and W are the zero-inserted
+input's, (XH - 1) * UH + 1 and (XW - 1) * UW + 1."""
+
+
+def upsampled(members: dict[str, Any]) -> bool:
+    """Whether the members are a transposed conv's (zeros inserted into its input)."""
+    return int(members.get("UH", 1)) > 1 or int(members.get("UW", 1)) > 1
+
+
+def transposed_window(op: Op, x: tuple[int, ...], w: tuple[int, ...],
+                      out: tuple[int, ...]) -> tuple[dict[str, int], tuple[int, ...], tuple[int, int]] | Unsupported:
+    """A ConvTranspose as the conv a core runs: stride s inserts s - 1 zeros (the input's zero
+    point) between input pixels and rows, and a conv of stride 1 with pads k - 1 - p (plus the
+    output padding at the end) and the flipped, transposed weights slides over them. Its window
+    members (H, W of the zero-inserted input, the UPSAMPLING members), conv weight shape and
+    dilation, or why not. O(1)."""
+    groups = int(op.attrs.get("group", 1))
+    kh, kw = w[2], w[3]
+    sh, sw = ints(op.attrs.get("strides"), 2, 1)
+    pt, pl, pb, pr = ints(op.attrs.get("pads"), 4, 0)
+    oh, ow = ints(op.attrs.get("output_padding"), 2, 0)
+    if ints(op.attrs.get("dilations"), 2, 1) != [1, 1] or str(op.attrs.get("auto_pad", "NOTSET")) != "NOTSET":
+        return Unsupported("a transposed convolution with dilations or auto_pad (expected explicit pads)")
+    if max(pt, pb) > kh - 1 or max(pl, pr) > kw - 1:
+        return Unsupported(f"a transposed convolution's pads {[pt, pl, pb, pr]} exceed kernel - 1")
+    h, wi = (x[2] - 1) * sh + 1, (x[3] - 1) * sw + 1
+    window = {"H": h, "W": wi, "SH": 1, "SW": 1, "PT": kh - 1 - pt, "PL": kw - 1 - pl, "PB": kh - 1 - pb + oh,
+              "PR": kw - 1 - pr + ow, "HO": out[2], "WO": out[3], "UH": sh, "UW": sw, "XH": x[2], "XW": x[3]}
+    if (h + window["PT"] + window["PB"] - kh + 1, wi + window["PL"] + window["PR"] - kw + 1) != tuple(out[2:]):
+        return Unsupported(f"output {out[2]}x{out[3]} does not follow from the transposed window (output_shape)")
+    return window, (w[1] * groups, w[0] // groups, kh, kw), (1, 1)
+
+
+def conv_weights(w: np.ndarray, groups: int) -> np.ndarray:
+    """A ConvTranspose's weights ``[Cin, Cout/g, KH, KW]`` as the conv's that slides over the
+    zero-inserted input: ``[Cout, Cin/g, KH, KW]``, each group's in and out channels swapped and the
+    kernel flipped. O(weights)."""
+    cin, cout_g, kh, kw = w.shape
+    grouped = w.reshape(groups, cin // groups, cout_g, kh, kw).transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(grouped.reshape(groups * cout_g, cin // groups, kh, kw)[:, :, ::-1, ::-1])
+
+
+def zero_inserted(x: np.ndarray, c: dict[str, Any]) -> np.ndarray:
+    """The stream ``x`` of an ``[XH, XW, CIN]`` input with UH - 1 rows and UW - 1 pixels of the zero
+    point ZX between its rows and pixels: ``[H, W, CIN]``. O(H * W * CIN)."""
+    up = np.full((c["H"], c["W"], c["CIN"]), c["ZX"], dtype=np.int8)
+    up[::c["UH"], ::c["UW"]] = np.asarray(x).reshape(c["XH"], c["XW"], c["CIN"])
+    return up

@@ -38,7 +38,9 @@ class Free(Kernel):
             mixed = x is None or changes_stream_order(x, out)
             if mixed and not (len(out) == 2 and x is not None and len(x) == 4 and flatten_readers(graph, op)):
                 return Unsupported("a reshape to or from a 4-D tensor with both channels and pixels changes the "
-                                   "stream order (channels last), and not a flatten read by dense layers only")
+                                   "stream order (channels last), and not a flatten read by dense layers only, a "
+                                   "channel permutation or a transpose of each sample's stream to rank 3 "
+                                   "(fpgaplace.hw.permutation)")
         if self.name == "batchnorm" and not _folds_into_producer(op, graph):
             return Unsupported("a batch norm that is not folded into a convolution")
         return Geometry(self.name, 0, 1, 1, stream_elements=math.prod(out), shape={"SIZE": math.prod(out)})

@@ -23,9 +23,10 @@ sources and tries again (at most once per internal tensor). One index per model,
 island size), cached like the QDQ index.
 
 Given the graph's tensor shapes, the islands also hold the channel-permutation chains of
-``fpgaplace.hw.permutation`` (a channel shuffle's Reshape/Transpose/Reshape): their last op
-carries a ``shuffle`` stage and their other ops are free members, placed and routed as a table
-island's (``Island.kernel`` names the stage's kernel).
+``fpgaplace.hw.permutation`` (a channel shuffle's Reshape/Transpose/Reshape, a detector head's
+reshape to CHW order): their last op carries a ``shuffle`` or ``reorder`` stage and their other
+ops are free members, placed and routed as a table island's (``Island.kernel`` names the stage's
+kernel).
 """
 
 from __future__ import annotations
@@ -64,8 +65,9 @@ class Island:
     exit_op: str
     nodes: tuple[str, ...]
     members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs and the exit
-    kernel: str = "table"  # the kernel of the exit op's stage: "table", or "shuffle" for a channel permutation
+    kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation) or "reorder"
     permutation: tuple[int, ...] = ()  # a shuffle's source channel of each output channel
+    transpose: tuple[int, int] = ()  # a reorder's (R, C): each sample's stream read as [R, C], written as [C, R]
 
 
 class _Walk:
@@ -205,10 +207,10 @@ class Islands:
 
 
 def _shuffle(chain: Chain) -> Island:
-    """A channel-permutation chain as an island: its members are all but the source's
+    """A data-movement chain as an island: its members are all but the source's
     DequantizeLinear and the exit."""
-    return Island(chain.source, chain.exit, chain.output, chain.last_op, chain.nodes, chain.nodes[1:-1], "shuffle",
-                  chain.permutation)
+    return Island(chain.source, chain.exit, chain.output, chain.last_op, chain.nodes, chain.nodes[1:-1], chain.kernel,
+                  chain.permutation, chain.transpose)
 
 
 def find_islands(model: onnx.ModelProto, tensors: Mapping[str, Any] | None = None) -> Islands:

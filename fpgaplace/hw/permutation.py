@@ -1,4 +1,5 @@
-"""Channel-permutation chains: Reshape/Transpose chains of a QDQ model that permute the channels of each pixel.
+"""Data-movement chains: Reshape/Transpose chains of a QDQ model that permute the channels of each
+pixel, or transpose a whole sample's stream.
 
 ShuffleNet's channel shuffle arrives as ``x[N,C,H,W] -> Reshape [N,g,C/g,H,W] -> Transpose(0,2,1,3,4)
 -> Reshape [N,C,H,W]``, each op between a DequantizeLinear and a QuantizeLinear. A core streams a
@@ -19,6 +20,11 @@ A *chain* (found backwards from a per-tensor int8 QuantizeLinear, its *exit*):
   order a permutation of each pixel's channels (a channel shuffle), or the identity (a Transpose
   of [N, C, 1, 1] to [N, 1, 1, C]); a flatten of a feature map is neither (its stream order is
   the dense layers' business: ``fpgaplace.hw.dense.flattened_from``);
+* or, for an output of rank 3 (never a flatten to [N, K], which stays the dense layers'), the
+  effect is in stream order the same 2-D transpose of every sample, ``[R, C] -> [C, R]``
+  (``stream_transpose``): a YOLO head's ``Reshape [N, C, H, W] -> [N, C, H*W]`` turns the HWC
+  stream into CHW order. It runs as a reorder buffer of a whole sample (``fpgaplace.hw.reorder``);
+  any other order a chain leaves is not generated (no index ROM), and the chain is refused;
 * at least one op would not run alone (a Transpose, or a reshape that changes the stream order:
   ``fpgaplace.hw.free.changes_stream_order``), so order-keeping reshapes stay free aliases.
 
@@ -44,17 +50,24 @@ MOVE_OPS = frozenset({"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze",
 
 @dataclass(frozen=True)
 class Chain:
-    """A channel-permutation chain: its int8 ``source``, exit QuantizeLinear and its int8
-    ``output``, the ``last_op`` carrying the stage, its nodes in topological order (the source's
-    DequantizeLinear first, the exit last), and ``permutation[c]``: the source channel of output
-    channel ``c``."""
+    """A data-movement chain: its int8 ``source``, exit QuantizeLinear and its int8 ``output``, the
+    ``last_op`` carrying the stage, its nodes in topological order (the source's DequantizeLinear
+    first, the exit last), and its effect: ``permutation[c]``, the source channel of output
+    channel ``c`` (a channel shuffle), or ``transpose`` = (R, C), every sample's stream read as
+    ``[R, C]`` and written as ``[C, R]`` (a reorder)."""
 
     source: str
     exit: str
     output: str
     last_op: str
     nodes: tuple[str, ...]
-    permutation: tuple[int, ...]
+    permutation: tuple[int, ...] = ()
+    transpose: tuple[int, int] = ()
+
+    @property
+    def kernel(self) -> str:
+        """The kernel of its stage: ``reorder`` for a transpose, else ``shuffle``."""
+        return "reorder" if self.transpose else "shuffle"
 
 
 def _int8_params(index: QdqIndex, node: onnx.NodeProto) -> tuple[float, int] | None:
@@ -137,6 +150,31 @@ def stream_order(x: np.ndarray) -> np.ndarray:
     return (x.transpose(0, 2, 3, 1) if x.ndim == 4 else x).reshape(-1)
 
 
+def stream_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> np.ndarray:
+    """For each stream position of the output, the stream position in the source it takes, for
+    ``moved``: the source's element indices (as stored) after the chain. O(elements)."""
+    position = np.empty(moved.size, dtype=np.int64)  # stored index -> stream position in the source
+    position[stream_order(np.arange(moved.size).reshape(source_shape))] = np.arange(moved.size)
+    return position[stream_order(moved)]
+
+
+def stream_transpose(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, int] | None:
+    """(R, C) when the output stream of every sample is its source stream read as ``[R, C]`` and
+    written as ``[C, R]`` (R, C > 1), else None (``moved`` as for ``stream_permutation``). The
+    samples are the source's axis 0. O(elements)."""
+    samples = source_shape[0] if source_shape else 1
+    size = moved.size // max(1, samples)
+    if size < 4 or moved.size != samples * size:
+        return None
+    taken = stream_permutation(source_shape, moved).reshape(samples, size) - np.arange(samples)[:, None] * size
+    columns = int(taken[0, 1])  # output element 1 is source row 1's first element
+    if columns < 2 or size % columns or size // columns < 2:
+        return None
+    rows = size // columns
+    transposed = np.arange(size).reshape(rows, columns).T.reshape(-1)
+    return (rows, columns) if np.array_equal(taken, np.broadcast_to(transposed, taken.shape)) else None
+
+
 def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, ...] | None:
     """``perm`` with output channel ``c`` of every pixel = source channel ``perm[c]`` of the same
     pixel, for ``moved``: the source's element indices (as stored) after the chain; None when the
@@ -146,9 +184,7 @@ def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tup
     if moved.ndim not in (2, 4):
         return None
     channels = moved.shape[1]
-    position = np.empty(moved.size, dtype=np.int64)  # NCHW index -> stream position in the source
-    position[stream_order(np.arange(moved.size).reshape(source_shape))] = np.arange(moved.size)
-    taken = position[stream_order(moved)].reshape(-1, channels)
+    taken = stream_permutation(source_shape, moved).reshape(-1, channels)
     base = np.arange(taken.shape[0])[:, None] * channels
     perm = taken[0] - base[0]
     if not np.array_equal(taken, base + perm[None, :]) or not np.array_equal(np.sort(perm), np.arange(channels)):
@@ -182,7 +218,11 @@ def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
         if x is None:
             return None
         stays = stays and op.op_type != "Transpose" and not changes_stream_order(before, x.shape)
-    perm = None if stays else channel_permutation(source_shape, x)
-    if perm is None:
+    if stays:
         return None
-    return Chain(source, exit_q.name, exit_q.output[0], ops[-1].name, tuple(n.name for n in reversed(nodes)), perm)
+    perm = channel_permutation(source_shape, x)
+    transpose = stream_transpose(source_shape, x) if perm is None and x.ndim == 3 else None
+    if perm is None and transpose is None:
+        return None
+    return Chain(source, exit_q.name, exit_q.output[0], ops[-1].name, tuple(n.name for n in reversed(nodes)),
+                 perm or (), transpose or ())

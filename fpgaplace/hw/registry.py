@@ -29,6 +29,7 @@ from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
+from fpgaplace.hw.reorder import Reorder
 from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.hw.slice import Slice
 from fpgaplace.hw.softmax import Softmax
@@ -58,6 +59,7 @@ KERNELS: dict[str, Kernel] = {
         Pad(),
         Table(),
         Shuffle(),
+        Reorder(),
         Lrn(),
         Softmax(),
         Free("reshape"),
@@ -68,9 +70,9 @@ KERNELS: dict[str, Kernel] = {
     )
 }
 
-ISLAND_KERNELS = frozenset({"table", "shuffle", "island"})
+ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
-island, a channel-permutation chain)."""
+island, a channel-permutation chain, a chain transposing the stream)."""
 
 BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine"}
 """The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by

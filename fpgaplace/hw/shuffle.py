@@ -25,7 +25,7 @@ import numpy as np
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise, lane_geometry
 from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
-from fpgaplace.hw.islands import islands
+from fpgaplace.hw.islands import Island, islands
 from fpgaplace.hw.kernel import tensor_shape
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const_requant, index_bits, int_members
@@ -71,16 +71,19 @@ class Shuffle(Elementwise):
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The chain's layer: its source, its output, the permutation and ``sx / sy``."""
-        island = islands(ctx.graph.model, ctx.graph.tensors).exit_op(op.name)
-        if island is None or island.kernel != self.name:
-            raise FpgaplaceError(f"op '{op.name}': not the last op of a channel-permutation chain")
-        x = island_source(ctx, op, island)
-        sink = ctx.sink(op)
         channels = shape["CHANNELS"][0]
         pixels = shape["PIXELS"] // ctx.batch()
-        layer = ctx.rescale(op, x, sink, self.name, {"SIZE": pixels * channels, "PIXELS": pixels, "C": channels})
+        layer, island = self.chain_layer(ctx, op, {"SIZE": pixels * channels, "PIXELS": pixels, "C": channels})
         layer.arrays = {"perm": np.asarray(island.permutation, dtype=np.int16)}
         return layer
+
+    def chain_layer(self, ctx: LayerContext, op: Op, config: dict) -> tuple[Layer, Island]:
+        """The layer of the chain ``op`` ends (its source requantized to its output, ``sx / sy``,
+        with ``config``) and the chain; a one-line error where ``op`` ends no chain of this kernel."""
+        island = islands(ctx.graph.model, ctx.graph.tensors).exit_op(op.name)
+        if island is None or island.kernel != self.name:
+            raise FpgaplaceError(f"op '{op.name}': not the last op of a {self.name} chain (data movement)")
+        return ctx.rescale(op, island_source(ctx, op, island), ctx.sink(op), self.name, config), island
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:

@@ -362,7 +362,7 @@ _ALL: list[OpClass] = [
     OpClass("FusedConv", "conv", conv_macs, _CONTRIB, dot_product=True, kernel="conv2d",
             shape_proxy=proxy("Conv", [0, 1, 2], optional=1,
                                dropped_attrs=["activation", "activation_params"])),
-    OpClass("ConvTranspose", "conv_transpose", conv_transpose_macs, dot_product=True),
+    OpClass("ConvTranspose", "conv_transpose", conv_transpose_macs, dot_product=True, kernel="conv2d"),
     OpClass("Gemm", "gemm", gemm_macs, dot_product=True, kernel="dense"),
     OpClass("QGemm", "gemm", gemm_macs, _CONTRIB, dot_product=True, shape_proxy=qgemm_proxy),
     *_classes("matmul", "MatMul MatMulInteger QLinearMatMul", matmul_macs, dot_product=True,

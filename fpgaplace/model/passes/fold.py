@@ -6,6 +6,8 @@ linear op with constant weights and nobody else reads ``x``, the affine map move
 weights (the standard folding used by TensorRT, onnxruntime and FINN's ``BatchNormToAffine``):
 
 * ``Conv(X, W, B)``: ``W'[c] = s[c] * W[c]``, ``B' = s * B + t`` (channel axis 1 of the output);
+* ``ConvTranspose(X, W, B)`` of one group: the same with ``W'[:, c] = s[c] * W[:, c]`` (its weight
+  is ``[Cin, Cout, KH, KW]``);
 * ``Gemm(A, B, C)``: columns of the weight scaled by ``s``; ``C' = s * beta * C + t``, beta 1;
 * ``MatMul(X, W)`` with 2-D constant ``W``, optionally followed by ``Add(., b)``: columns of
   ``W`` scaled, ``b' = s * b + t`` (a missing bias becomes a new ``Add``). BatchNormalization
@@ -86,6 +88,12 @@ def _as_linear(model: onnx.ModelProto, tensor: str, types: dict) -> _Linear | No
         if weight is None or (has_bias and constant_value(model, node.input[2]) is None):
             return None
         return _Linear(node, 1, 0, 1, weight.ndim)
+    if node.op_type == "ConvTranspose" and attribute(node, "group", 1) == 1:
+        weight = constant_value(model, node.input[1])
+        has_bias = len(node.input) > 2 and node.input[2]
+        if weight is None or (has_bias and constant_value(model, node.input[2]) is None):
+            return None
+        return _Linear(node, 1, 1, 1, weight.ndim)
     if node.op_type == "Gemm":
         weight = constant_value(model, node.input[1])
         has_c = len(node.input) > 2 and node.input[2]
@@ -154,7 +162,7 @@ def _absorb(model: onnx.ModelProto, linear: _Linear, scale: np.ndarray,
     shape[linear.weight_axis] = -1
     new_weight = (weight.astype(np.float64) * scale.reshape(shape)).astype(dtype)
     node.input[linear.weight_input] = _store(model, node.input[linear.weight_input], new_weight)
-    if node.op_type in ("Conv", "Gemm"):
+    if node.op_type in ("Conv", "ConvTranspose", "Gemm"):
         bias = (_bias_input(model, node, len(scale)) * scale + shift).astype(dtype)
         name = _store(model, f"{node.name or node.output[0]}_bias", bias)
         if len(node.input) > 2:
@@ -194,7 +202,7 @@ def _batchnorm_affine(model: onnx.ModelProto, node: onnx.NodeProto):
 
 @rewrites_a_copy
 def fold_batchnorm(model: onnx.ModelProto) -> int:
-    """Fold inference BatchNormalization into the preceding Conv / Gemm / MatMul(+Add)."""
+    """Fold inference BatchNormalization into the preceding Conv / ConvTranspose / Gemm / MatMul(+Add)."""
     types = tensor_types(model)
     changes = 0
     for node in list(model.graph.node):

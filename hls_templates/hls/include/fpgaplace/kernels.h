@@ -11,6 +11,7 @@
 //   conv2d<C>(in, out, w, bias, mult, shift)  H W CIN COUT KH KW SH SW PT PL PB PR DH DW GROUPS
 //                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE
 //                                            in: beat<IW>, out: beat<OW> (PE*MMV, but see ConvStep)
+//   conv2d_transposed<C>(in, out, w, ...)     conv2d's, UH UW XH XW (a zero-inserting front, IW | CIN)
 //   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE; in beat<SIMD>, out beat<PE>
 //   maxpool<C>(in, out), avgpool<C>(in, out)  H W C KH KW SH SW PT PL PB PR HO WO ZX ZY LO HI M S
 //                                            PE MMV STAGE; in and out beat<PE*MMV>
@@ -20,6 +21,7 @@
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
+//   reorder<C>(in, out)                       SIZE XR XC ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
 //                                            beats of L, table[ENTRIES]
 //   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
@@ -42,7 +44,8 @@
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
 //   add, requant, affine, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
-//   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L
+//   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L;
+//   reorder: SIZE/L (in and out overlap, a ping-pong buffer)
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -980,6 +983,96 @@ void lrn(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_
       out.write(y);
     }
   }
+}
+
+// The zero-inserting front of a transposed convolution (fpgaplace.hw.conv.transposed_window): the
+// [XH][XW][CIN] input with UH - 1 rows and UW - 1 pixels of ZX between its rows and pixels, as
+// the [H][W][CIN] stream conv2d slides over, beats of IW (IW divides CIN). One beat a cycle.
+template <class C>
+void zero_insert(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::IW>>& out) {
+  static_assert(C::CIN % C::IW == 0 && C::H == (C::XH - 1) * C::UH + 1 && C::W == (C::XW - 1) * C::UW + 1,
+                "zero_insert: IW must divide CIN and H, W be the zero-inserted XH, XW");
+  constexpr int BEATS = C::CIN / C::IW;
+  for (int i = 0; i < C::H * C::W * BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+    const int h = i / (C::W * BEATS), w = i / BEATS % C::W;
+    beat<C::IW> y;
+    if (h % C::UH == 0 && w % C::UW == 0) {
+      y = in.read();
+    } else {
+      for (int l = 0; l < C::IW; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = static_cast<int8_t>(C::ZX);
+      }
+    }
+    out.write(y);
+  }
+}
+
+// A transposed convolution: the zero-inserting front and conv2d over its stream, two processes
+// of a DATAFLOW region (conv2d's iterations are the stage's count; the front keeps up with it).
+template <class C>
+void conv2d_transposed(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
+                       const int8_t w[ConvShape<C>::WEIGHTS], const int32_t bias[C::COUT],
+                       const int32_t mult[C::COUT], const int8_t shift[C::COUT]) {
+#pragma HLS DATAFLOW
+  hls::stream<beat<C::IW>> inserted("inserted");
+#pragma HLS STREAM variable=inserted depth=2
+  zero_insert<C>(in, inserted);
+  conv2d<C>(inserted, out, w, bias, mult, shift);
+}
+
+namespace detail {
+// The two sides of fp::reorder: element (r, c) of the sample sits in bank (r + c) % L at
+// (r * XC + c) / L, so the L elements of a beat in (one r) and of a beat out (one c) are in L
+// different banks.
+template <class C>
+void reorder_in(hls::stream<beat<C::L>>& in, int8_t bank[C::L][C::SIZE / C::L]) {
+  for (int i = 0; i < C::SIZE / C::L; ++i) {
+#pragma HLS PIPELINE II=1
+    const beat<C::L> x = in.read();
+    const int r = i * C::L / C::XC;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      bank[(r + l) % C::L][i] = x.v[l];  // c = i * L % XC + l, and L divides XC
+    }
+  }
+}
+
+template <class C>
+void reorder_out(const int8_t bank[C::L][C::SIZE / C::L], hls::stream<beat<C::L>>& out) {
+  for (int j = 0; j < C::SIZE / C::L; ++j) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const int c = j * C::L / C::XR, r0 = j * C::L % C::XR;
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int8_t v = bank[(r0 + l + c) % C::L][((r0 + l) * C::XC + c) / C::L];
+      y.v[l] = requantize(static_cast<int64_t>(v) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
+  }
+}
+}  // namespace detail
+
+// y[c * XR + r] = requantize(x[r * XC + c] - ZX, M, S, ZY, LO, HI): the sample's stream read as
+// [XR][XC] and written transposed (fpgaplace.hw.reorder), L a cycle (L divides XR and XC). The
+// sample goes into the banks (detail::reorder_in) and out of them (detail::reorder_out), two
+// processes of a DATAFLOW region: HLS makes the banks a ping-pong buffer, so sample n goes out while
+// sample n + 1 comes in, SIZE/L iterations a sample each (the out side's are counted).
+template <class C>
+void reorder(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
+  static_assert(C::L > 0 && C::XR % C::L == 0 && C::XC % C::L == 0 && C::XR * C::XC == C::SIZE,
+                "reorder: L must divide XR and XC, and XR * XC be SIZE");
+  static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "reorder: zero points and LO <= HI must be int8");
+  static_assert(detail::valid_rescale(C::M, C::S), "reorder: need M >= 0 and 1 <= S <= 62");
+#pragma HLS DATAFLOW
+  int8_t bank[C::L][C::SIZE / C::L];
+#pragma HLS ARRAY_PARTITION variable=bank complete dim=1
+  detail::reorder_in<C>(in, bank);
+  detail::reorder_out<C>(bank, out);
 }
 
 // Channel concatenation of [PIXELS][C0] and [PIXELS][C1] into [PIXELS][C0 + C1], L channels a
