@@ -123,6 +123,58 @@ def test_settling_moves_fused_ops_to_their_head_and_free_ops_to_their_source(con
         assert np.array_equal(settled_devices(problem, graph, settled), settled)
 
 
+# --------------------------------------------------------------------------- a constant read on two devices
+
+
+def _hardswish(nodes: list, x: str, name: str) -> str:
+    """HardSwish as MobileNetV3 exports it, ``x * Clip(x + 3, 0, 6) * (1 / 6)``, on the shared constants."""
+    nodes += [onnx.helper.make_node("Add", [x, "three"], [f"{name}_p"], name=f"{name}_add"),
+              onnx.helper.make_node("Clip", [f"{name}_p", "zero", "six"], [f"{name}_c"], name=f"{name}_clip"),
+              onnx.helper.make_node("Mul", [x, f"{name}_c"], [f"{name}_m"], name=f"{name}_mul"),
+              onnx.helper.make_node("Mul", [f"{name}_m", "sixth"], [f"{name}_o"], name=f"{name}_scale")]
+    return f"{name}_o"
+
+
+@pytest.fixture(scope="module")
+def hardswish_qdq() -> onnx.ModelProto:
+    """x -> conv_a -> HardSwish -> conv_b -> HardSwish, int8 QDQ: the quantizer gives the constant
+    3 one DequantizeLinear that both HardSwish islands read."""
+    rng = np.random.default_rng(3)
+    nodes: list = []
+    inits = [onnx.numpy_helper.from_array(np.array(value, np.float32), name)
+             for name, value in (("zero", 0.0), ("three", 3.0), ("six", 6.0), ("sixth", 1 / 6))]
+    a = _hardswish(nodes, _conv(nodes, inits, rng, "x", "conv_a", 4, 8), "hs_a")
+    b = _hardswish(nodes, _conv(nodes, inits, rng, a, "conv_b", 8, 8), "hs_b")
+    value = onnx.helper.make_tensor_value_info
+    graph = onnx.helper.make_graph(nodes, "hardswish_twice", [value("x", onnx.TensorProto.FLOAT, [1, 4, 8, 8])],
+                                   [value(b, onnx.TensorProto.FLOAT, [1, 8, 8, 8])], inits)
+    model = onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 17)])
+    return Design(model, "zcu104", profile_cpu=False).quantized(random_samples=2).graph.model
+
+
+def test_a_constant_read_on_two_devices_is_computed_on_each(hardswish_qdq, tmp_path):
+    """The first HardSwish on cpu0, the second on core0: both read the DequantizeLinear of the
+    constant 3, a node the front end folds into parameters. The split gave it to the first
+    reader's device and sent it to core0, which has no port for it (compile stopped: "transfers[1].
+    tensor: expected a port of core0's inputs, got 'three_DequantizeLinear_Output'", as DB's
+    scalar_0 did); now each piece reading it computes it, nothing sends it, and the placed model is
+    bit-exact against onnxruntime on the whole QDQ model."""
+    design = Design(hardswish_qdq, "zcu104", profile_cpu=False)
+    shared = "three_DequantizeLinear_Output"
+    assert shared not in design.graph.ops and {"hs_a_add", "hs_b_add"} <= set(design.graph.ops)
+    _place(design, lambda name, op: any(_fused_with(head)(name, op) for head in ("conv_b", "hs_b_add")))
+    design.compile(tmp_path / "project")
+    document = json.loads((tmp_path / "project" / "design.json").read_text())
+    assert shared not in {t["tensor"] for t in document["transfers"]}
+    manifest = json.loads((tmp_path / "project" / "split" / "manifest.json").read_text())
+    computing = [sub["device"] for sub in manifest["submodels"] if "three_DequantizeLinear" in sub["nodes"]]
+    assert sorted(computing) == ["core0", "cpu0"]
+    assert not any(shared in sub["inputs"] or shared in sub["outputs"] for sub in manifest["submodels"])
+    check = run_csim(tmp_path / "project", samples=2)
+    assert [c.bit_exact for c in check.cores] == [True]
+    assert [o.max_abs_diff_lsb for o in check.outputs] == [0.0]
+
+
 # --------------------------------------------------------------------------- a dim of -1
 
 

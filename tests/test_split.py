@@ -167,6 +167,38 @@ def test_fused_groups_stay_on_one_device(tmp_path):
     check_split(model, tmp_path / "out")
 
 
+def constant_read_twice_model() -> onnx.ModelProto:
+    """y = (x + k) * k with k = Reshape(DequantizeLinear(3 as int8)): a constant (no op of a
+    placement) computed by two nodes, read by the Add and by the Mul; z = Identity(the
+    DequantizeLinear's output) a constant that is a graph output, so computed once."""
+    init = [helper.make_tensor("k_q", TensorProto.INT8, [], [3]),
+            helper.make_tensor("k_s", TensorProto.FLOAT, [], [1.0]),
+            helper.make_tensor("shape", TensorProto.INT64, [1], [1])]
+    nodes = [helper.make_node("DequantizeLinear", ["k_q", "k_s"], ["k_dq"], name="k_dq"),
+             helper.make_node("Reshape", ["k_dq", "shape"], ["k"], name="k_reshape"),
+             helper.make_node("Add", ["x", "k"], ["a"], name="add"),
+             helper.make_node("Mul", ["a", "k"], ["y"], name="mul"),
+             helper.make_node("Identity", ["k_dq"], ["z"], name="z")]
+    value = helper.make_tensor_value_info
+    graph = helper.make_graph(nodes, "constant_read_twice", [value("x", TensorProto.FLOAT, [4])],
+                              [value("y", TensorProto.FLOAT, [4]), value("z", TensorProto.FLOAT, [])], init)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_a_constant_read_on_two_devices_is_computed_on_each_not_sent(tmp_path):
+    """The constant's nodes are assigned to A; the Mul on B reads it too. It used to cross from A
+    to B as a transfer (which no FPGA core has a port for); now B's piece computes it as A's does,
+    only the Add's result crosses, and the split equals the whole model."""
+    model = constant_read_twice_model()
+    assignment = {"k_dq": "A", "k_reshape": "A", "add": "A", "mul": "B", "z": "A"}
+    manifest = split_model(model, assignment, tmp_path / "out")
+    assert [(s.device, s.nodes) for s in manifest.submodels] == [
+        ("A", ["k_dq", "k_reshape", "add", "z"]), ("B", ["k_dq", "k_reshape", "mul"])]
+    assert [t.tensor for t in manifest.transfers] == ["a"]
+    assert manifest.submodels[1].inputs == ["a"] and manifest.submodels[0].outputs == ["a", "z"]
+    check_split(model, tmp_path / "out")
+
+
 def test_missing_op_is_an_error_and_nothing_is_written(tmp_path):
     model = models.multi_io()
     assignment = chunked(model, ["A", "B"], 1)

@@ -440,7 +440,8 @@ class Design:
 
         Ops take their placement's device. Nodes the front end folded into parameters
         (constants computed from constants) are not ops: each goes to the device of the first
-        op that reads what it computes, directly or through other folded nodes. O(nodes + edges).
+        op that reads what it computes, directly or through other folded nodes (the split then
+        computes it in every piece that reads it). O(nodes + edges).
         """
         import onnx
 

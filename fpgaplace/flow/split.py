@@ -8,9 +8,13 @@ topological order,
 ``stage(v) = max over producers p of stage(p) (same device) or stage(p) + 1 (other device)``,
 and a piece is the set of nodes with one (device, stage). Every edge between pieces goes from a
 lower to a higher stage, so the pieces form a DAG and run in (stage, first node) order.
-O(devices * (n + e)). Then the placement-level passes of ``fpgaplace.model.passes.transfers`` keep fused
-groups on one device, merge pieces that run back to back on one device (synchronization
-points with nothing to wait for) and send each tensor once to each device that reads it.
+O(devices * (n + e)). A node that computes a constant from constants (a DequantizeLinear of a
+weight or of a scalar such as HardSwish's 3: no op of the placement, ``frontend.build``) is in no
+piece of its own: every piece reading it computes it too, so a constant never crosses devices
+whatever device the assignment names for it. Then the placement-level passes of
+``fpgaplace.model.passes.transfers`` keep fused groups on one device, merge pieces that run back
+to back on one device (synchronization points with nothing to wait for) and send each tensor
+once to each device that reads it.
 
 Boundary tensors keep their names from the source model. ``manifest.json`` lists the
 submodels in execution order with their device, inputs (and where each comes from) and
@@ -33,6 +37,8 @@ import numpy as np
 import onnx
 from onnx import helper
 
+from fpgaplace.model.frontend.bind import initializer_names
+from fpgaplace.model.frontend.build import constant_flags
 from fpgaplace.model.ir import producer_index
 from fpgaplace.model.passes.graph_tools import (
     TensorType,
@@ -65,12 +71,53 @@ class _Plan:
     transfers: list[Transfer]  # raw: one per (tensor, reading piece) across pieces
 
 
+def _reads(node: onnx.NodeProto) -> list[str]:
+    """The tensors ``node`` reads, its subgraphs' outer-scope reads included (sorted after its inputs)."""
+    return list(node.input) + sorted(subgraph_inputs(node))
+
+
 def _node_edges(model: onnx.ModelProto, order: list[int]) -> list[tuple[int, int]]:
-    """(producer, reader) node positions of every tensor read, subgraph reads included. O(n + e)."""
+    """(producer, reader) node positions of every tensor read, subgraph reads included, between
+    the nodes of ``order``. O(n + e)."""
     graph = model.graph
     producer_of = producer_index(graph.node)
-    return sorted({(producer_of[t], i) for i in order for t in set(graph.node[i].input) | subgraph_inputs(graph.node[i])
-                   if t in producer_of})
+    placed = set(order)
+    return sorted({(producer_of[t], i) for i in order for t in _reads(graph.node[i])
+                   if producer_of.get(t) in placed})
+
+
+def _local_constants(model: onnx.ModelProto, order: list[int]) -> set[int]:
+    """Positions of the nodes computing a constant (``frontend.build.constant_flags``), none of
+    whose outputs is a graph output, that another node reads directly or through one another:
+    each piece reading one computes it itself (``_with_constants``). O(n + e)."""
+    graph = model.graph
+    flags = constant_flags([graph.node[i] for i in order], initializer_names(graph))
+    outputs = output_names(graph)
+    constant = {i for i, flag in zip(order, flags, strict=True) if flag and not outputs & set(graph.node[i].output)}
+    return _constants_read(graph, [i for i in order if i not in constant], constant, producer_index(graph.node))
+
+
+def _constants_read(graph: onnx.GraphProto, nodes: list[int], constant: set[int],
+                    producer_of: dict[str, int]) -> set[int]:
+    """The nodes of ``constant`` whose outputs ``nodes`` read, directly or through one another.
+    O(size of ``nodes`` and the constants found)."""
+    found: set[int] = set()
+    stack = [t for i in nodes for t in _reads(graph.node[i])]
+    while stack:
+        producer = producer_of.get(stack.pop())
+        if producer in constant and producer not in found:
+            found.add(producer)
+            stack += _reads(graph.node[producer])
+    return found
+
+
+def _with_constants(model: onnx.ModelProto, pieces: list[list[int]], local: set[int],
+                    order: list[int]) -> list[list[int]]:
+    """Each piece with the ``local`` constants it reads (``_local_constants``), in ``order``."""
+    rank = {i: r for r, i in enumerate(order)}
+    producer_of = producer_index(model.graph.node)
+    return [sorted([*piece, *_constants_read(model.graph, piece, local, producer_of)], key=rank.get)
+            for piece in pieces]
 
 
 def _device_groups(order: list[int], edges: list[tuple[int, int]], device: dict[int, str],
@@ -127,20 +174,20 @@ def _pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str]
     return nodes, devices, piece_edges
 
 
-def _piece_io(model: onnx.ModelProto, nodes: list[int],
-              initializers: set[str]) -> tuple[list[str], list[str]]:
-    """Tensors a piece reads from outside (not initializers) and tensors it must export."""
+def _piece_io(model: onnx.ModelProto, nodes: list[int], initializers: set[str],
+              local: set[int] = frozenset()) -> tuple[list[str], list[str]]:
+    """Tensors a piece reads from outside (not initializers) and tensors it must export (not
+    those of ``local`` constants: each piece reading one computes it, ``_local_constants``)."""
     graph = model.graph
     inside = {out for i in nodes for out in graph.node[i].output if out}
     inputs: list[str] = []
     for i in nodes:
-        for name in list(graph.node[i].input) + sorted(subgraph_inputs(graph.node[i])):
+        for name in _reads(graph.node[i]):
             if name and name not in inside and name not in initializers and name not in inputs:
                 inputs.append(name)
-    read_elsewhere = {name for j, node in enumerate(graph.node) if j not in set(nodes)
-                      for name in list(node.input) + sorted(subgraph_inputs(node))}
+    read_elsewhere = {name for j, node in enumerate(graph.node) if j not in set(nodes) for name in _reads(node)}
     outputs = output_names(graph)
-    exported = [out for i in nodes for out in graph.node[i].output
+    exported = [out for i in nodes if i not in local for out in graph.node[i].output
                 if out and (out in read_elsewhere or out in outputs)]
     if not exported:  # a piece nobody reads (dead code): still export its last outputs
         exported = [out for out in graph.node[nodes[-1]].output if out]
@@ -148,21 +195,22 @@ def _piece_io(model: onnx.ModelProto, nodes: list[int],
 
 
 def _merged_pieces(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], merge: bool,
-                   whole: Sequence[str] = ()) -> tuple[list[list[int]], list[str], int]:
+                   whole: Sequence[str] = (), local: set[int] = frozenset()) -> tuple[list[list[int]], list[str], int]:
     """The pieces (node positions, execution order), their devices and how many merges made
-    them: with ``merge``, device sets contracted (``whole`` first) and sync points merged."""
-    nodes, devices, edges = _pieces(model, order, assignment, contract=merge, whole=whole)
+    them: of the nodes of ``order`` but the ``local`` constants, which join each piece reading
+    them; with ``merge``, device sets contracted (``whole`` first) and sync points merged."""
+    computed = [i for i in order if i not in local]
+    nodes, devices, edges = _pieces(model, computed, assignment, contract=merge, whole=whole)
     if not merge:
-        return nodes, devices, 0
-    merges = len(_pieces(model, order, assignment)[0]) - len(nodes)  # contracted sets
+        return _with_constants(model, nodes, local, order), devices, 0
+    merges = len(_pieces(model, computed, assignment)[0]) - len(nodes)  # contracted sets
     group, more = merge_sync_points(devices, edges)
     merged: list[list[int]] = [[] for _ in range(max(group, default=-1) + 1)]
     merged_devices = [""] * len(merged)
     for piece, new in enumerate(group):
         merged[new].extend(nodes[piece])
         merged_devices[new] = devices[piece]
-    rank = {i: r for r, i in enumerate(order)}
-    return [sorted(piece, key=rank.get) for piece in merged], merged_devices, merges + more
+    return _with_constants(model, merged, local, order), merged_devices, merges + more
 
 
 def piece_counts(model: onnx.ModelProto, assignment: dict[str, str], whole: Sequence[str] = ()) -> dict[str, int]:
@@ -171,20 +219,21 @@ def piece_counts(model: onnx.ModelProto, assignment: dict[str, str], whole: Sequ
     work = copy_model(model)
     name_nodes(work)
     placed, _ = colocate_fused_groups(work, assignment)
-    _, devices, _ = _merged_pieces(work, topological_indices(work.graph), placed, True, whole)
+    order = topological_indices(work.graph)
+    _, devices, _ = _merged_pieces(work, order, placed, True, whole, _local_constants(work, order))
     return {device: devices.count(device) for device in dict.fromkeys(devices)}
 
 
-def _plan(model: onnx.ModelProto, order: list[int], assignment: dict[str, str],
-          types: dict[str, TensorType], merge: bool, whole: Sequence[str] = ()) -> tuple[_Plan, int]:
-    nodes, devices, merges = _merged_pieces(model, order, assignment, merge, whole)
+def _plan(model: onnx.ModelProto, order: list[int], assignment: dict[str, str], types: dict[str, TensorType],
+          merge: bool, whole: Sequence[str] = (), local: set[int] = frozenset()) -> tuple[_Plan, int]:
+    nodes, devices, merges = _merged_pieces(model, order, assignment, merge, whole, local)
     initializers = {t.name for t in model.graph.initializer}
     names = _submodel_names(devices)
     producer_piece = {out: p for p, piece in enumerate(nodes) for i in piece
                       for out in model.graph.node[i].output if out}
     transfers = []
     for p, piece in enumerate(nodes):
-        inputs, _ = _piece_io(model, piece, initializers)
+        inputs, _ = _piece_io(model, piece, initializers, local)
         for tensor in inputs:
             if tensor in producer_piece:
                 source = producer_piece[tensor]
@@ -284,10 +333,11 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     """Write one ONNX model per device piece and ``manifest.json`` into ``out_dir``.
 
     ``assignment`` maps every node name (empty/duplicate names become "<op_type>_<index>")
-    to a device name. ``whole`` names devices whose set is contracted first (module docstring):
-    those that must be one piece where they can be, as FPGA cores. ``devices``, when given,
-    lists the devices the user asked for: each must receive at least one node. The folder is
-    written elsewhere first and moved into place.
+    to a device name (a node computing a constant that others read runs in every piece reading
+    it, whatever its device: module docstring). ``whole`` names devices whose set is contracted
+    first (module docstring): those that must be one piece where they can be, as FPGA cores.
+    ``devices``, when given, lists the devices the user asked for: each must receive at least
+    one node. The folder is written elsewhere first and moved into place.
     """
     out_dir = Path(out_dir)
     check_out_dir(out_dir)
@@ -295,12 +345,13 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     name_nodes(work)
     _check_assignment(work, assignment, devices)
     order = topological_indices(work.graph)
+    local = _local_constants(work, order)
     types = tensor_types(work)
-    naive, _ = _plan(work, order, assignment, types, merge=False)
+    naive, _ = _plan(work, order, assignment, types, merge=False, local=local)
     placed, moved = (colocate_fused_groups(work, assignment) if colocate_fused
                      else (dict(assignment), 0))
-    colocated, _ = _plan(work, order, placed, types, merge=False)
-    plan, merges = _plan(work, order, placed, types, merge=merge_sync, whole=whole)
+    colocated, _ = _plan(work, order, placed, types, merge=False, local=local)
+    plan, merges = _plan(work, order, placed, types, merge=merge_sync, whole=whole, local=local)
     final_transfers, duplicates = dedupe_transfers(plan.transfers)
     names = _submodel_names(plan.piece_devices)
     initializers = {t.name for t in work.graph.initializer}
@@ -311,7 +362,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     with new_folder(out_dir, check_out_dir) as tmp:
         submodels = []
         for name, device, piece in zip(names, plan.piece_devices, plan.piece_nodes, strict=True):
-            inputs, outputs = _piece_io(work, piece, initializers)
+            inputs, outputs = _piece_io(work, piece, initializers, local)
             sub = _build_submodel(work, piece, inputs, outputs, types, name)
             file = f"{name}.onnx"
             data = sub.SerializeToString()

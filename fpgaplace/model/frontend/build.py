@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Iterable
 from pathlib import Path
 
 import numpy as np
@@ -83,7 +84,7 @@ def _info_from_value(value: onnx.ValueInfoProto, notes: list[str]) -> TensorInfo
 
 def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
     """A deterministic standard node without subgraphs (or a QONNX quantizer: a quantized weight)
-    whose inputs are all constant."""
+    whose inputs are all in ``constants``."""
     if is_qonnx_quantizer(node):
         return all(t in constants for t in node.input if t)
     if node.domain not in STANDARD_DOMAINS or not ops.is_deterministic(node.op_type, node.domain):
@@ -91,6 +92,19 @@ def _is_constant_node(node: onnx.NodeProto, constants: set[str]) -> bool:
     if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
         return False
     return all(t in constants for t in node.input if t)
+
+
+def constant_flags(nodes: Iterable[onnx.NodeProto], initializers: set[str]) -> list[bool]:
+    """Whether each of ``nodes`` (in topological order) computes a constant from ``initializers``
+    and the constants computed before it: the nodes the front end folds into parameters (they
+    are no ops; whoever reads one reads a parameter). O(nodes + edges)."""
+    constants = set(initializers)
+    flags = []
+    for node in nodes:
+        flags.append(_is_constant_node(node, constants))
+        if flags[-1]:
+            constants.update(t for t in node.output if t)
+    return flags
 
 
 def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, TensorInfo]) -> dict[str, int]:
@@ -115,16 +129,12 @@ def _param_storage(constant_nodes: list[onnx.NodeProto], infos: dict[str, Tensor
 def build(model: onnx.ModelProto, positions: list[int], source: str, notes: list[str]) -> OpGraph:
     graph = model.graph
     infos = _tensor_infos(model, notes)
-    constants = initializer_names(graph)
-    initializers = set(constants)
-    constant_nodes: list[onnx.NodeProto] = []
-    compute: list[tuple[int, onnx.NodeProto]] = []
-    for index, node in zip(positions, graph.node, strict=True):
-        if _is_constant_node(node, constants):
-            constant_nodes.append(node)
-            constants.update(t for t in node.output if t)
-        else:
-            compute.append((index, node))
+    initializers = initializer_names(graph)
+    folded = constant_flags(graph.node, initializers)
+    constant_nodes = [node for node, constant in zip(graph.node, folded, strict=True) if constant]
+    compute = [(index, node) for index, node, constant in zip(positions, graph.node, folded, strict=True)
+               if not constant]
+    constants = initializers | {t for node in constant_nodes for t in node.output if t}
     _read_qonnx_bits(graph, infos, notes)
     storage = _param_storage(constant_nodes, infos)
     scope = _outer_scope(model, constant_nodes, [node for _, node in compute], infos)
