@@ -140,3 +140,28 @@ def test_table_rtl_bit_exact_and_cycles(tmp_path, shape, folding):
     result = simulate_case("table", (config, arrays, inputs, folding), tmp_path, geometry=geometry)
     check_cycles(result, f"table {shape}")
     assert_verilog_2005_clean(render_op("table", config, arrays, folding, 100), tmp_path)
+
+
+def test_islands_that_share_their_constants_are_each_found():
+    """Two HardSwish as exported (x * Clip(x + 3, 0, 6) / 6) reading the same constants 3, 0 and 6:
+    each is an island (the constants' DequantizeLinears belong to neither), both on the cores."""
+    rng = np.random.default_rng(3)
+    n = helper.make_node
+    nodes, x = [], "x"
+    for i in range(2):
+        nodes += [n("Conv", [x, f"w{i}"], [f"c{i}"], name=f"conv{i}", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+                  n("Add", [f"c{i}", "three"], [f"a{i}"], name=f"add{i}"),
+                  n("Clip", [f"a{i}", "zero", "six"], [f"k{i}"], name=f"clip{i}"),
+                  n("Mul", [f"c{i}", f"k{i}"], [f"m{i}"], name=f"mul{i}"),
+                  n("Div", [f"m{i}", "six"], [f"h{i}"], name=f"div{i}")]
+        x = f"h{i}"
+    nodes.append(n("Conv", [x, "w2"], ["z"], name="conv_out", kernel_shape=[1, 1]))
+    weights = [_const("w0", rng.normal(0, 0.4, (8, 4, 3, 3))), _const("w1", rng.normal(0, 0.3, (8, 8, 3, 3))),
+               _const("w2", rng.normal(0, 0.4, (6, 8, 1, 1))), _const("three", 3.0), _const("zero", 0.0),
+               _const("six", 6.0)]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 8, 8])]
+    graph = helper.make_graph(nodes, "two_hardswish", inputs,
+                              [helper.make_tensor_value_info("z", TensorProto.FLOAT, [1, 6, 8, 8])], weights)
+    model = quantized(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    exits = sorted(island.exit_op for island in find_islands(model).islands)
+    assert exits == ["div0", "div1"], exits

@@ -64,7 +64,7 @@ class Island:
     output: str
     exit_op: str
     nodes: tuple[str, ...]
-    members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs and the exit
+    members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs, constants and the exit
     kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation) or "reorder"
     permutation: tuple[int, ...] = ()  # a shuffle's source channel of each output channel
     transpose: tuple[int, int] = ()  # a reorder's (R, C): each sample's stream read as [R, C], written as [C, R]
@@ -189,8 +189,16 @@ def _find(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> Island 
     exit_op = index.producer[exit_q.input[0]]
     source = next(iter(sources))
     order = tuple(n.name for n in index.model.graph.node if n.name in nodes)
-    members = tuple(n for n in order if n != exit_q.name and not _reads(index.by_name[n], source))
+    members = tuple(n for n in order if n != exit_q.name and not _reads(index.by_name[n], source)
+                    and not _computes_constant(index, index.by_name[n]))
     return Island(source, exit_q.name, exit_q.output[0], exit_op.name, order, members)
+
+
+def _computes_constant(index: QdqIndex, node: onnx.NodeProto) -> bool:
+    """A Constant, or a DequantizeLinear of a constant: islands may share it (HardSwish's 3 and 6),
+    and every device that reads it computes it (``flow.split``), so it is no island's member."""
+    return node.op_type == "Constant" or (node.op_type == "DequantizeLinear"
+                                          and index.constant(node.input[0]) is not None)
 
 
 @dataclass(frozen=True)
