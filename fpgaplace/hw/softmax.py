@@ -107,7 +107,7 @@ class Softmax(Kernel):
         return Layer(op.name, self.name, [x.name], y.name, config, {"exp": exp_table(x.scale)})
 
     def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
-        return {**config, "L": fold.pe}
+        return {**config, "L": fold.pe, "DIV": DIVIDER_CYCLES}
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:

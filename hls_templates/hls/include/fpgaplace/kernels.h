@@ -19,7 +19,7 @@
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
-//   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L STAGE; beats of L, exp_table[256]
+//   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L DIV STAGE; beats of L, exp_table[256]
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
 //   reorder<C>(in, out)                       SIZE XR XC ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
@@ -830,13 +830,13 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
 
 // Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
 // buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
-// a row, 48 steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + 48 iterations a row.
+// a row, DIV steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + DIV iterations a row.
 template <class C>
 void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t exp_table[256]) {
   static_assert(C::N > 0 && C::L > 0 && C::N % C::L == 0 && C::SIZE % C::N == 0, "softmax: L must divide N, N SIZE");
   static_assert(detail::valid_output(C::ZY, C::LO, C::HI) && detail::valid_rescale(C::MY, C::SY + 16),
                 "softmax: need int8 ZY, LO <= HI, MY >= 0 and SY + 16 <= 62");
-  constexpr int BEATS = C::N / C::L, DIVIDER_BITS = 48;  // fpgaplace.hw.softmax.DIVIDER_CYCLES
+  constexpr int BEATS = C::N / C::L;
   for (int row = 0; row < C::SIZE / C::N; ++row) {
     int8_t buffer[BEATS][C::L];
     int m = -128;
@@ -862,7 +862,7 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
     // r = (MY * 2**16 + sum / 2) / sum by restoring division, a quotient bit a cycle (as the RTL)
     const uint64_t dividend = (static_cast<uint64_t>(C::MY) << 16) + static_cast<uint64_t>(sum) / 2;
     uint64_t remainder = 0, quotient = 0;
-    for (int b = DIVIDER_BITS - 1; b >= 0; --b) {
+    for (int b = C::DIV - 1; b >= 0; --b) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
       remainder = (remainder << 1) | ((dividend >> b) & 1);
