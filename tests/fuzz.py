@@ -225,7 +225,7 @@ def _mutate_absurd_dim(model, rng):
 
 def _mutate_negative_dim(model, rng):
     dims = _first_input_dims(model)
-    dims[rng.randrange(len(dims))].dim_value = rng.choice([-1, -7, -(2**40)])
+    dims[rng.randrange(len(dims))].dim_value = rng.choice([-2, -7, -(2**40)])  # -1 is read as unknown
     return ()
 
 
