@@ -510,7 +510,8 @@ def _quantize_static(source: Path, target: Path, calibration: Sequence[Sample], 
                 activation_type=QuantType.QInt8,
                 weight_type=QuantType.QInt8,
                 calibrate_method=CalibrationMethod.MinMax,
-                extra_options={"WeightSymmetric": True, "ActivationSymmetric": False},
+                extra_options={"WeightSymmetric": True, "ActivationSymmetric": False,
+                               "ForceQuantizeNoInputCheck": True},
                 op_types_to_quantize=_op_types_to_quantize(),
             )
     except Exception as exc:  # noqa: BLE001 - onnxruntime raises many unrelated types
