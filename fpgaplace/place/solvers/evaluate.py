@@ -192,7 +192,9 @@ def _violations(problem: PlacementProblem, device: np.ndarray) -> list[str]:
     return out
 
 
-def _contiguous(problem: PlacementProblem, device: np.ndarray) -> bool:
+def is_contiguous(problem: PlacementProblem, device: np.ndarray) -> bool:
+    """Whether every device's set of classes is convex in the class graph (module docstring).
+    O(D (n + m))."""
     cls, class_edges = class_graph(problem)
     n_classes = int(cls.max()) + 1 if problem.n else 0
     succ: list[list[int]] = [[] for _ in range(n_classes)]
@@ -366,7 +368,7 @@ def evaluate(problem: PlacementProblem, placement: Placement,
         loads=loads,
         latency=max((e.end for e in schedule), default=0.0),
         schedule=schedule,
-        contiguous=_contiguous(problem, device),
+        contiguous=is_contiguous(problem, device),
         violations=_violations(problem, device),
     )
 

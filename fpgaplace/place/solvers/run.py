@@ -23,6 +23,7 @@ import numpy as np
 
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
+from fpgaplace.place.solvers.prefer import placement_value, prefer_accelerators
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.place.solvers.progress import Heartbeat, Progress
 from fpgaplace.util.errors import FpgaplaceError
@@ -307,6 +308,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement.objective = options.objective
     if problem.links is not None:
         placement = _over_links(problem, placement, options, starts, exact)
+    placement = prefer_accelerators(problem, placement, options.objective, options.contiguous)
     placement.seconds = time.perf_counter() - start
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
@@ -354,16 +356,7 @@ def assign_devices(problem: PlacementProblem, placement: Placement, objective: s
 
 
 def _relabelled_value(problem: PlacementProblem, placement: Placement, objective: str) -> float:
-    from fpgaplace.place.solvers.evaluate import device_loads, latency_schedule
-
-    device = np.asarray(placement.device, dtype=np.int64)
-    if objective == "latency":
-        try:
-            schedule = latency_schedule(problem, device, placement.order, problem.cpu_overlap_unlimited)
-        except FpgaplaceError:
-            return math.inf
-        return max((entry.end for entry in schedule), default=0.0)
-    return max(device_loads(problem, device), default=0.0)
+    return placement_value(problem, np.asarray(placement.device, dtype=np.int64), objective, placement.order)
 
 
 def _interchangeable(matrix: np.ndarray, a: int, b: int) -> bool:
