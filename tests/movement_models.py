@@ -57,11 +57,12 @@ def split_concat(channels: int = 8, size: int = 8, parts: tuple[int, ...] = (4, 
     return g.model("split_concat", [1, 3, size, size], [1, 4, size, size])
 
 
-def focus(size: int = 8, seed: int = 1) -> onnx.ModelProto:
+def focus(size: int = 8, seed: int = 1, on_input: bool = False) -> onnx.ModelProto:
     """YOLOX's Focus stem: four stride-2 Slices of the image (offsets 0/1 on H and W) -> Concat
-    -> Conv, after a Conv so the slices read a core's stream."""
+    -> Conv, after a Conv so the slices read a core's stream; ``on_input``: of the model's float
+    input itself, as YOLOX has it (the quantizer must put the input's Q/DQ before the slices)."""
     g = Graph(seed)
-    x = g.conv("x", 3, 4)
+    x = "x" if on_input else g.conv("x", 3, 4)
     parts = []
     for h0, w0 in ((0, 0), (1, 0), (0, 1), (1, 1)):
         starts, ends = g.const(f"st{h0}{w0}", np.array([h0, w0], np.int64)), g.const(f"en{h0}{w0}",
@@ -69,7 +70,7 @@ def focus(size: int = 8, seed: int = 1) -> onnx.ModelProto:
         parts += g.node("Slice", [x, starts, ends, g.const(f"ax{h0}{w0}", np.array([2, 3], np.int64)),
                                   g.const(f"sp{h0}{w0}", np.array([2, 2], np.int64))])
     (y,) = g.node("Concat", parts, axis=1)
-    g.conv(y, 16, 4, relu=False, output="y")
+    g.conv(y, 12 if on_input else 16, 4, relu=False, output="y")
     return g.model("focus", [1, 3, size, size], [1, 4, size // 2, size // 2])
 
 
