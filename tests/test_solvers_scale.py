@@ -5,6 +5,7 @@ trusted evaluator and carries a bound and a gap."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import onnx
@@ -162,6 +163,19 @@ def test_coarsened_intervals_are_a_chain_of_convex_sets():
     assert placement.value == pytest.approx(evaluation.max_load)
     assert placement.bound <= placement.value
     assert placement.status.startswith("heuristic (DP over")
+
+
+def test_coarsening_ends_when_no_accelerator_has_memory():
+    """A memory of 0 cuts the order at every block with a size: shrinking the pieces alone never
+    brings the ideals within the limit (the loop once ran until killed); the last round drops the
+    memory cuts, and the split puts every sized node on a CPU."""
+    wide = wide_problem()
+    problem = replace(wide, kinds=[replace(wide.kinds[0], memory=0.0), wide.kinds[1]])
+    placement = dp.solve_coarsened_dp(problem, time_limit=10)
+    evaluation = evaluate(problem, placement)
+    assert evaluation.feasible and evaluation.contiguous
+    assert all(problem.kinds[problem.device_kinds()[d]].is_cpu
+               for d, size in zip(placement.device, problem.size) if size > 0)
 
 
 def test_auto_answers_past_the_state_space_with_a_bound():

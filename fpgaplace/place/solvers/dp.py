@@ -311,9 +311,10 @@ def _solve_on_blocks(problem: PlacementProblem, blocks: Blocks, lattice: IdealLa
 
 
 def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
-                   pieces: int) -> Blocks:
+                   pieces: int, by_memory: bool = True) -> Blocks:
     """Cut a topological ``order`` of the blocks into about ``pieces`` intervals of equal
-    cheapest compute, each (where one block allows) within the smallest accelerator memory.
+    cheapest compute, each (where one block allows, and ``by_memory``) within the smallest
+    accelerator memory.
 
     An interval of a topological order is convex (a path between two of its blocks only visits
     blocks ordered between them) and every edge between intervals goes forward, so each chain of
@@ -322,7 +323,7 @@ def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
     """
     tables = build_tables(problem, blocks)
     memory = min((problem.kinds[k].memory for k in problem.accelerator_kinds()
-                  if problem.kinds[k].count > 0), default=math.inf)
+                  if problem.kinds[k].count > 0), default=math.inf) if by_memory else math.inf
     share = float(tables.cheapest.sum()) / max(pieces, 1)
     interval = np.zeros(blocks.count, dtype=np.int64)
     current, work, size = 0, 0.0, 0.0
@@ -344,22 +345,26 @@ def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = Non
 
     Returns the split with ``value`` its evaluated max-load and ``bound`` a lower bound on every
     split (total cheapest work / devices, largest block, ``bounds.memory_load_bound``); the coarse DP's
-    own optimum bounds only the coarse splits. Each round costs one enumeration of at most
-    ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
+    own optimum bounds only the coarse splits. Rounds end: the pieces shrink to one, and a
+    round at one piece that still has too many ideals (memory cuts) is followed by one without
+    memory cuts. Each round costs one enumeration of at most ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
     blocks = build_blocks(problem)
     lower = _lower_bound(problem, build_tables(problem, blocks))
     order = topological_orders(blocks)[2]
-    pieces = blocks.count
+    pieces, by_memory = blocks.count, True
     while True:
-        coarse = coarsen_blocks(problem, blocks, order, pieces)
+        coarse = coarsen_blocks(problem, blocks, order, pieces, by_memory)
         try:
             lattice = enumerate_ideals(coarse.count, coarse.edges, limit=max_ideals,
                                        source=problem.source)
             break
         except StateSpaceTooLarge:
+            # at one piece only the memory cuts remain (a tiny memory cuts at every block):
+            # drop them, so the last round is one interval and the loop ends
+            by_memory = by_memory and pieces > 1
             pieces = max(1, int(min(pieces, coarse.count) * COARSEN_FACTOR))
     if progress is not None:
         progress(f"DP: {blocks.count} blocks coarsened to {coarse.count} intervals "
