@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
 import time
@@ -12,7 +13,7 @@ import onnx
 import pytest
 import ray
 
-from fpgaplace.deploy.cluster import InjectedFault, run_cluster, run_whole, start_local_ray
+from fpgaplace.deploy.cluster import MAX_START_STRETCH, InjectedFault, load_stretch, run_cluster, run_whole, start_local_ray
 from fpgaplace.flow.split import run_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import name_nodes
@@ -189,3 +190,10 @@ def test_more_actors_than_cluster_cpus_times_out(tmp_path):
     with pytest.raises(FpgaplaceError, match=r"actors of devices \[.+\] did not start within 2 s "
                                              r"\(each needs 1 CPU; the cluster has 2\)"):
         run_cluster(folder, 2, timeout_s=30, start_timeout_s=2)
+
+
+@pytest.mark.parametrize(("load", "stretch"), [(0.3, 1.0), (3.0, 1.5), (1e6, MAX_START_STRETCH)])
+def test_the_start_wait_stretches_with_the_load_per_cpu_within_bounds(monkeypatch, load, stretch):
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "getloadavg", lambda: (load, 0.0, 0.0))
+    assert load_stretch() == pytest.approx(stretch)

@@ -52,6 +52,7 @@ Progress = Callable[[int, int], None]  # (samples finished, samples in total)
 
 PROBE_TIMEOUT_S = 3.0  # longest wait for a TCP answer from a cluster address
 START_TIMEOUT_FLOOR_S = 30.0  # actors start worker processes and load sessions: allow this at least
+MAX_START_STRETCH = 5.0  # on a loaded machine the actors' start wait grows by at most this factor
 LOCAL_OBJECT_STORE_BYTES = 256 * 1024**2  # small: the pipeline keeps few samples in flight
 
 
@@ -359,15 +360,29 @@ def _start_pipeline(ray: Any, manifest: Manifest, manifest_dir: Path, threads: i
     return pipeline
 
 
+def load_stretch() -> float:
+    """How much slower than on an idle machine worker processes start now: the one-minute load
+    average per CPU of this machine, at least 1 and at most ``MAX_START_STRETCH``."""
+    try:
+        per_cpu = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this platform
+        return 1.0
+    return min(MAX_START_STRETCH, max(1.0, per_cpu))
+
+
 def _await_ready(pipeline: _Pipeline) -> None:
+    """Wait for every actor to start and load its sessions. Actors the cluster has CPUs for are
+    only slow, so their wait is stretched by the machine's load (``load_stretch``: on a loaded
+    machine a worker's start and imports take longer); more actors than CPUs wait the given time."""
     ray = pipeline.ray
     checks = {device: handle.ready.remote() for device, handle in pipeline.workers.items()}
-    ready, _ = ray.wait(list(checks.values()), num_returns=len(checks), timeout=pipeline.start_timeout_s)
+    cpus = ray.cluster_resources().get("CPU", 0)
+    wait = pipeline.start_timeout_s * (load_stretch() if len(checks) <= cpus else 1.0)
+    ready, _ = ray.wait(list(checks.values()), num_returns=len(checks), timeout=wait)
     late = [device for device, ref in checks.items() if ref not in ready]
     if late:
-        cpus = ray.cluster_resources().get("CPU", 0)
         raise FpgaplaceError(f"cluster: the actors of devices {late} did not start within "
-                             f"{pipeline.start_timeout_s:g} s (each needs 1 CPU; the cluster has {cpus:g})")
+                             f"{wait:.3g} s (each needs 1 CPU; the cluster has {cpus:g})")
     for device, ref in checks.items():
         try:
             actor_id, error = ray.get(ref, timeout=pipeline.timeout_s)
