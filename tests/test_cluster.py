@@ -13,7 +13,14 @@ import onnx
 import pytest
 import ray
 
-from fpgaplace.deploy.cluster import MAX_START_STRETCH, InjectedFault, load_stretch, run_cluster, run_whole, start_local_ray
+from fpgaplace.deploy.cluster import (
+    MAX_START_STRETCH,
+    InjectedFault,
+    load_stretch,
+    run_cluster,
+    run_whole,
+    start_local_ray,
+)
 from fpgaplace.flow.split import run_split, split_model
 from fpgaplace.model import zoo as models
 from fpgaplace.model.passes import name_nodes

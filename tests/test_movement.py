@@ -43,12 +43,14 @@ def kernels_used(result) -> set[str]:
     return {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
 
 
-@pytest.mark.parametrize(("make", "stages"), [(split_concat, 2), (focus, 4), pytest.param(partial(focus, on_input=True), 4, id="focus-on-input"),
-                                             (channel_slice, 1)])
+@pytest.mark.parametrize(("make", "stages"), [
+    (split_concat, 2), (focus, 4), pytest.param(partial(focus, on_input=True), 4, id="focus-on-input"),
+    (channel_slice, 1)])
 def test_slicing_models_run_entirely_on_the_cores_bit_exact(tmp_path, make, stages):
     """Conv -> Split -> Convs -> Concat (C2f), the Focus stem's four stride-2 Slices (of a conv's
-    output, and of the float input itself) and a channel Slice: no op on a CPU, a slice stage per output, every core bit-exact against the integer
-    reference and the output within 1 LSB of onnxruntime."""
+    output, and of the float input itself) and a channel Slice: no op on a CPU, a slice stage per
+    output, every core bit-exact against the integer reference and the output within 1 LSB of
+    onnxruntime."""
     result, csim = compiled(make(), tmp_path / "project")
     assert result.cpu_ops == []
     layers = [layer for core in result.design["cores"] for layer in core["layers"] if layer["kernel"] == "slice"]

@@ -175,7 +175,7 @@ def test_coarsening_ends_when_no_accelerator_has_memory():
     evaluation = evaluate(problem, placement)
     assert evaluation.feasible and evaluation.contiguous
     assert all(problem.kinds[problem.device_kinds()[d]].is_cpu
-               for d, size in zip(placement.device, problem.size) if size > 0)
+               for d, size in zip(placement.device, problem.size, strict=True) if size > 0)
 
 
 def test_auto_answers_past_the_state_space_with_a_bound():

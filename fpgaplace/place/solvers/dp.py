@@ -347,7 +347,8 @@ def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = Non
     split (total cheapest work / devices, largest block, ``bounds.memory_load_bound``); the coarse DP's
     own optimum bounds only the coarse splits. Rounds end: the pieces shrink to one, and a
     round at one piece that still has too many ideals (memory cuts) is followed by one without
-    memory cuts. Each round costs one enumeration of at most ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
+    memory cuts. Each round costs one enumeration of at most ``max_ideals`` ideals; the DP then
+    costs what the module docstring says for the coarse graph.
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
