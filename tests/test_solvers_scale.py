@@ -178,6 +178,32 @@ def test_coarsening_ends_when_no_accelerator_has_memory():
                for d, size in zip(placement.device, problem.size, strict=True) if size > 0)
 
 
+def long_chain(n: int, seed: int = 0) -> PlacementProblem:
+    """A chain of ``n`` ops on six accelerators (each holding about a tenth of the chain's bytes)
+    and one slow CPU."""
+    rng = np.random.default_rng(seed)
+    size = rng.uniform(0, 1e6, n)
+    kinds = [DeviceKind("fpga", 6, float(size.sum()) / 10, False), DeviceKind("cpu", 1, math.inf, True)]
+    fpga = rng.uniform(0.1, 2, n)
+    return PlacementProblem(
+        names=[f"v{i}" for i in range(n)], ids=list(range(n)), edges=[(i, i + 1) for i in range(n - 1)],
+        kinds=kinds, latency=np.column_stack([fpga, rng.uniform(5, 50, n)]), size=size,
+        transfer=rng.uniform(0, 0.5, n), backward=np.zeros(n, bool), color=np.full(n, -1), source="chain")
+
+
+def test_a_twenty_thousand_op_chain_gets_the_coarse_dp_and_no_ip_it_cannot_build():
+    """The IP of 20,000 ops (about 420,000 variables) takes far longer to build than the limit
+    leaves: auto keeps its best start and says why; PipeDream's all-pairs table is refused."""
+    problem = long_chain(20_000)
+    seen: list[str] = []
+    result = solve(problem, "auto", SolveOptions(time_limit=3, progress=seen.append))
+    evaluation = evaluate(problem, result.placement)
+    assert evaluation.feasible and evaluation.contiguous
+    assert result.value == pytest.approx(evaluation.max_load, rel=1e-12)
+    assert "IP skipped" in result.placement.status
+    assert any("pipedream: 20,000 ops is more than" in message for message in seen)
+
+
 def test_auto_answers_past_the_state_space_with_a_bound():
     problem = wide_problem()
     seen: list[str] = []

@@ -319,9 +319,10 @@ def from_split_file(path: str, problem: PlacementProblem, objective: Objective =
 # --------------------------------------------------------------------------- PipeDream DP
 
 
-def _stage_transfer_costs(problem: PlacementProblem, flat: list[int]) -> np.ndarray:
+def _stage_transfer_costs(problem: PlacementProblem, flat: list[int], deadline: float = math.inf) -> np.ndarray:
     """cost[i, j] = transfer of the stage flat[i:j] (j > i): every node with an edge crossing
-    the stage boundary, counted once. Built incrementally for each i; O(n * m) in total."""
+    the stage boundary, counted once. Built incrementally for each i; O(n * m) in total, O(n^2)
+    memory. Raises ``FpgaplaceError`` once ``deadline`` (``time.perf_counter``) has passed."""
     n = problem.n
     position = np.empty(n, dtype=np.int64)
     position[flat] = np.arange(n)
@@ -331,6 +332,8 @@ def _stage_transfer_costs(problem: PlacementProblem, flat: list[int]) -> np.ndar
     c = problem.transfer
     outdegree = np.array([len(s) for s in succ], dtype=np.int64)
     for i in range(n):
+        if time.perf_counter() > deadline:
+            raise FpgaplaceError(f"pipedream: its transfer table of {n:,} ops was not built within the time limit")
         # Stage [i, j): u pays if (u inside and some successor outside) or (u outside and some
         # successor inside). Adding flat[j-1] changes only that node and its predecessors.
         inside_succ = np.zeros(n, dtype=np.int64)
@@ -350,22 +353,31 @@ def _stage_transfer_costs(problem: PlacementProblem, flat: list[int]) -> np.ndar
     return cost
 
 
-def pipedream(problem: PlacementProblem, objective: Objective = "throughput") -> Placement:
+PIPEDREAM_MAX_OPS = 8_000  # its transfer table holds (ops + 1)^2 floats: 512 MB at this size
+
+
+def pipedream(problem: PlacementProblem, objective: Objective = "throughput",
+              time_limit: float | None = None) -> Placement:
     """PipeDream-style linearized DP over prefixes of one topological order of colour blocks.
 
     Stages are runs of whole blocks; each goes to a distinct device (accelerators pay their
     stage's boundary transfers and need its memory to fit). For throughput the DP minimises the
     largest stage load, for latency the sum of stage times (a chain). State: the prefix and how
     many devices of each kind are used. O(B^2 * S * K) numpy steps for B blocks, S device-count
-    states, K device kinds, plus O(n * m) for the transfer table.
+    states, K device kinds, plus O(n * m) time and O(n^2) memory for the transfer table: refused
+    past ``PIPEDREAM_MAX_OPS`` ops, and stopped (``FpgaplaceError``) past ``time_limit`` seconds.
     """
     started = time.perf_counter()
     _check_objective(objective)
+    if problem.n > PIPEDREAM_MAX_OPS:
+        raise FpgaplaceError(f"pipedream: {problem.n:,} ops is more than the {PIPEDREAM_MAX_OPS:,} its "
+                             "all-pairs transfer table allows")
+    deadline = started + (time_limit if time_limit is not None else math.inf)
     check_feasible(problem)
     blocks = colour_blocks(problem)
     cuts = np.array(blocks.starts)  # stage boundaries, positions in blocks.flat
     kinds = problem.available_kinds()
-    transfer = _stage_transfer_costs(problem, blocks.flat)[np.ix_(cuts, cuts)]
+    transfer = _stage_transfer_costs(problem, blocks.flat, deadline)[np.ix_(cuts, cuts)]
     lat = blocks.latency[:, kinds]
     prefix_lat = np.vstack([np.zeros(len(kinds)), np.cumsum(np.where(np.isfinite(lat), lat, 0), 0)])
     unsupported = np.vstack([np.zeros(len(kinds)), np.cumsum(~np.isfinite(lat), 0)])
@@ -377,6 +389,8 @@ def pipedream(problem: PlacementProblem, objective: Objective = "throughput") ->
     back = np.full((count + 1, len(states), 3), -1, dtype=np.int64)
     best[0, state_index[tuple(0 for _ in kinds)]] = 0.0
     for j in range(1, count + 1):
+        if time.perf_counter() > deadline:
+            raise FpgaplaceError(f"pipedream: its DP over {count:,} blocks did not end within the time limit")
         for slot, k in enumerate(kinds):
             # stage = blocks i..j-1 on a device of kind k, for every i < j at once
             stage = prefix_lat[j, slot] - prefix_lat[:j, slot]

@@ -207,6 +207,9 @@ def _chain_minimum(problem: PlacementProblem, kind: int, first: int, latest: np.
     return least
 
 
+MEMORY_BOUND_MAX_OPS = 5_000  # the memory LP is built for graphs of at most this many nodes
+
+
 def memory_load_bound(problem: PlacementProblem) -> float:
     """A lower bound on the max-load of every placement (contiguous or not): the least L of the
     linear program  sum_k x[v,k] = 1,  sum_v p_k(v) x[v,k] <= count_k L  (a kind's devices carry
@@ -216,6 +219,8 @@ def memory_load_bound(problem: PlacementProblem) -> float:
     (loads are at least compute), so the optimum is below it. Solved with SCIP as a plain LP:
     n * kinds columns, n + 2 kinds rows. Memory is what this sees and total work / devices does
     not: work that fits no accelerator's share of memory must run on the (slower) CPUs.
+    Building the LP costs about 0.1 ms per column in Python: past ``MEMORY_BOUND_MAX_OPS`` nodes
+    only the single-node floor is returned (still a bound), so large graphs keep their time limit.
     """
     from pyscipopt import Model, quicksum
 
@@ -226,7 +231,7 @@ def memory_load_bound(problem: PlacementProblem) -> float:
     single = [min((problem.latency[v, k] for k in usable if (v, k) in fits), default=math.inf)
               for v in range(problem.n)]
     floor = max(single, default=0.0)
-    if not math.isfinite(floor) or problem.n == 0:
+    if not math.isfinite(floor) or problem.n == 0 or problem.n > MEMORY_BOUND_MAX_OPS:
         return floor if problem.n else 0.0
     model = Model("memory-load bound")
     model.hideOutput()

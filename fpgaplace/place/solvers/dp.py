@@ -11,7 +11,8 @@ assembles its answer:
 Algorithm
     1. Blocks and their ideals with down-links (``dp_ideals``). O(N * width) set operations.
     2. An upper bound U: the same DP restricted to the prefixes of a few topological orders
-       (linear splits, a PipeDream-like heuristic), O(B^2) each.
+       (linear splits, a PipeDream-like heuristic), O(B^2) each; the orders after the first only
+       while the time limit allows.
     3. A contiguity-aware relaxation for a cut x (``dp_kernels``, below/above tables):
        O(N * kinds * states * degree) per cut, no pairs. Bisection on x gives a lower bound L
        on the optimum (to 0.1 %), far tighter than total work / devices when CPUs are slow on
@@ -67,6 +68,7 @@ PROGRESS_SECONDS = 2.0  # least time between two progress reports of one DP run
 BOUND_SLACK = 1e-9  # relative slack so the upper bound's own split stays inside the search
 
 COARSE_IDEALS = 20_000  # ideal budget of the coarsened graph the DP solves past MAX_IDEALS
+MIN_COARSE_IDEALS = 500  # however short the time limit, the coarsened graph may have this many ideals
 COARSEN_FACTOR = 0.7  # each coarsening round keeps this share of the pieces
 
 @dataclass
@@ -278,8 +280,12 @@ def _solve_on_blocks(problem: PlacementProblem, blocks: Blocks, lattice: IdealLa
     if progress is not None:
         progress(f"DP: {blocks.count} blocks, {lattice.count:,} ideals")
     incumbent, best = None, math.inf
-    for order in topological_orders(blocks):
-        run = _run_dp(problem, blocks, tables, chain_lattice(order), math.inf, math.inf, None)
+    for first, order in enumerate(topological_orders(blocks)):
+        # O(B^2) each: the first order always ends (an incumbent), the others within the time limit
+        run = _run_dp(problem, blocks, tables, chain_lattice(order), math.inf,
+                      math.inf if first == 0 else deadline, None)
+        if not run.finished:
+            break
         if run.device is not None:
             value = max(device_loads(problem, run.device))
             if value < best:
@@ -311,7 +317,7 @@ def _solve_on_blocks(problem: PlacementProblem, blocks: Blocks, lattice: IdealLa
 
 
 def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
-                   pieces: int, by_memory: bool = True) -> Blocks:
+                   pieces: int, by_memory: bool = True, tables: Tables | None = None) -> Blocks:
     """Cut a topological ``order`` of the blocks into about ``pieces`` intervals of equal
     cheapest compute, each (where one block allows, and ``by_memory``) within the smallest
     accelerator memory.
@@ -319,9 +325,10 @@ def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
     An interval of a topological order is convex (a path between two of its blocks only visits
     blocks ordered between them) and every edge between intervals goes forward, so each chain of
     ideals of the coarse graph is one of the blocks' graph: the coarse DP's split is feasible
-    for the problem, its optimum an upper bound. O(B + m).
+    for the problem, its optimum an upper bound. O(B + m), plus ``build_tables`` unless the
+    blocks' ``tables`` are given.
     """
-    tables = build_tables(problem, blocks)
+    tables = tables if tables is not None else build_tables(problem, blocks)
     memory = min((problem.kinds[k].memory for k in problem.accelerator_kinds()
                   if problem.kinds[k].count > 0), default=math.inf) if by_memory else math.inf
     share = float(tables.cheapest.sum()) / max(pieces, 1)
@@ -338,26 +345,32 @@ def coarsen_blocks(problem: PlacementProblem, blocks: Blocks, order: list[int],
 
 
 def solve_coarsened_dp(problem: PlacementProblem, time_limit: float | None = None,
-                       progress: Progress | None = None, *, max_ideals: int = COARSE_IDEALS) -> Placement:
+                       progress: Progress | None = None, *, max_ideals: int | None = None) -> Placement:
     """A contiguous split for graphs past the DP's state space: the exact DP over the finest
     coarsening (``coarsen_blocks`` of a depth-first topological order, pieces shrunk by
     ``COARSEN_FACTOR`` per round) whose ideal count stays within ``max_ideals``.
 
     Returns the split with ``value`` its evaluated max-load and ``bound`` a lower bound on every
     split (total cheapest work / devices, largest block, ``bounds.memory_load_bound``); the coarse DP's
-    own optimum bounds only the coarse splits. Rounds end: the pieces shrink to one, and a
-    round at one piece that still has too many ideals (memory cuts) is followed by one without
-    memory cuts. Each round costs one enumeration of at most ``max_ideals`` ideals; the DP then
-    costs what the module docstring says for the coarse graph.
+    own optimum bounds only the coarse splits. ``max_ideals`` defaults to ``COARSE_IDEALS``, and
+    to ``IDEALS_PER_SECOND`` per second of a ``time_limit`` where that is fewer (at least
+    ``MIN_COARSE_IDEALS``): the DP's pairs grow with the square of the ideals. Rounds end: the
+    pieces shrink to one, and a round at one piece that still has too many ideals (memory cuts)
+    is followed by one without memory cuts. Each round costs one enumeration of at most
+    ``max_ideals`` ideals; the DP then costs what the module docstring says for the coarse graph.
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
+    if max_ideals is None:
+        max_ideals = COARSE_IDEALS if time_limit is None else \
+            int(min(COARSE_IDEALS, max(MIN_COARSE_IDEALS, IDEALS_PER_SECOND * time_limit)))
     blocks = build_blocks(problem)
-    lower = _lower_bound(problem, build_tables(problem, blocks))
+    tables = build_tables(problem, blocks)
+    lower = _lower_bound(problem, tables)
     order = topological_orders(blocks)[2]
-    pieces, by_memory = blocks.count, True
+    pieces, by_memory = min(blocks.count, max_ideals), True  # n pieces give at least n + 1 ideals
     while True:
-        coarse = coarsen_blocks(problem, blocks, order, pieces, by_memory)
+        coarse = coarsen_blocks(problem, blocks, order, pieces, by_memory, tables)
         try:
             lattice = enumerate_ideals(coarse.count, coarse.edges, limit=max_ideals,
                                        source=problem.source)

@@ -32,6 +32,8 @@ OBJECTIVES = ("throughput", "latency")
 LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its warm start
 COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the DP's state space
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
+IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
+IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
 
@@ -114,7 +116,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
         starts += _attempt("dp", lambda: _contiguous_dp_start(problem, options, dp_too_large), problem, options)
     done = bool(starts)
     starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
-    starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective), problem, options)
+    left = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started) - MIN_IP_SECONDS)
+    starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective, left), problem, options)
     if options.objective == "latency" and starts:
         from fpgaplace.place.solvers.bounds import critical_path_bound
 
@@ -207,10 +210,27 @@ def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
     return _ip_with_starts(problem, options)[0]
 
 
+def _ip_too_large(problem: PlacementProblem, remaining: float) -> str | None:
+    """Why the IP cannot even be built in ``remaining`` seconds, or None: about
+    ``IP_VARIABLES_PER_NODE_DEVICE`` variables per node and device, built at
+    ``IP_VARIABLES_PER_SECOND``. O(1)."""
+    variables = IP_VARIABLES_PER_NODE_DEVICE * problem.n * len(problem.devices())
+    seconds = variables / IP_VARIABLES_PER_SECOND
+    if seconds <= remaining:
+        return None
+    return (f"IP skipped: its about {variables:,} variables take about {seconds:.0f} s to build, "
+            f"more than the {remaining:.1f} s left")
+
+
 def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
              remaining: float) -> Placement:
     from fpgaplace.place.solvers.ip import latency, throughput
 
+    too_large = _ip_too_large(problem, remaining)
+    if too_large and starts:
+        if options.progress:
+            options.progress(too_large)
+        return _keep_best_start(problem, options, None, starts, too_large)
     _report(options, method="ip", say=True)
     limits = {"time_limit": remaining, "gap": options.gap, "starts": starts, "progress": options.progress}
     try:
