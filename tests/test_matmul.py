@@ -29,8 +29,8 @@ def attention(seq: int = 8, dim: int = 16, seed: int = 0) -> onnx.ModelProto:
               helper.make_node("Softmax", ["s"], ["p"], axis=-1, name="softmax"),
               helper.make_node("MatMul", ["p", "v"], ["y"], name="context")]
     weights = [numpy_helper.from_array(rng.normal(0, 0.3, (dim, dim)).astype(np.float32), f"w{t}") for t in "qkv"]
-    graph = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, dim])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, seq, dim])], weights)
+    x, y = (helper.make_tensor_value_info(t, TensorProto.FLOAT, [1, seq, dim]) for t in "xy")
+    graph = helper.make_graph(nodes, "attention", [x], [y], weights)
     return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
 
 
