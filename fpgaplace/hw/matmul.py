@@ -53,14 +53,7 @@ from fpgaplace.hw.kernel import (
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import requantize
-from fpgaplace.hw.rtl_values import (
-    PORT_OUT,
-    check_int8_members,
-    const_requant,
-    index_bits,
-    int_members,
-    signed_bits,
-)
+from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members, signed_bits
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:

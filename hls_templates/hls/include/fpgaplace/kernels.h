@@ -583,6 +583,25 @@ void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const 
 
 // ---------------------------------------------------------------- matmul
 
+namespace detail {
+
+// Beat `count` of a [ROWS][COLS] matrix streamed by rows, W elements a beat, into `buffer`, if it has come
+// (a non-blocking take, so a stage buffering two operands never stalls the producer of either).
+template <int W, int ROWS, int COLS>
+void take_row_beat(hls::stream<beat<W>>& in, int8_t (&buffer)[ROWS][COLS], int& count) {
+#pragma HLS INLINE
+  constexpr int PER_ROW = COLS / W;
+  if (count == ROWS * PER_ROW || in.empty()) return;
+  const beat<W> x = in.read();
+  for (int e = 0; e < W; ++e) {
+#pragma HLS UNROLL
+    buffer[count / PER_ROW][count % PER_ROW * W + e] = x.v[e];
+  }
+  ++count;
+}
+
+}  // namespace detail
+
 // y[h][m][n] = requantize(sum_k (a[h][m][k] - ZA) * (b[h][k][n] - ZB), MQ, SQ, ZY, LO, HI), a MatMul of two
 // activations (fpgaplace.hw.matmul). Per head both operands are buffered, taking beats of either stream as they
 // come (A SIMD elements a beat, B PE: max(M*K/SIMD, K*N/PE) iterations when both wait), then M * N/PE * K/SIMD
@@ -605,22 +624,8 @@ void matmul(hls::stream<beat<C::SIMD>>& a, hls::stream<beat<C::PE>>& b, hls::str
     while (ia < M * SF || ib < K * NF) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
-      if (ia < M * SF && !a.empty()) {
-        const beat<SIMD> x = a.read();
-        for (int s = 0; s < SIMD; ++s) {
-#pragma HLS UNROLL
-          abuf[ia / SF][ia % SF * SIMD + s] = x.v[s];
-        }
-        ++ia;
-      }
-      if (ib < K * NF && !b.empty()) {
-        const beat<PE> x = b.read();
-        for (int p = 0; p < PE; ++p) {
-#pragma HLS UNROLL
-          bbuf[ib / NF][ib % NF * PE + p] = x.v[p];
-        }
-        ++ib;
-      }
+      detail::take_row_beat(a, abuf, ia);
+      detail::take_row_beat(b, bbuf, ib);
     }
     int32_t acc[PE] = {};
 #pragma HLS ARRAY_PARTITION variable=acc complete
