@@ -11,7 +11,8 @@ lower to a higher stage, so the pieces form a DAG and run in (stage, first node)
 O(devices * (n + e)). A node that computes a constant from constants (a DequantizeLinear of a
 weight or of a scalar such as HardSwish's 3: no op of the placement, ``frontend.build``) is in no
 piece of its own: every piece reading it computes it too, so a constant never crosses devices
-whatever device the assignment names for it. Then the placement-level passes of
+whatever device the assignment names for it; so is the QuantizeLinear -> DequantizeLinear of a graph
+input (``_input_views``), each piece reading the input computing its own. Then the placement-level passes of
 ``fpgaplace.model.passes.transfers`` keep fused groups on one device, merge pieces that run back
 to back on one device (synchronization points with nothing to wait for) and send each tensor
 once to each device that reads it.
@@ -87,14 +88,39 @@ def _node_edges(model: onnx.ModelProto, order: list[int]) -> list[tuple[int, int
 
 
 def _local_constants(model: onnx.ModelProto, order: list[int]) -> set[int]:
-    """Positions of the nodes computing a constant (``frontend.build.constant_flags``), none of
-    whose outputs is a graph output, that another node reads directly or through one another:
-    each piece reading one computes it itself (``_with_constants``). O(n + e)."""
+    """Positions of the nodes computing a constant (``frontend.build.constant_flags``) or a view of
+    a graph input (``_input_views``), none of whose outputs is a graph output, that another node
+    reads directly or through one another: each piece reading one computes it itself
+    (``_with_constants``). O(n + e)."""
     graph = model.graph
-    flags = constant_flags([graph.node[i] for i in order], initializer_names(graph))
+    initializers = initializer_names(graph)
+    flags = constant_flags([graph.node[i] for i in order], initializers)
     outputs = output_names(graph)
     constant = {i for i, flag in zip(order, flags, strict=True) if flag and not outputs & set(graph.node[i].output)}
-    return _constants_read(graph, [i for i in order if i not in constant], constant, producer_index(graph.node))
+    local = constant | _input_views(graph, order, constant, initializers)
+    return _constants_read(graph, [i for i in order if i not in local], local, producer_index(graph.node))
+
+
+INPUT_VIEW_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _input_views(graph: onnx.GraphProto, order: list[int], constant: set[int], initializers: set[str]) -> set[int]:
+    """Positions of the QuantizeLinear and DequantizeLinear nodes of a graph input (a QDQ model's
+    ``x -> Q -> DQ``), through one another, with constant scales and no graph output: every piece
+    reading the dequantized input computes it from the graph input itself, as the host hands the
+    quantized input to every core that reads it (a core that only receives it has no port to pass
+    it on). O(n)."""
+    known = {out for i in constant for out in graph.node[i].output} | initializers
+    available = {i.name for i in graph.input} - initializers
+    outputs = output_names(graph)
+    views = set()
+    for i in order:
+        node = graph.node[i]
+        if node.op_type in INPUT_VIEW_OPS and node.input[0] in available and not outputs & set(node.output) \
+                and all(t in known for t in node.input[1:] if t):
+            views.add(i)
+            available.update(node.output)
+    return views
 
 
 def _constants_read(graph: onnx.GraphProto, nodes: list[int], constant: set[int],

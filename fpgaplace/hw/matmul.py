@@ -47,6 +47,7 @@ from fpgaplace.hw.kernel import (
     DOT_LUT_PER_LANE,
     Kernel,
     activation_inputs,
+    macs_per_dsp,
     memory_blocks,
     probe,
     tensor_shape,
@@ -115,6 +116,20 @@ class MatMul(Kernel):
         m, k, n = s["M"], s["K"], s["N"]
         load = max(m * k // fold.simd, k * n // fold.pe)
         return s["HEADS"] * (load + m * (n // fold.pe) * (k // fold.simd))
+
+    def fill_factor(self, g: Geometry) -> float:
+        """How much longer than its MACs a head takes for loading its buffers, at one lane:
+        ``1 + max(M K, K N) / (M N K)`` (about ``1 + 1 / min(M, N)`` at any balanced folding)."""
+        s = g.shape
+        return 1 + max(s["M"] * s["K"], s["K"] * s["N"]) / (s["M"] * s["N"] * s["K"])
+
+    def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
+        """Its share of the core's DSPs: ``MACs / (DSPs * macs_per_dsp)`` (no requantizer DSPs),
+        times ``fill_factor``."""
+        per_dsp = macs_per_dsp(core, g.lane_bits)
+        if per_dsp == 0:
+            return super().ideal_cycles(g, core)
+        return g.macs / (core.dsp * per_dsp) * self.fill_factor(g)
 
     def requantizer_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
         """None: the per-tensor multiplier is a constant, built from shifts and adds."""
