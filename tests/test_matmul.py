@@ -63,6 +63,32 @@ def test_attention_runs_on_the_cores_bit_exact(tmp_path):
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs), check.outputs
 
 
+def two_heads() -> onnx.ModelProto:
+    """x [1, 8, 16] -> Q, K projections, each read as two heads [2, 8, 8] -> Q K -> [1, 8, 16]."""
+    rng = np.random.default_rng(2)
+    nodes = [*(helper.make_node("MatMul", ["x", f"w{t}"], [t], name=f"{t}_proj") for t in "qk"),
+             *(helper.make_node("Reshape", [t, "heads"], [f"{t}h"], name=f"{t}_heads") for t in "qk"),
+             helper.make_node("MatMul", ["qh", "kh"], ["s"], name="scores"),
+             helper.make_node("Reshape", ["s", "merged"], ["y"], name="merge")]
+    constants = [*(numpy_helper.from_array(rng.normal(0, 0.3, (16, 16)).astype(np.float32), f"w{t}") for t in "qk"),
+                 numpy_helper.from_array(np.array([2, 8, 8]), "heads"), numpy_helper.from_array(np.array([1, 8, 16]),
+                                                                                                "merged")]
+    x, y = (helper.make_tensor_value_info(t, TensorProto.FLOAT, [1, 8, 16]) for t in "xy")
+    graph = helper.make_graph(nodes, "two_heads", [x], [y], constants)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_heads_are_a_batch_of_the_kernel(tmp_path):
+    design = Design(two_heads(), "zcu104", profile_cpu=False).quantized(random_samples=8)
+    design.place(method="single")
+    result = design.compile(tmp_path / "p")
+    layers = {layer["op"]: layer for core in result.design["cores"] for layer in core["layers"]}
+    assert result.cpu_ops == [] and layers["scores"]["config"]["HEADS"] == 2, layers
+    check = run_csim(tmp_path / "p", samples=3)
+    assert check.ok and all(c.bit_exact for c in check.cores), check
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs), check.outputs
+
+
 def case(heads: int, m: int, k: int, n: int, samples: int = 3, seed: int = 0) -> tuple[dict, list[np.ndarray]]:
     """A layer's config (spreading its outputs over int8) and ``samples`` random int8 operands."""
     rng = np.random.default_rng(seed)

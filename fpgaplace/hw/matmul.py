@@ -161,6 +161,9 @@ class MatMul(Kernel):
         HEADS of a sample."""
         a, b = (ctx.source(op, t) for t in op.inputs[:2])
         out = ctx.sink(op)
+        if shape["HEADS"] % ctx.batch():
+            raise FpgaplaceError(f"op '{op.name}': {shape['HEADS']} heads are not whole samples of a batch of "
+                                 f"{ctx.batch()}; expected the batch on the operands' first axis")
         y = out.tensor
         (mq,), (sq,) = multipliers(np.array([a.scale * b.scale / y.scale]), f"op '{op.name}'")
         lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
