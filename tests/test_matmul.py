@@ -14,6 +14,7 @@ from fpgaplace.hw import KERNELS, Folding, Unsupported
 from fpgaplace.hw.lowering import multipliers
 from fpgaplace.hw.matmul import matmul_int8
 from fpgaplace.model.quantize import quantize_model
+from fpgaplace.project.record import DesignRecord
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -61,6 +62,10 @@ def test_attention_runs_on_the_cores_bit_exact(tmp_path):
     check = run_csim(tmp_path / "p", samples=4)
     assert check.ok and all(c.bit_exact for c in check.cores), check
     assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= 1 for o in check.outputs), check.outputs
+    record = DesignRecord.from_json(result.design, "test")
+    stages = [s for core, rec in zip(check.cores, record.cores, strict=True) for s in core.stages(rec)
+              if s["kernel"] == "matmul"]
+    assert len(stages) == 2 and all(s["cycles_csim"] == s["cycles_model"] > 0 for s in stages), stages
 
 
 def two_heads() -> onnx.ModelProto:
