@@ -33,7 +33,7 @@ from fpgaplace.model import ops as op_registry
 from fpgaplace.model import zoo as models
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.ir import Op, OpGraph
-from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
+from fpgaplace.place.cost.fpga import PRECISION_BYTES, on_chip_plan, resident_ops
 from fpgaplace.util.errors import FpgaplaceError
 
 # --------------------------------------------------------------------------- building small graphs
@@ -185,9 +185,16 @@ def test_matmul_with_a_constant_matrix_is_a_dense_per_row():
     assert g.macs == rows * k * n == op.macs
 
 
-def test_matmul_of_two_activations_is_unsupported():
-    op, graph = single_op("MatMul", {"a": (1, 4, 32), "b": (1, 32, 8)})
-    assert "constant" in unsupported(op, graph)
+def test_matmul_of_two_activations_goes_to_the_matmul_kernel():
+    op, graph = single_op("MatMul", {"a": (2, 4, 32), "b": (2, 32, 8)})
+    kernel, geometry = planned(op, graph)
+    assert kernel.name == "matmul" and geometry.shape == {"HEADS": 2, "M": 4, "K": 32, "N": 8}
+    assert geometry.linebuffer_bytes == 4 * 32 + 32 * 8 and geometry.macs == 2 * 4 * 32 * 8
+    op, graph = single_op("MatMul", {"a": (1, 64, 64), "b": (1, 64, 64)})  # the cost model sees both buffers
+    assert on_chip_plan(op, graph, 1, True).resident_bytes >= 2 * 64 * 64
+    op, graph = single_op("MatMul", {"a": (2, 4, 32), "b": (1, 32, 8)})  # heads broadcast: neither kernel
+    reason = unsupported(op, graph)
+    assert "constant" in reason and "equal heads" in reason
 
 
 # --------------------------------------------------------------------------- geometry: pools

@@ -386,3 +386,26 @@ def test_special_values_and_exact_types():
     mismatch = compare_tensors(np.zeros((2, 3), np.float32), np.zeros((3, 2), np.float32))
     assert not mismatch.agrees and "shape [2, 3] where [3, 2] was expected" in mismatch.describe()
     assert compare_tensors(np.zeros((0, 4), np.float32), np.zeros((0, 4), np.float32)).agrees
+
+
+def test_each_piece_dequantizes_a_graph_input_itself(tmp_path):
+    """x -> Q -> DQ on core A, read on A and on B: B reads x, not A's dequantized copy (a core that
+    only receives the quantized input has no port to pass it on); on a CPU A hands it on."""
+    scale, zero = (helper.make_tensor(n, t, [], [v]) for n, t, v in (("s", TensorProto.FLOAT, 0.05),
+                                                                      ("z", TensorProto.INT8, 3)))
+    nodes = [helper.make_node("QuantizeLinear", ["x", "s", "z"], ["xq"], name="quant"),
+             helper.make_node("DequantizeLinear", ["xq", "s", "z"], ["xd"], name="dequant"),
+             helper.make_node("Relu", ["xd"], ["a"], name="relu"),
+             helper.make_node("Neg", ["xd"], ["b"], name="neg"),
+             helper.make_node("Add", ["a", "b"], ["y"], name="add")]
+    graph = helper.make_graph(nodes, "input_views", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4])], [scale, zero])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assignment = {"quant": "A", "dequant": "A", "relu": "A", "neg": "B", "add": "A"}
+    manifest = split_model(model, assignment, tmp_path / "core", whole=["A"])
+    assert [t.tensor for t in manifest.transfers if t.target_device == "B"] == []
+    pieces = {s.device: s for s in manifest.submodels if s.device == "B"}
+    assert pieces["B"].inputs == ["x"] and {"quant", "dequant", "neg"} <= set(pieces["B"].nodes)
+    check_split(model, tmp_path / "core")
+    on_cpu = split_model(model, assignment, tmp_path / "cpu")
+    assert [t.tensor for t in on_cpu.transfers if t.target_device == "B"] == ["xd"]

@@ -202,7 +202,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
         else:
             step = Step(layer.kernel, KERNELS[layer.kernel].template, f"l{i}_cfg", _layer_config(layer), ins, out=out,
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
-            if KERNELS[layer.kernel].uses_dsp:
+            if KERNELS[layer.kernel].uses_dsp and "w" in layer.arrays:  # a weight matrix (not matmul's operands)
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
             else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
                 # pool's rescale per count)

@@ -11,10 +11,11 @@ lower to a higher stage, so the pieces form a DAG and run in (stage, first node)
 O(devices * (n + e)). A node that computes a constant from constants (a DequantizeLinear of a
 weight or of a scalar such as HardSwish's 3: no op of the placement, ``frontend.build``) is in no
 piece of its own: every piece reading it computes it too, so a constant never crosses devices
-whatever device the assignment names for it. Then the placement-level passes of
-``fpgaplace.model.passes.transfers`` keep fused groups on one device, merge pieces that run back
-to back on one device (synchronization points with nothing to wait for) and send each tensor
-once to each device that reads it.
+whatever device the assignment names for it; so is the QuantizeLinear -> DequantizeLinear of a graph
+input placed on an FPGA core (``_input_views``, ``whole``): each piece reading the input computes its
+own. Then the placement-level passes of ``fpgaplace.model.passes.transfers`` keep fused groups on
+one device, merge pieces that run back to back on one device (synchronization points with nothing
+to wait for) and send each tensor once to each device that reads it.
 
 Boundary tensors keep their names from the source model. ``manifest.json`` lists the
 submodels in execution order with their device, inputs (and where each comes from) and
@@ -86,15 +87,45 @@ def _node_edges(model: onnx.ModelProto, order: list[int]) -> list[tuple[int, int
                    if producer_of.get(t) in placed})
 
 
-def _local_constants(model: onnx.ModelProto, order: list[int]) -> set[int]:
-    """Positions of the nodes computing a constant (``frontend.build.constant_flags``), none of
-    whose outputs is a graph output, that another node reads directly or through one another:
-    each piece reading one computes it itself (``_with_constants``). O(n + e)."""
+def _local_constants(model: onnx.ModelProto, order: list[int], on_cores: set[str] = frozenset()) -> set[int]:
+    """Positions of the nodes computing a constant (``frontend.build.constant_flags``) or a view of
+    a graph input placed on a device of ``on_cores`` (``_input_views``), none of whose outputs is
+    a graph output, that another node reads directly or through one another: each piece reading
+    one computes it itself (``_with_constants``). O(n + e)."""
     graph = model.graph
-    flags = constant_flags([graph.node[i] for i in order], initializer_names(graph))
+    initializers = initializer_names(graph)
+    flags = constant_flags([graph.node[i] for i in order], initializers)
     outputs = output_names(graph)
     constant = {i for i, flag in zip(order, flags, strict=True) if flag and not outputs & set(graph.node[i].output)}
-    return _constants_read(graph, [i for i in order if i not in constant], constant, producer_index(graph.node))
+    local = constant | {i for i in _input_views(graph, order, constant, initializers) if graph.node[i].name in on_cores}
+    return _constants_read(graph, [i for i in order if i not in local], local, producer_index(graph.node))
+
+
+INPUT_VIEW_OPS = ("QuantizeLinear", "DequantizeLinear")
+
+
+def _placed_on(assignment: dict[str, str], devices: Sequence[str]) -> set[str]:
+    """The nodes ``assignment`` puts on one of ``devices``. O(nodes)."""
+    return {node for node, device in assignment.items() if device in set(devices)}
+
+
+def _input_views(graph: onnx.GraphProto, order: list[int], constant: set[int], initializers: set[str]) -> set[int]:
+    """Positions of the QuantizeLinear and DequantizeLinear nodes of a graph input (a QDQ model's
+    ``x -> Q -> DQ``), through one another, with constant scales and no graph output. Placed on an
+    FPGA core, every piece reading the dequantized input computes it from the graph input itself, as
+    the host hands the quantized input to every core that reads it: the core holding them only
+    receives that input and has no port to pass it on (on a CPU they run and hand it on). O(n)."""
+    known = {out for i in constant for out in graph.node[i].output} | initializers
+    available = {i.name for i in graph.input} - initializers
+    outputs = output_names(graph)
+    views = set()
+    for i in order:
+        node = graph.node[i]
+        if node.op_type in INPUT_VIEW_OPS and node.input[0] in available and not outputs & set(node.output) \
+                and all(t in known for t in node.input[1:] if t):
+            views.add(i)
+            available.update(node.output)
+    return views
 
 
 def _constants_read(graph: onnx.GraphProto, nodes: list[int], constant: set[int],
@@ -220,7 +251,8 @@ def piece_counts(model: onnx.ModelProto, assignment: dict[str, str], whole: Sequ
     name_nodes(work)
     placed, _ = colocate_fused_groups(work, assignment)
     order = topological_indices(work.graph)
-    _, devices, _ = _merged_pieces(work, order, placed, True, whole, _local_constants(work, order))
+    local = _local_constants(work, order, _placed_on(assignment, whole))
+    _, devices, _ = _merged_pieces(work, order, placed, True, whole, local)
     return {device: devices.count(device) for device in dict.fromkeys(devices)}
 
 
@@ -345,7 +377,7 @@ def split_model(model: onnx.ModelProto, assignment: dict[str, str], out_dir: Pat
     name_nodes(work)
     _check_assignment(work, assignment, devices)
     order = topological_indices(work.graph)
-    local = _local_constants(work, order)
+    local = _local_constants(work, order, _placed_on(assignment, whole))
     types = tensor_types(work)
     naive, _ = _plan(work, order, assignment, types, merge=False, local=local)
     placed, moved = (colocate_fused_groups(work, assignment) if colocate_fused

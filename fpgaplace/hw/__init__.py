@@ -19,7 +19,8 @@ pixels per cycle), every question asked about its op:
 
 The kernels return plain values; ``fpgaplace.codegen`` renders them and nothing else here
 imports code generation or simulation. The modules: ``conv`` (Conv2d, and ConvTranspose behind a
-zero-inserting front), ``dense``, ``pool`` (max, average, global average), ``elementwise`` (add,
+zero-inserting front), ``dense``, ``matmul`` (a MatMul of two activations, heads as a
+batch), ``pool`` (max, average, global average), ``elementwise`` (add,
 requantize), ``binary`` (mul, sub, max, min of two activations, one maybe broadcast per channel or
 per pixel), ``affine`` (``x * a[c] + b[c]``: a batch norm not folded into a convolution, a Mul by a
 constant), ``concat`` (runs of each input in stream order), ``slice`` (Split and Slice: channel

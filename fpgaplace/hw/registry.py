@@ -5,7 +5,7 @@ is the one list of those names and the objects behind them. ``plan_op`` is what 
 the cost model and the lowering ask: the kernel and geometry of an op, or why no core runs it
 (where the named kernel refuses an op's shapes, the kernel ``BROADER`` names for it may take them:
 an Add of two activations with one broadcast is ``add_broadcast``'s, a Mul by a constant and an
-unfolded batch norm ``affine``'s).
+unfolded batch norm ``affine``'s, a MatMul of two activations ``matmul``'s).
 The ``*_geometry`` helpers cost a one-sample op from its config members, for the RTL tests and
 benches. Each look-up is O(1); ``plan_op`` is the kernel's geometry plus, for a QDQ model, the
 QDQ check of the op's tensors.
@@ -27,6 +27,7 @@ from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.lrn import Lrn
+from fpgaplace.hw.matmul import MatMul
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.reorder import Reorder
@@ -45,6 +46,7 @@ KERNELS: dict[str, Kernel] = {
     for kernel in (
         Conv2d(),
         Dense(),
+        MatMul(),
         Pool("maxpool", average=False, global_=False),
         Pool("avgpool", average=True, global_=False),
         Pool("globalavgpool", average=True, global_=True),
@@ -74,9 +76,10 @@ ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain, a chain transposing the stream)."""
 
-BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine"}
+BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine", "dense": "matmul"}
 """The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by
-a constant and a batch norm not folded into a convolution (a per-channel affine map)."""
+a constant and a batch norm not folded into a convolution (a per-channel affine map); a MatMul whose
+second operand is an activation."""
 
 
 def kernel_for(op: Op) -> Kernel | None:
@@ -110,7 +113,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if isinstance(geometry, Unsupported):
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
-        weights = [op.inputs[1]] if kernel.uses_dsp else []
+        weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
         reason = qdq.unlowerable(op.op_type, activation_inputs(op, graph), op.outputs, weights, graph.model,
                                  constants)

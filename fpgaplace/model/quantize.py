@@ -54,6 +54,9 @@ What onnxruntime 1.23 emits (measured on ``models.cnn_residual(batch=1)`` and
 * Add, Concat and GlobalAveragePool are quantized with their own calibrated output qparams; their
   inputs keep the qparams of their producers (so Add and Concat rescale each input).
 * Softmax gets the fixed output range [0, 1]: scale 1/255, zero point -128.
+* A MatMul of two activations (attention's ``Q Kᵀ`` and ``softmax(.) V``) reads a DequantizeLinear on
+  both operands and writes a QuantizeLinear with its own calibrated qparams (MatMul is in onnxruntime's
+  QDQ registry whichever operand is constant); a Transpose between (``Kᵀ``) is ``QDQDirect8BitOp``.
 * LRN is in neither of onnxruntime's registries; ``op_types_to_quantize`` adds it
   (``EXTRA_QUANTIZED_OPS``), so it reads a DequantizeLinear and writes a QuantizeLinear with its own
   calibrated output qparams, and the MaxPool after it is quantized too (else both stay float).

@@ -20,6 +20,8 @@
 //   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L DIV STAGE; beats of L, exp_table[256]
+//   matmul<C>(a, b, out)                      HEADS M K N ZA ZB MQ SQ ZY LO HI PE SIMD STAGE; a beat<SIMD>,
+//                                            b and out beat<PE>
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
 //   reorder<C>(in, out)                       SIZE XR XC ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
@@ -42,6 +44,7 @@
 //           ceil(WO/MMV) * COUT/PE * KKG/SIMD)    (the MVAU overlaps the line buffer's refill)
 //           + the last group's beats when a reorder buffer drains it
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
+//   matmul  HEADS * (max(M*K/SIMD, K*N/PE) + M * N/PE * K/SIMD)   (both operands of a head buffered first)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
 //   add, requant, affine, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
 //   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L;
@@ -575,6 +578,75 @@ void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const 
       if (t == SF - 1) y.v[p] = requantize(static_cast<int64_t>(bias[co]) + acc[p], mult[co], shift[co], C::ZY, C::LO, C::HI);
     }
     if (t == SF - 1) out.write(y);
+  }
+}
+
+// ---------------------------------------------------------------- matmul
+
+namespace detail {
+
+// Beat `count` of a [ROWS][COLS] matrix streamed by rows, W elements a beat, into `buffer`, if it has come
+// (a non-blocking take, so a stage buffering two operands never stalls the producer of either).
+template <int W, int ROWS, int COLS>
+void take_row_beat(hls::stream<beat<W>>& in, int8_t (&buffer)[ROWS][COLS], int& count) {
+#pragma HLS INLINE
+  constexpr int PER_ROW = COLS / W;
+  if (count == ROWS * PER_ROW || in.empty()) return;
+  const beat<W> x = in.read();
+  for (int e = 0; e < W; ++e) {
+#pragma HLS UNROLL
+    buffer[count / PER_ROW][count % PER_ROW * W + e] = x.v[e];
+  }
+  ++count;
+}
+
+}  // namespace detail
+
+// y[h][m][n] = requantize(sum_k (a[h][m][k] - ZA) * (b[h][k][n] - ZB), MQ, SQ, ZY, LO, HI), a MatMul of two
+// activations (fpgaplace.hw.matmul). Per head both operands are buffered, taking beats of either stream as they
+// come (A SIMD elements a beat, B PE: max(M*K/SIMD, K*N/PE) iterations when both wait), then M * N/PE * K/SIMD
+// MAC steps of PE x SIMD lanes, a beat of PE results at the end of each fold.
+template <class C>
+void matmul(hls::stream<beat<C::SIMD>>& a, hls::stream<beat<C::PE>>& b, hls::stream<beat<C::PE>>& out) {
+  constexpr int M = C::M, K = C::K, N = C::N, PE = C::PE, SIMD = C::SIMD, NF = N / PE, SF = K / SIMD;
+  static_assert(C::HEADS > 0 && M > 0 && K > 0 && N > 0, "matmul: sizes must be positive");
+  static_assert(PE > 0 && N % PE == 0 && SIMD > 0 && K % SIMD == 0, "matmul: PE must divide N and SIMD K");
+  static_assert(K <= 2147483647 / (255 * 255), "matmul: reduction too long for an int32 sum");
+  static_assert(detail::is_int8(C::ZA) && detail::is_int8(C::ZB) && detail::valid_output(C::ZY, C::LO, C::HI) &&
+                detail::valid_rescale(C::MQ, C::SQ), "matmul: int8 zero points, LO <= HI, MQ >= 0, 1 <= SQ <= 62");
+  int8_t abuf[M][K];
+  int8_t bbuf[K][N];
+#pragma HLS ARRAY_PARTITION variable=abuf cyclic factor=SIMD dim=2
+#pragma HLS ARRAY_PARTITION variable=bbuf cyclic factor=SIMD dim=1
+#pragma HLS ARRAY_PARTITION variable=bbuf cyclic factor=PE dim=2
+  for (int h = 0; h < C::HEADS; ++h) {
+    int ia = 0, ib = 0;
+    while (ia < M * SF || ib < K * NF) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      detail::take_row_beat(a, abuf, ia);
+      detail::take_row_beat(b, bbuf, ib);
+    }
+    int32_t acc[PE] = {};
+#pragma HLS ARRAY_PARTITION variable=acc complete
+    for (int i = 0; i < M * NF * SF; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const int m = i / (NF * SF), nf = i / SF % NF, t = i % SF;
+      beat<PE> y = {};
+      for (int p = 0; p < PE; ++p) {
+#pragma HLS UNROLL
+        int32_t partial = 0;
+        for (int s = 0; s < SIMD; ++s) {
+#pragma HLS UNROLL
+          const int k = t * SIMD + s;
+          partial += (static_cast<int32_t>(abuf[m][k]) - C::ZA) * (static_cast<int32_t>(bbuf[k][nf * PE + p]) - C::ZB);
+        }
+        acc[p] = (t == 0 ? 0 : acc[p]) + partial;
+        if (t == SF - 1) y.v[p] = requantize(acc[p], C::MQ, C::SQ, C::ZY, C::LO, C::HI);
+      }
+      if (t == SF - 1) out.write(y);
+    }
   }
 }
 
