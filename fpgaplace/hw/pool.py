@@ -110,12 +110,8 @@ class Pool(WindowKernel):
             (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
             layer.config.update(M=int(m), S=int(s), TIE=tie_bits(x.scale, out.tensor.scale, window, int(m), int(s)))
         if shape.get("EXCLUDE_PAD"):  # the rescale of a window of n non-padded elements, n = 0 .. KH*KW
-            counts = np.maximum(np.arange(window + 1), 1)
-            mult, shift = multipliers(x.scale / (out.tensor.scale * counts.astype(np.float64)), f"op '{op.name}'")
-            ties = [tie_bits(x.scale, out.tensor.scale, int(n), int(mn), int(sn))
-                    for n, mn, sn in zip(counts, mult, shift, strict=True)]
             layer.config["EXCLUDE_PAD"] = 1
-            layer.arrays = {"mult": mult, "shift": shift, "tie": np.array(ties, dtype=np.int8)}
+            layer.arrays = count_tables(x.scale, out.tensor.scale, window, f"op '{op.name}'")
         return layer
 
     # ---- HLS ----
@@ -183,6 +179,16 @@ def is_whole_plane(shape: dict[str, int]) -> bool:
     return (shape["KH"], shape["KW"]) == (shape["H"], shape["W"]) and not any(
         shape[p] for p in ("PT", "PL", "PB", "PR"))
 
+
+
+def count_tables(x_scale: float, y_scale: float, window: int, where: str) -> dict[str, np.ndarray]:
+    """The rescale of an average over n = 0 .. ``window`` elements (n = 0 as n = 1): ``mult[n]``,
+    ``shift[n]`` of ``x_scale / (y_scale * n)`` and the midpoint band ``tie[n]``
+    (``quant.tie_bits``). O(window)."""
+    counts = np.maximum(np.arange(window + 1), 1)
+    mult, shift = multipliers(x_scale / (y_scale * counts.astype(np.float64)), where)
+    ties = [tie_bits(x_scale, y_scale, int(n), int(m), int(s)) for n, m, s in zip(counts, mult, shift, strict=True)]
+    return {"mult": mult, "shift": shift, "tie": np.array(ties, dtype=np.int8)}
 
 
 def exclude_pad_values(c: dict[str, int], arrays: dict[str, Any], top: str, bits: int) -> dict[str, Any]:
