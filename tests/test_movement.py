@@ -311,8 +311,8 @@ POOLED = {  # name: (model, the kernel it goes on)
     "sppf-maxpool-5x5-s1-p2": (lambda: pooled("MaxPool", 5, 1, 2), "maxpool"),
     "maxpool-3x3-s2-p1": (lambda: pooled("MaxPool", 3, 2, 1), "maxpool"),
     "avgpool-3x3-p1-include-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=1), "avgpool"),
-    # the pool is the output: its ties (a sum over 4 or 6 elements at x.5) round by 1 LSB either way, which a
-    # Conv after it would amplify
+    # the pool is the output: its exact midpoints (a sum over 4 or 6 elements at x.5) round to even here, while
+    # onnxruntime's float32 pooling rounds some of them the other way; a Conv after it would amplify that
     "avgpool-3x3-p1-exclude-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=0, tail=False),
                                    "avgpool"),
     "avgpool-2x2-s2-p1-exclude-pad": (lambda: pooled("AveragePool", 2, 2, 1, count_include_pad=0, tail=False),
