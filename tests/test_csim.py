@@ -326,6 +326,40 @@ def test_an_output_within_one_lsb_of_either_onnxruntime_run_is_exact(spread_mode
     assert "up to 40 LSB" in comparison.first_difference
 
 
+def test_the_pointer_looks_inside_the_cores(spread_model):
+    """A core's layer outputs (its integer reference's, channels last, one array per run) are read
+    by the pointer too: equal to onnxruntime's unoptimized run they are passed over (the layout
+    turned back to NCHW), and one value off by 1 LSB there is named, with its core and layer,
+    before the outputs many layers later (ShuffleNet's first difference was a pooled value inside
+    a core, reported only at the core's output 40 layers on)."""
+    from fpgaplace.util.onnxrt import with_outputs
+
+    feed = random_inputs(spread_model, 0)
+    quantized = [n.output[0] for n in spread_model.graph.node if n.op_type == "QuantizeLinear"]
+    probe = with_outputs(spread_model, quantized)
+    names = [o.name for o in probe.graph.output]
+    unoptimized = dict(zip(names, session(probe, "unoptimized", optimized=False).run(names, feed), strict=True))
+    inside = next(n for n in quantized[1:] if unoptimized[n].ndim == 4 and min(unoptimized[n].shape[2:]) > 1)
+    stream = unoptimized[inside][0].transpose(1, 2, 0).reshape(-1)  # one run, channels last
+    origins = {"logits": "piece sub01_cpu0 on cpu0", inside: "core core0 (layer n1, conv2d)"}
+    [dq] = [n for n in spread_model.graph.node if n.output[0] == "logits"]
+    step = float(next(numpy_helper.to_array(t) for t in spread_model.graph.initializer if t.name == dq.input[1]))
+    logits = session(spread_model, "unoptimized", optimized=False).run(["logits"], feed)[0]
+    far = {"logits": logits + np.float32(40 * step)}  # the outputs far off: the pointer is written
+
+    comparison = OutputComparison(Path("project"), spread_model, ["logits"], origins)
+    comparison.add(1, feed, dict(far), {inside: [stream.copy()]})
+    assert comparison.first_difference.startswith("sample 1: the first tensor off onnxruntime's unoptimized run is "
+                                                  "'logits' from piece sub01_cpu0 on cpu0 (")
+    moved = stream.copy()
+    moved[7] = moved[7] + 1 if moved[7] < 127 else moved[7] - 1
+    comparison = OutputComparison(Path("project"), spread_model, ["logits"], origins)
+    comparison.add(1, feed, dict(far), {inside: [moved]})
+    assert comparison.first_difference.startswith(f"sample 1: the first tensor off onnxruntime's unoptimized run is "
+                                                  f"'{inside}' from core core0 (layer n1, conv2d) (1 of {stream.size} "
+                                                  "values, up to 1 LSB)")
+
+
 # --------------------------------------------------------------------------- refusals
 
 

@@ -24,7 +24,7 @@ import pytest
 from hw_spec import conv_ticks, sliding_ticks
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.quant import quantize_multiplier, requantize, requantize2
+from fpgaplace.hw.quant import quantize_multiplier, requantize, requantize2, tie_bits
 
 ROOT = Path(__file__).resolve().parents[1]
 INCLUDE_DIR = ROOT / "hls_templates" / "hls" / "include"
@@ -49,7 +49,7 @@ CONFIG_MEMBERS: dict[str, tuple[str, ...]] = {
     "binary": ("SIZE", "C", "MODE", "OP", "ZX", "MX", "SX", "ZG", "MG", "SG", "S", "ZY", "LO", "HI", "L", "G", "BUFFER",
                "STAGE"),
 }
-CONFIG_MEMBERS["avgpool"] = CONFIG_MEMBERS["maxpool"]
+CONFIG_MEMBERS["avgpool"] = (*CONFIG_MEMBERS["maxpool"], "TIE")
 
 
 # ---------------------------------------------------------------- cases
@@ -128,19 +128,21 @@ def random_conv_config(rng: np.random.Generator) -> dict[str, int]:
 
 
 def pool_config(rng: np.random.Generator, h, w, c, kernel, stride, pads=(0, 0, 0, 0), identity=False,
-                average=False) -> dict[str, int]:
+                average=False, same_scale=False) -> dict[str, int]:
+    """A pool's config; an average's rescale is ratio / window (ratio random, or 1 with
+    ``same_scale``: the output keeps the input's scale) with its midpoint band TIE."""
     zx = zero_point(rng)
     zy = zx if identity else zero_point(rng)
-    if identity:
-        m, s = 2**30, 30
-    else:
-        m, s = quantize_multiplier(float(rng.uniform(0.3, 1.5)) / (kernel[0] * kernel[1] if average else 1))
+    window = kernel[0] * kernel[1] if average else 1
+    ratio = 1.0 if same_scale else float(rng.uniform(0.3, 1.5))
+    m, s = (2**30, 30) if identity else quantize_multiplier(ratio / window)
     lo, hi = (-128, 127) if identity else output_bounds(rng, zy)
-    return {"H": h, "W": w, "C": c, "KH": kernel[0], "KW": kernel[1], "SH": stride[0], "SW": stride[1],
-            "PT": pads[0], "PL": pads[1], "PB": pads[2], "PR": pads[3],
-            "HO": reference.output_size(h, kernel[0], stride[0], pads[0], pads[2]),
-            "WO": reference.output_size(w, kernel[1], stride[1], pads[1], pads[3]),
-            "ZX": zx, "ZY": zy, "LO": lo, "HI": hi, "M": m, "S": s}
+    config = {"H": h, "W": w, "C": c, "KH": kernel[0], "KW": kernel[1], "SH": stride[0], "SW": stride[1],
+              "PT": pads[0], "PL": pads[1], "PB": pads[2], "PR": pads[3],
+              "HO": reference.output_size(h, kernel[0], stride[0], pads[0], pads[2]),
+              "WO": reference.output_size(w, kernel[1], stride[1], pads[1], pads[3]),
+              "ZX": zx, "ZY": zy, "LO": lo, "HI": hi, "M": m, "S": s}
+    return config | ({"TIE": 0 if identity else tie_bits(ratio, 1.0, window, m, s)} if average else {})
 
 
 def rescale(rng: np.random.Generator) -> tuple[int, int]:
@@ -209,8 +211,11 @@ def build_cases() -> list[Case]:
     for kernel in ("maxpool", "avgpool"):
         for (h, w, c), window, stride, pads in pool_shapes:
             specs.append((kernel, pool_config(rng, h, w, c, window, stride, pads, average=kernel == "avgpool")))
-        specs.append((kernel, pool_config(rng, 9, 9, 4, (3, 3), (2, 2), (1, 1, 1, 1), identity=True)))
+        specs.append((kernel, pool_config(rng, 9, 9, 4, (3, 3), (2, 2), (1, 1, 1, 1), identity=True,
+                                          average=kernel == "avgpool")))
     specs.append(("avgpool", pool_config(rng, 7, 7, 2048, (7, 7), (1, 1), average=True)))  # ResNet-50's last pool
+    # the input's scale kept: sums over 6 elements land on exact midpoints, rounded to even through TIE
+    specs.append(("avgpool", pool_config(rng, 7, 10, 4, (3, 2), (1, 3), (1, 0, 2, 1), average=True, same_scale=True)))
 
     for size in (1, 37, 210):
         (ma, sa), (mb, _) = rescale(rng), rescale(rng)
@@ -407,7 +412,7 @@ def test_pool_matches_reference(case: Case, harness: Path, tmp_path: Path):
     pool: Callable[..., np.ndarray] = reference.maxpool if case.kernel == "maxpool" else reference.avgpool
     expected = pool(x, kernel=(cfg["KH"], cfg["KW"]), stride=(cfg["SH"], cfg["SW"]),
                     pads=(cfg["PT"], cfg["PL"], cfg["PB"], cfg["PR"]), zx=cfg["ZX"], m=cfg["M"], s=cfg["S"],
-                    zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"])
+                    zy=cfg["ZY"], lo=cfg["LO"], hi=cfg["HI"], **({"tie": cfg["TIE"]} if "TIE" in cfg else {}))
     (got,) = run_harness(harness, case.kernel, case.id, tmp_path, {"x": x})
     assert_bit_exact(got, expected)
     lanes = cfg["PE"] * cfg["MMV"]

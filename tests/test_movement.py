@@ -315,8 +315,8 @@ POOLED = {  # name: (model, the kernel it goes on)
     "sppf-maxpool-5x5-s1-p2": (lambda: pooled("MaxPool", 5, 1, 2), "maxpool"),
     "maxpool-3x3-s2-p1": (lambda: pooled("MaxPool", 3, 2, 1), "maxpool"),
     "avgpool-3x3-p1-include-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=1), "avgpool"),
-    # the pool is the output: its ties (a sum over 4 or 6 elements at x.5) round by 1 LSB either way, which a
-    # Conv after it would amplify
+    # the pool is the output: its exact midpoints (a sum over 4 or 6 elements at x.5) round to even here, while
+    # onnxruntime's float32 pooling rounds some of them the other way; a Conv after it would amplify that
     "avgpool-3x3-p1-exclude-pad": (lambda: pooled("AveragePool", 3, 1, 1, count_include_pad=0, tail=False),
                                    "avgpool"),
     "avgpool-2x2-s2-p1-exclude-pad": (lambda: pooled("AveragePool", 2, 2, 1, count_include_pad=0, tail=False),
@@ -431,6 +431,76 @@ def test_the_exclude_pad_reference_divides_by_the_non_padded_elements():
             assert np.all(np.where(tie, np.abs(got[ho, wo] - expected) <= 1, got[ho, wo] == expected))
 
 
+def exact_average(x: np.ndarray, kernel, stride, pads, zx: int, ratio: float, zy: int, exclude: bool):
+    """The ONNX meaning of an int8 average, in exact rationals: ``round_half_even(Σ (x - zx) *
+    ratio / n) + zy`` clipped, n the window's non-padded elements (``exclude``) or all of them;
+    and how many of its values were exact midpoints. O(Ho*Wo*C*KH*KW)."""
+    from fractions import Fraction
+
+    (kh, kw), (sh, sw), (pt, pl, pb, pr) = kernel, stride, pads
+    h, w, c = x.shape
+    out = np.zeros(((h + pt + pb - kh) // sh + 1, (w + pl + pr - kw) // sw + 1, c), dtype=np.int64)
+    midpoints = 0
+    for ho in range(out.shape[0]):
+        for wo in range(out.shape[1]):
+            top, left = ho * sh - pt, wo * sw - pl
+            window = x[max(top, 0):top + kh, max(left, 0):left + kw].astype(np.int64) - zx
+            count = window.shape[0] * window.shape[1] if exclude else kh * kw
+            for channel in range(c):
+                value = Fraction(int(window[:, :, channel].sum())) * Fraction(ratio) / count
+                midpoints += value.denominator == 2
+                out[ho, wo, channel] = min(127, max(-128, round(value) + zy))  # round(Fraction): half to even
+    return out, midpoints
+
+
+@pytest.mark.parametrize("ratio", [1.0, 0.5, 0.25])
+def test_average_pools_round_exact_midpoints_to_even(ratio):
+    """ShuffleNet's padded 3x3 stride-2 average without count_include_pad keeps its input's scale
+    (onnxruntime's quantizer), so many border sums over 6 or 4 elements are exact midpoints (15 / 6
+    = 2.5). With the tables lowering makes (``count_tables``: multipliers and midpoint bands) the
+    reference rounds each to even, as exact arithmetic does; the rounded multiplier of 1/6 alone
+    sent them all one way (1% of ShuffleNet's pooled values 1 LSB off onnxruntime). Input scales 1,
+    1/2 and 1/4 of the output's; the same for a 2x3 average counting padding (6 elements everywhere)
+    through its one (M, S, TIE)."""
+    from fpgaplace.hw.pool import count_tables
+    from fpgaplace.hw.quant import tie_bits
+
+    rng = np.random.default_rng(7)
+    x = rng.integers(-128, 128, (14, 14, 8), dtype=np.int8)
+    zx, zy, scale = -5, -128, 0.37
+    tables = count_tables(ratio * scale, scale, 9, "test")
+    got = reference.avgpool_exclude_pad(x, kernel=(3, 3), stride=(2, 2), pads=(1, 1, 1, 1), zx=zx,
+                                        ms=tables["mult"], ss=tables["shift"], zy=zy, ties=tables["tie"])
+    expected, midpoints = exact_average(x, (3, 3), (2, 2), (1, 1, 1, 1), zx, ratio, zy, exclude=True)
+    assert midpoints > 5 and np.array_equal(got.astype(np.int64), expected)
+    m, s = quantize_multiplier(ratio / 6)
+    tie = tie_bits(ratio * scale, scale, 6, m, s)
+    got = reference.avgpool(x, kernel=(2, 3), stride=(1, 2), pads=(1, 1, 0, 0), zx=zx, m=m, s=s, zy=3, tie=tie)
+    expected, midpoints = exact_average(x, (2, 3), (1, 2), (1, 1, 0, 0), zx, ratio, 3, exclude=False)
+    assert tie > 0 and midpoints > 5 and np.array_equal(got.astype(np.int64), expected)
+
+
+def test_the_midpoint_band_is_empty_without_a_power_of_two_scale_ratio_or_for_an_exact_multiplier():
+    """``tie_bits``: no band (the plain midpoint test) for a ratio of scales that is not a power of
+    two or a count whose multiplier is exact; for counts 3, 5, 6, 7, 9 at ratio 1 a band that
+    holds every midpoint's product and no other sum's."""
+    from fractions import Fraction
+
+    from fpgaplace.hw.quant import tie_bits
+
+    assert tie_bits(0.3, 0.7, 6, *quantize_multiplier(0.3 / 0.7 / 6)) == 0
+    assert all(tie_bits(0.25, 0.25, n, *quantize_multiplier(1 / n)) == 0 for n in (1, 2, 4, 8))
+    for n in (3, 5, 6, 7, 9):
+        m, s = quantize_multiplier(1 / n)
+        band = 2 ** tie_bits(0.25, 0.25, n, m, s)
+        assert band > 1
+        sums = np.arange(-255 * n, 255 * n + 1)
+        remainder = sums * m - ((sums * m) >> s << s)
+        near = np.abs(remainder - 2 ** (s - 1)) < band
+        exact = np.array([Fraction(int(v), n).denominator == 2 for v in sums])
+        assert np.array_equal(near, exact)
+
+
 def test_average_pooling_without_count_include_pad_plans_onto_the_avgpool_kernel():
     op, graph = op_of(pooled("AveragePool", 3, 1, 1, count_include_pad=0), "AveragePool")
     kernel, geometry = plan_op(op, graph)
@@ -438,23 +508,27 @@ def test_average_pooling_without_count_include_pad_plans_onto_the_avgpool_kernel
 
 
 EXCLUDE_POOLS = {"3x3-s1-p1": (6, 5, 4, 3, 1, 1, F(2)), "2x2-s2-p1": (5, 6, 2, 2, 2, 1, F(1)),
-                 "3x3-s1-p1-mmv": (4, 6, 2, 3, 1, 1, F(2, 1, 2))}
+                 "3x3-s1-p1-mmv": (4, 6, 2, 3, 1, 1, F(2, 1, 2)),
+                 "3x3-s2-p1-same-scale": (8, 8, 4, 3, 2, 1, F(2))}  # ShuffleNet's: midpoints, to even
 
 
 @pytest.mark.parametrize("name", sorted(EXCLUDE_POOLS))
 def test_exclude_pad_average_rtl_bit_exact_and_cycles(tmp_path, name):
     """The window unit with one constant requantization per count of the window's elements inside
-    the frame, against the reference (``avgpool_exclude_pad``)."""
+    the frame (and, when the output keeps the input's scale, its midpoint band), against the
+    reference (``avgpool_exclude_pad``)."""
     from rtl_cases import pool_case
 
-    from fpgaplace.hw.lowering import multipliers
+    from fpgaplace.hw.pool import count_tables
     from fpgaplace.hw.registry import window_geometry
 
     h, w, c, k, stride, pad, folding = EXCLUDE_POOLS[name]
     config, _, inputs, _ = pool_case("avgpool", h, w, c, k, stride, pad, folding, seed=len(name))
-    mult, shift = multipliers(np.random.default_rng(1).uniform(0.5, 1.5) / np.maximum(np.arange(k * k + 1), 1), name)
+    ratio = 1.0 if name.endswith("same-scale") else np.random.default_rng(1).uniform(0.5, 1.5)
+    tables = count_tables(0.2 * ratio, 0.2, k * k, name)
+    assert (tables["tie"] > 0).any() == name.endswith("same-scale")
     config["EXCLUDE_PAD"] = 1
-    case = (config, {"mult": mult, "shift": shift}, inputs, folding)
+    case = (config, tables, inputs, folding)
     result = simulate_case("avgpool", case, tmp_path, geometry=window_geometry("avgpool", config))
     check_cycles(result, f"avgpool exclude-pad {name}")
 

@@ -23,6 +23,7 @@ from fpgaplace.hw import reference
 from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import ints, probe, sliding_cycles, tensor_shape, window_members
 from fpgaplace.hw.lowering import Layer, multipliers
+from fpgaplace.hw.quant import tie_bits
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -94,8 +95,9 @@ class Pool(WindowKernel):
                   "pads": (c["PT"], c["PL"], c["PB"], c["PR"])}
         if c.get("EXCLUDE_PAD"):
             return reference.avgpool_exclude_pad(x, **window, zx=c["ZX"], ms=arrays["mult"], ss=arrays["shift"],
-                                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"])
-        return run(x, **window, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+                                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"], ties=arrays.get("tie"))
+        ties = {"tie": c.get("TIE", 0)} if self.average else {}
+        return run(x, **window, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"], **ties)
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
@@ -104,14 +106,12 @@ class Pool(WindowKernel):
         layer = ctx.rescale(op, x, out, "avgpool" if self.average else "maxpool",
                             {k: shape[k] for k in ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
                                                    "HO", "WO")})
-        if self.average:
+        if self.average:  # 1/count folded into the rescale, with its midpoint band (quant.tie_bits)
             (m,), (s,) = multipliers(np.array([x.scale / (out.tensor.scale * window)]), f"op '{op.name}'")
-            layer.config.update(M=int(m), S=int(s))
+            layer.config.update(M=int(m), S=int(s), TIE=tie_bits(x.scale, out.tensor.scale, window, int(m), int(s)))
         if shape.get("EXCLUDE_PAD"):  # the rescale of a window of n non-padded elements, n = 0 .. KH*KW
-            counts = np.arange(window + 1, dtype=np.float64)
-            mult, shift = multipliers(x.scale / (out.tensor.scale * np.maximum(counts, 1)), f"op '{op.name}'")
             layer.config["EXCLUDE_PAD"] = 1
-            layer.arrays = {"mult": mult, "shift": shift}
+            layer.arrays = count_tables(x.scale, out.tensor.scale, window, f"op '{op.name}'")
         return layer
 
     # ---- HLS ----
@@ -147,7 +147,8 @@ class Pool(WindowKernel):
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
         """The pool's accumulator width and constant requantization."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
-        rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"])
+        rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"],
+                           c.get("TIE", 0))
         values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
         if c.get("EXCLUDE_PAD"):
             values |= exclude_pad_values(c, arrays, top, bits)
@@ -165,7 +166,8 @@ class Pool(WindowKernel):
             raise FpgaplaceError(f"rtl globalavgpool: PE={pe} must divide C={c['C']}")
         check_int8_members(c, ("ZX", "ZY"), "globalavgpool")
         bits = signed_bits(c["H"] * c["W"] * 255) + 1
-        rq = const_requant(f"{top}_requantize", [("a", bits, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
+        rq = const_requant(f"{top}_requantize", [("a", bits, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"],
+                           c.get("TIE", 0))
         values = c | {"name": top, "PE": pe, "ACC_W": bits, "rq": rq, "CF_BITS": index_bits(c["C"] // pe),
                       "PIX_BITS": index_bits(c["H"] * c["W"])}
         return RtlUnit("rtl/globalpool.v.j2", values, {}, ((PORT_IN, pe, c["H"] * c["W"] * c["C"]),),
@@ -179,10 +181,21 @@ def is_whole_plane(shape: dict[str, int]) -> bool:
 
 
 
+def count_tables(x_scale: float, y_scale: float, window: int, where: str) -> dict[str, np.ndarray]:
+    """The rescale of an average over n = 0 .. ``window`` elements (n = 0 as n = 1): ``mult[n]``,
+    ``shift[n]`` of ``x_scale / (y_scale * n)`` and the midpoint band ``tie[n]``
+    (``quant.tie_bits``). O(window)."""
+    counts = np.maximum(np.arange(window + 1), 1)
+    mult, shift = multipliers(x_scale / (y_scale * counts.astype(np.float64)), where)
+    ties = [tie_bits(x_scale, y_scale, int(n), int(m), int(s)) for n, m, s in zip(counts, mult, shift, strict=True)]
+    return {"mult": mult, "shift": shift, "tie": np.array(ties, dtype=np.int8)}
+
+
 def exclude_pad_values(c: dict[str, int], arrays: dict[str, Any], top: str, bits: int) -> dict[str, Any]:
     """The window unit's values of an average without count_include_pad: one constant
     requantization per count n = 1 .. KH*KW of a window's elements inside the frame (``mult[n]``,
-    ``shift[n]``), and the count's width. O(KH*KW)."""
+    ``shift[n]``, midpoint band ``tie[n]``, all 0 without that table), and the count's width.
+    O(KH*KW)."""
     window = c["KH"] * c["KW"]
     if "mult" not in arrays or "shift" not in arrays:
         raise FpgaplaceError(f"rtl {top}: an average without count_include_pad needs its tables (arrays lack "
@@ -191,6 +204,9 @@ def exclude_pad_values(c: dict[str, int], arrays: dict[str, Any], top: str, bits
     if mult.size != window + 1 or shift.size != window + 1:
         raise FpgaplaceError(f"rtl {top}: tables of {mult.size} multipliers and {shift.size} shifts; expected "
                              f"{window + 1} of each")
+    ties = np.asarray(arrays.get("tie", np.zeros(window + 1, dtype=np.int8))).reshape(-1)
+    if ties.size != window + 1:
+        raise FpgaplaceError(f"rtl {top}: a table of {ties.size} tie bits; expected {window + 1}")
     counts = [const_requant(f"{top}_requantize_n{n}", [("a", bits, int(mult[n]))], int(shift[n]), c["ZY"], c["LO"],
-                            c["HI"]) for n in range(1, window + 1)]
+                            c["HI"], int(ties[n])) for n in range(1, window + 1)]
     return {"counts": counts, "COUNT_W": index_bits(window + 1) + 1}

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from fractions import Fraction
 
 import numpy as np
 import numpy.typing as npt
@@ -81,12 +82,17 @@ def _check_output_parameters(shift: np.ndarray, zero_point: int, lo: int, hi: in
         raise ValueError(f"requantize: bounds must satisfy -128 <= lo <= hi <= 127, got lo={lo}, hi={hi}")
 
 
-def _shift_round_clip(product: np.ndarray, shift: np.ndarray, zero_point: int, lo: int, hi: int) -> np.ndarray:
-    """``clip(round_half_even(product / 2**shift) + zero_point, lo, hi)`` as int8, in int64."""
+def _shift_round_clip(product: np.ndarray, shift: np.ndarray, zero_point: int, lo: int, hi: int,
+                      tie: IntArrayLike = 0) -> np.ndarray:
+    """``clip(round_half_even(product / 2**shift) + zero_point, lo, hi)`` as int8, in int64; a
+    remainder less than ``2**tie`` from the midpoint counts as the midpoint (``tie = 0``: only the
+    midpoint itself; see ``tie_bits``)."""
     quotient = product >> shift  # arithmetic shift: floor division by 2**shift
     remainder = product - (quotient << shift)  # in [0, 2**shift)
     half = np.left_shift(np.int64(1), shift - 1)
-    round_up = (remainder > half) | ((remainder == half) & ((quotient & 1) == 1))
+    band = np.left_shift(np.int64(1), np.asarray(tie, dtype=np.int64))  # |remainder - half| < band: a tie
+    tied = np.abs(remainder - half) < band
+    round_up = np.where(tied, (quotient & 1) == 1, remainder > half)
     rounded = quotient + round_up.astype(np.int64) + np.int64(zero_point)
     return np.clip(rounded, lo, hi).astype(np.int8)
 
@@ -98,21 +104,72 @@ def requantize(
     zero_point: int,
     lo: int = INT8_MIN,
     hi: int = INT8_MAX,
+    tie: IntArrayLike = 0,
 ) -> np.ndarray:
     """``clip(round_half_even(acc * m * 2**-s) + zero_point, lo, hi)`` as int8, elementwise, with
-    ``m`` and ``s`` broadcast against ``acc`` (e.g. per output channel on the last axis).
+    ``m``, ``s`` and ``tie`` broadcast against ``acc`` (e.g. per output channel on the last axis).
 
     Computed in int64 exactly as the spec's steps (multiply, arithmetic shift, remainder test for
     round half to even, zero point, clip), so the C++ ``fp::requantize`` gives the same bits.
-    Requires ``|acc| < 2**32``, ``0 <= m < 2**31`` and ``1 <= s <= 62`` (``ValueError`` otherwise).
+    ``tie`` (``tie_bits``; 0 for an ordinary rescale) widens the midpoint test to the remainders
+    less than ``2**tie`` from it, so that a product whose exact value is a tie rounds to even
+    although ``m`` only approximates the scale. Requires ``|acc| < 2**32``, ``0 <= m < 2**31``,
+    ``1 <= s <= 62`` and ``0 <= tie <= s - 2`` (``ValueError`` otherwise).
     """
     acc64 = _as_int64("acc", acc)
     m64 = _as_int64("m", m)
     s64 = _as_int64("s", s)
+    tie64 = _as_int64("tie", tie)
     _check_range("acc", acc64, -MAX_ACC_MAGNITUDE + 1, MAX_ACC_MAGNITUDE - 1)
     _check_range("m", m64, 0, 2**MULTIPLIER_BITS - 1)
     _check_output_parameters(s64, zero_point, lo, hi)
-    return _shift_round_clip(acc64 * m64, s64, zero_point, lo, hi)
+    if np.any(tie64 < 0) or np.any((tie64 > 0) & (tie64 > s64 - 2)):
+        raise ValueError(f"requantize: tie bits must lie in [0, s - 2], got {tie64.min()} .. {tie64.max()}")
+    return _shift_round_clip(acc64 * m64, s64, zero_point, lo, hi, tie64)
+
+
+def tie_bits(x_scale: float, y_scale: float, count: int, m: int, s: int) -> int:
+    """The ``tie`` of ``requantize`` for an average of ``count`` int8 differences ``x - zx`` (each
+    of magnitude at most 255) rescaled by ``m * 2**-s ≈ x_scale / (y_scale * count)``: the bits
+    that make its rounding exact at midpoints, so that it returns ``round_half_even(sum * x_scale
+    / (y_scale * count))`` of the exact real value, as the ONNX spec of AveragePool followed by
+    QuantizeLinear defines it. O(1).
+
+    Why: when ``x_scale / y_scale`` is a power of two ``2**k`` (onnxruntime's quantizer gives an
+    AveragePool its input's scale, ``k = 0``) and ``count`` is not, ``m`` cannot be exact, and a sum
+    whose exact average is a midpoint (``sum / 6 = 2.5``) would round one way for every sign
+    instead of to even: a 3x3 pool's border windows of 6 and 4 elements made one output in a
+    hundred 1 LSB off onnxruntime (ShuffleNet). Exact averages are ``sum * 2**k / count``, so one
+    that is not a midpoint lies at least ``gap = 2**s * min(1, 2**k) / (2 * count)`` from it in
+    units of the product ``sum * m``, while ``m``'s rounding moves a product by at most ``error =
+    255 * count * |m - 2**s * 2**k / count|``. Any band ``2**b`` with ``error < 2**b <= gap -
+    error`` catches exactly the midpoints; the largest such ``b`` is returned. 0 (the plain
+    midpoint test) when the ratio is not a power of two (a midpoint then needs the scales'
+    mantissas to divide just so; onnxruntime's float32 arithmetic rounds such a sum either way
+    anyway), when ``m`` is exact, or when no band separates the two (a shift too short; never for
+    ``quantize_multiplier``'s 31-bit multipliers). Source: the bound is the usual one for
+    correctly rounded division by a constant (Granlund & Montgomery, "Division by invariant
+    integers using multiplication", PLDI 1994), applied to the midpoint instead of the floor.
+    """
+    if count < 1:
+        raise ValueError(f"tie_bits: count must be >= 1, got {count}")
+    mantissa, exponent = math.frexp(x_scale / y_scale)
+    if mantissa != 0.5:
+        return 0
+    ratio = Fraction(2) ** (exponent - 1)
+    exact = Fraction(2**s) * ratio / count  # the real multiplier in units of 2**-s
+    if m == exact:
+        return 0
+    gap = Fraction(2**s) * min(Fraction(1), ratio) / (2 * count)
+    error = (INT8_MAX - INT8_MIN) * count * abs(m - exact)
+    if gap - error <= 0:
+        return 0
+    bits = math.floor(math.log2(gap - error))
+    while 2 ** (bits + 1) <= gap - error:  # log2 of a Fraction is a float: settle the last bit exactly
+        bits += 1
+    while 2**bits > gap - error:
+        bits -= 1
+    return bits if 2**bits > error and 0 <= bits <= s - 2 else 0
 
 
 def requantize2(

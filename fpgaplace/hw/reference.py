@@ -246,17 +246,19 @@ def avgpool(
     zy: int,
     lo: int = INT8_MIN,
     hi: int = INT8_MAX,
+    tie: int = 0,
 ) -> np.ndarray:
-    """int8 ``y[Ho, Wo, C] = requantize(Σ over the window's non-padded (x - zx), m, s, zy, lo, hi)``;
-    the caller folds 1/count into ``m``, ``s``. Global average pooling is kernel (H, W), stride 1,
-    no pads. O(Ho*Wo*C*KH*KW)."""
+    """int8 ``y[Ho, Wo, C] = requantize(Σ over the window's non-padded (x - zx), m, s, zy, lo, hi,
+    tie)``; the caller folds 1/count into ``m``, ``s`` (and its midpoint band into ``tie``,
+    ``quant.tie_bits``). Global average pooling is kernel (H, W), stride 1, no pads.
+    O(Ho*Wo*C*KH*KW)."""
     x = _int8("avgpool x", x, 3)
     kernel_hw, stride_hw, quad, out_hw = _pool_geometry(x, kernel, stride, pads)
     padded = _pad_hw(x.astype(np.int64) - zx, quad, 0)
     total = np.zeros((*out_hw, x.shape[2]), dtype=np.int64)
     for tap in _window_views(padded, kernel_hw, stride_hw, (1, 1), out_hw):
         total += tap
-    return requantize(total, m, s, zy, lo, hi)
+    return requantize(total, m, s, zy, lo, hi, tie)
 
 
 def avgpool_exclude_pad(
@@ -271,10 +273,11 @@ def avgpool_exclude_pad(
     zy: int,
     lo: int = INT8_MIN,
     hi: int = INT8_MAX,
+    ties: npt.ArrayLike | None = None,
 ) -> np.ndarray:
     """int8 average pooling without ``count_include_pad``: ``requantize(Σ over the window's n
-    non-padded (x - zx), ms[n], ss[n], zy, lo, hi)`` (``ms``, ``ss``: tables of KH*KW + 1 entries).
-    O(Ho*Wo*C*KH*KW)."""
+    non-padded (x - zx), ms[n], ss[n], zy, lo, hi, ties[n])`` (``ms``, ``ss``, ``ties``: tables of
+    KH*KW + 1 entries; no ``ties`` is all 0, the plain midpoint test). O(Ho*Wo*C*KH*KW)."""
     x = _int8("avgpool x", x, 3)
     kernel_hw, stride_hw, quad, out_hw = _pool_geometry(x, kernel, stride, pads)
     padded = _pad_hw(x.astype(np.int64) - zx, quad, 0)
@@ -286,10 +289,11 @@ def avgpool_exclude_pad(
         total += tap
         counts += one
     ms, ss = np.asarray(ms, dtype=np.int64), np.asarray(ss, dtype=np.int64)
-    if ms.shape != (kernel_hw[0] * kernel_hw[1] + 1,) or ss.shape != ms.shape:
-        raise ValueError(f"avgpool: tables of {ms.shape} multipliers and {ss.shape} shifts; expected "
-                         f"{kernel_hw[0] * kernel_hw[1] + 1} of each")
-    return requantize(total, ms[counts], ss[counts], zy, lo, hi)
+    ts = np.zeros_like(ms) if ties is None else np.asarray(ties, dtype=np.int64)
+    if ms.shape != (kernel_hw[0] * kernel_hw[1] + 1,) or ss.shape != ms.shape or ts.shape != ms.shape:
+        raise ValueError(f"avgpool: tables of {ms.shape} multipliers, {ss.shape} shifts and {ts.shape} tie bits; "
+                         f"expected {kernel_hw[0] * kernel_hw[1] + 1} of each")
+    return requantize(total, ms[counts], ss[counts], zy, lo, hi, ts[counts])
 
 
 def add(

@@ -68,18 +68,24 @@ def csd_terms(m: int) -> list[tuple[int, int]]:
     return terms
 
 
-def const_requant(name: str, inputs: list[tuple[str, int, int]], s: int, zy: int, lo: int, hi: int) -> dict[str, Any]:
+def const_requant(name: str, inputs: list[tuple[str, int, int]], s: int, zy: int, lo: int, hi: int,
+                  tie: int = 0) -> dict[str, Any]:
     """The values of the ``const_requant`` macro (``rtl/macros.v.j2``): a function ``name`` of
     ``inputs`` ``[(argument, bits, m)]`` computing ``requantize2`` (or ``requantize`` for one
-    input) with constant multipliers as shift-and-add sums. ``|v| < 2**(V_W - 2)``, so a shift
-    of ``V_W - 1`` or more rounds to zero and is stored as ``V_W - 1`` (exact, as in dense)."""
+    input, with the midpoint band ``tie`` of an average, ``quant.tie_bits``) with constant
+    multipliers as shift-and-add sums. ``|v| < 2**(V_W - 2)``, so a shift of ``V_W - 1`` or more
+    rounds to zero and is stored as ``V_W - 1`` (exact, as in dense; a band is then not needed:
+    ``tie`` is 0 for such a shift)."""
     if not 1 <= s <= 62 or any(not 0 <= m < 2**31 for _, _, m in inputs):
         raise FpgaplaceError(f"rtl {name}: multipliers must lie in [0, 2**31) and the shift in [1, 62]")
+    if tie and not 0 < tie <= s - 2:
+        raise FpgaplaceError(f"rtl {name}: the midpoint band's bits must lie in [0, s - 2], got {tie}")
     v_w = max(bits for _, bits, _ in inputs) + 32 + (len(inputs) > 1)
     terms = [f"{'+' if sign > 0 else '-'} ({arg}_wide <<< {shift})" for arg, _, m in inputs
              for sign, shift in csd_terms(m)]
     return {"name": name, "inputs": [{"arg": arg, "bits": bits} for arg, bits, _ in inputs], "V_W": v_w,
             "sum": " ".join(["0", *terms]), "S": min(s, v_w - 1), "ZY": zy, "LO": lo, "HI": hi,
+            "TIE": tie if s < v_w - 1 else 0,
             "LO_BITS": f"8'h{lo & 0xFF:02x}", "HI_BITS": f"8'h{hi & 0xFF:02x}"}
 
 

@@ -20,7 +20,10 @@ integer accumulations are exact, so they follow one run here and the other there
 therefore within 1 LSB when it is within 1 LSB of either of onnxruntime's runs of the sample (the
 unoptimized one runs only for a sample the optimized one is more than 1 LSB from); and then
 ``first_difference`` points at the first int8 tensor, in the model's order, whose placed value
-differs from the unoptimized run, and at the piece that computed it.
+differs from the unoptimized run, and at the piece that computed it: a tensor between pieces, or
+one inside a core (a layer's output as its integer reference computed it, which the core's C
+equals when bit-exact), so the pointer names the op where a sample first left onnxruntime even
+when the core's outputs are many layers later.
 """
 
 from __future__ import annotations
@@ -233,8 +236,9 @@ class _Core:
         filled = self.ticks_entry(counts.ctypes.data_as(ctypes.POINTER(ctypes.c_longlong)))
         return counts[:filled]
 
-    def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
-        """The same sample through the integer reference of every layer."""
+    def reference(self, inputs: list[np.ndarray], layers: dict[str, np.ndarray] | None = None) -> list[np.ndarray]:
+        """The same sample through the integer reference of every layer; each layer's output (in
+        stream order) goes to ``layers`` too when given."""
         values = {t.name: x for t, x in zip(self.record.inputs, inputs, strict=True)}
         for layer, arrays in zip(self.record.layers, self.arrays, strict=True):
             kernel = KERNELS[layer.kernel]
@@ -245,6 +249,8 @@ class _Core:
                 raise FpgaplaceError(f"{self.record.name}: layer {layer.op} ({layer.kernel}): the integer reference "
                                      f"does not run on design.json's config and {LAYERS_FILE} ({first_line(error)})"
                                      ) from None
+        if layers is not None:
+            layers.update((layer.output, values[layer.output]) for layer in self.record.layers)
         aliases = self.record.aliases
         return [values[aliases.get(t.name, t.name)].reshape(-1) for t in self.record.outputs]
 
@@ -329,10 +335,11 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         runs = _run_pieces(project, manifest, cores, sessions, values)
         run_seconds += time.perf_counter() - start
         start = time.perf_counter()
+        inner: dict[str, list[np.ndarray]] = {}  # the cores' layer outputs, one stream-order array per run
         for name, core_runs in runs.items():
-            _check_core(cores[name], checks[name], core_runs)
+            _check_core(cores[name], checks[name], core_runs, inner)
             _count_ticks(cores[name], checks[name], len(core_runs))
-        comparison.add(sample + 1, feed, values)
+        comparison.add(sample + 1, feed, values, inner)
         check_seconds += time.perf_counter() - start
     result = CsimResult(project, len(feeds), list(checks.values()), comparison.outputs(), build_seconds, run_seconds,
                         records={r.name: r for r in document.cores},
@@ -359,9 +366,11 @@ class OutputComparison:
         self._failed = False  # whether first_difference is from a sample off both runs
         self._unoptimized = None
 
-    def add(self, sample: int, feed: dict, values: dict) -> None:
-        """Compare one sample's outputs (``values``, the placed run's tensors) with onnxruntime's.
-        Cost: one optimized run of the model; one unoptimized run too when it is more than 1 LSB off."""
+    def add(self, sample: int, feed: dict, values: dict, inner: dict[str, list[np.ndarray]] | None = None) -> None:
+        """Compare one sample's outputs (``values``, the placed run's tensors) with onnxruntime's;
+        ``inner``: the cores' layer outputs (stream order, one array per run of the core), which
+        the pointer reads too. Cost: one optimized run of the model; one unoptimized run too when
+        it is more than 1 LSB off."""
         expected = run_model(self.model, feed)
         optimized = {}
         for name, bounds in self.worst.items():
@@ -380,7 +389,8 @@ class OutputComparison:
                        for name, lsb in optimized.items()}
             failed = any(lsb > 1 for lsb in nearest.values())
             if not self.first_difference or (failed and not self._failed):
-                self.first_difference = self._pointer(sample, values, reference, expected)
+                self.first_difference = self._pointer(sample, {**_model_layout(inner or {}, reference), **values},
+                                                      reference, expected)
                 self._failed = failed
         for name, lsb in optimized.items():
             self.worst[name][1] = max(self.worst[name][1], nearest[name])
@@ -421,6 +431,21 @@ class OutputComparison:
         return f"sample {sample}: every int8 tensor equals onnxruntime's unoptimized run; {apart}"
 
 
+def _model_layout(inner: dict[str, list[np.ndarray]], reference: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The cores' layer outputs in the model's layout (a 4-D tensor's runs, channels last, back to
+    NCHW), for those onnxruntime's run has with as many elements. O(elements)."""
+    laid = {}
+    for name, runs in inner.items():
+        want = reference.get(name)
+        if want is None or sum(r.size for r in runs) != want.size:
+            continue
+        if want.ndim == 4:
+            _, c, h, w = want.shape
+            runs = [r.reshape(-1, h, w, c).transpose(0, 3, 1, 2) for r in runs]
+        laid[name] = np.concatenate([r.reshape(-1) for r in runs]).reshape(want.shape)
+    return laid
+
+
 def _activation_steps(model: onnx.ModelProto) -> dict[str, float]:
     """Every activation's QuantizeLinear output (step 0: compared as integers) and DequantizeLinear
     output (its per-tensor scale), in the model's node order; weights' DequantizeLinear are left out."""
@@ -445,6 +470,8 @@ def piece_origins(manifest: Manifest, cores: list[Core]) -> dict[str, str]:
             origins.setdefault(tensor.name, f"core {record.name}")
             for view in tensor.views:
                 origins.setdefault(view.name, f"core {record.name}")
+        for layer in record.layers:
+            origins.setdefault(layer.output, f"core {record.name} (layer {layer.op}, {layer.kernel})")
     return origins
 
 
@@ -509,16 +536,21 @@ def _run_core(core: _Core, values: dict) -> list[tuple[list[np.ndarray], list[np
     return runs
 
 
-def _check_core(core: _Core, check: CoreCheck, runs: list[tuple[list[np.ndarray], list[np.ndarray]]]) -> None:
-    """Compare the C outputs with the integer reference on the same inputs, element by element."""
+def _check_core(core: _Core, check: CoreCheck, runs: list[tuple[list[np.ndarray], list[np.ndarray]]],
+                inner: dict[str, list[np.ndarray]]) -> None:
+    """Compare the C outputs with the integer reference on the same inputs, element by element;
+    append each run's layer outputs (the reference's) to ``inner``."""
     for inputs, got in runs:
-        for i, (g, w) in enumerate(zip(got, core.reference(inputs), strict=True)):
+        layers: dict[str, np.ndarray] = {}
+        for i, (g, w) in enumerate(zip(got, core.reference(inputs, layers), strict=True)):
             bad = np.flatnonzero(g != w)
             if bad.size:
                 check.bit_exact = False
                 check.mismatches += int(bad.size)
                 check.first_mismatch = check.first_mismatch or (
                     f"{core.record.outputs[i].name}[{bad[0]}]: C {g[bad[0]]}, reference {w[bad[0]]}")
+        for name, value in layers.items():
+            inner.setdefault(name, []).append(value)
 
 
 def _count_ticks(core: _Core, check: CoreCheck, runs: int) -> None:

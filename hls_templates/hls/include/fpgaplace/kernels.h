@@ -14,7 +14,8 @@
 //   conv2d_transposed<C>(in, out, w, ...)     conv2d's, UH UW XH XW (a zero-inserting front, IW | CIN)
 //   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE; in beat<SIMD>, out beat<PE>
 //   maxpool<C>(in, out), avgpool<C>(in, out)  H W C KH KW SH SW PT PL PB PR HO WO ZX ZY LO HI M S
-//                                            PE MMV STAGE; in and out beat<PE*MMV>
+//                                            PE MMV STAGE (avgpool: TIE too, default 0); in and out
+//                                            beat<PE*MMV>
 //   add<C>(a, b, out)                         SIZE ZA MA ZB MB S ZY LO HI L STAGE; beats of L
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
@@ -97,13 +98,17 @@ namespace fp {
 namespace detail {
 
 // clip(round_half_even(v / 2**s) + zp, lo, hi): arithmetic shift (floor), remainder test for
-// round half to even (the remainder as v - q*2**s, which never overflows since q*2**s <= v).
-inline int8_t shift_round_clip(int64_t v, int s, int zp, int lo, int hi) {
+// round half to even (the remainder as v - q*2**s, which never overflows since q*2**s <= v). A
+// remainder less than 2**tie from the midpoint counts as the midpoint (tie 0: the midpoint alone;
+// an average's band, fpgaplace.hw.quant.tie_bits).
+inline int8_t shift_round_clip(int64_t v, int s, int zp, int lo, int hi, int tie = 0) {
 #pragma HLS INLINE
   const int64_t q = v >> s;  // gcc: arithmetic shift of a negative int64_t
   const int64_t r = v - q * (int64_t(1) << s);
   const int64_t half = int64_t(1) << (s - 1);
-  const bool round_up = (r > half) || (r == half && (q & 1) != 0);
+  const int64_t band = int64_t(1) << tie;
+  const bool tied = r - half < band && half - r < band;
+  const bool round_up = tied ? (q & 1) != 0 : r > half;
   int64_t y = q + (round_up ? 1 : 0) + zp;
   if (y < lo) y = lo;
   if (y > hi) y = hi;
@@ -125,10 +130,10 @@ constexpr int MAX_DOT_LENGTH = 2147483647 / (255 * 128);
 }  // namespace detail
 
 // requantize(acc) = clip(round_half_even(acc * m / 2**s) + zp, lo, hi); needs |acc| < 2**32,
-// 0 <= m < 2**31, 1 <= s <= 62.
-inline int8_t requantize(int64_t acc, int32_t m, int s, int zp, int lo, int hi) {
+// 0 <= m < 2**31, 1 <= s <= 62; tie: the midpoint band of shift_round_clip (0 <= tie <= s - 2).
+inline int8_t requantize(int64_t acc, int32_t m, int s, int zp, int lo, int hi, int tie = 0) {
 #pragma HLS INLINE
-  return detail::shift_round_clip(acc * static_cast<int64_t>(m), s, zp, lo, hi);
+  return detail::shift_round_clip(acc * static_cast<int64_t>(m), s, zp, lo, hi, tie);
 }
 
 // requantize2(a, b) = clip(round_half_even((a*ma + b*mb) / 2**s) + zp, lo, hi); |a|, |b| < 2**31.
@@ -681,7 +686,7 @@ constexpr bool valid_pool() {
 
 // Global pooling: one accumulator per channel, updated L channels a cycle as the input streams
 // in, then C/L beats of results.
-template <class C, class Reduce>
+template <class C, class Reduce, class Scale>
 void global_pool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
 #pragma HLS INLINE
   constexpr int L = C::PE * C::MMV;
@@ -707,25 +712,46 @@ void global_pool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE *
     beat<L> y;
     for (int l = 0; l < L; ++l) {
 #pragma HLS UNROLL
-      y.v[l] = requantize(Reduce::finish(acc[i * L + l], C::ZX), C::M, C::S, C::ZY, C::LO, C::HI);
+      y.v[l] = requantize(Reduce::finish(acc[i * L + l], C::ZX), C::M, C::S, C::ZY, C::LO, C::HI, Scale{}.t(0));
     }
     out.write(y);
   }
 }
 
-// The rescale of a pool's result: one (M, S) for every window, or (average pooling without
-// count_include_pad) one per count of the window's non-padded elements, from a table.
+// An average's midpoint band (config member TIE; 0 for a config without one).
+template <class C, class = int>
+struct tie_of {
+  static constexpr int value = 0;
+};
+template <class C>
+struct tie_of<C, decltype((void)C::TIE, 0)> {
+  static constexpr int value = C::TIE;
+};
+
+// The rescale of a pool's result: one (M, S) for every window (a max: no midpoint band; an
+// average: TIE), or (average pooling without count_include_pad) one (mult, shift, tie) per count
+// of the window's non-padded elements, from tables.
 template <class C>
 struct FixedScale {
   int32_t m(int) const { return C::M; }
   int s(int) const { return C::S; }
+  int t(int) const { return 0; }
+};
+
+template <class C>
+struct AverageScale : FixedScale<C> {
+  static_assert(tie_of<C>::value >= 0 && (tie_of<C>::value == 0 || tie_of<C>::value <= C::S - 2),
+                "avgpool: need 0 <= TIE <= S - 2");
+  int t(int) const { return tie_of<C>::value; }
 };
 
 struct CountScale {
   const int32_t* mult;
   const int8_t* shift;
+  const int8_t* tie;
   int32_t m(int count) const { return mult[count]; }
   int s(int count) const { return shift[count]; }
+  int t(int count) const { return tie[count]; }
 };
 
 // One step of windowed pooling: PE channels of MMV output pixels of output row `top`.
@@ -760,14 +786,15 @@ struct PoolStep {
           }
         }
         y.v[m * C::PE + p] =
-            requantize(Reduce::finish(acc, C::ZX), scale.m(count), scale.s(count), C::ZY, C::LO, C::HI);
+            requantize(Reduce::finish(acc, C::ZX), scale.m(count), scale.s(count), C::ZY, C::LO, C::HI,
+                       scale.t(count));
       }
     }
     out.write(y);
   }
 };
 
-template <class C, class Reduce>
+template <class C, class Reduce, class Scale>
 void pool2d(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
   static_assert(valid_pool<C>(), "pool: sizes, kernel and stride must be positive, 0 <= pads < kernel");
   static_assert(C::HO == out_size(C::H, C::KH, C::SH, C::PT, C::PB, 1), "pool: HO mismatch");
@@ -780,9 +807,9 @@ void pool2d(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::M
   static_assert(C::MMV > 0 && (C::MMV == 1 || (C::PE == C::C && C::WO % C::MMV == 0 && C::W % C::MMV == 0)),
                 "pool: MMV > 1 needs PE == C and MMV dividing W and WO");
   if constexpr (is_global_pool<C>()) {
-    global_pool<C, Reduce>(in, out);
+    global_pool<C, Reduce, Scale>(in, out);
   } else {
-    PoolStep<C, Reduce> step{out};
+    PoolStep<C, Reduce, Scale> step{out};
     slide_rows<C, C::C, C::PE * C::MMV, C::KH, C::WO / C::MMV * (C::C / C::PE)>(in, step);
   }
 }
@@ -792,13 +819,14 @@ void pool2d(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::M
 // y = requantize(max over the window's non-padded x  -  ZX, M, S, ZY, LO, HI).
 template <class C>
 void maxpool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
-  detail::pool2d<C, detail::MaxReduce>(in, out);
+  detail::pool2d<C, detail::MaxReduce, detail::FixedScale<C>>(in, out);
 }
 
-// y = requantize(sum over the window's non-padded (x - ZX), M, S, ZY, LO, HI); 1/count is in M, S.
+// y = requantize(sum over the window's non-padded (x - ZX), M, S, ZY, LO, HI, TIE); 1/count is in
+// M, S, its midpoint band in TIE (optional member, default 0).
 template <class C>
 void avgpool(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out) {
-  detail::pool2d<C, detail::SumReduce>(in, out);
+  detail::pool2d<C, detail::SumReduce, detail::AverageScale<C>>(in, out);
 }
 
 // ---------------------------------------------------------------- elementwise

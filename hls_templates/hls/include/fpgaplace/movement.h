@@ -15,9 +15,10 @@
 //   pad<C>(in, out)       H W C PT PL PB PR PAD ZX M S ZY LO HI L STAGE; beats of L (L divides C);
 //                         (H+PT+PB)*(W+PL+PR)*C/L iterations, one output beat each: an inner beat
 //                         is read and requantized, a border beat is PAD in every lane.
-//   avgpool_exclude<C>(in, out, mult, shift)   the members of avgpool; average pooling without
+//   avgpool_exclude<C>(in, out, mult, shift, tie)   the members of avgpool; average pooling without
 //                         count_include_pad: the sum over a window's non-padded elements requantized
-//                         by mult[n], shift[n] for its n non-padded elements (tables of KH*KW + 1).
+//                         by mult[n], shift[n] with midpoint band tie[n] for its n non-padded
+//                         elements (tables of KH*KW + 1).
 #ifndef FPGAPLACE_MOVEMENT_H
 #define FPGAPLACE_MOVEMENT_H
 
@@ -155,12 +156,13 @@ void pad(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
 
 template <class C>
 void avgpool_exclude(hls::stream<beat<C::PE * C::MMV>>& in, hls::stream<beat<C::PE * C::MMV>>& out,
-                     const int32_t mult[C::KH * C::KW + 1], const int8_t shift[C::KH * C::KW + 1]) {
+                     const int32_t mult[C::KH * C::KW + 1], const int8_t shift[C::KH * C::KW + 1],
+                     const int8_t tie[C::KH * C::KW + 1]) {
   static_assert(detail::valid_pool<C>() && !detail::is_global_pool<C>(), "avgpool_exclude: a padded window");
   static_assert(C::PE > 0 && C::C % C::PE == 0 && C::MMV > 0, "avgpool_exclude: PE must divide C");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "avgpool_exclude: zero points and LO <= HI must be int8");
-  detail::PoolStep<C, detail::SumReduce, detail::CountScale> step{out, {mult, shift}};
+  detail::PoolStep<C, detail::SumReduce, detail::CountScale> step{out, {mult, shift, tie}};
   detail::slide_rows<C, C::C, C::PE * C::MMV, C::KH, C::WO / C::MMV * (C::C / C::PE)>(in, step);
 }
 
