@@ -23,7 +23,7 @@ from onnx import numpy_helper
 from fpgaplace import Design
 from fpgaplace.model import zoo as models
 from fpgaplace.place.solvers.problem import Placement
-from fpgaplace.sim.csim import CsimResult, OutputComparison, run_csim
+from fpgaplace.sim.csim import CsimResult, OutputComparison, lsb_difference, lsb_outside, run_csim
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import random_inputs, session
 
@@ -384,3 +384,15 @@ def test_samples_must_be_positive(mlp, samples):
     with pytest.raises(FpgaplaceError) as caught:
         run_csim(mlp.folder, samples=samples)
     assert "samples" in one_line_error(caught) and str(samples) in str(caught.value)
+
+
+def test_an_output_is_judged_against_the_band_between_onnxruntimes_two_runs():
+    """Element by element: a value between the two runs is 0 steps off, one beyond them counts
+    from the nearer run; never more than its distance to either run."""
+    scale = 0.0375
+    got, one, other = (np.array(v, np.float32) * np.float32(scale)
+                       for v in ([0, 3, -2, 7], [0, 1, 0, 5], [2, 1, -4, 9]))
+    assert lsb_outside(got, one, other, scale) == 2.0  # the second element: 3 against 1 and 1
+    assert lsb_outside(got[[0, 2, 3]], one[[0, 2, 3]], other[[0, 2, 3]], scale) == 0.0
+    assert lsb_outside(got, one, other, scale) <= min(lsb_difference(got, one, scale),
+                                                      lsb_difference(got, other, scale))

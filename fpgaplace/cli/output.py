@@ -235,8 +235,8 @@ def print_left_on_cpus(left: dict) -> None:
 
 
 def print_csim(document: dict) -> None:
-    """Cores bit-exact yes/no, outputs' max difference in LSB (from the nearer of onnxruntime's two
-    runs, and from its optimized run), where a sample first differed, build and run seconds."""
+    """Cores bit-exact yes/no, outputs' max difference in LSB (outside the band of onnxruntime's
+    two runs, and from its optimized run), where a sample first differed, build and run seconds."""
     table = Table(title="C simulation")
     table.add_column("core")
     table.add_column("bit-exact")

@@ -15,10 +15,16 @@ pairs fused into integer QLinear ops; the CPU pieces run so) and without (every 
 between its DequantizeLinear and QuantizeLinear, as ONNX defines the model). Where a value lands
 next to a rounding boundary the two round it one step apart, and the layers after an early
 one-step difference can grow it to several steps at the outputs (a small MobileNetV3 with SE
-blocks: 5 and 6 LSB between onnxruntime's own two runs on two samples of eight). The cores'
-integer accumulations are exact, so they follow one run here and the other there. An output is
-therefore within 1 LSB when it is within 1 LSB of either of onnxruntime's runs of the sample (the
-unoptimized one runs only for a sample the optimized one is more than 1 LSB from); and then
+blocks: 5 and 6 LSB between onnxruntime's own two runs on two samples of eight; the light zoo's
+VGG-19, 2 to 5 LSB on four samples, its ShuffleNet 85 and 127 LSB on two of thirty, where a
+near-tie of two logits flips). Neither run is exact either: their float32 convolutions misround
+values within about 1e-5 of a rounding midpoint, which the cores' exact integer accumulations
+round correctly (VGG-19's first conv: 7 values of 3.2 million), and the unoptimized run breaks an
+average pool's exact ties by float noise. So the cores follow one run here and the other there,
+and an output element is within 1 LSB when it lies no more than 1 LSB outside the band between
+onnxruntime's two runs of it (``lsb_outside``; the unoptimized run is made only for a sample the
+optimized one is more than 1 LSB from): never further from onnxruntime than onnxruntime is from
+itself, plus one step. Then
 ``first_difference`` points at the first int8 tensor, in the model's order, whose placed value
 differs from the unoptimized run, and at the piece that computed it: a tensor between pieces, or
 one inside a core (a layer's output as its integer reference computed it, which the core's C
@@ -87,7 +93,7 @@ class CoreCheck:
 class OutputCheck:
     name: str
     max_abs_diff: float
-    max_abs_diff_lsb: float | None  # from the nearer of onnxruntime's two runs; None for a float output
+    max_abs_diff_lsb: float | None  # outside the band of onnxruntime's two runs; None for a float output
     max_lsb_optimized: float | None = None  # from onnxruntime's optimized run alone
 
 
@@ -358,7 +364,7 @@ class OutputComparison:
     def __init__(self, project: Path, model: onnx.ModelProto, names: list[str], origins: dict[str, str]) -> None:
         self.project, self.model = project, model
         self.scales = output_scales(model)
-        self.worst = {name: [0.0, 0.0, 0.0] for name in names}  # float, nearer run (LSB), optimized (LSB)
+        self.worst = {name: [0.0, 0.0, 0.0] for name in names}  # float, outside both runs (LSB), optimized (LSB)
         self.produced: dict[str, list[np.ndarray]] = {name: [] for name in names}
         self.origins = origins
         self.steps = _activation_steps(model)
@@ -385,8 +391,8 @@ class OutputComparison:
         nearest = dict(optimized)
         if any(lsb > 1 for lsb in optimized.values()):
             reference = self._run_unoptimized(feed)
-            nearest = {name: min(lsb, lsb_difference(values[name], reference[name], self.scales[name]))
-                       for name, lsb in optimized.items()}
+            nearest = {name: lsb_outside(values[name], expected[name], reference[name], self.scales[name])
+                       for name in optimized}
             failed = any(lsb > 1 for lsb in nearest.values())
             if not self.first_difference or (failed and not self._failed):
                 self.first_difference = self._pointer(sample, {**_model_layout(inner or {}, reference), **values},
@@ -509,6 +515,16 @@ def _save_result(project: Path, result: CsimResult) -> None:
     folder = project / RESULTS_DIR
     folder.mkdir(exist_ok=True)
     write_file(folder / CSIM_RESULTS, json.dumps(result.to_json(), indent=2) + "\n")
+
+
+def lsb_outside(got: np.ndarray, one: np.ndarray, other: np.ndarray, scale: float) -> float:
+    """Largest distance, in quantization steps, of ``got`` outside the band between two runs
+    ``one`` and ``other``, element by element (0 where it lies between them or equals either).
+    At most ``lsb_difference`` to either run. O(size)."""
+    steps = np.rint(got / scale)
+    a, b = np.rint(one / scale), np.rint(other / scale)
+    outside = np.maximum(np.minimum(a, b) - steps, steps - np.maximum(a, b))
+    return float(np.max(np.maximum(outside, 0.0), initial=0.0))
 
 
 def lsb_difference(got: np.ndarray, want: np.ndarray, scale: float) -> float:
