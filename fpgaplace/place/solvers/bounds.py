@@ -43,7 +43,10 @@ Validity (the facts about every placement it rests on; ``evaluate`` module docst
     latency is at least E(v) for every v, so  max_v Z(v, S)  bounds it (and static's maximum).
     The bounds hold with finite CPU cores too (cores can only delay ops).
 
-Complexity: O(sum over nodes of in-degree * min(MAX_CHAIN, chain length) * (S + 1) * kinds).
+Complexity: O(sum over nodes of in-degree * min(L, chain length) * (S + 1) * kinds), where the
+walk length L is ``MAX_CHAIN``, shortened on large graphs so that nodes * L stays within
+``CHAIN_STEPS`` (at least ``MIN_CHAIN``: a shorter walk takes the "further back" option sooner,
+a weaker bound but still one). Past ``MAX_FINISH_CELLS`` table cells the static finish is the bound.
 """
 
 from __future__ import annotations
@@ -55,7 +58,10 @@ import numpy as np
 from fpgaplace.place.solvers.problem import PlacementProblem
 from fpgaplace.util.graphs import topological_order
 
+MAX_FINISH_CELLS = 4_000_000  # nodes x (runs + 1) of the finish tables (two float64 tables: 64 MB)
 MAX_CHAIN = 256  # chain nodes one suffix walk may visit before the "further back" option
+CHAIN_STEPS = 1_000_000  # nodes x walk length of one bound, at most (a Python loop: a few seconds)
+MIN_CHAIN = 8  # the shortest walk however large the graph
 
 
 def static_path_bound(problem: PlacementProblem) -> float:
@@ -125,8 +131,11 @@ def _finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int) -
     cpus = [k for k, kind in enumerate(problem.kinds) if kind.count > 0 and kind.is_cpu]
     per_device = min(max(1, int(subgraphs_per_device)), max(n, 1))  # a path meets at most n units
     runs = min(per_device * sum(problem.kinds[k].count for k in accelerators), max(n, 1))
-    cpu_time = np.min(problem.latency[:, cpus], axis=1) if cpus else np.full(n, np.inf)
     static = _static_finish(problem)
+    if n * (runs + 1) > MAX_FINISH_CELLS:  # Y and Z would not fit: the static finish is a bound too
+        return static
+    cpu_time = np.min(problem.latency[:, cpus], axis=1) if cpus else np.full(n, np.inf)
+    walk = max(MIN_CHAIN, min(MAX_CHAIN, CHAIN_STEPS // max(n, 1)))
     preds = [sorted(set(p)) for p in problem.predecessors()]
     transfer = problem.transfer
     y = np.zeros((n, runs + 1))  # Y(v, s)
@@ -139,7 +148,7 @@ def _finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int) -
         on_accelerator = np.full(runs + 1, np.inf)
         for k in accelerators:
             on_accelerator = np.minimum(on_accelerator, _accelerator_finish(problem, k, v, preds[v],
-                                                                             (latest, heaviest), y, runs))
+                                                                             (latest, heaviest), y, runs, walk))
         z[v] = np.maximum(static[v], np.minimum(on_cpu, on_accelerator))
         y[v] = np.maximum(static[v], np.minimum(on_cpu, on_accelerator + transfer[v]))
         if preds[v]:
@@ -167,7 +176,7 @@ def static_tails(problem: PlacementProblem) -> np.ndarray:
 
 
 def _accelerator_finish(problem: PlacementProblem, kind: int, v: int, preds: list[int],
-                        pointers: tuple[np.ndarray, ...], y: np.ndarray, runs: int) -> np.ndarray:
+                        pointers: tuple[np.ndarray, ...], y: np.ndarray, runs: int, walk: int) -> np.ndarray:
     """A(v, s) on one accelerator kind: the largest over predecessors u of the least, over
     suffixes of the chain v, u, w(u), ..., of entry time plus the suffix's work (docstring)."""
     work, size = problem.latency[v, kind], problem.size[v]
@@ -181,18 +190,18 @@ def _accelerator_finish(problem: PlacementProblem, kind: int, v: int, preds: lis
     best = np.full(runs + 1, -np.inf)
     for u in preds:
         for latest in pointers:
-            best = np.maximum(best, _chain_minimum(problem, kind, u, latest, y, runs, work, size, memory))
+            best = np.maximum(best, _chain_minimum(problem, kind, u, latest, y, runs, work, size, memory, walk))
     out[1:] = best[1:]
     return out
 
 
 def _chain_minimum(problem: PlacementProblem, kind: int, first: int, latest: np.ndarray, y: np.ndarray,
-                   runs: int, work: float, size: float, memory: float) -> np.ndarray:
+                   runs: int, work: float, size: float, memory: float, walk: int) -> np.ndarray:
     """min over suffixes of the chain first, w(first), ... (after v, whose work and size are
     given) of Y(x, s - 1) + c(x) + suffix work, for s = 1..S (index 0 unused)."""
     least = np.full(runs + 1, np.inf)
     x = first
-    for _ in range(MAX_CHAIN):
+    for _ in range(walk):
         # the suffix ends just after x: x is U's input outside it
         least[1:] = np.minimum(least[1:], y[x, :-1] + problem.transfer[x] + work)
         next_work, next_size = problem.latency[x, kind], problem.size[x]
