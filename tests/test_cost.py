@@ -145,8 +145,13 @@ def test_oversized_weights_stream_and_fit(zcu104):
 
 
 def test_resident_weights_fit_the_budget_smallest_first(zcu104):
-    from fpgaplace.place.cost.fpga import (RESIDENT_BUDGET, RESIDENT_LIMIT, kernel_weight_bytes, resident_budget,
-                                           resident_ops)
+    from fpgaplace.place.cost.fpga import (
+        RESIDENT_BUDGET,
+        RESIDENT_LIMIT,
+        kernel_weight_bytes,
+        resident_budget,
+        resident_ops,
+    )
 
     graph = load_onnx(light_model_path("resnet50"))
     chosen = resident_ops(graph, zcu104, precision=1)
@@ -178,7 +183,8 @@ def test_fixed_bytes_leave_room_for_every_op_on_the_cores():
     design = Design(densenet(), "ultra96-v2", profile_cpu=False)
     graph, board, problem = design.graph, design.board, design.problem
     areas = sum(weight_area(core.onchip_bytes) for core in board.cores)
-    weights, fixed = (sum(sizes) for sizes in zip(*(kernel_bytes(op, graph, 1) for op in graph.ops.values())))
+    sizes = np.array([kernel_bytes(op, graph, 1) for op in graph.ops.values()])
+    weights, fixed = (int(total) for total in sizes.sum(axis=0))
     assert fixed > areas / 2 and weights > areas  # the case: many fixed bytes, weights that must stream
     resident = sum(kernel_bytes(graph.ops[name], graph, 1)[0] for name in resident_ops(graph, board, 1))
     assert 0 < resident <= resident_budget(graph, board, 1) <= (areas - fixed) / 2
