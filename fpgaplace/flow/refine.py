@@ -20,6 +20,11 @@ the folding as the synthesis estimate.
 
 Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and, unless
 it is the placement before, one lowering and folding (the stages' candidate foldings are cached).
+
+Memory comes first (``fitting_lowering``): the placement counts on-chip bytes, the folding blocks
+in pools (line buffers and per-channel words take BRAM or LUTRAM, never URAM). Where a core's ops
+fit no folding even with every weight streamed, that core's ops grow in size, at most
+``MEMORY_GROWTH`` a round, and the design is placed again, before any latency round.
 """
 
 from __future__ import annotations
