@@ -171,15 +171,14 @@ def test_resident_weights_fit_the_budget_smallest_first(zcu104):
 def test_fixed_bytes_leave_room_for_every_op_on_the_cores():
     """A dense block (tests/real_models.py ``densenet``) on ultra96-v2: its 3x3 convs' line buffers
     and its batch norms' per-channel words take more than half of the cores' weight areas, which
-    hold them wherever the weights are. The resident weights get only what keeps the two within
-    ``RESIDENT_FILL`` of the areas, so every op still fits the cores together and the DP's slowest
-    device is a core; when the resident weights took half of the whole areas beside those bytes,
-    the ops outgrew the cores and a CPU running the tail set the interval (DenseNet-121 on zcu104:
-    84 ops on the CPUs, 39 fps)."""
+    hold them wherever the weights are. The resident weights get half of what those bytes leave, so
+    every op still fits the cores together and the DP's slowest device is a core; when the resident
+    weights took half of the whole areas beside those bytes, the ops outgrew the cores and a CPU
+    running the tail set the interval (DenseNet-121 on zcu104: 84 ops on the CPUs, 39 fps)."""
     from real_models import densenet
 
     from fpgaplace import Design
-    from fpgaplace.place.cost.fpga import RESIDENT_FILL, kernel_bytes, resident_budget, resident_ops
+    from fpgaplace.place.cost.fpga import RESIDENT_BUDGET, kernel_bytes, resident_budget, resident_ops
 
     design = Design(densenet(), "ultra96-v2", profile_cpu=False)
     graph, board, problem = design.graph, design.board, design.problem
@@ -188,7 +187,7 @@ def test_fixed_bytes_leave_room_for_every_op_on_the_cores():
     weights, fixed = (int(total) for total in sizes.sum(axis=0))
     assert fixed > areas / 2 and weights > areas  # the case: many fixed bytes, weights that must stream
     resident = sum(kernel_bytes(graph.ops[name], graph, 1)[0] for name in resident_ops(graph, board, 1))
-    assert 0 < resident <= resident_budget(graph, board, 1) == pytest.approx(RESIDENT_FILL * areas - fixed)
+    assert 0 < resident <= resident_budget(graph, board, 1) == pytest.approx(RESIDENT_BUDGET * (areas - fixed))
     accel = next(k for k in problem.kinds if not k.is_cpu)
     assert problem.size.sum() == pytest.approx(fixed + resident)
     assert problem.size.sum() <= accel.memory * accel.count

@@ -34,12 +34,7 @@ WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (streams, blo
 RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
 
 
-RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
-
-
-RESIDENT_FILL = 0.86  # resident weights and every op's fixed bytes fill at most this share of them
-# (a model whose fixed bytes take at most 36% of the areas keeps half of them for weights, as before:
-# ResNet-50 and Inception-v1 on zcu104 take 35%, DenseNet-121 58%)
+RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of what the fixed bytes leave of the weight areas
 
 
 def fpga_core_kinds(board: Board) -> list[tuple[str, list[FpgaCore]]]:
@@ -123,15 +118,14 @@ def kernel_weight_bytes(op: Op, graph: OpGraph, precision: float) -> int:
 
 def resident_budget(graph: OpGraph, board: Board, precision: float) -> float:
     """Bytes the resident weights of ``graph`` may take on ``board`` together: ``RESIDENT_BUDGET``
-    of the cores' weight areas, and no more than leaves the fixed bytes of every op a core can
-    hold within ``RESIDENT_FILL`` of them with the weights (the line buffers and per-channel words
-    share the weight areas with the resident weights, so a model with many of them, as
-    DenseNet's 120 convs and 120 batch norms, keeps fewer weights on chip and the whole of it
-    still fits the cores, with room for the DP's pieces to differ). O(n)."""
+    of the cores' weight areas left once every op a core can hold has its fixed bytes there (the
+    line buffers and per-channel words share the weight areas with the resident weights, so a
+    model with many of them, as DenseNet's 120 convs and 120 batch norms, keeps fewer weights on
+    chip and the whole of it still fits the cores, with room for the DP's pieces to differ). O(n)."""
     areas = [weight_area(core.onchip_bytes) for core in board.cores]
     fixed = (kernel_bytes(op, graph, precision)[1] for op in graph.ops.values())
     held = sum(nbytes for nbytes in fixed if nbytes <= max(areas, default=0))
-    return max(0.0, min(RESIDENT_BUDGET * sum(areas), RESIDENT_FILL * sum(areas) - held))
+    return RESIDENT_BUDGET * max(0, sum(areas) - held)
 
 
 def resident_ops(graph: OpGraph, board: Board, precision: float) -> set[str]:
