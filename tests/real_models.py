@@ -561,6 +561,32 @@ def conv_transpose(b: Builder, x: str, prefix: str, cin: int, cout: int) -> str:
                   kernel_shape=[2, 2], strides=[2, 2])
 
 
+def batch_norm(b: Builder, x: str, prefix: str, channels: int) -> str:
+    """An inference BatchNormalization over ``channels`` with seeded statistics (not folded into a conv)."""
+    stats = {"scale": 1 + 0.1 * b.rng.standard_normal(channels), "bias": 0.1 * b.rng.standard_normal(channels),
+             "mean": 0.1 * b.rng.standard_normal(channels), "var": 1 + 0.1 * b.rng.random(channels)}
+    return b.node("BatchNormalization", [b.const(f"{prefix}_{k}", v.astype(np.float32)) if k else x
+                                         for k, v in [("", None), *stats.items()]], epsilon=1e-5)
+
+
+def densenet(layers: int = 8, image: int = 48, stem: int = 64, growth: int = 32) -> onnx.ModelProto:
+    """One DenseNet dense block as the light zoo's DenseNet-121 has them (Huang et al., CVPR 2017):
+    a stem conv, then ``layers`` layers of BN-Relu-Conv 1x1 (to ``4 growth`` channels)-BN-Relu-Conv
+    3x3 (``growth`` channels), each layer's output concatenated to its input; a global pool ends it.
+    Every 3x3 conv keeps three rows of 128 channels in its line buffer and every batch norm its
+    per-channel words, wherever the weights are."""
+    b = Builder(seed=21)
+    x, channels = conv(b, "image", "stem", 3, stem, 3), stem
+    for i in range(layers):
+        y = b.node("Relu", [batch_norm(b, x, f"l{i}_bn1", channels)])
+        y = conv(b, y, f"l{i}_c1", channels, 4 * growth, 1)
+        y = conv(b, b.node("Relu", [batch_norm(b, y, f"l{i}_bn2", 4 * growth)]), f"l{i}_c3", 4 * growth, growth, 3)
+        x, channels = b.node("Concat", [x, y], axis=1), channels + growth
+    b.node("GlobalAveragePool", [x], output="features")
+    return b.model("densenet_block", [helper.make_tensor_value_info("image", FLOAT, [1, 3, image, image])],
+                   [helper.make_tensor_value_info("features", FLOAT, [1, channels, 1, 1])])
+
+
 @dataclass(frozen=True)
 class RealModel:
     """A builder and the input shapes that bind its dynamic axes (small, and full size)."""

@@ -667,10 +667,10 @@ def test_no_folding_beats_the_planned_compute_by_much(compiled, image, board):
 
 
 def test_compile_refines_a_placement_whose_folding_disagrees_with_its_plan(compiled):
-    """MobileNetV2's first placement puts the BRAM-hungry early layers on one core, whose folding
-    then runs beyond 10% of its plan; compile places again on the folding's costs and keeps the
-    fastest placement it saw, whose record matches design.json."""
-    result = compiled("zcu104", 96, "mobilenet_v2")
+    """MobileNetV2's first placement on kv260 puts the BRAM-hungry early layers on one core, whose
+    folding then runs beyond 10% of its plan; compile places again on the folding's costs and keeps
+    the fastest placement it saw, whose record matches design.json."""
+    result = compiled("kv260", 96, "mobilenet_v2")
     refinement = result.design["placement"]["refinement"]
     rounds, chosen = refinement["rounds"], refinement["rounds"][refinement["chosen"]]
     assert any(abs(ratio - 1) > 0.1 for ratio in rounds[0]["cores"].values()), rounds[0]
@@ -723,11 +723,41 @@ def test_a_refined_design_scales_the_latencies_it_names_and_no_others(placed_qdq
     assert design.placement.evaluation.feasible  # placed with the defaults
     kind = problem.accelerator_kinds()[0]
     v = int(np.flatnonzero(np.isfinite(problem.latency[:, kind]) & (problem.latency[:, kind] > 0))[0])
-    refined = design.refined({(v, kind): 1.5})
+    u = int(np.flatnonzero(problem.size > 0)[0])
+    refined = design.refined({(v, kind): 1.5}, {u: 1.25})
     assert refined.problem.latency[v, kind] == 1.5 * problem.latency[v, kind]
     changed = refined.problem.latency != problem.latency
     assert changed.sum() == 1 and changed[v, kind]
+    assert refined.problem.size[u] == 1.25 * problem.size[u]
+    assert np.flatnonzero(refined.problem.size != problem.size).tolist() == [u]
     assert not refined.placed and design.placed  # the original keeps its placement and costs
+
+
+@pytest.mark.slow
+def test_a_core_whose_ops_fit_no_folding_is_placed_again_with_them_grown():
+    """A dense block of 12 layers (tests/real_models.densenet) at 112 x 112 on kv260: the first
+    placement charges one core fewer bytes than its line buffers and per-channel words take once
+    folded (BRAM or LUTRAM, never URAM), so its ops fit no folding even with every weight
+    streamed. The refinement grows that core's ops by at most ``MEMORY_GROWTH`` a round and
+    places again (``flow.refine.fitting_lowering``) until every core folds."""
+    from real_models import densenet
+
+    from fpgaplace.flow.refine import MEMORY_GROWTH, MEMORY_ROUNDS, lower_cores, refine
+    from fpgaplace.hw.folding import DoesNotFit
+
+    said: list[str] = []
+    design = Design(densenet(layers=12, image=112), "kv260", profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    with pytest.raises(DoesNotFit) as first:
+        lower_cores(design)
+    grown = [v for v, name in enumerate(design.problem.names) if design.op_devices()[name].name == first.value.core]
+    refined = refine(design, said.append)
+    assert 1 <= sum(line.startswith("placing again: ") for line in said) <= MEMORY_ROUNDS
+    assert {core.name for core in refined.lowered.cores} == {
+        device.name for device in refined.design.op_devices().values() if device.name.startswith("core")}
+    ratio = refined.design.problem.size[grown] / design.problem.size[grown]
+    sized = design.problem.size[grown] > 0
+    assert sized.any() and np.all(ratio[sized] > 1) and np.all(ratio[sized] <= MEMORY_GROWTH ** MEMORY_ROUNDS + 1e-9)
 
 
 def test_the_least_interval_is_proven_and_the_folder_reaches_it_where_dsps_alone_bind():

@@ -394,14 +394,17 @@ class Design:
         restricted._quantized = {}  # a quantized design of this view has its own cores
         return restricted
 
-    def refined(self, factors: dict[tuple[int, int], float]) -> Design:
+    def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None) -> Design:
         """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``
-        (what the folding of a placement measured, ``flow.refine``), not yet placed."""
-        latency = self.problem.latency.copy()
+        and its on-chip size by ``sizes[v]`` (what the folding of a placement measured,
+        ``flow.refine``), not yet placed."""
+        latency, size = self.problem.latency.copy(), self.problem.size.copy()
         for (v, kind), factor in factors.items():
             latency[v, kind] *= factor
+        for v, factor in (sizes or {}).items():
+            size[v] *= factor
         refined = copy.copy(self)
-        refined.__dict__["problem"] = dataclasses.replace(self.problem, latency=latency)
+        refined.__dict__["problem"] = dataclasses.replace(self.problem, latency=latency, size=size)
         refined._result = None
         return refined
 

@@ -20,6 +20,11 @@ the folding as the synthesis estimate.
 
 Cost per round: one placement (its time limit capped at ``REFINE_TIME_LIMIT_S``) and, unless
 it is the placement before, one lowering and folding (the stages' candidate foldings are cached).
+
+Memory comes first (``fitting_lowering``): the placement counts on-chip bytes, the folding blocks
+in pools (line buffers and per-channel words take BRAM or LUTRAM, never URAM). Where a core's ops
+fit no folding even with every weight streamed, that core's ops grow in size, at most
+``MEMORY_GROWTH`` a round, and the design is placed again, before any latency round.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ from fpgaplace import hw
 from fpgaplace.codegen.lower import CoreDesign, lower_core
 from fpgaplace.codegen.project import PlacedDesign
 from fpgaplace.flow.settle import settle
+from fpgaplace.hw.folding import DoesNotFit
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.place.cost.fpga import PRECISION_BYTES, resident_ops
 from fpgaplace.place.solvers.dp import solve_coarsened_dp, solve_throughput_dp
@@ -48,7 +54,7 @@ class Refinable(PlacedDesign, Protocol):
 
     _place_args: dict[str, Any] | None
 
-    def refined(self, factors: dict[tuple[int, int], float]) -> Refinable: ...
+    def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None) -> Refinable: ...
 
     def place(self, **arguments: Any) -> Any: ...
 
@@ -59,6 +65,8 @@ class Refinable(PlacedDesign, Protocol):
 REFINE_ROUNDS = 3  # placements solved again with the folding's costs, at most
 AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan needs no refinement
 REFINE_TIME_LIMIT_S = 10.0  # time limit of each placement solved again (at most the first one's)
+MEMORY_ROUNDS = 6  # placements solved again with a core's ops grown by what its folding could not fit, at most
+MEMORY_GROWTH = 1.25  # the most a core's ops grow in one such round
 
 
 @dataclass
@@ -183,13 +191,46 @@ def _parted(design: Refinable) -> str | None:
     return next((core for core, count in design.core_pieces().items() if count > 1), None)
 
 
+def core_size_factors(design: Refinable, core: str, factor: float) -> dict[int, float]:
+    """node -> ``factor`` for every op the placement puts on the device called ``core``."""
+    index = {name: v for v, name in enumerate(design.problem.names)}
+    return {index[op]: factor for op, device in design.op_devices().items() if device.name == core}
+
+
+def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lowered]:
+    """``design`` and its lowered cores, placed again where a core's ops fit no folding.
+
+    The placement charges an op its on-chip bytes against a share of the core's bytes; the folding
+    counts blocks in pools (a line buffer or per-channel words take BRAM or LUTRAM, never URAM; a
+    bank takes whole blocks). Where a core's ops, every weight streamed, still need ``over`` times
+    a resource the core has (``DoesNotFit``), the sizes of that core's ops are multiplied by
+    ``over``, at most ``MEMORY_GROWTH``, and the design placed again with its own arguments (the
+    memory counterpart of the latency refinement), at most ``MEMORY_ROUNDS`` times. The step is
+    small because the sizes travel with the ops: grown all at once, they may outgrow every core
+    together and send ops to a CPU, where a few ops moved to the next core would do. A placement
+    that was set, not solved, raises at once. Cost per round: one placement and one lowering of
+    every core."""
+    arguments = design._place_args
+    for _ in range(MEMORY_ROUNDS if arguments is not None else 0):
+        try:
+            return design, lower_cores(design, progress)
+        except DoesNotFit as error:
+            if not error.core:
+                raise
+            say(progress, f"placing again: {error}")
+            design = design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH)))
+            design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            buildable(design, progress)
+    return design, lower_cores(design, progress)
+
+
 def refine(design: Refinable, progress=None) -> Refined:
     """The design's placement and its lowered cores, refined by the folding (module docstring).
     A placement made by ``set_placement`` (no method to run again) is kept (its free ops settled); a round
     whose placement cannot be lowered (a core's ops fit no folding) ends the refinement. Every
     placement is made buildable first (``buildable``: free ops settled, each core one piece)."""
     buildable(design, progress)
-    lowered = lower_cores(design, progress)
+    design, lowered = fitting_lowering(design, progress)
     rounds = [_round(design, lowered)]
     best = Refined(design, lowered, rounds, 0)
     arguments = design._place_args

@@ -50,11 +50,17 @@ from fpgaplace.util.errors import FpgaplaceError
 
 
 class DoesNotFit(FpgaplaceError):
-    """The ops of a core need more of ``resource`` than the core has, at every folding."""
+    """The ops of core ``core`` need more of ``resource`` than the core has, at every folding:
+    ``needed`` of it where the core has ``available``."""
 
-    def __init__(self, message: str, resource: str) -> None:
+    def __init__(self, message: str, resource: str, core: str = "", needed: float = 0, available: float = 0) -> None:
         super().__init__(message)
-        self.resource = resource
+        self.resource, self.core, self.needed, self.available = resource, core, needed, available
+
+    @property
+    def over(self) -> float:
+        """How many times the core's ``resource`` the ops need (at least 1; 2 where it has none)."""
+        return max(1.0, self.needed / self.available) if self.available > 0 else 2.0
 
 
 @dataclass(frozen=True)
@@ -290,8 +296,9 @@ def balanced_picks(candidates: list[_Candidates], core: FpgaCore) -> list:
         if not c.options:
             slowest = c.stage.kernel.resources(c.stage.geometry, Folding(), core, c.stage.resident)
             over = ", ".join(f"{n} {getattr(slowest, n)} > {getattr(budget, n)}" for n in slowest.over(budget))
+            name = slowest.over(budget)[0]
             raise DoesNotFit(f"{core.name}: op '{c.stage.op}' does not fit the core at any folding ({over})",
-                             slowest.over(budget)[0])
+                             name, core.name, getattr(slowest, name), getattr(budget, name))
     targets = sorted({cycles for c in candidates for cycles in c.cycles}) or [0]
 
     def fitting_picks(target: int) -> list | None:
@@ -314,7 +321,7 @@ def balanced_picks(candidates: list[_Candidates], core: FpgaCore) -> list:
         raise DoesNotFit(
             f"{core.name}: its {len(candidates)} ops need {getattr(slowest, name)} {name} at the smallest folding; "
             f"the core has {getattr(budget, name)}",
-            name,
+            name, core.name, getattr(slowest, name), getattr(budget, name),
         )
     low = bisect.bisect_left(range(len(targets)), True, key=lambda i: fits(targets[i]))
     picks = fitting_picks(targets[low])

@@ -15,10 +15,11 @@ On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for stre
   the ops on the core (all stages of a dataflow exist at once): an op's footprint m(v) is its
   kernel's line buffer and per-channel words, plus its weights when they stay resident. Which
   weights stay resident is decided here, once: smallest first, each at most ``RESIDENT_LIMIT``
-  of the smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of all cores' weight
-  areas together (so the cores can hold every resident op with room to spare, and no op is
-  pushed to a CPU only because memory ran out). The other weights are streamed from DRAM at
-  every run.
+  of the smallest core's weight area, until they fill ``RESIDENT_BUDGET`` of what the cores'
+  weight areas together leave once every op's fixed bytes are counted (``resident_budget``: the
+  line buffers and per-channel words are there wherever the weights are), so the cores can hold
+  every op with room to spare, and no op is pushed to a CPU only because memory ran out. The
+  other weights are streamed from DRAM at every run.
 CPU core: the op's time measured by profiling the whole model with onnxruntime on this host
   (median of ``profile_runs`` runs after a warm-up), scaled by (host GFLOP/s) / (board CPU
   GFLOP/s), the host rate measured around the profile; both are cached per model content and

@@ -34,7 +34,7 @@ WORKING_SHARE = 0.5  # of a core's on-chip bytes: the working area (streams, blo
 RESIDENT_LIMIT = 0.5  # an op's weights may stay resident if they take at most this share of a weight area
 
 
-RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of all cores' weight areas together
+RESIDENT_BUDGET = 0.5  # resident weights fill at most this share of what the fixed bytes leave of the weight areas
 
 
 def fpga_core_kinds(board: Board) -> list[tuple[str, list[FpgaCore]]]:
@@ -100,19 +100,41 @@ def plan_at_precision(op: Op, graph: OpGraph, precision: float) -> tuple[hw.Kern
     return kernel, with_precision(geometry, *op_bits(op, graph, precision_bits(precision)))
 
 
+def kernel_bytes(op: Op, graph: OpGraph, precision: float) -> tuple[int, int]:
+    """(weight bytes at the weights' width, fixed on-chip bytes) of ``op``'s kernel: what it keeps
+    on chip only when resident, and what it keeps wherever its weights are (line buffer,
+    per-channel words); (0, 0) for ops no core runs. O(1) per op."""
+    planned = plan_at_precision(op, graph, precision)
+    if not planned:
+        return 0, 0
+    kernel, geometry = planned
+    return kernel.weight_bytes(geometry, bits=geometry.weight_bits), kernel.fixed_bytes(geometry)
+
+
 def kernel_weight_bytes(op: Op, graph: OpGraph, precision: float) -> int:
     """On-chip weight bytes of ``op``'s kernel at its weights' width (0 for ops no core runs)."""
-    planned = plan_at_precision(op, graph, precision)
-    return planned[0].weight_bytes(planned[1], bits=planned[1].weight_bits) if planned else 0
+    return kernel_bytes(op, graph, precision)[0]
+
+
+def resident_budget(graph: OpGraph, board: Board, precision: float) -> float:
+    """Bytes the resident weights of ``graph`` may take on ``board`` together: ``RESIDENT_BUDGET``
+    of the cores' weight areas left once every op a core can hold has its fixed bytes there (the
+    line buffers and per-channel words share the weight areas with the resident weights, so a
+    model with many of them, as DenseNet's 120 convs and 120 batch norms, keeps fewer weights on
+    chip and the whole of it still fits the cores, with room for the DP's pieces to differ). O(n)."""
+    areas = [weight_area(core.onchip_bytes) for core in board.cores]
+    fixed = (kernel_bytes(op, graph, precision)[1] for op in graph.ops.values())
+    held = sum(nbytes for nbytes in fixed if nbytes <= max(areas, default=0))
+    return RESIDENT_BUDGET * max(0, sum(areas) - held)
 
 
 def resident_ops(graph: OpGraph, board: Board, precision: float) -> set[str]:
     """Ops whose weights stay on chip: smallest first, within ``RESIDENT_LIMIT`` of the smallest
-    core's weight area each and ``RESIDENT_BUDGET`` of all weight areas together. O(n log n)."""
+    core's weight area each and ``resident_budget`` together. O(n log n)."""
     if not board.cores:
         return set()
     per_op_limit = RESIDENT_LIMIT * weight_area(min(core.onchip_bytes for core in board.cores))
-    budget = RESIDENT_BUDGET * sum(weight_area(core.onchip_bytes) for core in board.cores)
+    budget = resident_budget(graph, board, precision)
     sizes = sorted((kernel_weight_bytes(op, graph, precision), name) for name, op in graph.ops.items())
     chosen, used = set(), 0
     for size, name in sizes:
@@ -127,11 +149,7 @@ def on_chip_plan(op: Op, graph: OpGraph, precision: float, resident: bool) -> On
     """m(v): the kernel's fixed on-chip bytes (line buffer at the input's width, per-channel words)
     plus its weights at their width when they stay resident; weights that do not cross the DRAM
     link at every run."""
-    planned = plan_at_precision(op, graph, precision)
-    if not planned:
-        return OnChipPlan(0, 0)
-    kernel, geometry = planned
-    weights, fixed = kernel.weight_bytes(geometry, bits=geometry.weight_bits), kernel.fixed_bytes(geometry)
+    weights, fixed = kernel_bytes(op, graph, precision)
     return OnChipPlan(fixed + weights, 0) if resident else OnChipPlan(fixed, weights)
 
 
