@@ -20,7 +20,10 @@ class Family:
     """What an FPGA family's fabric means to the op library and to yosys.
 
     ``multiplier``: the hard multiplier cell yosys maps a product to, ``a_bits`` its signed
-    A-port width (the B port is 18 bits on all three); ``block_ram``: the block RAM cells and how
+    A-port width (the B port is 18 bits on all three), and how yosys' ``mul2dsp`` splits a wider
+    product (``techmap -D DSP_A_MAXWIDTH_PARTIAL``, ``DSP_SIGNEDONLY``, ``DSP_A_MINWIDTH`` of
+    ``synth_xilinx`` / ``synth_ecp5``): into partial products of ``a_partial_bits`` less
+    ``sign_headroom`` bits of A, and a last partial narrower than ``min_a_bits`` goes to LUTs; ``block_ram``: the block RAM cells and how
     many of each make one 36 Kbit block of the op library's ``bram36`` count (an ECP5 EBR holds
     18 Kbit, and two side by side take every aspect ratio a RAMB36 has: 512 x 72 as 2 x 512 x 36,
     ..., 32768 x 1 as 2 x 16384 x 1, so a board file gives ECP5 block RAM as EBR / 2); ``lut_inputs``:
@@ -31,14 +34,18 @@ class Family:
     name: str  # yosys' name: synth_xilinx -family xc7 | xcup, synth_ecp5
     multiplier: str
     a_bits: int
+    a_partial_bits: int
+    sign_headroom: int
+    min_a_bits: int
     block_ram: dict[str, float]  # cell name prefix: bram36 per cell
     lut_inputs: int
 
 
+_XILINX_RAM = {"RAMB36": 1.0, "RAMB18": 0.5}
 FAMILIES: dict[str, Family] = {
-    "xc7": Family("xc7", "DSP48E1", 25, {"RAMB36": 1.0, "RAMB18": 0.5}, 6),
-    "xcup": Family("xcup", "DSP48E2", 27, {"RAMB36": 1.0, "RAMB18": 0.5}, 6),
-    "ecp5": Family("ecp5", "MULT18X18D", 18, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4),
+    "xc7": Family("xc7", "DSP48E1", 25, 18, 1, 2, _XILINX_RAM, 6),
+    "xcup": Family("xcup", "DSP48E2", 27, 18, 1, 2, _XILINX_RAM, 6),
+    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4),
 }
 
 
