@@ -19,17 +19,18 @@ URAM_BYTES = 36864  # 288 Kbit
 class Family:
     """What an FPGA family's fabric means to the op library and to yosys.
 
-    ``multiplier``: the hard multiplier cell yosys maps a product to, ``a_bits`` its signed
-    A-port width (the B port is 18 bits on all three), and how yosys' ``mul2dsp`` splits a wider
-    product (``techmap -D DSP_A_MAXWIDTH_PARTIAL``, ``DSP_SIGNEDONLY``, ``DSP_A_MINWIDTH`` of
+    ``multiplier``: the hard multiplier cell yosys maps a product to, ``a_bits`` its signed A-port
+    width (the B port is 18 bits on all three), and how yosys' ``mul2dsp`` splits a wider product
+    (``techmap -D DSP_A_MAXWIDTH_PARTIAL``, ``DSP_SIGNEDONLY``, ``DSP_A_MINWIDTH`` of
     ``synth_xilinx`` / ``synth_ecp5``): into partial products of ``a_partial_bits`` less
     ``sign_headroom`` bits of A, and a last partial narrower than ``min_a_bits`` goes to LUTs;
     ``block_ram``: the block RAM cells and how many of each make one 36 Kbit block of the op
     library's ``bram36`` count (an ECP5 EBR holds 18 Kbit, and two side by side take every aspect
     ratio a RAMB36 has: 512 x 72 as 2 x 512 x 36, ..., 32768 x 1 as 2 x 16384 x 1, so a board file
-    gives ECP5 block RAM as EBR / 2); ``lut_inputs``: inputs of the fabric's LUT.
-    Sources: Xilinx UG479 (DSP48E1, 25 x 18), UG579 (DSP48E2, 27 x 18); Lattice FPGA-TN-02205 "ECP5 and ECP5-5G sysDSP Usage Guide" (MULT18X18D, 18 x 18) and
-    FPGA-TN-02204 "ECP5 Memory Usage Guide" (sysMEM EBR, 18 Kbit, DP16KD / PDPW16KD)."""
+    gives ECP5 block RAM as EBR / 2); ``lut_inputs``: inputs of the fabric's LUT. Sources: Xilinx
+    UG479 (DSP48E1, 25 x 18), UG579 (DSP48E2, 27 x 18); Lattice FPGA-TN-02205 "ECP5 and ECP5-5G
+    sysDSP Usage Guide" (MULT18X18D, 18 x 18) and FPGA-TN-02204 "ECP5 Memory Usage Guide" (sysMEM
+    EBR, 18 Kbit, DP16KD / PDPW16KD)."""
 
     name: str  # yosys' name: synth_xilinx -family xc7 | xcup, synth_ecp5
     multiplier: str
