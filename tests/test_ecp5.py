@@ -9,6 +9,7 @@ read-back record agrees with nextpnr's own report."""
 from __future__ import annotations
 
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -22,6 +23,7 @@ from onnx import TensorProto, helper
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.model import zoo as models
+from fpgaplace.project.layout import HOST_DEVICE
 from fpgaplace.project.record import load
 from fpgaplace.sim import nextpnr
 from fpgaplace.util.errors import FpgaplaceError
@@ -99,6 +101,41 @@ def test_two_model_inputs_are_refused_in_one_line(tmp_path):
         design.compile(tmp_path / "multi")
     assert "\n" not in str(info.value) and "the UART carries one model input and one output" in str(info.value)
     assert not (tmp_path / "multi").exists()  # nothing half-written
+
+
+def _host_transfers(folder: Path) -> tuple[list, list]:
+    design = load(folder)
+    inputs = [t for t in design.transfers if t.from_device == HOST_DEVICE]
+    outputs = [t for t in design.transfers if t.to_device == HOST_DEVICE]
+    return inputs, outputs
+
+
+def test_the_uart_carries_the_model_input_and_output_and_bounds_the_rate(project):
+    """No CPU: the model's input comes over the UART and its output goes back, each charged at
+    the host link's time (from ecp5.baud), and the design's interval is at least the longer."""
+    board, design = load_board(BOARD), load(project)
+    model = onnx.load(str(project / design.model.file))
+    inputs, outputs = _host_transfers(project)
+    assert [t.tensor for t in inputs] == [i.name for i in model.graph.input]
+    assert [t.tensor for t in outputs] == [o.name for o in model.graph.output]
+    for transfer in inputs + outputs:
+        assert transfer.link == "host" and transfer.link_type == f"uart-{board.ecp5.baud}"
+        assert transfer.us == pytest.approx(board.host.transfer_us(transfer.bytes))
+    assert inputs[0].bytes == math.prod(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
+    assert design.interval_us == pytest.approx(max([c.interval_us for c in design.cores] + [t.us for t in inputs]))
+    assert design.fps == pytest.approx(1e6 / design.interval_us)
+
+
+def test_a_32x32x3_image_over_3_mbaud_bounds_the_cnn_near_100_fps(tmp_path):
+    board = load_board(BOARD)
+    design = Design(models.cnn_residual(batch=1, image=32), BOARD, profile_cpu=False).quantized(random_samples=2)
+    design.place()
+    design.compile(tmp_path / "cnn")
+    (image,), _ = _host_transfers(tmp_path / "cnn")
+    assert image.bytes == 32 * 32 * 3
+    seconds = 32 * 32 * 3 * 10 / board.ecp5.baud + board.ecp5.latency_us / 1e6  # 8N1: ten bits a byte
+    assert image.us == pytest.approx(seconds * 1e6)
+    assert load(tmp_path / "cnn").fps <= 1 / seconds < 100
 
 
 def _report(achieved: float, target: float = 25) -> dict:

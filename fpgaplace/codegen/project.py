@@ -245,7 +245,32 @@ def _transfers(design: PlacedDesign, manifest) -> list[record.TransferInfo]:
             link = board.link_between(source, target)
             row.link, row.link_type, row.us = link.kind, link.type, link.transfer_us(nbytes)
         rows.append(row)
+    return rows + _host_transfers(design, manifest)
+
+
+def _host_transfers(design: PlacedDesign, manifest) -> list[record.TransferInfo]:
+    """On a board without CPUs whose host link joins it to the host computer (an ECP5 board's
+    UART), the model's inputs come over that link to the cores that read them and its outputs go
+    back: one transfer each, int8 (the cores' ports), charged at the link's time."""
+    board = design.board
+    if board.cpus or board.host is None:
+        return []
+    link, rows = board.host, []
+    device_of = {piece.name: piece.device for piece in manifest.submodels}
+    for piece in manifest.submodels:
+        for entry in manifest.graph_inputs:
+            if piece.sources.get(entry["name"]) == "":
+                rows.append(_host_row(design, entry["name"], layout.HOST_DEVICE, device_of[piece.name], link))
+        for entry in manifest.graph_outputs:
+            if entry["name"] in piece.outputs:
+                rows.append(_host_row(design, entry["name"], device_of[piece.name], layout.HOST_DEVICE, link))
     return rows
+
+
+def _host_row(design: PlacedDesign, tensor: str, source: str, target: str, link) -> record.TransferInfo:
+    nbytes = design.graph.tensors[tensor].numel
+    return record.TransferInfo(tensor, source, target, bytes=nbytes, int8=True, link=link.kind, link_type=link.type,
+                               us=link.transfer_us(nbytes))
 
 
 def _summary(core: record.Core) -> dict:

@@ -45,6 +45,7 @@ HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
 DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py --self-test)
 HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
 SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
+HOST_DEVICE = "host"  # design.json's name for the host computer a CPU-less board's inputs come from (its UART)
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
 RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fpgaplace.project.layout import DESIGN_FILE, MODEL_FILE, SPLIT_MANIFEST, core_folder
+from fpgaplace.project.layout import DESIGN_FILE, HOST_DEVICE, MODEL_FILE, SPLIT_MANIFEST, core_folder
 from fpgaplace.util.errors import FpgaplaceError
 
 DESIGN_FORMAT = 1
@@ -605,10 +605,11 @@ def _unique(names: list[str], path: str) -> None:
 def _check_references(record: DesignRecord) -> None:
     """The cross-references: names once; a layer reads tensors of its core; a stage computes a
     layer of its core; an alias and an output name tensors the core holds; a transfer joins
-    devices of the design and, into or out of a core, names one of its ports."""
+    devices of the design (or the host, ``HOST_DEVICE``) and, into or out of a core, names one of
+    its ports."""
     _unique([d.name for d in record.devices], "devices")
     _unique([c.name for c in record.cores], "cores")
-    devices = {d.name for d in record.devices} | {c.name for c in record.cores}
+    devices = {d.name for d in record.devices} | {c.name for c in record.cores} | {HOST_DEVICE}
     for core in record.cores:
         path = f"cores.{core.name}"
         _unique([t.port for t in core.ports], f"{path}.ports")
@@ -675,9 +676,12 @@ def load_design(project: Path) -> dict:
 def transfer_channel(transfer: TransferInfo, nodes: dict[str, str | None]) -> str:
     """The physical link a transfer occupies (transfers on one channel take turns): an AXI
     stream is point to point; DRAM and host links are one per node; the network one per
-    direction between two nodes. ``nodes`` maps device names to their node."""
+    direction between two nodes, and a link to the host computer (``HOST_DEVICE``: a UART, full
+    duplex) one per direction. ``nodes`` maps device names to their node."""
     kind, source, target = transfer.link or "link", transfer.from_device, transfer.to_device
     if kind == "stream":
         return f"stream {source}->{target}"
+    if HOST_DEVICE in (source, target):
+        return f"{kind} {'from' if source == HOST_DEVICE else 'to'} {HOST_DEVICE}"
     a, b = nodes.get(source) or "?", nodes.get(target) or "?"
     return f"{kind} {a}" if a == b else f"{kind} {a}->{b}"
