@@ -24,9 +24,11 @@ from onnx import TensorProto, helper
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.model import zoo as models
+from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import HOST_DEVICE
 from fpgaplace.project.record import load
 from fpgaplace.sim import nextpnr
+from fpgaplace.sim.rtl_project import core_reference
 from fpgaplace.util.errors import FpgaplaceError
 
 BOARD = "ulx3s-85f"
@@ -139,27 +141,20 @@ def test_a_32x32x3_image_over_3_mbaud_bounds_the_cnn_near_100_fps(tmp_path):
     assert load(tmp_path / "cnn").fps <= 1 / seconds < 100
 
 
-UART_BENCH = """`timescale 1ns/1ps
+UART_HOST = """`timescale 1ns/1ps
 module tb;
-  localparam N = %(count)d;
+  localparam N = %(count)d, OUT = %(out)d;
   real bit_ns = 1.0e9 / %(baud)d;  // the host's own bit period, independent of the FPGA clock
   reg clk = 1'b0;
   always #(%(half_ns)f) clk = ~clk;
   reg rst_n = 1'b0, rx = 1'b1;
-  wire [7:0] rx_data, fifo_data;
-  wire rx_valid, rx_ready, fifo_valid, fifo_ready, tx;
-  fp_uart_rx #(.CLK_HZ(%(clock_hz)d), .BAUD(%(baud)d)) receiver (.ap_clk(clk), .ap_rst_n(rst_n), .rx(rx),
-    .m_axis_tdata(rx_data), .m_axis_tvalid(rx_valid));
-  fp_fifo #(.WIDTH(8), .DEPTH_BITS(%(depth_bits)d)) sample (.ap_clk(clk), .ap_rst_n(rst_n),
-    .s_axis_tdata(rx_data), .s_axis_tvalid(rx_valid), .s_axis_tready(rx_ready),
-    .m_axis_tdata(fifo_data), .m_axis_tvalid(fifo_valid), .m_axis_tready(fifo_ready));
-  fp_uart_tx #(.CLK_HZ(%(clock_hz)d), .BAUD(%(baud)d)) transmitter (.ap_clk(clk), .ap_rst_n(rst_n),
-    .s_axis_tdata(fifo_data), .s_axis_tvalid(fifo_valid), .s_axis_tready(fifo_ready), .tx(tx));
+  wire tx;
+%(dut)s
   reg [7:0] bytes [0:N-1];
   integer i, k, m, got;
   reg [7:0] c;
   initial begin
-    $readmemh("bytes.mem", bytes);
+    $readmemh("%(bytes)s", bytes);
     #(100) rst_n = 1'b1;
     #(1000);
     for (i = 0; i < N; i = i + 1) begin  // 8N1, back to back
@@ -178,32 +173,64 @@ module tb;
       if (tx !== 1'b1) $display("FRAMING");
       $display("%%02x", c);
       got = got + 1;
-      if (got == N) $finish;
+      if (got == OUT) $finish;
     end
   end
-  initial begin #(bit_ns * 10 * (N + 8)); $display("TIMEOUT"); $finish; end
+  initial begin #(bit_ns * 10 * (N + OUT + 8) + %(extra_ns)d); $display("TIMEOUT"); $finish; end
 endmodule
 """
+LOOPBACK = """  wire [7:0] rx_data, fifo_data;
+  wire rx_valid, rx_ready, fifo_valid, fifo_ready;
+  fp_uart_rx #(.CLK_HZ(%(clock_hz)d), .BAUD(%(baud)d)) receiver (.ap_clk(clk), .ap_rst_n(rst_n), .rx(rx),
+    .m_axis_tdata(rx_data), .m_axis_tvalid(rx_valid));
+  fp_fifo #(.WIDTH(8), .DEPTH_BITS(6)) sample (.ap_clk(clk), .ap_rst_n(rst_n),
+    .s_axis_tdata(rx_data), .s_axis_tvalid(rx_valid), .s_axis_tready(rx_ready),
+    .m_axis_tdata(fifo_data), .m_axis_tvalid(fifo_valid), .m_axis_tready(fifo_ready));
+  fp_uart_tx #(.CLK_HZ(%(clock_hz)d), .BAUD(%(baud)d)) transmitter (.ap_clk(clk), .ap_rst_n(rst_n),
+    .s_axis_tdata(fifo_data), .s_axis_tvalid(fifo_valid), .s_axis_tready(fifo_ready), .tx(tx));"""
+
+
+def uart_host(folder: Path, dut: str, data: np.ndarray, out: int, sources: list[Path], cwd: Path,
+              extra_ns: int = 0) -> list[int]:
+    """Simulate ``dut`` in Icarus with a host sending ``data`` at the board's baud and reading
+    ``out`` bytes back from ``tx``; the bytes read (a timeout or a missing stop bit fails)."""
+    board = load_board(BOARD)
+    clock_hz = round(board.ecp5.clock_mhz * 1e6)
+    values = {"count": len(data), "out": out, "baud": board.ecp5.baud, "clock_hz": clock_hz,
+              "half_ns": 5e8 / clock_hz, "bytes": folder / "bytes.mem", "extra_ns": extra_ns}
+    (folder / "bytes.mem").write_text("".join(f"{b:02x}\n" for b in data))
+    (folder / "tb.v").write_text(UART_HOST % {**values, "dut": dut % values})
+    subprocess.run(["iverilog", "-g2005", "-o", str(folder / "tb.vvp"), str(folder / "tb.v"), *map(str, sources)],
+                   check=True)
+    run = subprocess.run(["vvp", "-n", str(folder / "tb.vvp")], cwd=cwd, capture_output=True, text=True, check=True)
+    lines = [line.strip() for line in run.stdout.splitlines() if line.strip()]
+    assert "TIMEOUT" not in lines and "FRAMING" not in lines, run.stdout[-500:]
+    return [int(line, 16) for line in lines if len(line) == 2]
 
 
 def test_the_uart_loops_bytes_back_at_the_board_baud(tmp_path, project):
     """The board top's UART receiver, sample FIFO and transmitter (fp_uart.v, fp_lib.v as compile
     wrote them) in Icarus Verilog: random bytes sent back to back by a host at the exact baud come
     out of the transmitter unchanged, in order, with their stop bits."""
-    board = load_board(BOARD)
-    rng = np.random.default_rng(7)
-    data = rng.integers(0, 256, size=40, dtype=np.uint8)
-    (tmp_path / "bytes.mem").write_text("".join(f"{b:02x}\n" for b in data))
-    clock_hz = round(board.ecp5.clock_mhz * 1e6)
-    (tmp_path / "tb.v").write_text(UART_BENCH % {"count": len(data), "baud": board.ecp5.baud, "clock_hz": clock_hz,
-                                                 "half_ns": 5e8 / clock_hz, "depth_bits": 6})
-    sources = [tmp_path / "tb.v", project / "ecp5" / "fp_uart.v", project / "rtl" / "core0" / "fp_lib.v"]
-    subprocess.run(["iverilog", "-g2005", "-o", str(tmp_path / "tb.vvp"), *map(str, sources)], check=True)
-    run = subprocess.run(["vvp", "-n", str(tmp_path / "tb.vvp")], cwd=tmp_path, capture_output=True, text=True,
-                         check=True)
-    lines = [line.strip() for line in run.stdout.splitlines() if line.strip() and not line.startswith("VCD")]
-    assert "TIMEOUT" not in lines and "FRAMING" not in lines, run.stdout[-500:]
-    assert [int(line, 16) for line in lines if len(line) == 2] == data.tolist()
+    data = np.random.default_rng(7).integers(0, 256, size=40, dtype=np.uint8)
+    sources = [project / "ecp5" / "fp_uart.v", project / "rtl" / "core0" / "fp_lib.v"]
+    assert uart_host(tmp_path, LOOPBACK, data, len(data), sources, tmp_path) == data.tolist()
+
+
+def test_the_whole_top_over_the_uart_equals_the_integer_reference(tmp_path, project):
+    """fp_top as make bitstream reads it (the UART, the sample FIFO, the fabric and the core's
+    layers with their ROMs) in Icarus: a random int8 sample sent over the UART comes back as the
+    core's integer reference computes it, byte for byte (one core: the small MLP)."""
+    design = load(project)
+    (core,) = design.cores
+    sample = random_samples(core, 1, seed=5)[0]
+    expected = core_reference(core, load_arrays(project, core), sample)[0].astype(np.int64)
+    data = np.asarray(sample[0], dtype=np.int64).reshape(-1).astype(np.uint8)
+    makefile = (project / "Makefile").read_text()
+    sources = [project / name for name in makefile.split("SOURCES := ", 1)[1].splitlines()[0].split()]
+    dut = "  fp_top dut (.clk(clk), .uart_rx(rx), .uart_tx(tx));"
+    got = uart_host(tmp_path, dut, data, len(expected), sources, project / "rtl" / core.name, extra_ns=10**6)
+    assert got == (expected & 0xFF).tolist()
 
 
 def _report(achieved: float, target: float = 25) -> dict:
