@@ -133,7 +133,8 @@ def test_a_32x32x3_image_over_3_mbaud_bounds_the_cnn_near_100_fps(tmp_path):
     board = load_board(BOARD)
     design = Design(models.cnn_residual(batch=1, image=32), BOARD, profile_cpu=False).quantized(random_samples=2)
     design.place()
-    design.compile(tmp_path / "cnn")
+    left = design.compile(tmp_path / "cnn").to_json()["left_on_cpus"]
+    assert left["binding"] == "host link in"  # what the terminal names as setting the fps
     (image,), _ = _host_transfers(tmp_path / "cnn")
     assert image.bytes == 32 * 32 * 3
     seconds = 32 * 32 * 3 * 10 / board.ecp5.baud + board.ecp5.latency_us / 1e6  # 8N1: ten bits a byte

@@ -682,6 +682,6 @@ def transfer_channel(transfer: TransferInfo, nodes: dict[str, str | None]) -> st
     if kind == "stream":
         return f"stream {source}->{target}"
     if HOST_DEVICE in (source, target):
-        return f"{kind} {'from' if source == HOST_DEVICE else 'to'} {HOST_DEVICE}"
+        return f"{kind} link {'in' if source == HOST_DEVICE else 'out'}"
     a, b = nodes.get(source) or "?", nodes.get(target) or "?"
     return f"{kind} {a}" if a == b else f"{kind} {a}->{b}"
