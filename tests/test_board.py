@@ -39,6 +39,10 @@ VALID: dict[str, Any] = {
 }
 
 
+ECP5 = {"device": "85k", "package": "CABGA381", "speed": 6, "clock_pin": "G2", "clock_mhz": 25, "uart_tx": "L4",
+        "uart_rx": "M1", "baud": 3000000, "latency_us": 1000}
+
+
 def write_board(tmp_path: Path, data: Any, name: str = "bad-board.yaml") -> Path:
     path = tmp_path / name
     path.write_text(data if isinstance(data, str) else yaml.safe_dump(data), encoding="utf-8")
@@ -46,8 +50,9 @@ def write_board(tmp_path: Path, data: Any, name: str = "bad-board.yaml") -> Path
 
 
 def with_change(path_in_dict: str, value: Any, delete: bool = False) -> dict[str, Any]:
-    """A copy of VALID with the dotted field set to ``value`` (or removed)."""
-    data = copy.deepcopy(VALID)
+    """A copy of VALID with the dotted field set to ``value`` (or removed); a host link is set on
+    an ECP5 board (``ECP5``), to show that it is refused there, as is a CPU (VALID's, kept)."""
+    data = copy.deepcopy(VALID) | ({"ecp5": ECP5} if path_in_dict in ("host", "cpu.kind") else {})
     *parents, last = path_in_dict.split(".")
     target = data
     for key in parents:
@@ -85,7 +90,7 @@ def test_every_shipped_board_loads_and_is_named_after_its_file(name: str) -> Non
     board = load_board(name)
     assert board.name == name
     assert Path(board.source).name == f"{name}.yaml"
-    assert board.cores and board.cpus
+    assert board.cores and (board.cpus or board.ecp5 is not None)  # an ECP5 board has no CPU
     assert board.dram.kind == "dram" and board.stream.kind == "stream"
     json.dumps(board.summary())  # JSON-ready
     first_lines = Path(board.source).read_text(encoding="utf-8").splitlines()[:3]
@@ -320,6 +325,13 @@ BAD_FIELDS = [
     ("vitis", {"platform": "p", "memory": "SRAM", "banks": 2}, ["vitis.memory must be one of HBM, DDR", "SRAM"]),
     ("vitis", {"platform": "p", "memory": "HBM", "banks": 0}, ["vitis.banks must be a positive integer"]),
     ("vitis", {"platform": "p", "memory": "DDR"}, ["vitis.banks is required"]),
+    ("ecp5", {**ECP5, "device": "100k"}, ["ecp5.device must be one of", "85k", "'100k'"]),
+    ("ecp5", {**ECP5, "speed": 9}, ["ecp5.speed must be one of 6, 7, 8", "9"]),
+    ("ecp5", {**ECP5, "baud": 0}, ["ecp5.baud must be a positive integer"]),
+    ("ecp5", {k: v for k, v in ECP5.items() if k != "uart_rx"}, ["ecp5.uart_rx is required"]),
+    ("host", {"gbps": 1, "latency_us": 1}, ["host must be left out on an ECP5 board", "ecp5.baud"]),
+    ("cpu", "DELETE", ["cpu is required"]),
+    ("cpu.kind", "cortex-a9", ["cpu must be left out on an ECP5 board", "no CPU"]),
 ]
 
 
@@ -333,14 +345,20 @@ def test_bad_field_names_file_and_field(
 
 
 def test_shipped_boards_name_their_vendor_flow() -> None:
-    """Zynq boards carry the Vivado board part, PCIe cards (a host link) the Vitis platform and banks."""
+    """Zynq boards carry the Vivado board part, PCIe cards (a PCIe host link) the Vitis platform and
+    banks, ECP5 boards the open flow's device and a UART host link of their baud rate."""
     for name in list_boards():
         board = load_board(name)
         if board.is_cluster:
             assert board.vivado is None and board.vitis is None
             continue
-        card = board.host is not None
-        assert (board.vitis is not None) == card and (board.vivado is not None) != card, name
+        flows = [flow for flow in (board.vivado, board.vitis, board.ecp5) if flow is not None]
+        assert len(flows) == 1, name
+        card = board.host is not None and board.ecp5 is None
+        assert (board.vitis is not None) == card, name
+        if board.ecp5 is not None:
+            assert board.host.gbps * 1e9 == board.ecp5.baud / 10 and board.host.type.startswith("uart"), name
+            assert all(core.family == "ecp5" and core.macs_per_dsp == 1 for core in board.cores), name
     kv260 = load_board("kv260").vivado
     assert kv260.carrier.startswith("xilinx.com:kv260_carrier") and kv260.connector == "som240_1_connector"
     assert (load_board("alveo-u250").vitis.memory, load_board("alveo-u280").vitis.banks) == ("DDR", 32)

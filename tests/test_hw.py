@@ -658,12 +658,28 @@ def test_folded_interval_agrees_with_the_plan_and_no_folding_does_better(compile
         assert least.interval <= record["compute_interval_cycles"] <= 1.02 * least.interval, record["name"]
 
 
-@pytest.mark.parametrize(("image", "board"), [(32, b) for b in list_boards()] + [(64, b) for b in AGREEMENT_BOARDS])
+TOO_SMALL_FOR_THE_CNN = ("ulx3s-45f",)  # 28 DSPs a core, no CPU: the folding refuses a core (see below)
+
+
+@pytest.mark.parametrize(("image", "board"), [(32, b) for b in list_boards() if b not in TOO_SMALL_FOR_THE_CNN]
+                         + [(64, b) for b in AGREEMENT_BOARDS])
 def test_no_folding_beats_the_planned_compute_by_much(compiled, image, board):
     for core in compiled(board, image).design["cores"]:
         assert core["interval_us"] >= 0.9 * core["planned_compute_us"], core["name"]
         assert core["interval_cycles"] == max(core["compute_interval_cycles"], core["dram_cycles"])
         assert core["compute_interval_cycles"] == max(layer["cycles"] for layer in core["layers"])
+
+
+@pytest.mark.parametrize("board", TOO_SMALL_FOR_THE_CNN)
+def test_a_core_too_small_for_its_ops_is_one_line_naming_the_resource(compiled, board):
+    """On a board without CPUs nothing can move off the cores: where a core's ops need more DSPs
+    at their smallest folding than it has, compile says so in one line (use against the core)."""
+    with pytest.raises(FpgaplaceError) as info:
+        compiled(board, 32)
+    message = str(info.value)
+    assert "\n" not in message and "dsp at the smallest folding; the core has" in message
+    needed, has = [int(word) for word in message.replace(";", " ").split() if word.isdigit()][-2:]
+    assert needed > has == load_board(board).cores[0].dsp
 
 
 def test_compile_refines_a_placement_whose_folding_disagrees_with_its_plan(compiled):

@@ -13,6 +13,7 @@ from typer.testing import CliRunner
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
+from fpgaplace.board.model import family_of
 from fpgaplace.cli.app import app
 from fpgaplace.codegen import rtl
 from fpgaplace.codegen.rtl_project import render_core
@@ -107,4 +108,31 @@ def test_stat_parsing_counts_luts_ffs_dsps_and_brams():
 """
     cells = yosys.count_cells(yosys.parse_stat(text))
     assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (4 + 2 * 4, 10, 3, 2.5)
-    assert yosys.family_of("xczu7ev-ffvc1156-2-e") == "xcup" and yosys.family_of("xc7z020clg400-1") == "xc7"
+    assert family_of("xczu7ev-ffvc1156-2-e").name == "xcup" and family_of("xc7z020clg400-1").name == "xc7"
+    assert family_of("LFE5U-85F-6BG381C").name == "ecp5"
+
+
+def test_stat_parsing_counts_ecp5_cells():
+    """synth_ecp5's cells: LUT4 one LUT, a CCU2C carry cell two, a TRELLIS_DPR16X4 RAM four;
+    TRELLIS_FF; MULT18X18D; an 18 Kbit DP16KD half a 36 Kbit block."""
+    text = """=== fp_top ===
+
+   Number of cells: 20
+     CCU2C                           3
+     DP16KD                          3
+     LUT4                            7
+     MULT18X18D                      2
+     TRELLIS_DPR16X4                 1
+     TRELLIS_FF                      4
+"""
+    cells = yosys.count_cells(yosys.parse_stat(text), family_of("LFE5U-45F-6BG381C"))
+    assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (7 + 2 * 3 + 4, 4, 2, 1.5)
+    xilinx = yosys.count_cells(yosys.parse_stat(text))  # read as UltraScale+ cells: only LUT4 is one
+    assert (xilinx.lut, xilinx.ff, xilinx.dsp, xilinx.bram36) == (7, 0, 0, 0)
+
+
+def test_yosys_ecp5_lane_op_maps_to_lut4_and_trellis_ff(tmp_path):
+    config, arrays, _, folding = elementwise_case("add", (2, 4, 4), Folding(2, 1, 1), seed=1)
+    op = rtl.render_op("add", config, arrays, folding, 16)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
+    assert got.dsp == 0 and got.lut > 0 and got.ff > 0, got

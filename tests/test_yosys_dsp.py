@@ -1,7 +1,8 @@
-"""yosys synth_xilinx DSP counts of every layer of compiled projects equal the op library's
-estimate exactly (issue 9): the MAC lanes as the RTL pairs them on a DSP48E2 and the
-requantizers' multipliers, per op and per core, on a DSP48E1 board (pynq-z2) and a DSP48E2 one
-(zcu104). yosys stops after its DSP mapping (``dsp_only``), where the count is final."""
+"""yosys synth_xilinx / synth_ecp5 DSP counts of every layer of compiled projects equal the op
+library's estimate exactly (issue 9): the MAC lanes as the RTL pairs them on a DSP48E2 and the
+requantizers' multipliers, per op and per core, on a DSP48E1 board (pynq-z2), a DSP48E2 one
+(zcu104) and an ECP5 one (ulx3s-85f, MULT18X18D). yosys stops after its DSP mapping
+(``dsp_only``), where the count is final."""
 
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ PROJECTS = {  # name: (model, board); small enough for yosys under a minute or t
     "mlp-pynq-z2": (lambda: models.mlp(batch=1), "pynq-z2"),
     "mlp-zcu104": (lambda: models.mlp(batch=1), "zcu104"),
     "cnn16-pynq-z2": (lambda: models.cnn_residual(batch=1, image=16), "pynq-z2"),
+    "mlp-ulx3s-85f": (lambda: models.mlp(batch=1), "ulx3s-85f"),
 }
 
 
@@ -53,11 +55,13 @@ def test_yosys_dsps_equal_the_estimate_per_op_and_core(tmp_path, name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup")])
-@pytest.mark.parametrize("k", [64, 1024, 4096])
+@pytest.mark.parametrize(("board", "family"), [("pynq-z2", "xc7"), ("zcu104", "xcup"), ("ulx3s-85f", "ecp5")])
+@pytest.mark.parametrize("k", [8, 64, 1024, 4096])
 def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, k):
     """A dot product of K int8 products needs log2(K) + 16 bits: past the A port (25 bits on a
-    DSP48E1, 27 on a DSP48E2) each of the requantizer's two partial products takes two DSPs."""
+    DSP48E1, 27 on a DSP48E2, 18 on an ECP5 MULT18X18D) each of the requantizer's two partial
+    products takes two DSPs, unless only one bit is left over (K = 8 on ECP5: 19 bits), which
+    yosys multiplies in LUTs."""
     core = load_board(board).cores[0]
     folding = Folding(2, 1, 1)
     config, arrays, _, _ = dense_case(k, 2, folding, seed=3)
@@ -67,5 +71,7 @@ def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, 
     estimate = KERNELS["dense"].resources(dense_geometry(k, 2), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
     macs = 2 // core.macs_per_dsp  # two channels, SIMD 1: paired on a DSP48E2
-    a_port = 27 if core.macs_per_dsp == 2 else 25
-    assert estimate.dsp - macs == 2 * (1 if (k * 2**14).bit_length() + 1 <= a_port else 2)
+    a_port = {"xc7": 25, "xcup": 27, "ecp5": 18}[family]
+    bits = (k * 2**14).bit_length() + 1
+    one_bit_over = family == "ecp5" and bits == a_port + 1  # mul2dsp: an 18-bit part and a 1-bit one (LUTs)
+    assert estimate.dsp - macs == 2 * (1 if bits <= a_port or one_bit_over else 2)

@@ -11,12 +11,14 @@ FPGA part and how its fabric is cut into cores::
     utilisation_cap: 0.8             # or per resource: {lut: 0.7, dsp: 0.9, ...}
     shell: {lut: 8000, ff: 12000, bram36: 8}   # static platform logic (optional)
     cores: 2                         # or a list of cores of different sizes
-    cpu: {kind: cortex-a53, count: 4, ghz: 1.2, gflops: 4.8}
+    cpu: {kind: cortex-a53, count: 4, ghz: 1.2, gflops: 4.8}   # left out on an ECP5 board (no CPU)
     dram: {type: ddr4, gbytes: 2, gbps: 19.2, latency_us: 0.5}
     stream: {type: axi-stream, gbps: 4.8, latency_us: 0.05}
     host: {type: pcie-gen3x16, gbps: 12, latency_us: 2}   # optional: CPU memory <-> card memory
     vivado: {board_part: "xilinx.com:zcu104:part0:*"}      # optional, Zynq: Vivado's board part
     vitis: {platform: xilinx_u280_gen3x16_xdma_1_202211_1, memory: HBM, banks: 32}   # optional, cards
+    ecp5: {device: 85k, package: CABGA381, speed: 6, clock_pin: G2, clock_mhz: 25,  # optional, ECP5:
+           uart_tx: L4, uart_rx: M1, baud: 3000000, latency_us: 1000}   # the host link is the UART
 
 A cluster file joins boards over a network::
 
@@ -56,7 +58,18 @@ from typing import Any
 
 import yaml
 
-from fpgaplace.board.model import FABRIC_KEYS, RESOURCES, Board, CpuCore, FpgaCore, Link, VitisPlatform, VivadoBoard
+from fpgaplace.board.model import (
+    FABRIC_KEYS,
+    RESOURCES,
+    Board,
+    CpuCore,
+    Ecp5Board,
+    FpgaCore,
+    Link,
+    VitisPlatform,
+    VivadoBoard,
+    family_of,
+)
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 BOARD_PACKAGE = "fpgaplace.boards"
@@ -76,12 +89,16 @@ MAX_MACS_PER_DSP = 64
 MAX_MEMORY_BANKS = 1024
 """The most memory banks a card's ``vitis.banks`` may give (an HBM stack has 32 pseudo-channels)."""
 MEMORY_KINDS = ("HBM", "DDR")
+ECP5_DEVICES = tuple(f"{kind}{size}k" for kind in ("", "um-", "um5g-") for size in (25, 45, 85)) + ("12k",)
+"""nextpnr-ecp5's device options (``--85k``, ``--um5g-45k``, ...)."""
+ECP5_SPEEDS = (6, 7, 8)
+MAX_BAUD = 12_000_000  # an FT2232H's UART maximum; an FT231X's is 3 Mbaud
 MAX_YAML_DEPTH = 64
 """The deepest nesting of YAML collections a board file may have (board files are 3 deep)."""
 
 _SINGLE_REQUIRED = ("name", "part", "fabric", "clock_mhz", "macs_per_dsp", "utilisation_cap",
-                    "cores", "cpu", "dram", "stream")
-_SINGLE_OPTIONAL = ("shell", "host", "vivado", "vitis", "description")
+                    "cores", "dram", "stream")
+_SINGLE_OPTIONAL = ("cpu", "shell", "host", "vivado", "vitis", "ecp5", "description")
 _CLUSTER_REQUIRED = ("name", "nodes", "network")
 _CLUSTER_OPTIONAL = ("description",)
 _CORE_REQUIRED = ("lut", "ff", "dsp", "bram36")
@@ -287,13 +304,14 @@ class _BoardSpec:
     clock_mhz: float
     macs_per_dsp: int
     cores: list[dict[str, Any]]  # name, resources, slr and clock of every core
-    cpu: dict[str, Any]
+    cpu: dict[str, Any] | None  # None: no CPU (an ECP5 board)
     dram: Link
     dram_gbytes: float
     stream: Link
     host: Link | None
     vivado: VivadoBoard | None
     vitis: VitisPlatform | None
+    ecp5: Ecp5Board | None
 
 
 def _read_board_spec(data: dict, source: str) -> _BoardSpec:
@@ -308,6 +326,14 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
     cores = _read_cores(fields, data["cores"], usable, fabric["slrs"], clock_mhz)
     dram = _read_link(fields, data["dram"], "dram", required_extra=("gbytes",))
     host = _read_link(fields, data["host"], "host") if "host" in data else None
+    ecp5 = _read_ecp5(fields, data["ecp5"]) if "ecp5" in data else None
+    if ecp5 is not None:
+        for key, why in (("host", "its host link is the UART (ecp5.baud)"), ("cpu", "it has no CPU")):
+            if key in data:
+                raise FpgaplaceError(f"{source}: {key} must be left out on an ECP5 board; {why}")
+        host = ecp5.host_link()
+    elif "cpu" not in data:
+        raise FpgaplaceError(f"{source}: cpu is required")
     return _BoardSpec(
         name=fields.text(data["name"], "name"),
         part=fields.text(data["part"], "part"),
@@ -319,13 +345,14 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
         clock_mhz=clock_mhz,
         macs_per_dsp=macs_per_dsp,
         cores=cores,
-        cpu=_read_cpu(fields, data["cpu"]),
+        cpu=_read_cpu(fields, data["cpu"]) if "cpu" in data else None,
         dram=dram,
         dram_gbytes=fields.number(data["dram"]["gbytes"], "dram.gbytes", positive=True),
         stream=_read_link(fields, data["stream"], "stream"),
         host=host,
         vivado=_read_vivado(fields, data["vivado"]) if "vivado" in data else None,
         vitis=_read_vitis(fields, data["vitis"]) if "vitis" in data else None,
+        ecp5=ecp5,
     )
 
 
@@ -449,6 +476,22 @@ def _read_vitis(fields: _Fields, value: Any) -> VitisPlatform:
                          fields.integer(raw["banks"], "vitis.banks", minimum=1, maximum=MAX_MEMORY_BANKS))
 
 
+def _read_ecp5(fields: _Fields, value: Any) -> Ecp5Board:
+    keys = ("device", "package", "speed", "clock_pin", "clock_mhz", "uart_tx", "uart_rx", "baud", "latency_us")
+    raw = fields.mapping(value, "ecp5", keys)
+    if raw["device"] not in ECP5_DEVICES:
+        raise fields.fail("ecp5.device", f"one of {', '.join(ECP5_DEVICES)}", raw["device"])
+    if raw["speed"] not in ECP5_SPEEDS:
+        raise fields.fail("ecp5.speed", f"one of {', '.join(map(str, ECP5_SPEEDS))}", raw["speed"])
+    return Ecp5Board(
+        device=raw["device"], package=fields.text(raw["package"], "ecp5.package"), speed=raw["speed"],
+        clock_pin=fields.text(raw["clock_pin"], "ecp5.clock_pin"),
+        clock_mhz=fields.number(raw["clock_mhz"], "ecp5.clock_mhz", positive=True),
+        uart_tx=fields.text(raw["uart_tx"], "ecp5.uart_tx"), uart_rx=fields.text(raw["uart_rx"], "ecp5.uart_rx"),
+        baud=fields.integer(raw["baud"], "ecp5.baud", minimum=1, maximum=MAX_BAUD),
+        latency_us=fields.number(raw["latency_us"], "ecp5.latency_us", positive=False))
+
+
 def _read_link(fields: _Fields, value: Any, kind: str,
                required_extra: tuple[str, ...] = ()) -> Link:
     """A link's bandwidth and latency; ``required_extra`` keys are checked here, read by the
@@ -470,20 +513,21 @@ def _build_board(spec: _BoardSpec, node: str, prefix: str) -> Board:
             dsp=core["dsp"], bram36=core["bram36"], uram=core["uram"],
             lut=core["lut"], ff=core["ff"],
             clock_mhz=core["clock_mhz"], macs_per_dsp=spec.macs_per_dsp,
-            region=core["slr"], node=node,
+            region=core["slr"], node=node, family=family_of(spec.part).name,
         )
         for core in spec.cores
     ]
     cpus = [
         CpuCore(name=f"{prefix}cpu{i}", kind=spec.cpu["kind"], ghz=spec.cpu["ghz"],
                 gflops=spec.cpu["gflops"], node=node)
-        for i in range(spec.cpu["count"])
+        for i in range(spec.cpu["count"] if spec.cpu is not None else 0)
     ]
     return Board(
         name=spec.name, part=spec.part, source=spec.source,
         fabric=dict(spec.fabric), usable=dict(spec.usable), shell=dict(spec.shell),
         utilisation_cap=dict(spec.cap), cores=cores, cpus=cpus,
         dram=spec.dram, stream=spec.stream, network=None, host=spec.host, vivado=spec.vivado, vitis=spec.vitis,
+        ecp5=spec.ecp5,
         nodes=[node], dram_gbytes=spec.dram_gbytes,
     )
 

@@ -16,6 +16,51 @@ URAM_BYTES = 36864  # 288 Kbit
 
 
 @dataclass(frozen=True)
+class Family:
+    """What an FPGA family's fabric means to the op library and to yosys.
+
+    ``multiplier``: the hard multiplier cell yosys maps a product to, ``a_bits`` its signed A-port
+    width (the B port is 18 bits on all three), and how yosys' ``mul2dsp`` splits a wider product
+    (``techmap -D DSP_A_MAXWIDTH_PARTIAL``, ``DSP_SIGNEDONLY``, ``DSP_A_MINWIDTH`` of
+    ``synth_xilinx`` / ``synth_ecp5``): into partial products of ``a_partial_bits`` less
+    ``sign_headroom`` bits of A, and a last partial narrower than ``min_a_bits`` goes to LUTs;
+    ``block_ram``: the block RAM cells and how many of each make one 36 Kbit block of the op
+    library's ``bram36`` count (an ECP5 EBR holds 18 Kbit, and two side by side take every aspect
+    ratio a RAMB36 has: 512 x 72 as 2 x 512 x 36, ..., 32768 x 1 as 2 x 16384 x 1, so a board file
+    gives ECP5 block RAM as EBR / 2); ``lut_inputs``: inputs of the fabric's LUT. Sources: Xilinx
+    UG479 (DSP48E1, 25 x 18), UG579 (DSP48E2, 27 x 18); Lattice FPGA-TN-02205 "ECP5 and ECP5-5G
+    sysDSP Usage Guide" (MULT18X18D, 18 x 18) and FPGA-TN-02204 "ECP5 Memory Usage Guide" (sysMEM
+    EBR, 18 Kbit, DP16KD / PDPW16KD)."""
+
+    name: str  # yosys' name: synth_xilinx -family xc7 | xcup, synth_ecp5
+    multiplier: str
+    a_bits: int
+    a_partial_bits: int
+    sign_headroom: int
+    min_a_bits: int
+    block_ram: dict[str, float]  # cell name prefix: bram36 per cell
+    lut_inputs: int
+
+
+_XILINX_RAM = {"RAMB36": 1.0, "RAMB18": 0.5}
+FAMILIES: dict[str, Family] = {
+    "xc7": Family("xc7", "DSP48E1", 25, 18, 1, 2, _XILINX_RAM, 6),
+    "xcup": Family("xcup", "DSP48E2", 27, 18, 1, 2, _XILINX_RAM, 6),
+    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4),
+}
+
+
+def family_of(part: str) -> Family:
+    """The family of a part name: ``ecp5`` for Lattice LFE5U/LFE5UM/LFE5UM5G, ``xc7`` for Xilinx
+    7-series (Zynq-7000 included), else ``xcup`` (Zynq UltraScale+, Kintex/Virtex UltraScale+,
+    Alveo). O(len(part))."""
+    name = part.lower()
+    if name.startswith("lfe5u"):
+        return FAMILIES["ecp5"]
+    return FAMILIES["xc7" if name.startswith(("xc7", "xa7", "xq7")) else "xcup"]
+
+
+@dataclass(frozen=True)
 class FpgaCore:
     """One FPGA core: a share of the fabric that runs its own kernels."""
 
@@ -29,6 +74,7 @@ class FpgaCore:
     macs_per_dsp: int
     region: int  # the SLR the core sits in
     node: str  # the cluster node (board) the core belongs to
+    family: str = "xcup"  # a key of FAMILIES (the board's part decides it)
 
     @property
     def onchip_bytes(self) -> int:
@@ -37,12 +83,12 @@ class FpgaCore:
 
     @property
     def kind_key(self) -> tuple:
-        """Cores with equal resources, clock and DSP packing share a key (one device kind).
+        """Cores with equal resources, clock, DSP packing and family share a key (one device kind).
 
         Region and node are left out: where a core sits does not change what it can run.
         """
         return (self.dsp, self.bram36, self.uram, self.lut, self.ff, self.clock_mhz,
-                self.macs_per_dsp)
+                self.macs_per_dsp, self.family)
 
     @property
     def peak_gmacs(self) -> float:
@@ -100,6 +146,32 @@ class VitisPlatform:
 
 
 @dataclass(frozen=True)
+class Ecp5Board:
+    """What the open ECP5 flow (yosys, nextpnr-ecp5, ecppack) needs of a board: nextpnr's device
+    (``85k``, ``um5g-45k``, ...), package and speed grade, the oscillator's pin and frequency, and
+    the USB UART bridge's pins (``uart_tx`` the FPGA drives, ``uart_rx`` it reads) and baud rate.
+    The board's host link is the UART: ``baud / 10`` bytes a second (8N1: a start and a stop bit
+    a byte), ``latency_us`` the USB bridge's latency (its latency timer)."""
+
+    device: str
+    package: str
+    speed: int
+    clock_pin: str
+    clock_mhz: float
+    uart_tx: str
+    uart_rx: str
+    baud: int
+    latency_us: float
+
+    def host_link(self) -> Link:
+        """The UART as the board's host link (GB/s: ``baud / 10`` bytes a second)."""
+        return Link("host", self.baud / UART_BITS_PER_BYTE / 1e9, self.latency_us, f"uart-{self.baud}")
+
+
+UART_BITS_PER_BYTE = 10  # 8N1 framing: start bit, 8 data bits, stop bit
+
+
+@dataclass(frozen=True)
 class Board:
     """A board (or a cluster of boards) as the cost model and the solvers see it.
 
@@ -126,6 +198,7 @@ class Board:
     node_boards: dict[str, Board] = field(default_factory=dict)
     vivado: VivadoBoard | None = None  # the vendor tools' facts (Zynq boards)
     vitis: VitisPlatform | None = None  # (PCIe cards)
+    ecp5: Ecp5Board | None = None  # (ECP5 boards: the open flow, the UART host link)
 
     @property
     def is_cluster(self) -> bool:

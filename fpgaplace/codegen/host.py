@@ -25,7 +25,7 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.project.board import is_alveo
+from fpgaplace.project.board import is_alveo, is_ecp5
 from fpgaplace.project.layout import (
     DRIVER_FILE,
     HARDWARE_FILE,
@@ -98,7 +98,9 @@ def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray
 
 def write_host_driver(document: DesignRecord, folder: Path) -> None:
     """Write ``host/`` (module docstring) of the project whose ``design.json`` is ``document``
-    into ``folder``."""
+    into ``folder``; nothing for an ECP5 board (no PYNQ: its host talks over the UART)."""
+    if is_ecp5(document):
+        return
     host = Path(folder) / HOST_DIR
     host.mkdir(exist_ok=True)
     shutil.copyfile(_template_dir() / Path(DRIVER_FILE).name, Path(folder) / DRIVER_FILE)

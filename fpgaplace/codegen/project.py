@@ -123,9 +123,9 @@ def write_project(design: PlacedDesign, out_dir: Path, cores: list[CoreDesign], 
             model=graph.name, board=board.name, version=__version__, cores=[_summary(c) for c in written.cores],
             cpu_ops=written.cpu_ops))
         # The later stages' files, each from design.json and the folder written so far.
-        write_build_scripts(written, tmp)  # vivado/ or vitis/, Makefile
-        write_host_driver(written, tmp)  # host/: the PYNQ driver
         write_rtl_project(written, tmp)  # rtl/ and sim/: Verilog tops and cocotb testbenches
+        write_build_scripts(written, tmp)  # vivado/, vitis/ or ecp5/ (which reads rtl/), Makefile
+        write_host_driver(written, tmp)  # host/: the PYNQ driver
     return CompileResult(out_dir, [_summary(c) for c in written.cores], written.cpu_ops, document)
 
 
@@ -245,7 +245,32 @@ def _transfers(design: PlacedDesign, manifest) -> list[record.TransferInfo]:
             link = board.link_between(source, target)
             row.link, row.link_type, row.us = link.kind, link.type, link.transfer_us(nbytes)
         rows.append(row)
+    return rows + _host_transfers(design, manifest)
+
+
+def _host_transfers(design: PlacedDesign, manifest) -> list[record.TransferInfo]:
+    """On a board without CPUs whose host link joins it to the host computer (an ECP5 board's
+    UART), the model's inputs come over that link to the cores that read them and its outputs go
+    back: one transfer each, int8 (the cores' ports), charged at the link's time."""
+    board = design.board
+    if board.cpus or board.host is None:
+        return []
+    link, rows = board.host, []
+    device_of = {piece.name: piece.device for piece in manifest.submodels}
+    for piece in manifest.submodels:
+        for entry in manifest.graph_inputs:
+            if piece.sources.get(entry["name"]) == "":
+                rows.append(_host_row(design, entry["name"], layout.HOST_DEVICE, device_of[piece.name], link))
+        for entry in manifest.graph_outputs:
+            if entry["name"] in piece.outputs:
+                rows.append(_host_row(design, entry["name"], device_of[piece.name], layout.HOST_DEVICE, link))
     return rows
+
+
+def _host_row(design: PlacedDesign, tensor: str, source: str, target: str, link) -> record.TransferInfo:
+    nbytes = design.graph.tensors[tensor].numel
+    return record.TransferInfo(tensor, source, target, bytes=nbytes, int8=True, link=link.kind, link_type=link.type,
+                               us=link.transfer_us(nbytes))
 
 
 def _summary(core: record.Core) -> dict:

@@ -46,7 +46,7 @@ class CoreRtl:
 
 
 @dataclass
-class _Netlist:
+class Netlist:
     """Streams, assignments and instances of a core top, built edge by edge."""
 
     streams: list[dict[str, Any]] = field(default_factory=list)
@@ -61,20 +61,20 @@ class _Netlist:
         self.instances.append({"module": module, "name": name, "params": params, "ports": ports})
 
 
-def _bundle(port: str, stream: str) -> dict[str, str]:
+def bundle(port: str, stream: str) -> dict[str, str]:
     """Port connections of an AXI-Stream ``port`` (``s_axis`` / ``m_axis``) to ``stream``."""
     return {f"{port}_tdata": f"{stream}_tdata", f"{port}_tvalid": f"{stream}_tvalid",
             f"{port}_tready": f"{stream}_tready"}
 
 
-def _fifo(net: _Netlist, source: tuple[str, int], name: str, depth_bits: int) -> tuple[str, int]:
+def add_fifo(net: Netlist, source: tuple[str, int], name: str, depth_bits: int) -> tuple[str, int]:
     out = net.stream(name, source[1])
     net.instance("fp_fifo", f"{name}_fifo", {"WIDTH": source[1] * 8, "DEPTH_BITS": depth_bits},
-                 _bundle("s_axis", source[0]) | _bundle("m_axis", out[0]))
+                 bundle("s_axis", source[0]) | bundle("m_axis", out[0]))
     return out
 
 
-def _gearbox(net: _Netlist, source: tuple[str, int], name: str, elems: int) -> tuple[str, int]:
+def add_gearbox(net: Netlist, source: tuple[str, int], name: str, elems: int) -> tuple[str, int]:
     """``source`` as beats of ``elems`` (itself when the widths agree)."""
     if source[1] == elems:
         return source
@@ -83,12 +83,12 @@ def _gearbox(net: _Netlist, source: tuple[str, int], name: str, elems: int) -> t
     net.instance("fp_gearbox", f"{name}_gearbox",
                  {"IN_E": source[1], "OUT_E": elems, "CAP_BITS": index_bits(2 * (source[1] + elems)),
                   "COUNT_W": count_bits},
-                 _bundle("s_axis", source[0]) | {"s_axis_tcount": f"{count_bits}'d{source[1]}"}
-                 | _bundle("m_axis", out[0]))
+                 bundle("s_axis", source[0]) | {"s_axis_tcount": f"{count_bits}'d{source[1]}"}
+                 | bundle("m_axis", out[0]))
     return out
 
 
-def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> list[tuple[str, int]]:
+def add_branches(net: Netlist, source: tuple[str, int], name: str, count: int) -> list[tuple[str, int]]:
     """``count`` copies of ``source`` (fp_fork when more than one)."""
     if count == 1:
         return [source]
@@ -102,6 +102,23 @@ def _branches(net: _Netlist, source: tuple[str, int], name: str, count: int) -> 
                   "s_axis_tready": f"{source[0]}_tready", "m_axis_tdata": "", "m_axis_tvalid": valid,
                   "m_axis_tready": ready})
     return branches
+
+
+def connect(net: Netlist, producers: dict[str, tuple[str, int]], consumers: dict[str, list[tuple[str, int]]],
+            lengths: dict[str, int], where: str) -> None:
+    """Join every tensor's producing stream to its readers' streams (``name``, elements a beat):
+    forked when several read it, each branch through a FIFO (a whole sample of ``lengths[tensor]``
+    elements when forked, else two beats) and a gearbox to the reader's beat. O(streams)."""
+    for t, (tensor, readers) in enumerate(consumers.items()):
+        if tensor not in producers:
+            raise FpgaplaceError(f"{where}: tensor {tensor} is read but not produced")
+        branches = add_branches(net, producers[tensor], f"t{t}", len(readers))
+        whole = index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
+        for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
+            buffered = add_fifo(net, branch, f"t{t}_r{b}", whole if len(readers) > 1 else PLAIN_FIFO_BITS)
+            fitted = add_gearbox(net, buffered, f"t{t}_r{b}_w", elems)
+            net.assigns.extend([(f"{reader}_tdata", f"{fitted[0]}_tdata"), (f"{reader}_tvalid", f"{fitted[0]}_tvalid"),
+                                (f"{fitted[0]}_tready", f"{reader}_tready")])
 
 
 def layer_folding(layer: Layer) -> Folding:
@@ -120,7 +137,7 @@ def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp:
     """The RTL top ``<core>_rtl`` of a design.json core record; O(weights)."""
     core = cell_name(record.name)
     ops = render_layers(record, arrays, macs_per_dsp)
-    net = _Netlist()
+    net = Netlist()
     producers: dict[str, tuple[str, int]] = {}
     consumers: dict[str, list[tuple[str, int]]] = {}
     for i, layer in enumerate(record.layers):
@@ -141,21 +158,12 @@ def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp:
         producers[tensor.name] = (f"s{k}_axis", inputs[-1].elems)
     lengths = {t.name: math.prod(t.sample_shape) for t in record.inputs} | {
         layer.output: op.output.length for layer, op in zip(record.layers, ops, strict=True)}
-    for t, (tensor, readers) in enumerate(consumers.items()):
-        if tensor not in producers:
-            raise FpgaplaceError(f"design.json core {record.name}: tensor {tensor} is read but not produced")
-        branches = _branches(net, producers[tensor], f"t{t}", len(readers))
-        whole = index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
-        for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
-            buffered = _fifo(net, branch, f"t{t}_r{b}", whole if len(readers) > 1 else PLAIN_FIFO_BITS)
-            fitted = _gearbox(net, buffered, f"t{t}_r{b}_w", elems)
-            net.assigns.extend([(f"{reader}_tdata", f"{fitted[0]}_tdata"), (f"{reader}_tvalid", f"{fitted[0]}_tvalid"),
-                                (f"{fitted[0]}_tready", f"{reader}_tready")])
+    connect(net, producers, consumers, lengths, f"design.json core {record.name}")
     for i, op in enumerate(ops):
-        ports = _bundle("m_axis", f"l{i}_out")
+        ports = bundle("m_axis", f"l{i}_out")
         for j, port in enumerate(op.inputs):
             net.stream(f"l{i}_in{j}", port.elems)
-            ports |= _bundle(port.name, f"l{i}_in{j}")
+            ports |= bundle(port.name, f"l{i}_in{j}")
         net.instance(op.module.top, f"layer{i}", {}, ports)
     top = f"{core}_rtl"
     ports = [{"name": p.name, "elems": p.elems, "direction": "input", "back": "output"} for p in inputs] + [

@@ -25,6 +25,8 @@ from fpgaplace.codegen.project import CompileResult, check_project_dir, write_pr
 from fpgaplace.flow.refine import Refinable, planned_compute_us, refine
 from fpgaplace.flow.settle import is_free, source_op
 from fpgaplace.model.quantize import check_qdq
+from fpgaplace.project.layout import HOST_DEVICE
+from fpgaplace.project.record import TransferInfo, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -93,14 +95,28 @@ def cpu_op_groups(design: Compilable, cpu_ops: list[str], host_ops: list[str]) -
             for (_, op_type, reason), ops in ordered]
 
 
+def host_link_busy_us(document: dict) -> dict[str, float]:
+    """Per direction, the time a sample's transfers from and to the host (``HOST_DEVICE``) keep the
+    host link busy, named as ``record.transfer_channel`` names the channel. O(transfers)."""
+    busy: dict[str, float] = {}
+    for t in document["transfers"]:
+        if t.get("us") is not None and HOST_DEVICE in (t["from_device"], t["to_device"]):
+            channel = transfer_channel(TransferInfo(t["tensor"], t["from_device"], t["to_device"], link=t.get("link")),
+                                       {})
+            busy[channel] = busy.get(channel, 0.0) + t["us"]
+    return busy
+
+
 def left_on_cpus(design: Compilable, document: dict) -> dict:
     """What ``design``'s CPUs run and what it costs, from its ``design.json`` ``document``: the
     ops by group (``cpu_op_groups``), the fps as placed and the device whose load (or folded
-    interval) sets it, and the fps of the cores alone (the slowest core's interval). O(ops)."""
+    interval) sets it, or the host link (a CPU-less board's UART carrying the model's input and
+    output, ``host_link_busy_us``), and the fps of the cores alone (the slowest core's interval). O(ops)."""
     batch = document["model"]["batch"]
     intervals = {core["name"]: core["interval_us"] for core in document["cores"]}
     loads = {**{d["name"]: d["load_us"] for d in document["devices"] if d["name"] not in intervals
                 and d["ops"]}, **intervals}
+    loads |= host_link_busy_us(document)
     binding = max(loads, key=loads.get) if loads else None
     slowest = max(intervals, key=intervals.get) if intervals else None
     return {

@@ -37,7 +37,8 @@ takes (``macs_per_dsp``) are:
 
 * 8 bits: the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs sharing an
   operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8 Optimization on
-  Xilinx Devices", 2017);
+  Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D, whose 18-bit ports leave no room for a second
+  product and its guard bits);
 * 4 and 2 bits: twice the 8-bit count (the same operand-sharing packing with narrower guard
   fields fits twice as many products in the multiplier: Xilinx WP521, "Convolutional Neural
   Network with INT4 Optimization on Xilinx Devices", 2020, four INT4 MACs per DSP48E2; two per
@@ -61,7 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.board.model import BRAM36_BYTES
+from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, Family
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
 from fpgaplace.model.ir import Op, TensorInfo
 from fpgaplace.util.errors import FpgaplaceError
@@ -107,13 +108,6 @@ PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 BINARY_LUT_PER_LANE = 2  # LUTs an XNOR-popcount lane takes (the XNOR and its share of the adder tree)
 
 
-# Multiplier A-port width: a DSP48E1 (25 x 18, one int8 MAC per DSP) or DSP48E2 (27 x 18, two)
-DSP48E1_A_BITS, DSP48E2_A_BITS = 25, 27
-
-
-DSP_PARTIAL_A_BITS = 17  # A bits each further DSP of a wider product takes (yosys mul2dsp.v: 18 less a sign bit)
-
-
 REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
 
 
@@ -147,17 +141,28 @@ def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
     return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
 
 
+def _family(core: FpgaCore | None) -> Family:
+    """The core's FPGA family (7-series when no core is given)."""
+    return FAMILIES[core.family] if core is not None else FAMILIES["xc7"]
+
+
 def dsp_a_bits(core: FpgaCore | None) -> int:
-    """A-port width of the core's DSP multiplier: a DSP48E2 (27) where a DSP takes two int8 MACs,
-    else a DSP48E1 (25)."""
-    return DSP48E2_A_BITS if core is not None and core.macs_per_dsp >= 2 else DSP48E1_A_BITS
+    """A-port width of the core's hard multiplier, by its family (``fpgaplace.board.model.FAMILIES``):
+    27 on a DSP48E2, 25 on a DSP48E1 (also when no core is given), 18 on an ECP5 MULT18X18D."""
+    return _family(core).a_bits
 
 
 def multiplier_dsps(a_bits: int, core: FpgaCore | None) -> int:
-    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits: one when it fits
-    the A port, else one more per ``DSP_PARTIAL_A_BITS`` bits beyond (how yosys' mul2dsp splits it)."""
-    a_port = dsp_a_bits(core)
-    return 1 if a_bits <= a_port else 1 + math.ceil((a_bits - a_port) / DSP_PARTIAL_A_BITS)
+    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits, as yosys'
+    ``mul2dsp.v`` splits it: one when it fits the A port, else ``n`` partial products of
+    ``a_partial_bits - sign_headroom`` bits each and a last one of the rest, which takes a DSP only
+    when it is at least ``min_a_bits`` wide (a 1-bit partial product is an AND in LUTs). O(1)."""
+    family = _family(core)
+    if a_bits <= family.a_bits:
+        return 1
+    step = family.a_partial_bits - family.sign_headroom
+    partials = (a_bits - family.a_bits + step - 1) // step
+    return partials + (1 if a_bits - partials * step >= family.min_a_bits else 0)
 
 
 def dot_bits(reduction: int, weight_bits: int = 8, activation_bits: int = 8) -> int:

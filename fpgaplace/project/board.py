@@ -23,9 +23,19 @@ def project_board(document: DesignRecord, where: str | Path = DESIGN_FILE) -> Bo
 
 
 def is_alveo(document: DesignRecord) -> bool:
-    """A PCIe card (the board has a host link), built with Vitis into an xclbin; a board that no
-    longer loads counts as an embedded one."""
+    """A PCIe card (the board has a host link and is no ECP5 board, whose host link is a UART),
+    built with Vitis into an xclbin; a board that no longer loads counts as an embedded one."""
     try:
-        return project_board(document).host is not None
+        board = project_board(document)
+    except FpgaplaceError:
+        return False
+    return board.host is not None and board.ecp5 is None
+
+
+def is_ecp5(document: DesignRecord) -> bool:
+    """An ECP5 board, built by the open flow (yosys, nextpnr-ecp5, ecppack); a board that no
+    longer loads counts as none."""
+    try:
+        return project_board(document).ecp5 is not None
     except FpgaplaceError:
         return False

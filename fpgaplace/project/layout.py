@@ -9,6 +9,7 @@ A project written by ``fpgaplace compile``::
     include/              the HLS headers
     cores/<core>/         a core's HLS C++, layers.npz (its arrays) and weights.bin (streamed weights)
     vivado/ or vitis/     the block design's scripts (Zynq) or the link config (Alveo), per node
+    ecp5/                 or an ECP5 board's top, UART, pins and the open flow's outputs
     Makefile              make hls, make bitstream / make xclbin, make clean
     host/                 the PYNQ driver (driver.py) and what it reads (hardware.json, samples.npz)
     rtl/, sim/            the cores' Verilog and their cocotb testbenches
@@ -35,6 +36,7 @@ README_FILE = "README.md"
 MAKEFILE = "Makefile"
 VIVADO_DIR = "vivado"  # a Zynq node's block design scripts (vivado/<node>/ on clusters)
 VITIS_DIR = "vitis"  # an Alveo node's link config and data movers
+ECP5_DIR = "ecp5"  # an ECP5 board's top, UART, pins, and what the open flow writes (its build folder)
 RTL_DIR = "rtl"  # rtl/<core>/: a core's Verilog top, layers and ROMs
 SIM_DIR = "sim"  # sim/<core>/: a core's cocotb job; sim/run_rtl.py runs them
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
@@ -43,6 +45,7 @@ HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
 DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py --self-test)
 HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
 SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
+HOST_DEVICE = "host"  # design.json's name for the host computer a CPU-less board's inputs come from (its UART)
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
 RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from fpgaplace.project.layout import DESIGN_FILE, MODEL_FILE, SPLIT_MANIFEST, core_folder
+from fpgaplace.project.layout import DESIGN_FILE, HOST_DEVICE, MODEL_FILE, SPLIT_MANIFEST, core_folder
 from fpgaplace.util.errors import FpgaplaceError
 
 DESIGN_FORMAT = 1
@@ -384,6 +384,30 @@ class TransferInfo:
 
 
 @dataclass
+class Implementation:
+    """What place and route measured of the built design (``fpgaplace.sim.nextpnr`` writes it after
+    ``make bitstream``): the tool, the clock planned and achieved (nextpnr's Fmax), the slowest path
+    when it misses, per resource used, available and the op library's estimate (the cores' sum),
+    and each step's seconds (synth, pnr, pack)."""
+
+    tool: str
+    target_mhz: float
+    achieved_mhz: float
+    critical_path: str
+    resources: dict[str, dict[str, float]]
+    seconds: dict[str, float]
+
+    @property
+    def met(self) -> bool:
+        return self.achieved_mhz >= self.target_mhz
+
+    def to_json(self) -> dict:
+        return {"tool": self.tool, "target_mhz": self.target_mhz, "achieved_mhz": self.achieved_mhz,
+                "met": self.met, "critical_path": self.critical_path, "resources": self.resources,
+                "seconds": self.seconds}
+
+
+@dataclass
 class DesignRecord:
     """Everything ``fpgaplace compile`` decided, as ``design.json`` holds it."""
 
@@ -401,6 +425,7 @@ class DesignRecord:
     split: str = SPLIT_MANIFEST
     host_ops: list[str] | None = None
     format: int = DESIGN_FORMAT
+    implementation: Implementation | None = None  # once the open flow built the bitstream
 
     def core(self, name: str) -> Core | None:
         return next((c for c in self.cores if c.name == name), None)
@@ -415,6 +440,8 @@ class DesignRecord:
         }
         if self.host_ops is not None:
             document["host_ops"] = self.host_ops
+        if self.implementation is not None:
+            document["implementation"] = self.implementation.to_json()
         return document
 
     @staticmethod
@@ -554,7 +581,17 @@ def _design(data: dict) -> DesignRecord:
         interval_us=_get(data, "interval_us", "", _number()),
         fps=_get(data, "fps", "", _optional(_number()), None), split=_get(data, "split", "", _relative_path,
                                                                           SPLIT_MANIFEST),
-        host_ops=_get(data, "host_ops", "", _optional(_list(_str)), None), format=data["format"])
+        host_ops=_get(data, "host_ops", "", _optional(_list(_str)), None), format=data["format"],
+        implementation=_get(data, "implementation", "", _optional(_implementation), None))
+
+
+def _implementation(value: Any, path: str) -> Implementation:
+    data = _object(value, path)
+    return Implementation(
+        _get(data, "tool", path, _str), _get(data, "target_mhz", path, _number(0, 1e6, above=True)),
+        _get(data, "achieved_mhz", path, _number(0, 1e6)), _get(data, "critical_path", path, _text, ""),
+        _get(data, "resources", path, _mapping(_mapping(_number(0, MAX_BYTES)))),
+        _get(data, "seconds", path, _mapping(_number(0, MAX_US))))
 
 
 def _unique(names: list[str], path: str) -> None:
@@ -568,10 +605,11 @@ def _unique(names: list[str], path: str) -> None:
 def _check_references(record: DesignRecord) -> None:
     """The cross-references: names once; a layer reads tensors of its core; a stage computes a
     layer of its core; an alias and an output name tensors the core holds; a transfer joins
-    devices of the design and, into or out of a core, names one of its ports."""
+    devices of the design (or the host, ``HOST_DEVICE``) and, into or out of a core, names one of
+    its ports."""
     _unique([d.name for d in record.devices], "devices")
     _unique([c.name for c in record.cores], "cores")
-    devices = {d.name for d in record.devices} | {c.name for c in record.cores}
+    devices = {d.name for d in record.devices} | {c.name for c in record.cores} | {HOST_DEVICE}
     for core in record.cores:
         path = f"cores.{core.name}"
         _unique([t.port for t in core.ports], f"{path}.ports")
@@ -638,9 +676,12 @@ def load_design(project: Path) -> dict:
 def transfer_channel(transfer: TransferInfo, nodes: dict[str, str | None]) -> str:
     """The physical link a transfer occupies (transfers on one channel take turns): an AXI
     stream is point to point; DRAM and host links are one per node; the network one per
-    direction between two nodes. ``nodes`` maps device names to their node."""
+    direction between two nodes, and a link to the host computer (``HOST_DEVICE``: a UART, full
+    duplex) one per direction. ``nodes`` maps device names to their node."""
     kind, source, target = transfer.link or "link", transfer.from_device, transfer.to_device
     if kind == "stream":
         return f"stream {source}->{target}"
+    if HOST_DEVICE in (source, target):
+        return f"{kind} link {'in' if source == HOST_DEVICE else 'out'}"
     a, b = nodes.get(source) or "?", nodes.get(target) or "?"
     return f"{kind} {a}" if a == b else f"{kind} {a}->{b}"

@@ -1,10 +1,13 @@
-"""Resources of the RTL from yosys ``synth_xilinx`` (Debian's yosys), beside the op library's estimate.
+"""Resources of the RTL from yosys ``synth_xilinx`` or ``synth_ecp5`` (Debian's yosys), beside the
+op library's estimate.
 
-``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` on a rendered
-module (``fpgaplace.codegen.rtl.RtlModule``: its files are written into ``folder``) and
-counts the mapped cells: LUT (LUT1..LUT6, plus the LUTs a distributed RAM or shift register
-cell takes), FF (the FD* cells), DSP (DSP48E1/E2) and BRAM36 (RAMB36 + RAMB18 / 2). The design
-is not flattened, so ``stat`` reports each module and the hierarchy's total.
+``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` (7-series,
+UltraScale+) or ``synth_ecp5`` (Lattice ECP5) on a rendered module
+(``fpgaplace.codegen.rtl.RtlModule``: its files are written into ``folder``) and counts the mapped
+cells: LUT (LUT1..LUT6, plus the LUTs a distributed RAM or shift register cell takes; on ECP5
+LUT4, two a CCU2C carry cell, four a TRELLIS_DPR16X4 RAM), FF (the FD* cells; TRELLIS_FF), DSP
+(the family's multiplier: DSP48E1/E2, MULT18X18D) and BRAM36 (the family's block RAM cells in 36
+Kbit blocks: RAMB36 + RAMB18 / 2, DP16KD / 2). ``stat`` reports the hierarchy's total last.
 
 ``project_resources(project)`` does so for every layer of every core of a compiled project (each
 layer module with the shared library, read from the Verilog compile wrote into ``rtl/<core>/``);
@@ -29,6 +32,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from fpgaplace.board.model import FAMILIES, Family, family_of
 from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, cell_name
 from fpgaplace.project.record import Core, load
 from fpgaplace.util.errors import FpgaplaceError
@@ -37,6 +41,7 @@ RESOURCES_FILE = "resources.json"
 LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8, "RAM32M": 4,
                "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2,
                "RAM256X1S": 4, "SRL16E": 1, "SRLC32E": 1, "SRLC16E": 1}
+ECP5_LUTS = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}  # LUT4s a cell takes (a slice: 2 LUT4 + carry)
 YOSYS_TIMEOUT_S = 3600
 LIBRARY_FILE = "fp_lib.v"  # the shared modules every layer instantiates, beside a core's layers
 
@@ -70,21 +75,27 @@ class Synthesized:
         return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36}
 
 
-def family_of(part: str) -> str:
-    """yosys' ``synth_xilinx -family`` for a part name: ``xc7`` for 7-series (Zynq-7000
-    included), else ``xcup`` (Zynq UltraScale+, Virtex/Kintex UltraScale+, Alveo)."""
-    return "xc7" if part.lower().startswith(("xc7", "xa7", "xq7")) else "xcup"
-
-
-def count_cells(cells: dict[str, int]) -> Synthesized:
-    """LUT / FF / DSP / BRAM36 of a cell histogram (``stat``'s counts)."""
-    luts = sum(n for cell, n in cells.items() if re.fullmatch(r"LUT[1-6]", cell))
-    luts += sum(LUTRAM_LUTS.get(cell, 0) * n for cell, n in cells.items())
-    ffs = sum(n for cell, n in cells.items() if re.fullmatch(r"FD[CPRS]E?(_1)?", cell))
-    dsps = sum(n for cell, n in cells.items() if cell.startswith("DSP48"))
-    bram = sum(n for cell, n in cells.items() if cell.startswith("RAMB36")) + sum(
-        n for cell, n in cells.items() if cell.startswith("RAMB18")) / 2
+def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Synthesized:
+    """LUT / FF / DSP / BRAM36 of a cell histogram (``stat``'s counts) of ``family``."""
+    if family.name == "ecp5":
+        luts = sum(ECP5_LUTS.get(cell, 0) * n for cell, n in cells.items())
+        ffs = cells.get("TRELLIS_FF", 0)
+    else:
+        luts = sum(n for cell, n in cells.items() if re.fullmatch(r"LUT[1-6]", cell))
+        luts += sum(LUTRAM_LUTS.get(cell, 0) * n for cell, n in cells.items())
+        ffs = sum(n for cell, n in cells.items() if re.fullmatch(r"FD[CPRS]E?(_1)?", cell))
+    dsps = sum(n for cell, n in cells.items() if cell.startswith(family.multiplier[:5]))
+    bram = sum(share * n for prefix, share in family.block_ram.items()
+               for cell, n in cells.items() if cell.startswith(prefix))
     return Synthesized(luts, ffs, dsps, bram)
+
+
+def synth_command(family: Family, top: str, dsp_only: bool) -> str:
+    """The yosys synthesis command of ``family``; ``dsp_only`` stops where the DSP count is final
+    (after ``synth_xilinx``'s DSP mapping, after ``synth_ecp5``'s coarse step, which maps them)."""
+    if family.name == "ecp5":
+        return f"synth_ecp5 -top {top}" + (" -run :map_ram" if dsp_only else "")
+    return f"synth_xilinx -family {family.name} -top {top}" + (" -run :map_memory" if dsp_only else "")
 
 
 def parse_stat(text: str) -> dict[str, int]:
@@ -96,19 +107,20 @@ def parse_stat(text: str) -> dict[str, int]:
             if not cell.startswith("$") or cell.startswith("$_")}
 
 
-def synthesize(module: Module, folder: Path, family: str, dsp_only: bool = False) -> Synthesized:
-    """``synth_xilinx`` of ``module`` (written into ``folder`` with its ROM files); its cells.
-    ``dsp_only`` stops after the DSP mapping and its clean-up (``-run :map_memory``): the DSP count
-    is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer)."""
+def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: bool = False) -> Synthesized:
+    """``synth_xilinx`` or ``synth_ecp5`` of ``module`` (written into ``folder`` with its ROM files);
+    its cells. ``dsp_only`` stops after the DSP mapping and its clean-up (``synth_command``): the DSP
+    count is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer).
+    ``family`` is a ``Family`` or its name (``xc7``, ``xcup``, ``ecp5``)."""
+    family = FAMILIES[family] if isinstance(family, str) else family
     if shutil.which("yosys") is None:
         raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in module.files.items():
         (folder / name).write_text(text)
     sources = [folder / name for name in module.files if name.endswith(".v")]
-    stop = " -run :map_memory" if dsp_only else ""
-    script = (f"read_verilog {' '.join(s.name for s in sources)}; synth_xilinx -family {family} -top {module.top}"
-              f"{stop}; tee -q -o stat.txt stat")
+    script = (f"read_verilog {' '.join(s.name for s in sources)}; {synth_command(family, module.top, dsp_only)}; "
+              "tee -q -o stat.txt stat")
     log = folder / "yosys.log"
     try:
         run = subprocess.run(["yosys", "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True,
@@ -117,7 +129,7 @@ def synthesize(module: Module, folder: Path, family: str, dsp_only: bool = False
         raise FpgaplaceError(f"yosys: {module.top} took over {YOSYS_TIMEOUT_S} s; see {log}") from None
     if run.returncode != 0 or not (folder / "stat.txt").is_file():
         raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {run.returncode}); see {log}")
-    return count_cells(parse_stat((folder / "stat.txt").read_text()))
+    return count_cells(parse_stat((folder / "stat.txt").read_text()), family)
 
 
 @dataclass(frozen=True)
@@ -148,11 +160,11 @@ class CoreResources:
 
 @dataclass(frozen=True)
 class ProjectResources:
-    family: str
+    family: Family
     cores: list[CoreResources]
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, "cores": [core.to_json() for core in self.cores]}
+        return {"family": self.family.name, "cores": [core.to_json() for core in self.cores]}
 
 
 def project_resources(project: Path, progress: Callable[[str], None] | None = None,
@@ -162,14 +174,15 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     see ``synthesize``)."""
     project = Path(project)
     design = load(project)
-    family = family_of(design.cores[0].part) if design.cores else "xcup"
+    family = family_of(design.cores[0].part) if design.cores else FAMILIES["xcup"]
     cores = []
     with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch:
         for record in design.cores:
             layers = []
             for module, layer in zip(layer_modules(project, record), record.layers, strict=True):
                 if progress is not None:
-                    progress(f"yosys synth_xilinx of {record.name} {layer.op} ({layer.kernel})")
+                    progress(f"yosys {synth_command(family, module.top, dsp_only).split()[0]} of {record.name} "
+                             f"{layer.op} ({layer.kernel})")
                 synthesized = synthesize(module, Path(scratch) / cell_name(module.top), family, dsp_only)
                 estimate = {key: int(layer.resources.get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
                 layers.append(LayerResources(layer.op, layer.kernel, synthesized, estimate))

