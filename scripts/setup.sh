@@ -2,7 +2,7 @@
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
 #   scripts/setup.sh          the tool with everything its commands use: cocotb, and the system tools
 #                             g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts, the TCL checks)
-#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray),
+#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, pytest-xdist, hypothesis, ruff, ray),
 #                             sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
