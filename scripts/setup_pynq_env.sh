@@ -5,6 +5,10 @@
 # pynq 4.0 pins numpy<2 and grpcio 1.64 (which breaks onnx >= 1.23) and pycparser clashes with
 # paramiko's, so pynq stays out of ./.venv. Safe to run again: quick when everything is there.
 set -euo pipefail
+# Parallel test workers may run this at once: one at a time (a lock held on this script), so two
+# never create or fill the environment together.
+exec 9<"${BASH_SOURCE[0]}"
+flock 9
 cd "$(dirname "$0")/.."
 repo="$(pwd)"
 venv=.venv-pynq

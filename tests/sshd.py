@@ -11,12 +11,15 @@ import getpass
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 SSHD = "/usr/sbin/sshd"
 SSH_KEYGEN = "ssh-keygen"
 START_TIMEOUT_S = 10.0
+BIND_ATTEMPTS = 5  # fresh free ports tried when another process takes the chosen one first
 
 CONFIG = """\
 Port {port}
@@ -67,10 +70,21 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@contextmanager
+def closed_port() -> Iterator[int]:
+    """A port on 127.0.0.1 that refuses connections for the block: bound here but not listening,
+    so no other process (say a server a parallel test starts) can take it meanwhile."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        yield holder.getsockname()[1]
+
+
 def start_sshd(folder: Path, port: int | None = None, host_key: Path | None = None) -> LocalSshd:
     """Start sshd in ``folder`` (created) and wait until it accepts connections.
 
-    ``host_key`` reuses a host key (default: a new one); ``port`` a port (default: a free one).
+    ``host_key`` reuses a host key (default: a new one); ``port`` a port (default: a free one,
+    and another one when something else took it before sshd could bind it, as a test running in
+    a parallel worker may).
     """
     folder.mkdir(parents=True, exist_ok=True)
     Path("/run/sshd").mkdir(parents=True, exist_ok=True)
@@ -82,22 +96,40 @@ def start_sshd(folder: Path, port: int | None = None, host_key: Path | None = No
     if not client_key.exists():
         make_key(client_key)
     (folder / "authorized_keys").write_text(Path(f"{client_key}.pub").read_text())
-    port = port or free_port()
-    config = folder / "sshd_config"
-    config.write_text(CONFIG.format(port=port, folder=folder))
-    process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
-    _wait_for_port(port, process)
-    return LocalSshd(folder, port, getpass.getuser(), folder / "host_ed25519", client_key, process)
+    for attempt in range(1 if port else BIND_ATTEMPTS):
+        chosen = port or free_port()
+        config = folder / "sshd_config"
+        config.write_text(CONFIG.format(port=chosen, folder=folder))
+        (folder / "sshd.pid").unlink(missing_ok=True)
+        process = subprocess.Popen([SSHD, "-D", "-e", "-f", str(config)], stderr=subprocess.PIPE, text=True)
+        try:
+            _wait_for_port(chosen, process, folder / "sshd.pid")
+        except PortTaken:
+            if port or attempt == BIND_ATTEMPTS - 1:
+                raise
+            continue
+        return LocalSshd(folder, chosen, getpass.getuser(), folder / "host_ed25519", client_key, process)
+    raise AssertionError("unreachable")
 
 
-def _wait_for_port(port: int, process: subprocess.Popen) -> None:
+class PortTaken(RuntimeError):
+    """sshd could not bind its port: another process listens there."""
+
+
+def _wait_for_port(port: int, process: subprocess.Popen, pid_file: Path) -> None:
+    """Return once this sshd listens: it writes its pid file only after binding its port, so a
+    port that answers while the file lacks our pid is someone else's (not yet ours, or never)."""
     deadline = time.monotonic() + START_TIMEOUT_S
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"sshd exited with {process.returncode}: {process.stderr.read()}")
-        with socket.socket() as probe:
-            if probe.connect_ex(("127.0.0.1", port)) == 0:
-                return
+            message = process.stderr.read()
+            kind = PortTaken if "Address already in use" in message else RuntimeError
+            raise kind(f"sshd exited with {process.returncode}: {message}")
+        written = pid_file.read_text().strip() if pid_file.exists() else ""
+        if written == str(process.pid):
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    return
         time.sleep(0.05)
     process.terminate()
     raise RuntimeError(f"sshd did not listen on 127.0.0.1:{port} within {START_TIMEOUT_S} s")

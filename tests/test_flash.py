@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from sshd import LocalSshd, free_port, make_key, start_sshd
+from sshd import LocalSshd, closed_port, make_key, start_sshd
 from typer.testing import CliRunner
 
 from fpgaplace import Design
@@ -299,9 +299,10 @@ def test_a_wrong_key_is_refused_and_nothing_is_written(sshd, project, tmp_path):
 
 
 def test_a_closed_port_is_one_line(sshd, project, tmp_path):
-    port = free_port()
     dest = tmp_path / "board" / "cnn"
-    assert_one_line_error(flash_cli(sshd, project, dest, port=port), f"127.0.0.1:{port}", str(dest), "cannot connect")
+    with closed_port() as port:
+        result = flash_cli(sshd, project, dest, port=port)
+    assert_one_line_error(result, f"127.0.0.1:{port}", str(dest), "cannot connect")
 
 
 def test_a_destination_that_is_a_file_is_refused(sshd, project, tmp_path):
