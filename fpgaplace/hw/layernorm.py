@@ -1,0 +1,219 @@
+"""LayerNormalization (ONNX opset 17, of an int8 QDQ model) over the last axis, rows contiguous in
+stream order: a transformer's layer norm after attention or its feed-forward block.
+
+Integer semantics (``layernorm_int8``; C++ ``fp::layernorm``), per row of N int8 values ``x`` (input
+scale ``sx``; the zero point cancels in ``x - mean``), output scale ``sy``, zero point ``ZY``:
+
+* exact sums ``S1 = sum x``, ``S2 = sum x**2`` (int64), ``V = N S2 - S1**2`` (``N**2`` times the
+  variance in input steps, ``0 <= V < N**2 * 2**14``), ``W = 4 V + E`` with the epsilon term
+  ``E = round(4 eps N**2 / sx**2)`` (config), so ``n_i = 2 D_i / sqrt(W)`` is the normalized value
+  of ``D_i = N x_i - S1``;
+* ``s = isqrt(W * 2**(2 P))`` (exact floor square root, digit by digit, one result bit a step:
+  ``SQRT_BITS`` steps), ``P = ROOT_FRACTION``;
+* ``r = (2**(RB + P) + s // 2) // s`` (0 when ``s`` is 0, i.e. a constant row with no epsilon), a
+  restoring division of ``DIV_BITS`` steps: ``r ~ 2**RB / sqrt(W)``, ``RB = RECIPROCAL_BITS``;
+* ``t_i = (2 D_i r + 2**(RB - TB - 1)) >> (RB - TB)``, ``n_i`` in ``TB = NORM_BITS`` fraction bits;
+* ``y_i = clamp(ZY + round_half_even((t_i M_i + B_i) / 2**S), LO, HI)``: gamma and beta folded with
+  the output requantization, ``M_i = round(gamma_i / sy * 2**(S - TB))`` (``affine.fixed_point``:
+  the largest ``|M|`` in ``[2**22, 2**23]``) and ``B_i = round(beta_i / sy * 2**S)``.
+
+Error bound (against the real layer norm of the dequantized row, at the model's gamma and beta):
+``s`` is within 1 of ``2**P sqrt(W)`` (``s >= 2**P`` unless ``W = 0``), so ``1 / s`` is within a
+relative ``2**-P / sqrt(W) <= 2**-13`` of exact (``W >= 4`` for a row that is not constant); ``r``
+adds a relative ``2**(P - RB - 1) s <= 2**-10 * sqrt(W) / 2**RB``, negligible for ``W < 2**38``;
+``t`` is within 1/2 of ``2**TB n`` times those; ``M`` within ``2**-23`` relative. With ``|n| <=
+sqrt(N)``, the value rounded is within ``|gamma / sy| * sqrt(N) * 2**-12 + 2**-14`` LSB of exact
+(under 0.05 LSB for N = 64 and ``|gamma / sy| < 100``), so the output is the exact value's rounding
+but within that distance of a tie; ``E`` rounds ``eps`` to a relative ``1 / (2 E)`` (the variance
+term dominates unless the row is nearly constant). Against onnxruntime's float32 QDQ model: the
+tests measure at most 1 LSB.
+
+Rows: the normalized axes must be just the last (``axis`` -1 or rank - 1) of a rank-2 or rank-3
+tensor, so a row is N consecutive stream elements; ``N <= MAX_N`` keeps ``W * 2**(2P) < 2**62``.
+Cycles per row: a read pass (sums, the row into a buffer), the square root, the division and a
+write pass: ``ROWS * (2 ceil(N / L) + SQRT_BITS + DIV_BITS)`` with L lanes (PE). Resources: the
+row buffer (N bytes), per lane a ``2 D r`` product (19 x 41 bits) and a ``t M`` product (23 x 24
+bits) and the per-element ``M, B`` words; the square root and the divider in LUTs. O(1) for all
+but the reference, O(N) per row. Source: ONNX LayerNormalization; digit-by-digit square root
+(Wikipedia, "Methods of computing square roots", binary numeral system).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from fpgaplace.hw.affine import fixed_point
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Unsupported
+from fpgaplace.hw.kernel import (
+    LANE_FF_BASE,
+    LANE_FF_PER_PE,
+    LANE_LUT_BASE,
+    LANE_LUT_PER_PE,
+    LUTS_PER_LANE_BUDGET,
+    Kernel,
+    activation_inputs,
+    divisors,
+    memory_blocks,
+    multiplier_dsps,
+    tensor_shape,
+)
+from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.quant import requantize_affine
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
+    from fpgaplace.hw.lowering import LayerContext
+    from fpgaplace.model.ir import Op, OpGraph
+
+MAX_N = 1024  # W < 4 N**2 2**14 + E <= 2**37: W * 2**24 stays below 2**62
+ROOT_FRACTION = 12  # P: s = isqrt(W * 2**24) carries 12 fraction bits of sqrt(W)
+SQRT_BITS = 31  # s < 2**31: one result bit a step
+RECIPROCAL_BITS = 40  # RB: r ~ 2**40 / sqrt(W), below 2**41
+DIV_BITS = RECIPROCAL_BITS + ROOT_FRACTION + 1  # the dividend 2**52 + s/2 < 2**53
+NORM_BITS = 16  # TB: t = 2**16 n, |t| < 2**16 sqrt(N) + 1 < 2**22
+MAX_EPSILON_TERM = 2**37  # E at most: W stays below 2**38
+MAX_OFFSET = 2**14  # |beta / sy| at most (output steps): |B| <= 2**(14 + 37) < 2**52
+PASSES = 2  # read (and sums), write
+ROOT_LUTS = 300  # 31-step digit-by-digit square root of a 62-bit radicand
+DIVIDER_LUTS = 450  # 53-bit restoring divider with its registers
+PRODUCT_BITS = (19, 23)  # signed widths of the per-lane products' wide operands: 2 D (by r), t (by M)
+
+
+class LayerNorm(Kernel):
+    """LayerNormalization of rows of N int8 values, PE of a row a cycle."""
+
+    name, template = "layernorm", "hls/ops/layernorm.j2"
+
+    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
+        acts = activation_inputs(op, graph)
+        shape = tensor_shape(graph, acts[0]) if len(acts) == 1 else None
+        if shape is None or not shape:
+            return Unsupported("unknown input shape")
+        rows = layernorm_rows(shape, int(op.attrs.get("axis", -1)))
+        if isinstance(rows, Unsupported):
+            return rows
+        count, n = rows
+        return Geometry(self.name, count, n, 1, stream_elements=count * n, row=1, linebuffer_bytes=n,
+                        shape={"SIZE": count * n, "N": n, "ROWS": count})
+
+    def foldings(self, g: Geometry) -> list[Folding]:
+        return [Folding(pe, 1, 1) for pe in divisors(g.channels)]
+
+    def cycles(self, g: Geometry, fold: Folding) -> int:
+        return g.pixels * (PASSES * math.ceil(g.channels / fold.pe) + SQRT_BITS + DIV_BITS)
+
+    def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
+        """Its share of the core's lane budget (two passes over every element) and the square root
+        and division of every row, which no lane count shortens."""
+        return PASSES * g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET) + g.pixels * (SQRT_BITS + DIV_BITS)
+
+    def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
+        lanes, depth = fold.pe, math.ceil(g.channels / fold.pe)
+        row_bram, _, row_lut = memory_blocks(8 * lanes, depth)
+        word_bram, _, word_lut = memory_blocks(64 * lanes, depth)  # M (24 bits) and B (40 bits) per element
+        dsps = sum(multiplier_dsps(bits, core) for bits in PRODUCT_BITS)
+        return Resources(lanes * dsps, row_bram + word_bram, 0,
+                         LANE_LUT_BASE + ROOT_LUTS + DIVIDER_LUTS + LANE_LUT_PER_PE * lanes + row_lut + word_lut,
+                         LANE_FF_BASE + 3 * 64 + LANE_FF_PER_PE * lanes)
+
+    def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
+        c = config
+        return layernorm_int8(inputs[0], arrays["mult"], arrays["offset"], n=c["N"], e=c["E"], s=c["S"], zy=c["ZY"],
+                              lo=c["LO"], hi=c["HI"])
+
+    def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
+        """The layer of ``op``: E from epsilon at the input's scale, ``M, B, S`` from gamma and beta."""
+        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        y, n = out.tensor, shape["N"]
+        gamma, beta = (affine_input(ctx, op, i, n) for i in (1, 2))
+        mult, offset, s = gains(gamma / y.scale, beta / y.scale, f"op '{op.name}'")
+        lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
+        config = {"SIZE": shape["SIZE"] // ctx.batch(), "N": n, "E": epsilon_term(op, n, x.scale), "S": s,
+                  "ZY": y.zero_point, "LO": lo, "HI": hi}
+        return Layer(op.name, self.name, [x.name], y.name, config, {"mult": mult, "offset": offset})
+
+    def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
+        return {**config, "L": fold.pe, "SQRT": SQRT_BITS, "DIV": DIV_BITS}
+
+
+def layernorm_rows(shape: tuple[int, ...], axis: int) -> tuple[int, int] | Unsupported:
+    """(rows, N) of a layer norm over ``axis`` of ``shape`` when its rows are contiguous in stream
+    order and short enough (module docstring), else why not."""
+    rank = len(shape)
+    if not -rank <= axis < rank:
+        return Unsupported(f"axis {axis} out of range for rank {rank}")
+    if axis % rank != rank - 1 or rank not in (2, 3):
+        return Unsupported(f"a layer norm from axis {axis} of a rank-{rank} tensor: not the stream's rows")
+    if shape[-1] > MAX_N:
+        return Unsupported(f"rows of {shape[-1]} elements, more than {MAX_N}")
+    return math.prod(shape) // shape[-1], shape[-1]
+
+
+def affine_input(ctx: LayerContext, op: Op, position: int, n: int) -> np.ndarray:
+    """Gamma (``position`` 1) or beta (2, zeros when absent) of ``op`` as N real values."""
+    name = op.inputs[position] if len(op.inputs) > position else ""
+    if not name:
+        return np.zeros(n)
+    values = ctx.index.bias(name)
+    if values is None or values.size not in (1, n):
+        raise FpgaplaceError(f"op '{op.name}': input '{name}' must be a constant of 1 or {n} values")
+    return np.broadcast_to(values.reshape(-1).astype(np.float64), (n,))
+
+
+def gains(scale: np.ndarray, offset: np.ndarray, where: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """``(M, B, S)`` of real per-element factors ``gamma / sy`` and offsets ``beta / sy`` for
+    normalized values in ``NORM_BITS`` fraction bits. O(N)."""
+    if not np.all(np.isfinite(offset)) or np.abs(offset).max(initial=0) > MAX_OFFSET:
+        raise FpgaplaceError(f"{where}: beta / output scale must be finite and within {MAX_OFFSET} steps")
+    mult, _, s = fixed_point(np.ldexp(scale, -NORM_BITS), np.zeros_like(scale), where)
+    return mult.astype(np.int32), np.rint(np.ldexp(offset, s)).astype(np.int64), s
+
+
+def epsilon_term(op: Op, n: int, x_scale: float) -> int:
+    """``E = round(4 eps N**2 / sx**2)``, eps the op's ``epsilon`` (1e-5 when absent)."""
+    eps = float(op.attrs.get("epsilon", 1e-5))
+    e = 4.0 * eps * n * n / (x_scale * x_scale)
+    if not (eps >= 0 and e < MAX_EPSILON_TERM):
+        raise FpgaplaceError(f"op '{op.name}': epsilon {eps:g} must be >= 0 and small against the input's "
+                             f"variance (4 eps N**2 / sx**2 = {e:.3g} >= 2**37)")
+    return int(round(e))
+
+
+def isqrt_steps(value: int, bits: int) -> int:
+    """``floor(sqrt(value))`` for ``value < 4**bits`` digit by digit (one result bit a step, from the
+    top), as the C++ and RTL compute it. O(bits)."""
+    root, remainder = 0, 0
+    for k in range(bits - 1, -1, -1):
+        remainder = (remainder << 2) | ((value >> (2 * k)) & 3)
+        trial = (root << 2) | 1
+        root <<= 1
+        if remainder >= trial:
+            remainder -= trial
+            root |= 1
+    return root
+
+
+def row_reciprocal(x: np.ndarray, n: int, e: int) -> tuple[np.ndarray, int]:
+    """``(D, r)`` of one row ``x`` (int64): ``D = N x - S1`` and ``r ~ 2**RB / sqrt(W)``. O(N)."""
+    s1, s2 = int(x.sum()), int((x * x).sum())
+    w = 4 * (n * s2 - s1 * s1) + e
+    s = isqrt_steps(w << (2 * ROOT_FRACTION), SQRT_BITS)
+    r = ((1 << (RECIPROCAL_BITS + ROOT_FRACTION)) + s // 2) // s if s else 0
+    return n * x - s1, r
+
+
+def layernorm_int8(x: np.ndarray, mult: np.ndarray, offset: np.ndarray, *, n: int, e: int, s: int, zy: int,
+                   lo: int = -128, hi: int = 127) -> np.ndarray:
+    """The integer layer norm of the module docstring over rows of ``n`` of int8 ``x``. O(size)."""
+    rows = np.asarray(x).astype(np.int64).reshape(-1, n)
+    shift = RECIPROCAL_BITS - NORM_BITS
+    t = np.empty_like(rows)
+    for i, row in enumerate(rows):
+        d, r = row_reciprocal(row, n, e)
+        t[i] = (2 * d * r + (1 << (shift - 1))) >> shift
+    return requantize_affine(t, np.asarray(mult, np.int64), np.asarray(offset, np.int64), s, zy, lo, hi,
+                             d_bits=NORM_BITS + 7).reshape(-1)
