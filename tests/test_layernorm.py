@@ -12,7 +12,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.flow.design import Design
-from fpgaplace.hw.geometry import Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Unsupported
 from fpgaplace.hw.layernorm import MAX_N, gains, isqrt_steps, layernorm_int8, layernorm_rows
 from fpgaplace.sim.csim import run_csim
 
@@ -92,3 +92,44 @@ def test_an_epsilon_too_large_for_the_input_scale_names_the_op():
         epsilon_term(op, 512, 1e-4)
     assert epsilon_term(Op(name="ln", op_type="LayerNormalization", domain="", attrs={}, inputs=["h"],
                            outputs=["n"], index=0), 16, 0.02) == round(4e-5 * 256 / 0.02**2)
+
+
+def rtl_case(rows: int, n: int, seed: int) -> tuple[dict, dict, Geometry]:
+    """A layer's config, arrays and geometry for ``rows`` rows of ``n``, gamma and beta at random."""
+    rng = np.random.default_rng(seed)
+    mult, offset, s = gains(rng.normal(1, 0.3, n) / 0.03, rng.normal(0, 0.3, n) / 0.03, "test")
+    config = {"SIZE": rows * n, "N": n, "E": round(4e-5 * n * n / 0.05**2), "S": s, "ZY": -5, "LO": -128, "HI": 127}
+    geometry = Geometry("layernorm", rows, n, 1, stream_elements=rows * n, row=1, linebuffer_bytes=n,
+                        shape={"SIZE": rows * n, "N": n, "ROWS": rows})
+    return config, {"mult": mult, "offset": offset}, geometry
+
+
+@pytest.mark.parametrize(("rows", "n", "lanes"), [(2, 12, 3), (3, 16, 16)])
+def test_layernorm_rtl_bit_exact_and_cycles(tmp_path, rows, n, lanes):
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    config, arrays, geometry = rtl_case(rows, n, n)
+    inputs = np.random.default_rng(n).integers(-128, 128, (3, rows * n), dtype=np.int8)
+    inputs[0, :n] = 9  # a constant row: only epsilon under the root
+    result = simulate_case("layernorm", (config, arrays, [inputs], Folding(lanes, 1, 1)), tmp_path, geometry=geometry)
+    check_cycles(result, f"layernorm {rows}x{n}")
+    assert_verilog_2005_clean(render_op("layernorm", config, arrays, Folding(lanes, 1, 1), 100), tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("board", "family", "n", "lanes"), [("pynq-z2", "xc7", 12, 2), ("zcu104", "xcup", 16, 2),
+                                                             ("zcu104", "xcup", 200, 2)])
+def test_layernorm_dsps_equal_yosys(tmp_path, board, family, n, lanes):
+    """A lane's D r, t M and N x products and a row's S1**2 and N S2 take the DSPs the op library counts."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.codegen import rtl
+    from fpgaplace.hw import KERNELS
+    from fpgaplace.sim import yosys
+
+    core = load_board(board).cores[0]
+    config, arrays, geometry = rtl_case(2, n, n)
+    folding = Folding(lanes, 1, 1)
+    op = rtl.render_op("layernorm", config, arrays, folding, 100)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family,
+                           dsp_only=True)
+    assert got.dsp == KERNELS["layernorm"].resources(geometry, folding, core).dsp > 0, got

@@ -32,8 +32,12 @@ Rows: the normalized axes must be just the last (``axis`` -1 or rank - 1) of a r
 tensor, so a row is N consecutive stream elements; ``N <= MAX_N`` keeps ``W * 2**(2P) < 2**62``.
 Cycles per row: a read pass (sums, the row into a buffer), the square root, the division and a
 write pass: ``ROWS * (2 ceil(N / L) + SQRT_BITS + DIV_BITS)`` with L lanes (PE). Resources: the
-row buffer (N bytes), per lane a ``2 D r`` product (19 x 41 bits) and a ``t M`` product (23 x 24
-bits) and the per-element ``M, B`` words; the square root and the divider in LUTs. O(1) for all
+row buffer (N bytes) and the per-element ``M, B`` words (ROM); DSPs (``product_dsps``, equal to yosys'
+count of ``rtl/layernorm.v.j2``) for a lane's ``D r`` (``deviation_bits`` x 42 bits), ``t M`` (23 x 25
+bits) and ``N x`` products and a row's ``S1**2`` and ``N S2`` (the ``N`` products are shifts when N is
+a power of two); the square root and the divider in LUTs. Checked against yosys for N <= 514 (``D``
+within 18 bits); for longer rows yosys splits the ``D r`` product into 5 DSPs, not 3 (measured at
+N = 520, 768, 1024 on xcup), so the estimate is 2 a lane short there. O(1) for all
 but the reference, O(N) per row. Source: ONNX LayerNormalization; digit-by-digit square root
 (Wikipedia, "Methods of computing square roots", binary numeral system).
 """
@@ -41,13 +45,14 @@ but the reference, O(N) per row. Source: ONNX LayerNormalization; digit-by-digit
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw.affine import fixed_point
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
+    DSP_PARTIAL_A_BITS,
     LANE_FF_BASE,
     LANE_FF_PER_PE,
     LANE_LUT_BASE,
@@ -62,6 +67,7 @@ from fpgaplace.hw.kernel import (
 )
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.quant import requantize_affine
+from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members, pack_lanes
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -80,7 +86,9 @@ MAX_OFFSET = 2**14  # |beta / sy| at most (output steps): |B| <= 2**(14 + 37) < 
 PASSES = 2  # read (and sums), write
 ROOT_LUTS = 300  # 31-step digit-by-digit square root of a 62-bit radicand
 DIVIDER_LUTS = 450  # 53-bit restoring divider with its registers
-PRODUCT_BITS = (19, 23)  # signed widths of the per-lane products' wide operands: 2 D (by r), t (by M)
+R_BITS, T_M_BITS = 42, (23, 25)  # signed widths: r (by D, deviation_bits), t by M
+DSP_B_BITS = 18  # the DSP48's B port (E1 and E2)
+MULT_BITS, OFFSET_BITS = 25, 54  # a lane's word of the coefficient ROM: signed M (|M| <= 2**23), signed B (< 2**52)
 
 
 class LayerNorm(Kernel):
@@ -114,9 +122,12 @@ class LayerNorm(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         lanes, depth = fold.pe, math.ceil(g.channels / fold.pe)
         row_bram, _, row_lut = memory_blocks(8 * lanes, depth)
-        word_bram, _, word_lut = memory_blocks(64 * lanes, depth)  # M (24 bits) and B (40 bits) per element
-        dsps = sum(multiplier_dsps(bits, core) for bits in PRODUCT_BITS)
-        return Resources(lanes * dsps, row_bram + word_bram, 0,
+        word_bram, _, word_lut = memory_blocks((MULT_BITS + OFFSET_BITS) * lanes, depth)  # M and B per element
+        n, s1_bits = g.channels, (g.channels * 128).bit_length() + 1
+        scaled = n & (n - 1) != 0  # N x and N S2 are products unless N is a power of two (then shifts)
+        per_lane = product_dsps(deviation_bits(n), R_BITS, core) + product_dsps(*T_M_BITS, core) + scaled
+        per_row = product_dsps(s1_bits, s1_bits, core) + scaled
+        return Resources(lanes * per_lane + per_row, row_bram + word_bram, 0,
                          LANE_LUT_BASE + ROOT_LUTS + DIVIDER_LUTS + LANE_LUT_PER_PE * lanes + row_lut + word_lut,
                          LANE_FF_BASE + 3 * 64 + LANE_FF_PER_PE * lanes)
 
@@ -138,6 +149,47 @@ class LayerNorm(Kernel):
 
     def hls_config(self, config: dict[str, int], g: Geometry, fold: Folding) -> dict[str, int]:
         return {**config, "L": fold.pe, "SQRT": SQRT_BITS, "DIV": DIV_BITS}
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """``rtl/layernorm.v.j2``: a row buffer, the sums, a digit-by-digit square root, a restoring
+        divider and per lane the two products and the requantizer; L = PE elements a beat, the ``{M, B}``
+        of element ``i`` in lane ``i mod L`` of ROM word ``i / L``."""
+        c = int_members(config)
+        n, size, lanes = c["N"], c["SIZE"], fold.pe
+        if not 1 <= n <= MAX_N or size % n or n % lanes or c["S"] < 2:
+            raise FpgaplaceError(f"rtl {top}: PE={lanes} must divide N={n} <= {MAX_N}, N the SIZE={size}, and S >= 2")
+        check_int8_members(c, ("ZY",), self.name)
+        mult = np.asarray(arrays.get("mult", ()), dtype=np.int64).reshape(-1)
+        offset = np.asarray(arrays.get("offset", ()), dtype=np.int64).reshape(-1)
+        if mult.size != n or offset.size != n or np.abs(mult).max() > 2**23 or np.abs(offset).max() >= 2**52:
+            raise FpgaplaceError(f"rtl {top}: N multipliers within ±2**23 and N offsets within ±2**52 expected")
+        mask = (1 << OFFSET_BITS) - 1
+        words = [pack_lanes([(int(mult[i]) << OFFSET_BITS) | (int(offset[i]) & mask)
+                             for i in range(t * lanes, (t + 1) * lanes)], MULT_BITS + OFFSET_BITS)
+                 for t in range(n // lanes)]
+        rom = f"{top}_coefficients.mem"
+        values = c | {"name": top, "L": lanes, "ROWS": size // n, "SQRT_BITS": SQRT_BITS, "DIV_BITS": DIV_BITS,
+                      "MB": MULT_BITS, "OB": OFFSET_BITS, "S1_W": (n * 128).bit_length() + 1,
+                      "S2_W": (n * 2**14).bit_length(), "D_W": deviation_bits(n),
+                      "BEAT_BITS": index_bits(n // lanes), "LO_BITS": f"8'h{c['LO'] & 0xFF:02x}",
+                      "HI_BITS": f"8'h{c['HI'] & 0xFF:02x}", "rom_file": rom}
+        return RtlUnit("rtl/layernorm.v.j2", values, {rom: Rom(words, (MULT_BITS + OFFSET_BITS) * lanes)},
+                       ((PORT_IN, lanes, size),), (PORT_OUT, lanes, size))
+
+
+def product_dsps(a_bits: int, b_bits: int, core: FpgaCore | None) -> int:
+    """DSPs of a signed ``a_bits`` x ``b_bits`` product as yosys' mul2dsp splits it (measured on
+    ``rtl/layernorm.v.j2``): the narrower operand over the A port (``multiplier_dsps``) times the
+    pieces of the wider over the B port, ``DSP_B_BITS`` and then 17 bits a piece."""
+    wide, narrow = max(a_bits, b_bits), min(a_bits, b_bits)
+    pieces = 1 if wide <= DSP_B_BITS else 1 + math.ceil((wide - DSP_B_BITS) / DSP_PARTIAL_A_BITS)
+    return multiplier_dsps(narrow, core) * pieces
+
+
+def deviation_bits(n: int) -> int:
+    """Signed bits of ``D = N x - S1`` (``|D| <= 255 N``)."""
+    return (n * 255).bit_length() + 1
 
 
 def layernorm_rows(shape: tuple[int, ...], axis: int) -> tuple[int, int] | Unsupported:
