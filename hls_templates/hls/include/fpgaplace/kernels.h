@@ -931,6 +931,26 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
   }
 }
 
+namespace detail {
+// floor(dividend / divisor) for dividend < 2**BITS by restoring division, one quotient bit an
+// iteration from the top (as the RTL dividers of softmax and layernorm); 0 when divisor is 0.
+template <int BITS, int STAGE>
+uint64_t restoring_divide(uint64_t dividend, uint64_t divisor) {
+  uint64_t remainder = 0, quotient = 0;
+  for (int b = BITS - 1; b >= 0; --b) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(STAGE);
+    remainder = (remainder << 1) | ((dividend >> b) & 1);
+    quotient <<= 1;
+    if (divisor != 0 && remainder >= divisor) {
+      remainder -= divisor;
+      quotient |= 1;
+    }
+  }
+  return quotient;
+}
+}  // namespace detail
+
 // Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
 // buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
 // a row, DIV steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + DIV iterations a row.
@@ -964,18 +984,7 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
     }
     // r = (MY * 2**16 + sum / 2) / sum by restoring division, a quotient bit a cycle (as the RTL)
     const uint64_t dividend = (static_cast<uint64_t>(C::MY) << 16) + static_cast<uint64_t>(sum) / 2;
-    uint64_t remainder = 0, quotient = 0;
-    for (int b = C::DIV - 1; b >= 0; --b) {
-#pragma HLS PIPELINE II=1
-      FP_TICK(C::STAGE);
-      remainder = (remainder << 1) | ((dividend >> b) & 1);
-      quotient <<= 1;
-      if (remainder >= static_cast<uint64_t>(sum)) {
-        remainder -= static_cast<uint64_t>(sum);
-        quotient |= 1;
-      }
-    }
-    const int32_t r = static_cast<int32_t>(quotient);
+    const int32_t r = static_cast<int32_t>(detail::restoring_divide<C::DIV, C::STAGE>(dividend, sum));
     for (int i = 0; i < BEATS; ++i) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
@@ -1033,18 +1042,7 @@ void layernorm(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const 
       }
     }
     const uint64_t dividend = (static_cast<uint64_t>(1) << 52) + root / 2;
-    uint64_t remainder = 0, quotient = 0;
-    for (int b = C::DIV - 1; b >= 0; --b) {
-#pragma HLS PIPELINE II=1
-      FP_TICK(C::STAGE);
-      remainder = (remainder << 1) | ((dividend >> b) & 1);
-      quotient <<= 1;
-      if (root != 0 && remainder >= root) {
-        remainder -= root;
-        quotient |= 1;
-      }
-    }
-    const int64_t r = static_cast<int64_t>(quotient);
+    const int64_t r = static_cast<int64_t>(detail::restoring_divide<C::DIV, C::STAGE>(dividend, root));
     for (int i = 0; i < BEATS; ++i) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
