@@ -32,12 +32,10 @@ Rows: the normalized axes must be just the last (``axis`` -1 or rank - 1) of a r
 tensor, so a row is N consecutive stream elements; ``N <= MAX_N`` keeps ``W * 2**(2P) < 2**62``.
 Cycles per row: a read pass (sums, the row into a buffer), the square root, the division and a
 write pass: ``ROWS * (2 ceil(N / L) + SQRT_BITS + DIV_BITS)`` with L lanes (PE). Resources: the
-row buffer (N bytes) and the per-element ``M, B`` words (ROM); DSPs (``product_dsps``, equal to yosys'
-count of ``rtl/layernorm.v.j2``) for a lane's ``D r`` (``deviation_bits`` x 42 bits), ``t M`` (23 x 25
-bits) and ``N x`` products and a row's ``S1**2`` and ``N S2`` (the ``N`` products are shifts when N is
-a power of two); the square root and the divider in LUTs. Checked against yosys for N <= 514 (``D``
-within 18 bits); for longer rows yosys splits the ``D r`` product into 5 DSPs, not 3 (measured at
-N = 520, 768, 1024 on xcup), so the estimate is 2 a lane short there. O(1) for all
+row buffer (N bytes) and the per-element ``M, B`` words (ROM); DSPs (``mul2dsp_dsps``: yosys' split of
+each product of ``rtl/layernorm.v.j2``, equal to its count) for a lane's ``x**2`` (8 x 8 bits), ``D r``
+(``deviation_bits`` x 42), ``t M`` (23 x 25) and ``N x`` and a row's ``S1**2`` and ``N S2`` (the ``N``
+products are shifts when N is a power of two); the square root and the divider in LUTs. O(1) for all
 but the reference, O(N) per row. Source: ONNX LayerNormalization; digit-by-digit square root
 (Wikipedia, "Methods of computing square roots", binary numeral system).
 """
@@ -61,8 +59,8 @@ from fpgaplace.hw.kernel import (
     Kernel,
     activation_inputs,
     divisors,
+    dsp_a_bits,
     memory_blocks,
-    multiplier_dsps,
     tensor_shape,
 )
 from fpgaplace.hw.lowering import Layer, bounds
@@ -123,10 +121,12 @@ class LayerNorm(Kernel):
         lanes, depth = fold.pe, math.ceil(g.channels / fold.pe)
         row_bram, _, row_lut = memory_blocks(8 * lanes, depth)
         word_bram, _, word_lut = memory_blocks((MULT_BITS + OFFSET_BITS) * lanes, depth)  # M and B per element
-        n, s1_bits = g.channels, (g.channels * 128).bit_length() + 1
+        n = g.channels
         scaled = n & (n - 1) != 0  # N x and N S2 are products unless N is a power of two (then shifts)
-        per_lane = product_dsps(deviation_bits(n), R_BITS, core) + product_dsps(*T_M_BITS, core) + scaled
-        per_row = product_dsps(s1_bits, s1_bits, core) + scaled
+        constant, s1_bits, s2_bits = n.bit_length() + 1, (n * 128).bit_length() + 1, (n * 2**14).bit_length() + 1
+        per_lane = (mul2dsp_dsps(8, 8, core) + mul2dsp_dsps(deviation_bits(n), R_BITS, core)
+                    + mul2dsp_dsps(*T_M_BITS, core) + scaled * mul2dsp_dsps(8, constant, core))
+        per_row = mul2dsp_dsps(s1_bits, s1_bits, core) + scaled * mul2dsp_dsps(constant, s2_bits, core)
         return Resources(lanes * per_lane + per_row, row_bram + word_bram, 0,
                          LANE_LUT_BASE + ROOT_LUTS + DIVIDER_LUTS + LANE_LUT_PER_PE * lanes + row_lut + word_lut,
                          LANE_FF_BASE + 3 * 64 + LANE_FF_PER_PE * lanes)
@@ -178,13 +178,21 @@ class LayerNorm(Kernel):
                        ((PORT_IN, lanes, size),), (PORT_OUT, lanes, size))
 
 
-def product_dsps(a_bits: int, b_bits: int, core: FpgaCore | None) -> int:
-    """DSPs of a signed ``a_bits`` x ``b_bits`` product as yosys' mul2dsp splits it (measured on
-    ``rtl/layernorm.v.j2``): the narrower operand over the A port (``multiplier_dsps``) times the
-    pieces of the wider over the B port, ``DSP_B_BITS`` and then 17 bits a piece."""
-    wide, narrow = max(a_bits, b_bits), min(a_bits, b_bits)
-    pieces = 1 if wide <= DSP_B_BITS else 1 + math.ceil((wide - DSP_B_BITS) / DSP_PARTIAL_A_BITS)
-    return multiplier_dsps(narrow, core) * pieces
+def mul2dsp_dsps(a_bits: int, b_bits: int, core: FpgaCore | None, top: bool = True) -> int:
+    """DSPs of a signed ``a_bits`` x ``b_bits`` product as yosys' ``mul2dsp.v`` splits it: the top
+    product puts its wider operand on A; an A wider than the port splits into pieces of
+    ``DSP_PARTIAL_A_BITS`` (and a last piece), else a B wider than ``DSP_B_BITS`` likewise, and each
+    piece is split again without the swap. O(pieces)."""
+    if top and a_bits < b_bits:
+        a_bits, b_bits = b_bits, a_bits
+    a_port, piece = dsp_a_bits(core), DSP_PARTIAL_A_BITS  # a piece: 17 bits and a sign bit of headroom
+    if a_bits > a_port:
+        n = (a_bits - a_port + piece - 1) // piece
+        return n * mul2dsp_dsps(piece + 1, b_bits, core, False) + mul2dsp_dsps(a_bits - n * piece, b_bits, core, False)
+    if b_bits > DSP_B_BITS:
+        n = (b_bits - DSP_B_BITS + piece - 1) // piece
+        return n * mul2dsp_dsps(a_bits, piece + 1, core, False) + mul2dsp_dsps(a_bits, b_bits - n * piece, core, False)
+    return 1
 
 
 def deviation_bits(n: int) -> int:
