@@ -56,16 +56,13 @@ from fpgaplace.hw.kernel import (
     LANE_LUT_BASE,
     LANE_LUT_PER_PE,
     LUTS_PER_LANE_BUDGET,
-    Kernel,
-    activation_inputs,
-    divisors,
     dsp_a_bits,
     memory_blocks,
-    tensor_shape,
 )
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.quant import requantize_affine
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members, pack_lanes
+from fpgaplace.hw.softmax import RowKernel
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -89,25 +86,13 @@ DSP_B_BITS = 18  # the DSP48's B port (E1 and E2)
 MULT_BITS, OFFSET_BITS = 25, 54  # a lane's word of the coefficient ROM: signed M (|M| <= 2**23), signed B (< 2**52)
 
 
-class LayerNorm(Kernel):
+class LayerNorm(RowKernel):
     """LayerNormalization of rows of N int8 values, PE of a row a cycle."""
 
     name, template = "layernorm", "hls/ops/layernorm.j2"
 
-    def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
-        acts = activation_inputs(op, graph)
-        shape = tensor_shape(graph, acts[0]) if len(acts) == 1 else None
-        if shape is None or not shape:
-            return Unsupported("unknown input shape")
-        rows = layernorm_rows(shape, int(op.attrs.get("axis", -1)))
-        if isinstance(rows, Unsupported):
-            return rows
-        count, n = rows
-        return Geometry(self.name, count, n, 1, stream_elements=count * n, row=1, linebuffer_bytes=n,
-                        shape={"SIZE": count * n, "N": n, "ROWS": count})
-
-    def foldings(self, g: Geometry) -> list[Folding]:
-        return [Folding(pe, 1, 1) for pe in divisors(g.channels)]
+    def rows(self, op: Op, graph: OpGraph, shape: tuple[int, ...]) -> tuple[int, int] | Unsupported:
+        return layernorm_rows(shape, int(op.attrs.get("axis", -1)))
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         return g.pixels * (PASSES * math.ceil(g.channels / fold.pe) + SQRT_BITS + DIV_BITS)
