@@ -31,7 +31,7 @@ SPEC_KERNELS = {
     "add": {"Add", "QLinearAdd"},
     "requant": {"Relu", "Clip", "Quant", "BipolarQuant", "Trunc"},  # QONNX quantizers requantize
     "concat": {"Concat"},
-    "softmax": {"Softmax"}, "lrn": {"LRN"},
+    "softmax": {"Softmax"}, "lrn": {"LRN"}, "layernorm": {"LayerNormalization"},
     "slice": {"Split", "Slice"},
     "upsample": {"Resize", "Upsample"},
     "pad": {"Pad"},

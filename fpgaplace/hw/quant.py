@@ -207,14 +207,18 @@ def requantize_affine(
     zero_point: int,
     lo: int = INT8_MIN,
     hi: int = INT8_MAX,
+    d_bits: int = 10,
 ) -> np.ndarray:
     """``clip(round_half_even((d * m + b) * 2**-s) + zero_point, lo, hi)`` as int8 with *signed*
     multipliers ``m`` and offsets ``b`` broadcast against ``d`` (the per-channel affine kernel,
-    ``fpgaplace.hw.affine``), in int64. Requires ``|d| < 2**10``, ``|m| < 2**31``, ``|b| < 2**52``
-    (so ``d * m + b`` stays far inside int64) and ``1 <= s <= 62``. O(n)."""
+    ``fpgaplace.hw.affine``; the layer norm's normalized values, ``fpgaplace.hw.layernorm``), in
+    int64. Requires ``|d| < 2**d_bits`` (``d_bits <= 30``), ``|m| < 2**31``, ``|b| < 2**52`` (so
+    ``d * m + b`` stays inside int64) and ``1 <= s <= 62``. O(n)."""
     d64, m64, b64 = _as_int64("d", d), _as_int64("m", m), _as_int64("b", b)
     s64 = _as_int64("s", s)
-    _check_range("d", d64, -(2**10) + 1, 2**10 - 1)
+    if not 1 <= d_bits <= 30:
+        raise ValueError(f"d_bits must be in [1, 30], got {d_bits}")
+    _check_range("d", d64, -(2**d_bits) + 1, 2**d_bits - 1)
     _check_range("m", m64, -(2**31) + 1, 2**31 - 1)
     _check_range("b", b64, -(2**52) + 1, 2**52 - 1)
     _check_output_parameters(s64, zero_point, lo, hi)

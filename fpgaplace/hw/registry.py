@@ -26,6 +26,7 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.matmul import MatMul
 from fpgaplace.hw.pad import Pad
@@ -64,6 +65,7 @@ KERNELS: dict[str, Kernel] = {
         Reorder(),
         Lrn(),
         Softmax(),
+        LayerNorm(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),

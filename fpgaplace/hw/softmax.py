@@ -57,17 +57,20 @@ EXP_LUTS_PER_LANE = 4 * (EXP_BITS + 1)  # a 256 x 17-bit ROM in LUT6
 RECIPROCAL_BITS = 31  # r < 2**31: a lane's e * r multiplies it (unsigned, so 32 signed bits) by 17 bits
 
 
-class Softmax(Kernel):
-    """Softmax of rows of N int8 values, PE of a row a cycle."""
+class RowKernel(Kernel):
+    """A kernel over rows of N elements contiguous in stream order (softmax, layer norm): its
+    geometry (a row buffer of N bytes) from ``rows``, and PE lanes of a row a cycle."""
 
-    name, template = "softmax", "hls/ops/softmax.j2"
+    def rows(self, op: Op, graph: OpGraph, shape: tuple[int, ...]) -> tuple[int, int] | Unsupported:
+        """(rows, N) of ``op`` on an input of ``shape``, or why its rows are not the stream's."""
+        raise NotImplementedError
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
         acts = activation_inputs(op, graph)
         shape = tensor_shape(graph, acts[0]) if len(acts) == 1 else None
         if shape is None or not shape:
             return Unsupported("unknown input shape")
-        rows = softmax_rows(shape, op.attrs.get("axis"), opset(graph))
+        rows = self.rows(op, graph, shape)
         if isinstance(rows, Unsupported):
             return rows
         count, n = rows
@@ -76,6 +79,15 @@ class Softmax(Kernel):
 
     def foldings(self, g: Geometry) -> list[Folding]:
         return [Folding(pe, 1, 1) for pe in divisors(g.channels)]
+
+
+class Softmax(RowKernel):
+    """Softmax of rows of N int8 values, PE of a row a cycle."""
+
+    name, template = "softmax", "hls/ops/softmax.j2"
+
+    def rows(self, op: Op, graph: OpGraph, shape: tuple[int, ...]) -> tuple[int, int] | Unsupported:
+        return softmax_rows(shape, op.attrs.get("axis"), opset(graph))
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         return g.pixels * (PASSES * math.ceil(g.channels / fold.pe) + DIVIDER_CYCLES)

@@ -430,7 +430,8 @@ _ALL: list[OpClass] = [
     *_classes("resample", "Resize Upsample", elementwise_macs, kernel="upsample"),
     # normalisation, softmax, reductions
     OpClass("BatchNormalization", "batchnorm", elementwise_macs, fusion="elementwise", kernel="batchnorm"),
-    *_classes("normalization", "LayerNormalization InstanceNormalization GroupNormalization "
+    OpClass("LayerNormalization", "normalization", scaled_elementwise(4), kernel="layernorm"),
+    *_classes("normalization", "InstanceNormalization GroupNormalization "
               "MeanVarianceNormalization LpNormalization RMSNormalization", scaled_elementwise(4)),
     *_classes("normalization", "SkipLayerNormalization SimplifiedLayerNormalization",
               scaled_elementwise(4), domains=_CONTRIB, shape_proxy=SAME_AS_INPUT),

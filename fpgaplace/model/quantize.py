@@ -13,7 +13,9 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
    ``ConstantOfShape`` weights of the onnx package's light models become weights, quantized as
    such), and BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
    (``passes.fold.fold_batchnorm``: the Conv keeps its name and produces the BatchNormalization's
-   output tensor), then dead nodes and constants are dropped;
+   output tensor), a layer norm written out in elementary ops becomes one LayerNormalization
+   (``passes.layernorm.fuse_layernorm``: onnxruntime quantizes that op, not the chain), then dead
+   nodes and constants are dropped;
 3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
    does, i.e. onnx shape inference only and its pre-processing mark, done in memory (the same bytes,
    without writing and reading the model twice more). Not onnxruntime's optimizer: it also folds
@@ -57,6 +59,9 @@ What onnxruntime 1.23 emits (measured on ``models.cnn_residual(batch=1)`` and
 * A MatMul of two activations (attention's ``Q Kᵀ`` and ``softmax(.) V``) reads a DequantizeLinear on
   both operands and writes a QuantizeLinear with its own calibrated qparams (MatMul is in onnxruntime's
   QDQ registry whichever operand is constant); a Transpose between (``Kᵀ``) is ``QDQDirect8BitOp``.
+* LayerNormalization (``QDQNormalization``) reads a DequantizeLinear of its input and of its int8
+  scale (a weight, per tensor), its bias an int32 DequantizeLinear (scale = input scale * scale's
+  scale), and writes a QuantizeLinear with its own calibrated output qparams.
 * LRN is in neither of onnxruntime's registries; ``op_types_to_quantize`` adds it
   (``EXTRA_QUANTIZED_OPS``), so it reads a DequantizeLinear and writes a QuantizeLinear with its own
   calibrated output qparams, and the MaxPool after it is quantized too (else both stay float).
@@ -98,6 +103,7 @@ from fpgaplace.model.passes.graph_tools import (
     topological_order,
 )
 from fpgaplace.model.passes.inference import infer_shapes
+from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.qdq import is_qdq, qdq_nodes
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
@@ -469,7 +475,7 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
 
     constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
     _drop_unread_masks(constant)
-    prepared, _ = fold_batchnorm(constant)
+    prepared, _ = fuse_layernorm(fold_batchnorm(constant)[0])
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
     try:

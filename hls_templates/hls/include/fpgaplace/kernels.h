@@ -21,6 +21,8 @@
 //   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L DIV STAGE; beats of L, exp_table[256]
+//   layernorm<C>(in, out, mult, offset)       SIZE N E S ZY LO HI L SQRT DIV STAGE; beats of L, mult[N],
+//                                            offset[N]
 //   matmul<C>(a, b, out)                      HEADS M K N ZA ZB MQ SQ ZY LO HI PE SIMD STAGE; a beat<SIMD>,
 //                                            b and out beat<PE>
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
@@ -49,7 +51,8 @@
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
 //   add, requant, affine, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
 //   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L;
-//   reorder: SIZE/L (in and out overlap, a ping-pong buffer)
+//   reorder: SIZE/L (in and out overlap, a ping-pong buffer); softmax: ROWS * (3 * N/L + DIV);
+//   layernorm: ROWS * (2 * N/L + SQRT + DIV)
 // Compiled with FP_COUNT_TICKS, each such loop counts its iterations in fp::tick_counters()[STAGE],
 // so a C simulation measures every stage's cycles at II=1 beside the model's estimate.
 //
@@ -928,6 +931,26 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
   }
 }
 
+namespace detail {
+// floor(dividend / divisor) for dividend < 2**BITS by restoring division, one quotient bit an
+// iteration from the top (as the RTL dividers of softmax and layernorm); 0 when divisor is 0.
+template <int BITS, int STAGE>
+uint64_t restoring_divide(uint64_t dividend, uint64_t divisor) {
+  uint64_t remainder = 0, quotient = 0;
+  for (int b = BITS - 1; b >= 0; --b) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(STAGE);
+    remainder = (remainder << 1) | ((dividend >> b) & 1);
+    quotient <<= 1;
+    if (divisor != 0 && remainder >= divisor) {
+      remainder -= divisor;
+      quotient |= 1;
+    }
+  }
+  return quotient;
+}
+}  // namespace detail
+
 // Softmax over rows of N int8 values, L a cycle (fpgaplace.hw.softmax): a row is read into a
 // buffer (its max m), e_i = exp_table[m - x_i] summed, r = round(MY * 2**16 / sum) (one division
 // a row, DIV steps), then y_i = requantize(e_i, r, SY + 16, ZY, LO, HI). 3 * N/L + DIV iterations a row.
@@ -961,18 +984,7 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
     }
     // r = (MY * 2**16 + sum / 2) / sum by restoring division, a quotient bit a cycle (as the RTL)
     const uint64_t dividend = (static_cast<uint64_t>(C::MY) << 16) + static_cast<uint64_t>(sum) / 2;
-    uint64_t remainder = 0, quotient = 0;
-    for (int b = C::DIV - 1; b >= 0; --b) {
-#pragma HLS PIPELINE II=1
-      FP_TICK(C::STAGE);
-      remainder = (remainder << 1) | ((dividend >> b) & 1);
-      quotient <<= 1;
-      if (remainder >= static_cast<uint64_t>(sum)) {
-        remainder -= static_cast<uint64_t>(sum);
-        quotient |= 1;
-      }
-    }
-    const int32_t r = static_cast<int32_t>(quotient);
+    const int32_t r = static_cast<int32_t>(detail::restoring_divide<C::DIV, C::STAGE>(dividend, sum));
     for (int i = 0; i < BEATS; ++i) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
@@ -980,6 +992,66 @@ void softmax(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const in
       for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
         y.v[l] = requantize(exp_table[m - buffer[i][l]], r, C::SY + 16, C::ZY, C::LO, C::HI);
+      }
+      out.write(y);
+    }
+  }
+}
+
+// LayerNormalization over rows of N int8 values, L a cycle (fpgaplace.hw.layernorm): a row is read
+// into a buffer with its sums S1, S2; W = 4 (N S2 - S1**2) + E; s = isqrt(W * 2**24) digit by digit
+// (SQRT steps); r = (2**52 + s / 2) / s by restoring division (DIV steps); then per element
+// t = (2 (N x - S1) r + 2**23) >> 24 and y = clip(round_half_even((t mult[i] + offset[i]) / 2**S) + ZY).
+// 2 * N/L + SQRT + DIV iterations a row.
+template <class C>
+void layernorm(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int32_t mult[C::N],
+               const int64_t offset[C::N]) {
+  static_assert(C::N > 0 && C::N <= 1024 && C::L > 0 && C::N % C::L == 0 && C::SIZE % C::N == 0,
+                "layernorm: L must divide N <= 1024, N SIZE");
+  static_assert(detail::valid_output(C::ZY, C::LO, C::HI) && C::S >= 1 && C::S <= 62 && C::E >= 0,
+                "layernorm: need int8 ZY, LO <= HI, 1 <= S <= 62 and E >= 0");
+  static_assert(C::SQRT == 31 && C::DIV == 53, "layernorm: the square root and divider widths of the op library");
+#pragma HLS ARRAY_PARTITION variable=mult cyclic factor=C::L
+#pragma HLS ARRAY_PARTITION variable=offset cyclic factor=C::L
+  constexpr int BEATS = C::N / C::L;
+  for (int row = 0; row < C::SIZE / C::N; ++row) {
+    int8_t buffer[BEATS][C::L];
+    int64_t s1 = 0, s2 = 0;
+    for (int i = 0; i < BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      const beat<C::L> x = in.read();
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        buffer[i][l] = x.v[l];
+        s1 += x.v[l];
+        s2 += static_cast<int32_t>(x.v[l]) * x.v[l];
+      }
+    }
+    const uint64_t radicand = static_cast<uint64_t>(4 * (C::N * s2 - s1 * s1) + C::E) << 24;
+    uint64_t root = 0, rest = 0;
+    for (int k = C::SQRT - 1; k >= 0; --k) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      rest = (rest << 2) | ((radicand >> (2 * k)) & 3);
+      const uint64_t trial = (root << 2) | 1;
+      root <<= 1;
+      if (rest >= trial) {
+        rest -= trial;
+        root |= 1;
+      }
+    }
+    const uint64_t dividend = (static_cast<uint64_t>(1) << 52) + root / 2;
+    const int64_t r = static_cast<int64_t>(detail::restoring_divide<C::DIV, C::STAGE>(dividend, root));
+    for (int i = 0; i < BEATS; ++i) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        const int e = i * C::L + l;
+        const int64_t t = (2 * (C::N * static_cast<int64_t>(buffer[i][l]) - s1) * r + (int64_t(1) << 23)) >> 24;
+        y.v[l] = detail::shift_round_clip(t * mult[e] + offset[e], C::S, C::ZY, C::LO, C::HI);
       }
       out.write(y);
     }
