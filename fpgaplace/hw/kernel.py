@@ -152,17 +152,34 @@ def dsp_a_bits(core: FpgaCore | None) -> int:
     return _family(core).a_bits
 
 
-def multiplier_dsps(a_bits: int, core: FpgaCore | None) -> int:
-    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits, as yosys'
-    ``mul2dsp.v`` splits it: one when it fits the A port, else ``n`` partial products of
-    ``a_partial_bits - sign_headroom`` bits each and a last one of the rest, which takes a DSP only
-    when it is at least ``min_a_bits`` wide (a 1-bit partial product is an AND in LUTs). O(1)."""
+DSP_B_BITS = 18  # the B port of every family's multiplier (DSP48E1, DSP48E2, MULT18X18D)
+
+
+def product_dsps(a_bits: int, b_bits: int, core: FpgaCore | None, top: bool = True) -> int:
+    """DSPs of a signed ``a_bits`` x ``b_bits`` product as yosys' ``mul2dsp.v`` splits it: the top
+    product puts its wider operand on A; an A wider than the port splits into ``n`` pieces of
+    ``a_partial_bits - sign_headroom`` bits and a last piece of the rest, else a B wider than
+    ``DSP_B_BITS`` likewise, and each piece is split again without the swap; a piece narrower than
+    ``min_a_bits`` on either side is an AND in LUTs, no DSP. O(pieces)."""
     family = _family(core)
-    if a_bits <= family.a_bits:
-        return 1
+    if top and a_bits < b_bits:
+        a_bits, b_bits = b_bits, a_bits
     step = family.a_partial_bits - family.sign_headroom
-    partials = (a_bits - family.a_bits + step - 1) // step
-    return partials + (1 if a_bits - partials * step >= family.min_a_bits else 0)
+    if a_bits > family.a_bits:
+        n = (a_bits - family.a_bits + step - 1) // step
+        return n * product_dsps(step + family.sign_headroom, b_bits, core, False) + \
+            product_dsps(a_bits - n * step, b_bits, core, False)
+    if b_bits > DSP_B_BITS:
+        n = (b_bits - DSP_B_BITS + step - 1) // step
+        return n * product_dsps(a_bits, step + family.sign_headroom, core, False) + \
+            product_dsps(a_bits, b_bits - n * step, core, False)
+    return 1 if min(a_bits, b_bits) >= family.min_a_bits else 0
+
+
+def multiplier_dsps(a_bits: int, core: FpgaCore | None) -> int:
+    """DSPs of one product of an ``a_bits``-bit signed operand by at most 18 bits (``product_dsps``
+    with the narrow operand on B, as every requantizer and lane here has it)."""
+    return product_dsps(a_bits, DSP_B_BITS, core, top=False)
 
 
 def dot_bits(reduction: int, weight_bits: int = 8, activation_bits: int = 8) -> int:

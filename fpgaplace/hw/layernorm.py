@@ -32,7 +32,7 @@ Rows: the normalized axes must be just the last (``axis`` -1 or rank - 1) of a r
 tensor, so a row is N consecutive stream elements; ``N <= MAX_N`` keeps ``W * 2**(2P) < 2**62``.
 Cycles per row: a read pass (sums, the row into a buffer), the square root, the division and a
 write pass: ``ROWS * (2 ceil(N / L) + SQRT_BITS + DIV_BITS)`` with L lanes (PE). Resources: the
-row buffer (N bytes) and the per-element ``M, B`` words (ROM); DSPs (``mul2dsp_dsps``: yosys' split of
+row buffer (N bytes) and the per-element ``M, B`` words (ROM); DSPs (``kernel.product_dsps``: yosys' split of
 each product of ``rtl/layernorm.v.j2``, equal to its count) for a lane's ``x**2`` (8 x 8 bits), ``D r``
 (``deviation_bits`` x 42), ``t M`` (23 x 25) and ``N x`` and a row's ``S1**2`` and ``N S2`` (the ``N``
 products are shifts when N is a power of two); the square root and the divider in LUTs. O(1) for all
@@ -50,14 +50,13 @@ import numpy as np
 from fpgaplace.hw.affine import fixed_point
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
-    DSP_PARTIAL_A_BITS,
     LANE_FF_BASE,
     LANE_FF_PER_PE,
     LANE_LUT_BASE,
     LANE_LUT_PER_PE,
     LUTS_PER_LANE_BUDGET,
-    dsp_a_bits,
     memory_blocks,
+    product_dsps,
 )
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.quant import requantize_affine
@@ -82,7 +81,6 @@ PASSES = 2  # read (and sums), write
 ROOT_LUTS = 300  # 31-step digit-by-digit square root of a 62-bit radicand
 DIVIDER_LUTS = 450  # 53-bit restoring divider with its registers
 R_BITS, T_M_BITS = 42, (23, 25)  # signed widths: r (by D, deviation_bits), t by M
-DSP_B_BITS = 18  # the DSP48's B port (E1 and E2)
 MULT_BITS, OFFSET_BITS = 25, 54  # a lane's word of the coefficient ROM: signed M (|M| <= 2**23), signed B (< 2**52)
 
 
@@ -109,9 +107,9 @@ class LayerNorm(RowKernel):
         n = g.channels
         scaled = n & (n - 1) != 0  # N x and N S2 are products unless N is a power of two (then shifts)
         constant, s1_bits, s2_bits = n.bit_length() + 1, (n * 128).bit_length() + 1, (n * 2**14).bit_length() + 1
-        per_lane = (mul2dsp_dsps(8, 8, core) + mul2dsp_dsps(deviation_bits(n), R_BITS, core)
-                    + mul2dsp_dsps(*T_M_BITS, core) + scaled * mul2dsp_dsps(8, constant, core))
-        per_row = mul2dsp_dsps(s1_bits, s1_bits, core) + scaled * mul2dsp_dsps(constant, s2_bits, core)
+        per_lane = (product_dsps(8, 8, core) + product_dsps(deviation_bits(n), R_BITS, core)
+                    + product_dsps(*T_M_BITS, core) + scaled * product_dsps(8, constant, core))
+        per_row = product_dsps(s1_bits, s1_bits, core) + scaled * product_dsps(constant, s2_bits, core)
         return Resources(lanes * per_lane + per_row, row_bram + word_bram, 0,
                          LANE_LUT_BASE + ROOT_LUTS + DIVIDER_LUTS + LANE_LUT_PER_PE * lanes + row_lut + word_lut,
                          LANE_FF_BASE + 3 * 64 + LANE_FF_PER_PE * lanes)
@@ -161,23 +159,6 @@ class LayerNorm(RowKernel):
                       "HI_BITS": f"8'h{c['HI'] & 0xFF:02x}", "rom_file": rom}
         return RtlUnit("rtl/layernorm.v.j2", values, {rom: Rom(words, (MULT_BITS + OFFSET_BITS) * lanes)},
                        ((PORT_IN, lanes, size),), (PORT_OUT, lanes, size))
-
-
-def mul2dsp_dsps(a_bits: int, b_bits: int, core: FpgaCore | None, top: bool = True) -> int:
-    """DSPs of a signed ``a_bits`` x ``b_bits`` product as yosys' ``mul2dsp.v`` splits it: the top
-    product puts its wider operand on A; an A wider than the port splits into pieces of
-    ``DSP_PARTIAL_A_BITS`` (and a last piece), else a B wider than ``DSP_B_BITS`` likewise, and each
-    piece is split again without the swap. O(pieces)."""
-    if top and a_bits < b_bits:
-        a_bits, b_bits = b_bits, a_bits
-    a_port, piece = dsp_a_bits(core), DSP_PARTIAL_A_BITS  # a piece: 17 bits and a sign bit of headroom
-    if a_bits > a_port:
-        n = (a_bits - a_port + piece - 1) // piece
-        return n * mul2dsp_dsps(piece + 1, b_bits, core, False) + mul2dsp_dsps(a_bits - n * piece, b_bits, core, False)
-    if b_bits > DSP_B_BITS:
-        n = (b_bits - DSP_B_BITS + piece - 1) // piece
-        return n * mul2dsp_dsps(a_bits, piece + 1, core, False) + mul2dsp_dsps(a_bits, b_bits - n * piece, core, False)
-    return 1
 
 
 def deviation_bits(n: int) -> int:
