@@ -23,6 +23,7 @@ from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
 from fpgaplace.model import zoo as models
+from fpgaplace.place.solvers.problem import Placement
 from fpgaplace.sim.event import SimResult, simulate
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -351,8 +352,19 @@ def test_design_json_without_a_core_s_layers(cnn_zcu104: Path, tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 def cnn_cluster(tmp_path_factory) -> Path:
+    """The residual CNN on the two-board cluster, its classifier on two CPUs (the pool and the
+    Flatten on one, the Gemm on another; the placement would keep them on a core): a project that
+    ends in CPU pieces."""
     folder = tmp_path_factory.mktemp("cnn-cluster") / "project"
-    Design(models.cnn_residual(batch=1), FAST_CLUSTER, profile_cpu=False).compile(folder)
+    design = Design(models.cnn_residual(batch=1), FAST_CLUSTER, profile_cpu=False).quantized(random_samples=8)
+    device = design.placement.placement.device.copy()
+    names = design.problem.names
+    kinds = [design.graph.ops[name].op_type for name in names]  # the problem's nodes in topological order
+    pool, gemm = kinds.index("GlobalAveragePool"), kinds.index("Gemm")
+    cpus = [index for index, name in enumerate(design.device_names()) if "cpu" in name]
+    device[pool:gemm], device[gemm:] = cpus[0], cpus[-1]  # with their Q/DQ
+    design.set_placement(Placement(device=device, method="given"))
+    design.compile(folder)
     return folder
 
 
