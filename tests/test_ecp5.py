@@ -28,6 +28,7 @@ from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import HOST_DEVICE
 from fpgaplace.project.record import load
 from fpgaplace.sim import nextpnr
+from fpgaplace.sim.event import simulate
 from fpgaplace.sim.rtl_project import core_reference
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -127,6 +128,9 @@ def test_the_uart_carries_the_model_input_and_output_and_bounds_the_rate(project
     assert inputs[0].bytes == math.prod(d.dim_value for d in model.graph.input[0].type.tensor_type.shape.dim)
     assert design.interval_us == pytest.approx(max([c.interval_us for c in design.cores] + [t.us for t in inputs]))
     assert design.fps == pytest.approx(1e6 / design.interval_us)
+    simulated = simulate(project, 16)  # the event sim streams them over the link too
+    assert simulated.interval_us == pytest.approx(design.interval_us, rel=1e-6)
+    assert simulated.latency_us >= sum(t.us for t in inputs + outputs)
 
 
 def test_a_32x32x3_image_over_3_mbaud_bounds_the_cnn_near_100_fps(tmp_path):

@@ -16,7 +16,9 @@ each stage runs on a *server* and handles samples 0, 1, ... in order:
 * a link serves one transfer at a time, each taking that transfer's ``us`` (latency plus bytes
   over bandwidth); transfers sharing a link serialise. Links: an AXI stream per pair of cores,
   the DRAM (or host link) of a node, the network per direction between two nodes;
-* the model's inputs are always there; its outputs leave at once.
+* the model's inputs are always there; its outputs leave at once, except over a host link (a
+  CPU-less board's UART, design.json's transfers from and to ``HOST_DEVICE``): each such transfer
+  is a link stage before the piece reading the input, or after the piece writing the output.
 
 A stage starts sample *k* when it has finished sample *k - 1* on a free server, every input of
 *k* has arrived, and every edge it feeds has room. Buffering is finite: an edge holds the samples
@@ -54,7 +56,7 @@ import numpy as np
 from fpgaplace import hw
 from fpgaplace.board.model import Board
 from fpgaplace.project.board import project_board
-from fpgaplace.project.layout import DESIGN_FILE, MANIFEST_FILE
+from fpgaplace.project.layout import DESIGN_FILE, HOST_DEVICE, MANIFEST_FILE
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError
@@ -305,6 +307,10 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
             stages.append(Stage(f"{tensor}: {source} -> {piece.name}", channel, float(us), float(us)))
             connect(piece_index[source], len(stages) - 1)
             connect(len(stages) - 1, piece_index[piece.name])
+    for transfer in document.transfers:
+        if HOST_DEVICE in (transfer.from_device, transfer.to_device) and transfer.us is not None:
+            _host_stage(transfer, manifest, piece_index, stages, server(transfer_channel(transfer, nodes), "link"),
+                        connect)
     if not stages:
         raise FpgaplaceError(f"{path}: the split has no pieces; nothing to simulate")
     for index, stage in enumerate(stages):
@@ -321,6 +327,22 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
                             if board.cores else 0.0),
         dram=_dram_traffic(document, manifest, board, nodes),
     )
+
+
+def _host_stage(transfer, manifest, piece_index: dict[str, int], stages: list[Stage], channel: str,
+                connect) -> None:
+    """A host-link transfer as a stage on ``channel``: the model input it carries feeds the pieces
+    on its target device that read that input; the output it carries follows the piece writing it."""
+    us = float(transfer.us)
+    stages.append(Stage(f"{transfer.tensor}: {transfer.from_device} -> {transfer.to_device}", channel, us, us))
+    link = len(stages) - 1
+    for piece in manifest.submodels:
+        if transfer.from_device == HOST_DEVICE and piece.device == transfer.to_device \
+                and piece.sources.get(transfer.tensor) == "":
+            connect(link, piece_index[piece.name])
+        elif transfer.to_device == HOST_DEVICE and piece.device == transfer.from_device \
+                and transfer.tensor in piece.outputs:
+            connect(piece_index[piece.name], link)
 
 
 def _dram_traffic(document: DesignRecord, manifest, board: Board,
