@@ -217,6 +217,35 @@ def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):
     assert not report.ok and report.to_json()["ok"] is False
 
 
+def test_piece_by_piece_every_layer_is_within_one_step_of_onnxruntime(cnn):
+    """--layers: each core layer's integer reference fed onnxruntime's own int8 inputs to it is
+    within one step of onnxruntime's output of that layer, on every sample, and the check covered
+    every layer whose output onnxruntime's run has (one per conv, pool, add... of the small CNN)."""
+    report = run_csim(cnn.folder, samples=2, layers=True)
+    layers = report.layers
+    named = sum(1 for core in cnn.doc["cores"] for layer in core["layers"] if layer["output"].endswith("Output"))
+    assert layers.samples == 2 and layers.compared >= 2 * named > 0
+    assert layers.worst_lsb <= 1 and not layers.unchecked and layers.within_one_step
+    assert report.to_json()["layers"]["within_one_step"] is True
+
+
+def test_piece_by_piece_names_a_layer_its_reference_computes_wrongly(mlp, tmp_path):
+    """The same check fails where a layer itself is wrong, not merely downstream of a rounding
+    step: one weight of the reference's copy of a dense layer changed names that layer's output
+    (it is many steps off onnxruntime on its own inputs) and csim is not ok."""
+    folder = copy_of(mlp, tmp_path)
+    core = mlp.doc["cores"][0]
+    i, layer = next((i, layer) for i, layer in enumerate(core["layers"]) if layer["kernel"] == "dense")
+    path = folder / core["folder"] / "layers.npz"
+    arrays = dict(np.load(path))
+    arrays[f"{i}.w"] = np.where(arrays[f"{i}.w"] < 0, 127, -128).astype(np.int8)  # every weight flipped hard
+    np.savez(path, **arrays)
+    report = run_csim(folder, samples=1, layers=True)
+    assert not report.ok and report.layers.worst_lsb > 1
+    assert report.layers.worst == f"'{layer['output']}' in core {core['name']}"
+    assert not report.layers.within_one_step
+
+
 # --------------------------------------------------------------------------- builds
 
 
@@ -287,6 +316,9 @@ def test_a_changed_cpu_piece_is_named_where_the_outputs_first_differ(mlp_cpu_sof
     assert pointer.startswith("sample 1: ") and "\n" not in pointer
     assert f"'{dq.output[0]}' from piece {piece['name']} on {piece['device']}" in pointer
     assert json.loads((folder / "results" / "csim.json").read_text())["first_difference"] == pointer
+    # piece by piece, the changed piece itself is off onnxruntime on onnxruntime's own inputs
+    assert result.layers.samples == 2 and not result.layers.within_one_step
+    assert result.layers.worst == f"'{dq.output[0]}' from piece {piece['name']} on {piece['device']}"
 
 
 @pytest.fixture(scope="module")

@@ -255,5 +255,15 @@ def print_csim(document: dict) -> None:
     out.print(outputs)
     if document.get("first_difference"):
         out.print(f"first difference: {escape(document['first_difference'])}")
+    layers = document.get("layers") or {}
+    if layers.get("samples"):
+        if layers.get("within_one_step"):
+            verdict = "each within 1 LSB: the outputs' larger difference grew from one-step rounding differences"
+        elif layers.get("unchecked"):
+            verdict = f"not shown: onnxruntime's run lacks the inputs of {', '.join(layers['unchecked'])}"
+        else:
+            verdict = f"worst {layers.get('worst_lsb'):g} LSB at {layers.get('worst')}"
+        out.print(f"piece by piece on onnxruntime's own inputs ({layers['samples']} samples, "
+                  f"{layers.get('compared')} layer and piece outputs): {escape(verdict)}")
     out.print(f"built in {document.get('build_seconds', 0):.1f} s, ran in {document.get('run_seconds', 0):.1f} s: "
               + ("[green]ok[/]" if document.get("ok") else "[red]not exact[/]"))
