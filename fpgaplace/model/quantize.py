@@ -104,6 +104,7 @@ from fpgaplace.model.passes.graph_tools import (
 )
 from fpgaplace.model.passes.inference import infer_shapes
 from fpgaplace.model.passes.layernorm import fuse_layernorm
+from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.qdq import is_qdq, qdq_nodes
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
@@ -475,7 +476,8 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
 
     constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
     _drop_unread_masks(constant)
-    prepared, _ = fuse_layernorm(fold_batchnorm(constant)[0])
+    unrolled, _ = unroll_recurrent(fold_constant_if(constant)[0])
+    prepared, _ = fuse_layernorm(fold_batchnorm(unrolled)[0])
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
     try:
