@@ -336,18 +336,17 @@ def byte_classifier(length: int = 16, embedding: int = 16, hidden: int = 16, cla
     if recurrent == "conv":
         x = b.node("Transpose", [x], perm=[0, 2, 1])  # [1, embedding, length]
         x = b.node("Unsqueeze", [x, b.const("unsqueeze_axes", np.array([2]))])  # [1, embedding, 1, length]
-        x = b.node("Relu", [b.node("Conv", [x, b.weight("conv_w", (hidden, embedding, 1, 3)),
-                                            b.weight("conv_b", (hidden,), 0.1)], kernel_shape=[1, 3], pads=[0, 1, 0, 1])])
+        weights = [b.weight("conv_w", (hidden, embedding, 1, 3)), b.weight("conv_b", (hidden,), 0.1)]
+        x = b.node("Relu", [b.node("Conv", [x, *weights], kernel_shape=[1, 3], pads=[0, 1, 0, 1])])
         last = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
     else:
         x = b.node("Transpose", [x], perm=[1, 0, 2])  # [length, 1, embedding]
-        state = b.node(recurrent, [x, b.weight("gru_w", (1, 3 * hidden, embedding), 1.0 / math.sqrt(embedding)),
-                                   b.weight("gru_r", (1, 3 * hidden, hidden), 1.0 / math.sqrt(hidden)),
-                                   b.weight("gru_b", (1, 6 * hidden), 0.1)],
-                       output=None, hidden_size=hidden)
-        b.nodes[-1].output.append("gru_last")  # Y_h: [1, 1, hidden]
+        weights = [b.weight("gru_w", (1, 3 * hidden, embedding), 1.0 / math.sqrt(embedding)),
+                   b.weight("gru_r", (1, 3 * hidden, hidden), 1.0 / math.sqrt(hidden)),
+                   b.weight("gru_b", (1, 6 * hidden), 0.1)]
+        b.nodes.append(helper.make_node(recurrent, [x, *weights], ["gru_y", "gru_last"], name="gru",
+                                        hidden_size=hidden))  # Y unread; Y_h [1, 1, hidden]
         last = b.node("Reshape", ["gru_last", b.const("last_shape", np.array([1, hidden]))])
-        del state
     b.node("Gemm", [last, b.weight("fc_w", (classes, hidden)), b.weight("fc_b", (classes,), 0.1)],
            output="logits", transB=1)
     return b.model("byte_classifier", [helper.make_tensor_value_info("bytes", TensorProto.INT32, [1, length])],

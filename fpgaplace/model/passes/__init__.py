@@ -12,8 +12,8 @@ from fpgaplace.model.passes.fold import fold_batchnorm, fold_channel_affine
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise, fused_groups, fused_head
 from fpgaplace.model.passes.graph_tools import FUSED_INTO_KEY, name_nodes, op_counts
 from fpgaplace.model.passes.layernorm import fuse_layernorm
-from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.passes.manager import DEFAULT_PASSES, OptimizeReport, PassManager, PassStat, optimize
+from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.passes.simplify import (
     cancel_transpose_pairs,
     collapse_reshape_chains,
