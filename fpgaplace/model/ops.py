@@ -449,7 +449,8 @@ _ALL: list[OpClass] = [
     # QuantizeLinear after them, so that no placement separates them
     OpClass("Concat", "data_movement", zero_macs, kernel="concat"),
     *_classes("data_movement", "Split Slice", zero_macs, kernel="slice"),
-    *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
+    *_classes("data_movement", "Transpose Expand Tile", zero_macs, head=False),
+    OpClass("Gather", "data_movement", zero_macs, head=False, kernel="embedding"),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
     OpClass("Pad", "data_movement", zero_macs, kernel="pad"),
     *_classes("data_movement", "CastLike GatherElements GatherND DepthToSpace SpaceToDepth "
