@@ -35,6 +35,7 @@ SPEC_KERNELS = {
     "slice": {"Split", "Slice"},
     "upsample": {"Resize", "Upsample"},
     "pad": {"Pad"},
+    "embedding": {"Gather"},  # rows of a constant table of at most 256 (fpgaplace.hw.gather)
     "sub": {"Sub"}, "mul": {"Mul"}, "max": {"Max"}, "min": {"Min"},  # two activations (fpgaplace.hw.binary)
     "reshape": {"Flatten", "Reshape", "Squeeze", "Unsqueeze", "Identity", "Dropout"},
     "batchnorm": {"BatchNormalization"},
