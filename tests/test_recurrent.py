@@ -186,3 +186,40 @@ def test_csim_json_carries_the_bound_and_sim_sees_the_stages(compiled):
     stages = sum(len(core["layers"]) for core in result.design["cores"])
     assert stages > 100  # every time step's gates, tables and products are stages of their own
     assert sim.latency_us > 20 * sim.interval_us  # a sample walks through the steps one after another
+
+
+def onehot_model(depth: int = 40, steps: int = 6) -> onnx.ModelProto:
+    """int32 ids [1, steps] -> OneHot (depth, values -0.5 / 1) -> [steps, depth] -> Gemm to 8."""
+    rng = np.random.default_rng(depth)
+    nodes = [helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], name="hot", axis=-1),
+             helper.make_node("Reshape", ["hot", "shape"], ["rows"], name="rows"),
+             helper.make_node("Gemm", ["rows", "w", "b"], ["y"], name="fc", transB=1)]
+    constants = {"depth": np.array([depth], np.int32), "values": np.array([-0.5, 1.0], np.float32),
+                 "shape": np.array([steps, depth], np.int64), "w": rng.normal(size=(8, depth)).astype(np.float32),
+                 "b": rng.normal(size=8).astype(np.float32)}
+    graph = helper.make_graph(nodes, "onehot", [helper.make_tensor_value_info("ids", TensorProto.INT32, [1, steps])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, 8])],
+                              [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_onehot_rows_put_on_at_the_byte_index():
+    from fpgaplace.hw.onehot import onehot_rows
+
+    got = onehot_rows(np.array([2, 0, 200]).astype(np.int8), 4, 90, -3).reshape(3, 4)
+    np.testing.assert_array_equal(got, [[-3, -3, 90, -3], [90, -3, -3, -3], [-3, -3, -3, -3]])
+
+
+def test_a_onehot_runs_on_a_core_by_comparison(tmp_path):
+    model = onehot_model()
+    samples = calibration_inputs(model, random_samples=30, seed=2)
+    values = np.concatenate([s["ids"].reshape(-1) for s in samples])
+    assert values.min() >= 0 and values.max() == 39  # the depth bounds the random indices
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "p", random_samples=16)
+    kernels = [layer["kernel"] for core in result.design["cores"] for layer in core["layers"]]
+    assert result.cpu_ops == [] and kernels == ["onehot", "dense"]
+    layer = result.design["cores"][0]["layers"][0]
+    assert layer["cycles"] == 6 * 40 // layer["pe"]
+    check = run_csim(tmp_path / "p", samples=5)
+    assert check.ok and all(core.bit_exact for core in check.cores)
+    assert all(o.max_abs_diff_lsb == 0 for o in check.outputs)

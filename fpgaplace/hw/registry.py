@@ -30,6 +30,7 @@ from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.matmul import MatMul
+from fpgaplace.hw.onehot import OneHot
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.reorder import Reorder
@@ -63,6 +64,7 @@ KERNELS: dict[str, Kernel] = {
         Pad(),
         Table(),
         Embedding(),
+        OneHot(),
         Shuffle(),
         Reorder(),
         Lrn(),
@@ -119,7 +121,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
         weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
-        activations = [] if kernel.name == "embedding" else activation_inputs(op, graph)  # a table and indices
+        activations = [] if isinstance(kernel, Embedding) else activation_inputs(op, graph)  # integer indices
         reason = qdq.unlowerable(op.op_type, activations, op.outputs, weights, graph.model, constants)
         if reason is not None:
             return Unsupported(reason)

@@ -457,7 +457,8 @@ _ALL: list[OpClass] = [
               "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),
     # host only: shape arithmetic and dynamically sized outputs, constants, random generators
     *_classes("host_shape", "Shape Size ConstantOfShape", zero_macs, fpga=False, head=False),
-    *_classes("host_shape", "Range OneHot", zero_macs, fpga=False),
+    *_classes("host_shape", "Range", zero_macs, fpga=False),
+    OpClass("OneHot", "data_movement", zero_macs, head=False, kernel="onehot"),
     OpClass("Constant", "constant", zero_macs, fpga=False, head=False),
     *_classes("random", "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial "
               "Bernoulli", output_elements, fpga=False, deterministic=False),

@@ -242,8 +242,8 @@ def calibration_inputs(
 
 def gather_rows(model: onnx.ModelProto, name: str) -> int | None:
     """The fewest rows (entries along the gathered axis) of the tables that Gather ops index with
-    tensor ``name``, directly or through ``VALUE_KEEPING`` ops; None when no Gather does or no
-    table size is known. O(nodes)."""
+    tensor ``name`` (or the depth of a OneHot of it), directly or through ``VALUE_KEEPING`` ops; None
+    when no Gather or OneHot does or no table size is known. O(nodes)."""
     readers = consumers(model.graph)
     shapes = {t.name: list(t.dims) for t in model.graph.initializer}
     for value in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
@@ -258,6 +258,10 @@ def gather_rows(model: onnx.ModelProto, name: str) -> int | None:
                 axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
                 if -len(table) <= axis < len(table) and table[axis] > 0:
                     rows.append(table[axis])
+            elif node.op_type == "OneHot" and node.input[0] == tensor:
+                depth = constant_value(model, node.input[1])
+                if depth is not None and depth.size == 1 and int(depth.reshape(-1)[0]) > 0:
+                    rows.append(int(depth.reshape(-1)[0]))
             elif node.op_type in VALUE_KEEPING and node.input[0] == tensor and node.output[0] not in seen:
                 seen.add(node.output[0])
                 frontier.append(node.output[0])
