@@ -223,3 +223,39 @@ def test_a_onehot_runs_on_a_core_by_comparison(tmp_path):
     check = run_csim(tmp_path / "p", samples=5)
     assert check.ok and all(core.bit_exact for core in check.cores)
     assert all(o.max_abs_diff_lsb == 0 for o in check.outputs)
+
+
+@pytest.mark.parametrize(("rows", "width", "pe"), [(256, 16, 4), (40, 6, 2), (20, 12, 12)])
+def test_embedding_rtl_bit_exact_and_cycles(tmp_path, rows, width, pe):
+    """The RTL unit against the integer reference under backpressure and back to back, at the
+    cycles the op library gives it (rows of 3 beats: padded to 4 in the ROM; past the last row: the last)."""
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    rng = np.random.default_rng(rows)
+    table = rng.integers(-128, 128, rows * width, dtype=np.int8)
+    size = 10
+    config = {"SIZE": size, "E": width, "ROWS": rows}
+    ids = rng.integers(0, 256, (3, size)).astype(np.int8)  # bytes 0..255, some past a short table
+    geometry = probe(KERNELS["embedding"], "Gather", {"axis": 0}, ["t", "ids"],
+                     {"t": (rows, width), "ids": (1, size), "y": (1, size, width)}, ("t",))
+    result = simulate_case("embedding", (config, {"table": table}, [ids], Folding(pe)), tmp_path, geometry=geometry)
+    check_cycles(result, f"embedding {rows}x{width}")
+    assert_verilog_2005_clean(render_op("embedding", config, {"table": table}, Folding(pe), 100), tmp_path)
+
+
+@pytest.mark.slow
+def test_embedding_takes_no_dsp_in_yosys(tmp_path):
+    """The ROM is addressed {row, beat}: no multiplier for yosys to map to a DSP, as the op library counts."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.codegen import rtl
+    from fpgaplace.sim import yosys
+
+    core = load_board("zcu104").cores[0]
+    table = np.random.default_rng(1).integers(-128, 128, 100 * 12, dtype=np.int8)
+    config, folding = {"SIZE": 8, "E": 12, "ROWS": 100}, Folding(4)  # 3 beats a row
+    op = rtl.render_op("embedding", config, {"table": table}, folding, 100)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "xcup",
+                           dsp_only=True)
+    geometry = probe(KERNELS["embedding"], "Gather", {"axis": 0}, ["t", "ids"],
+                     {"t": (100, 12), "ids": (1, 8), "y": (1, 8, 12)}, ("t",))
+    assert got.dsp == KERNELS["embedding"].resources(geometry, folding, core).dsp == 0

@@ -15,23 +15,25 @@ onnxruntime refuses) reads the last row.
 
 Cost: a lane stage over its output (``fpgaplace.hw.kernel``): ``SIZE`` indices a sample, ``E`` values
 a row, ``PE`` of them a cycle: ``SIZE * E / PE`` cycles; the table is its weights (``ROWS * E`` bytes in
-PE banks, BRAM, LUTRAM or URAM by depth). HLS: ``hls/ops/embedding.j2`` (``fp::embedding``). No RTL
-template yet. Lowering is O(ROWS * E) plus one onnxruntime run of ROWS indices.
+PE banks, BRAM, LUTRAM or URAM by depth). HLS: ``hls/ops/embedding.j2`` (``fp::embedding``); RTL:
+``rtl/embedding.v.j2`` (the ROM addressed ``{row, beat}``, each row padded to a power of two of
+beats). Lowering is O(ROWS * E) plus one onnxruntime run of ROWS indices.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper
 
-from fpgaplace.hw.geometry import Folding, Geometry, Unsupported
-from fpgaplace.hw.kernel import Kernel, tensor_shape
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, tensor_shape
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import qdq_index
+from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import session
 
@@ -88,6 +90,26 @@ class Embedding(Kernel):
 
     def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
         return config["SIZE"] * config["E"]
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1) -> RtlUnit:
+        """``rtl/embedding.v.j2``: one index a beat in, PE values out, the table a ROM of
+        ``ROWS x 2**BEAT_BITS`` words of PE bytes (padding words zero). O(ROWS * E)."""
+        c = int_members(config)
+        rows, width, pe = c["ROWS"], c["E"], fold.pe
+        table = np.asarray(arrays.get("table", ()), dtype=np.int8).reshape(-1)
+        if width % pe or table.size != rows * width or not 1 <= rows <= MAX_ROWS:
+            raise FpgaplaceError(f"rtl {top}: a table of ROWS={rows} (1..{MAX_ROWS}) x E={width} values with PE={pe} "
+                                 f"dividing E; got {table.size} values")
+        beats, beat_bits = width // pe, index_bits(width // pe)
+        words = np.zeros((rows, 2**beat_bits, pe), dtype=np.int8)
+        words[:, :beats] = table.reshape(rows, beats, pe)
+        depth = rows * 2**beat_bits
+        values = c | {"name": top, "PE": pe, "BEATS": beats, "BEAT_BITS": beat_bits, "ROW_BITS": index_bits(rows),
+                      "DEPTH": depth, "table_file": f"{top}_table.mem",
+                      "table_attribute": "" if depth <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
+        return RtlUnit("rtl/embedding.v.j2", values, {f"{top}_table.mem": Rom(words.reshape(depth, pe))},
+                       ((PORT_IN, 1, c["SIZE"]),), (PORT_OUT, pe, c["SIZE"] * width))
 
 
 def embedding_rows(table: np.ndarray, ids: np.ndarray, rows: int, width: int) -> np.ndarray:

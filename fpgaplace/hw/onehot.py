@@ -26,7 +26,7 @@ from onnx import TensorProto, helper
 
 from fpgaplace.hw.gather import MAX_ROWS, Embedding
 from fpgaplace.hw.geometry import Geometry, Unsupported
-from fpgaplace.hw.kernel import tensor_shape
+from fpgaplace.hw.kernel import Kernel, tensor_shape
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import qdq_index
 from fpgaplace.util.errors import FpgaplaceError
@@ -41,6 +41,7 @@ class OneHot(Embedding):
     """A OneHot along the last axis: one byte index in, ``DEPTH`` int8 values (one ``ON``) out."""
 
     name, template = "onehot", "hls/ops/onehot.j2"
+    rtl = Kernel.rtl  # no RTL template yet (the embedding's reads a table)
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
         if op.op_type != "OneHot" or len(op.inputs) < 3:
