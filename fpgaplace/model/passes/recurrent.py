@@ -102,29 +102,36 @@ def _full_lengths(model: onnx.ModelProto, node: onnx.NodeProto, steps: int) -> b
     return value is not None and bool(np.all(value == steps))
 
 
+def _text(value) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _direction(node: onnx.NodeProto) -> str:
+    return _text(attribute(node, "direction", "forward"))
+
+
 def _recurrence(model: onnx.ModelProto, node: onnx.NodeProto, shapes: dict) -> _Recurrence | None:
     """The node's constants when the pass handles it (see the module docstring), else None."""
     if node.op_type not in GATES or node.domain not in ("", "ai.onnx"):
         return None
+    lstm, directions = node.op_type == "LSTM", 2 if _direction(node) == "bidirectional" else 1
     activations = attribute(node, "activations")
-    if activations is not None and [a.decode() if isinstance(a, bytes) else a for a in activations] != \
-            DEFAULT_ACTIVATIONS[node.op_type] * (2 if attribute(node, "direction", b"forward") in
-                                                 (b"bidirectional", "bidirectional") else 1):
+    if activations is not None and [_text(a) for a in activations] != DEFAULT_ACTIVATIONS[node.op_type] * directions:
         return None
     if attribute(node, "clip") is not None or attribute(node, "layout", 0) or attribute(node, "input_forget", 0):
         return None
     x = shapes.get(node.input[0])
+    x = x.static_shape() if x is not None else None
     w, r = (constant_value(model, node.input[i]) for i in (1, 2))
-    if x is None or len(x.shape) != 3 or any(d <= 0 for d in x.shape) or w is None or r is None:
+    if x is None or len(x) != 3 or min(x) <= 0 or w is None or r is None:
         return None
     gates, hidden = GATES[node.op_type], r.shape[-1]
-    b = constant_value(model, node.input[3]) if len(node.input) > 3 and node.input[3] else \
-        np.zeros((w.shape[0], 2 * gates * hidden), np.float32)
-    peepholes = node.op_type == "LSTM" and not _zero_or_absent(model, node, 7)
-    if b is None or peepholes or not _full_lengths(model, node, x.shape[0]) or \
-            not all(_zero_or_absent(model, node, i) for i in (5, 6) if i < 6 + (node.op_type == "LSTM")):
+    has_bias = len(node.input) > 3 and node.input[3]
+    b = constant_value(model, node.input[3]) if has_bias else np.zeros((directions, 2 * gates * hidden), np.float32)
+    zero_states = all(_zero_or_absent(model, node, i) for i in ((5, 6, 7) if lstm else (5,)))  # states, peepholes
+    if b is None or not zero_states or not _full_lengths(model, node, x[0]):
         return None
-    steps, batch, inputs = x.shape
+    steps, batch, inputs = x
     return _Recurrence(node, steps, batch, inputs, hidden, w.astype(np.float32), r.astype(np.float32),
                        b.astype(np.float32))
 
@@ -203,6 +210,11 @@ def _lstm_step(rec: _Recurrence, d: int, t: int, x: str, h: str | None, c: str |
     return hidden, cell
 
 
+def _one_minus(rec: _Recurrence, z: str, tag: str) -> str:
+    """``1 - z``: a Sub of a constant, a function of the one int8 tensor z (a table island)."""
+    return rec.add("Sub", [_shared(rec, "one", np.array(1.0, np.float32)), z], f"{tag}_keep")[0]
+
+
 def _gru_step(rec: _Recurrence, d: int, t: int, x: str, h: str | None) -> str:
     """H_t of one GRU step (gate order z, r, h)."""
     tag, hidden = f"d{d}_t{t}", rec.hidden
@@ -220,27 +232,23 @@ def _gru_step(rec: _Recurrence, d: int, t: int, x: str, h: str | None) -> str:
             term = rec.add("Mul", [gate_r, _shared(rec, f"d{d}_rbh", rbh)], f"{tag}_r_rbh")[0]
             pre = rec.add("Add", [pre, term], f"{tag}_hpre")[0]
         candidate = rec.add("Tanh", [pre], f"{tag}_candidate")[0]
-        keep = rec.add("Sub", [_shared(rec, "one", np.array(1.0, np.float32)), z], f"{tag}_keep")[0]
-        return rec.add("Mul", [keep, candidate], f"{tag}_h")[0]
+        return rec.add("Mul", [_one_minus(rec, z, tag), candidate], f"{tag}_h")[0]
     gate_r = rec.add("Sigmoid", [r], f"{tag}_r")[0]
-    rh = _shared(rec, f"d{d}_rh", rec.r[d, 2 * hidden:])
-    rbh = _shared(rec, f"d{d}_rbh", rec.b[d, 5 * hidden:])
+    weights = [_shared(rec, f"d{d}_rh", rec.r[d, 2 * hidden:]), _shared(rec, f"d{d}_rbh", rbh)]
     if attribute(rec.node, "linear_before_reset", 0):
-        recurrent = rec.add("Mul", [gate_r, rec.add("Gemm", [h, rh, rbh], f"{tag}_hh", transB=1)[0]], f"{tag}_rhh")[0]
+        recurrent = rec.add("Mul", [gate_r, rec.add("Gemm", [h, *weights], f"{tag}_hh", transB=1)[0]],
+                            f"{tag}_rhh")[0]
     else:
         reset = rec.add("Mul", [gate_r, h], f"{tag}_rh")[0]
-        recurrent = rec.add("Gemm", [reset, rh, rbh], f"{tag}_hh", transB=1)[0]
+        recurrent = rec.add("Gemm", [reset, *weights], f"{tag}_hh", transB=1)[0]
     candidate = rec.add("Tanh", [rec.add("Add", [xh, recurrent], f"{tag}_hpre")[0]], f"{tag}_candidate")[0]
-    keep = rec.add("Sub", [_shared(rec, "one", np.array(1.0, np.float32)), z], f"{tag}_keep")[0]
-    return rec.add("Add", [rec.add("Mul", [keep, candidate], f"{tag}_new")[0],
+    return rec.add("Add", [rec.add("Mul", [_one_minus(rec, z, tag), candidate], f"{tag}_new")[0],
                            rec.add("Mul", [z, h], f"{tag}_old")[0]], f"{tag}_h")[0]
 
 
 def _directions(rec: _Recurrence) -> list[bool]:
     """Per direction whether it runs backwards in time."""
-    direction = attribute(rec.node, "direction", b"forward")
-    direction = direction.decode() if isinstance(direction, bytes) else direction
-    return {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[direction]
+    return {"forward": [False], "reverse": [True], "bidirectional": [False, True]}[_direction(rec.node)]
 
 
 def _unroll(rec: _Recurrence) -> None:
