@@ -8,6 +8,7 @@ model."""
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import onnx
@@ -127,6 +128,8 @@ def test_embedding_cost_is_a_lane_stage_over_its_rows():
     with pytest.raises(FpgaplaceError, match="at most 256"):
         probe(kernel, "Gather", {"axis": 0}, ["t", "ids"], too_big, ("t",))
     assert isinstance(kernel.geometry(*_gather_on_axis_1()), Unsupported)
+    with pytest.raises(FpgaplaceError, match="constant indices"):  # e.g. a shape's Gather: the host's
+        probe(kernel, "Gather", {"axis": 0}, ["t", "ids"], shapes, ("t", "ids"))
 
 
 def _gather_on_axis_1():
@@ -177,7 +180,7 @@ def test_the_classes_agree_with_onnxruntimes_qdq_model(compiled):
     assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.99
 
 
-def test_csim_json_carries_the_bound_and_sim_sees_the_stages(compiled):
+def test_csim_json_carries_the_bound_and_sim_and_report_see_the_stages(compiled):
     _, _, project, result, _ = compiled
     saved = json.loads((project / "results" / "csim.json").read_text())
     assert all(o["max_abs_diff_lsb"] <= OUTPUT_BOUND_LSB for o in saved["outputs"])
@@ -186,6 +189,11 @@ def test_csim_json_carries_the_bound_and_sim_sees_the_stages(compiled):
     stages = sum(len(core["layers"]) for core in result.design["cores"])
     assert stages > 100  # every time step's gates, tables and products are stages of their own
     assert sim.latency_us > 20 * sim.interval_us  # a sample walks through the steps one after another
+    from fpgaplace.report.page import write_report
+    write_report(project, samples=8)
+    page = (project / "report.html").read_text()
+    layers = [layer["op"] for core in result.design["cores"] for layer in core["layers"]]
+    assert set(layers) <= set(re.findall(r"\w+", page))  # every stage is named on the page
 
 
 def onehot_model(depth: int = 40, steps: int = 6) -> onnx.ModelProto:

@@ -60,6 +60,8 @@ class Embedding(Kernel):
             return Unsupported("an embedding gathers rows (axis 0) of a 2-D table")
         if not np.issubdtype(np.dtype(info.dtype), np.integer):
             return Unsupported(f"indices '{op.inputs[1]}' are {info.dtype}, expected integers")
+        if op.inputs[1] in graph.params:
+            return Unsupported("constant indices (a constant, for the host to compute)")
         if op.inputs[0] not in graph.params and _table_node(graph, op) is None:
             return Unsupported("the table is not a constant")
         rows, width = table

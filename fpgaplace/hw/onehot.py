@@ -55,6 +55,8 @@ class OneHot(Embedding):
             return Unsupported("a one-hot axis other than the last")
         if not np.issubdtype(np.dtype(info.dtype), np.integer):
             return Unsupported(f"indices '{op.inputs[0]}' are {info.dtype}, expected integers")
+        if op.inputs[0] in graph.params:
+            return Unsupported("constant indices (a constant, for the host to compute)")
         depth = int(depth.reshape(-1)[0])
         if not 2 <= depth <= MAX_ROWS:
             return Unsupported(f"depth {depth}: indices travel as one byte, so 2 to {MAX_ROWS}")
