@@ -161,6 +161,8 @@ def _boundary(index: QdqIndex, graph: OpGraph, q: str) -> CoreTensor:
     if params is None:
         reader = next((n for n in index.consumers.get(q, []) if n.op_type == "DequantizeLinear"), None)
         params = index.qparams(reader) if reader is not None else None
+    if params is None and info is not None and np.issubdtype(np.dtype(info.dtype), np.integer):
+        params = (np.ones(1), np.zeros(1, np.int64))  # integer indices (an embedding's): bytes, as they are
     if info is None or params is None:
         raise FpgaplaceError(f"tensor '{q}': no shape or quantization parameters")
     quantized_from = producer.input[0] if params is not None and producer is not None and (

@@ -26,7 +26,8 @@ per pixel), ``affine`` (``x * a[c] + b[c]``: a batch norm not folded into a conv
 constant), ``concat`` (runs of each input in stream order), ``slice`` (Split and Slice: channel
 ranges, strided rows and pixels), ``upsample`` (nearest Resize), ``pad``, ``shuffle`` (a channel
 permutation, its chains found by ``permutation``), ``reorder`` (a whole-sample transpose of the
-stream), ``lrn``, ``free``
+stream), ``lrn``, ``gather`` (an embedding: rows of a table of at most 256 by byte indices),
+``onehot`` (by comparison), ``free``
 (reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
 share), ``rtl_values`` (shared pieces of RTL values), ``geometry`` (the data a kernel answers in:
 Geometry, Folding, Resources), ``kernel`` (the base and the shared cost

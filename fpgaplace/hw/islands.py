@@ -19,7 +19,9 @@ An *island* is such a set of nodes:
   constant keep their requantizing kernels).
 
 Tensors inside that another island or op also needs are not absorbed: the walk marks them as
-sources and tries again (at most once per internal tensor). One index per model, O(nodes x
+sources and tries again (at most once per internal tensor); a walk that ends with two sources
+(an LSTM's last ``tanh(C)``, C an Add of two activations read by nothing else) tries once more with
+every internal int8 tensor a source. One index per model, O(nodes x
 island size), cached like the QDQ index.
 
 Given the graph's tensor shapes, the islands also hold the channel-permutation chains of
@@ -179,7 +181,11 @@ def _find(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> Island 
         if float_leak:
             return None
         if leaked is None:
-            break
+            inner = _inner_tensors(index, nodes, exit_q) - keep_out
+            if len(sources) == 1 or not inner:
+                break
+            keep_out |= inner  # two sources: the smallest island (every internal int8 tensor a source) may have one
+            continue
         if leaked in keep_out:
             return None
         keep_out.add(leaked)
@@ -192,6 +198,12 @@ def _find(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str]) -> Island 
     members = tuple(n for n in order if n != exit_q.name and not _reads(index.by_name[n], source)
                     and not _computes_constant(index, index.by_name[n]))
     return Island(source, exit_q.name, exit_q.output[0], exit_op.name, order, members)
+
+
+def _inner_tensors(index: QdqIndex, nodes: set[str], exit_q: onnx.NodeProto) -> set[str]:
+    """The int8 tensors the island's own QuantizeLinears (all but its exit) make."""
+    return {index.by_name[n].output[0] for n in nodes
+            if n != exit_q.name and index.by_name[n].op_type == "QuantizeLinear"}
 
 
 def _computes_constant(index: QdqIndex, node: onnx.NodeProto) -> bool:

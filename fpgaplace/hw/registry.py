@@ -23,12 +23,14 @@ from fpgaplace.hw.conv import Conv2d
 from fpgaplace.hw.dense import Dense, flatten_readers
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
+from fpgaplace.hw.gather import Embedding
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs
 from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.matmul import MatMul
+from fpgaplace.hw.onehot import OneHot
 from fpgaplace.hw.pad import Pad
 from fpgaplace.hw.pool import Pool
 from fpgaplace.hw.reorder import Reorder
@@ -61,6 +63,8 @@ KERNELS: dict[str, Kernel] = {
         Upsample(),
         Pad(),
         Table(),
+        Embedding(),
+        OneHot(),
         Shuffle(),
         Reorder(),
         Lrn(),
@@ -117,8 +121,8 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
         weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
-        reason = qdq.unlowerable(op.op_type, activation_inputs(op, graph), op.outputs, weights, graph.model,
-                                 constants)
+        activations = [] if isinstance(kernel, Embedding) else activation_inputs(op, graph)  # integer indices
+        reason = qdq.unlowerable(op.op_type, activations, op.outputs, weights, graph.model, constants)
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry

@@ -449,14 +449,16 @@ _ALL: list[OpClass] = [
     # QuantizeLinear after them, so that no placement separates them
     OpClass("Concat", "data_movement", zero_macs, kernel="concat"),
     *_classes("data_movement", "Split Slice", zero_macs, kernel="slice"),
-    *_classes("data_movement", "Transpose Gather Expand Tile", zero_macs, head=False),
+    *_classes("data_movement", "Transpose Expand Tile", zero_macs, head=False),
+    OpClass("Gather", "data_movement", zero_macs, head=False, kernel="embedding"),
     OpClass("Cast", "data_movement", zero_macs, fusion="elementwise"),
     OpClass("Pad", "data_movement", zero_macs, kernel="pad"),
     *_classes("data_movement", "CastLike GatherElements GatherND DepthToSpace SpaceToDepth "
               "ScatterElements ScatterND Trilu ReverseSequence", zero_macs),
     # host only: shape arithmetic and dynamically sized outputs, constants, random generators
     *_classes("host_shape", "Shape Size ConstantOfShape", zero_macs, fpga=False, head=False),
-    *_classes("host_shape", "Range OneHot", zero_macs, fpga=False),
+    *_classes("host_shape", "Range", zero_macs, fpga=False),
+    OpClass("OneHot", "data_movement", zero_macs, head=False, kernel="onehot"),
     OpClass("Constant", "constant", zero_macs, fpga=False, head=False),
     *_classes("random", "RandomNormal RandomUniform RandomNormalLike RandomUniformLike Multinomial "
               "Bernoulli", output_elements, fpga=False, deterministic=False),

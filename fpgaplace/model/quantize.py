@@ -104,6 +104,7 @@ from fpgaplace.model.passes.graph_tools import (
 )
 from fpgaplace.model.passes.inference import infer_shapes
 from fpgaplace.model.passes.layernorm import fuse_layernorm
+from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.qdq import is_qdq, qdq_nodes
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
@@ -241,8 +242,8 @@ def calibration_inputs(
 
 def gather_rows(model: onnx.ModelProto, name: str) -> int | None:
     """The fewest rows (entries along the gathered axis) of the tables that Gather ops index with
-    tensor ``name``, directly or through ``VALUE_KEEPING`` ops; None when no Gather does or no
-    table size is known. O(nodes)."""
+    tensor ``name`` (or the depth of a OneHot of it), directly or through ``VALUE_KEEPING`` ops; None
+    when no Gather or OneHot does or no table size is known. O(nodes)."""
     readers = consumers(model.graph)
     shapes = {t.name: list(t.dims) for t in model.graph.initializer}
     for value in [*model.graph.input, *model.graph.value_info, *model.graph.output]:
@@ -257,6 +258,10 @@ def gather_rows(model: onnx.ModelProto, name: str) -> int | None:
                 axis = next((a.i for a in node.attribute if a.name == "axis"), 0)
                 if -len(table) <= axis < len(table) and table[axis] > 0:
                     rows.append(table[axis])
+            elif node.op_type == "OneHot" and node.input[0] == tensor:
+                depth = constant_value(model, node.input[1])
+                if depth is not None and depth.size == 1 and int(depth.reshape(-1)[0]) > 0:
+                    rows.append(int(depth.reshape(-1)[0]))
             elif node.op_type in VALUE_KEEPING and node.input[0] == tensor and node.output[0] not in seen:
                 seen.add(node.output[0])
                 frontier.append(node.output[0])
@@ -475,7 +480,8 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
 
     constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
     _drop_unread_masks(constant)
-    prepared, _ = fuse_layernorm(fold_batchnorm(constant)[0])
+    unrolled, _ = unroll_recurrent(fold_constant_if(constant)[0])
+    prepared, _ = fuse_layernorm(fold_batchnorm(unrolled)[0])
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)
     try:

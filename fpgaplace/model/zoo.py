@@ -289,3 +289,65 @@ def light_model_path(name: str) -> Path:
 def demo_model() -> onnx.ModelProto:
     """The model ``fpgaplace demo`` places: the residual CNN at batch 1."""
     return cnn_residual(batch=1)
+
+
+def _recurrent(b: _Builder, op: str, x: str, prefix: str, inputs: int, hidden: int, bidirectional: bool) -> str:
+    """An LSTM or GRU over ``x [T, B, inputs]`` (its Y output ``[T, D, B, hidden]``), seeded weights."""
+    gates, directions = {"LSTM": 4, "GRU": 3}[op], 2 if bidirectional else 1
+    w = b.weight(f"{prefix}_w", (directions, gates * hidden, inputs), scale=1.0 / math.sqrt(inputs))
+    r = b.weight(f"{prefix}_r", (directions, gates * hidden, hidden), scale=1.0 / math.sqrt(hidden))
+    bias = b.weight(f"{prefix}_b", (directions, 2 * gates * hidden), scale=0.1)
+    return b.node(op, [x, w, r, bias], hidden_size=hidden,
+                  direction="bidirectional" if bidirectional else "forward")
+
+
+def crnn_lstm(height: int = 8, width: int = 16, classes: int = 12, hidden: int = 16, bidirectional: bool = True,
+              seed: int = 11) -> onnx.ModelProto:
+    """A CRNN (text-line recogniser shape): two conv-relu layers with pooling over a grey
+    ``[1, 1, height, width]`` image, a max pool over the remaining height, the columns as a sequence
+    ``[W', 1, C]`` into an LSTM (bidirectional by default) and a dense classifier of every step:
+    ``logits [W', classes]`` with ``W' = width / 2``."""
+    b = _Builder(seed)
+    x = b.node("Relu", [b.node("Conv", ["image", b.weight("conv1_w", (8, 1, 3, 3)), b.weight("conv1_b", (8,), 0.1)],
+                               kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
+    x = b.node("Relu", [b.node("Conv", [x, b.weight("conv2_w", (16, 8, 3, 3)), b.weight("conv2_b", (16,), 0.1)],
+                               kernel_shape=[3, 3], pads=[1, 1, 1, 1])])
+    steps = width // 2
+    x = b.node("MaxPool", [x], kernel_shape=[height // 2, 1], strides=[height // 2, 1])  # [1, 16, 1, W']
+    x = b.node("Transpose", [b.node("Squeeze", [x, b.const("squeeze_axes", np.array([2]))])], perm=[2, 0, 1])
+    y = _recurrent(b, "LSTM", x, "lstm", 16, hidden, bidirectional)  # [W', D, 1, hidden]
+    directions = 2 if bidirectional else 1
+    y = b.node("Reshape", [y, b.const("steps_shape", np.array([steps, directions * hidden]))])
+    b.node("Gemm", [y, b.weight("fc_w", (classes, directions * hidden)), b.weight("fc_b", (classes,), 0.1)],
+           output="logits", transB=1)
+    return b.model("crnn_lstm", [_float_input("image", [1, 1, height, width])],
+                   [_float_input("logits", [steps, classes])])
+
+
+def byte_classifier(length: int = 16, embedding: int = 16, hidden: int = 16, classes: int = 4, recurrent: str = "GRU",
+                    seed: int = 12) -> onnx.ModelProto:
+    """A byte-sequence classifier: ``bytes [1, length]`` int32 (0..255) -> Gather of a 256-row
+    embedding table -> ``[length, 1, embedding]`` -> a GRU (or ``recurrent="conv"``: a conv1d
+    over the sequence and a global average pool) -> its last hidden state -> Gemm -> ``logits [1, classes]``."""
+    b = _Builder(seed)
+    table = b.weight("embedding", (256, embedding), scale=1.0)
+    x = b.node("Gather", [table, "bytes"], axis=0)  # [1, length, embedding]
+    if recurrent == "conv":
+        x = b.node("Transpose", [x], perm=[0, 2, 1])  # [1, embedding, length]
+        x = b.node("Unsqueeze", [x, b.const("unsqueeze_axes", np.array([2]))])  # [1, embedding, 1, length]
+        weights = [b.weight("conv_w", (hidden, embedding, 1, 3)), b.weight("conv_b", (hidden,), 0.1)]
+        x = b.node("Relu", [b.node("Conv", [x, *weights], kernel_shape=[1, 3], pads=[0, 1, 0, 1])])
+        last = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
+    else:
+        x = b.node("Transpose", [x], perm=[1, 0, 2])  # [length, 1, embedding]
+        weights = [b.weight("gru_w", (1, 3 * hidden, embedding), 1.0 / math.sqrt(embedding)),
+                   b.weight("gru_r", (1, 3 * hidden, hidden), 1.0 / math.sqrt(hidden)),
+                   b.weight("gru_b", (1, 6 * hidden), 0.1)]
+        b.nodes.append(helper.make_node(recurrent, [x, *weights], ["gru_y", "gru_last"], name="gru",
+                                        hidden_size=hidden))  # Y unread; Y_h [1, 1, hidden]
+        last = b.node("Reshape", ["gru_last", b.const("last_shape", np.array([1, hidden]))])
+    b.node("Gemm", [last, b.weight("fc_w", (classes, hidden)), b.weight("fc_b", (classes,), 0.1)],
+           output="logits", transB=1)
+    return b.model("byte_classifier", [helper.make_tensor_value_info("bytes", TensorProto.INT32, [1, length])],
+                   [_float_input("logits", [1, classes])])

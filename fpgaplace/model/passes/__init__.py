@@ -13,6 +13,7 @@ from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise, fuse
 from fpgaplace.model.passes.graph_tools import FUSED_INTO_KEY, name_nodes, op_counts
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.manager import DEFAULT_PASSES, OptimizeReport, PassManager, PassStat, optimize
+from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.passes.simplify import (
     cancel_transpose_pairs,
     collapse_reshape_chains,
@@ -35,6 +36,7 @@ __all__ = [
     "eliminate_dead_code",
     "fold_batchnorm",
     "fold_channel_affine",
+    "fold_constant_if",
     "fold_constants",
     "fuse_activations",
     "fuse_elementwise",
@@ -49,4 +51,5 @@ __all__ = [
     "remove_noop_cast",
     "remove_noop_reshape",
     "remove_noop_transpose",
+    "unroll_recurrent",
 ]

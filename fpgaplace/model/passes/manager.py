@@ -25,6 +25,7 @@ from fpgaplace.model.passes.fold import fold_batchnorm, fold_channel_affine
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise
 from fpgaplace.model.passes.graph_tools import PassResult, copy_model, name_nodes, op_counts, sort_nodes
 from fpgaplace.model.passes.layernorm import fuse_layernorm
+from fpgaplace.model.passes.recurrent import fold_constant_if
 from fpgaplace.model.passes.simplify import (
     cancel_transpose_pairs,
     collapse_reshape_chains,
@@ -48,6 +49,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     cancel_transpose_pairs,
     collapse_reshape_chains,
     fold_constants,
+    fold_constant_if,
     fuse_layernorm,
     eliminate_common_subexpressions,
     fold_batchnorm,
@@ -56,7 +58,9 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     fuse_activations,
     fuse_elementwise,
 )
-"""The default pipeline: clean-ups first, then folding, then the fusion annotations."""
+"""The default pipeline: clean-ups first, then folding, then the fusion annotations. LSTM and GRU
+stay whole here (one op a CPU runs; ``passes.recurrent.unroll_recurrent`` writes them out step by
+step before quantization, where the steps become int8 stages)."""
 
 
 def pass_name(a_pass: Pass) -> str:

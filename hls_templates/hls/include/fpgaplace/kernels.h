@@ -20,6 +20,9 @@
 //   requant<C>(in, out)                       SIZE ZX M S ZY LO HI L STAGE; beats of L
 //   affine<C>(in, out, mult, offset)          SIZE C ZX S ZY LO HI L STAGE; beats of L, mult[C], offset[C]
 //   table<C>(in, out, values)                 SIZE L STAGE; beats of L, values[256]
+//   embedding<C>(in, out, table)              SIZE E ROWS L STAGE; in beat<1> (a byte index), out beat<L>,
+//                                            table[ROWS * E]
+//   onehot<C>(in, out)                        SIZE E ROWS ON OFF L STAGE; in beat<1> (a byte index), out beat<L>
 //   softmax<C>(in, out, exp_table)            SIZE N MY SY ZY LO HI L DIV STAGE; beats of L, exp_table[256]
 //   layernorm<C>(in, out, mult, offset)       SIZE N E S ZY LO HI L SQRT DIV STAGE; beats of L, mult[N],
 //                                            offset[N]
@@ -928,6 +931,48 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
       y.v[l] = values[static_cast<int>(x.v[l]) + 128];
     }
     out.write(y);
+  }
+}
+
+// out = rows of table[ROWS][E] at the byte indices of in (read unsigned; past the last row, the
+// last row), SIZE indices a sample, L values of a row a cycle: an embedding (fpgaplace.hw.gather).
+template <class C>
+void embedding(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out, const int8_t table[C::ROWS * C::E]) {
+  static_assert(C::L > 0 && C::E % C::L == 0 && C::ROWS > 0 && C::ROWS <= 256,
+                "embedding: L must divide E, and ROWS lie in 1..256");
+  for (int i = 0; i < C::SIZE; ++i) {
+    const int id = static_cast<uint8_t>(in.read().v[0]);
+    const int row = id < C::ROWS ? id : C::ROWS - 1;
+    for (int e = 0; e < C::E / C::L; ++e) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = table[row * C::E + e * C::L + l];
+      }
+      out.write(y);
+    }
+  }
+}
+
+// out = E values per byte index of in (read unsigned): ON at the index, OFF elsewhere, L a cycle;
+// a one-hot by comparison (fpgaplace.hw.onehot).
+template <class C>
+void onehot(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out) {
+  static_assert(C::L > 0 && C::E % C::L == 0, "onehot: L must divide E");
+  for (int i = 0; i < C::SIZE; ++i) {
+    const int id = static_cast<uint8_t>(in.read().v[0]);
+    for (int e = 0; e < C::E / C::L; ++e) {
+#pragma HLS PIPELINE II=1
+      FP_TICK(C::STAGE);
+      beat<C::L> y;
+      for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+        y.v[l] = e * C::L + l == id ? C::ON : C::OFF;
+      }
+      out.write(y);
+    }
   }
 }
 

@@ -1,0 +1,269 @@
+"""Recurrent and embedding models on the cores: LSTM and GRU unrolled into per-step ops the quantizer
+quantizes (``passes.recurrent``), equal to onnxruntime's own LSTM/GRU in float; an If with a constant
+condition folded to its branch; a Gather of a 256-row table as an embedding stage; and the two
+models of issue 19 (a CRNN with a bidirectional LSTM, a byte classifier with a GRU) compiled for
+zcu104 with every op on a core, bit-exact per core in C simulation and equal to onnxruntime's QDQ
+model."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from fpgaplace.flow.design import Design
+from fpgaplace.hw import KERNELS
+from fpgaplace.hw.gather import MAX_ROWS, embedding_rows
+from fpgaplace.hw.geometry import Folding, Unsupported
+from fpgaplace.hw.kernel import probe
+from fpgaplace.model import zoo
+from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
+from fpgaplace.model.quantize import calibration_inputs
+from fpgaplace.sim.csim import run_csim
+from fpgaplace.util.onnxrt import random_inputs, run_model
+
+OUTPUT_BOUND_LSB = 0
+"""Measured: the compiled CRNN's and byte classifier's outputs against onnxruntime's QDQ model
+(``scripts/bench_recurrent.py``, 1,000 samples each: 0 LSB)."""
+
+
+def recurrent_model(op: str, direction: str, steps: int = 5, batch: int = 1, inputs: int = 6, hidden: int = 4,
+                    linear_before_reset: int = 0, **extra) -> onnx.ModelProto:
+    """One LSTM or GRU node over ``X [steps, batch, inputs]`` with seeded weights, every output a graph output."""
+    rng = np.random.default_rng(len(direction) + hidden)
+    gates, directions = {"LSTM": 4, "GRU": 3}[op], 2 if direction == "bidirectional" else 1
+    weights = [numpy_helper.from_array(rng.normal(0, 0.5, shape).astype(np.float32), name) for name, shape in
+               (("W", (directions, gates * hidden, inputs)), ("R", (directions, gates * hidden, hidden)),
+                ("B", (directions, 2 * gates * hidden)))]
+    attrs = {"hidden_size": hidden, "direction": direction, **extra}
+    if op == "GRU":
+        attrs["linear_before_reset"] = linear_before_reset
+    outputs = ["Y", "Y_h", *(["Y_c"] if op == "LSTM" else [])]
+    shapes = {"Y": [steps, directions, batch, hidden], "Y_h": [directions, batch, hidden],
+              "Y_c": [directions, batch, hidden]}
+    node = helper.make_node(op, ["X", "W", "R", "B"], outputs, name="rnn", **attrs)
+    graph = helper.make_graph([node], "rnn", [helper.make_tensor_value_info("X", TensorProto.FLOAT,
+                                                                            [steps, batch, inputs])],
+                              [helper.make_tensor_value_info(o, TensorProto.FLOAT, shapes[o]) for o in outputs],
+                              weights)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize(("op", "direction", "batch", "reset"), [
+    ("LSTM", "forward", 1, 0), ("LSTM", "reverse", 1, 0), ("LSTM", "bidirectional", 2, 0),
+    ("GRU", "forward", 1, 0), ("GRU", "forward", 1, 1), ("GRU", "bidirectional", 2, 1), ("GRU", "reverse", 3, 0)])
+def test_the_unrolled_recurrence_equals_onnxruntimes(op, direction, batch, reset):
+    model = recurrent_model(op, direction, batch=batch, linear_before_reset=reset)
+    unrolled, changes = unroll_recurrent(model)
+    onnx.checker.check_model(unrolled)
+    types = {n.op_type for n in unrolled.graph.node}
+    assert changes == 1 and op not in types and {"Gemm", "Sigmoid", "Tanh", "Mul", "Slice"} <= types
+    x = np.random.default_rng(batch).normal(size=(5, batch, 6)).astype(np.float32)
+    want, got = run_model(model, {"X": x}), run_model(unrolled, {"X": x})
+    for name in want:
+        np.testing.assert_allclose(got[name], want[name], atol=1e-5)
+        assert np.abs(want[name]).max() > 0.05  # the states are not trivially zero
+
+
+@pytest.mark.parametrize("extra", [{"clip": 1.0}, {"activations": ["Relu", "Tanh", "Tanh"]}, {"layout": 1},
+                                   {"input_forget": 1}])
+def test_a_recurrence_the_pass_does_not_write_out_is_left_alone(extra):
+    model = recurrent_model("LSTM", "forward", **extra)
+    unrolled, changes = unroll_recurrent(model)
+    assert changes == 0 and [n.op_type for n in unrolled.graph.node] == ["LSTM"]
+
+
+def if_model(condition: bool | None) -> onnx.ModelProto:
+    """y = x * 2 (then) or x + c (else, c a branch initializer); the condition a constant, or an input."""
+    then_branch = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"], name="double")], "then", [],
+                                    [helper.make_tensor_value_info("t", TensorProto.FLOAT, [1, 4])],
+                                    [numpy_helper.from_array(np.array(2.0, np.float32), "two")])
+    else_branch = helper.make_graph([helper.make_node("Add", ["x", "c"], ["e"], name="shift")], "else", [],
+                                    [helper.make_tensor_value_info("e", TensorProto.FLOAT, [1, 4])],
+                                    [numpy_helper.from_array(np.arange(4, dtype=np.float32), "c")])
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])]
+    initializers = []
+    if condition is None:
+        inputs.append(helper.make_tensor_value_info("cond", TensorProto.BOOL, []))
+    else:
+        initializers.append(numpy_helper.from_array(np.array(condition), "cond"))
+    node = helper.make_node("If", ["cond"], ["y"], name="branch", then_branch=then_branch, else_branch=else_branch)
+    graph = helper.make_graph([node], "if", inputs, [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+                              initializers)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_an_if_with_a_constant_condition_becomes_its_branch(condition):
+    model = if_model(condition)
+    folded, changes = fold_constant_if(model)
+    onnx.checker.check_model(folded)
+    assert changes == 1 and [n.op_type for n in folded.graph.node] == ["Mul" if condition else "Add"]
+    x = {"x": np.array([[1.0, -2.0, 3.0, 0.5]], np.float32)}
+    np.testing.assert_array_equal(run_model(folded, x)["y"], run_model(model, x)["y"])
+    assert fold_constant_if(if_model(None))[1] == 0  # a condition the caller gives stays an If
+
+
+def test_embedding_rows_read_bytes_unsigned_and_stop_at_the_last_row():
+    table = np.arange(-30, 30, dtype=np.int8)  # 20 rows of 3
+    ids = np.array([0, 19, 200, 255, 7]).astype(np.int8)  # 200 and 255 wrap to negative int8
+    got = embedding_rows(table, ids, 20, 3).reshape(-1, 3)
+    want = table.reshape(20, 3)[[0, 19, 19, 19, 7]]
+    np.testing.assert_array_equal(got, want)
+
+
+def test_embedding_cost_is_a_lane_stage_over_its_rows():
+    kernel = KERNELS["embedding"]
+    shapes = {"t": (256, 16), "ids": (1, 12), "y": (1, 12, 16)}
+    geometry = probe(kernel, "Gather", {"axis": 0}, ["t", "ids"], shapes, ("t",))
+    assert (geometry.weights, geometry.stream_elements) == (256 * 16, 12 * 16)
+    assert [kernel.cycles(geometry, Folding(pe)) for pe in (1, 4, 16)] == [12 * 16, 12 * 4, 12]
+    assert kernel.resources(geometry, Folding(4)).lut > kernel.resources(geometry, Folding(1)).lut
+    too_big = {"t": (MAX_ROWS + 1, 16), "ids": (1, 12), "y": (1, 12, 16)}
+    from fpgaplace.util.errors import FpgaplaceError
+    with pytest.raises(FpgaplaceError, match="at most 256"):
+        probe(kernel, "Gather", {"axis": 0}, ["t", "ids"], too_big, ("t",))
+    assert isinstance(kernel.geometry(*_gather_on_axis_1()), Unsupported)
+    with pytest.raises(FpgaplaceError, match="constant indices"):  # e.g. a shape's Gather: the host's
+        probe(kernel, "Gather", {"axis": 0}, ["t", "ids"], shapes, ("t", "ids"))
+
+
+def _gather_on_axis_1():
+    from types import SimpleNamespace
+
+    from fpgaplace.model.ir import Op, TensorInfo
+    tensors = {"t": TensorInfo("t", (8, 4), "float32"), "ids": TensorInfo("ids", (1, 2), "int64"),
+               "y": TensorInfo("y", (8, 1, 2), "float32")}
+    graph = SimpleNamespace(params={"t": None}, model=None, tensors=tensors, is_qdq=False)
+    return Op("g", "Gather", "", {"axis": 1}, ["t", "ids"], ["y"], 0), graph
+
+
+def test_a_gathered_integer_input_calibrates_over_the_table_rows():
+    samples = calibration_inputs(zoo.byte_classifier(), random_samples=40, seed=3)
+    values = np.concatenate([s["bytes"].reshape(-1) for s in samples])
+    assert values.dtype == np.int32 and values.min() >= 0 and values.max() <= 255 and values.max() > 200
+
+
+@pytest.fixture(scope="module", params=["crnn_lstm", "byte_classifier"])
+def compiled(request, tmp_path_factory):
+    """The model compiled for zcu104 (placed by the default method) and C-simulated on 6 samples."""
+    project = tmp_path_factory.mktemp(request.param) / "p"
+    model = getattr(zoo, request.param)()
+    result = Design(model, "zcu104", profile_cpu=False).compile(project, random_samples=24)
+    return request.param, model, project, result, run_csim(project, samples=6)
+
+
+def test_every_op_runs_on_a_core_and_every_core_is_bit_exact(compiled):
+    name, _, _, result, check = compiled
+    kernels = {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+    assert result.cpu_ops == [] and not result.design.get("host_ops"), result.cpu_ops
+    assert {"dense", "table", "mul", "add", "slice"} <= kernels
+    if name == "byte_classifier":
+        assert "embedding" in kernels
+    else:
+        assert {"conv2d", "maxpool", "concat"} <= kernels
+    assert check.ok and all(core.bit_exact for core in check.cores)
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= OUTPUT_BOUND_LSB for o in check.outputs)
+
+
+def test_the_classes_agree_with_onnxruntimes_qdq_model(compiled):
+    _, _, project, _, check = compiled
+    qdq = onnx.load(project / "model.qdq.onnx")
+    (output,) = [o.name for o in qdq.graph.output]
+    want = np.concatenate([run_model(qdq, random_inputs(qdq, i))[output] for i in range(check.samples)])
+    got = check.values[output]
+    assert got.shape == want.shape
+    assert np.mean(got.argmax(-1) == want.argmax(-1)) >= 0.99
+
+
+def test_csim_json_carries_the_bound_and_sim_and_report_see_the_stages(compiled):
+    _, _, project, result, _ = compiled
+    saved = json.loads((project / "results" / "csim.json").read_text())
+    assert all(o["max_abs_diff_lsb"] <= OUTPUT_BOUND_LSB for o in saved["outputs"])
+    from fpgaplace.sim.event import simulate
+    sim = simulate(project, samples=8)
+    stages = sum(len(core["layers"]) for core in result.design["cores"])
+    assert stages > 100  # every time step's gates, tables and products are stages of their own
+    assert sim.latency_us > 20 * sim.interval_us  # a sample walks through the steps one after another
+    from fpgaplace.report.page import write_report
+    write_report(project, samples=8)
+    page = (project / "report.html").read_text()
+    layers = [layer["op"] for core in result.design["cores"] for layer in core["layers"]]
+    assert set(layers) <= set(re.findall(r"\w+", page))  # every stage is named on the page
+
+
+def onehot_model(depth: int = 40, steps: int = 6) -> onnx.ModelProto:
+    """int32 ids [1, steps] -> OneHot (depth, values -0.5 / 1) -> [steps, depth] -> Gemm to 8."""
+    rng = np.random.default_rng(depth)
+    nodes = [helper.make_node("OneHot", ["ids", "depth", "values"], ["hot"], name="hot", axis=-1),
+             helper.make_node("Reshape", ["hot", "shape"], ["rows"], name="rows"),
+             helper.make_node("Gemm", ["rows", "w", "b"], ["y"], name="fc", transB=1)]
+    constants = {"depth": np.array([depth], np.int32), "values": np.array([-0.5, 1.0], np.float32),
+                 "shape": np.array([steps, depth], np.int64), "w": rng.normal(size=(8, depth)).astype(np.float32),
+                 "b": rng.normal(size=8).astype(np.float32)}
+    graph = helper.make_graph(nodes, "onehot", [helper.make_tensor_value_info("ids", TensorProto.INT32, [1, steps])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [steps, 8])],
+                              [numpy_helper.from_array(v, k) for k, v in constants.items()])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_onehot_rows_put_on_at_the_byte_index():
+    from fpgaplace.hw.onehot import onehot_rows
+
+    got = onehot_rows(np.array([2, 0, 200]).astype(np.int8), 4, 90, -3).reshape(3, 4)
+    np.testing.assert_array_equal(got, [[-3, -3, 90, -3], [90, -3, -3, -3], [-3, -3, -3, -3]])
+
+
+def test_a_onehot_runs_on_a_core_by_comparison(tmp_path):
+    model = onehot_model()
+    samples = calibration_inputs(model, random_samples=30, seed=2)
+    values = np.concatenate([s["ids"].reshape(-1) for s in samples])
+    assert values.min() >= 0 and values.max() == 39  # the depth bounds the random indices
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "p", random_samples=16)
+    kernels = [layer["kernel"] for core in result.design["cores"] for layer in core["layers"]]
+    assert result.cpu_ops == [] and kernels == ["onehot", "dense"]
+    layer = result.design["cores"][0]["layers"][0]
+    assert layer["cycles"] == 6 * 40 // layer["pe"]
+    check = run_csim(tmp_path / "p", samples=5)
+    assert check.ok and all(core.bit_exact for core in check.cores)
+    assert all(o.max_abs_diff_lsb == 0 for o in check.outputs)
+
+
+@pytest.mark.parametrize(("rows", "width", "pe"), [(256, 16, 4), (40, 6, 2), (20, 12, 12)])
+def test_embedding_rtl_bit_exact_and_cycles(tmp_path, rows, width, pe):
+    """The RTL unit against the integer reference under backpressure and back to back, at the
+    cycles the op library gives it (rows of 3 beats: padded to 4 in the ROM; past the last row: the last)."""
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    rng = np.random.default_rng(rows)
+    table = rng.integers(-128, 128, rows * width, dtype=np.int8)
+    size = 10
+    config = {"SIZE": size, "E": width, "ROWS": rows}
+    ids = rng.integers(0, 256, (3, size)).astype(np.int8)  # bytes 0..255, some past a short table
+    geometry = probe(KERNELS["embedding"], "Gather", {"axis": 0}, ["t", "ids"],
+                     {"t": (rows, width), "ids": (1, size), "y": (1, size, width)}, ("t",))
+    result = simulate_case("embedding", (config, {"table": table}, [ids], Folding(pe)), tmp_path, geometry=geometry)
+    check_cycles(result, f"embedding {rows}x{width}")
+    assert_verilog_2005_clean(render_op("embedding", config, {"table": table}, Folding(pe), 100), tmp_path)
+
+
+@pytest.mark.slow
+def test_embedding_takes_no_dsp_in_yosys(tmp_path):
+    """The ROM is addressed {row, beat}: no multiplier for yosys to map to a DSP, as the op library counts."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.codegen import rtl
+    from fpgaplace.sim import yosys
+
+    core = load_board("zcu104").cores[0]
+    table = np.random.default_rng(1).integers(-128, 128, 100 * 12, dtype=np.int8)
+    config, folding = {"SIZE": 8, "E": 12, "ROWS": 100}, Folding(4)  # 3 beats a row
+    op = rtl.render_op("embedding", config, {"table": table}, folding, 100)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "xcup",
+                           dsp_only=True)
+    geometry = probe(KERNELS["embedding"], "Gather", {"axis": 0}, ["t", "ids"],
+                     {"t": (100, 12), "ids": (1, 8), "y": (1, 8, 12)}, ("t",))
+    assert got.dsp == KERNELS["embedding"].resources(geometry, folding, core).dsp == 0
