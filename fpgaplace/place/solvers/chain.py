@@ -1,0 +1,283 @@
+"""Exact contiguous splits of a chain: the linear partition problem, with device kinds and memory.
+
+A chain (every op has at most one input and one output op, one path through all of them) splits
+contiguously only into intervals, one a device. Choosing the cut points to minimise the largest
+load is the classic linear partition problem; here each interval also picks a device kind (the
+devices of each kind are few), must fit the kind's memory and run only ops the kind supports,
+and an accelerator's interval also pays the transfer of the tensor entering it and of the one
+leaving it (``evaluate``'s loads for a chain).
+
+Algorithm (our own; the bottleneck search over a greedy or DP feasibility test is the textbook
+method for linear partition, e.g. Frederickson, "Optimal algorithms for tree partitioning", 1991)
+    Feasibility of a bound B: reach[s][j] = "the first j ops split into intervals on the devices
+    of state s (a count per kind, mixed radix) with every load <= B". States are filled in
+    increasing order; from state s - e_k, an interval [i, j) on kind k is allowed when i is at
+    least the memory and support window's left end L_k(j) (non-decreasing in j) and
+    S_k(i) - t_in(i) >= S_k(j) + t_out(j) - B (S_k prefix sums of latency on kind k, t_in and
+    t_out the boundary transfers, zero on a CPU). Transfer makes the load non-monotone in the
+    interval, so the test is "the largest key S_k(i) - t_in(i) over reachable i in the window
+    [L_k(j), j - 1]": a sliding-window maximum with a monotone deque, O(n) per (state, kind).
+    One test is O(n * T * K) time and O(n * T) memory for T states and K kinds.
+    Bisection on B between a lower bound and the best split found (each feasible test lowers
+    the upper end to that split's actual max-load) to a relative width of ``PRECISION``: the
+    split is optimal within it, and the last infeasible B is a lower bound on every split.
+
+Latency on a chain is a sum over the same intervals; ``chain_latency_split`` runs the same
+windows with a sliding-window minimum of f[s - e_k][i] - S_k(i) + t_in(i) (exact for one
+interval a device, CPU ops included).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from fpgaplace.place.solvers.problem import Placement, PlacementProblem
+from fpgaplace.util.errors import FpgaplaceError
+
+PRECISION = 1e-9  # relative width the bottleneck bisection stops at
+PYTHON_OPS = 4_000  # below this many ops the kernel runs as plain Python (no numba import)
+MAX_TABLE_CELLS = 100_000_000  # states x (ops + 1) of the back-link tables (two int32 each)
+
+
+def chain_order(problem: PlacementProblem) -> np.ndarray | None:
+    """The ops in chain order when the problem is a plain chain (one path through every op, no
+    colour classes, no backward ops, no per-link transfers), else None. O(n + m)."""
+    n = problem.n
+    if n == 0 or len(problem.edges) != n - 1 or problem.links is not None:
+        return None
+    if np.any(np.asarray(problem.color) >= 0) or np.any(problem.backward):
+        return None
+    successor = np.full(n, -1, dtype=np.int64)
+    has_input = np.zeros(n, dtype=bool)
+    for u, v in problem.edges:
+        if successor[u] >= 0 or has_input[v] or u == v:
+            return None
+        successor[u], has_input[v] = v, True
+    sources = np.flatnonzero(~has_input)
+    if len(sources) != 1:
+        return None
+    order = np.empty(n, dtype=np.int64)
+    v = int(sources[0])
+    for position in range(n):
+        if v < 0:
+            return None
+        order[position] = v
+        v = int(successor[v])
+    return order
+
+
+@dataclass
+class _ChainTables:
+    """Prefix sums and windows along the chain, per kind (rows) and cut position (columns 0..n)."""
+
+    prefix: np.ndarray  # float64 (K, n+1): latency of the first j ops on kind k (unsupported: 0)
+    t_in: np.ndarray  # float64 (K, n+1): transfer into an accelerator interval starting at i
+    t_out: np.ndarray  # float64 (K, n+1): transfer out of one ending at j
+    left: np.ndarray  # int64 (K, n+1): least start i of an interval ending at j (memory, support)
+    digit: np.ndarray  # int64 (T, K): devices of each kind in state s
+    stride: np.ndarray  # int64 (K,)
+
+
+def _tables(problem: PlacementProblem, order: np.ndarray) -> _ChainTables:
+    """O(n K)."""
+    n, kinds = problem.n, problem.kinds
+    latency = problem.latency[order]
+    size = np.concatenate([[0.0], np.cumsum(problem.size[order])])
+    transfer = problem.transfer[order]
+    t_in = np.concatenate([[0.0], transfer[:-1], [0.0]])  # interval [i, j) reads op i-1's output
+    t_out = np.concatenate([[0.0], transfer[:-1], [0.0]])  # and writes op j-1's (j < n)
+    rows = len(kinds)
+    prefix = np.zeros((rows, n + 1))
+    left = np.zeros((rows, n + 1), dtype=np.int64)
+    positions = np.arange(n + 1)
+    for k, kind in enumerate(kinds):
+        supported = np.isfinite(latency[:, k])
+        prefix[k, 1:] = np.cumsum(np.where(supported, latency[:, k], 0.0))
+        last_bad = np.maximum.accumulate(np.where(supported, 0, np.arange(1, n + 1)))
+        by_support = np.concatenate([[0], last_bad])  # i >= (index of the last unsupported op) + 1
+        limit = kind.memory * (1 + 1e-12) if math.isfinite(kind.memory) else math.inf
+        by_memory = np.searchsorted(size, size - limit, side="left") if math.isfinite(limit) else 0
+        left[k] = np.maximum(by_support, by_memory)
+        left[k] = np.minimum(left[k], positions)  # i <= j; i = j is the empty interval (unused)
+    counts = [kind.count for kind in kinds]
+    digit = np.array(np.meshgrid(*[np.arange(c + 1) for c in counts], indexing="ij")).reshape(rows, -1).T
+    stride = np.array([int(np.prod([c + 1 for c in counts[k + 1:]])) for k in range(rows)], dtype=np.int64)
+    transfer_rows = np.array([0.0 if kind.is_cpu else 1.0 for kind in kinds])[:, None]
+    return _ChainTables(prefix, transfer_rows * t_in[None, :], transfer_rows * t_out[None, :],
+                        left, np.ascontiguousarray(digit.astype(np.int64)), stride)
+
+
+def _windows(bound, minimise, prefix, t_in, t_out, left, digit, stride, value, back_i, back_k, deque):
+    """One pass over every state and kind (module docstring). ``minimise`` False: the bottleneck
+    test, value[s, j] = 0 where reachable (inf elsewhere) and loads must stay <= ``bound``;
+    True: value[s, j] = least summed cost (latency). Back-links into back_i / back_k. Returns
+    the state reaching the full chain with the least value, or -1. O(n T K)."""
+    n_states, n_kinds = digit.shape
+    n = prefix.shape[1] - 1
+    value[:, :] = np.inf
+    value[0, 0] = 0.0
+    for s in range(1, n_states):
+        for k in range(n_kinds):
+            if digit[s, k] == 0:
+                continue
+            lower = s - stride[k]
+            head, tail = 0, 0
+            pushed = 0  # next start position to offer to the deque
+            for j in range(1, n + 1):
+                while pushed < j:  # offer start i = pushed (intervals [i, j) with i < j)
+                    i = pushed
+                    pushed += 1
+                    if value[lower, i] == np.inf:
+                        continue
+                    if minimise:
+                        key = -(value[lower, i] - prefix[k, i] + t_in[k, i])
+                    else:
+                        key = prefix[k, i] - t_in[k, i]
+                    while tail > head:
+                        last = deque[tail - 1]
+                        if minimise:
+                            last_key = -(value[lower, last] - prefix[k, last] + t_in[k, last])
+                        else:
+                            last_key = prefix[k, last] - t_in[k, last]
+                        if last_key > key:
+                            break
+                        tail -= 1
+                    deque[tail] = i
+                    tail += 1
+                while tail > head and deque[head] < left[k, j]:
+                    head += 1
+                if tail == head:
+                    continue
+                i = deque[head]
+                if minimise:
+                    candidate = value[lower, i] + prefix[k, j] - prefix[k, i] + t_in[k, i] + t_out[k, j]
+                else:
+                    load = prefix[k, j] - prefix[k, i] + t_in[k, i] + t_out[k, j]
+                    if load > bound:
+                        continue
+                    candidate = 0.0
+                if candidate < value[s, j]:
+                    value[s, j] = candidate
+                    back_i[s, j] = i
+                    back_k[s, j] = k
+    best, chosen = np.inf, -1
+    for s in range(n_states):
+        if value[s, n] < best:
+            best, chosen = value[s, n], s
+    return chosen
+
+
+_compiled: list[Callable] = []
+
+
+def _kernel(n: int) -> Callable:
+    """``_windows`` as plain Python for short chains, else compiled with numba (cached on disk)."""
+    if n < PYTHON_OPS and not _compiled:
+        return _windows
+    if not _compiled:
+        import numba
+
+        _compiled.append(numba.njit(cache=True)(_windows))
+    return _compiled[0]
+
+
+class _Search:
+    """The tables and work arrays of one chain, and splits read back from them."""
+
+    def __init__(self, problem: PlacementProblem, order: np.ndarray):
+        self.problem, self.order = problem, order
+        self.tables = _tables(problem, order)
+        n_states = self.tables.digit.shape[0]
+        if n_states * (problem.n + 1) > MAX_TABLE_CELLS:
+            raise FpgaplaceError(f"{problem.source or 'problem'}: {n_states} device-count states x "
+                                 f"{problem.n:,} ops is more than the chain split's "
+                                 f"{MAX_TABLE_CELLS:,} table cells")
+        shape = (n_states, problem.n + 1)
+        self.value = np.empty(shape)
+        self.back_i = np.zeros(shape, dtype=np.int32)
+        self.back_k = np.zeros(shape, dtype=np.int32)
+        self.deque = np.zeros(problem.n + 1, dtype=np.int64)
+        self.run = _kernel(problem.n)
+
+    def split(self, bound: float, minimise: bool = False) -> np.ndarray | None:
+        """The device of each op of a split whose loads are <= ``bound`` (``minimise``: of least
+        summed cost), or None when there is none."""
+        t = self.tables
+        state = self.run(bound, minimise, t.prefix, t.t_in, t.t_out, t.left, t.digit, t.stride,
+                         self.value, self.back_i, self.back_k, self.deque)
+        return None if state < 0 else self._devices(int(state))
+
+    def _devices(self, state: int) -> np.ndarray:
+        first = np.cumsum([0] + [kind.count for kind in self.problem.kinds])
+        used = [0] * len(self.problem.kinds)
+        device = np.empty(self.problem.n, dtype=np.int64)
+        j = self.problem.n
+        while j > 0:
+            i, k = int(self.back_i[state, j]), int(self.back_k[state, j])
+            device[self.order[i:j]] = first[k] + used[k]
+            used[k] += 1
+            state -= int(self.tables.stride[k])
+            j = i
+        return device
+
+    def max_load(self, device: np.ndarray) -> float:
+        """The split's largest load from the prefix sums (the evaluator's loads, up to rounding)."""
+        t, kinds = self.tables, self.problem.device_kinds()
+        along = device[self.order]
+        cuts = np.flatnonzero(np.diff(along)) + 1
+        starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [self.problem.n]])
+        kind = np.array(kinds)[along[starts]]
+        loads = t.prefix[kind, ends] - t.prefix[kind, starts] + t.t_in[kind, starts] + t.t_out[kind, ends]
+        return float(loads.max(initial=0.0))
+
+
+def _lower_bound(problem: PlacementProblem) -> float:
+    from fpgaplace.place.solvers.bounds import cheapest_latency, work_load_bound
+
+    bound = work_load_bound(problem, cheapest_latency(problem))
+    return bound if math.isfinite(bound) else 0.0
+
+
+def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float | None = None) -> Placement:
+    """The contiguous split of least max-load of a chain (``chain_order``), within ``PRECISION``
+    (status "optimal"), or the best found when ``time_limit`` ends the bisection first (status
+    "time limit"); ``bound`` a lower bound on every contiguous split. Raises ``FpgaplaceError``
+    when no split fits the devices' memory and support. O(n T K log(1 / PRECISION))."""
+    started = time.monotonic()
+    deadline = started + (time_limit if time_limit is not None else math.inf)
+    search = _Search(problem, order)
+    device = search.split(math.inf)
+    if device is None:
+        raise FpgaplaceError(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
+                             "devices' memory and supported ops; add devices or allow non-contiguous splits")
+    high = search.max_load(device)
+    low = min(_lower_bound(problem), high)
+    status = "optimal"
+    while high > low * (1 + PRECISION) + 1e-300:
+        if time.monotonic() > deadline:
+            status = "time limit"
+            break
+        middle = math.sqrt(low * high) if low > 0 and high > 4 * low else 0.5 * (low + high)
+        found = search.split(middle)
+        if found is None:
+            low = middle
+        else:
+            device, high = found, min(middle, search.max_load(found))
+    return Placement(device=device, method="dp", value=high, bound=min(low, high), status=status,
+                     contiguous=True, seconds=time.monotonic() - started)
+
+
+def chain_latency_split(problem: PlacementProblem, order: np.ndarray) -> Placement:
+    """The contiguous split (one interval a device) of least latency of a chain: the same windows
+    minimising the summed interval costs. O(n T K)."""
+    search = _Search(problem, order)
+    device = search.split(math.inf, minimise=True)
+    if device is None:
+        raise FpgaplaceError(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
+                             "devices' memory and supported ops")
+    return Placement(device=device, method="chain split", status="heuristic", contiguous=True)
