@@ -192,11 +192,12 @@ def long_chain(n: int, seed: int = 0) -> PlacementProblem:
 
 
 @pytest.mark.parametrize("objective", ["throughput", "latency"])
-def test_a_twenty_thousand_op_chain_gets_no_ip_it_cannot_build(objective):
+def test_a_twenty_thousand_op_graph_gets_no_ip_it_cannot_build(objective):
     """The IP of 20,000 ops (about 420,000 variables) takes far longer to build than the limit
     leaves: method ip keeps its best start (the coarse DP's, greedy's) and says why; PipeDream's
     all-pairs table is refused; the latency bounds walk shorter chains (once 300 s and 3 GB)."""
-    problem = long_chain(20_000)
+    chain = long_chain(20_000)  # with skip edges, so not a chain (a chain's split needs no IP)
+    problem = replace(chain, edges=[*chain.edges, *((i, i + 2) for i in range(0, 19_998, 100))])
     seen: list[str] = []
     result = solve(problem, "ip", SolveOptions(objective=objective, time_limit=3, progress=seen.append))
     evaluation = evaluate(problem, result.placement)
@@ -310,3 +311,37 @@ def test_a_long_chain_is_split_optimally_within_the_limit(n):
     assert result.value == pytest.approx(evaluation.max_load, rel=1e-12)
     assert result.placement.status == "optimal"
     assert result.value * (1 - 1e-8) <= result.placement.bound <= result.value
+
+
+def test_a_chains_least_latency_split_is_the_latency_ips_optimum():
+    """``chain.solve_chain_latency`` (one interval an accelerator, CPU stretches anywhere) against
+    the latency IP solved to optimality on short chains: the same latency by the evaluator."""
+    from fpgaplace.place.solvers import chain
+    from fpgaplace.place.solvers.ip.latency import solve_latency_ip
+
+    compared = 0
+    for seed in range(12):
+        problem = random_chain(seed)
+        problem = replace(problem, kinds=[*problem.kinds[:2], replace(problem.kinds[2], count=1)])
+        order = chain.chain_order(problem)
+        try:
+            split = chain.solve_chain_latency(problem, order)
+        except FpgaplaceError:
+            continue
+        evaluation = evaluate(problem, split)
+        assert evaluation.feasible
+        assert evaluation.latency == pytest.approx(split.value, rel=1e-9)
+        reference = solve_latency_ip(problem, time_limit=30, gap=0.0)
+        assert evaluation.latency == pytest.approx(evaluate(problem, reference).latency, rel=1e-6), seed
+        compared += 1
+    assert compared >= 6
+
+
+def test_method_ip_on_a_chain_answers_with_the_chain_split():
+    problem = long_chain(2_000)
+    for objective in ("throughput", "latency"):
+        result = solve(problem, "ip", SolveOptions(objective=objective, time_limit=10))
+        evaluation = evaluate(problem, result.placement)
+        assert evaluation.feasible
+        assert result.placement.status.startswith("optimal") and "chain split" in result.placement.status
+        assert result.placement.bound == pytest.approx(result.value, rel=1e-8)

@@ -22,9 +22,9 @@ method for linear partition, e.g. Frederickson, "Optimal algorithms for tree par
     the upper end to that split's actual max-load) to a relative width of ``PRECISION``: the
     split is optimal within it, and the last infeasible B is a lower bound on every split.
 
-Latency on a chain is a sum over the same intervals; ``chain_latency_split`` runs the same
-windows with a sliding-window minimum of f[s - e_k][i] - S_k(i) + t_in(i) (exact for one
-interval a device, CPU ops included).
+Latency on a chain is the sum of its units' times; ``solve_chain_latency`` runs the same windows
+with a sliding-window minimum of f[s - e_k][i] - S_k(i) + t_in(i), CPU stretches uncounted
+(exact for one subgraph on each accelerator).
 """
 
 from __future__ import annotations
@@ -112,59 +112,27 @@ def _tables(problem: PlacementProblem, order: np.ndarray) -> _ChainTables:
                         left, np.ascontiguousarray(digit.astype(np.int64)), stride)
 
 
-def _windows(bound, minimise, prefix, t_in, t_out, left, digit, stride, value, back_i, back_k, deque):
+def _windows(bound, minimise, prefix, t_in, t_out, left, digit, stride, unlimited, value, back_i, back_k,
+             deque):
     """One pass over every state and kind (module docstring). ``minimise`` False: the bottleneck
     test, value[s, j] = 0 where reachable (inf elsewhere) and loads must stay <= ``bound``;
-    True: value[s, j] = least summed cost (latency). Back-links into back_i / back_k. Returns
-    the state reaching the full chain with the least value, or -1. O(n T K)."""
+    True: value[s, j] = least summed cost (latency). A kind with ``unlimited`` set takes any
+    number of intervals without counting them (CPU ops in the latency model are units of their
+    own): its intervals into state s start from s itself, after the other kinds'. Back-links
+    into back_i / back_k. Returns the state reaching the full chain with the least value, or
+    -1. O(n T K)."""
     n_states, n_kinds = digit.shape
     n = prefix.shape[1] - 1
     value[:, :] = np.inf
     value[0, 0] = 0.0
-    for s in range(1, n_states):
+    for s in range(n_states):
         for k in range(n_kinds):
-            if digit[s, k] == 0:
-                continue
-            lower = s - stride[k]
-            head, tail = 0, 0
-            pushed = 0  # next start position to offer to the deque
-            for j in range(1, n + 1):
-                while pushed < j:  # offer start i = pushed (intervals [i, j) with i < j)
-                    i = pushed
-                    pushed += 1
-                    if value[lower, i] == np.inf:
-                        continue
-                    if minimise:
-                        key = -(value[lower, i] - prefix[k, i] + t_in[k, i])
-                    else:
-                        key = prefix[k, i] - t_in[k, i]
-                    while tail > head:
-                        last = deque[tail - 1]
-                        if minimise:
-                            last_key = -(value[lower, last] - prefix[k, last] + t_in[k, last])
-                        else:
-                            last_key = prefix[k, last] - t_in[k, last]
-                        if last_key > key:
-                            break
-                        tail -= 1
-                    deque[tail] = i
-                    tail += 1
-                while tail > head and deque[head] < left[k, j]:
-                    head += 1
-                if tail == head:
-                    continue
-                i = deque[head]
-                if minimise:
-                    candidate = value[lower, i] + prefix[k, j] - prefix[k, i] + t_in[k, i] + t_out[k, j]
-                else:
-                    load = prefix[k, j] - prefix[k, i] + t_in[k, i] + t_out[k, j]
-                    if load > bound:
-                        continue
-                    candidate = 0.0
-                if candidate < value[s, j]:
-                    value[s, j] = candidate
-                    back_i[s, j] = i
-                    back_k[s, j] = k
+            if not unlimited[k] and digit[s, k] > 0:
+                _window(s, k, s - stride[k], bound, minimise, prefix, t_in, t_out, left, value, back_i,
+                        back_k, deque)
+        for k in range(n_kinds):
+            if unlimited[k]:
+                _window(s, k, s, bound, minimise, prefix, t_in, t_out, left, value, back_i, back_k, deque)
     best, chosen = np.inf, -1
     for s in range(n_states):
         if value[s, n] < best:
@@ -172,17 +140,60 @@ def _windows(bound, minimise, prefix, t_in, t_out, left, digit, stride, value, b
     return chosen
 
 
+def _window(s, k, lower, bound, minimise, prefix, t_in, t_out, left, value, back_i, back_k, deque):
+    """Intervals [i, j) on kind k from state ``lower`` into state s, for every j: the best start
+    in the window [left[k, j], j - 1] by a monotone deque of starts (largest key first)."""
+    n = prefix.shape[1] - 1
+    head, tail = 0, 0
+    for j in range(1, n + 1):
+        i = j - 1  # offer start j - 1 (value[lower, j - 1] is final: lower <= s, and i < j)
+        if value[lower, i] < np.inf:
+            key = _key(minimise, value[lower, i], prefix[k, i], t_in[k, i])
+            while tail > head and _key(minimise, value[lower, deque[tail - 1]], prefix[k, deque[tail - 1]],
+                                       t_in[k, deque[tail - 1]]) <= key:
+                tail -= 1
+            deque[tail] = i
+            tail += 1
+        while tail > head and deque[head] < left[k, j]:
+            head += 1
+        if tail == head:
+            continue
+        i = deque[head]
+        load = prefix[k, j] - prefix[k, i] + t_in[k, i] + t_out[k, j]
+        if minimise:
+            candidate = value[lower, i] + load
+        elif load <= bound:
+            candidate = 0.0
+        else:
+            continue
+        if candidate < value[s, j]:
+            value[s, j] = candidate
+            back_i[s, j] = i
+            back_k[s, j] = k
+
+
+def _key(minimise, before, prefix, t_in):
+    """What the deque keeps largest: the start's prefix minus its inbound transfer (bottleneck), or
+    minus the cost so far too (summed cost)."""
+    return prefix - t_in - before if minimise else prefix - t_in
+
+
+_PYTHON_KERNELS = {f.__name__: f for f in (_key, _window, _windows)}
 _compiled: list[Callable] = []
 
 
 def _kernel(n: int) -> Callable:
-    """``_windows`` as plain Python for short chains, else compiled with numba (cached on disk)."""
+    """``_windows`` as plain Python for short chains, else compiled with numba (cached on disk; its
+    helpers first, so the compiled loop calls compiled helpers)."""
     if n < PYTHON_OPS and not _compiled:
         return _windows
     if not _compiled:
         import numba
 
-        _compiled.append(numba.njit(cache=True)(_windows))
+        module = globals()
+        for name in ("_key", "_window"):
+            module[name] = numba.njit(cache=True)(_PYTHON_KERNELS[name])
+        _compiled.append(numba.njit(cache=True)(_PYTHON_KERNELS["_windows"]))
     return _compiled[0]
 
 
@@ -205,14 +216,16 @@ class _Search:
         self.run = _kernel(problem.n)
 
     def split(self, bound: float, minimise: bool = False) -> np.ndarray | None:
-        """The device of each op of a split whose loads are <= ``bound`` (``minimise``: of least
-        summed cost), or None when there is none."""
+        """The device of each op of a split whose loads are <= ``bound``, or None when there is
+        none; ``minimise``: the split of least summed cost, CPU intervals not counted (all on
+        the first core of their kind)."""
         t = self.tables
-        state = self.run(bound, minimise, t.prefix, t.t_in, t.t_out, t.left, t.digit, t.stride,
+        unlimited = np.array([minimise and kind.is_cpu and kind.count > 0 for kind in self.problem.kinds])
+        state = self.run(bound, minimise, t.prefix, t.t_in, t.t_out, t.left, t.digit, t.stride, unlimited,
                          self.value, self.back_i, self.back_k, self.deque)
-        return None if state < 0 else self._devices(int(state))
+        return None if state < 0 else self._devices(int(state), unlimited)
 
-    def _devices(self, state: int) -> np.ndarray:
+    def _devices(self, state: int, unlimited: np.ndarray) -> np.ndarray:
         first = np.cumsum([0] + [kind.count for kind in self.problem.kinds])
         used = [0] * len(self.problem.kinds)
         device = np.empty(self.problem.n, dtype=np.int64)
@@ -220,8 +233,9 @@ class _Search:
         while j > 0:
             i, k = int(self.back_i[state, j]), int(self.back_k[state, j])
             device[self.order[i:j]] = first[k] + used[k]
-            used[k] += 1
-            state -= int(self.tables.stride[k])
+            if not unlimited[k]:
+                used[k] += 1
+                state -= int(self.tables.stride[k])
             j = i
         return device
 
@@ -272,12 +286,17 @@ def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float 
                      contiguous=True, seconds=time.monotonic() - started)
 
 
-def chain_latency_split(problem: PlacementProblem, order: np.ndarray) -> Placement:
-    """The contiguous split (one interval a device) of least latency of a chain: the same windows
-    minimising the summed interval costs. O(n T K)."""
+def solve_chain_latency(problem: PlacementProblem, order: np.ndarray) -> Placement:
+    """The placement of least latency of a chain with one subgraph on each accelerator (an
+    interval) and CPU ops anywhere (each a unit of its own, so a CPU stretch is one interval of
+    any number): the same windows minimising the summed interval times, which on a chain is the
+    latency (every unit waits for the one before). Exact: value = bound. O(n T K)."""
+    started = time.monotonic()
     search = _Search(problem, order)
     device = search.split(math.inf, minimise=True)
     if device is None:
-        raise FpgaplaceError(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
+        raise FpgaplaceError(f"{problem.source or 'problem'}: no placement of the chain fits the "
                              "devices' memory and supported ops")
-    return Placement(device=device, method="chain split", status="heuristic", contiguous=True)
+    value = float(search.value[:, problem.n].min())
+    return Placement(device=device, method="ip", value=value, bound=value, status="optimal (chain split)",
+                     seconds=time.monotonic() - started)

@@ -201,9 +201,33 @@ def _ip_with_starts(problem: PlacementProblem, options: SolveOptions,
     """The IP warm-started from every heuristic start, all within the time limit, never worse
     than the best of them; and the starts."""
     started = time.perf_counter()
+    exact = _chain_answer(problem, options)
+    if exact is not None:
+        return exact, []
     starts = heuristic_starts(problem, options, dp_too_large)
     remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
     return _ip_from(problem, options, starts, remaining), starts
+
+
+def _chain_answer(problem: PlacementProblem, options: SolveOptions) -> Placement | None:
+    """The IP's optimum without the IP when the problem is a plain chain (``chain.chain_order``):
+    the linear partition for contiguous throughput, the least-latency interval split for
+    latency with one subgraph a device; None otherwise. O(n T K) per test (``chain``)."""
+    from fpgaplace.place.solvers.chain import chain_order, solve_chain, solve_chain_latency
+
+    if options.objective == "latency" and options.subgraphs_per_device != 1:
+        return None
+    if options.objective == "throughput" and not options.contiguous:
+        return None
+    order = chain_order(problem)
+    if order is None:
+        return None
+    _report(options, method="chain split", say=True)
+    if options.objective == "latency":
+        return solve_chain_latency(problem, order)
+    answer = solve_chain(problem, order, options.time_limit)
+    answer.method, answer.status = "ip", f"{answer.status} (chain split)"
+    return answer
 
 
 def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
