@@ -134,3 +134,28 @@ def test_memory_load_bound_below_the_brute_force_max_load(seed):
         if evaluation.feasible:
             best = min(best, evaluation.max_load)
     assert memory_load_bound(problem) <= best
+
+
+def test_the_path_bound_never_above_the_brute_force_optimum_and_sometimes_above_the_finish_bound():
+    """``chain.path_latency_bound`` (a heaviest path split into intervals, skip edges' tensors
+    counted) against every placement of 12 random 7-op DAGs, one and any number of subgraphs
+    (seed 118: 14 against the finish bound's 12)."""
+    from fpgaplace.place.solvers.bounds import cheapest_latency, finish_lower_bounds
+    from fpgaplace.place.solvers.chain import path_latency_bound
+
+    above = 0
+    for seed in range(108, 120):
+        problem = random_problem(seed, n=7)
+        best = {1: math.inf, problem.n: math.inf}
+        for assignment in itertools.product(range(len(problem.devices())), repeat=problem.n):
+            placement = Placement(device=np.array(assignment), objective="latency")
+            evaluation = evaluate(problem, placement)
+            if evaluation.feasible:
+                for q in best:
+                    if subgraphs_per_accelerator(problem, placement) <= q:
+                        best[q] = min(best[q], evaluation.latency)
+        for q, optimum in best.items():
+            bound = path_latency_bound(problem, q, cheapest_latency(problem))
+            assert bound <= optimum * (1 + 1e-12), (seed, q)
+            above += bound > finish_lower_bounds(problem, q).max() * (1 + 1e-9)
+    assert above >= 1

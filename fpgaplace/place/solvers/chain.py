@@ -32,7 +32,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -250,17 +250,12 @@ class _Search:
         return float(loads.max(initial=0.0))
 
 
-def _lower_bound(problem: PlacementProblem) -> float:
-    from fpgaplace.place.solvers.bounds import cheapest_latency, work_load_bound
-
-    bound = work_load_bound(problem, cheapest_latency(problem))
-    return bound if math.isfinite(bound) else 0.0
-
-
-def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float | None = None) -> Placement:
+def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float | None = None,
+                lower: float = 0.0) -> Placement:
     """The contiguous split of least max-load of a chain (``chain_order``), within ``PRECISION``
     (status "optimal"), or the best found when ``time_limit`` ends the bisection first (status
-    "time limit"); ``bound`` a lower bound on every contiguous split. Raises ``FpgaplaceError``
+    "time limit"); ``bound`` a lower bound on every contiguous split. ``lower``, a known lower
+    bound (e.g. ``bounds.work_load_bound``), shortens the bisection. Raises ``FpgaplaceError``
     when no split fits the devices' memory and support. O(n T K log(1 / PRECISION))."""
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
@@ -270,7 +265,7 @@ def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float 
         raise FpgaplaceError(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
                              "devices' memory and supported ops; add devices or allow non-contiguous splits")
     high = search.max_load(device)
-    low = min(_lower_bound(problem), high)
+    low = min(lower if math.isfinite(lower) else 0.0, high)
     status = "optimal"
     while high > low * (1 + PRECISION) + 1e-300:
         if time.monotonic() > deadline:
@@ -300,3 +295,135 @@ def solve_chain_latency(problem: PlacementProblem, order: np.ndarray) -> Placeme
     value = float(search.value[:, problem.n].min())
     return Placement(device=device, method="ip", value=value, bound=value, status="optimal (chain split)",
                      seconds=time.monotonic() - started)
+
+
+PATH_MATRIX_OPS = 2_000  # a longer path's bound drops its skip edges (the crossing table is ops^2 floats)
+PATH_BOUND_CELLS = 20_000_000  # states x path ops^2 of the skip-edge bound; past it, the chain-only bound
+PATH_CHAIN_CELLS = 5_000_000  # states x path ops of the chain-only bound; past it, no bound (0)
+
+
+def path_latency_bound(problem: PlacementProblem, subgraphs_per_device: int, weight: np.ndarray) -> float:
+    """A lower bound on the latency of every placement with at most ``subgraphs_per_device``
+    subgraphs on each accelerator: the least latency of a heaviest path Q by ``weight`` (the
+    cheapest latencies, ``bounds.cheapest_latency``) kept alone with the edges among its ops.
+
+    Why it holds: removing ops (and so edges) from a placement never lengthens its schedule (a
+    unit loses work and tensors, nothing waits longer), and keeps units convex. Along Q a convex
+    unit holds consecutive ops, so Q's units are intervals of Q, each waiting for the one before:
+    the latency is at least the sum of their times, an accelerator interval's time its compute
+    plus every distinct tensor crossing its boundary (``_crossings``; the skip edges between Q's
+    ops included), a CPU op's its own. Memory counts only Q's ops, and each accelerator kind
+    takes at most ``subgraphs_per_device`` x count intervals. The least such sum is a DP over
+    (intervals used per kind, position): O(T |Q|^2 K) numpy work with the skip edges (while
+    ``PATH_BOUND_CELLS`` and ``PATH_MATRIX_OPS`` allow), else the chain's own
+    (``solve_chain_latency``, consecutive edges only, a weaker bound; none past
+    ``PATH_CHAIN_CELLS``). 0 without a path or a placement of it, or past that size."""
+    if problem.n == 0:
+        return 0.0
+    path = _longest_path(problem, weight)
+    sub = _path_problem(problem, path, subgraphs_per_device)
+    n_states = int(np.prod([kind.count + 1 for kind in sub.kinds]))
+    if n_states * (sub.n + 1) > PATH_CHAIN_CELLS:
+        return 0.0
+    tables = _tables(sub, np.arange(sub.n))
+    try:
+        if sub.n > PATH_MATRIX_OPS or n_states * sub.n**2 > PATH_BOUND_CELLS:
+            return solve_chain_latency(replace(sub, edges=[(i, i + 1) for i in range(sub.n - 1)]),
+                                       np.arange(sub.n)).value
+    except FpgaplaceError:
+        return 0.0
+    value = _interval_latency(sub, tables, _crossings(sub))
+    return value if math.isfinite(value) else 0.0
+
+
+def _longest_path(problem: PlacementProblem, weight: np.ndarray) -> np.ndarray:
+    """The ops of a heaviest path by ``weight`` (inf counted as 0), in order. O(n + m)."""
+    from fpgaplace.place.solvers.evaluate import topological_order
+
+    weight = np.where(np.isfinite(weight), weight, 0.0)
+    preds = problem.predecessors()
+    best, back = np.zeros(problem.n), np.full(problem.n, -1, dtype=np.int64)
+    for v in topological_order(problem.n, problem.edges):
+        if preds[v]:
+            u = max(preds[v], key=lambda u: best[u])
+            best[v], back[v] = best[u] + weight[v], u
+        else:
+            best[v] = weight[v]
+    path, v = [], int(np.argmax(best))
+    while v >= 0:
+        path.append(v)
+        v = int(back[v])
+    return np.array(path[::-1], dtype=np.int64)
+
+
+def _path_problem(problem: PlacementProblem, path: np.ndarray, subgraphs_per_device: int) -> PlacementProblem:
+    """The ops of ``path`` alone (numbered along it) with the edges among them; each accelerator
+    kind with ``subgraphs_per_device`` x its devices, each CPU kind with at most one (CPU ops
+    are not counted in the latency DP, only its states would grow)."""
+    where = np.full(problem.n, -1, dtype=np.int64)
+    where[path] = np.arange(len(path))
+    edges = sorted({(int(where[u]), int(where[v])) for u, v in problem.edges if where[u] >= 0 and where[v] >= 0})
+    q = max(1, int(subgraphs_per_device))
+    kinds = [replace(kind, count=min(kind.count, 1) if kind.is_cpu else min(kind.count * q, len(path)))
+             for kind in problem.kinds]
+    k = len(path)
+    return PlacementProblem(names=[problem.names[v] for v in path], ids=list(range(k)), edges=edges, kinds=kinds,
+                            latency=problem.latency[path], size=problem.size[path],
+                            transfer=problem.transfer[path], backward=np.zeros(k, dtype=bool),
+                            color=np.full(k, -1, dtype=np.int64), source=problem.source)
+
+
+def _crossings(chain: PlacementProblem) -> np.ndarray:
+    """X[i, j]: the transfer of every distinct tensor crossing the boundary of the interval [i, j)
+    of a problem numbered in topological order: made inside and read at or past j, or made
+    before i and read inside. Row by row with difference arrays: O(n (n + m))."""
+    n = chain.n
+    tail = np.array([u for u, _ in chain.edges], dtype=np.int64)
+    head = np.array([v for _, v in chain.edges], dtype=np.int64)
+    last = np.full(n, -1, dtype=np.int64)
+    np.maximum.at(last, tail, head)
+    read_later = np.flatnonzero(last > np.arange(n))
+    cost = chain.transfer
+    crossing = np.zeros((n + 1, n + 1))
+    for i in range(n):
+        diff = np.zeros(n + 2)
+        inside = read_later[read_later >= i]  # made at p >= i: crosses for p < j <= last[p]
+        np.add.at(diff, inside + 1, cost[inside])
+        np.add.at(diff, last[inside] + 1, -cost[inside])
+        into = (tail < i) & (head >= i)  # made before i: crosses once j passes its first reader >= i
+        first = np.full(n, n + 1, dtype=np.int64)
+        np.minimum.at(first, tail[into], head[into])
+        made = np.flatnonzero(first <= n)
+        np.add.at(diff, first[made] + 1, cost[made])
+        crossing[i] = np.cumsum(diff)[: n + 1]
+    return crossing
+
+
+def _interval_latency(chain: PlacementProblem, tables: _ChainTables, crossing: np.ndarray) -> float:
+    """The least sum of interval times (``path_latency_bound``): f[s, j] over accelerator
+    states s and prefixes j, CPU stretches at the cheapest CPU kind, uncounted. O(T n^2 K)."""
+    n = chain.n
+    accelerators = [k for k, kind in enumerate(chain.kinds) if not kind.is_cpu and kind.count > 0]
+    cpus = [k for k, kind in enumerate(chain.kinds) if kind.is_cpu and kind.count > 0]
+    cpu_time = np.min(chain.latency[:, cpus], axis=1) if cpus else np.full(n, np.inf)
+    cpu_ok = np.isfinite(cpu_time)
+    cpu_prefix = np.concatenate([[0.0], np.cumsum(np.where(cpu_ok, cpu_time, 0.0))])
+    cpu_left = np.concatenate([[0], np.maximum.accumulate(np.where(cpu_ok, 0, np.arange(1, n + 1)))])
+    digit, stride = tables.digit, tables.stride
+    f = np.full((digit.shape[0], n + 1), np.inf)
+    f[0, 0] = 0.0
+    for j in range(1, n + 1):
+        for s in range(digit.shape[0]):
+            best = np.inf
+            for k in accelerators:
+                lo = tables.left[k, j]
+                if digit[s, k] == 0 or lo >= j:
+                    continue
+                starts = np.arange(lo, j)
+                times = f[s - stride[k], lo:j] + tables.prefix[k, j] - tables.prefix[k, starts] + crossing[lo:j, j]
+                best = min(best, float(times.min()))
+            if cpus and cpu_left[j] < j:
+                lo = cpu_left[j]
+                best = min(best, float((f[s, lo:j] + cpu_prefix[j] - cpu_prefix[lo:j]).min()))
+            f[s, j] = best
+    return float(f[:, n].min())

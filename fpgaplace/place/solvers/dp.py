@@ -269,7 +269,8 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
                          status="optimal", seconds=0.0)
     order = chain_order(problem)
     if order is not None:  # the linear partition problem: exact at any length
-        placement = solve_chain(problem, order, None if time_limit is None else deadline - time.monotonic())
+        placement = solve_chain(problem, order, None if time_limit is None else deadline - time.monotonic(),
+                                work_load_bound(problem, cheapest_latency(problem)))
         placement.seconds = time.monotonic() - started
         return placement
     blocks = build_blocks(problem)
