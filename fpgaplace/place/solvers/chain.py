@@ -322,6 +322,7 @@ def path_latency_bound(problem: PlacementProblem, subgraphs_per_device: int, wei
         return 0.0
     path = _longest_path(problem, weight)
     sub = _path_problem(problem, path, subgraphs_per_device)
+    span = _colour_spans(problem, path) if subgraphs_per_device == 1 else None
     n_states = int(np.prod([kind.count + 1 for kind in sub.kinds]))
     if n_states * (sub.n + 1) > PATH_CHAIN_CELLS:
         return 0.0
@@ -332,7 +333,7 @@ def path_latency_bound(problem: PlacementProblem, subgraphs_per_device: int, wei
                                        np.arange(sub.n)).value
     except FpgaplaceError:
         return 0.0
-    value = _interval_latency(sub, tables, _crossings(sub))
+    value = _interval_latency(sub, tables, _crossings(sub) + _enclosed(sub.n, sub.meta["branches"]), span)
     return value if math.isfinite(value) else 0.0
 
 
@@ -362,15 +363,106 @@ def _path_problem(problem: PlacementProblem, path: np.ndarray, subgraphs_per_dev
     are not counted in the latency DP, only its states would grow)."""
     where = np.full(problem.n, -1, dtype=np.int64)
     where[path] = np.arange(len(path))
-    edges = sorted({(int(where[u]), int(where[v])) for u, v in problem.edges if where[u] >= 0 and where[v] >= 0})
+    size = problem.size[path].copy()  # and each colour class's bytes off the path, on the device of its path ops
+    on_path = {int(problem.color[v]): i for i, v in enumerate(path) if problem.color[v] >= 0}
+    for v in np.flatnonzero((where < 0) & (np.asarray(problem.color) >= 0)):
+        if int(problem.color[v]) in on_path:
+            size[on_path[int(problem.color[v])]] += problem.size[v]
+    branches = _branch_edges(problem, path, where, subgraphs_per_device == 1)
+    edges = sorted({(int(where[u]), int(where[v])) for u, v in problem.edges if where[u] >= 0 and where[v] >= 0}
+                   | set(branches))
     q = max(1, int(subgraphs_per_device))
     kinds = [replace(kind, count=min(kind.count, 1) if kind.is_cpu else min(kind.count * q, len(path)))
              for kind in problem.kinds]
     k = len(path)
     return PlacementProblem(names=[problem.names[v] for v in path], ids=list(range(k)), edges=edges, kinds=kinds,
-                            latency=problem.latency[path], size=problem.size[path],
-                            transfer=problem.transfer[path], backward=np.zeros(k, dtype=bool),
-                            color=np.full(k, -1, dtype=np.int64), source=problem.source)
+                            latency=problem.latency[path], size=size, transfer=problem.transfer[path],
+                            backward=np.zeros(k, dtype=bool), color=np.full(k, -1, dtype=np.int64),
+                            source=problem.source, meta={"branches": branches})
+
+
+BRANCH_STEPS = 2_000_000  # off-path nodes visited while looking for branches, at most
+
+
+def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray,
+                  colours_bind: bool) -> dict[tuple[int, int], float]:
+    """Edges (a, b) between path positions standing for an off-path route from path op a to the
+    first path op b it reaches, kept when every tensor on the route that may cross (``_may_cross``)
+    costs at least a's: when a and b sit in different units, the route crosses out of a's unit
+    and into b's, each crossing at least c(a), which the edge charges as a's own tensor (counted
+    once with a's other crossings). Each edge's value: what an interval holding both a and b
+    pays at least for the route (its work on the cheapest accelerator kind, all inside, or a
+    route tensor crossing into the interval, one outside). ResNet's downsample branches: without
+    them the path bound cut inside the block for free. O(off-path nodes reached from the path),
+    at most ``BRANCH_STEPS``."""
+    succ, preds = problem.successors(), problem.predecessors()
+    off = where < 0
+    edges: dict[tuple[int, int], float] = {}
+    steps = 0
+    for a_pos, a in enumerate(path):
+        reached = {w for w in succ[a] if off[w]}
+        stack = list(reached)
+        while stack and steps < BRANCH_STEPS:
+            x = stack.pop()
+            steps += 1
+            for y in succ[x]:
+                if off[y] and y not in reached:
+                    reached.add(y)
+                    stack.append(y)
+        exits = [int(where[y]) for x in reached for y in succ[x] if not off[y]]
+        if not exits or steps >= BRANCH_STEPS:
+            continue
+        b = int(path[min(exits)])
+        route = {x for x in preds[b] if x in reached}
+        stack = list(route)
+        while stack:
+            x = stack.pop()
+            for u in preds[x]:
+                if u in reached and u not in route:
+                    route.add(u)
+                    stack.append(u)
+        least = min((float(problem.transfer[x]) for x in route if _may_cross(problem, x, route | {b}, colours_bind)),
+                    default=math.inf)
+        if least >= problem.transfer[a]:
+            work = min((float(problem.latency[list(route), k].sum()) for k in problem.accelerator_kinds()
+                        if problem.kinds[k].count > 0), default=math.inf)
+            edges[a_pos, min(exits)] = max(edges.get((a_pos, min(exits)), 0.0), min(work, least))
+    return edges
+
+
+def _may_cross(problem: PlacementProblem, x: int, route: set[int], colours_bind: bool) -> bool:
+    """Whether x's tensor may cross between units on its way along ``route``: not when every
+    route successor shares x's colour class and ``colours_bind`` (one subgraph a device: a
+    class is one unit)."""
+    colour = int(problem.color[x])
+    return not colours_bind or colour < 0 or any(
+        int(problem.color[y]) != colour for u, y in problem.edges if u == x and y in route)
+
+
+def _enclosed(n: int, branches: dict[tuple[int, int], float]) -> np.ndarray:
+    """E[i, j]: the branches' values (``_branch_edges``) summed over those whose ends a and b
+    both lie in [i, j) (i <= a, b < j), by a 2-D difference array. O(n^2)."""
+    diff = np.zeros((n + 2, n + 2))
+    for (a, b), value in branches.items():
+        if math.isfinite(value) and value > 0:
+            diff[0, b + 1] += value
+            diff[a + 1, b + 1] -= value
+    return np.cumsum(np.cumsum(diff, axis=0), axis=1)[: n + 1, : n + 1]
+
+
+def _colour_spans(problem: PlacementProblem, path: np.ndarray) -> np.ndarray:
+    """(2, |Q|): the first and last position on the path of each op's colour class (the op's
+    own position without one). A class shares one device, so with one subgraph a device an
+    accelerator interval holding one of its path ops holds all of them. O(n)."""
+    k = len(path)
+    first, last = np.arange(k), np.arange(k)
+    seen: dict[int, list[int]] = {}
+    for i, v in enumerate(path):
+        if problem.color[v] >= 0:
+            seen.setdefault(int(problem.color[v]), []).append(i)
+    for members in seen.values():
+        first[members], last[members] = members[0], members[-1]
+    return np.vstack([first, last])
 
 
 def _crossings(chain: PlacementProblem) -> np.ndarray:
@@ -399,9 +491,11 @@ def _crossings(chain: PlacementProblem) -> np.ndarray:
     return crossing
 
 
-def _interval_latency(chain: PlacementProblem, tables: _ChainTables, crossing: np.ndarray) -> float:
+def _interval_latency(chain: PlacementProblem, tables: _ChainTables, crossing: np.ndarray,
+                      span: np.ndarray | None) -> float:
     """The least sum of interval times (``path_latency_bound``): f[s, j] over accelerator
-    states s and prefixes j, CPU stretches at the cheapest CPU kind, uncounted. O(T n^2 K)."""
+    states s and prefixes j, CPU stretches at the cheapest CPU kind, uncounted; with ``span``
+    (``_colour_spans``) an accelerator interval holds every colour class it touches. O(T n^2 K)."""
     n = chain.n
     accelerators = [k for k, kind in enumerate(chain.kinds) if not kind.is_cpu and kind.count > 0]
     cpus = [k for k, kind in enumerate(chain.kinds) if kind.is_cpu and kind.count > 0]
@@ -413,6 +507,10 @@ def _interval_latency(chain: PlacementProblem, tables: _ChainTables, crossing: n
     f = np.full((digit.shape[0], n + 1), np.inf)
     f[0, 0] = 0.0
     for j in range(1, n + 1):
+        whole = np.ones(j, dtype=bool)  # [i, j) cuts no colour class
+        if span is not None:
+            whole = (np.minimum.accumulate(span[0, :j][::-1])[::-1] >= np.arange(j)) & \
+                    (np.maximum.accumulate(span[1, :j][::-1])[::-1] < j)
         for s in range(digit.shape[0]):
             best = np.inf
             for k in accelerators:
@@ -421,6 +519,7 @@ def _interval_latency(chain: PlacementProblem, tables: _ChainTables, crossing: n
                     continue
                 starts = np.arange(lo, j)
                 times = f[s - stride[k], lo:j] + tables.prefix[k, j] - tables.prefix[k, starts] + crossing[lo:j, j]
+                times = np.where(whole[lo:j], times, np.inf)
                 best = min(best, float(times.min()))
             if cpus and cpu_left[j] < j:
                 lo = cpu_left[j]
