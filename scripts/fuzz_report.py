@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import os
 import resource
 import subprocess
 import sys
@@ -92,10 +93,11 @@ def main() -> None:
     else:
         outcomes = [fuzz.run_case(c, fuzz.hang_seconds(c, args.timeout)) for c in cases]
     print(table(outcomes))
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
     for outcome in outcomes if args.times else ():
         if outcome.case.time_limit is not None:
             print(f"{outcome.case.name:48} limit {outcome.case.time_limit:5.0f} s  wall {outcome.seconds:6.1f} s  "
-                  f"exit {outcome.exit_code}")
+                  f"cpu {outcome.cpu_seconds:6.1f} s  exit {outcome.exit_code}")
     shown = collections.Counter()
     for outcome in outcomes:
         if outcome.problems and shown[outcome.case.family] < args.show:

@@ -89,6 +89,7 @@ class Outcome:
     stderr: str = ""
     problems: list[str] = field(default_factory=list)
     overran: bool = False  # wall time past the case's time limit (``STARTUP_SECONDS``)
+    cpu_seconds: float = 0.0  # this process's CPU time over the case (in-process runs)
     accepted_invalid: bool = False  # exit 0 with a placement the evaluator finds infeasible
 
     @property
@@ -831,8 +832,8 @@ SCALE_GRAPHS = (  # name, workload arguments, time limit, (objective, method, mu
     ("chain-20k", {"n": 20_000}, 10.0,
      [("throughput", m, True) for m in ("auto", "dp", "ip", "greedy", "local-search", "partitioner")]
      + [("throughput", "pipedream", False), ("latency", "auto", True), ("latency", "ip", True)]),
-    ("chain-200k", {"n": 200_000}, 30.0,
-     [("throughput", "auto", True), ("throughput", "dp", True), ("throughput", "greedy", True),
+    ("chain-200k", {"n": 200_000}, 30.0,  # (greedy has no time limit: 100 s here)
+     [("throughput", "auto", True), ("throughput", "dp", True), ("throughput", "ip", True),
       ("latency", "auto", True)]),
     ("dense-dag-2k", {"n": 2_000, "fan_in": 8, "window": 40}, 10.0,
      [("throughput", m, True) for m in ("auto", "ip", "greedy", "local-search", "partitioner", "pipedream")]
@@ -982,7 +983,7 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
 
         previous = signal.signal(signal.SIGALRM, expire)
         signal.setitimer(signal.ITIMER_REAL, timeout)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             result = typer.testing.CliRunner().invoke(app, argv, catch_exceptions=True)
         except CaseTimeout:
@@ -991,7 +992,7 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-        outcome.seconds = time.perf_counter() - start
+        outcome.seconds, outcome.cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         if result is not None:
             outcome.exit_code = result.exit_code
             outcome.stderr = result.stderr

@@ -144,7 +144,7 @@ def test_the_path_bound_never_above_the_brute_force_optimum_and_sometimes_above_
     from fpgaplace.place.solvers.chain import path_latency_bound
 
     above = 0
-    for seed in range(108, 120):
+    for seed in [*range(108, 118), 207, 247]:  # 207, 247: routes around the path that add to the bound
         problem = random_problem(seed, n=7)
         if seed % 2:  # colour classes: two pairs of ops that must share a device
             rng = np.random.default_rng(seed)

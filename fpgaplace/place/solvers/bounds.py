@@ -46,7 +46,8 @@ Validity (the facts about every placement it rests on; ``evaluate`` module docst
 Complexity: O(sum over nodes of in-degree * min(L, chain length) * (S + 1) * kinds), where the
 walk length L is ``MAX_CHAIN``, shortened on large graphs so that 2 * edges * L stays within
 ``CHAIN_STEPS`` (at least ``MIN_CHAIN``: a shorter walk takes the "further back" option sooner,
-a weaker bound but still one; a 2,000-op DAG with 8 inputs an op once walked 8 million steps). Past ``MAX_FINISH_CELLS`` table cells or ``MAX_WALKED_NODES`` nodes
+a weaker bound but still one; a 2,000-op DAG with 8 inputs an op once walked 8 million steps).
+Past ``MAX_FINISH_CELLS`` table cells or ``MAX_WALKED_NODES`` nodes
 the static finish is the bound (a 20,000-op chain once spent 27 s in the walks).
 """
 

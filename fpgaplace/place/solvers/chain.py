@@ -333,7 +333,7 @@ def path_latency_bound(problem: PlacementProblem, subgraphs_per_device: int, wei
                                        np.arange(sub.n)).value
     except FpgaplaceError:
         return 0.0
-    value = _interval_latency(sub, tables, _crossings(sub) + _enclosed(sub.n, sub.meta["branches"]), span)
+    value = _interval_latency(sub, tables, _crossings(sub) + _branch_costs(sub.n, sub.meta["branches"]), span)
     return value if math.isfinite(value) else 0.0
 
 
@@ -370,7 +370,7 @@ def _path_problem(problem: PlacementProblem, path: np.ndarray, subgraphs_per_dev
             size[on_path[int(problem.color[v])]] += problem.size[v]
     branches = _branch_edges(problem, path, where, subgraphs_per_device == 1)
     edges = sorted({(int(where[u]), int(where[v])) for u, v in problem.edges if where[u] >= 0 and where[v] >= 0}
-                   | set(branches))
+                   | branches.tensor_edges)
     q = max(1, int(subgraphs_per_device))
     kinds = [replace(kind, count=min(kind.count, 1) if kind.is_cpu else min(kind.count * q, len(path)))
              for kind in problem.kinds]
@@ -384,20 +384,31 @@ def _path_problem(problem: PlacementProblem, path: np.ndarray, subgraphs_per_dev
 BRANCH_STEPS = 2_000_000  # off-path nodes visited while looking for branches, at most
 
 
+@dataclass
+class _Branches:
+    """What off-path routes between two path positions (a, b) add to the path bound."""
+
+    tensor_edges: set[tuple[int, int]]  # a -> b carrying a's own tensor
+    enclosed: dict[tuple[int, int], float]  # paid by an interval holding both a and b
+    read: dict[tuple[int, int], float]  # paid by an interval holding b that starts past a + 1
+
+
 def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray,
-                  colours_bind: bool) -> dict[tuple[int, int], float]:
-    """Edges (a, b) between path positions standing for an off-path route from path op a to the
-    first path op b it reaches, kept when every tensor on the route that may cross (``_may_cross``)
-    costs at least a's: when a and b sit in different units, the route crosses out of a's unit
-    and into b's, each crossing at least c(a), which the edge charges as a's own tensor (counted
-    once with a's other crossings). Each edge's value: what an interval holding both a and b
-    pays at least for the route (its work on the cheapest accelerator kind, all inside, or a
-    route tensor crossing into the interval, one outside). ResNet's downsample branches: without
-    them the path bound cut inside the block for free. O(off-path nodes reached from the path),
-    at most ``BRANCH_STEPS``."""
+                  colours_bind: bool) -> _Branches:
+    """Routes from path op a through off-path ops to the first path op b they reach, with
+    ``least`` the cheapest route tensor that may cross between units (``_may_cross``).
+
+    When a and b sit in different units the route leaves a's unit and enters b's, each at a
+    cost of at least min(c(a), least). If least >= c(a) an edge a -> b charges a's own tensor
+    (counted once with a's other crossings). Otherwise, when a's only path reader is a + 1, an
+    interval holding b and starting past a + 1 pays ``least`` (the tensor entering it is a's,
+    which no path edge brings there, or a route tensor). An interval holding both a and b pays
+    the route's work on the cheapest accelerator kind (all inside) or ``least`` (a crossing
+    into it), whichever is less. ResNet's downsample branches: without them the path bound cut
+    inside the block for free. O(off-path nodes reached from the path), at most ``BRANCH_STEPS``."""
     succ, preds = problem.successors(), problem.predecessors()
     off = where < 0
-    edges: dict[tuple[int, int], float] = {}
+    found = _Branches(set(), {}, {})
     steps = 0
     for a_pos, a in enumerate(path):
         reached = {w for w in succ[a] if off[w]}
@@ -412,7 +423,8 @@ def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray
         exits = [int(where[y]) for x in reached for y in succ[x] if not off[y]]
         if not exits or steps >= BRANCH_STEPS:
             continue
-        b = int(path[min(exits)])
+        b_pos = min(exits)
+        b = int(path[b_pos])
         route = {x for x in preds[b] if x in reached}
         stack = list(route)
         while stack:
@@ -423,11 +435,17 @@ def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray
                     stack.append(u)
         least = min((float(problem.transfer[x]) for x in route if _may_cross(problem, x, route | {b}, colours_bind)),
                     default=math.inf)
+        work = min((float(problem.latency[list(route), k].sum()) for k in problem.accelerator_kinds()
+                    if problem.kinds[k].count > 0), default=math.inf)
+        key = (a_pos, b_pos)
         if least >= problem.transfer[a]:
-            work = min((float(problem.latency[list(route), k].sum()) for k in problem.accelerator_kinds()
-                        if problem.kinds[k].count > 0), default=math.inf)
-            edges[a_pos, min(exits)] = max(edges.get((a_pos, min(exits)), 0.0), min(work, least))
-    return edges
+            found.tensor_edges.add(key)
+        elif all(where[w] <= a_pos + 1 for w in succ[a] if not off[w]) and a_pos + 1 < b_pos:
+            found.read[key] = max(found.read.get(key, 0.0), least)
+        else:
+            continue
+        found.enclosed[key] = max(found.enclosed.get(key, 0.0), min(work, least))
+    return found
 
 
 def _may_cross(problem: PlacementProblem, x: int, route: set[int], colours_bind: bool) -> bool:
@@ -439,14 +457,23 @@ def _may_cross(problem: PlacementProblem, x: int, route: set[int], colours_bind:
         int(problem.color[y]) != colour for u, y in problem.edges if u == x and y in route)
 
 
-def _enclosed(n: int, branches: dict[tuple[int, int], float]) -> np.ndarray:
-    """E[i, j]: the branches' values (``_branch_edges``) summed over those whose ends a and b
-    both lie in [i, j) (i <= a, b < j), by a 2-D difference array. O(n^2)."""
+def _branch_costs(n: int, branches: _Branches) -> np.ndarray:
+    """E[i, j]: what the interval [i, j) pays at least for the routes around the path
+    (``_branch_edges``): ``enclosed`` where i <= a and b < j, ``read`` where a + 1 < i <= b < j.
+    Rectangles summed by a 2-D difference array: O(n^2)."""
     diff = np.zeros((n + 2, n + 2))
-    for (a, b), value in branches.items():
+
+    def add(rows: tuple[int, int], columns: tuple[int, int], value: float) -> None:
         if math.isfinite(value) and value > 0:
-            diff[0, b + 1] += value
-            diff[a + 1, b + 1] -= value
+            diff[rows[0], columns[0]] += value
+            diff[rows[0], columns[1]] -= value
+            diff[rows[1], columns[0]] -= value
+            diff[rows[1], columns[1]] += value
+
+    for (a, b), value in branches.enclosed.items():
+        add((0, a + 1), (b + 1, n + 1), value)
+    for (a, b), value in branches.read.items():
+        add((a + 2, b + 1), (b + 1, n + 1), value)
     return np.cumsum(np.cumsum(diff, axis=0), axis=1)[: n + 1, : n + 1]
 
 
@@ -466,16 +493,20 @@ def _colour_spans(problem: PlacementProblem, path: np.ndarray) -> np.ndarray:
 
 
 def _crossings(chain: PlacementProblem) -> np.ndarray:
-    """X[i, j]: the transfer of every distinct tensor crossing the boundary of the interval [i, j)
-    of a problem numbered in topological order: made inside and read at or past j, or made
-    before i and read inside. Row by row with difference arrays: O(n (n + m))."""
-    n = chain.n
+    """``crossing_table`` of a problem numbered in topological order."""
     tail = np.array([u for u, _ in chain.edges], dtype=np.int64)
     head = np.array([v for _, v in chain.edges], dtype=np.int64)
+    return crossing_table(chain.n, tail, head, chain.transfer)
+
+
+def crossing_table(n: int, tail: np.ndarray, head: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """X[i, j]: the transfer of every distinct tensor crossing the boundary of the interval [i, j)
+    of n ops in a topological order (edges ``tail`` -> ``head`` as positions, ``cost`` the
+    tensor of the op at each position): made inside and read at or past j, or made before i and
+    read inside. Row by row with difference arrays: O(n (n + m)) numpy work, O(n^2) memory."""
     last = np.full(n, -1, dtype=np.int64)
     np.maximum.at(last, tail, head)
     read_later = np.flatnonzero(last > np.arange(n))
-    cost = chain.transfer
     crossing = np.zeros((n + 1, n + 1))
     for i in range(n):
         diff = np.zeros(n + 2)

@@ -287,7 +287,7 @@ def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement
         if name == "partitioner":
             return baselines.partitioner(problem, objective=options.objective)
         if name == "pipedream":
-            return baselines.pipedream(problem, options.objective)
+            return baselines.pipedream(problem, options.objective, options.time_limit)
         if name == "single":
             return baselines.single_accelerator(problem)
         return baselines.all_cpu(problem)
