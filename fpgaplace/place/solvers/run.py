@@ -34,6 +34,7 @@ COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
 IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
+GREEDY_SECONDS_PER_OP = 1.5e-4  # greedy and its evaluation (a 20,000-op graph: about 3 s on a quiet machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
 
@@ -104,7 +105,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
                      dp_too_large: bool = False) -> list[Placement]:
     """Every cheap placement that can warm-start an integer program, scored by the evaluator
     (``value``), infeasible ones dropped: for contiguous throughput the DP (exact, or over a
-    coarsened graph past its state space or when ``dp_too_large``), greedy, PipeDream and,
+    coarsened graph past its state space or when ``dp_too_large``), greedy (skipped when a start
+    exists and less time is left than ``GREEDY_SECONDS_PER_OP`` per op), PipeDream and,
     unless a DP answered (past the state space the IP, not local search, gets the time) or
     (latency) a start is already within the gap of the critical-path bound, a short local
     search from the best of them (``LOCAL_SEARCH_SHARE`` of the limit)."""
@@ -115,7 +117,12 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
     if options.objective == "throughput" and options.contiguous:
         starts += _attempt("dp", lambda: _contiguous_dp_start(problem, options, dp_too_large), problem, options)
     done = bool(starts)
-    starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
+    if starts and options.time_limit - (time.perf_counter() - started) < GREEDY_SECONDS_PER_OP * problem.n:
+        if options.progress:
+            options.progress(f"start: greedy skipped: about {GREEDY_SECONDS_PER_OP * problem.n:.1f} s for "
+                             f"{problem.n:,} ops, more than the time left")
+    else:
+        starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
     left = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started) - MIN_IP_SECONDS)
     starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective, left), problem, options)
     if options.objective == "latency" and starts:
