@@ -62,7 +62,7 @@ from fpgaplace.util.graphs import topological_order
 
 MAX_FINISH_CELLS = 4_000_000  # nodes x (runs + 1) of the finish tables (two float64 tables: 64 MB)
 MAX_CHAIN = 256  # chain nodes one suffix walk may visit before the "further back" option
-CHAIN_STEPS = 400_000  # walks (2 per edge) x walk length of one bound, at most (numpy steps: ~5 s)
+CHAIN_STEPS = 150_000  # walks (2 per edge) x walk length of one bound, at most (numpy steps: ~2 s)
 MIN_CHAIN = 8  # the shortest walk however large the graph
 MAX_WALKED_NODES = 5_000  # past this many nodes the static finish is the bound (the walks: ~1 s a 1,000 nodes)
 

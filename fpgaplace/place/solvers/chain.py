@@ -25,6 +25,10 @@ method for linear partition, e.g. Frederickson, "Optimal algorithms for tree par
 Latency on a chain is the sum of its units' times; ``solve_chain_latency`` runs the same windows
 with a sliding-window minimum of f[s - e_k][i] - S_k(i) + t_in(i), CPU stretches uncounted
 (exact for one subgraph on each accelerator).
+
+Any DAG holds a chain: ``path_latency_bound`` splits a heaviest path the same way (with the
+tensors of skip edges and of routes around the path, colour classes and memory counted) for a
+lower bound on the latency of every placement of the DAG.
 """
 
 from __future__ import annotations
@@ -433,8 +437,9 @@ def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray
                 if u in reached and u not in route:
                     route.add(u)
                     stack.append(u)
-        least = min((float(problem.transfer[x]) for x in route if _may_cross(problem, x, route | {b}, colours_bind)),
-                    default=math.inf)
+        targets = route | {b}
+        least = min((float(problem.transfer[x]) for x in route
+                     if _may_cross(problem, succ[x], x, targets, colours_bind)), default=math.inf)
         work = min((float(problem.latency[list(route), k].sum()) for k in problem.accelerator_kinds()
                     if problem.kinds[k].count > 0), default=math.inf)
         key = (a_pos, b_pos)
@@ -448,13 +453,14 @@ def _branch_edges(problem: PlacementProblem, path: np.ndarray, where: np.ndarray
     return found
 
 
-def _may_cross(problem: PlacementProblem, x: int, route: set[int], colours_bind: bool) -> bool:
+def _may_cross(problem: PlacementProblem, successors: list[int], x: int, route: set[int],
+               colours_bind: bool) -> bool:
     """Whether x's tensor may cross between units on its way along ``route``: not when every
     route successor shares x's colour class and ``colours_bind`` (one subgraph a device: a
-    class is one unit)."""
+    class is one unit). O(out-degree)."""
     colour = int(problem.color[x])
     return not colours_bind or colour < 0 or any(
-        int(problem.color[y]) != colour for u, y in problem.edges if u == x and y in route)
+        int(problem.color[y]) != colour for y in successors if y in route)
 
 
 def _branch_costs(n: int, branches: _Branches) -> np.ndarray:
