@@ -4,7 +4,8 @@ Usage: python scripts/bench_dp.py [--runs 3] [--no-synthetic] [--models M1,M2] [
 
 Prints one table: workload, nodes, ideals (after block contraction), optimal max-load, seconds
 (median of --runs runs, numba already compiled) and peak MB allocated by one extra run
-(tracemalloc: numpy arrays and Python objects). The synthetic row is an Inception-like chain of
+(tracemalloc: numpy arrays and Python objects), and for a model with a speed goal
+(``GOAL_SECONDS``) whether the median met it. The synthetic row is an Inception-like chain of
 22 modules of 5 parallel branches (lengths 2..5), about 40,000 ideals, with random costs. The
 model rows are ONNX models of the light model zoo, unoptimised (raw operator graph), with analytic
 costs (no CPU profiling, so deterministic) on the zcu102 board: inception_v1 has 2,718 ideals,
@@ -33,6 +34,7 @@ from fpgaplace.place.workload import load_workload
 DEFAULT_DIR = Path("/work/shared/workloads/throughput")
 DEFAULT_MODELS = "inception_v1,inception_v2"
 MODEL_BOARD = "zcu102"
+GOAL_SECONDS = {"inception_v2": 180.0}  # speed goals (median seconds); once a timed unit test
 
 
 def model_problem(model: str) -> PlacementProblem:
@@ -99,12 +101,14 @@ def main() -> None:
     for model in filter(None, args.models.split(",")):
         cases.append((f"{model} raw ({MODEL_BOARD}, analytic)", model_problem(model)))
     solve_throughput_dp(cases[0][1])  # compile (or load the numba cache) outside the timings
-    header = f"{'workload':42} {'nodes':>6} {'ideals':>8} {'optimum':>18} {'seconds':>8} {'peak MB':>8}"
+    header = f"{'workload':42} {'nodes':>6} {'ideals':>8} {'optimum':>18} {'seconds':>8} {'peak MB':>8}  goal"
     print(header)
     print("-" * len(header))
     for name, problem in cases:
         row = bench(name, problem, args.runs)
-        print(f"{row[0]:42} {row[1]:6d} {row[2]:8d} {row[3]:18.10g} {row[4]:8.3f} {row[5]:8.1f}",
+        goal = GOAL_SECONDS.get(name.split()[0])
+        verdict = "" if goal is None else f"<= {goal:g} s: {'met' if row[4] <= goal else 'MISSED'}"
+        print(f"{row[0]:42} {row[1]:6d} {row[2]:8d} {row[3]:18.10g} {row[4]:8.3f} {row[5]:8.1f}  {verdict}",
               flush=True)
 
 

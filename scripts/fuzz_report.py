@@ -15,6 +15,7 @@ from __future__ import annotations
 import argparse
 import collections
 import concurrent.futures
+import os
 import resource
 import subprocess
 import sys
@@ -55,15 +56,18 @@ def run_in_subprocess(case: fuzz.Case, timeout: float) -> fuzz.Outcome:
 
 def table(outcomes: list[fuzz.Outcome]) -> str:
     rows = []
-    header = ("family", "cases", "tracebacks", "hangs", "exit 0 on invalid", "other failures", "seconds")
+    header = ("family", "cases", "tracebacks", "hangs", "exit 0 on invalid", "accepted invalid", "overruns",
+              "other failures", "seconds")
     by_family = collections.defaultdict(list)
     for outcome in outcomes:
         by_family[outcome.case.family].append(outcome)
-    for family in [*fuzz.FAMILIES, "all"]:
+    for family in [*by_family, "all"]:
         group = outcomes if family == "all" else by_family[family]
-        other = sum(1 for o in group if o.problems and not (o.traceback or o.hang or o.exit_zero_on_invalid))
+        other = sum(1 for o in group if o.problems and not (o.traceback or o.hang or o.exit_zero_on_invalid
+                                                            or o.accepted_invalid or o.overran))
         rows.append((family, len(group), sum(o.traceback for o in group), sum(o.hang for o in group),
-                     sum(o.exit_zero_on_invalid for o in group), other, f"{sum(o.seconds for o in group):.0f}"))
+                     sum(o.exit_zero_on_invalid for o in group), sum(o.accepted_invalid for o in group),
+                     sum(o.overran for o in group), other, f"{sum(o.seconds for o in group):.0f}"))
     widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header))]
     lines = [" | ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)) for r in [header, *rows]]
     lines.insert(1, "-+-".join("-" * w for w in widths))
@@ -75,16 +79,25 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--subprocess", action="store_true", help="one process per case (catches C-level hangs)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel processes with --subprocess")
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per case")
+    parser.add_argument("--timeout", type=float, default=30.0,
+                        help="seconds per case (a placing case: 3 x its time limit + 60 if longer)")
     parser.add_argument("--show", type=int, default=5, help="failing cases to list per family")
+    parser.add_argument("--families", default=",".join((*fuzz.FAMILIES, fuzz.SCALE)),
+                        help="comma-separated families (default: all, the scale family included)")
+    parser.add_argument("--times", action="store_true", help="list every scale case's wall time against its limit")
     args = parser.parse_args()
-    cases = fuzz.generate(args.seed)
+    cases = fuzz.generate(args.seed, families=tuple(args.families.split(",")))
     if args.subprocess:
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-            outcomes = list(pool.map(lambda c: run_in_subprocess(c, args.timeout), cases))
+            outcomes = list(pool.map(lambda c: run_in_subprocess(c, fuzz.hang_seconds(c, args.timeout)), cases))
     else:
-        outcomes = [fuzz.run_case(c, args.timeout) for c in cases]
+        outcomes = [fuzz.run_case(c, fuzz.hang_seconds(c, args.timeout)) for c in cases]
     print(table(outcomes))
+    print(f"load average at the end: {' '.join(f'{x:.1f}' for x in os.getloadavg())} ({os.cpu_count()} cores)")
+    for outcome in outcomes if args.times else ():
+        if outcome.case.time_limit is not None:
+            print(f"{outcome.case.name:48} limit {outcome.case.time_limit:5.0f} s  wall {outcome.seconds:6.1f} s  "
+                  f"cpu {outcome.cpu_seconds:6.1f} s  exit {outcome.exit_code}")
     shown = collections.Counter()
     for outcome in outcomes:
         if outcome.problems and shown[outcome.case.family] < args.show:

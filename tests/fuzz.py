@@ -72,6 +72,9 @@ class Case:
     """A compiled project (``base_project`` of this name) copied to ``{dir}/proj`` before ``files`` are written."""
     removed: tuple[str, ...] = ()
     """Files of the copied project removed before the run (relative to ``{dir}``)."""
+    time_limit: float | None = None
+    """A placing case's --time-limit: its wall time is judged against it, and on exit 0 the
+    placement it wrote (``{dir}/placement.json``) by the trusted evaluator."""
 
 
 @dataclass
@@ -85,6 +88,9 @@ class Outcome:
     hang: bool = False
     stderr: str = ""
     problems: list[str] = field(default_factory=list)
+    overran: bool = False  # wall time past the case's time limit (``STARTUP_SECONDS``)
+    cpu_seconds: float = 0.0  # this process's CPU time over the case (in-process runs)
+    accepted_invalid: bool = False  # exit 0 with a placement the evaluator finds infeasible
 
     @property
     def exit_zero_on_invalid(self) -> bool:
@@ -791,15 +797,78 @@ def project_cases(rng: random.Random, count: int) -> list[Case]:
             + _weights_cases(rng, weights))
 
 
+# ---- the scale family ------------------------------------------------------------------------------
+# The solvers at sizes and limits the other families never reach, each placed by the CLI with a time
+# limit: its wall time is judged against the limit (``overran``) and the placement it writes by the
+# trusted evaluator (``accepted_invalid``). Not in FAMILIES (test_fuzz runs those in-process in a
+# few minutes); scripts/fuzz_report.py runs it too.
+
+SCALE = "scale"
+OVERRUN_FACTOR = 1.1
+STARTUP_SECONDS = 5.0
+"""A case overran when its wall time (start-up, reading the workload, placing, writing and the
+evaluator's check of the answer) exceeded ``--time-limit`` x OVERRUN_FACTOR + STARTUP_SECONDS."""
+PLACEMENT = "placement.json"
+
+
+def large_workload(rng: random.Random, n: int, fan_in: int = 1, window: int = 1, memory_share: float = 0.1,
+                   fpgas: int = 4) -> dict:
+    """A paper-format workload of ``n`` ops: a chain (``fan_in`` 1), or a dense DAG where op j also
+    reads up to ``fan_in`` - 1 more ops among the ``window`` before it; each FPGA holds
+    ``memory_share`` of the ops' bytes (0: no FPGA memory at all; a tenth of the ops have none)."""
+    nodes = [{"id": i, "supportedOnFpga": int(rng.random() > 0.02), "cpuLatency": round(rng.uniform(1, 10), 3),
+              "fpgaLatency": round(rng.uniform(0.1, 1), 3), "isBackwardNode": 0,
+              "size": 0 if rng.random() < 0.1 else rng.randint(1, 40)} for i in range(n)]
+    edges = {(i, i + 1) for i in range(n - 1)}
+    for j in range(2, n):
+        for _ in range(fan_in - 1):
+            edges.add((rng.randrange(max(0, j - window), j), j))
+    memory = memory_share * sum(node["size"] for node in nodes)
+    return {"maxSizePerFPGA": memory, "maxFPGAs": fpgas, "maxCPUs": 1, "nodes": nodes,
+            "edges": [{"sourceId": u, "destId": v, "cost": round(rng.uniform(0, 0.5), 3)} for u, v in sorted(edges)]}
+
+
+SCALE_GRAPHS = (  # name, workload arguments, time limit, (objective, method, must answer)
+    ("chain-20k", {"n": 20_000}, 10.0,
+     [("throughput", m, True) for m in ("auto", "dp", "ip", "greedy", "local-search", "partitioner")]
+     + [("throughput", "pipedream", False), ("latency", "auto", True), ("latency", "ip", True)]),
+    ("chain-200k", {"n": 200_000}, 30.0,  # (greedy has no time limit: 100 s here)
+     [("throughput", "auto", True), ("throughput", "dp", True), ("throughput", "ip", True),
+      ("latency", "auto", True)]),
+    ("dense-dag-2k", {"n": 2_000, "fan_in": 8, "window": 40}, 10.0,
+     [("throughput", m, True) for m in ("auto", "ip", "greedy", "local-search", "partitioner", "pipedream")]
+     + [("latency", "auto", True), ("latency", "ip", True)]),
+    ("zero-memory-dag-500", {"n": 500, "fan_in": 3, "window": 10, "memory_share": 0.0}, 5.0,
+     [("throughput", m, True) for m in ("auto", "dp", "ip", "greedy", "pipedream")] + [("latency", "auto", True)]),
+    ("zero-memory-chain-20k", {"n": 20_000, "memory_share": 0.0}, 10.0,
+     [("throughput", "auto", True), ("latency", "auto", True)]),
+)
+
+
+def scale_cases(rng: random.Random, count: int | None = None) -> list[Case]:
+    """Every (graph, objective, method) of SCALE_GRAPHS (``count`` ignored: the list is fixed,
+    the graphs seeded). A method that may refuse a size (PipeDream's table) need not exit 0."""
+    cases = []
+    for name, arguments, limit, runs in SCALE_GRAPHS:
+        text = _json(large_workload(rng, **arguments))
+        for objective, method, must_answer in runs:
+            argv = ("place", "{dir}/workload.json", "--objective", objective, "--method", method,
+                    "--time-limit", f"{limit:g}", "--out", f"{{dir}}/{PLACEMENT}")
+            cases.append(Case(SCALE, f"{SCALE}/{name}/{objective}-{method}", argv, (("workload.json", text),),
+                              True if must_answer else None, time_limit=limit))
+    return cases
+
+
 GENERATORS = {"onnx": onnx_cases, "board": board_cases, "workload": workload_cases, "cli": cli_cases,
-              "project": project_cases}
-DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64, "project": 260}
+              "project": project_cases, SCALE: scale_cases}
+DEFAULT_COUNTS = {"onnx": 110, "board": 80, "workload": 80, "cli": 64, "project": 260, SCALE: 0}
 
 
-def generate(seed: int = 0, counts: dict[str, int] | None = None) -> list[Case]:
-    """The cases of every family, the same for the same ``seed``."""
+def generate(seed: int = 0, counts: dict[str, int] | None = None,
+             families: tuple[str, ...] = FAMILIES) -> list[Case]:
+    """The cases of ``families``, the same for the same ``seed``."""
     counts = counts or DEFAULT_COUNTS
-    return [case for family in FAMILIES for case in GENERATORS[family](random.Random(f"{seed}-{family}"),
+    return [case for family in families for case in GENERATORS[family](random.Random(f"{seed}-{family}"),
                                                                        counts[family])]
 
 
@@ -849,7 +918,42 @@ def judge(case: Case, folder: Path, exit_code: int | None, stderr: str, outcome:
     for name in case.forbidden:
         if (folder / name).exists():
             outcome.problems.append(f"{name} was created")
+    if case.time_limit is not None:
+        _judge_placing(case, folder, exit_code, outcome)
     return outcome
+
+
+def hang_seconds(case: Case, default: float) -> float:
+    """How long ``case`` may run before it counts as a hang: ``default``, or for a placing case
+    three times its time limit and a minute if that is longer (an overrun is then still measured)."""
+    return default if case.time_limit is None else max(default, 3 * case.time_limit + 60)
+
+
+def _judge_placing(case: Case, folder: Path, exit_code: int | None, outcome: Outcome) -> None:
+    """A placing case: its wall time against its limit, and the placement it wrote (on exit 0)
+    by the trusted evaluator (feasible; contiguous for throughput by the exact methods and auto,
+    which search contiguous splits; the heuristics promise no contiguity)."""
+    from fpgaplace.place.solvers.evaluate import evaluate
+    from fpgaplace.place.workload import load_split, load_workload
+    from fpgaplace.util.errors import FpgaplaceError
+
+    allowed = case.time_limit * OVERRUN_FACTOR + STARTUP_SECONDS
+    if outcome.seconds > allowed:
+        outcome.overran = True
+        outcome.problems.append(f"overran: {outcome.seconds:.1f} s, more than {allowed:.1f} s")
+    if exit_code != 0:
+        return
+    problem = load_workload(folder / "workload.json")
+    try:
+        evaluation = evaluate(problem, load_split(folder / PLACEMENT, problem))
+    except FpgaplaceError as error:
+        outcome.accepted_invalid = True
+        outcome.problems.append(f"placement unreadable: {error}")
+        return
+    exact = case.argv[case.argv.index("--method") + 1] in ("auto", "dp", "ip")
+    if not evaluation.feasible or (exact and "throughput" in case.argv and not evaluation.contiguous):
+        outcome.accepted_invalid = True
+        outcome.problems.append(f"accepted an invalid placement: {evaluation.violations[:1] or 'not contiguous'}")
 
 
 @functools.cache
@@ -879,7 +983,7 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
 
         previous = signal.signal(signal.SIGALRM, expire)
         signal.setitimer(signal.ITIMER_REAL, timeout)
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         try:
             result = typer.testing.CliRunner().invoke(app, argv, catch_exceptions=True)
         except CaseTimeout:
@@ -888,7 +992,7 @@ def run_case(case: Case, timeout: float = 30.0) -> Outcome:
         finally:
             signal.setitimer(signal.ITIMER_REAL, 0)
             signal.signal(signal.SIGALRM, previous)
-        outcome.seconds = time.perf_counter() - start
+        outcome.seconds, outcome.cpu_seconds = time.perf_counter() - start, time.process_time() - cpu
         if result is not None:
             outcome.exit_code = result.exit_code
             outcome.stderr = result.stderr

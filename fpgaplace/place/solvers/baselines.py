@@ -319,38 +319,19 @@ def from_split_file(path: str, problem: PlacementProblem, objective: Objective =
 # --------------------------------------------------------------------------- PipeDream DP
 
 
-def _stage_transfer_costs(problem: PlacementProblem, flat: list[int], deadline: float = math.inf) -> np.ndarray:
+def _stage_transfer_costs(problem: PlacementProblem, flat: list[int]) -> np.ndarray:
     """cost[i, j] = transfer of the stage flat[i:j] (j > i): every node with an edge crossing
-    the stage boundary, counted once. Built incrementally for each i; O(n * m) in total, O(n^2)
-    memory. Raises ``FpgaplaceError`` once ``deadline`` (``time.perf_counter``) has passed."""
-    n = problem.n
-    position = np.empty(n, dtype=np.int64)
-    position[flat] = np.arange(n)
-    succ = problem.successors()
-    pred = problem.predecessors()
-    cost = np.zeros((n + 1, n + 1))
-    c = problem.transfer
-    outdegree = np.array([len(s) for s in succ], dtype=np.int64)
-    for i in range(n):
-        if time.perf_counter() > deadline:
-            raise FpgaplaceError(f"pipedream: its transfer table of {n:,} ops was not built within the time limit")
-        # Stage [i, j): u pays if (u inside and some successor outside) or (u outside and some
-        # successor inside). Adding flat[j-1] changes only that node and its predecessors.
-        inside_succ = np.zeros(n, dtype=np.int64)
-        paying = np.zeros(n, dtype=bool)
-        total = 0.0
-        for j in range(i + 1, n + 1):
-            v = flat[j - 1]
-            for u in pred[v]:
-                inside_succ[u] += 1
-            for u in {v, *pred[v]}:
-                in_stage = i <= position[u] < j
-                pays = (outdegree[u] > inside_succ[u]) if in_stage else inside_succ[u] > 0
-                if pays != paying[u]:
-                    total += c[u] if pays else -c[u]
-                    paying[u] = pays
-            cost[i, j] = total
-    return cost
+    the stage boundary, counted once (``chain.crossing_table``: O(n (n + m)) numpy work, O(n^2)
+    memory; a 2,000-op DAG with 16,000 edges once took 142 s in a Python loop)."""
+    from fpgaplace.place.solvers.chain import crossing_table
+
+    position = np.empty(problem.n, dtype=np.int64)
+    position[flat] = np.arange(problem.n)
+    tail = position[np.array([u for u, _ in problem.edges], dtype=np.int64)] if problem.edges else \
+        np.zeros(0, dtype=np.int64)
+    head = position[np.array([v for _, v in problem.edges], dtype=np.int64)] if problem.edges else \
+        np.zeros(0, dtype=np.int64)
+    return crossing_table(problem.n, tail, head, problem.transfer[np.asarray(flat, dtype=np.int64)])
 
 
 PIPEDREAM_MAX_OPS = 8_000  # its transfer table holds (ops + 1)^2 floats: 512 MB at this size
@@ -377,7 +358,7 @@ def pipedream(problem: PlacementProblem, objective: Objective = "throughput",
     blocks = colour_blocks(problem)
     cuts = np.array(blocks.starts)  # stage boundaries, positions in blocks.flat
     kinds = problem.available_kinds()
-    transfer = _stage_transfer_costs(problem, blocks.flat, deadline)[np.ix_(cuts, cuts)]
+    transfer = _stage_transfer_costs(problem, blocks.flat)[np.ix_(cuts, cuts)]
     lat = blocks.latency[:, kinds]
     prefix_lat = np.vstack([np.zeros(len(kinds)), np.cumsum(np.where(np.isfinite(lat), lat, 0), 0)])
     unsupported = np.vstack([np.zeros(len(kinds)), np.cumsum(~np.isfinite(lat), 0)])
@@ -563,8 +544,8 @@ def local_search(
     if not starts:
         starts = [greedy_latency(problem)]
         try:
-            starts.append(pipedream(problem, objective))
-        except FpgaplaceError:
+            starts.append(pipedream(problem, objective, max(0.1, time_limit - (time.perf_counter() - started))))
+        except FpgaplaceError:  # refused past its size, or out of time
             pass
     candidates = [np.array([p.device[m[0]] for m in blocks.members]) for p in starts]
     scored = [(value_of(c), i) for i, c in enumerate(candidates)]

@@ -44,9 +44,11 @@ Validity (the facts about every placement it rests on; ``evaluate`` module docst
     The bounds hold with finite CPU cores too (cores can only delay ops).
 
 Complexity: O(sum over nodes of in-degree * min(L, chain length) * (S + 1) * kinds), where the
-walk length L is ``MAX_CHAIN``, shortened on large graphs so that nodes * L stays within
+walk length L is ``MAX_CHAIN``, shortened on large graphs so that 2 * edges * L stays within
 ``CHAIN_STEPS`` (at least ``MIN_CHAIN``: a shorter walk takes the "further back" option sooner,
-a weaker bound but still one). Past ``MAX_FINISH_CELLS`` table cells the static finish is the bound.
+a weaker bound but still one; a 2,000-op DAG with 8 inputs an op once walked 8 million steps).
+Past ``MAX_FINISH_CELLS`` table cells or ``MAX_WALKED_NODES`` nodes
+the static finish is the bound (a 20,000-op chain once spent 27 s in the walks).
 """
 
 from __future__ import annotations
@@ -60,8 +62,9 @@ from fpgaplace.util.graphs import topological_order
 
 MAX_FINISH_CELLS = 4_000_000  # nodes x (runs + 1) of the finish tables (two float64 tables: 64 MB)
 MAX_CHAIN = 256  # chain nodes one suffix walk may visit before the "further back" option
-CHAIN_STEPS = 1_000_000  # nodes x walk length of one bound, at most (a Python loop: a few seconds)
+CHAIN_STEPS = 150_000  # walks (2 per edge) x walk length of one bound, at most (numpy steps: ~2 s)
 MIN_CHAIN = 8  # the shortest walk however large the graph
+MAX_WALKED_NODES = 5_000  # past this many nodes the static finish is the bound (the walks: ~1 s a 1,000 nodes)
 
 
 def static_path_bound(problem: PlacementProblem) -> float:
@@ -102,11 +105,18 @@ def _static_finish(problem: PlacementProblem) -> np.ndarray:
 
 def critical_path_bound(problem: PlacementProblem, subgraphs_per_device: int = 1) -> float:
     """A lower bound on the latency of every placement with at most ``subgraphs_per_device``
-    subgraphs per accelerator (module docstring); at least ``static_path_bound``. Pass
-    ``problem.n`` (or more) for a bound on every placement."""
+    subgraphs per accelerator: the larger of the finish bound (module docstring; at least
+    ``static_path_bound``) and ``chain.path_latency_bound`` (a longest path split into
+    intervals, memory and the tensors crossing between them counted: ResNet-50's layer graph
+    755 -> 997). Pass ``problem.n`` (or more) for a bound on every placement."""
     if problem.n == 0:
         return 0.0
-    return float(finish_lower_bounds(problem, subgraphs_per_device).max())
+    key = ("path_latency_bound", int(subgraphs_per_device), _fingerprint(problem))
+    if key not in problem.meta:
+        from fpgaplace.place.solvers.chain import path_latency_bound
+
+        problem.meta[key] = path_latency_bound(problem, subgraphs_per_device, cheapest_latency(problem))
+    return max(float(finish_lower_bounds(problem, subgraphs_per_device).max()), problem.meta[key])
 
 
 def finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int = 1) -> np.ndarray:
@@ -132,10 +142,11 @@ def _finish_lower_bounds(problem: PlacementProblem, subgraphs_per_device: int) -
     per_device = min(max(1, int(subgraphs_per_device)), max(n, 1))  # a path meets at most n units
     runs = min(per_device * sum(problem.kinds[k].count for k in accelerators), max(n, 1))
     static = _static_finish(problem)
-    if n * (runs + 1) > MAX_FINISH_CELLS:  # Y and Z would not fit: the static finish is a bound too
-        return static
+    walks = 2 * max(len(problem.edges), n)  # two chains followed from each predecessor
+    if n * (runs + 1) > MAX_FINISH_CELLS or n > MAX_WALKED_NODES or walks * MIN_CHAIN > CHAIN_STEPS:
+        return static  # the static finish is a bound too
     cpu_time = np.min(problem.latency[:, cpus], axis=1) if cpus else np.full(n, np.inf)
-    walk = max(MIN_CHAIN, min(MAX_CHAIN, CHAIN_STEPS // max(n, 1)))
+    walk = max(MIN_CHAIN, min(MAX_CHAIN, CHAIN_STEPS // walks))
     preds = [sorted(set(p)) for p in problem.predecessors()]
     transfer = problem.transfer
     y = np.zeros((n, runs + 1))  # Y(v, s)

@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fpgaplace.place.solvers.bounds import cheapest_latency, memory_load_bound, work_load_bound
+from fpgaplace.place.solvers.chain import chain_order, solve_chain
 from fpgaplace.place.solvers.dp_ideals import (
     MAX_IDEALS,
     Blocks,
@@ -257,13 +258,21 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
     ``upper_bound`` (e.g. from a heuristic) tightens the cut; the DP then only finds splits of
     max-load below it. On hitting ``time_limit`` the best linear split is returned with status
     "time limit" and a simple lower bound. Raises ``FpgaplaceError`` when no contiguous split
-    fits, ``StateSpaceTooLarge`` when the graph has more than ``max_ideals`` ideals.
+    fits, ``StateSpaceTooLarge`` when the graph has more than ``max_ideals`` ideals. A plain chain
+    (``chain.chain_order``) is solved as a linear partition problem instead (``chain.solve_chain``,
+    any length).
     """
     started = time.monotonic()
     deadline = started + (time_limit if time_limit is not None else math.inf)
     if problem.n == 0:
         return Placement(device=np.zeros(0, dtype=np.int64), method="dp", value=0.0, bound=0.0,
                          status="optimal", seconds=0.0)
+    order = chain_order(problem)
+    if order is not None:  # the linear partition problem: exact at any length
+        placement = solve_chain(problem, order, None if time_limit is None else deadline - time.monotonic(),
+                                work_load_bound(problem, cheapest_latency(problem)))
+        placement.seconds = time.monotonic() - started
+        return placement
     blocks = build_blocks(problem)
     lattice = enumerate_ideals(blocks.count, blocks.edges, limit=max_ideals,
                                source=problem.source)

@@ -14,7 +14,7 @@ never changes for the worse.
 
 Complexity: each trial is O(D (n + m)) (loads or schedule, and convexity); a round tries each
 CPU class against each accelerator next to it, and rounds repeat while a move is made, all
-within ``seconds``.
+within ``seconds``; none past ``PREFER_MAX_OPS`` ops.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
 PREFER_SECONDS = 2.0  # at most this long moving CPU ops onto accelerators after a solve
+PREFER_MAX_OPS = 20_000  # past this many ops one trial (a full evaluation) takes seconds: no moves
 TOLERANCE = 1e-9  # a move may not raise the value by more than this share
 
 
@@ -78,8 +79,9 @@ def prefer_accelerators(problem: PlacementProblem, placement: Placement, objecti
                         contiguous: bool = True, seconds: float = PREFER_SECONDS) -> Placement:
     """``placement`` with CPU ops moved onto neighbouring accelerators where the value does not
     grow (module docstring); the same object when nothing moves. A placement with a given
-    subgraph ``order`` is returned as it is (its order names the units it was solved with)."""
-    if placement.order is not None or problem.n == 0:
+    subgraph ``order`` is returned as it is (its order names the units it was solved with), and
+    so is one of more than ``PREFER_MAX_OPS`` ops (a 200,000-op chain: 9 s for the first trial)."""
+    if placement.order is not None or problem.n == 0 or problem.n > PREFER_MAX_OPS:
         return placement
     kinds = problem.device_kinds()
     is_cpu = [problem.kinds[k].is_cpu for k in kinds]

@@ -34,6 +34,7 @@ COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
 IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
+GREEDY_SECONDS_PER_OP = 1.5e-4  # greedy and its evaluation (a 20,000-op graph: about 3 s on a quiet machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
 
@@ -104,7 +105,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
                      dp_too_large: bool = False) -> list[Placement]:
     """Every cheap placement that can warm-start an integer program, scored by the evaluator
     (``value``), infeasible ones dropped: for contiguous throughput the DP (exact, or over a
-    coarsened graph past its state space or when ``dp_too_large``), greedy, PipeDream and,
+    coarsened graph past its state space or when ``dp_too_large``), greedy (skipped when a start
+    exists and less time is left than ``GREEDY_SECONDS_PER_OP`` per op), PipeDream and,
     unless a DP answered (past the state space the IP, not local search, gets the time) or
     (latency) a start is already within the gap of the critical-path bound, a short local
     search from the best of them (``LOCAL_SEARCH_SHARE`` of the limit)."""
@@ -115,7 +117,12 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
     if options.objective == "throughput" and options.contiguous:
         starts += _attempt("dp", lambda: _contiguous_dp_start(problem, options, dp_too_large), problem, options)
     done = bool(starts)
-    starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
+    if starts and options.time_limit - (time.perf_counter() - started) < GREEDY_SECONDS_PER_OP * problem.n:
+        if options.progress:
+            options.progress(f"start: greedy skipped: about {GREEDY_SECONDS_PER_OP * problem.n:.1f} s for "
+                             f"{problem.n:,} ops, more than the time left")
+    else:
+        starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
     left = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started) - MIN_IP_SECONDS)
     starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective, left), problem, options)
     if options.objective == "latency" and starts:
@@ -201,9 +208,33 @@ def _ip_with_starts(problem: PlacementProblem, options: SolveOptions,
     """The IP warm-started from every heuristic start, all within the time limit, never worse
     than the best of them; and the starts."""
     started = time.perf_counter()
+    exact = _chain_answer(problem, options)
+    if exact is not None:
+        return exact, []
     starts = heuristic_starts(problem, options, dp_too_large)
     remaining = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started))
     return _ip_from(problem, options, starts, remaining), starts
+
+
+def _chain_answer(problem: PlacementProblem, options: SolveOptions) -> Placement | None:
+    """The IP's optimum without the IP when the problem is a plain chain (``chain.chain_order``):
+    the linear partition for contiguous throughput, the least-latency interval split for
+    latency with one subgraph a device; None otherwise. O(n T K) per test (``chain``)."""
+    from fpgaplace.place.solvers.chain import chain_order, solve_chain, solve_chain_latency
+
+    if options.objective == "latency" and options.subgraphs_per_device != 1:
+        return None
+    if options.objective == "throughput" and not options.contiguous:
+        return None
+    order = chain_order(problem)
+    if order is None:
+        return None
+    _report(options, method="chain split", say=True)
+    if options.objective == "latency":
+        return solve_chain_latency(problem, order)
+    answer = solve_chain(problem, order, options.time_limit)
+    answer.method, answer.status = "ip", f"{answer.status} (chain split)"
+    return answer
 
 
 def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
@@ -263,7 +294,7 @@ def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement
         if name == "partitioner":
             return baselines.partitioner(problem, objective=options.objective)
         if name == "pipedream":
-            return baselines.pipedream(problem, options.objective)
+            return baselines.pipedream(problem, options.objective, options.time_limit)
         if name == "single":
             return baselines.single_accelerator(problem)
         return baselines.all_cpu(problem)

@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.place.solvers.baselines import check_feasible, greedy_latency, pipedream
-from fpgaplace.place.solvers.bounds import cheapest_latency, finish_lower_bounds, static_tails
+from fpgaplace.place.solvers.bounds import cheapest_latency, critical_path_bound, finish_lower_bounds, static_tails
 from fpgaplace.place.solvers.evaluate import evaluate, topological_order
 from fpgaplace.place.solvers.ip import scip
 from fpgaplace.place.solvers.ip.reduce import Groups, ProjectedStart, allowed, contract, project_onto_groups
@@ -449,7 +449,7 @@ def solve_latency_ip(
         big_m = min(big_m, projected[0].value * (1 + 1e-9) + 1e-9)
     label = f"latency IP (q={q})"
     finish = finish_lower_bounds(problem, q)
-    path_bound = float(finish.max(initial=0.0))
+    path_bound = critical_path_bound(problem, q)  # the finish bound's largest, or the path's
     scip.emit(progress, f"{label}: critical-path bound {path_bound:.6g}")
     if projected and projected[0].value <= path_bound * (1 + gap) + 1e-12:
         placement = scip.kept_start(projected[0], path_bound, "")
@@ -489,6 +489,7 @@ def solve_latency_ip(
         if projected and placement.value > projected[0].value * (1 + 1e-9) + 1e-12:
             placement = scip.kept_start(projected[0], placement.bound,
                                         f"IP ended at {placement.value:.6g} ({placement.status})")
+    placement.bound = min(max(placement.bound, path_bound), placement.value)
     placement.seconds = time.perf_counter() - started
     scip.emit(progress, f"{label}: value {placement.value:.6g}, bound {placement.bound:.6g}, "
                         f"{placement.status}, {placement.seconds:.1f} s")
