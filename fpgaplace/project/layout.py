@@ -48,6 +48,7 @@ SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected
 HOST_DEVICE = "host"  # design.json's name for the host computer a CPU-less board's inputs come from (its UART)
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
 RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
+JOB_FILE = "job.json"  # sim/<core>/job.json: the core top's stream ports and a first sample for its cocotb job
 
 
 def core_folder(core: str) -> str:
