@@ -275,6 +275,31 @@ def test_read_back_records_a_miss_with_its_size_and_path(tmp_path, project):
         nextpnr.read_back(copy)
 
 
+def test_a_missed_clock_slows_the_simulated_cores_and_shows_in_the_report(tmp_path, project):
+    """Once nextpnr has measured a clock below the planned one, sim runs the cores at it (the
+    host link's UART keeps its time) and the report says so; a met clock changes nothing."""
+    from fpgaplace.report.page import write_report
+
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    design = load(copy)
+    (core,) = design.cores
+    target = core.clock_mhz
+    before = simulate(copy, 1)
+    for achieved in (target * 1.5, target * 0.8):
+        (copy / "ecp5" / "report.json").write_text(json.dumps(_report(achieved, target)))
+        nextpnr.read_back(copy)
+        after = simulate(copy, 1)
+        running = min(achieved, target)
+        assert load(copy).implementation.clock_mhz == pytest.approx(running)
+        assert after.clock_mhz == pytest.approx(running)
+        fill = max(sum(layer.cycles for layer in core.layers), core.interval_cycles)  # the sim's core latency
+        assert after.latency_us - before.latency_us == pytest.approx(fill / running - fill / target, abs=1e-6)
+    html = write_report(copy).report.read_text()
+    assert f"{achieved:g} MHz achieved, {target:g} MHz planned: misses by" in html
+    assert f"simulated at {achieved:g} MHz" in html
+
+
 @pytest.mark.slow
 def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
