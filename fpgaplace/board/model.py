@@ -151,7 +151,8 @@ class Ecp5Board:
     (``85k``, ``um5g-45k``, ...), package and speed grade, the oscillator's pin and frequency, and
     the USB UART bridge's pins (``uart_tx`` the FPGA drives, ``uart_rx`` it reads) and baud rate.
     The board's host link is the UART: ``baud / 10`` bytes a second (8N1: a start and a stop bit
-    a byte), ``latency_us`` the USB bridge's latency (its latency timer)."""
+    a byte), ``latency_us`` the USB bridge's latency (its latency timer). ``loader``:
+    openFPGALoader's name of the board (its ``-b``), "" when it has none."""
 
     device: str
     package: str
@@ -162,6 +163,7 @@ class Ecp5Board:
     uart_rx: str
     baud: int
     latency_us: float
+    loader: str = ""
 
     def host_link(self) -> Link:
         """The UART as the board's host link (GB/s: ``baud / 10`` bytes a second)."""
