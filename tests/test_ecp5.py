@@ -405,5 +405,9 @@ def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
     assert implementation.target_mhz == load(project).cores[0].clock_mhz
     assert implementation.resources["dsp"]["used"] == report["utilization"]["MULT18X18D"]["used"]
     assert implementation.resources["dsp"]["used"] == implementation.resources["dsp"]["estimate"]  # op library
+    # the op library's LUTs on ECP5 (Family.lut_scale, fitted to nextpnr) within 40% of what nextpnr
+    # placed, less the board's shell
+    luts = implementation.resources["lut"]
+    assert 0.6 <= (luts["used"] - load_board(BOARD).shell["lut"]) / luts["estimate"] <= 1.4, luts
     assert set(implementation.seconds) == {"synth", "pnr", "pack"}
     assert nextpnr.summary(implementation) in run.stdout
