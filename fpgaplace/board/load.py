@@ -18,7 +18,8 @@ FPGA part and how its fabric is cut into cores::
     vivado: {board_part: "xilinx.com:zcu104:part0:*"}      # optional, Zynq: Vivado's board part
     vitis: {platform: xilinx_u280_gen3x16_xdma_1_202211_1, memory: HBM, banks: 32}   # optional, cards
     ecp5: {device: 85k, package: CABGA381, speed: 6, clock_pin: G2, clock_mhz: 25,  # optional, ECP5:
-           uart_tx: L4, uart_rx: M1, baud: 3000000, latency_us: 1000}   # the host link is the UART
+           uart_tx: L4, uart_rx: M1, baud: 3000000, latency_us: 1000,   # the host link is the UART
+           loader: ulx3s}   # optional: openFPGALoader's name of the board (fpgaplace flash)
 
 A cluster file joins boards over a network::
 
@@ -478,7 +479,7 @@ def _read_vitis(fields: _Fields, value: Any) -> VitisPlatform:
 
 def _read_ecp5(fields: _Fields, value: Any) -> Ecp5Board:
     keys = ("device", "package", "speed", "clock_pin", "clock_mhz", "uart_tx", "uart_rx", "baud", "latency_us")
-    raw = fields.mapping(value, "ecp5", keys)
+    raw = fields.mapping(value, "ecp5", keys, ("loader",))
     if raw["device"] not in ECP5_DEVICES:
         raise fields.fail("ecp5.device", f"one of {', '.join(ECP5_DEVICES)}", raw["device"])
     if raw["speed"] not in ECP5_SPEEDS:
@@ -489,7 +490,8 @@ def _read_ecp5(fields: _Fields, value: Any) -> Ecp5Board:
         clock_mhz=fields.number(raw["clock_mhz"], "ecp5.clock_mhz", positive=True),
         uart_tx=fields.text(raw["uart_tx"], "ecp5.uart_tx"), uart_rx=fields.text(raw["uart_rx"], "ecp5.uart_rx"),
         baud=fields.integer(raw["baud"], "ecp5.baud", minimum=1, maximum=MAX_BAUD),
-        latency_us=fields.number(raw["latency_us"], "ecp5.latency_us", positive=False))
+        latency_us=fields.number(raw["latency_us"], "ecp5.latency_us", positive=False),
+        loader=fields.text(raw["loader"], "ecp5.loader") if "loader" in raw else "")
 
 
 def _read_link(fields: _Fields, value: Any, kind: str,

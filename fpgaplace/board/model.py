@@ -27,7 +27,14 @@ class Family:
     ``block_ram``: the block RAM cells and how many of each make one 36 Kbit block of the op
     library's ``bram36`` count (an ECP5 EBR holds 18 Kbit, and two side by side take every aspect
     ratio a RAMB36 has: 512 x 72 as 2 x 512 x 36, ..., 32768 x 1 as 2 x 16384 x 1, so a board file
-    gives ECP5 block RAM as EBR / 2); ``lut_inputs``: inputs of the fabric's LUT. Sources: Xilinx
+    gives ECP5 block RAM as EBR / 2); ``lut_inputs``: inputs of the fabric's LUT; ``lut_scale``:
+    the fabric's LUTs per LUT of the op library's base coefficients (``fpgaplace.hw.kernel``'s
+    ``DOT_LUT_*``/``LANE_LUT_*``, which count Xilinx LUT6s). ECP5's 3.87 is fitted (least squares
+    through the origin) to nextpnr-ecp5 0.11's TRELLIS_COMB count, less the board's 600-LUT shell
+    and the softmax's own estimate, against the dense layers' estimate, over the three MLPs built
+    for the ULX3S-85F with yosys 0.70 synth_ecp5: 8-8-4 on one core (4,373 used; dense 716,
+    softmax 1,014 estimated), 64-128-64-10 on two cores twice (7,022; 1,532 and 1,014) and (9,868;
+    2,126 and 666): ratios 3.85, 3.53, 4.05, the fit within 9% of each. Sources: Xilinx
     UG479 (DSP48E1, 25 x 18), UG579 (DSP48E2, 27 x 18); Lattice FPGA-TN-02205 "ECP5 and ECP5-5G
     sysDSP Usage Guide" (MULT18X18D, 18 x 18) and FPGA-TN-02204 "ECP5 Memory Usage Guide" (sysMEM
     EBR, 18 Kbit, DP16KD / PDPW16KD)."""
@@ -40,13 +47,15 @@ class Family:
     min_a_bits: int
     block_ram: dict[str, float]  # cell name prefix: bram36 per cell
     lut_inputs: int
+    lut_scale: float = 1.0
 
 
 _XILINX_RAM = {"RAMB36": 1.0, "RAMB18": 0.5}
+ECP5_LUT_SCALE = 3.87  # LUT4s per op-library LUT (Family docstring: fitted to nextpnr-ecp5 on three MLPs)
 FAMILIES: dict[str, Family] = {
     "xc7": Family("xc7", "DSP48E1", 25, 18, 1, 2, _XILINX_RAM, 6),
     "xcup": Family("xcup", "DSP48E2", 27, 18, 1, 2, _XILINX_RAM, 6),
-    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4),
+    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4, ECP5_LUT_SCALE),
 }
 
 
@@ -151,7 +160,8 @@ class Ecp5Board:
     (``85k``, ``um5g-45k``, ...), package and speed grade, the oscillator's pin and frequency, and
     the USB UART bridge's pins (``uart_tx`` the FPGA drives, ``uart_rx`` it reads) and baud rate.
     The board's host link is the UART: ``baud / 10`` bytes a second (8N1: a start and a stop bit
-    a byte), ``latency_us`` the USB bridge's latency (its latency timer)."""
+    a byte), ``latency_us`` the USB bridge's latency (its latency timer). ``loader``:
+    openFPGALoader's name of the board (its ``-b``), "" when it has none."""
 
     device: str
     package: str
@@ -162,6 +172,7 @@ class Ecp5Board:
     uart_rx: str
     baud: int
     latency_us: float
+    loader: str = ""
 
     def host_link(self) -> Link:
         """The UART as the board's host link (GB/s: ``baud / 10`` bytes a second)."""

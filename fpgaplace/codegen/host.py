@@ -1,6 +1,12 @@
-"""The project's host code: the PYNQ driver and what it reads besides design.json and split/.
+"""The project's host code: the PYNQ driver (or an ECP5 board's UART driver) and what it reads
+besides design.json and split/.
 
 ``host/`` gets
+* ``tensors.py``: the quantization and stream order both drivers share (copied unchanged);
+* on an ECP5 board (no CPU, no PYNQ) ``uart_driver.py`` (``hls_templates/host/uart_driver.py``,
+  copied unchanged, pyserial: ``UartDriver.run``/``run_many`` and ``--port DEV --self-test``) and
+  ``uart.json`` (the baud, the model input and output names, the boundary tensors the UART
+  carries and the output's quantization step) instead of the next two;
 * ``driver.py``: the generic driver (``hls_templates/host/driver.py``, copied unchanged): a
   ``Driver`` class with ``run``/``run_many`` and ``python3 host/driver.py --self-test``;
 * ``hardware.json``: the block design's cell names the driver looks up in the overlay (each
@@ -25,12 +31,15 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from fpgaplace.project.board import is_alveo, is_ecp5
+from fpgaplace.project.board import is_alveo, is_ecp5, project_board
 from fpgaplace.project.layout import (
     DRIVER_FILE,
     HARDWARE_FILE,
     HOST_DIR,
     SAMPLES_FILE,
+    TENSORS_FILE,
+    UART_DRIVER_FILE,
+    UART_FILE,
     WEIGHTS_FILE,
     bitstream_files,
     cell_name,
@@ -96,16 +105,36 @@ def _samples(document: DesignRecord, folder: Path) -> tuple[dict[str, np.ndarray
     return {name: np.stack(values) for name, values in arrays.items()}, output_scales(model)
 
 
+def _uart(document: DesignRecord, baud: int, arrays: dict[str, np.ndarray]) -> dict:
+    """What the UART driver needs: the baud, the model's input and output names (as the samples
+    have them) and the boundary tensors the UART carries (design.json's, of the cores the host
+    feeds and drains)."""
+    produced = {name for core in document.cores for t in core.outputs for name in t.names}
+    consumed = {name for core in document.cores for t in core.inputs for name in t.names}
+    source = next(t for core in document.cores for t in core.inputs if not t.names & produced)
+    result = next(t for core in document.cores for t in core.outputs if not t.names & consumed)
+    names = {kind: [key.split(".", 1)[1] for key in arrays if key.startswith(f"{kind}.")]
+             for kind in ("input", "expected")}
+    return {"baud": baud, "model_input": names["input"][0], "model_output": names["expected"][0],
+            "input": source.to_json(), "output": result.to_json()}
+
+
 def write_host_driver(document: DesignRecord, folder: Path) -> None:
     """Write ``host/`` (module docstring) of the project whose ``design.json`` is ``document``
-    into ``folder``; nothing for an ECP5 board (no PYNQ: its host talks over the UART)."""
-    if is_ecp5(document):
-        return
+    into ``folder``: on an ECP5 board (no CPU, no PYNQ) the UART driver ``uart_driver.py`` and
+    ``uart.json`` instead of the PYNQ driver and ``hardware.json``."""
     host = Path(folder) / HOST_DIR
     host.mkdir(exist_ok=True)
-    shutil.copyfile(_template_dir() / Path(DRIVER_FILE).name, Path(folder) / DRIVER_FILE)
-    hardware = _hardware(document, Path(folder))
+    shutil.copyfile(_template_dir() / Path(TENSORS_FILE).name, Path(folder) / TENSORS_FILE)
     arrays, scales = _samples(document, Path(folder))
     np.savez(host / SAMPLES_FILE, **arrays)
+    if is_ecp5(document):
+        shutil.copyfile(_template_dir() / Path(UART_DRIVER_FILE).name, Path(folder) / UART_DRIVER_FILE)
+        uart = _uart(document, project_board(document).ecp5.baud, arrays)
+        uart["output_scales"] = {name: float(scale) for name, scale in scales.items()}
+        (host / UART_FILE).write_text(json.dumps(uart, indent=2) + "\n")
+        return
+    shutil.copyfile(_template_dir() / Path(DRIVER_FILE).name, Path(folder) / DRIVER_FILE)
+    hardware = _hardware(document, Path(folder))
     hardware["output_scales"] = {name: float(scale) for name, scale in scales.items()}
     (host / HARDWARE_FILE).write_text(json.dumps(hardware, indent=2) + "\n")

@@ -27,7 +27,7 @@ from fpgaplace.hw import Folding
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
-from fpgaplace.project.layout import RTL_DIR, SIM_DIR, cell_name
+from fpgaplace.project.layout import JOB_FILE, RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import Core, DesignRecord, Layer
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
@@ -190,6 +190,20 @@ def core_job(core: CoreRtl, samples: list[list[np.ndarray]], expected_cycles: in
                         "inputs": [v.tolist() for v in steady_inputs]}]}
 
 
+def written_ports(folder: Path, record: Core) -> tuple[list[rtl.Port], list[rtl.Port]]:
+    """The stream ports (inputs, outputs) of the RTL top ``write_rtl_project`` wrote for core
+    ``record`` into the project ``folder``, read from its job. The RTL op library picks its own
+    beat widths (a max pool's output is two pixels' lanes wide, say), which need not be the HLS
+    ones design.json records as ``beat``. O(ports)."""
+    job_file = Path(folder) / SIM_DIR / cell_name(record.name) / JOB_FILE
+    if not job_file.is_file():
+        raise FpgaplaceError(f"{job_file}: missing; expected the ports of core {record.name}'s RTL top "
+                             "(write_rtl_project writes them)")
+    job = json.loads(job_file.read_text())
+    return ([rtl.Port(p["port"], p["elems"], p["length"]) for p in job["inputs"]],
+            [rtl.Port(p["port"], p["elems"], p["length"]) for p in job["outputs"]])
+
+
 def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
     job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
@@ -212,7 +226,7 @@ def write_rtl_project(design: DesignRecord, folder: Path) -> None:
         core.module.write(rtl_folder)
         sim_folder.mkdir(parents=True, exist_ok=True)
         job = core_job(core, random_samples(record, 1, 0), record.interval_cycles, 3)
-        (sim_folder / "job.json").write_text(json.dumps(job))
+        (sim_folder / JOB_FILE).write_text(json.dumps(job))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
     (folder / SIM_DIR / "run_rtl.py").write_text(files(TESTBENCH_PACKAGE).joinpath(RUNNER_SCRIPT).read_text())
 

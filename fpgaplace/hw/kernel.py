@@ -406,12 +406,13 @@ class Kernel:
             return Resources()
         lanes = fold.lanes
         bram, uram, lutram = self._memory(g, fold, core, resident)
+        scale = _family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
             binary = BINARY_LUT_PER_LANE * lanes if g.lane_bits == 1 else 0
             return Resources(self.dsps(g, fold, core), bram, uram,
-                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary,
+                             round(scale * (DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary)),
                              DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
-        return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
+        return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
 
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:

@@ -3,6 +3,7 @@ board of its name (``fpgaplace.board.load.load_board``), and what it says about 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from fpgaplace.board.load import load_board
@@ -20,6 +21,16 @@ def project_board(document: DesignRecord, where: str | Path = DESIGN_FILE) -> Bo
         return load_board(source if source and Path(source).is_file() else document.board.name)
     except FpgaplaceError as error:
         raise FpgaplaceError(f"{where}: board {document.board.name!r}: {first_line(error)}") from None
+
+
+def clocked_board(board: Board, document: DesignRecord) -> Board:
+    """``board`` with its cores at the clock the built design runs at (design.json's
+    ``implementation``, ``Implementation.clock_mhz``) once place and route has measured one; else
+    ``board`` itself, its cores at the planned clock. O(cores)."""
+    if document.implementation is None:
+        return board
+    clock = document.implementation.clock_mhz
+    return replace(board, cores=[replace(core, clock_mhz=clock) for core in board.cores])
 
 
 def is_alveo(document: DesignRecord) -> bool:

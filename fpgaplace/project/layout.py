@@ -44,10 +44,14 @@ BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/
 DRIVER_FILE = f"{HOST_DIR}/driver.py"  # the PYNQ driver (python3 host/driver.py --self-test)
 HARDWARE_FILE = "hardware.json"  # in host/: the block design's cell names the driver looks up
+TENSORS_FILE = f"{HOST_DIR}/tensors.py"  # the drivers' shared quantization and stream order
+UART_DRIVER_FILE = f"{HOST_DIR}/uart_driver.py"  # an ECP5 board's driver over its USB UART (pyserial)
+UART_FILE = "uart.json"  # in host/: the UART's baud and the model input and output the UART driver sends and reads
 SAMPLES_FILE = "samples.npz"  # in host/: sample inputs and the outputs expected for them
 HOST_DEVICE = "host"  # design.json's name for the host computer a CPU-less board's inputs come from (its UART)
 RESULTS_DIR = "results"  # csim.json, sim.json, rtl.json, resources.json once those stages ran
 RTL_DIR, SIM_DIR = "rtl", "sim"  # in the project: each core's Verilog (rtl/<core>/) and cocotb job (sim/<core>/)
+JOB_FILE = "job.json"  # sim/<core>/job.json: the core top's stream ports and a first sample for its cocotb job
 
 
 def core_folder(core: str) -> str:

@@ -401,6 +401,27 @@ class Implementation:
     def met(self) -> bool:
         return self.achieved_mhz >= self.target_mhz
 
+    @property
+    def clock_mhz(self) -> float:
+        """The clock the built design runs at: the planned one when place and route met it (the
+        board's oscillator gives no more without a PLL), else the achieved Fmax, the fastest it
+        runs reliably."""
+        return min(self.target_mhz, self.achieved_mhz)
+
+    def clock_text(self) -> str:
+        """The clock achieved against the planned one, by how much and where it misses."""
+        target, achieved = self.target_mhz, self.achieved_mhz
+        if self.met:
+            return f"{achieved:g} MHz achieved, {target:g} MHz planned: met"
+        return (f"{achieved:g} MHz achieved, {target:g} MHz planned: misses by {target - achieved:.2f} MHz "
+                f"({1e3 / achieved - 1e3 / target:.2f} ns) on {self.critical_path or 'an unnamed path'}")
+
+    def summary(self) -> str:
+        """One line: ``clock_text`` and each resource used of available beside the estimate."""
+        used = ", ".join(f"{key} {r['used']:g}/{r['available']:g} (estimate {r['estimate']:g})"
+                         for key, r in self.resources.items())
+        return f"{self.tool}: {self.clock_text()}; {used}"
+
     def to_json(self) -> dict:
         return {"tool": self.tool, "target_mhz": self.target_mhz, "achieved_mhz": self.achieved_mhz,
                 "met": self.met, "critical_path": self.critical_path, "resources": self.resources,

@@ -118,6 +118,9 @@ def build_context(project: Path, document: DesignRecord, samples: int, progress=
         "version": __version__, "project": str(project), "document": document,
         "model": document.model.name or "?", "board": board.name,
         "part": board.part or "?", "clock": format_number(board.clock_mhz),
+        "implementation": (f"{document.implementation.tool}: {document.implementation.clock_text()}; simulated at "
+                           f"{format_number(document.implementation.clock_mhz)} MHz"
+                           if document.implementation else None),
         "precision": document.precision, "batch": document.model.batch,
         "interval": format_us(document.interval_us), "fps": format_fps(document.fps),
         "placement": placement, "legend": _legend(document, colours),

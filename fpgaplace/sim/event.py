@@ -55,7 +55,7 @@ import numpy as np
 
 from fpgaplace import hw
 from fpgaplace.board.model import Board
-from fpgaplace.project.board import project_board
+from fpgaplace.project.board import clocked_board, project_board
 from fpgaplace.project.layout import DESIGN_FILE, HOST_DEVICE, MANIFEST_FILE
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
@@ -235,7 +235,7 @@ def build_pipeline(project: Path, buffer: int = BUFFER_SAMPLES) -> Pipeline:
     project = Path(project)
     document = load(project)
     path = project / DESIGN_FILE
-    board = project_board(document, path)
+    board = clocked_board(project_board(document, path), document)
     _, manifest = load_manifest(project, document)
     return _pipeline(document, path, board, manifest, buffer)
 
@@ -315,7 +315,8 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
         raise FpgaplaceError(f"{path}: the split has no pieces; nothing to simulate")
     for index, stage in enumerate(stages):
         servers[stage.server].stages.append(index)
-    clock = float(document.board.clock_mhz or (board.cores[0].clock_mhz if board.cores else 0))
+    clock = float(board.cores[0].clock_mhz if document.implementation and board.cores
+                  else document.board.clock_mhz or (board.cores[0].clock_mhz if board.cores else 0))
     reference = board.cores[0] if board.cores else None
     return Pipeline(
         stages, edges, servers, batch=document.model.batch, clock_mhz=clock,

@@ -99,14 +99,8 @@ def read_back(project: Path) -> Implementation:
 
 def summary(implementation: Implementation) -> str:
     """One line: the clock achieved against the planned one (by how much and where it misses), and
-    each resource used of available beside the estimate."""
-    target, achieved = implementation.target_mhz, implementation.achieved_mhz
-    clock = (f"{achieved:g} MHz achieved, {target:g} MHz planned: met" if implementation.met else
-             f"{achieved:g} MHz achieved, {target:g} MHz planned: misses by {target - achieved:.2f} MHz "
-             f"({1e3 / achieved - 1e3 / target:.2f} ns) on {implementation.critical_path or 'an unnamed path'}")
-    used = ", ".join(f"{key} {r['used']:g}/{r['available']:g} (estimate {r['estimate']:g})"
-                     for key, r in implementation.resources.items())
-    return f"{implementation.tool}: {clock}; {used}"
+    each resource used of available beside the estimate (``Implementation.summary``)."""
+    return implementation.summary()
 
 
 def main(argv: list[str]) -> int:

@@ -99,10 +99,11 @@ def simulator(name: str | None = None) -> str:
 
 
 def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any], seed: int,
-               simulator_name: str | None = None) -> list[dict[str, Any]]:
+               simulator_name: str | None = None, testbench: str = STREAM_TESTBENCH) -> Any:
     """Build the Verilog ``sources`` (in ``folder`` with their ROM files) with the simulator
-    (``simulator``: Icarus unless asked) and run the stream testbench on ``job`` against ``top``;
-    its phase results."""
+    (``simulator``: Icarus unless asked) and run ``testbench`` (a module of
+    ``fpgaplace.testbenches``; the stream testbench unless asked) on ``job`` against ``top``; the
+    results it wrote (the stream testbench's: its phases')."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
@@ -116,7 +117,7 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     try:
         runner.build(sources=sources, hdl_toplevel=top, build_dir=folder / "sim_build",
                      timescale=("1ns", "1ps"), log_file=folder / "build.log", build_args=build_args)
-        runner.test(test_module=STREAM_TESTBENCH, hdl_toplevel=top, build_dir=folder / "sim_build",
+        runner.test(test_module=testbench, hdl_toplevel=top, build_dir=folder / "sim_build",
                     test_dir=folder, extra_env={JOB_ENV: str(job_file)}, seed=seed, results_xml=str(xml),
                     timescale=("1ns", "1ps"), log_file=log)
     except SystemExit as error:

@@ -24,7 +24,7 @@ import numpy as np
 
 from fpgaplace.hw import KERNELS
 from fpgaplace.project.arrays import load_arrays, random_samples
-from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
+from fpgaplace.project.layout import JOB_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, cell_name
 from fpgaplace.project.record import Core, load
 from fpgaplace.sim.rtl import run_cocotb, stream_phases
 from fpgaplace.util.errors import FpgaplaceError
@@ -71,7 +71,7 @@ def core_files(project: Path, record: Core, folder: Path) -> tuple[str, list[Pat
     """The core's top name, its Verilog sources copied (with their ROMs) into ``folder`` and its
     compiled job (ports); a one-line error where compile left no RTL for it."""
     name = cell_name(record.name)
-    rtl_folder, job_file = project / RTL_DIR / name, project / SIM_DIR / name / "job.json"
+    rtl_folder, job_file = project / RTL_DIR / name, project / SIM_DIR / name / JOB_FILE
     if (rtl_folder / "README.txt").is_file():
         raise FpgaplaceError(f"{rtl_folder}: no RTL for core {record.name}: "
                              f"{(rtl_folder / 'README.txt').read_text().strip()}")

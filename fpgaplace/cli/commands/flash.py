@@ -1,4 +1,5 @@
-"""``fpgaplace flash``: copy a project to a PYNQ board over SSH, verified and resumable."""
+"""``fpgaplace flash``: copy a project to a PYNQ board over SSH, verified and resumable; or load
+an ECP5 board's bitstream with openFPGALoader (no ``--host``)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,9 @@ def _flag_message(error: FpgaplaceError) -> FpgaplaceError:
 
 def flash(
     project: ProjectArgument,
-    host: Annotated[str, typer.Option("--host", help="The board's name or address.")],
+    host: Annotated[
+        str | None, typer.Option("--host", help="The PYNQ board's name or address (none for an ECP5 board).")
+    ] = None,
     port: Annotated[int, typer.Option("--port", min=1, max=65535, help="Its SSH port.")] = 22,
     user: Annotated[str, typer.Option("--user", help="Login on the board (PYNQ images: xilinx).")] = "xilinx",
     key: Annotated[
@@ -57,9 +60,17 @@ def flash(
     bwlimit: Annotated[
         float | None, typer.Option("--bwlimit", min=1, help="Cap the send rate at this many kB/s.")
     ] = None,
+    cable: Annotated[
+        str | None, typer.Option("--cable", help="ECP5: openFPGALoader's cable instead of the board's own.")
+    ] = None,
+    write_flash: Annotated[
+        bool, typer.Option("--write-flash", help="ECP5: write the configuration flash, not the FPGA's SRAM.")
+    ] = False,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="ECP5: print openFPGALoader's command only.")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Copy a project to a board over SSH: bitstream, design.json, driver, weights, CPU submodels.
+    Without --host, an ECP5 project's bitstream is loaded over USB with openFPGALoader.
 
     Sizes and SHA-256 are checked on the board; files already there and equal are skipped and a
     copy that was interrupted continues where it stopped. Files land as <file>.part and get their
@@ -67,6 +78,9 @@ def flash(
 
     Example: fpgaplace flash project/ --host pynq --key ~/.ssh/id_ed25519 --self-test
     """
+    if host is None:
+        _load_ecp5(project, cable, write_flash, dry_run, as_json)
+        return
     from fpgaplace.deploy.pynq import flash as flash_project
 
     try:
@@ -84,6 +98,23 @@ def flash(
         print_flash(document)
     if result.self_test is not None and not result.self_test.ok:
         raise typer.Exit(1)
+
+
+def _load_ecp5(project: Path, cable: str | None, write_flash: bool, dry_run: bool, as_json: bool) -> None:
+    """An ECP5 project's bitstream through openFPGALoader (``fpgaplace.deploy.fpga_loader``)."""
+    from fpgaplace.deploy.fpga_loader import load
+
+    try:
+        result = load(project, to_flash=write_flash, cable=cable, dry_run=dry_run)
+    except FpgaplaceError as error:
+        message = str(error).replace("give cable", "give --cable").replace("give host", "give --host")
+        raise FpgaplaceError(message.replace("loader=/path/to/openFPGALoader", "put it on PATH")) from None
+    if as_json:
+        print_json(result.to_json())
+    elif not result.ran:
+        out.print(" ".join(result.command), markup=False, highlight=False, soft_wrap=True)
+    else:
+        out.print(f"loaded {project} with openFPGALoader", markup=False)
 
 
 def print_flash(document: dict) -> None:

@@ -28,7 +28,7 @@ import sys
 from pathlib import Path
 
 from fpgaplace.board.model import Board, Ecp5Board
-from fpgaplace.codegen.rtl_project import Netlist, bundle, connect
+from fpgaplace.codegen.rtl_project import Netlist, bundle, connect, written_ports
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.layout import BITSTREAM_DIR, ECP5_DIR, MAKEFILE, RTL_DIR, bitstream_files, cell_name
 from fpgaplace.project.record import BoundaryTensor, Core, DesignRecord
@@ -71,8 +71,9 @@ def _sample_bytes(tensor: BoundaryTensor) -> int:
     return math.prod(tensor.sample_shape)
 
 
-def fabric_netlist(document: DesignRecord) -> Netlist:
-    """The streams and instances of ``fp_fabric``: each core's top, its ports joined by
+def fabric_netlist(document: DesignRecord, folder: Path) -> Netlist:
+    """The streams and instances of ``fp_fabric``: each core's top with the ports its RTL has
+    (``rtl_project.written_ports``: the RTL op library's beat widths), joined by
     ``rtl_project.connect``, the host's input ``s0_axis`` and output ``m0_axis`` one byte a beat."""
     net = Netlist()
     producers: dict[str, tuple[str, int]] = {}
@@ -80,14 +81,15 @@ def fabric_netlist(document: DesignRecord) -> Netlist:
     lengths: dict[str, int] = {}
     fed, drained = host_tensors(document)
     for i, core in enumerate(document.cores):
+        ins, outs = written_ports(folder, core)
         ports: dict[str, str] = {}
-        for k, tensor in enumerate(core.inputs):
-            stream = net.stream(f"c{i}_in{k}", tensor.beat)[0]
-            consumers.setdefault(tensor.name, []).append((stream, tensor.beat))
+        for k, (tensor, port) in enumerate(zip(core.inputs, ins, strict=True)):
+            stream = net.stream(f"c{i}_in{k}", port.elems)[0]
+            consumers.setdefault(tensor.name, []).append((stream, port.elems))
             ports |= bundle(f"s{k}_axis", stream)
-        for k, tensor in enumerate(core.outputs):
-            producers[tensor.name] = net.stream(f"c{i}_out{k}", tensor.beat)
-            lengths[tensor.name] = _sample_bytes(tensor)
+        for k, (tensor, port) in enumerate(zip(core.outputs, outs, strict=True)):
+            producers[tensor.name] = net.stream(f"c{i}_out{k}", port.elems)
+            lengths[tensor.name] = port.length
             ports |= bundle(f"m{k}_axis", f"c{i}_out{k}")
         net.instance(f"{cell_name(core.name)}_rtl", cell_name(core.name), {}, ports)
     (in_core, in_port), (out_core, out_port) = fed[0], drained[0]
@@ -121,7 +123,7 @@ def write_ecp5_scripts(document: DesignRecord, folder: Path, board: Board) -> No
     target.mkdir(parents=True, exist_ok=True)
     fed, drained = host_tensors(document)
     source, result = fed[0][0].inputs[fed[0][1]], drained[0][0].outputs[drained[0][1]]
-    net = fabric_netlist(document)
+    net = fabric_netlist(document, folder)
     env = environment()
     ports = [{"name": "s0_axis", "elems": 1, "direction": "input", "back": "output"},
              {"name": "m0_axis", "elems": 1, "direction": "output", "back": "input"}]
