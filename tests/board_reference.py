@@ -34,6 +34,7 @@ BOARD_PARTS: dict[str, str] = {
     "ultra96-v2": "xczu3eg-sbva484-1-i",
     "kv260": "xck26-sfvc784-2LV-c",
     "zcu104": "xczu7ev-ffvc1156-2-e",
+    "zcu104-dpu": "xczu7ev-ffvc1156-2-e",
     "zcu102": "xczu9eg-ffvb1156-2-e",
     "alveo-u50": "xcu50-fsvh2104-2-e",
     "alveo-u250": "xcu250-figd2104-2L-e",
@@ -44,5 +45,5 @@ BOARD_PARTS: dict[str, str] = {
 
 # Shipped clusters: name -> (member board, node count).
 CLUSTERS: dict[str, tuple[str, int]] = {
-    "cluster-2x-zcu104": ("zcu104", 2),
+    "cluster-2x-zcu104": ("zcu104-dpu", 2),
 }

@@ -73,10 +73,10 @@ def private_cache(tmp_path_factory) -> Path:
 
 @pytest.fixture(scope="session")
 def cnn_project(tmp_path_factory) -> Path:
-    """The built-in CNN compiled for zcu104 (int8 calibrated on 2 random samples), shared by the
-    tests that only read a project: do not change it (copy it first)."""
+    """The built-in CNN compiled for zcu104 cut into two cores (zcu104-dpu; int8 calibrated on 2
+    random samples), shared by the tests that only read a project: do not change it (copy it first)."""
     folder = tmp_path_factory.mktemp("cnn") / "project"
-    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
+    design = Design(models.cnn_residual(batch=1), "zcu104-dpu", profile_cpu=False).quantized(random_samples=2)
     design.place()
     design.compile(folder)
     return folder

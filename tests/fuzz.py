@@ -642,7 +642,7 @@ CLOSED_PORT = "9"  # flash's local checks run, then the connection is refused
 @functools.cache
 def base_project(name: str = "cnn") -> Path:
     """A compiled project (analytic CPU costs, two calibration samples), once per process, in a
-    temporary folder removed at exit: ``cnn``, the built-in CNN on zcu104; ``streamed``, an MLP
+    temporary folder removed at exit: ``cnn``, the built-in CNN on zcu104-dpu (two cores); ``streamed``, an MLP
     whose 512 x 256 layer a PYNQ-Z2 core streams from DRAM (its ``weights.bin``)."""
     import atexit
     import shutil
@@ -652,7 +652,7 @@ def base_project(name: str = "cnn") -> Path:
 
     folder = Path(tempfile.mkdtemp(prefix="fpgaplace-fuzz-project-"))
     atexit.register(shutil.rmtree, folder, True)
-    model, board = {"cnn": (zoo.cnn_residual(batch=1), "zcu104"),
+    model, board = {"cnn": (zoo.cnn_residual(batch=1), "zcu104-dpu"),
                     "streamed": (zoo.mlp(batch=1, sizes=(16, 512, 256, 5)), "pynq-z2")}[name]
     design = Design(model, board, profile_cpu=False).quantized(random_samples=2)
     design.place()

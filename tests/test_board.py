@@ -133,8 +133,15 @@ def test_cores_fit_in_the_capped_fabric(name: str) -> None:
 # Splitting into cores
 
 
-def test_zcu104_splits_into_two_equal_cores() -> None:
+def test_zcu104_without_cores_is_one_core_the_tool_may_cut() -> None:
     board = load_board("zcu104")
+    assert not board.fixed_cores and board.summary()["fixed_cores"] is False
+    assert [core.dsp for core in board.cores] == [1382] and [core.name for core in board.cores] == ["core0"]
+
+
+def test_zcu104_dpu_splits_into_two_equal_cores() -> None:
+    board = load_board("zcu104-dpu")
+    assert board.fixed_cores
     # usable dsp = floor(0.8 * (1728 - 0)) = 1382; two cores get 691 each.
     assert board.usable["dsp"] == 1382
     assert [core.dsp for core in board.cores] == [691, 691]

@@ -382,7 +382,7 @@ def test_a_convex_core_set_is_one_piece_whatever_runs_beside_it(two_branches_qdq
     bit-exact against onnxruntime on the whole QDQ model."""
     from fpgaplace.model.passes.fuse import fused_head
 
-    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    design = Design(two_branches_qdq, "zcu104-dpu", profile_cpu=False)
     where = {"conv_a": "core0", "conv_d": "core0", "pool_a": "cpu0", "pool_b": "cpu0", "conv_b": "cpu1"}
     names, graph = design.device_names(), design.graph
     device = [names.index(where.get(fused_head(graph.ops[n].node) or n, "cpu2")) for n in design.problem.names]
@@ -412,7 +412,7 @@ def test_compile_places_again_when_its_own_placement_parts_a_core(two_branches_q
     """A solved placement (as the integer program may give past the DP's state space) with both
     cores convex but crossed: compile places it again with the DP instead of refusing it, and
     every core of the project is one piece of the split."""
-    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    design = Design(two_branches_qdq, "zcu104-dpu", profile_cpu=False)
     design.place(time_limit=5)
     crossed = Placement(device=_crossed_cores(design), method="ip")
     design.set_placement(crossed, design._place_args)
@@ -429,7 +429,7 @@ def test_a_given_placement_that_parts_a_core_is_refused_before_anything_is_writt
     naming the core, and no project folder is left behind."""
     from fpgaplace.util.errors import FpgaplaceError
 
-    design = Design(two_branches_qdq, "zcu104", profile_cpu=False)
+    design = Design(two_branches_qdq, "zcu104-dpu", profile_cpu=False)
     design.set_placement(Placement(device=_crossed_cores(design), method="given"))
     with pytest.raises(FpgaplaceError, match=r"^core1: its ops form 2 separate pieces") as caught:
         design.compile(tmp_path / "project")

@@ -24,7 +24,7 @@ from fpgaplace.util.errors import FpgaplaceError
 WORKLOAD = WORKLOADS / "throughput" / "layer-bert24_inference.json"
 
 
-def analytic(model, board="zcu104", **options) -> Design:
+def analytic(model, board="zcu104-dpu", **options) -> Design:  # two cores, as the device-name tests expect
     return Design(model, board, profile_cpu=False, **options)
 
 

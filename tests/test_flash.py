@@ -56,7 +56,7 @@ def compiled(tmp_path_factory) -> Path:
     The build-script, driver and RTL writers are left out (stubbed): flash is tested on what it
     sends, and the tests put into host/ what they need (sample data, a driver test double)."""
     folder = tmp_path_factory.mktemp("compiled") / "cnn"
-    design = Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).quantized(random_samples=2)
+    design = Design(models.cnn_residual(batch=1), "zcu104-dpu", profile_cpu=False).quantized(random_samples=2)
     design.place()
     with pytest.MonkeyPatch.context() as patch:
         for writer in ("write_build_scripts", "write_host_driver", "write_rtl_project"):

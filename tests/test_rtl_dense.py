@@ -152,7 +152,7 @@ def yosys_dsps(folder: Path, module, family: str) -> int:
 @pytest.mark.parametrize(("family", "board"), [("xc7", "pynq-z2"), ("xcup", "zcu104")])
 def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
     """yosys' DSPs are the op library's exactly (pynq-z2: 1 MAC per DSP48E1; zcu104: 2 per
-    DSP48E2, channel pairs packed; plus two per requantization unit), and going from SIMD=1 to
+    DSP48E2, channel pairs packed; plus the requantization units' multipliers), and going from SIMD=1 to
     SIMD=4 adds the MAC lanes' DSPs only."""
     core = load_board(board).cores[0]
     k, n, pe = 16, 8, 2

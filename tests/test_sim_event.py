@@ -28,7 +28,7 @@ from fpgaplace.sim.event import SimResult, simulate
 from fpgaplace.util.errors import FpgaplaceError
 
 SAMPLES = 200
-CASES = [("cnn", "zcu104"), ("mlp", "zcu104"), ("cnn", "cluster-2x-zcu104"), ("mlp", "cluster-2x-zcu104")]
+CASES = [("cnn", "zcu104-dpu"), ("mlp", "zcu104-dpu"), ("cnn", "cluster-2x-zcu104"), ("mlp", "cluster-2x-zcu104")]
 MODELS = {"cnn": lambda: models.cnn_residual(batch=1), "mlp": lambda: models.mlp(batch=1)}
 
 
@@ -53,7 +53,7 @@ def project(request, tmp_path_factory) -> Project:
 @pytest.fixture(scope="module")
 def cnn_zcu104(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("cnn-errors") / "project"
-    Design(models.cnn_residual(batch=1), "zcu104", profile_cpu=False).compile(folder)
+    Design(models.cnn_residual(batch=1), "zcu104-dpu", profile_cpu=False).compile(folder)
     return folder
 
 

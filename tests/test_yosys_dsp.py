@@ -15,6 +15,7 @@ from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.kernel import requantize_plan
 from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.model import zoo as models
 from fpgaplace.project.record import load
@@ -59,9 +60,10 @@ def test_yosys_dsps_equal_the_estimate_per_op_and_core(tmp_path, name):
 @pytest.mark.parametrize("k", [8, 64, 1024, 4096])
 def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, k):
     """A dot product of K int8 products needs log2(K) + 16 bits: past the A port (25 bits on a
-    DSP48E1, 27 on a DSP48E2, 18 on an ECP5 MULT18X18D) each of the requantizer's two partial
-    products takes two DSPs, unless only one bit is left over (K = 8 on ECP5: 19 bits), which
-    yosys multiplies in LUTs."""
+    DSP48E1, 27 on a DSP48E2, 18 on an ECP5 MULT18X18D) the requantizer's multiplier takes two
+    DSPs, unless only one bit is left over (K = 8 on ECP5: 19 bits), which yosys multiplies in
+    LUTs. With K folds for two results, one two-cycle unit (``requantize_plan``) multiplies both
+    partial products on that one multiplier."""
     core = load_board(board).cores[0]
     folding = Folding(2, 1, 1)
     config, arrays, _, _ = dense_case(k, 2, folding, seed=3)
@@ -74,4 +76,5 @@ def test_requantizer_dsps_follow_the_dot_product_width(tmp_path, board, family, 
     a_port = {"xc7": 25, "xcup": 27, "ecp5": 18}[family]
     bits = (k * 2**14).bit_length() + 1
     one_bit_over = family == "ecp5" and bits == a_port + 1  # mul2dsp: an 18-bit part and a 1-bit one (LUTs)
-    assert estimate.dsp - macs == 2 * (1 if bits <= a_port or one_bit_over else 2)
+    assert requantize_plan(2, k) == (1, 2)
+    assert estimate.dsp - macs == (1 if bits <= a_port or one_bit_over else 2)

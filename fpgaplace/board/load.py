@@ -10,7 +10,8 @@ FPGA part and how its fabric is cut into cores::
     macs_per_dsp: 2                  # int8 MACs per DSP per cycle
     utilisation_cap: 0.8             # or per resource: {lut: 0.7, dsp: 0.9, ...}
     shell: {lut: 8000, ff: 12000, bram36: 8}   # static platform logic (optional)
-    cores: 2                         # or a list of cores of different sizes
+    cores: 2                         # optional: or a list of cores of different sizes; left out,
+                                     # the tool chooses the cut (fpgaplace.board.partition)
     cpu: {kind: cortex-a53, count: 4, ghz: 1.2, gflops: 4.8}   # left out on an ECP5 board (no CPU)
     dram: {type: ddr4, gbytes: 2, gbps: 19.2, latency_us: 0.5}
     stream: {type: axi-stream, gbps: 4.8, latency_us: 0.05}
@@ -42,6 +43,8 @@ so when N is a multiple of the SLR count every SLR holds N / slrs whole cores. W
 a core may straddle two SLRs; it is reported in the SLR where it starts. The shell is counted
 against the whole part, not a particular SLR. A list of cores must fit in ``usable`` resource by
 resource. Equal cores share a ``kind_key`` and become one ``DeviceKind`` of the placement problem.
+Without ``cores`` the board has one core per SLR and ``Board.fixed_cores`` is False: the compile
+step and ``search`` then choose the cut among ``fpgaplace.board.partition.partitions``.
 
 Every error a user can cause raises ``FpgaplaceError`` with one line naming the file and field.
 Loading a board is O(size of the file + number of cores).
@@ -98,8 +101,8 @@ MAX_YAML_DEPTH = 64
 """The deepest nesting of YAML collections a board file may have (board files are 3 deep)."""
 
 _SINGLE_REQUIRED = ("name", "part", "fabric", "clock_mhz", "macs_per_dsp", "utilisation_cap",
-                    "cores", "dram", "stream")
-_SINGLE_OPTIONAL = ("cpu", "shell", "host", "vivado", "vitis", "ecp5", "description")
+                    "dram", "stream")
+_SINGLE_OPTIONAL = ("cores", "cpu", "shell", "host", "vivado", "vitis", "ecp5", "description")
 _CLUSTER_REQUIRED = ("name", "nodes", "network")
 _CLUSTER_OPTIONAL = ("description",)
 _CORE_REQUIRED = ("lut", "ff", "dsp", "bram36")
@@ -305,6 +308,7 @@ class _BoardSpec:
     clock_mhz: float
     macs_per_dsp: int
     cores: list[dict[str, Any]]  # name, resources, slr and clock of every core
+    fixed_cores: bool  # the file gives ``cores``; else one per SLR, and the tool chooses the cut
     cpu: dict[str, Any] | None  # None: no CPU (an ECP5 board)
     dram: Link
     dram_gbytes: float
@@ -324,7 +328,9 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
     usable = usable_fabric(fabric, shell, cap)
     clock_mhz = fields.number(data["clock_mhz"], "clock_mhz", positive=True)
     macs_per_dsp = fields.integer(data["macs_per_dsp"], "macs_per_dsp", minimum=1, maximum=MAX_MACS_PER_DSP)
-    cores = _read_cores(fields, data["cores"], usable, fabric["slrs"], clock_mhz)
+    fixed = "cores" in data
+    cores = (_read_cores(fields, data["cores"], usable, fabric["slrs"], clock_mhz) if fixed
+             else split_equal(usable, fabric["slrs"], fabric["slrs"], clock_mhz, source))
     dram = _read_link(fields, data["dram"], "dram", required_extra=("gbytes",))
     host = _read_link(fields, data["host"], "host") if "host" in data else None
     ecp5 = _read_ecp5(fields, data["ecp5"]) if "ecp5" in data else None
@@ -346,6 +352,7 @@ def _read_board_spec(data: dict, source: str) -> _BoardSpec:
         clock_mhz=clock_mhz,
         macs_per_dsp=macs_per_dsp,
         cores=cores,
+        fixed_cores=fixed,
         cpu=_read_cpu(fields, data["cpu"]) if "cpu" in data else None,
         dram=dram,
         dram_gbytes=fields.number(data["dram"]["gbytes"], "dram.gbytes", positive=True),
@@ -529,7 +536,7 @@ def _build_board(spec: _BoardSpec, node: str, prefix: str) -> Board:
         fabric=dict(spec.fabric), usable=dict(spec.usable), shell=dict(spec.shell),
         utilisation_cap=dict(spec.cap), cores=cores, cpus=cpus,
         dram=spec.dram, stream=spec.stream, network=None, host=spec.host, vivado=spec.vivado, vitis=spec.vitis,
-        ecp5=spec.ecp5,
+        ecp5=spec.ecp5, fixed_cores=spec.fixed_cores,
         nodes=[node], dram_gbytes=spec.dram_gbytes,
     )
 

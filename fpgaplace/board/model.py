@@ -188,7 +188,9 @@ class Board:
 
     ``fabric`` holds whole-part totals (summed over nodes for a cluster), ``usable`` what is
     left after the shell and the utilisation cap. For a cluster, ``dram`` and ``stream`` are the
-    slowest node's links and ``node_boards`` maps each node to its own board.
+    slowest node's links and ``node_boards`` maps each node to its own board. ``fixed_cores`` is
+    False where the board file leaves the cut of the fabric into cores to the tool
+    (``fpgaplace.board.partition``): ``cores`` is then the default cut, one core per SLR.
     """
 
     name: str
@@ -210,6 +212,7 @@ class Board:
     vivado: VivadoBoard | None = None  # the vendor tools' facts (Zynq boards)
     vitis: VitisPlatform | None = None  # (PCIe cards)
     ecp5: Ecp5Board | None = None  # (ECP5 boards: the open flow, the UART host link)
+    fixed_cores: bool = True  # the board file cuts the fabric into its cores; else the tool chooses
 
     @property
     def is_cluster(self) -> bool:
@@ -262,6 +265,7 @@ class Board:
             "dram_gbytes": self.dram_gbytes,
             "onchip_bytes": sum(core.onchip_bytes for core in self.cores),
             "peak_gmacs": round(sum(core.peak_gmacs for core in self.cores), 3),
+            "fixed_cores": self.fixed_cores,
         }
 
 

@@ -187,7 +187,7 @@ def _design_record(design: PlacedDesign, result, cores: list[record.Core], manif
         fpgaplace=__version__,
         model=record.ModelInfo(design.graph.name, layout.MODEL_FILE, graph_batch(design.graph)),
         board=record.BoardInfo(board.name, board.part, board.cores[0].clock_mhz if board.cores else 0,
-                               board.source),
+                               board.source, None if board.fixed_cores or board.is_cluster else len(board.cores)),
         precision="int8",
         placement=record.PlacementInfo(
             result.placement.method, result.value, result.placement.bound, result.placement.gap, "us",

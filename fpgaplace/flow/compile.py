@@ -4,9 +4,10 @@
 not placed, makes the placement one it can build (``refine.buildable``: free ops settled beside
 what they read, every core's ops one piece of the split, placed again by the DP if not), lowers
 and folds the ops of every FPGA core and refines the placement by the folding
-(``fpgaplace.flow.refine``), then hands the placed design and its folded cores to the
-writer (``fpgaplace.codegen.project.write_project``), which renders the HLS, the split, the
-build scripts, the driver and ``design.json``. The flow decides; codegen writes.
+(``fpgaplace.flow.refine``; where the board file leaves the cut of the fabric into cores to the
+tool, on each cut it offers, keeping the fastest: ``fpgaplace.flow.partition``), then hands the
+placed design and its folded cores to the writer (``fpgaplace.codegen.project.write_project``),
+which renders the HLS, the split, the build scripts, the driver and ``design.json``. The flow decides; codegen writes.
 
 What is left on the CPUs (``left_on_cpus``) comes back with the result: the ops grouped by op
 type and the reason (``hw.plan_op``'s, or that the placement kept an op a core could run), and
@@ -22,7 +23,8 @@ from typing import Protocol
 
 from fpgaplace import hw
 from fpgaplace.codegen.project import CompileResult, check_project_dir, write_project
-from fpgaplace.flow.refine import Refinable, planned_compute_us, refine
+from fpgaplace.flow.partition import Partitionable, choose_partition
+from fpgaplace.flow.refine import Refinable, planned_compute_us
 from fpgaplace.flow.settle import is_free, source_op
 from fpgaplace.model.quantize import check_qdq
 from fpgaplace.project.layout import HOST_DEVICE
@@ -30,7 +32,7 @@ from fpgaplace.project.record import TransferInfo, transfer_channel
 from fpgaplace.util.errors import FpgaplaceError
 
 
-class Compilable(Refinable, Protocol):
+class Compilable(Partitionable, Protocol):
     """What the compile step asks of a design besides the refinement's view (``fpgaplace.flow.design.Design``)."""
 
     name: str
@@ -47,12 +49,12 @@ def compile_design(design: Compilable, out_dir: Path, progress=None) -> CompileR
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
     check_qdq(design.graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
-    refined = refine(design, progress)  # placed with the defaults first if it is not
+    refined, cut = choose_partition(design, progress)  # placed with the defaults first if it is not
     if refined.design is not design:
         design.take_placement(refined.design)
     cores = refined.lowered.cores
     result = write_project(design, out_dir, cores, refined.lowered.host_ops,
-                           {"rounds": refined.rounds, "chosen": refined.chosen},
+                           {"rounds": refined.rounds, "chosen": refined.chosen} | ({"partition": cut} if cut else {}),
                            {c.name: planned_compute_us(design, c) for c in cores}, progress)
     result.left_on_cpus = left_on_cpus(design, result.design)
     return result

@@ -394,6 +394,17 @@ class Design:
         restricted._quantized = {}  # a quantized design of this view has its own cores
         return restricted
 
+    def on_board(self, board: Board) -> Design:
+        """The same design (model, graph and options shared) on another ``board``, e.g. the same
+        fabric cut into other cores (``fpgaplace.board.partition``): costed again, not placed."""
+        moved = copy.copy(self)
+        for stage in ("board", "costs", "problem"):
+            moved.__dict__.pop(stage, None)
+        moved._board = board
+        moved._result = moved._place_args = None
+        moved._quantized = {}
+        return moved
+
     def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None) -> Design:
         """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``
         and its on-chip size by ``sizes[v]`` (what the folding of a placement measured,
@@ -411,7 +422,11 @@ class Design:
     def take_placement(self, other: Design) -> None:
         """Make ``other``'s placement, and the problem it was solved on, this design's: compile
         keeps the placement it refined by the folding (``flow.refine``), so the design then
-        holds what was built. ``costs`` stay the cost model's own."""
+        holds what was built. ``costs`` stay the cost model's own; where ``other`` is on another
+        cut of the board (``on_board``), its board and costs come along."""
+        if other.board is not self.board:
+            self.__dict__.update(board=other.board, costs=other.costs)
+            self._board = other.board
         self.__dict__["problem"] = other.problem
         self._result, self._place_args = other._result, other._place_args
 

@@ -2,12 +2,15 @@
 
 After BBGraP's idea: treat the model and the board as black boxes and search the settings
 that decide a partition — graph optimizer on/off, the objective the solver optimises, how many
-FPGA cores to use, contiguous or non-contiguous device sets, and the batch size — keeping the
-memory limits. Every candidate is solved by ``Design.place`` (no solver of its own) and scored
-by the trusted evaluator on both metrics; the table is ranked by the target:
+FPGA cores to use (where the board file leaves the cut of the fabric into cores to the tool: which
+cut, ``fpgaplace.board.partition``, each costed on its own cores), contiguous or non-contiguous
+device sets, and the batch size — keeping the memory limits. Every candidate is solved by
+``Design.place`` (no solver of its own) and scored by the trusted evaluator on both metrics; the
+table is ranked by the target:
   throughput: time per sample of the pipeline = max-load / batch (lower is better);
   latency:    time until one batch's outputs exist, per sample = latency / batch.
-Every candidate is a ``Design`` (restricted to its cores with ``Design.with_cores``), so the
+Every candidate is a ``Design`` (restricted to its cores with ``Design.with_cores``, or on its cut
+of the board with ``Design.on_board``), so the
 best one can be split or compiled as it was placed. Cost: one solve per candidate, at most
 2 * 2 * cores * 2 * len(batches) candidates; the time limit covers the whole search (loading
 and costing included) and is shared evenly among the candidates still to run.
@@ -26,6 +29,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from fpgaplace.board.model import Board
+from fpgaplace.board.partition import partitioned, partitions
 from fpgaplace.flow.design import Design
 from fpgaplace.place.solvers.problem import Placement
 from fpgaplace.place.solvers.run import Result
@@ -53,10 +57,12 @@ class Candidate:
     contiguous: bool
     batch: int
     method: str = "auto"
+    cut: bool = False  # ``cores`` is a cut of the fabric (the board leaves it to the tool), not a subset
 
     def label(self) -> str:
+        cores = f"cut into {self.cores} cores" if self.cut else f"{self.cores} cores"
         return (
-            f"{'opt' if self.optimized else 'raw'}/{self.objective}/{self.cores} cores/"
+            f"{'opt' if self.optimized else 'raw'}/{self.objective}/{cores}/"
             f"{'contiguous' if self.contiguous else 'non-contiguous'}/batch {self.batch}"
         )
 
@@ -128,9 +134,26 @@ def model_batch(design: Design) -> int:
     return info.shape[0] if info is not None and info.shape else 1
 
 
-def candidates(total_cores: int, batches: Sequence[int], optimizer: Sequence[bool]) -> list[Candidate]:
-    grid = itertools.product(optimizer, TARGETS, range(1, total_cores + 1), (True, False), batches)
-    return [Candidate(o, obj, c, contiguous, b) for o, obj, c, contiguous, b in grid]
+def candidates(total_cores: int, batches: Sequence[int], optimizer: Sequence[bool],
+               cuts: Sequence[int] = ()) -> list[Candidate]:
+    """The settings to solve: on a board with fixed cores the first 1 .. ``total_cores`` of them;
+    on a board that leaves the cut to the tool every cut of ``cuts`` (all its cores used)."""
+    counts, cut = (list(cuts), True) if cuts else (range(1, total_cores + 1), False)
+    grid = itertools.product(optimizer, TARGETS, counts, (True, False), batches)
+    return [Candidate(o, obj, c, contiguous, b, cut=cut) for o, obj, c, contiguous, b in grid]
+
+
+def candidate_design(designs: dict, candidate: Candidate) -> Design:
+    """The design a candidate is solved on: the first ``cores`` cores of its board, or its board
+    cut into ``cores`` cores (``board.partition.partitioned``; costed once per cut, kept in
+    ``designs``)."""
+    base = designs[(candidate.optimized, candidate.batch)]
+    if not candidate.cut:
+        return base.with_cores(candidate.cores)
+    key = (candidate.optimized, candidate.batch, candidate.cores)
+    if key not in designs:
+        designs[key] = base.on_board(partitioned(base.board, candidate.cores))
+    return designs[key].with_cores(candidate.cores)
 
 
 def search(
@@ -163,7 +186,8 @@ def search(
     if not kept:
         raise FpgaplaceError(f"{first.name}: none of the batches {list(batches)} is the model's "
                              f"(its inputs have a fixed batch of {model_batch(first)})")
-    todo = candidates(len(first.board.cores), kept, optimizer)
+    cuts = partitions(first.board)
+    todo = candidates(len(first.board.cores), kept, optimizer, cuts if not first.board.fixed_cores else ())
     scored: list[Scored] = []
     for done, candidate in enumerate(todo):
         remaining = deadline - time.perf_counter()
@@ -171,8 +195,8 @@ def search(
             if progress:
                 progress(f"time limit reached after {done} of {len(todo)} candidates")
             break
-        design = designs[(candidate.optimized, candidate.batch)].with_cores(candidate.cores)
         try:
+            design = candidate_design(designs, candidate)
             result = design.place(
                 candidate.objective,
                 "auto",  # the exact method while its state space allows, else one that scales

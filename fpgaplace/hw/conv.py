@@ -30,7 +30,7 @@ from fpgaplace.hw.kernel import (
     dot_bits,
     ints,
     probe,
-    requantize_units,
+    requantize_plan,
     sliding_cycles,
     tensor_shape,
     window_members,
@@ -257,9 +257,10 @@ class Conv2d(WindowKernel):
             pack, packed = "pixel", mmv // 2 * 2
         elif macs_per_dsp == 2 and pe >= 2 and xp == 1:
             pack, packed = "channel", pe // 2 * 2
-        units = requantize_units(pe * mmv, sf)
+        units, cycles = requantize_plan(pe * mmv, sf)
         values = {"DOT_W": dot_bits(reduction), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
-                  "RQ": units, "SLICES": pe * mmv // units, "SLICE_BITS": index_bits(pe * mmv // units),
+                  "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
+                  "SLICE_BITS": index_bits(pe * mmv // units),
                   "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
                   "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
         return values, 9 + values["SLICES"]

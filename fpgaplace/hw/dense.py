@@ -5,7 +5,7 @@ Everything about the op is here: geometry, foldings (PE output channels, SIMD re
 elements), cycles (``rows * N/PE * K/SIMD``), resources (the dot-product rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.dense``), the C++
 config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2``: PE x SIMD
-MACs a cycle, two to a DSP48E2 with ``macs_per_dsp=2``, ``requantize_units(PE, K/SIMD)``
+MACs a cycle, two to a DSP48E2 with ``macs_per_dsp=2``, ``requantize_plan(PE, K/SIMD)``
 requantizers shared among the PE lanes) with its weight and channel ROMs. O(N*K) for the RTL values.
 """
 
@@ -18,7 +18,7 @@ import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_units, tensor_shape
+from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_plan, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
@@ -130,6 +130,7 @@ class Dense(Kernel):
         k, n, pe, simd, zx = (int(config[m]) for m in ("K", "N", "PE", "SIMD", "ZX"))
         w = checked["w"]
         nf, sf = n // pe, k // simd
+        units, cycles = requantize_plan(pe, sf)
         folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
         acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx, pe, "dense")
         weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
@@ -137,7 +138,7 @@ class Dense(Kernel):
             "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
             "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
             "DOT_W": dot_bits(k), "ACC_W": acc_bits,
-            "RQ": requantize_units(pe, sf), "GROUP_BITS": index_bits(pe // requantize_units(pe, sf)),
+            "RQ": units, "RQ_CYCLES": cycles, "GROUP_BITS": index_bits(pe // units),
             "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
             "weights_file": weights_file, "channels_file": channels_file,

@@ -6,7 +6,7 @@ sample leaves the core every *interval* = the slowest stage's cycles. Each stage
 * dot-product kernels (conv2d, dense) compute ``PE`` output channels x ``SIMD`` reduction
   elements per cycle on DSPs (``Kernel.mac_dsps``: one multiplier a MAC lane, or on a DSP48E2
   two int8 lanes that share an operand in one multiplier; plus the multipliers of the
-  ``requantize_units``, ``requantizer_dsps``: the count the RTL op library builds and yosys maps):
+  ``requantize_plan``, ``requantizer_dsps``: the count the RTL op library builds and yosys maps):
   ``cycles = (pixels / MMV) * (channels / PE) * (reduction / SIMD)`` (FINN's MVAU count), with
   PE dividing the channels and SIMD the reduction length, and MMV output pixels of a row side
   by side (FINN's MMV, taken only where a beat then holds whole pixels: PE is every channel
@@ -189,12 +189,14 @@ def dot_bits(reduction: int, weight_bits: int = 8, activation_bits: int = 8) -> 
     return magnitude.bit_length() + 1
 
 
-def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None = None) -> int:
+def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None = None, cycles: int = 1) -> int:
     """DSPs of one requantization unit of a dot-product stage: ``v = dot * m + bias * m`` with
     ``bias * m`` precomputed, ``m`` (31 bits) in two parts split at bit ``REQUANT_M_SPLIT`` (14 and 17
-    bits, each within the 18-bit B port), the dot product on the A port (RTL ``fp_requant_var``)."""
+    bits, each within the 18-bit B port), the dot product on the A port (RTL ``fp_requant_var``):
+    both parts at once in a one-cycle unit, one after the other on one multiplier in a two-cycle
+    unit (``requantize_plan``)."""
     width = dot_bits(reduction, *((g.weight_bits, g.activation_bits) if g is not None else (8, 8)))
-    return 2 * multiplier_dsps(width, core)
+    return (2 // cycles) * multiplier_dsps(width, core)
 
 
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
@@ -221,6 +223,21 @@ def requantize_units(results: int, folds: int) -> int:
     ``folds`` cycles and one unit takes one group of them a cycle, so the fewest units dividing
     ``results`` with ``units * folds >= results`` (one when the folds outnumber the results)."""
     return next(units for units in range(1, results + 1) if results % units == 0 and units * folds >= results)
+
+
+def requantize_plan(results: int, folds: int) -> tuple[int, int]:
+    """(units, cycles a result) of a dot-product stage's requantizers. A one-cycle unit multiplies
+    both parts of ``m`` at once (two multipliers, ``requantize_units``); a two-cycle unit multiplies
+    them one after the other on one multiplier, so ``units`` of them need ``2 * results / units``
+    cycles a fold: the fewest units dividing ``results`` with ``units * folds >= 2 * results``.
+    Two-cycle units are taken where they need fewer multipliers (``units2 < 2 * units1``: a
+    stage whose results finish far apart, e.g. one unit of a long reduction, halves its
+    requantizer DSPs); never with one fold. O(results)."""
+    single = requantize_units(results, folds)
+    if folds < 2:
+        return single, 1
+    double = next(u for u in range(1, results + 1) if results % u == 0 and u * folds >= 2 * results)
+    return (double, 2) if double < 2 * single else (single, 1)
 
 
 @cache
@@ -380,12 +397,12 @@ class Kernel:
         return math.ceil(fold.pe / 2) * fold.simd * fold.mmv
 
     def requantizer_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
-        """DSPs of the stage's requantizers: ``requantize_units`` of its PE x MMV results a fold,
-        ``requantizer_dsps`` each."""
+        """DSPs of the stage's requantizers: ``requantize_plan``'s units for its PE x MMV results a
+        fold, ``requantizer_dsps`` each."""
         if not self.uses_dsp:
             return 0
-        units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
-        return units * requantizer_dsps(g.reduction, core, g)
+        units, cycles = requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)
+        return units * requantizer_dsps(g.reduction, core, g, cycles)
 
     def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
         """Every DSP of the stage: MAC lanes and requantizers."""

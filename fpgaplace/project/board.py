@@ -8,17 +8,20 @@ from pathlib import Path
 
 from fpgaplace.board.load import load_board
 from fpgaplace.board.model import Board
+from fpgaplace.board.partition import partitioned
 from fpgaplace.project.layout import DESIGN_FILE
 from fpgaplace.project.record import DesignRecord
 from fpgaplace.util.errors import FpgaplaceError, first_line
 
 
 def project_board(document: DesignRecord, where: str | Path = DESIGN_FILE) -> Board:
-    """The board of the project whose record is ``document``; one line naming ``where`` (its
-    design.json) and the board when neither its file nor a shipped board of its name loads."""
+    """The board of the project whose record is ``document``, cut into the cores the compile step
+    chose where the board file left the cut to it (``BoardInfo.cores``); one line naming ``where``
+    (its design.json) and the board when neither its file nor a shipped board of its name loads."""
     source = document.board.source
     try:
-        return load_board(source if source and Path(source).is_file() else document.board.name)
+        board = load_board(source if source and Path(source).is_file() else document.board.name)
+        return partitioned(board, document.board.cores) if document.board.cores else board
     except FpgaplaceError as error:
         raise FpgaplaceError(f"{where}: board {document.board.name!r}: {first_line(error)}") from None
 

@@ -187,9 +187,11 @@ class BoardInfo:
     part: str | None = None
     clock_mhz: float | None = None
     source: str | None = None
+    cores: int | None = None  # the equal cores the compile step cut a board without fixed cores into
 
     def to_json(self) -> dict:
-        return {"name": self.name, "part": self.part, "clock_mhz": self.clock_mhz, "source": self.source}
+        document = {"name": self.name, "part": self.part, "clock_mhz": self.clock_mhz, "source": self.source}
+        return document | ({"cores": self.cores} if self.cores is not None else {})
 
 
 @dataclass
@@ -492,7 +494,8 @@ def _board(value: Any, path: str) -> BoardInfo:
     data = _object(value, path)
     return BoardInfo(_get(data, "name", path, _str), _get(data, "part", path, _optional(_str), None),
                      _get(data, "clock_mhz", path, _optional(_number(0, 1e6)), None),
-                     _get(data, "source", path, _optional(_text), None))
+                     _get(data, "source", path, _optional(_text), None),
+                     _get(data, "cores", path, _optional(_int(1)), None))
 
 
 def _placement(value: Any, path: str) -> PlacementInfo:

@@ -124,9 +124,11 @@ def transfer_rows(document: DesignRecord) -> list[dict]:
 
 
 def simulation_figures(project: Path, samples: int) -> dict:
+    from fpgaplace.sim.efficiency import efficiency
     from fpgaplace.sim.event import simulate
 
     result = simulate(project, samples).to_json()
+    mac = efficiency(project, result["interval_us"])
     return {
         "samples": result["samples"], "latency": format_us(result["latency_us"]),
         "interval": format_us(result["interval_us"]), "fps": format_fps(result["fps"]),
@@ -135,11 +137,24 @@ def simulation_figures(project: Path, samples: int) -> dict:
                      if result.get("roofline_fps") else "–"),
         "dram": (f"{format_fps(result['dram_bound_fps'])} ({result['dram_fraction']:.1%} reached)"
                  if result.get("dram_bound_fps") else "–"),
+        "efficiency": efficiency_figures(mac),
         "devices": [{"name": d["name"], "kind": d["kind"], "per_sample": format_us(d["per_sample_us"]),
                      "utilisation": f"{d['utilisation']:.1%}", "blocked": format_us(d["blocked_us"]),
                      "starved": format_us(d["starved_us"])} for d in result["devices"]],
         "raw": {k: result[k] for k in ("samples", "latency_us", "interval_us", "fps", "bottleneck")},
     }
+
+
+def efficiency_figures(mac) -> dict:
+    """The MAC efficiency (``fpgaplace.sim.efficiency.Efficiency``) as the report shows it: the
+    shares of the cores' and the chip's DSP roofline reached, and the three stages losing the
+    most DSP-cycles, in percent of those the cores offer."""
+    offered = mac.offered or 1.0
+    return {"cores": f"{mac.cores_fraction:.1%}", "chip": f"{mac.chip_fraction:.1%}",
+            "largest": [{"core": s.core, "op": s.op, "kernel": s.kernel, "dsp": s.dsp,
+                         "lost": f"{s.total / offered:.2%}",
+                         "ways": ", ".join(f"{way} {v / offered:.2%}" for way, v in s.losses.items() if v > 0)}
+                        for s in mac.largest()]}
 
 
 def _flatten(record: dict, prefix: str = "") -> dict[str, object]:

@@ -95,7 +95,7 @@ def search(
             str(r["rank"]),
             "on" if r["optimized"] else "off",
             r["objective"],
-            str(r["cores"]),
+            f"{r['cores']} (cut)" if r["cut"] else str(r["cores"]),
             "contiguous" if r["contiguous"] else "non-contig.",
             str(r["batch"]),
             f"{r['us_per_sample_pipelined']:.4g}",

@@ -27,15 +27,18 @@ def sim(
     """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
 
     Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
-    sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound.
+    sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound, the
+    MAC efficiency (against the cores' and the chip's DSPs) and the three stages losing the most.
     --rtl and --resources add the RTL simulation and yosys counts (slow: minutes per large core)
     and save them in the project's results/ for the report.
 
     Example: fpgaplace sim project/ --samples 1000 --rtl
     """
+    from fpgaplace.sim.efficiency import efficiency
     from fpgaplace.sim.event import simulate
 
     document = simulate(project, samples).to_json()
+    document["efficiency"] = efficiency(project, document["interval_us"]).to_json()
     if rtl:
         from fpgaplace.sim.rtl_project import simulate_project_rtl
 
@@ -48,6 +51,7 @@ def sim(
         print_json(document)
         return
     print_sim(document)
+    print_efficiency(document["efficiency"])
     if rtl:
         print_rtl(document["rtl"])
     if resources:
@@ -76,6 +80,22 @@ def print_sim(document: dict) -> None:
             out.print(f"{label}: {document[key]:.4g} fps ({document[fraction]:.1%} reached)")
     if document.get("cpu_ops"):
         out.print(f"[dim]the roofline counts the MACs on FPGA cores; {document['cpu_ops']} ops run on CPUs[/]")
+
+
+def print_efficiency(document: dict) -> None:
+    """MAC efficiency against the cores' and the chip's DSP peak, and the three stages that lose
+    the most DSP-cycles, each loss by way (``fpgaplace.sim.efficiency``)."""
+    offered = document["offered_dsp_cycles"]
+    if not offered:
+        return
+    out.print(f"MAC efficiency: {document['cores_fraction']:.1%} of the cores' DSP roofline, "
+              f"{document['chip_fraction']:.1%} of the chip's")
+    lost = ", ".join(f"{way} {cycles / offered:.1%}" for way, cycles in document["lost"].items() if cycles > 0)
+    out.print(f"DSP-cycles lost: {lost or 'none'}")
+    for rank, stage in enumerate(document["largest"], start=1):
+        ways = ", ".join(f"{way} {cycles / offered:.2%}" for way, cycles in stage["losses"].items() if cycles > 0)
+        out.print(f"  {rank}. {escape(stage['core'])} {escape(stage['op'])} ({stage['kernel']}, {stage['dsp']} DSPs): "
+                  f"{stage['total'] / offered:.2%} lost ({ways})")
 
 
 def print_rtl(document: dict) -> None:

@@ -1,0 +1,152 @@
+"""MAC efficiency of a project: the MACs a second its cores achieve over the DSP roofline, and
+where the rest of the DSP cycles go, stage by stage. Reads design.json only.
+
+At an interval of ``I`` cycles per run, the cores' DSPs offer ``sum(budget DSPs) * I`` DSP-cycles a
+run, and the model's MACs need ``MACs / macs_per_dsp`` of them. Every DSP-cycle offered is either
+useful or lost in one of these ways (an exact account: they sum to the offer):
+
+* ``unused``: a core's DSPs no stage took (its budget less its stages' DSPs), all interval long;
+* ``requantizers``: a dot-product stage's requantization multipliers (``Kernel.requantizer_dsps``),
+  all interval long;
+* ``idle``: a stage's MAC DSPs while it waits for the slowest stage (``I`` less its cycles);
+* ``fill``: its MAC DSPs while its cycles exceed its compute steps (the line buffer's first rows,
+  an output row waiting for its input rows, a reorder buffer draining);
+* ``folding``: its MAC DSPs during the compute steps but idle, because the folds do not divide
+  the work evenly (a short last group of pixels) or because a lane has no partner to pair with
+  in one DSP (``Kernel.paired_lanes``);
+* ``other``: the DSPs of a stage that computes no MACs (a layer norm's or an affine's products).
+
+The interval is the design's (the simulated one when given, else design.json's), so a core faster
+than the slowest device counts its wait as ``idle`` of its stages and ``unused`` of its spare DSPs.
+Cost: O(layers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from fpgaplace.hw.geometry import Folding
+from fpgaplace.hw.kernel import Kernel
+from fpgaplace.hw.registry import KERNELS
+from fpgaplace.project.board import project_board
+from fpgaplace.project.record import DesignRecord, Layer, load
+
+LOSSES = ("requantizers", "idle", "fill", "folding", "other")
+"""The ways a stage loses DSP-cycles (module docstring), in the order they are shown."""
+
+
+@dataclass
+class StageLoss:
+    """The DSP-cycles one dot-product stage loses a run, by way (``LOSSES``)."""
+
+    core: str
+    op: str
+    kernel: str
+    dsp: int
+    cycles: int
+    macs: int
+    losses: dict[str, float]
+
+    @property
+    def total(self) -> float:
+        return sum(self.losses.values())
+
+    def to_json(self) -> dict:
+        return {"core": self.core, "op": self.op, "kernel": self.kernel, "dsp": self.dsp, "cycles": self.cycles,
+                "macs": self.macs, "losses": self.losses, "total": self.total}
+
+
+@dataclass
+class Efficiency:
+    """MACs a second against the cores' and the chip's DSP peak, and the lost DSP-cycles a run."""
+
+    macs: int  # per run, on the cores
+    interval_cycles: float
+    macs_per_dsp: float
+    offered: float  # DSP-cycles the cores' budgets offer a run
+    chip_dsp: int  # every DSP of the part (every node's)
+    stages: list[StageLoss]
+    unused: dict[str, float] = field(default_factory=dict)  # core -> DSP-cycles no stage took
+
+    @property
+    def useful(self) -> float:
+        return self.macs / self.macs_per_dsp
+
+    @property
+    def cores_fraction(self) -> float:
+        """Achieved MACs a second over the cores' DSP roofline."""
+        return self.useful / self.offered if self.offered else 0.0
+
+    @property
+    def chip_fraction(self) -> float:
+        """Achieved MACs a second over the whole part's DSP peak."""
+        chip = self.chip_dsp * self.interval_cycles
+        return self.useful / chip if chip else 0.0
+
+    def largest(self, count: int = 3) -> list[StageLoss]:
+        """The ``count`` stages that lose most, largest first."""
+        return sorted(self.stages, key=lambda s: -s.total)[:count]
+
+    def by_way(self) -> dict[str, float]:
+        """Lost DSP-cycles a run summed by way, ``unused`` first."""
+        return {"unused": sum(self.unused.values()),
+                **{way: sum(s.losses[way] for s in self.stages) for way in LOSSES}}
+
+    def to_json(self) -> dict:
+        return {"macs": self.macs, "interval_cycles": self.interval_cycles, "offered_dsp_cycles": self.offered,
+                "cores_fraction": self.cores_fraction, "chip_fraction": self.chip_fraction,
+                "lost": self.by_way(), "largest": [s.to_json() for s in self.largest()]}
+
+
+def mac_dsps(layer: Layer, core, batch: int) -> tuple[int, int, int]:
+    """(MAC DSPs, requantizer DSPs, compute-step cycles a run) of a dot-product layer, asked of its
+    kernel from its config and folding: the steps are FINN's MVAU count (``Kernel.cycles`` of the
+    base class: no line buffer, no drain) of one sample's geometry, times the samples (and the
+    rows of a dense layer's sample, by its MACs). Where the kernel cannot rebuild its geometry
+    from the config, every DSP counts as a MAC DSP and the layer's cycles as compute steps."""
+    kernel = KERNELS.get(layer.kernel)
+    build = getattr(kernel, "config_geometry", None)
+    if build is None:
+        return layer.resources.get("dsp", 0), 0, layer.cycles
+    g = build(layer.config)
+    fold = Folding(layer.pe, layer.simd, layer.mmv, layer.uram)
+    requant = kernel.requantizer_dsps(g, fold, core)
+    steps = Kernel.cycles(kernel, g, fold) * batch * max(1, layer.macs // max(1, g.macs))
+    return layer.resources.get("dsp", 0) - requant, requant, min(layer.cycles, steps)
+
+
+def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
+    """The MAC efficiency of ``project`` at ``interval_us`` a run (design.json's when None)."""
+    document: DesignRecord = load(project)
+    board = project_board(document, Path(project) / "design.json")
+    per_dsp = board.cores[0].macs_per_dsp if board.cores else 1
+    clock = document.board.clock_mhz or (board.cores[0].clock_mhz if board.cores else 1.0)
+    interval = (interval_us if interval_us is not None else document.interval_us) * clock
+    reference = board.cores[0] if board.cores else None
+    batch = document.model.batch
+    stages, unused, offered = [], {}, 0.0
+    for core in document.cores:
+        budget = core.budget.get("dsp", 0)
+        offered += budget * interval
+        used = 0
+        for layer in core.layers:
+            dsp = layer.resources.get("dsp", 0)
+            used += dsp
+            if dsp:
+                stages.append(_stage_loss(core.name, layer, reference, interval, per_dsp, batch))
+        unused[core.name] = max(0, budget - used) * interval
+    return Efficiency(batch * sum(layer.macs for c in document.cores for layer in c.layers), interval, per_dsp,
+                      offered, board.fabric.get("dsp", 0), stages, unused)
+
+
+def _stage_loss(core: str, layer: Layer, reference, interval: float, per_dsp: float, batch: int) -> StageLoss:
+    """The DSP-cycles ``layer`` loses a run of ``interval`` cycles, by way (module docstring)."""
+    losses = dict.fromkeys(LOSSES, 0.0)
+    if not layer.macs:
+        losses["other"] = layer.resources.get("dsp", 0) * interval
+        return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, 0, losses)
+    macs_dsp, requant, steps = mac_dsps(layer, reference, batch)
+    losses |= {"requantizers": requant * interval, "idle": macs_dsp * max(0.0, interval - layer.cycles),
+              "fill": macs_dsp * (layer.cycles - steps), "folding": macs_dsp * steps - batch * layer.macs / per_dsp}
+    return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, layer.macs, losses)

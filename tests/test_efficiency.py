@@ -1,0 +1,63 @@
+"""MAC efficiency of a project (issue 21, item 5): every DSP-cycle the cores offer is useful or
+lost in one named way, the shares agree with the event simulation's DSP roofline, and `sim`
+prints them with the three stages losing the most (its JSON carries them too)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from fpgaplace import Design
+from fpgaplace.model import zoo as models
+from fpgaplace.project.record import load
+from fpgaplace.sim.efficiency import LOSSES, efficiency
+from fpgaplace.sim.event import simulate
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("efficiency") / "cnn"
+    Design(models.cnn_residual(batch=1, image=16), "zcu104-dpu", profile_cpu=False).compile(folder, random_samples=2)
+    return folder
+
+
+def test_every_offered_dsp_cycle_is_useful_or_lost_in_one_way(project):
+    simulated = simulate(project, 16)
+    mac = efficiency(project, simulated.interval_us)
+    lost = mac.by_way()
+    assert set(lost) == {"unused", *LOSSES}
+    assert mac.useful + sum(lost.values()) == pytest.approx(mac.offered, rel=1e-9)
+    assert all(value >= -1e-6 * mac.offered for value in lost.values())
+    assert mac.cores_fraction == pytest.approx(simulated.roofline_fraction, rel=1e-9)
+    record = load(project)
+    budgets = sum(core.budget["dsp"] for core in record.cores)
+    assert mac.chip_fraction == pytest.approx(mac.cores_fraction * budgets / 1728, rel=1e-9)  # ZU7EV: 1,728 DSPs
+    largest = mac.largest()
+    assert 1 <= len(largest) <= 3 and [s.total for s in largest] == sorted((s.total for s in largest), reverse=True)
+    assert largest[0].total == max(s.total for s in mac.stages)
+
+
+def test_a_slower_interval_only_adds_idle_and_unused(project):
+    base = efficiency(project)
+    slower = efficiency(project, load(project).interval_us * 2)
+    assert slower.cores_fraction == pytest.approx(base.cores_fraction / 2, rel=1e-9)
+    for way in ("fill", "folding"):
+        assert slower.by_way()[way] == pytest.approx(base.by_way()[way], rel=1e-9)
+    assert slower.by_way()["idle"] > base.by_way()["idle"]
+
+
+def test_sim_prints_the_efficiency_and_its_largest_losses(project):
+    def sim(*flags: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "-n", "8", *flags],
+                              capture_output=True, text=True, timeout=300)
+
+    text = sim()
+    assert text.returncode == 0, text.stderr
+    assert "MAC efficiency:" in text.stdout and "of the chip's" in text.stdout and "  1. " in text.stdout
+    document = json.loads(sim("--json").stdout)["efficiency"]
+    assert 0 < document["chip_fraction"] < document["cores_fraction"] <= 1
+    assert f"{document['cores_fraction']:.1%}" in text.stdout
