@@ -1,15 +1,18 @@
-"""The reorder kernel: a whole sample's stream written out transposed, ``[R, C] -> [C, R]``.
+"""The reorder kernel: a whole sample's stream written out transposed, ``[R, C, E] -> [C, R, E]``.
 
-A data-movement chain (``fpgaplace.hw.permutation``) whose effect in stream order is a 2-D
-transpose of every sample (a YOLO head's ``Reshape [N, C, H, W] -> [N, C, H*W]`` reads the HWC
-stream, ``[H*W, C]``, and writes CHW order, ``[C, H*W]``) maps the stream ``x`` to
-``y[c * R + r] = requantize(x[r * C + c] - ZX, M, S, ZY, LO, HI)`` (the identity requantization,
-M = 2**30 and S = 30, unless the chain's exit scale differs from its source's).
+A data-movement chain (``fpgaplace.hw.permutation``) whose effect in stream order is a transpose
+of blocks of E elements of every sample (E = 1: a YOLO head's ``Reshape [N, C, H, W] -> [N, C,
+H*W]`` reads the HWC stream, ``[H*W, C]``, and writes CHW order, ``[C, H*W]``; E = D: attention's
+split of ``[S, H*D]`` into heads ``[H, S, D]`` and their merge) maps the stream ``x`` to
+``y[(c * R + r) * E + e] = requantize(x[(r * C + c) * E + e] - ZX, M, S, ZY, LO, HI)`` (the
+identity requantization, M = 2**30 and S = 30, unless the chain's exit scale differs from its
+source's).
 
-The stage buffers whole samples in L banks (L = PE lanes dividing both R and C). Element (r, c)
-lives in bank ``(r + c) mod L`` at address ``(r * C + c) / L``, so the L elements of an input beat
-(one r, L consecutive c) and of an output beat (one c, L consecutive r) each sit in L different
-banks: the address generator is a few counters and a rotation, no index ROM. Each bank holds two
+The stage buffers whole samples in L banks (L = PE lanes dividing E, or both R and C when E = 1).
+Element (r, c, e) lives in bank ``(r + c + e) mod L`` at address ``((r * C + c) * E + e) / L``, so
+the L elements of an input beat (one r, L consecutive c; or one block, L consecutive e) and of an
+output beat (one c, L consecutive r; or L consecutive e) each sit in L different banks: the
+address generator is a few counters and a rotation, no index ROM. Each bank holds two
 samples (a ping-pong buffer): sample n goes out while sample n + 1 comes in, so the stage takes
 ``SIZE / L`` cycles a sample (``cycles``) like any lane stage and never stalls its neighbours for a
 whole sample; the ``2 * SIZE`` bytes (``linebuffer_bytes``) are charged to the core's on-chip
@@ -50,14 +53,17 @@ class Reorder(Shuffle):
         out = tensor_shape(graph, op.outputs[0])
         if out is None:
             return Unsupported("unknown shapes")
-        return self.transpose_geometry(out[0], *island.transpose)
+        rows, columns, block = island.transpose
+        return self.transpose_geometry(math.prod(out) // (rows * columns * block), rows, columns, block)
 
-    def transpose_geometry(self, samples: int, rows: int, columns: int) -> Geometry:
-        """The geometry of ``samples`` streams of ``[rows, columns]`` written transposed: PE folds
-        the common divisor of both (a beat of either side in L different banks), two samples buffered."""
-        size = rows * columns
-        return Geometry(self.name, samples, math.gcd(rows, columns), 1, stream_elements=samples * size,
-                        linebuffer_bytes=2 * size, shape={"SIZE": samples * size, "XR": rows, "XC": columns})
+    def transpose_geometry(self, samples: int, rows: int, columns: int, block: int = 1) -> Geometry:
+        """The geometry of ``samples`` streams of ``[rows, columns, block]`` written as ``[columns,
+        rows, block]``: PE folds the block, or the common divisor of rows and columns when a block
+        is one element (a beat of either side in L different banks), two samples buffered."""
+        size = rows * columns * block
+        lanes = block if block > 1 else math.gcd(rows, columns)
+        return Geometry(self.name, samples, lanes, 1, stream_elements=samples * size, linebuffer_bytes=2 * size,
+                        shape={"SIZE": samples * size, "XR": rows, "XC": columns, "XE": block})
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """A sample in while the one before goes out: ``SIZE / L`` per sample."""
@@ -65,12 +71,12 @@ class Reorder(Shuffle):
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        x = np.asarray(inputs[0]).reshape(c["XR"], c["XC"]).T.reshape(-1)
+        x = np.asarray(inputs[0]).reshape(c["XR"], c["XC"], c.get("XE", 1)).transpose(1, 0, 2).reshape(-1)
         return reference.requant(x, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
-        """The chain's layer: its source, its output, the transpose's R and C and ``sx / sy``."""
-        config = {"SIZE": shape["SIZE"] // ctx.batch(), "XR": shape["XR"], "XC": shape["XC"]}
+        """The chain's layer: its source, its output, the transpose's R, C and E and ``sx / sy``."""
+        config = {"SIZE": shape["SIZE"] // ctx.batch(), "XR": shape["XR"], "XC": shape["XC"], "XE": shape["XE"]}
         return self.chain_layer(ctx, op, config)[0]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
@@ -79,6 +85,9 @@ class Reorder(Shuffle):
         address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``."""
         c = int_members(config)
         rows, columns, lanes = c["XR"], c["XC"], fold.pe
+        if c.get("XE", 1) != 1:
+            raise FpgaplaceError(f"rtl {top}: a transpose of blocks (XE={c['XE']}, attention's heads) has no RTL "
+                                 "template yet; expected XE=1 (its C simulation is generated)")
         if rows * columns != c["SIZE"] or rows % lanes or columns % lanes:
             raise FpgaplaceError(f"rtl {top}: XR x XC must be SIZE={c['SIZE']} and PE={lanes} divide XR={rows} "
                                  f"and XC={columns}")
