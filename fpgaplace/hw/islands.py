@@ -65,7 +65,7 @@ class Island:
     exit_op: str
     nodes: tuple[str, ...]
     members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs, constants and the exit
-    kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation) or "reorder"
+    kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation), "reorder" or "alias"
     permutation: tuple[int, ...] = ()  # a shuffle's source channel of each output channel
     transpose: tuple[int, int, int] = ()  # a reorder's (R, C, E): a sample read as [R, C, E], written [C, R, E]
 

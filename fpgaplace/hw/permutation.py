@@ -28,6 +28,9 @@ A *chain* (found backwards from a per-tensor int8 QuantizeLinear, its *exit*):
   moves blocks of D elements (R = S, C = H), as its merge does back (R = H, C = S). It runs as a
   reorder buffer of a whole sample (``fpgaplace.hw.reorder``);
   any other order a chain leaves is not generated (no index ROM), and the chain is refused;
+* or, for an output of rank 3, the stream order is kept (a ViT's patch tokens, ``Reshape [B, C,
+  H, W] -> [B, C, H*W] -> Transpose(0, 2, 1)``): an ``alias``, the output the source's int8
+  stream (or its requantization where the exit's scale differs) at no cost;
 * at least one op would not run alone (a Transpose, or a reshape that changes the stream order:
   ``fpgaplace.hw.free.changes_stream_order``), so order-keeping reshapes stay free aliases.
 
@@ -70,8 +73,9 @@ class Chain:
 
     @property
     def kernel(self) -> str:
-        """The kernel of its stage: ``reorder`` for a transpose, else ``shuffle``."""
-        return "reorder" if self.transpose else "shuffle"
+        """The kernel of its stage: ``reorder`` for a transpose, ``shuffle`` for a channel
+        permutation, else ``alias`` (the stream order kept: the chain's output is its source)."""
+        return "reorder" if self.transpose else "shuffle" if self.permutation else "alias"
 
 
 def _int8_params(index: QdqIndex, node: onnx.NodeProto) -> tuple[float, int] | None:
@@ -202,6 +206,13 @@ def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tup
     return tuple(int(c) for c in perm)
 
 
+def _keeps_order(source_shape: tuple[int, ...], moved: np.ndarray) -> bool:
+    """Whether the chain leaves every element where it was in stream order (a ViT's patches,
+    ``Reshape [B, C, H, W] -> [B, C, H*W]`` then ``Transpose(0, 2, 1)``, read the HWC stream as it
+    is). O(elements)."""
+    return bool(np.array_equal(stream_permutation(source_shape, moved), np.arange(moved.size)))
+
+
 def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
                shapes: Mapping[str, Any]) -> Chain | None:
     """The channel-permutation chain ending at ``exit_q`` (see the module docstring), or None.
@@ -229,7 +240,7 @@ def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
         return None
     perm = channel_permutation(source_shape, x)
     transpose = stream_transpose(source_shape, x) if perm is None and x.ndim == 3 else None
-    if perm is None and transpose is None:
+    if perm is None and transpose is None and not (x.ndim == 3 and _keeps_order(source_shape, x)):
         return None
     return Chain(source, exit_q.name, exit_q.output[0], ops[-1].name, tuple(n.name for n in reversed(nodes)),
                  perm or (), transpose or ())
