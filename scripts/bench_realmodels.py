@@ -5,7 +5,8 @@
                                        [--step-timeout 1800] [--json]
 
 Models: the detectors and classifiers built in tests/real_models.py (yolo, yolox, dbnet,
-mobilenetv3; test sizes, or the issue's full sizes with ``--full``) and the nine CNNs of the onnx
+mobilenetv3; test sizes, or the issue's full sizes with ``--full``), two transformer encoders of
+``fpgaplace.model.zoo`` (bert_layer, vit4: ``ENCODERS``) and the nine CNNs of the onnx
 package's light model zoo (their ConstantOfShape weights replaced by seeded random ones, as
 ``fpgaplace.model.zoo.with_random_weights`` does; their sizes are fixed). Each model goes through
 the real CLI in a temporary folder, one subprocess per step:
@@ -47,7 +48,9 @@ from fpgaplace.board.load import list_boards  # noqa: E402
 from fpgaplace.model import zoo  # noqa: E402
 
 BUILT = ("yolo", "yolox", "dbnet", "mobilenetv3")
-MODELS = BUILT + zoo.LIGHT_MODELS
+ENCODERS = {"bert_layer": lambda: zoo.bert_encoder_layer(batch=1), "vit4": zoo.vit_encoder}
+"""Transformer encoders of the zoo: a BERT layer at batch 1 x 16 tokens x 64, a 4-layer ViT on 32x32."""
+MODELS = BUILT + tuple(ENCODERS) + zoo.LIGHT_MODELS
 BOARDS = ("zcu104", "kv260")
 PROJECT_MODEL = "model.qdq.onnx"
 """The QDQ model compile writes into a project (what its placement names)."""
@@ -108,6 +111,8 @@ def float_model(name: str, full: bool, folder: Path) -> tuple[Path, list[str]]:
     """The float model ``name`` saved in ``folder``, and the --input-shape flags binding its dims."""
     if name in BUILT:
         model, shapes = real_models.build(name, full)
+    elif name in ENCODERS:
+        model, shapes = ENCODERS[name](), {}
     elif name in zoo.LIGHT_MODELS:
         model, shapes = zoo.with_random_weights(onnx.load(str(zoo.light_model_path(name)))), {}
     else:

@@ -81,3 +81,26 @@ def test_the_quantized_layer_drifts_little_from_the_float_one(bert):
     drift = measure_drift(model, bert.graph.model, samples)
     (output,) = drift.outputs
     assert 0 < output.max_relative_error < 0.35, drift.to_json()  # 0.24 measured (16 samples, seed 7)
+
+
+def top1_agreement(project, model, images: np.ndarray) -> tuple[float, object]:
+    """The share of ``images`` whose placed run (C simulation) and onnxruntime's QDQ model pick the
+    same class, and the csim result."""
+    check = run_csim(project, inputs=images)
+    expected = np.concatenate([run_model(model, {"image": x[None]})["logits"] for x in images])
+    return float(np.mean(check.values["logits"].argmax(-1) == expected.argmax(-1))), check
+
+
+def test_vit_encoder_runs_on_the_cores_bit_exact(tmp_path):
+    design = Design(models.vit_encoder(), "zcu104", profile_cpu=False).quantized(random_samples=8)
+    design.place(method="single")
+    result = design.compile(tmp_path / "p")
+    assert result.cpu_ops == []
+    kernels = [layer["kernel"] for core in result.design["cores"] for layer in core["layers"]]
+    assert kernels.count("matmul") == 8 and kernels.count("softmax") == 4 and kernels.count("layernorm") == 8
+    assert kernels.count("concat") == 1 and kernels.count("conv2d") == 1 and "slice" in kernels, kernels
+    images = np.random.default_rng(11).uniform(-1, 1, (12, 3, 32, 32)).astype(np.float32)
+    agreement, check = top1_agreement(tmp_path / "p", design.graph.model, images)
+    assert all(c.bit_exact for c in check.cores) and check.ok, check
+    assert check.tolerance_lsb == 13 and check.to_json()["tolerance_lsb"] == 13  # 1 + 4 softmax + 8 layer norms
+    assert agreement >= 11 / 12, agreement

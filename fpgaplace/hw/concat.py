@@ -171,6 +171,9 @@ class Concat(Elementwise):
         missing = [a for a in ("channels", "zero_points", "mult", "shift") if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl {top}: arrays lack {', '.join(missing)}")
+        if "constant_at" in arrays:
+            raise FpgaplaceError(f"rtl {top}: a concat of a constant (a class token) has no RTL template yet; "
+                                 "expected activations only (its C simulation is generated)")
         channels = [int(v) for v in np.asarray(arrays["channels"]).reshape(-1)]
         pe = fold.pe
         if any(ch % pe for ch in channels):
