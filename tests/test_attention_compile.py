@@ -5,10 +5,17 @@ the MatMul kernel, the head split and merge as reorder stages of blocks, GELU as
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
+import onnx
 import pytest
+from onnx import TensorProto, helper, numpy_helper
+from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
 
 from fpgaplace.flow.design import Design
+from fpgaplace.hw import KERNELS
+from fpgaplace.hw.geometry import Folding
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.permutation import stream_transpose
 from fpgaplace.model import zoo as models
@@ -60,6 +67,42 @@ def test_gelu_is_one_table(bert):
                                                              for m in gelu[0].members}
 
 
+def tanh_gelu_mlp(seed: int = 4) -> onnx.ModelProto:
+    """x [1, 8, 16] -> MatMul -> GELU as its tanh approximation exporters write,
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x**3))) -> MatMul."""
+    rng = np.random.default_rng(seed)
+    consts = {"w0": rng.normal(0, 0.3, (16, 16)), "w1": rng.normal(0, 0.3, (16, 8)), "three": 3.0,
+              "c": 0.044715, "k": math.sqrt(2 / math.pi), "one": 1.0, "half": 0.5}
+    nodes = [helper.make_node("MatMul", ["x", "w0"], ["h"], name="fc0"),
+             helper.make_node("Pow", ["h", "three"], ["cube"], name="cube"),
+             helper.make_node("Mul", ["cube", "c"], ["cubic"], name="cubic"),
+             helper.make_node("Add", ["h", "cubic"], ["inner"], name="inner"),
+             helper.make_node("Mul", ["inner", "k"], ["scaled"], name="scaled"),
+             helper.make_node("Tanh", ["scaled"], ["t"], name="tanh"),
+             helper.make_node("Add", ["t", "one"], ["t1"], name="t1"),
+             helper.make_node("Mul", ["h", "t1"], ["g2"], name="g2"),
+             helper.make_node("Mul", ["g2", "half"], ["g"], name="gelu"),
+             helper.make_node("MatMul", ["g", "w1"], ["y"], name="fc1")]
+    inits = [numpy_helper.from_array(np.asarray(v, np.float32), name) for name, v in consts.items()]
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 8, 16])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 8])
+    return helper.make_model(helper.make_graph(nodes, "tanh_gelu", [x], [y], inits),
+                             opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_the_tanh_gelu_is_one_table_on_a_core(tmp_path):
+    design = Design(tanh_gelu_mlp(), "zcu104", profile_cpu=False, optimize=False).quantized(random_samples=8)
+    graph = design.graph
+    (table,) = [i for i in islands(graph.model, graph.tensors).islands if i.kernel == "table"]
+    assert {"cube", "tanh", "g2"} <= set(table.members) and table.exit_op == "gelu"
+    design.place(method="single")
+    result = design.compile(tmp_path / "p")
+    layers = [(layer["op"], layer["kernel"]) for core in result.design["cores"] for layer in core["layers"]]
+    assert result.cpu_ops == [] and layers == [("fc0", "dense"), ("gelu", "table"), ("fc1", "dense")], layers
+    check = run_csim(tmp_path / "p", samples=4)
+    assert check.ok and check.tolerance_lsb == 1 and all(c.bit_exact for c in check.cores), check
+
+
 def test_bert_layer_runs_on_the_cores_bit_exact(bert, tmp_path):
     result = bert.compile(tmp_path / "p")
     assert result.cpu_ops == []
@@ -104,3 +147,22 @@ def test_vit_encoder_runs_on_the_cores_bit_exact(tmp_path):
     assert all(c.bit_exact for c in check.cores) and check.ok, check
     assert check.tolerance_lsb == 13 and check.to_json()["tolerance_lsb"] == 13  # 1 + 4 softmax + 8 layer norms
     assert agreement >= 11 / 12, agreement
+
+
+@pytest.mark.parametrize(("rows", "columns", "block", "folding", "rescale"), [
+    (16, 4, 16, Folding(4, 1, 1), False), (4, 16, 16, Folding(8, 1, 1), True), (5, 3, 6, Folding(2, 1, 1), True)])
+def test_reorder_of_blocks_rtl_bit_exact_and_cycles(tmp_path, rows, columns, block, folding, rescale):
+    """The head split (R = S, C = H, E = D) and merge (R = H, C = S) in RTL: cocotb against the
+    integer reference, cycles equal to the model's."""
+    rng = np.random.default_rng(rows * columns * block)
+    m, s = (1 << 30, 30) if not rescale else (int(rng.integers(1 << 29, 1 << 30)), 30)
+    size = rows * columns * block
+    config = {"SIZE": size, "XR": rows, "XC": columns, "XE": block, "ZX": int(rng.integers(-20, 20)), "M": m,
+              "S": s, "ZY": int(rng.integers(-20, 20)), "LO": -128, "HI": 127}
+    inputs = [rng.integers(-128, 128, (3, size), dtype=np.int8)]
+    geometry = KERNELS["reorder"].transpose_geometry(1, rows, columns, block)
+    assert folding in KERNELS["reorder"].foldings(geometry)
+    result = simulate_case("reorder", (config, {}, inputs, folding), tmp_path, geometry=geometry)
+    check_cycles(result, f"reorder {rows}x{columns}x{block} {folding}")
+    (tmp_path / "lint").mkdir()
+    assert_verilog_2005_clean(render_op("reorder", config, {}, folding, 100), tmp_path / "lint")

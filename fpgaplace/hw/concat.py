@@ -28,6 +28,7 @@ from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import activation_inputs, probe, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.permutation import stream_order
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
@@ -126,7 +127,7 @@ class Concat(Elementwise):
                   "shift": shift.astype(np.int64)}
         if constants:  # a class token: streamed by a constant stage of the core (codegen) in its place
             arrays["constant_at"] = np.array(sorted(constants), dtype=np.int64)
-            arrays["constant"] = np.concatenate([constants[j][0].reshape(-1) for j in sorted(constants)])
+            arrays["constant"] = np.concatenate([stream_order(constants[j][0]) for j in sorted(constants)])
         return Layer(op.name, "concat", [x.name for j, x in enumerate(xs) if j not in constants], y.name, config,
                      arrays)
     # ---- HLS ----

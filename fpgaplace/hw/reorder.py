@@ -82,12 +82,12 @@ class Reorder(Shuffle):
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
         """``rtl/reorder.v.j2``: PE banks, the write rotation by ``r mod L``, per bank the read
-        address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``."""
+        address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``;
+        for blocks (XE > 1, L dividing XE) lane l is bank l and the read address walks the blocks."""
         c = int_members(config)
+        if c.get("XE", 1) > 1:
+            return self.blocks_rtl(c, fold, top)
         rows, columns, lanes = c["XR"], c["XC"], fold.pe
-        if c.get("XE", 1) != 1:
-            raise FpgaplaceError(f"rtl {top}: a transpose of blocks (XE={c['XE']}, attention's heads) has no RTL "
-                                 "template yet; expected XE=1 (its C simulation is generated)")
         if rows * columns != c["SIZE"] or rows % lanes or columns % lanes:
             raise FpgaplaceError(f"rtl {top}: XR x XC must be SIZE={c['SIZE']} and PE={lanes} divide XR={rows} "
                                  f"and XC={columns}")
@@ -99,5 +99,21 @@ class Reorder(Shuffle):
         values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
                       "HALF_BITS": index_bits(depth) + 1, "LANE_BITS": index_bits(lanes),
                       "ROW_BLOCKS": rows // lanes, "COL_BLOCKS": columns // lanes, "RB_BITS": index_bits(rows // lanes),
-                      "CB_BITS": index_bits(columns // lanes), "offsets": offsets, "rq": rq}
+                      "CB_BITS": index_bits(columns // lanes), "offsets": offsets, "rq": rq, "BLOCKED": False}
+        return RtlUnit("rtl/reorder.v.j2", values, {}, ((PORT_IN, lanes, c["SIZE"]),), (PORT_OUT, lanes, c["SIZE"]))
+
+    def blocks_rtl(self, c: dict[str, int], fold: Folding, top: str) -> RtlUnit:
+        """``rtl/reorder.v.j2`` for a transpose of blocks of XE elements (L dividing XE): no rotation,
+        the out side's address ``(r * XC + c) * W + w`` for W = XE / L words a block."""
+        rows, columns, block, lanes = c["XR"], c["XC"], c["XE"], fold.pe
+        if rows * columns * block != c["SIZE"] or block % lanes:
+            raise FpgaplaceError(f"rtl {top}: XR x XC x XE must be SIZE={c['SIZE']} and PE={lanes} divide XE={block}")
+        check_int8_members(c, ("ZX", "ZY"), self.name)
+        depth, words = c["SIZE"] // lanes, block // lanes
+        rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
+        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
+                      "HALF_BITS": index_bits(depth) + 1, "LANE_BITS": index_bits(lanes), "ROW_BLOCKS": 1,
+                      "COL_BLOCKS": 1, "RB_BITS": 1, "CB_BITS": 1, "offsets": [[0] * lanes for _ in range(lanes)],
+                      "rq": rq, "BLOCKED": True, "W": words, "W_BITS": index_bits(words), "R_BITS": index_bits(rows),
+                      "C_BITS": index_bits(columns)}
         return RtlUnit("rtl/reorder.v.j2", values, {}, ((PORT_IN, lanes, c["SIZE"]),), (PORT_OUT, lanes, c["SIZE"]))
