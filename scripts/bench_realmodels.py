@@ -5,8 +5,9 @@
                                        [--step-timeout 1800] [--json]
 
 Models: the detectors and classifiers built in tests/real_models.py (yolo, yolox, dbnet,
-mobilenetv3; test sizes, or the issue's full sizes with ``--full``), the recurrent and embedding models
-of ``fpgaplace.model.zoo`` (crnn_lstm, byte_classifier; fixed sizes) and the nine CNNs of the onnx
+mobilenetv3; test sizes, or the issue's full sizes with ``--full``), the recurrent, embedding and
+transformer models of ``fpgaplace.model.zoo`` (``ZOO_BUILT``: crnn_lstm, byte_classifier, bert_layer, vit4;
+fixed sizes) and the nine CNNs of the onnx
 package's light model zoo (their ConstantOfShape weights replaced by seeded random ones, as
 ``fpgaplace.model.zoo.with_random_weights`` does; their sizes are fixed). Each model goes through
 the real CLI in a temporary folder, one subprocess per step:
@@ -48,8 +49,11 @@ from fpgaplace.board.load import list_boards  # noqa: E402
 from fpgaplace.model import zoo  # noqa: E402
 
 BUILT = ("yolo", "yolox", "dbnet", "mobilenetv3")
-RECURRENT = ("crnn_lstm", "byte_classifier")  # fpgaplace.model.zoo's builders (fixed sizes)
-MODELS = BUILT + RECURRENT + zoo.LIGHT_MODELS
+ZOO_BUILT = {"crnn_lstm": zoo.crnn_lstm, "byte_classifier": zoo.byte_classifier,
+             "bert_layer": lambda: zoo.bert_encoder_layer(batch=1), "vit4": zoo.vit_encoder}
+"""Models of the zoo at fixed sizes: an LSTM CRNN, a GRU byte classifier with an int32 input, a BERT layer at
+batch 1 x 16 tokens x 64, a 4-layer ViT on 32x32."""
+MODELS = BUILT + tuple(ZOO_BUILT) + zoo.LIGHT_MODELS
 BOARDS = ("zcu104", "kv260")
 PROJECT_MODEL = "model.qdq.onnx"
 """The QDQ model compile writes into a project (what its placement names)."""
@@ -110,8 +114,8 @@ def float_model(name: str, full: bool, folder: Path) -> tuple[Path, list[str]]:
     """The float model ``name`` saved in ``folder``, and the --input-shape flags binding its dims."""
     if name in BUILT:
         model, shapes = real_models.build(name, full)
-    elif name in RECURRENT:
-        model, shapes = getattr(zoo, name)(), {}
+    elif name in ZOO_BUILT:
+        model, shapes = ZOO_BUILT[name](), {}
     elif name in zoo.LIGHT_MODELS:
         model, shapes = zoo.with_random_weights(onnx.load(str(zoo.light_model_path(name)))), {}
     else:

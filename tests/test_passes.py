@@ -371,7 +371,8 @@ def test_optimize_keeps_outputs_of_the_built_models(builder):
     optimized, report = optimize(model)
     assert report.converged and report.rounds >= 1
     assert report.changes_per_round[-1] and not any(report.changes_per_round[-1].values())
-    assert report.nodes_after == len(optimized.graph.node) <= report.nodes_before
+    heads = sum(n.name.endswith(("_heads_as_batch", "_heads")) for n in optimized.graph.node)  # passes.heads
+    assert report.nodes_after == len(optimized.graph.node) <= report.nodes_before + heads
     assert_same_outputs(model, optimized)
     data = report.to_dict()
     assert {p["name"] for p in data["passes"]} >= {"fold_batchnorm", "eliminate_dead_code"}

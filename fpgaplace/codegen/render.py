@@ -18,6 +18,7 @@ import numpy as np
 
 from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
 from fpgaplace.hw import KERNELS
+from fpgaplace.hw.concat import constant_parts
 from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
@@ -139,6 +140,24 @@ def _layer_config(layer: Layer) -> dict[str, int]:
     return KERNELS[layer.kernel].hls_config(layer.config, layer.geometry, layer.folding)
 
 
+def _concat_constants(layer: Layer, index: int, ins: list[str], streams: _Streams,
+                      arrays: list) -> tuple[list[Step], list[str]]:
+    """The constant stages of a concat's constant inputs (a class token: ``fp::broadcast`` of one
+    sample's values, ``hw.concat.constant_parts``) and the concat's input streams with theirs in place."""
+    parts = constant_parts(layer.arrays, layer.config["PIXELS"])
+    steps, streamed, full = [], iter(ins), []
+    for j in range(len(layer.arrays["channels"])):
+        if j not in parts:
+            full.append(next(streamed))
+            continue
+        full.append(streams.new(f"const{index}_{j}", layer.folding.pe))
+        size = int(parts[j].size)
+        steps.append(Step("broadcast", "hls/ops/broadcast.j2", f"l{index}_c{j}_b_cfg",
+                          {"SIZE": size, "C": size, "L": layer.folding.pe}, [], out=full[-1], prefix=f"l{index}_c{j}"))
+        arrays.append(_array(f"l{index}_c{j}_b", "int8_t", parts[j]))
+    return steps, full
+
+
 def _concat_steps(layer: Layer, index: int, ins: list[str], out: str, streams: _Streams) -> list[Step]:
     """A concat of n inputs as n - 1 chained two-input concats (``Concat.hls_part_configs``)."""
     kernel = KERNELS["concat"]
@@ -190,7 +209,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
         size = KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
         out, feeding = streams.feed(readers.get(layer.output, []), size, produced[layer.output], layer.output)
         if layer.kernel == "concat":
-            steps += _concat_steps(layer, i, ins, out, streams)
+            constants, ins = _concat_constants(layer, i, ins, streams, arrays)
+            steps += constants + _concat_steps(layer, i, ins, out, streams)
         elif layer.kernel == "add" and "b" in layer.arrays:  # a constant operand, streamed per pixel
             constant = streams.new(f"const{i}", layer_widths(layer)[1])
             steps.append(Step("broadcast", "hls/ops/broadcast.j2", f"l{i}_b_cfg",

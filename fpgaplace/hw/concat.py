@@ -28,6 +28,7 @@ from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import activation_inputs, probe, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.permutation import stream_order
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
@@ -52,6 +53,24 @@ def stream_parts(shapes: list[tuple[int, ...]], axis: int) -> tuple[int, list[in
     return math.prod(shapes[0][1:axis]), [math.prod(s[axis:]) for s in shapes]
 
 
+def constant_parts(arrays: dict[str, np.ndarray], pixels: int) -> dict[int, np.ndarray]:
+    """Each constant input of a concat layer by its position: its int8 values of one sample (a
+    run of ``channels[j]`` elements for each of the ``pixels`` rows), from ``arrays``' ``constant``
+    and ``constant_at``. O(constant size)."""
+    at = [int(j) for j in arrays.get("constant_at", ())]
+    sizes = [pixels * int(arrays["channels"][j]) for j in at]
+    ends = np.cumsum([0, *sizes])
+    return {j: np.asarray(arrays["constant"])[ends[k]:ends[k + 1]] for k, j in enumerate(at)}
+
+
+def with_constants(arrays: dict[str, np.ndarray], inputs: list[np.ndarray], pixels: int) -> list[np.ndarray]:
+    """The concat's inputs in order: the streamed ``inputs`` (one sample each, in stream order)
+    with the constant inputs in their places (``constant_parts``)."""
+    streamed = iter(inputs)
+    constants = constant_parts(arrays, pixels)
+    return [constants[j] if j in constants else next(streamed) for j in range(len(arrays["channels"]))]
+
+
 class Concat(Elementwise):
     """Concatenation of any number of inputs, as runs of each input in turn (``stream_parts``)."""
 
@@ -70,7 +89,11 @@ class Concat(Elementwise):
         if isinstance(g, Unsupported):
             return g
         out = tensor_shape(graph, op.outputs[0])
-        shapes = [tensor_shape(graph, t) for t in activation_inputs(op, graph)]
+        shapes = [tensor_shape(graph, t) for t in op.inputs if t]
+        if any(s is None for s in shapes):
+            return Unsupported("unknown shapes")
+        if len(activation_inputs(op, graph)) < len(shapes) and out[0] != 1:  # type: ignore[index]
+            return Unsupported("a concat of a constant at a batch other than 1 (the constant is one sample's)")
         rows, parts = stream_parts(shapes, int(op.attrs.get("axis", 1)) % len(out))  # type: ignore[arg-type,misc]
         pixels = out[0] * rows  # type: ignore[index]
         return replace(g, pixels=pixels, channels=math.gcd(*parts), shape={**g.shape, "PIXELS": pixels,
@@ -83,7 +106,7 @@ class Concat(Elementwise):
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         pixels = c["PIXELS"]
-        xs = [x.reshape(pixels, -1) for x in inputs]
+        xs = [x.reshape(pixels, -1) for x in with_constants(arrays, inputs, pixels)]
         y = reference.concat([x.reshape(pixels, 1, -1) for x in xs], zxs=arrays["zero_points"].tolist(),
                              ms=arrays["mult"].tolist(), ss=arrays["shift"].tolist(), zy=c["ZY"], lo=c["LO"],
                              hi=c["HI"])
@@ -91,7 +114,9 @@ class Concat(Elementwise):
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
-        xs = [ctx.source(op, t) for t in op.inputs if t]
+        names = [t for t in op.inputs if t]
+        constants = {j: ctx.index.constant_int8(t) for j, t in enumerate(names) if t in ctx.graph.params}
+        xs = [constants[j][1] if j in constants else ctx.source(op, t) for j, t in enumerate(names)]
         out = ctx.sink(op)
         y = out.tensor
         lo, hi = bounds(ctx.index, out.activations, y.scale, y.zero_point)
@@ -100,7 +125,11 @@ class Concat(Elementwise):
         arrays = {"channels": np.array(shape["CHANNELS"], dtype=np.int64), "zero_points":
                   np.array([x.zero_point for x in xs], dtype=np.int64), "mult": mult.astype(np.int64),
                   "shift": shift.astype(np.int64)}
-        return Layer(op.name, "concat", [x.name for x in xs], y.name, config, arrays)
+        if constants:  # a class token: streamed by a constant stage of the core (codegen) in its place
+            arrays["constant_at"] = np.array(sorted(constants), dtype=np.int64)
+            arrays["constant"] = np.concatenate([stream_order(constants[j][0]) for j in sorted(constants)])
+        return Layer(op.name, "concat", [x.name for j, x in enumerate(xs) if j not in constants], y.name, config,
+                     arrays)
     # ---- HLS ----
 
     def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:
@@ -143,6 +172,9 @@ class Concat(Elementwise):
         missing = [a for a in ("channels", "zero_points", "mult", "shift") if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl {top}: arrays lack {', '.join(missing)}")
+        if "constant_at" in arrays:
+            raise FpgaplaceError(f"rtl {top}: a concat of a constant (a class token) has no RTL template yet; "
+                                 "expected activations only (its C simulation is generated)")
         channels = [int(v) for v in np.asarray(arrays["channels"]).reshape(-1)]
         pe = fold.pe
         if any(ch % pe for ch in channels):

@@ -223,7 +223,9 @@ def _constant_offsets(c: dict[str, int], constant: np.ndarray, elems: int, top: 
 def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -> int | None:
     """How many values a broadcast constant repeats in stream order: 1 for one value, the channel
     count for one value per channel (``[C, 1, 1]`` against NCHW, ``[C]`` against the last axis of
-    a tensor of rank 3 or less); None for any other broadcast."""
+    a tensor of rank 3 or less), the constant's size for one of a sample's trailing axes of a tensor
+    of rank 3 or less (a ViT's position embedding ``[1, T, C]`` against ``[B, T, C]``); None for any
+    other broadcast."""
     if constant is None:
         return None
     dims = list(constant)
@@ -233,4 +235,4 @@ def per_channel_period(constant: tuple[int, ...] | None, out: tuple[int, ...]) -
         return 1
     if len(out) == 4:
         return out[1] if dims == [out[1], 1, 1] else None
-    return out[-1] if dims == [out[-1]] else None
+    return math.prod(dims) if dims == list(out[len(out) - len(dims):]) and len(dims) < len(out) else None

@@ -67,9 +67,9 @@ class Island:
     exit_op: str
     nodes: tuple[str, ...]
     members: tuple[str, ...]  # the nodes placed with the exit op: all but the source's DQs, constants and the exit
-    kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation) or "reorder"
+    kernel: str = "table"  # the exit op's stage: "table", "shuffle" (a channel permutation), "reorder" or "alias"
     permutation: tuple[int, ...] = ()  # a shuffle's source channel of each output channel
-    transpose: tuple[int, int] = ()  # a reorder's (R, C): each sample's stream read as [R, C], written as [C, R]
+    transpose: tuple[int, int, int] = ()  # a reorder's (R, C, E): a sample read as [R, C, E], written [C, R, E]
 
 
 class _Walk:
@@ -90,6 +90,21 @@ class _Walk:
                 producer = self.index.producer.get(node.input[0])
                 return [node, *([producer] if producer is not None else [])]
         return None
+
+    def absorbable(self, node: onnx.NodeProto | None) -> bool:
+        """Whether ``node`` may be inside an island: elementwise, every constant operand a scalar
+        (a dense layer's bias Add, with its vector of int8 biases, ends the walk: its output is a
+        source). O(operands)."""
+        return _float_op(node) and all(self.scalar_constant(t) is not None or not self.constant_view(t)
+                                       for t in node.input if t)
+
+    def constant_view(self, tensor: str) -> bool:
+        """A constant, or a DequantizeLinear of one."""
+        if self.index.constant(tensor) is not None:
+            return True
+        node = self.index.producer.get(tensor)
+        return (node is not None and node.op_type == "DequantizeLinear"
+                and self.index.constant(node.input[0]) is not None)
 
     def int8_of(self, dq: onnx.NodeProto) -> str | None:
         """The per-tensor int8 tensor a DequantizeLinear reads, or None."""
@@ -118,7 +133,7 @@ class _Walk:
                 nodes.add(node.name)
                 maker = self.index.producer.get(q)
                 inner = (maker is not None and maker.op_type == "QuantizeLinear" and q not in keep_out
-                         and q not in self.outputs and _float_op(self.index.producer.get(maker.input[0])))
+                         and q not in self.outputs and self.absorbable(self.index.producer.get(maker.input[0])))
                 if inner:
                     nodes.add(maker.name)
                     pending.append(maker.input[0])

@@ -91,13 +91,14 @@ class LayerContext:
         check_scale(out.tensor.scale, f"op '{op.name}': output '{output}'")
         return out
 
-    def reshape(self, op: Op) -> Layer | tuple[str, str] | None:
-        """A stream-order-preserving reshape: nothing (a pass-through), an alias (output int8
-        tensor, input int8 tensor), or a requantization where its two scales differ."""
+    def reshape(self, op: Op, source: QTensor | None = None) -> Layer | tuple[str, str] | None:
+        """A stream-order-preserving reshape (of ``source``, by default its input): nothing (a
+        pass-through), an alias (output int8 tensor, input int8 tensor), or a requantization where
+        its two scales differ."""
         out = self.index.int_sink(op.outputs[0])
         if out is None:
             return None  # a pass-through: its readers see through it
-        x = self.source(op, op.inputs[0])
+        x = source if source is not None else self.source(op, op.inputs[0])
         if (x.scale, x.zero_point) == (out.tensor.scale, out.tensor.zero_point) and not out.activations:
             return (out.tensor.name, x.name)
         return self.rescale(op, x, out, "requant", {"SIZE": self.graph.tensors[op.outputs[0]].numel})

@@ -21,10 +21,16 @@ A *chain* (found backwards from a per-tensor int8 QuantizeLinear, its *exit*):
   of [N, C, 1, 1] to [N, 1, 1, C]); a flatten of a feature map is neither (its stream order is
   the dense layers' business: ``fpgaplace.hw.dense.flattened_from``);
 * or, for an output of rank 3 (never a flatten to [N, K], which stays the dense layers'), the
-  effect is in stream order the same 2-D transpose of every sample, ``[R, C] -> [C, R]``
-  (``stream_transpose``): a YOLO head's ``Reshape [N, C, H, W] -> [N, C, H*W]`` turns the HWC
-  stream into CHW order. It runs as a reorder buffer of a whole sample (``fpgaplace.hw.reorder``);
+  effect is in stream order the same transpose of blocks of every sample, ``[R, C, E] -> [C, R,
+  E]`` (``stream_transpose``; E = 1 a 2-D transpose): a YOLO head's ``Reshape [N, C, H, W] -> [N,
+  C, H*W]`` turns the HWC stream into CHW order (E = 1), and attention's split of ``[B, S, H*D]``
+  into heads ``[B*H, S, D]`` (Reshape, Transpose perm [0, 2, 1, 3], Reshape: ``model.passes.heads``)
+  moves blocks of D elements (R = S, C = H), as its merge does back (R = H, C = S). It runs as a
+  reorder buffer of a whole sample (``fpgaplace.hw.reorder``);
   any other order a chain leaves is not generated (no index ROM), and the chain is refused;
+* or, for an output of rank 3, the stream order is kept (a ViT's patch tokens, ``Reshape [B, C,
+  H, W] -> [B, C, H*W] -> Transpose(0, 2, 1)``): an ``alias``, the output the source's int8
+  stream (or its requantization where the exit's scale differs) at no cost;
 * at least one op would not run alone (a Transpose, or a reshape that changes the stream order:
   ``fpgaplace.hw.free.changes_stream_order``), so order-keeping reshapes stay free aliases.
 
@@ -34,6 +40,7 @@ length x tensor size) per exit, in numpy.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -53,8 +60,8 @@ class Chain:
     """A data-movement chain: its int8 ``source``, exit QuantizeLinear and its int8 ``output``, the
     ``last_op`` carrying the stage, its nodes in topological order (the source's DequantizeLinear
     first, the exit last), and its effect: ``permutation[c]``, the source channel of output
-    channel ``c`` (a channel shuffle), or ``transpose`` = (R, C), every sample's stream read as
-    ``[R, C]`` and written as ``[C, R]`` (a reorder)."""
+    channel ``c`` (a channel shuffle), or ``transpose`` = (R, C, E), every sample's stream read
+    as ``[R, C, E]`` and written as ``[C, R, E]`` (a reorder)."""
 
     source: str
     exit: str
@@ -62,12 +69,13 @@ class Chain:
     last_op: str
     nodes: tuple[str, ...]
     permutation: tuple[int, ...] = ()
-    transpose: tuple[int, int] = ()
+    transpose: tuple[int, int, int] = ()
 
     @property
     def kernel(self) -> str:
-        """The kernel of its stage: ``reorder`` for a transpose, else ``shuffle``."""
-        return "reorder" if self.transpose else "shuffle"
+        """The kernel of its stage: ``reorder`` for a transpose, ``shuffle`` for a channel
+        permutation, else ``alias`` (the stream order kept: the chain's output is its source)."""
+        return "reorder" if self.transpose else "shuffle" if self.permutation else "alias"
 
 
 def _int8_params(index: QdqIndex, node: onnx.NodeProto) -> tuple[float, int] | None:
@@ -158,21 +166,24 @@ def stream_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> np.n
     return position[stream_order(moved)]
 
 
-def stream_transpose(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, int] | None:
-    """(R, C) when the output stream of every sample is its source stream read as ``[R, C]`` and
-    written as ``[C, R]`` (R, C > 1), else None (``moved`` as for ``stream_permutation``). The
-    samples are the source's axis 0. O(elements)."""
-    samples = source_shape[0] if source_shape else 1
+def stream_transpose(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, int, int] | None:
+    """(R, C, E) when the output stream of every sample is its source stream read as ``[R, C, E]``
+    and written as ``[C, R, E]`` (R, C > 1; E = 1 a 2-D transpose), else None (``moved`` as for
+    ``stream_permutation``). The samples are the common divisor of the source's and the output's
+    axis 0 (attention's heads split ``[B, S, H*D]`` into ``[B*H, S, D]``: B samples). O(elements)."""
+    samples = math.gcd(source_shape[0], moved.shape[0]) if source_shape and moved.ndim else 1
     size = moved.size // max(1, samples)
     if size < 4 or moved.size != samples * size:
         return None
     taken = stream_permutation(source_shape, moved).reshape(samples, size) - np.arange(samples)[:, None] * size
-    columns = int(taken[0, 1])  # output element 1 is source row 1's first element
-    if columns < 2 or size % columns or size // columns < 2:
+    steps = np.flatnonzero(taken[0] != np.arange(size))  # the output's first block is the source's
+    block = int(steps[0]) if steps.size else size
+    columns = int(taken[0, block]) // block if block < size else 0  # the next block is source row 1's first
+    if columns < 2 or size % (columns * block) or size // (columns * block) < 2:
         return None
-    rows = size // columns
-    transposed = np.arange(size).reshape(rows, columns).T.reshape(-1)
-    return (rows, columns) if np.array_equal(taken, np.broadcast_to(transposed, taken.shape)) else None
+    rows = size // (columns * block)
+    transposed = np.arange(size).reshape(rows, columns, block).transpose(1, 0, 2).reshape(-1)
+    return (rows, columns, block) if np.array_equal(taken, np.broadcast_to(transposed, taken.shape)) else None
 
 
 def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tuple[int, ...] | None:
@@ -193,6 +204,13 @@ def channel_permutation(source_shape: tuple[int, ...], moved: np.ndarray) -> tup
     if channels != source_channels and not np.array_equal(perm, np.arange(channels)):
         return None  # pixels of the output that are not the source's (a flatten of a feature map)
     return tuple(int(c) for c in perm)
+
+
+def _keeps_order(source_shape: tuple[int, ...], moved: np.ndarray) -> bool:
+    """Whether the chain leaves every element where it was in stream order (a ViT's patches,
+    ``Reshape [B, C, H, W] -> [B, C, H*W]`` then ``Transpose(0, 2, 1)``, read the HWC stream as it
+    is). O(elements)."""
+    return bool(np.array_equal(stream_permutation(source_shape, moved), np.arange(moved.size)))
 
 
 def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
@@ -222,7 +240,7 @@ def find_chain(index: QdqIndex, exit_q: onnx.NodeProto, outputs: set[str],
         return None
     perm = channel_permutation(source_shape, x)
     transpose = stream_transpose(source_shape, x) if perm is None and x.ndim == 3 else None
-    if perm is None and transpose is None:
+    if perm is None and transpose is None and not (x.ndim == 3 and _keeps_order(source_shape, x)):
         return None
     return Chain(source, exit_q.name, exit_q.output[0], ops[-1].name, tuple(n.name for n in reversed(nodes)),
                  perm or (), transpose or ())

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
 from fpgaplace.hw.affine import Affine
+from fpgaplace.hw.alias import Alias
 from fpgaplace.hw.binary import Binary
 from fpgaplace.hw.concat import Concat
 from fpgaplace.hw.conv import Conv2d
@@ -75,10 +76,11 @@ KERNELS: dict[str, Kernel] = {
         Free("dequantize"),
         Free("batchnorm"),
         Free("island"),
+        Alias(),
     )
 }
 
-ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island"})
+ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island", "alias"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain, a chain transposing the stream)."""
 
@@ -120,7 +122,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         return geometry
     if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
         weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
-        constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
+        constants = [t for t in op.inputs if t and t in graph.params] if kernel.name in ("add", "concat") else []
         activations = [] if isinstance(kernel, Embedding) else activation_inputs(op, graph)  # integer indices
         reason = qdq.unlowerable(op.op_type, activations, op.outputs, weights, graph.model, constants)
         if reason is not None:

@@ -1,15 +1,18 @@
-"""The reorder kernel: a whole sample's stream written out transposed, ``[R, C] -> [C, R]``.
+"""The reorder kernel: a whole sample's stream written out transposed, ``[R, C, E] -> [C, R, E]``.
 
-A data-movement chain (``fpgaplace.hw.permutation``) whose effect in stream order is a 2-D
-transpose of every sample (a YOLO head's ``Reshape [N, C, H, W] -> [N, C, H*W]`` reads the HWC
-stream, ``[H*W, C]``, and writes CHW order, ``[C, H*W]``) maps the stream ``x`` to
-``y[c * R + r] = requantize(x[r * C + c] - ZX, M, S, ZY, LO, HI)`` (the identity requantization,
-M = 2**30 and S = 30, unless the chain's exit scale differs from its source's).
+A data-movement chain (``fpgaplace.hw.permutation``) whose effect in stream order is a transpose
+of blocks of E elements of every sample (E = 1: a YOLO head's ``Reshape [N, C, H, W] -> [N, C,
+H*W]`` reads the HWC stream, ``[H*W, C]``, and writes CHW order, ``[C, H*W]``; E = D: attention's
+split of ``[S, H*D]`` into heads ``[H, S, D]`` and their merge) maps the stream ``x`` to
+``y[(c * R + r) * E + e] = requantize(x[(r * C + c) * E + e] - ZX, M, S, ZY, LO, HI)`` (the
+identity requantization, M = 2**30 and S = 30, unless the chain's exit scale differs from its
+source's).
 
-The stage buffers whole samples in L banks (L = PE lanes dividing both R and C). Element (r, c)
-lives in bank ``(r + c) mod L`` at address ``(r * C + c) / L``, so the L elements of an input beat
-(one r, L consecutive c) and of an output beat (one c, L consecutive r) each sit in L different
-banks: the address generator is a few counters and a rotation, no index ROM. Each bank holds two
+The stage buffers whole samples in L banks (L = PE lanes dividing E, or both R and C when E = 1).
+Element (r, c, e) lives in bank ``(r + c + e) mod L`` at address ``((r * C + c) * E + e) / L``, so
+the L elements of an input beat (one r, L consecutive c; or one block, L consecutive e) and of an
+output beat (one c, L consecutive r; or L consecutive e) each sit in L different banks: the
+address generator is a few counters and a rotation, no index ROM. Each bank holds two
 samples (a ping-pong buffer): sample n goes out while sample n + 1 comes in, so the stage takes
 ``SIZE / L`` cycles a sample (``cycles``) like any lane stage and never stalls its neighbours for a
 whole sample; the ``2 * SIZE`` bytes (``linebuffer_bytes``) are charged to the core's on-chip
@@ -50,14 +53,17 @@ class Reorder(Shuffle):
         out = tensor_shape(graph, op.outputs[0])
         if out is None:
             return Unsupported("unknown shapes")
-        return self.transpose_geometry(out[0], *island.transpose)
+        rows, columns, block = island.transpose
+        return self.transpose_geometry(math.prod(out) // (rows * columns * block), rows, columns, block)
 
-    def transpose_geometry(self, samples: int, rows: int, columns: int) -> Geometry:
-        """The geometry of ``samples`` streams of ``[rows, columns]`` written transposed: PE folds
-        the common divisor of both (a beat of either side in L different banks), two samples buffered."""
-        size = rows * columns
-        return Geometry(self.name, samples, math.gcd(rows, columns), 1, stream_elements=samples * size,
-                        linebuffer_bytes=2 * size, shape={"SIZE": samples * size, "XR": rows, "XC": columns})
+    def transpose_geometry(self, samples: int, rows: int, columns: int, block: int = 1) -> Geometry:
+        """The geometry of ``samples`` streams of ``[rows, columns, block]`` written as ``[columns,
+        rows, block]``: PE folds the block, or the common divisor of rows and columns when a block
+        is one element (a beat of either side in L different banks), two samples buffered."""
+        size = rows * columns * block
+        lanes = block if block > 1 else math.gcd(rows, columns)
+        return Geometry(self.name, samples, lanes, 1, stream_elements=samples * size, linebuffer_bytes=2 * size,
+                        shape={"SIZE": samples * size, "XR": rows, "XC": columns, "XE": block})
 
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """A sample in while the one before goes out: ``SIZE / L`` per sample."""
@@ -65,19 +71,22 @@ class Reorder(Shuffle):
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
-        x = np.asarray(inputs[0]).reshape(c["XR"], c["XC"]).T.reshape(-1)
+        x = np.asarray(inputs[0]).reshape(c["XR"], c["XC"], c.get("XE", 1)).transpose(1, 0, 2).reshape(-1)
         return reference.requant(x, zx=c["ZX"], m=c["M"], s=c["S"], zy=c["ZY"], lo=c["LO"], hi=c["HI"])
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
-        """The chain's layer: its source, its output, the transpose's R and C and ``sx / sy``."""
-        config = {"SIZE": shape["SIZE"] // ctx.batch(), "XR": shape["XR"], "XC": shape["XC"]}
+        """The chain's layer: its source, its output, the transpose's R, C and E and ``sx / sy``."""
+        config = {"SIZE": shape["SIZE"] // ctx.batch(), "XR": shape["XR"], "XC": shape["XC"], "XE": shape["XE"]}
         return self.chain_layer(ctx, op, config)[0]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
         """``rtl/reorder.v.j2``: PE banks, the write rotation by ``r mod L``, per bank the read
-        address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``."""
+        address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``;
+        for blocks (XE > 1, L dividing XE) lane l is bank l and the read address walks the blocks."""
         c = int_members(config)
+        if c.get("XE", 1) > 1:
+            return self.blocks_rtl(c, fold, top)
         rows, columns, lanes = c["XR"], c["XC"], fold.pe
         if rows * columns != c["SIZE"] or rows % lanes or columns % lanes:
             raise FpgaplaceError(f"rtl {top}: XR x XC must be SIZE={c['SIZE']} and PE={lanes} divide XR={rows} "
@@ -90,5 +99,21 @@ class Reorder(Shuffle):
         values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
                       "HALF_BITS": index_bits(depth) + 1, "LANE_BITS": index_bits(lanes),
                       "ROW_BLOCKS": rows // lanes, "COL_BLOCKS": columns // lanes, "RB_BITS": index_bits(rows // lanes),
-                      "CB_BITS": index_bits(columns // lanes), "offsets": offsets, "rq": rq}
+                      "CB_BITS": index_bits(columns // lanes), "offsets": offsets, "rq": rq, "BLOCKED": False}
+        return RtlUnit("rtl/reorder.v.j2", values, {}, ((PORT_IN, lanes, c["SIZE"]),), (PORT_OUT, lanes, c["SIZE"]))
+
+    def blocks_rtl(self, c: dict[str, int], fold: Folding, top: str) -> RtlUnit:
+        """``rtl/reorder.v.j2`` for a transpose of blocks of XE elements (L dividing XE): no rotation,
+        the out side's address ``(r * XC + c) * W + w`` for W = XE / L words a block."""
+        rows, columns, block, lanes = c["XR"], c["XC"], c["XE"], fold.pe
+        if rows * columns * block != c["SIZE"] or block % lanes:
+            raise FpgaplaceError(f"rtl {top}: XR x XC x XE must be SIZE={c['SIZE']} and PE={lanes} divide XE={block}")
+        check_int8_members(c, ("ZX", "ZY"), self.name)
+        depth, words = c["SIZE"] // lanes, block // lanes
+        rq = const_requant(f"{top}_requantize", [("a", 10, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"])
+        values = c | {"name": top, "L": lanes, "DEPTH": depth, "ADDR_BITS": index_bits(depth),
+                      "HALF_BITS": index_bits(depth) + 1, "LANE_BITS": index_bits(lanes), "ROW_BLOCKS": 1,
+                      "COL_BLOCKS": 1, "RB_BITS": 1, "CB_BITS": 1, "offsets": [[0] * lanes for _ in range(lanes)],
+                      "rq": rq, "BLOCKED": True, "W": words, "W_BITS": index_bits(words), "R_BITS": index_bits(rows),
+                      "C_BITS": index_bits(columns)}
         return RtlUnit("rtl/reorder.v.j2", values, {}, ((PORT_IN, lanes, c["SIZE"]),), (PORT_OUT, lanes, c["SIZE"]))

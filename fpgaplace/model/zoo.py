@@ -192,30 +192,11 @@ def bert_encoder_layer(
     """One post-LN BERT encoder layer: multi-head self-attention and a GELU feed-forward block."""
     if hidden % heads:
         raise FpgaplaceError(f"bert_encoder_layer: hidden={hidden} must be a multiple of heads={heads}")
-    head_dim = hidden // heads
     b = _Builder(seed)
-    x = "hidden_states"
-    split_shape = b.const("split_heads_shape", np.array([0, seq, heads, head_dim], np.int64))
-    merge_shape = b.const("merge_heads_shape", np.array([0, seq, hidden], np.int64))
-
-    def heads_first(t: str, perm: list[int]) -> str:
-        return b.node("Transpose", [b.node("Reshape", [t, split_shape])], perm=perm)
-
-    q = heads_first(_dense(b, x, "query", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
-    k = heads_first(_dense(b, x, "key", hidden, hidden), [0, 2, 3, 1])  # [B, H, D, S]
-    v = heads_first(_dense(b, x, "value", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
-    scale = b.const("attention_scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
-    scores = b.node("Mul", [b.node("MatMul", [q, k]), scale])
-    probs = b.node("Softmax", [scores], axis=-1)
-    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
-    context = b.node("Reshape", [context, merge_shape])
-    attended = _layer_norm(b, b.node("Add", [_dense(b, context, "attn_out", hidden, hidden), x]), "ln1", hidden)
-    inner = _gelu(b, _dense(b, attended, "ffn_in", hidden, 4 * hidden))
-    ffn = _dense(b, inner, "ffn_out", 4 * hidden, hidden)
-    _layer_norm(b, b.node("Add", [ffn, attended]), "ln2", hidden, output="encoded")
+    _encoder_block(b, "hidden_states", seq, hidden, heads, output="encoded")
     return b.model(
         "bert_encoder_layer",
-        [_float_input(x, [batch, seq, hidden])],
+        [_float_input("hidden_states", [batch, seq, hidden])],
         [_float_input("encoded", [batch, seq, hidden])],
     )
 
@@ -351,3 +332,64 @@ def byte_classifier(length: int = 16, embedding: int = 16, hidden: int = 16, cla
            output="logits", transB=1)
     return b.model("byte_classifier", [helper.make_tensor_value_info("bytes", TensorProto.INT32, [1, length])],
                    [_float_input("logits", [1, classes])])
+
+def _encoder_block(b: _Builder, x: str, seq: int, hidden: int, heads: int, prefix: str = "",
+                   output: str | None = None) -> str:
+    """One post-LN encoder block on ``x [B, seq, hidden]``: multi-head self-attention with the
+    heads as exporters write them (Reshape to [B, S, H, D], Transpose to [B, H, S, D], Kᵀ as [B, H,
+    D, S]), residual and layer norm, then a GELU feed-forward block (4 x hidden), residual and
+    layer norm. Weight names start with ``prefix``."""
+    head_dim = hidden // heads
+    split_shape = b.const(f"{prefix}split_heads_shape", np.array([0, seq, heads, head_dim], np.int64))
+    merge_shape = b.const(f"{prefix}merge_heads_shape", np.array([0, seq, hidden], np.int64))
+
+    def heads_first(t: str, perm: list[int]) -> str:
+        return b.node("Transpose", [b.node("Reshape", [t, split_shape])], perm=perm)
+
+    q = heads_first(_dense(b, x, f"{prefix}query", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
+    k = heads_first(_dense(b, x, f"{prefix}key", hidden, hidden), [0, 2, 3, 1])  # [B, H, D, S]
+    v = heads_first(_dense(b, x, f"{prefix}value", hidden, hidden), [0, 2, 1, 3])  # [B, H, S, D]
+    scale = b.const(f"{prefix}attention_scale", np.array(1.0 / math.sqrt(head_dim), np.float32))
+    scores = b.node("Mul", [b.node("MatMul", [q, k]), scale])
+    probs = b.node("Softmax", [scores], axis=-1)
+    context = b.node("Transpose", [b.node("MatMul", [probs, v])], perm=[0, 2, 1, 3])
+    context = b.node("Reshape", [context, merge_shape])
+    attended = _layer_norm(b, b.node("Add", [_dense(b, context, f"{prefix}attn_out", hidden, hidden), x]),
+                           f"{prefix}ln1", hidden)
+    inner = _gelu(b, _dense(b, attended, f"{prefix}ffn_in", hidden, 4 * hidden))
+    ffn = _dense(b, inner, f"{prefix}ffn_out", 4 * hidden, hidden)
+    return _layer_norm(b, b.node("Add", [ffn, attended]), f"{prefix}ln2", hidden, output=output)
+
+
+def vit_encoder(image: int = 32, patch: int = 8, hidden: int = 64, heads: int = 4, layers: int = 4,
+                classes: int = 10, channels: int = 3, batch: int | str = 1, seed: int = 6) -> onnx.ModelProto:
+    """A ViT-style classifier (Dosovitskiy et al., 2021) with seeded random weights: the patch
+    embedding as a Conv of kernel and stride ``patch``, the patches as tokens ``[B, P, hidden]``
+    (Reshape, Transpose), a class token (Concat of a constant) in front, a position embedding (Add
+    of a constant), ``layers`` post-LN encoder blocks and a classifier (MatMul, Add) on the class
+    token (a Slice of the flattened tokens). At the defaults 17 tokens of 64."""
+    if image % patch or hidden % heads:
+        raise FpgaplaceError(f"vit_encoder: image={image} must be a multiple of patch={patch} and hidden={hidden} "
+                             f"of heads={heads}")
+    b = _Builder(seed)
+    patches = (image // patch) ** 2
+    tokens = patches + 1
+    w = b.weight("patch_w", (hidden, channels, patch, patch))
+    x = b.node("Conv", ["image", w, b.weight("patch_b", (hidden,), scale=0.02)], kernel_shape=[patch, patch],
+               strides=[patch, patch])
+    x = b.node("Reshape", [x, b.const("patches_shape", np.array([0, hidden, patches], np.int64))])
+    x = b.node("Transpose", [x], perm=[0, 2, 1])  # [B, P, hidden]
+    cls = b.const("class_token", (0.02 * b.rng.standard_normal((1, 1, hidden))).astype(np.float32))
+    x = b.node("Concat", [cls, x], axis=1)
+    x = b.node("Add", [x, b.const("position_embedding",
+                                  (0.02 * b.rng.standard_normal((1, tokens, hidden))).astype(np.float32))])
+    for i in range(layers):
+        x = _encoder_block(b, x, tokens, hidden, heads, prefix=f"layer{i}_")
+    x = b.node("Reshape", [x, b.const("tokens_flat", np.array([0, tokens * hidden], np.int64))])
+    starts, ends, axes = (b.const(name, np.array([v], np.int64)) for name, v in
+                          (("class_start", 0), ("class_end", hidden), ("class_axis", 1)))
+    x = b.node("Slice", [x, starts, ends, axes])  # the class token: the first hidden values of a sample
+    b.node("Add", [b.node("MatMul", [x, b.weight("head_w", (hidden, classes))]),
+                   b.weight("head_b", (classes,), scale=0.02)], output="logits")
+    return b.model("vit_encoder", [_float_input("image", [batch, channels, image, image])],
+                   [_float_input("logits", [batch, classes])])

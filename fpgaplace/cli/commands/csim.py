@@ -1,4 +1,5 @@
-"""``fpgaplace csim``: C-simulate a project, every core bit-exact and the outputs within 1 LSB."""
+"""``fpgaplace csim``: C-simulate a project, every core bit-exact and the outputs within 1 LSB
+(more with Softmax or LayerNorm stages: ``tolerance_lsb``, ``fpgaplace.sim.csim``)."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ from fpgaplace.model.passes.eliminate import eliminate_common_subexpressions, el
 from fpgaplace.model.passes.fold import fold_batchnorm, fold_channel_affine
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise, fused_groups, fused_head
 from fpgaplace.model.passes.graph_tools import FUSED_INTO_KEY, name_nodes, op_counts
+from fpgaplace.model.passes.heads import heads_to_batch
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.manager import DEFAULT_PASSES, OptimizeReport, PassManager, PassStat, optimize
 from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
@@ -43,6 +44,7 @@ __all__ = [
     "fused_groups",
     "fuse_layernorm",
     "fused_head",
+    "heads_to_batch",
     "name_nodes",
     "op_counts",
     "optimize",

@@ -24,6 +24,7 @@ from fpgaplace.model.passes.eliminate import eliminate_common_subexpressions, el
 from fpgaplace.model.passes.fold import fold_batchnorm, fold_channel_affine
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise
 from fpgaplace.model.passes.graph_tools import PassResult, copy_model, name_nodes, op_counts, sort_nodes
+from fpgaplace.model.passes.heads import heads_to_batch
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.recurrent import fold_constant_if
 from fpgaplace.model.passes.simplify import (
@@ -50,6 +51,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     collapse_reshape_chains,
     fold_constants,
     fold_constant_if,
+    heads_to_batch,
     fuse_layernorm,
     eliminate_common_subexpressions,
     fold_batchnorm,

@@ -29,7 +29,7 @@
 //   matmul<C>(a, b, out)                      HEADS M K N ZA ZB MQ SQ ZY LO HI PE SIMD STAGE; a beat<SIMD>,
 //                                            b and out beat<PE>
 //   shuffle<C>(in, out, perm)                 PIXELS C ZX M S ZY LO HI L STAGE; beats of L, perm[C]
-//   reorder<C>(in, out)                       SIZE XR XC ZX M S ZY LO HI L STAGE; beats of L
+//   reorder<C>(in, out)                       SIZE XR XC XE ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
 //                                            beats of L, table[ENTRIES]
 //   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
@@ -1240,18 +1240,24 @@ void conv2d_transposed(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& o
 }
 
 namespace detail {
-// The two sides of fp::reorder: element (r, c) of the sample sits in bank (r + c) % L at
-// (r * XC + c) / L, so the L elements of a beat in (one r) and of a beat out (one c) are in L
-// different banks.
+// The two sides of fp::reorder: element (r, c, e) of the sample, the sample read as [XR][XC][XE],
+// sits in bank (r + c + e) % L at ((r * XC + c) * XE + e) / L, so the L elements of a beat in (one
+// r and L columns, or one block and L of its elements) and of a beat out (one c and L rows, or L
+// elements of a block) are in L different banks.
+template <class C>
+int reorder_bank(int r, int c, int e) {
+  return (r + c + e) % C::L;
+}
+
 template <class C>
 void reorder_in(hls::stream<beat<C::L>>& in, int8_t bank[C::L][C::SIZE / C::L]) {
   for (int i = 0; i < C::SIZE / C::L; ++i) {
 #pragma HLS PIPELINE II=1
     const beat<C::L> x = in.read();
-    const int r = i * C::L / C::XC;
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
-      bank[(r + l) % C::L][i] = x.v[l];  // c = i * L % XC + l, and L divides XC
+      const int at = i * C::L + l;  // the input's element (r, c, e), row-major
+      bank[reorder_bank<C>(at / (C::XC * C::XE), at / C::XE % C::XC, at % C::XE)][i] = x.v[l];
     }
   }
 }
@@ -1261,11 +1267,12 @@ void reorder_out(const int8_t bank[C::L][C::SIZE / C::L], hls::stream<beat<C::L>
   for (int j = 0; j < C::SIZE / C::L; ++j) {
 #pragma HLS PIPELINE II=1
     FP_TICK(C::STAGE);
-    const int c = j * C::L / C::XR, r0 = j * C::L % C::XR;
     beat<C::L> y;
     for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
-      const int8_t v = bank[(r0 + l + c) % C::L][((r0 + l) * C::XC + c) / C::L];
+      const int at = j * C::L + l;  // the output's element (c, r, e), row-major
+      const int c = at / (C::XR * C::XE), r = at / C::XE % C::XR, e = at % C::XE;
+      const int8_t v = bank[reorder_bank<C>(r, c, e)][((r * C::XC + c) * C::XE + e) / C::L];
       y.v[l] = requantize(static_cast<int64_t>(v) - C::ZX, C::M, C::S, C::ZY, C::LO, C::HI);
     }
     out.write(y);
@@ -1273,15 +1280,17 @@ void reorder_out(const int8_t bank[C::L][C::SIZE / C::L], hls::stream<beat<C::L>
 }
 }  // namespace detail
 
-// y[c * XR + r] = requantize(x[r * XC + c] - ZX, M, S, ZY, LO, HI): the sample's stream read as
-// [XR][XC] and written transposed (fpgaplace.hw.reorder), L a cycle (L divides XR and XC). The
-// sample goes into the banks (detail::reorder_in) and out of them (detail::reorder_out), two
-// processes of a DATAFLOW region: HLS makes the banks a ping-pong buffer, so sample n goes out while
-// sample n + 1 comes in, SIZE/L iterations a sample each (the out side's are counted).
+// y[(c * XR + r) * XE + e] = requantize(x[(r * XC + c) * XE + e] - ZX, M, S, ZY, LO, HI): the
+// sample's stream read as [XR][XC][XE] and written as [XC][XR][XE] (fpgaplace.hw.reorder; XE = 1
+// a transpose), L a cycle (L divides XE, or XR and XC when XE = 1). The sample goes into the banks
+// (detail::reorder_in) and out of them (detail::reorder_out), two processes of a DATAFLOW region:
+// HLS makes the banks a ping-pong buffer, so sample n goes out while sample n + 1 comes in, SIZE/L
+// iterations a sample each (the out side's are counted).
 template <class C>
 void reorder(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out) {
-  static_assert(C::L > 0 && C::XR % C::L == 0 && C::XC % C::L == 0 && C::XR * C::XC == C::SIZE,
-                "reorder: L must divide XR and XC, and XR * XC be SIZE");
+  static_assert(C::L > 0 && C::XE > 0 && (C::XE > 1 ? C::XE % C::L == 0 : C::XR % C::L == 0 && C::XC % C::L == 0)
+                && C::XR * C::XC * C::XE == C::SIZE,
+                "reorder: L must divide XE (or XR and XC when XE is 1), and XR * XC * XE be SIZE");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "reorder: zero points and LO <= HI must be int8");
   static_assert(detail::valid_rescale(C::M, C::S), "reorder: need M >= 0 and 1 <= S <= 62");
