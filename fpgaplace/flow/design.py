@@ -268,6 +268,13 @@ class Design:
         return is_qdq(self.loaded.model)
 
     @cached_property
+    def is_qonnx(self) -> bool:
+        """Whether the model carries QONNX quantizers (``compile`` lowers them, ``model.qonnx_qdq``)."""
+        from fpgaplace.model.qonnx_qdq import is_qonnx
+
+        return is_qonnx(self.loaded.model)
+
+    @cached_property
     def _optimized(self) -> tuple[OpGraph, OptimizeReport | None]:
         from fpgaplace.model.frontend.load import from_model
         from fpgaplace.model.passes import eliminate, fuse
@@ -504,6 +511,7 @@ class Design:
         in ``calib_dir`` or on ``random_samples`` random inputs (each input's values in its
         ``input_ranges`` entry, ``quantize.calibration_inputs``), with the same board and
         options, and placed again with the same ``place()`` arguments if this one was placed."""
+        from fpgaplace.model.qonnx_qdq import qonnx_to_qdq
         from fpgaplace.model.quantize import calibration_inputs, quantize_model
 
         if self.is_qdq:
@@ -511,26 +519,33 @@ class Design:
         _ = self.board  # an unknown board is an error before any quantization work
         key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed,
                tuple(sorted((input_ranges or {}).items())))
+        if self.is_qonnx:
+            key = ("qonnx",)  # its own quantizers say everything; no calibration
         cached = self._quantized.get(key)
         if cached is not None:
             if self._place_args is not None and cached._place_args != self._place_args:
                 cached.place(**self._place_args)
             return cached
-        float_model = self.graph.model
-        self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
-                                                      else f"{random_samples} random calibration inputs"))
-        feeds = calibration_inputs(float_model, calib_dir=calib_dir,
-                                   random_samples=None if calib_dir else random_samples, seed=seed,
-                                   input_ranges=input_ranges)
+        if self.is_qonnx:
+            self._say("lowering the QONNX quantizers to integer QDQ")
+            model = qonnx_to_qdq(self.loaded.model, self.name)
+        else:
+            float_model = self.graph.model
+            self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
+                                                          else f"{random_samples} random calibration inputs"))
+            feeds = calibration_inputs(float_model, calib_dir=calib_dir,
+                                       random_samples=None if calib_dir else random_samples, seed=seed,
+                                       input_ranges=input_ranges)
+            model = quantize_model(float_model, feeds)
         quantized = Design(
-            quantize_model(float_model, feeds),
+            model,
             self.board,
             batch=self.batch,
             optimize=self.optimize,
             precision=self.precision,
             profile_cpu=self.profile_cpu,
             progress=self.progress,
-            source=f"{self.name} (int8 QDQ)",
+            source=f"{self.name} ({'QONNX as ' if self.is_qonnx else ''}int8 QDQ)",
         )
         quantized.float_design = self
         if self._place_args is not None:
@@ -572,19 +587,11 @@ class Design:
         return result
 
     def _check_compilable(self) -> None:
-        """Code generation builds int8 hardware: another precision, or a QONNX model's own
-        quantizers (bit widths the kernels do not have), costs and places but does not compile."""
-        from fpgaplace.model.passes.qonnx import QONNX_DOMAINS, QONNX_QUANTIZERS
-
-        if self.precision != "int8":
+        """Code generation builds the widths of a QONNX model's quantizers, else int8: another
+        precision of a float or QDQ model costs and places but does not compile."""
+        if self.precision != "int8" and not self.is_qonnx:
             raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware only "
                                  "(cost, place and split take it); expected int8")
-        quantizers = [op.name for op in self.loaded.ops.values()
-                      if op.op_type in QONNX_QUANTIZERS and op.domain in QONNX_DOMAINS]
-        if quantizers:
-            raise FpgaplaceError(f"{self.name}: QONNX quantizer {quantizers[0]!r} ({len(quantizers)} in all): compile "
-                                 "generates int8 hardware from a float or QDQ model (cost, place and split take "
-                                 "QONNX); expected a float or QDQ model")
 
     def csim(self, project: str | Path | None = None, samples: int = 1, seed: int = 0):
         """C-simulate ``project`` (``sim.csim.run_csim``); without one, compile this design

@@ -170,6 +170,23 @@ def qdq_index(model: onnx.ModelProto) -> QdqIndex:
     return cached[1]
 
 
+def absorbed_activation(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """Whether ``node`` is a Relu or Clip on the way from a computing op (not a DequantizeLinear)
+    to the QuantizeLinear it reaches: the op's lowering takes it as its output's clamp bounds
+    (``int_sink``'s activations), so it costs nothing of its own (a QONNX quantizer's narrowed
+    range, ``fpgaplace.model.qonnx_qdq``). O(chain)."""
+    if node.op_type not in ACTIVATIONS:
+        return False
+    index = qdq_index(model)
+    head = index.producer.get(node.input[0])
+    while head is not None and head.op_type in ACTIVATIONS:
+        head = index.producer.get(head.input[0])
+    if head is None or head.op_type in ("DequantizeLinear", "QuantizeLinear", *PASS_THROUGH):
+        return False
+    out = index.int_sink(head.output[0])
+    return out is not None and any(a.output[0] == node.output[0] for a in out.activations)
+
+
 def output_scales(model: onnx.ModelProto) -> dict[str, float]:
     """Quantization step of every graph output that is a dequantized int8 tensor (C simulation
     and the host driver compare outputs in these steps)."""

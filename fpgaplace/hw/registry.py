@@ -71,6 +71,7 @@ KERNELS: dict[str, Kernel] = {
         Free("dequantize"),
         Free("batchnorm"),
         Free("island"),
+        Free("activation"),
     )
 }
 
@@ -100,7 +101,8 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         kernel = KERNELS[island.kernel if island.exit_op == op.name else "island"]
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
-    kernel = kernel_for(op)
+    kernel = KERNELS["activation"] if graph.is_qdq and op.node is not None and qdq.absorbed_activation(
+        op.node, graph.model) else kernel_for(op)
     if kernel is None:
         return Unsupported(f"no hardware kernel for {op.op_type}")
     strings = any(graph.tensors[t].dtype == "object" for t in [*op.all_inputs(), *op.outputs] if t in graph.tensors)
@@ -114,7 +116,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
             kernel, Unsupported(f"{geometry.reason}; nor {broader.name}'s: {other.reason}"))
     if isinstance(geometry, Unsupported):
         return geometry
-    if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
+    if graph.is_qdq and kernel.name not in ("quantize", "dequantize", "activation"):
         weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name == "add" else []
         reason = qdq.unlowerable(op.op_type, activation_inputs(op, graph), op.outputs, weights, graph.model,
