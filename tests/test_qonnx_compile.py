@@ -67,17 +67,37 @@ def test_rewritten_model_runs_like_qonnx(bits):
     assert {w["bits"] for w in widths.values()} == {*bits, 8}
 
 
-@pytest.mark.parametrize("bits", [(4, 4), (2, 2), (1, 2)])
-def test_cnv_compiles_bit_exact_and_equal_to_qonnx(tmp_path, bits):
-    """A CNV at w4a4, w2a2 and w1a2 (bipolar weights) compiles onto the cores of a ZCU104 (nothing
-    left on its CPUs), each core bit-exact in C simulation, the outputs equal to qonnx's execution."""
-    model = zoo.cnv(*bits, **SMALL_CNV)
+@pytest.mark.parametrize(("bits", "batch_norm"), [((4, 4), False), ((2, 2), False), ((1, 2), False),
+                                                  ((4, 4), True), ((2, 2), True), ((1, 1), True)])
+def test_cnv_compiles_bit_exact_and_equal_to_qonnx(tmp_path, bits, batch_norm):
+    """A CNV at w4a4, w2a2, w1a2 (bipolar weights) and, with a BatchNormalization before every
+    activation quantizer, w4a4, w2a2 and w1a1 (bipolar activations: threshold stages) compiles onto
+    the cores of a ZCU104 (nothing left on its CPUs), each core bit-exact in C simulation, the
+    outputs equal to qonnx's execution."""
+    model = zoo.cnv(*bits, batch_norm=batch_norm, **SMALL_CNV)
     result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "project")
     assert result.left_on_cpus["groups"] == []
+    layers = [layer for core in result.design["cores"] for layer in core["stages"]]
+    assert layers
     x = images(SAMPLES)
     simulated = run_csim(tmp_path / "project", inputs=x)
     assert simulated.cores and all(core.bit_exact for core in simulated.cores)
-    assert np.array_equal(simulated.values["logits"], qonnx_outputs(model, x))
+    logits = simulated.values["logits"]
+    assert np.unique(logits).size > 5  # the network does not saturate into a constant
+    assert np.array_equal(logits, qonnx_outputs(model, x))
+
+
+def test_multithreshold_is_finns():
+    """The threshold stage's integer reference counts as qonnx's MultiThreshold does."""
+    from qonnx.custom_op.general.multithreshold import multithreshold as finn
+
+    from fpgaplace.hw.threshold import multithreshold
+
+    rng = np.random.default_rng(3)
+    table = np.sort(rng.integers(-50, 50, (6, 15)), axis=1)
+    acc = rng.integers(-60, 60, (4, 5, 6))
+    want = finn(acc.astype(np.float32), table.astype(np.float32), channels_last=True)
+    assert np.array_equal(multithreshold(acc, table, -8), want - 8)
 
 
 def test_trunc_is_named(tmp_path):

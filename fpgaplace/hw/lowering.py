@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from fpgaplace.hw.geometry import Folding, Geometry, Resources
-from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
+from fpgaplace.hw import threshold
+from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
@@ -115,13 +116,59 @@ class LayerContext:
         """Samples per run of the graph (``graph_batch``)."""
         return graph_batch(self.graph)
 
+    def dot_output(self, op: Op, x: QTensor, w: np.ndarray, w_scale: np.ndarray,
+                   channels: int) -> tuple[QTensor, dict, dict[str, int]]:
+        """A dot product's output stage: its int8 output tensor, arrays (``dot_arrays``) and config
+        members ZY, LO, HI; a requantization where its output reaches a QuantizeLinear through Relu
+        or Clip, else thresholds on the accumulator (``fpgaplace.hw.threshold``: a batch norm or a
+        bipolar quantizer on the way, ``QdqIndex.threshold_sink``) with the member T."""
+        out = self.index.int_sink(op.outputs[0])
+        sink = self.index.threshold_sink(op.outputs[0]) if out is None and op.op_type in THRESHOLD_HEADS else None
+        if sink is None:
+            out = self.sink(op)
+            arrays = self.dot_arrays(op, x, out, w, w_scale, channels)
+            lo, hi = bounds(self.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+            return out.tensor, arrays, {"ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
+        return sink.tensor, *self.threshold_arrays(op, x, sink, w, w_scale, channels)
+
+    def threshold_arrays(self, op: Op, x: QTensor, sink, w: np.ndarray, w_scale: np.ndarray,
+                         channels: int) -> tuple[dict, dict[str, int]]:
+        """Arrays and members of a threshold output stage: weights negated on the channels whose
+        code falls with the accumulator, bias 0 (it is in the thresholds), a unit requantizer
+        (unused), and ``thresholds[C][T]`` over the codes ``LO..HI`` the channels reach."""
+        scales = self.weight_scales(op, w_scale, channels)
+        bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+        bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
+        shape, w = w.shape, w.astype(np.int64).reshape(channels, -1)
+        bound = np.abs(w).sum(axis=1) * 255
+        if bound.max(initial=0) >= 2**31 - 1:
+            raise FpgaplaceError(f"op '{op.name}': accumulators up to {bound.max()} do not fit int32 thresholds")
+        table, falls = threshold.thresholds(self.index, sink, x.scale * scales, bias, bound, -128, 127)
+        reached = (table <= bound.reshape(-1, 1)).sum(axis=1)  # codes above -128 each channel reaches
+        floor = (table <= -bound.reshape(-1, 1)).sum(axis=1)  # codes every accumulator reaches
+        lo, hi = -128 + int(floor.min()), -128 + max(int(reached.max()), int(floor.min()) + 1)
+        table = np.clip(table[:, lo + 128:hi + 128], -(2**31) + 1, 2**31 - 1)
+        if np.any(w[falls] == -128):
+            raise FpgaplaceError(f"op '{op.name}': a weight of -128 on a channel whose thresholds fall; expected "
+                                 "weights in -127..127 there")
+        w[falls] = -w[falls]
+        (m,), (s,) = multipliers(np.array([1.0]), f"op '{op.name}'")
+        arrays = {"w": w.reshape(shape).astype(np.int8), "bias": np.zeros(channels, np.int32), "mult": np.full(channels, m, np.int32),
+                  "shift": np.full(channels, s, np.int8), "thresholds": table.astype(np.int32)}
+        return arrays, {"ZY": lo, "LO": lo, "HI": hi, "T": hi - lo}
+
+    def weight_scales(self, op: Op, w_scale: np.ndarray, channels: int) -> np.ndarray:
+        """The weight scale of each of ``channels`` output channels (one-line error if not positive)."""
+        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
+        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
+            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
+        return scales
+
     def dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
         """A dot product's arrays: int8 weights, int32 bias at the accumulator's scale
         ``sx * sw[c]``, and per output channel the multiplier and shift of ``sx * sw[c] / sy``."""
         y = out.tensor
-        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
-        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
-            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
+        scales = self.weight_scales(op, w_scale, channels)
         bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
         bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
         acc_scale = x.scale * scales

@@ -330,8 +330,10 @@ class _QonnxBuilder(_Builder):
         return self.quant(name, scale, bits, signed=True, narrow=bits == 2), base
 
     def batch_norm(self, x: str, prefix: str, channels: int, spread: float) -> str:
-        """A BatchNormalization whose outputs spread about ``spread`` around its random shifts."""
-        gamma = self.const(f"{prefix}_bn_scale", self.rng.uniform(0.5, 1.5, channels).astype(np.float32))
+        """A BatchNormalization whose outputs spread about ``spread`` around its random shifts; one
+        channel in four has a negative scale (its output falls as its input rises)."""
+        signs = np.where(self.rng.random(channels) < 0.25, -1.0, 1.0)
+        gamma = self.const(f"{prefix}_bn_scale", (signs * self.rng.uniform(0.5, 1.5, channels)).astype(np.float32))
         beta = self.const(f"{prefix}_bn_bias", self.rng.uniform(-0.5, 0.5, channels).astype(np.float32))
         mean = self.const(f"{prefix}_bn_mean", (0.2 * spread * self.rng.standard_normal(channels)).astype(np.float32))
         var = self.const(f"{prefix}_bn_var", (spread**2 * self.rng.uniform(0.5, 1.5, channels)).astype(np.float32))
