@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fpgaplace.hw.geometry import Folding, Geometry, Resources
 from fpgaplace.hw import threshold
+from fpgaplace.hw.geometry import Folding, Geometry, Resources
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
@@ -153,8 +153,9 @@ class LayerContext:
                                  "weights in -127..127 there")
         w[falls] = -w[falls]
         (m,), (s,) = multipliers(np.array([1.0]), f"op '{op.name}'")
-        arrays = {"w": w.reshape(shape).astype(np.int8), "bias": np.zeros(channels, np.int32), "mult": np.full(channels, m, np.int32),
-                  "shift": np.full(channels, s, np.int8), "thresholds": table.astype(np.int32)}
+        arrays = {"w": w.reshape(shape).astype(np.int8), "bias": np.zeros(channels, np.int32),
+                  "mult": np.full(channels, m, np.int32), "shift": np.full(channels, s, np.int8),
+                  "thresholds": table.astype(np.int32)}
         return arrays, {"ZY": lo, "LO": lo, "HI": hi, "T": hi - lo}
 
     def weight_scales(self, op: Op, w_scale: np.ndarray, channels: int) -> np.ndarray:
