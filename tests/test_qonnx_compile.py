@@ -16,7 +16,8 @@ from qonnx.transformation.infer_shapes import InferShapes
 
 from fpgaplace import Design
 from fpgaplace.model import zoo
-from fpgaplace.model.qonnx_qdq import int_quant, qonnx_to_qdq, read_widths
+from fpgaplace.model.qdq import read_widths
+from fpgaplace.model.qonnx_qdq import int_quant, qonnx_to_qdq
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -108,3 +109,70 @@ def test_trunc_is_named(tmp_path):
     with pytest.raises(FpgaplaceError, match=rf"Trunc '{node.name}'.*not lowered") as error:
         qonnx_to_qdq(model, "cnv.onnx")
     assert "\n" not in str(error.value) and str(error.value).startswith("cnv.onnx: ")
+
+
+# ---- int4 and int2 weights in QDQ ----------------------------------------------------------------
+
+
+def weight_codes(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The int8 codes behind each Conv/Gemm/MatMul weight DequantizeLinear, by node name."""
+    from onnx import numpy_helper
+
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    return {node.name: inits[producer[node.input[1]].input[0]] for node in model.graph.node
+            if node.op_type in ("Conv", "Gemm", "MatMul") and node.input[1] in producer}
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_narrow_weights_keep_the_model_close(bits):
+    """narrow_weights puts every weight in the symmetric range of ``bits`` bits (one layer kept at 8
+    by name), records the widths the front end costs by, and onnxruntime runs the model with its
+    outputs near the int8 model's."""
+    from fpgaplace.model.frontend.load import from_model
+    from fpgaplace.model.quantize import calibration_inputs, narrow_weights, quantize_model
+    from fpgaplace.util.onnxrt import run_model
+
+    model = zoo.cnn_residual(batch=1)
+    feeds = calibration_inputs(model, random_samples=4)
+    int8 = quantize_model(model, feeds)
+    first = next(iter(weight_codes(int8)))
+    narrow = narrow_weights(int8, bits, {first: 8})
+    codes = weight_codes(narrow)
+    high = 2 ** (bits - 1) - 1
+    assert np.array_equal(codes[first], weight_codes(int8)[first])
+    assert all(np.abs(c).max() == high for name, c in codes.items() if name != first)
+    assert {w["bits"] for w in read_widths(narrow).values()} == {bits}
+    graph = from_model(narrow)
+    weights = [op.inputs[1] for op in graph.ops.values() if op.op_type in ("Conv", "Gemm") and op.name != first]
+    assert weights and all(graph.tensors[t].quant_bits == bits for t in weights)
+    want, got = run_model(int8, feeds[0])["logits"], run_model(narrow, feeds[0])["logits"]
+    assert np.abs(got - want).max() < (0.5 if bits == 4 else 2.0) * np.abs(want).max()
+
+
+def test_int4_design_compiles_bit_exact(tmp_path):
+    """A float model compiled at precision int4: int4 weights in int8 storage, every core bit-exact in
+    C simulation, the outputs within 1 LSB of onnxruntime's run of the int4 QDQ model."""
+    design = Design(zoo.cnn_residual(batch=1), "zcu104", profile_cpu=False, precision="int4")
+    result = design.compile(tmp_path / "project", random_samples=8)
+    assert result.left_on_cpus["groups"] == []
+    quantized = design.quantized(random_samples=8)
+    assert all(np.abs(c).max() <= 7 for c in weight_codes(quantized.graph.model).values())
+    simulated = run_csim(tmp_path / "project", samples=SAMPLES)
+    assert simulated.ok and all(core.bit_exact for core in simulated.cores)
+
+
+def test_cli_quantize_int4(tmp_path):
+    """``fpgaplace quantize --precision int4`` writes a QDQ model with 4-bit weights."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "cnn.onnx"
+    onnx.save(zoo.cnn_residual(batch=1), source)
+    target = tmp_path / "cnn.int4.onnx"
+    result = subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", "quantize", str(source), "--out", str(target),
+                             "--random", "4", "--precision", "int4", "--json"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    codes = weight_codes(onnx.load(target))
+    assert codes and all(np.abs(c).max() == 7 for c in codes.values())

@@ -175,6 +175,11 @@ def placement_json(problem: PlacementProblem, result: Result, device_names: list
 # --------------------------------------------------------------------------- the design
 
 
+WEIGHT_PRECISIONS = {"int4": 4, "int2": 2}
+"""Precisions a float model is quantized at for compile: weights at these bits (symmetric, int8
+storage, ``quantize.narrow_weights``), activations int8."""
+
+
 class Design:
     """A model on a board: graph, costs, problem, placement, split, project, C simulation.
 
@@ -512,7 +517,7 @@ class Design:
         ``input_ranges`` entry, ``quantize.calibration_inputs``), with the same board and
         options, and placed again with the same ``place()`` arguments if this one was placed."""
         from fpgaplace.model.qonnx_qdq import qonnx_to_qdq
-        from fpgaplace.model.quantize import calibration_inputs, quantize_model
+        from fpgaplace.model.quantize import calibration_inputs, narrow_weights, quantize_model
 
         if self.is_qdq:
             return self
@@ -537,12 +542,15 @@ class Design:
                                        random_samples=None if calib_dir else random_samples, seed=seed,
                                        input_ranges=input_ranges)
             model = quantize_model(float_model, feeds)
+            if self.precision in WEIGHT_PRECISIONS:
+                self._say(f"narrowing the weights to {self.precision}")
+                model = narrow_weights(model, WEIGHT_PRECISIONS[self.precision])
         quantized = Design(
             model,
             self.board,
             batch=self.batch,
             optimize=self.optimize,
-            precision=self.precision,
+            precision="int8" if self.precision in WEIGHT_PRECISIONS else self.precision,
             profile_cpu=self.profile_cpu,
             progress=self.progress,
             source=f"{self.name} ({'QONNX as ' if self.is_qonnx else ''}int8 QDQ)",
@@ -570,7 +578,7 @@ class Design:
             onnx.save(self.loaded.model, bound)
             self._say("quantizing to int8 (QDQ)")
             return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed,
-                                 input_ranges=input_ranges)
+                                 input_ranges=input_ranges, weight_bits=WEIGHT_PRECISIONS.get(self.precision, 8))
 
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32,
                 input_ranges: dict[str, tuple[float, float]] | None = None):
@@ -587,11 +595,14 @@ class Design:
         return result
 
     def _check_compilable(self) -> None:
-        """Code generation builds the widths of a QONNX model's quantizers, else int8: another
-        precision of a float or QDQ model costs and places but does not compile."""
-        if self.precision != "int8" and not self.is_qonnx:
-            raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware only "
-                                 "(cost, place and split take it); expected int8")
+        """Code generation builds the widths of a QONNX model's quantizers, int8, or the int4 and int2
+        weights (int8 activations) of a float model it quantizes (``WEIGHT_PRECISIONS``); another
+        precision costs and places but does not compile."""
+        if self.is_qonnx or self.precision == "int8" or (self.precision in WEIGHT_PRECISIONS and not self.is_qdq):
+            return
+        raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware, or int4 and "
+                             "int2 weights of a float model it quantizes (cost, place and split take any); expected "
+                             f"int8{'' if self.is_qdq else ', int4 or int2'}")
 
     def csim(self, project: str | Path | None = None, samples: int = 1, seed: int = 0):
         """C-simulate ``project`` (``sim.csim.run_csim``); without one, compile this design

@@ -22,8 +22,8 @@ as +1). The rewrite, node by node:
   input's parameters after it (a maximum of grid values is on the grid, so this changes nothing),
   as the lowering wants every core op's output to reach a QuantizeLinear.
 
-Each int8 tensor's width is kept in the model's metadata (``WIDTHS_KEY``: JSON of tensor name ->
-``{"bits", "signed", "bipolar", "node"}``), which the front end reads as the QONNX widths. What the
+Each int8 tensor's width is kept in the model's metadata (``fpgaplace.model.qdq.write_widths``),
+which the front end reads as the QONNX widths. What the
 rewrite does not lower (Trunc, a quantizer wider than 8 bits, a non-constant scale or width, a
 zero point that is not an integer, another rounding mode) is a one-line error naming the node.
 O(nodes + weights).
@@ -31,7 +31,6 @@ O(nodes + weights).
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,10 +38,9 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from fpgaplace.model.ops import QONNX_DOMAINS, constant_node_values
+from fpgaplace.model.qdq import write_widths
 from fpgaplace.util.errors import FpgaplaceError
 
-WIDTHS_KEY = "fpgaplace.qonnx_widths"
-"""The metadata key holding the QONNX width of each int8 tensor of a rewritten model."""
 MAX_BITS = 8
 VALUE_PRESERVING = frozenset({"MaxPool", "GlobalMaxPool"})
 """Ops between quantizers whose outputs are values of their input: they get their input's Q/DQ."""
@@ -92,12 +90,6 @@ def is_qonnx(model: onnx.ModelProto) -> bool:
     """Whether ``model``'s graph has QONNX quantizer nodes."""
     return any(node.domain in QONNX_DOMAINS and node.op_type in ("Quant", "BipolarQuant", "Trunc")
                for node in model.graph.node)
-
-
-def read_widths(model: onnx.ModelProto) -> dict[str, dict]:
-    """The widths a rewritten model records (``WIDTHS_KEY``), or none."""
-    text = next((p.value for p in model.metadata_props if p.key == WIDTHS_KEY), None)
-    return json.loads(text) if text else {}
 
 
 def _label(node: onnx.NodeProto) -> str:
@@ -259,8 +251,5 @@ def qonnx_to_qdq(model: onnx.ModelProto, source: str = "<model>") -> onnx.ModelP
     opsets = [o for o in result.opset_import if o.domain not in QONNX_DOMAINS]
     del result.opset_import[:]
     result.opset_import.extend(opsets)
-    widths = [p for p in result.metadata_props if p.key != WIDTHS_KEY]
-    del result.metadata_props[:]
-    result.metadata_props.extend(widths)
-    result.metadata_props.add(key=WIDTHS_KEY, value=json.dumps(rewriter.widths, sort_keys=True))
+    write_widths(result, rewriter.widths)
     return result
