@@ -176,3 +176,52 @@ def test_cli_quantize_int4(tmp_path):
     assert result.returncode == 0, result.stderr
     codes = weight_codes(onnx.load(target))
     assert codes and all(np.abs(c).max() == 7 for c in codes.values())
+
+
+# ---- widths in inspect, compile, design.json and report ------------------------------------------
+
+
+def cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_widths_in_inspect_compile_record_and_report(tmp_path):
+    """inspect shows each op's bits, compile prints each layer's widths, design.json records them
+    (typed, ``record.LayerWidths``) and the report shows them; a bad record is one line."""
+    import json
+
+    from fpgaplace.project.record import LayerWidths, load
+
+    source = tmp_path / "cnv.onnx"
+    onnx.save(zoo.cnv(2, 2, batch_norm=True, **SMALL_CNV), source)
+    inspected = cli("inspect", str(source), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    convs = [r["bits"] for r in json.loads(inspected.stdout)["ops"] if r["type"] == "Conv"]
+    assert convs[0] == {"weights": 2, "input": 8, "output": 8} and convs[1]["input"] == 2
+
+    project = tmp_path / "project"
+    compiled = cli("compile", str(source), "--board", "pynq-z2", "--out", str(project), "--cpu-cost", "analytic")
+    assert compiled.returncode == 0, compiled.stderr
+    assert "QONNX model" in compiled.stdout and "w2 a2 -> a2 (thresholds)" in compiled.stdout
+    layers = {layer.op: layer for core in load(project).cores for layer in core.layers}
+    widths = [layer.widths for layer in layers.values() if layer.kernel in ("conv2d", "dense")]
+    assert all(isinstance(w, LayerWidths) for w in widths)
+    assert [w.weights for w in widths].count(2) == len(widths)
+    assert all(w.output_stage == "thresholds" for w in widths if w.output == 2)  # a batch norm before each
+    last = [w for w in widths if w.output == 8]
+    assert len(last) == 1 and last[0].output_stage == "requantize"  # the logits: a requantizer
+
+    report = cli("report", str(project), "--out", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr
+    assert "<td>w2 a2 -&gt; a2 (thresholds)</td>" in (tmp_path / "report.html").read_text()
+
+    document = json.loads((project / "design.json").read_text())
+    document["cores"][0]["layers"][0]["widths"]["output_stage"] = "lookup"
+    (project / "design.json").write_text(json.dumps(document))
+    with pytest.raises(FpgaplaceError, match=r"widths\.output_stage: expected requantize or thresholds") as error:
+        load(project)
+    assert "\n" not in str(error.value)

@@ -20,6 +20,7 @@ from fpgaplace.hw.geometry import Folding, Geometry, Resources
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -39,6 +40,7 @@ class Layer:
     resident: bool = True
     rows: int = 1  # dense: vectors per sample
     geometry: Geometry | None = None  # the op in its kernel's terms (set with the folding)
+    widths: dict | None = None  # bits of its weights, inputs and output, and its output stage (``LayerContext.widths``)
 
 
 def bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple[int, int]:
@@ -73,6 +75,19 @@ class LayerContext:
     def __init__(self, graph: OpGraph) -> None:
         self.graph = graph
         self.index = qdq_index(graph.model)
+        self.recorded = {name: int(width["bits"]) for name, width in read_widths(graph.model).items()}
+
+    def widths(self, op: Op, layer: Layer) -> dict:
+        """``layer``'s widths: bits of its weights (None without a weight matrix), of each input and of
+        its output (the widths the model records, ``model.qdq.read_widths``, else 8), and its output
+        stage: ``thresholds``, ``requantize`` for a dot product, else None. O(1)."""
+        weights = None
+        if "w" in layer.arrays and len(op.inputs) > 1:
+            node = self.index.producer.get(op.inputs[1])
+            weights = self.recorded.get(node.input[0], 8) if node is not None else 8
+        stage = "thresholds" if "thresholds" in layer.arrays else "requantize" if weights is not None else None
+        return {"weights": weights, "inputs": [self.recorded.get(t, 8) for t in layer.inputs],
+                "output": self.recorded.get(layer.output, 8), "output_stage": stage}
 
     def source(self, op: Op, tensor: str) -> QTensor:
         """The int8 tensor an input of ``op`` reads (a one-line error where there is none)."""
