@@ -32,6 +32,15 @@ def qonnx_outputs(model: onnx.ModelProto, images: np.ndarray) -> np.ndarray:
     return np.concatenate([execute_onnx(wrapped, {"image": image[None]})[name] for image in images])
 
 
+def assert_every_op_lowers(result) -> None:
+    """Every op a compile left on a CPU is there by the placement's choice, none because no core
+    could run it (the CPU pieces run in onnxruntime and must agree with qonnx too)."""
+    from fpgaplace.flow.compile import FOLLOWS_REASON, HOST_REASON, INPUT_REASON, PLACED_REASON
+
+    reasons = {group["reason"] for group in result.left_on_cpus["groups"]}
+    assert reasons <= {FOLLOWS_REASON, HOST_REASON, INPUT_REASON, PLACED_REASON}, reasons
+
+
 def images(count: int, size: int = 32, seed: int = 0) -> np.ndarray:
     return np.random.default_rng(seed).uniform(-1, 1, (count, 3, size, size)).astype(np.float32)
 
@@ -52,18 +61,27 @@ def test_int_quant_follows_qonnx():
                 assert np.array_equal(int_quant(x, spec), want), (bits, signed, narrow)
 
 
-@pytest.mark.parametrize("bits", [(4, 4), (2, 2), (1, 1)])
-def test_rewritten_model_runs_like_qonnx(bits):
-    """The QDQ rewrite, run by onnxruntime without graph optimizations, equals qonnx's execution."""
-    model = zoo.cnv(*bits, **SMALL_CNV)
+@pytest.mark.parametrize(("bits", "batch_norm"), [((4, 4), False), ((2, 2), True), ((1, 1), False),
+                                                  ((1, 1), True)])
+def test_rewritten_model_runs_like_qonnx(bits, batch_norm):
+    """The QDQ rewrite, run by onnxruntime without graph optimizations, and optimized without its QDQ
+    fusions as the CPU pieces of its projects run (``onnxrt.session(float_qdq=True)``), equals qonnx's
+    execution."""
+    from fpgaplace.model.qdq import is_from_qonnx
+    from fpgaplace.util.onnxrt import session
+
+    model = zoo.cnv(*bits, batch_norm=batch_norm, **SMALL_CNV)
     rewritten = qonnx_to_qdq(model)
     onnx.checker.check_model(rewritten)
+    assert is_from_qonnx(rewritten)
     options = ort.SessionOptions()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    session = ort.InferenceSession(rewritten.SerializeToString(), options)
     x = images(2)
-    got = np.concatenate([session.run(None, {"image": image[None]})[0] for image in x])
-    assert np.array_equal(got, qonnx_outputs(model, x))
+    want = qonnx_outputs(model, x)
+    for runner in (ort.InferenceSession(rewritten.SerializeToString(), options),
+                   session(rewritten, "rewritten", float_qdq=True)):
+        got = np.concatenate([runner.run(None, {"image": image[None]})[0] for image in x])
+        assert np.array_equal(got, want)
     widths = read_widths(rewritten)
     assert {w["bits"] for w in widths.values()} == {*bits, 8}
 
@@ -72,12 +90,12 @@ def test_rewritten_model_runs_like_qonnx(bits):
                                                   ((1, 1), True)])
 def test_cnv_compiles_bit_exact_and_equal_to_qonnx(tmp_path, bits, batch_norm):
     """A CNV at w4a4, w1a2 (bipolar weights) and, with a BatchNormalization before every
-    activation quantizer, w4a4, w2a2 and w1a1 (bipolar activations: threshold stages) compiles onto
-    the cores of a ZCU104 (nothing left on its CPUs), each core bit-exact in C simulation, the
-    outputs equal to qonnx's execution."""
+    activation quantizer, w4a4, w2a2 and w1a1 (bipolar activations: threshold stages) compiles for a
+    ZCU104 (every op lowers; the w1a1 placement keeps its last two layers on a CPU, which runs them
+    in onnxruntime), each core bit-exact in C simulation, the outputs equal to qonnx's execution."""
     model = zoo.cnv(*bits, batch_norm=batch_norm, **SMALL_CNV)
     result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "project")
-    assert result.left_on_cpus["groups"] == []
+    assert_every_op_lowers(result)
     layers = [layer for core in result.design["cores"] for layer in core["stages"]]
     assert layers
     x = images(SAMPLES)
@@ -94,7 +112,7 @@ def test_mobilenet_v1_w4a4_compiles_bit_exact_and_equal_to_qonnx(tmp_path):
     deep at 32x32, on a KV260: cores bit-exact, the outputs equal to qonnx's execution."""
     model = zoo.mobilenet_v1_lowbit(4, 4, image=32, width=0.25, classes=10, blocks=5)
     result = Design(model, "kv260", profile_cpu=False).compile(tmp_path / "project")
-    assert result.left_on_cpus["groups"] == []
+    assert_every_op_lowers(result)
     stages = {layer["widths"]["output_stage"] for core in result.design["cores"] for layer in core["layers"]
               if layer["widths"] and layer["widths"]["weights"] == 4}
     assert stages == {"thresholds"}  # a batch norm before every 4-bit activation quantizer

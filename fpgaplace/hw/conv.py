@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -77,7 +77,8 @@ class Conv2d(WindowKernel):
         cout, cin_g, kh, kw = w
         n, cin = x[0], x[1]
         pixels = n * window["HO"] * window["WO"]
-        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
+        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups,
+                 "T": threshold.count(op, graph)}
         return Geometry(
             self.name, pixels, cout, kh * kw * cin_g,
             stream_elements=max(math.prod(x), math.prod(out)),
@@ -180,6 +181,11 @@ class Conv2d(WindowKernel):
                                         "DH", "DW", "GROUPS", "HO", "WO", *(UPSAMPLING if upsampled(shape) else ()))}
         config.update(ZX=x.zero_point, **output_stage)
         return Layer(op.name, "conv2d", [x.name], y.name, config, arrays)
+
+    def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
+        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         c = config

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_units, tensor_shape
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
@@ -54,7 +54,8 @@ class Dense(Kernel):
         if a[-1] != k:
             return Unsupported("operand shapes do not agree")
         rows = math.prod(a[:-1])
-        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
+        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0,
+                 "T": threshold.count(op, graph)}
         return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
                         weights=k * n, macs=rows * n * k, shape=shape)
 
@@ -83,6 +84,11 @@ class Dense(Kernel):
         y, arrays, output_stage = ctx.dot_output(op, x, w, weight.scale, shape["N"])
         config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, **output_stage}
         return Layer(op.name, "dense", [x.name], y.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+
+    def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
+        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]

@@ -43,16 +43,16 @@ class QuantizedOutput:
 @dataclass(frozen=True)
 class ThresholdSink:
     """A dot product's output on its way to a QuantizeLinear through float steps no rescaling
-    computes exactly (a BatchNormalization, a bipolar quantizer's sign test; ``fpgaplace.hw.threshold``
-    turns them into thresholds on the accumulator)."""
+    computes exactly (a BatchNormalization, a bipolar quantizer's sign test and its two levels;
+    ``fpgaplace.hw.threshold`` turns them into thresholds on the accumulator)."""
 
     tensor: QTensor  # the int8 tensor written, with its QuantizeLinear's scale and zero point
-    steps: tuple[onnx.NodeProto, ...]  # BatchNormalization, Relu, Clip, GreaterOrEqual, Cast, in order
+    steps: tuple[onnx.NodeProto, ...]  # BatchNormalization, Relu, Clip, GreaterOrEqual, Where, in order
     quantize: onnx.NodeProto
 
 
 THRESHOLD_STEPS = frozenset({"BatchNormalization", *ACTIVATIONS})
-SIGN_STEPS = ("GreaterOrEqual", "Cast")  # a bipolar quantizer (``fpgaplace.model.qonnx_qdq``)
+SIGN_STEPS = ("GreaterOrEqual", "Where")  # a bipolar quantizer (``fpgaplace.model.qonnx_qdq``)
 
 
 @dataclass(frozen=True)
@@ -135,7 +135,7 @@ class QdqIndex:
     def threshold_sink(self, tensor: str) -> ThresholdSink | None:
         """The QuantizeLinear an op's float output reaches through at most one BatchNormalization
         of constant parameters, Relu/Clip, and a bipolar quantizer's ``GreaterOrEqual`` (a constant
-        edge) and ``Cast``, when a BatchNormalization or the sign test is among them (else
+        edge) and ``Where`` (two constant levels), when a BatchNormalization or the sign test is among them (else
         ``int_sink`` reads it). O(chain)."""
         steps: list[onnx.NodeProto] = []
         node = self._only_reader(tensor)
@@ -146,11 +146,12 @@ class QdqIndex:
             steps.append(node)
             node = self._only_reader(node.output[0])
         if node is not None and node.op_type == SIGN_STEPS[0] and self.constant(node.input[1]) is not None:
-            cast = self._only_reader(node.output[0])
-            if cast is None or cast.op_type != SIGN_STEPS[1]:
+            where = self._only_reader(node.output[0])
+            if where is None or where.op_type != SIGN_STEPS[1] or where.input[0] != node.output[0] or any(
+                    self.constant(t) is None for t in where.input[1:3]):
                 return None
-            steps += [node, cast]
-            node = self._only_reader(cast.output[0])
+            steps += [node, where]
+            node = self._only_reader(where.output[0])
         if node is None or node.op_type != "QuantizeLinear" or not any(
                 s.op_type in ("BatchNormalization", SIGN_STEPS[0]) for s in steps):
             return None

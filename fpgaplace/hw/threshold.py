@@ -22,12 +22,18 @@ kernels select it by the config member ``T`` (``hls/include/fpgaplace/kernels.h`
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import onnx
 
-from fpgaplace.hw.geometry import Resources
-from fpgaplace.hw.qdq import QdqIndex, ThresholdSink
+from fpgaplace.hw.geometry import Folding, Geometry, Resources
+from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, ThresholdSink, qdq_index
+from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.model.ir import Op, OpGraph
 
 THRESHOLD_BITS = 32  # a threshold's storage width (the accumulator's C++ type)
 LUTS_PER_COMPARE_BIT = 0.5  # a carry-chain comparator: one LUT6 for two bits
@@ -55,7 +61,9 @@ def _step(index: QdqIndex, node: onnx.NodeProto, v: np.ndarray, channel_axis: in
         return np.clip(v, _float32(low), _float32(high))
     if node.op_type == "GreaterOrEqual":
         return (v >= _float32(const[1])).astype(np.float32)
-    return v  # Cast to float: already float
+    if node.op_type == "Where":  # reads the GreaterOrEqual before it: 1 where true
+        return np.where(v > 0.5, _float32(const[1]), _float32(const[2])).astype(np.float32)
+    raise FpgaplaceError(f"node '{node.name}': {node.op_type} is not a threshold step")
 
 
 def _codes(index: QdqIndex, sink: ThresholdSink, real: np.ndarray) -> np.ndarray:
@@ -119,3 +127,24 @@ def refuse_rtl(kernel: str, arrays: dict) -> None:
     if "thresholds" in arrays:
         raise FpgaplaceError(f"rtl {kernel}: a threshold output stage has no RTL unit yet; expected a requantizing "
                              "layer (generate HLS for this core)")
+
+
+def count(op: Op, graph: OpGraph) -> int:
+    """Thresholds per output channel of ``op``'s output stage: 0 when it requantizes, else ``2^bits
+    - 1`` for its output's width (the model's recorded width, 8 otherwise; FINN's count), where a
+    batch norm or a bipolar quantizer stands between it and its QuantizeLinear. O(chain)."""
+    if not getattr(graph, "is_qdq", False) or op.op_type not in THRESHOLD_HEADS or not op.outputs:  # a probe: none
+        return 0
+    index = qdq_index(graph.model)
+    sink = index.threshold_sink(op.outputs[0]) if index.int_sink(op.outputs[0]) is None else None
+    if sink is None:
+        return 0
+    bits = int(read_widths(graph.model).get(sink.tensor.name, {}).get("bits", 8))
+    return 2**bits - 1
+
+
+def stage_resources(g: Geometry, fold: Folding, acc_bits: int) -> Resources:
+    """``resources`` of the threshold stage a dot product's geometry names (``shape["T"]``) on its
+    ``acc_bits``-bit accumulator; nothing without one."""
+    thresholds = int(g.shape.get("T", 0))
+    return resources(g.channels, thresholds, fold.pe, acc_bits) if thresholds else Resources()

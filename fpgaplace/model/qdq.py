@@ -46,3 +46,15 @@ def write_widths(model: onnx.ModelProto, widths: dict[str, dict]) -> None:
     del model.metadata_props[:]
     model.metadata_props.extend(kept)
     model.metadata_props.add(key=WIDTHS_KEY, value=json.dumps(merged, sort_keys=True))
+
+
+FROM_QONNX_KEY = "fpgaplace.from_qonnx"
+"""Model metadata marking a QDQ model rewritten from a QONNX model (``fpgaplace.model.qonnx_qdq``),
+whose values qonnx defines node by node in float: onnxruntime runs its CPU pieces without its QDQ
+fusions (``fpgaplace.util.onnxrt.session``'s ``float_qdq``), whose integer kernels round some values
+one step away from the float definition."""
+
+
+def is_from_qonnx(model: onnx.ModelProto) -> bool:
+    """Whether ``model`` is a QDQ model rewritten from a QONNX model (``FROM_QONNX_KEY``)."""
+    return any(p.key == FROM_QONNX_KEY for p in model.metadata_props)

@@ -16,8 +16,9 @@ as +1). The rewrite, node by node:
   to the quantizer's (left out where the range is int8's own); QuantizeLinear rounds half to even
   as Quant does, and clamping before or after rounding agree for integer bounds. An unsigned 8-bit
   range ``0..255`` is held as int8 codes shifted by -128 (zero point ``zeropt - 128``);
-- a bipolar activation becomes ``GreaterOrEqual(x, -zeropt * scale) -> Cast -> QuantizeLinear(0.5,
-  -1) -> DequantizeLinear(scale, zeropt)``: codes -1 and +1, exactly the sign rule above;
+- a bipolar activation becomes ``GreaterOrEqual(x, -zeropt * scale) -> Where(+-1 levels) ->
+  QuantizeLinear -> DequantizeLinear`` (both at the quantizer's scale and zero point): codes -1 and
+  +1, exactly the sign rule above;
 - a MaxPool reading a dequantized activation gets a QuantizeLinear/DequantizeLinear pair of its
   input's parameters after it (a maximum of grid values is on the grid, so this changes nothing),
   as the lowering wants every core op's output to reach a QuantizeLinear.
@@ -35,10 +36,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import onnx
-from onnx import TensorProto, helper, numpy_helper
+from onnx import helper, numpy_helper
 
 from fpgaplace.model.ops import QONNX_DOMAINS, constant_node_values
-from fpgaplace.model.qdq import write_widths
+from fpgaplace.model.qdq import FROM_QONNX_KEY, is_from_qonnx, write_widths
 from fpgaplace.util.errors import FpgaplaceError
 
 MAX_BITS = 8
@@ -176,8 +177,10 @@ class _Rewriter:
         if spec.bipolar:
             edge = self.const(f"{out}_edge", np.array(-spec.zero_point * scale, np.float32))
             sign = self.add("GreaterOrEqual", [x, edge], f"{out}_sign", f"{spec.node}_sign")
-            x = self.add("Cast", [sign], f"{out}_step", f"{spec.node}_cast", to=TensorProto.FLOAT)
-            q_scale, q_zero = self.const(f"{out}_qscale", np.array(0.5, np.float32)), np.int8(-1)
+            levels = [self.const(f"{out}_{end}", np.array((v - spec.zero_point) * scale, np.float32))
+                      for end, v in (("plus", 1), ("minus", -1))]
+            x = self.add("Where", [sign, *levels], f"{out}_levels", f"{spec.node}_levels")
+            q_scale = dq_scale
             dq_zero = self.const(f"{out}_zero", np.array(int(spec.zero_point), np.int8))
         else:
             offset = 0 if spec.high <= 127 else 127 - spec.high  # unsigned 8 bits: codes shifted into int8
@@ -188,10 +191,9 @@ class _Rewriter:
                 bounds = [self.const(f"{out}_{end}", np.array((v - spec.zero_point) * scale, np.float32))
                           for end, v in (("low", spec.low), ("high", spec.high))]
                 x = self.add("Clip", [x, *bounds], f"{out}_clipped", f"{spec.node}_clip")
-            q_scale, q_zero = dq_scale, np.int8(code)
+            q_scale = dq_scale
             dq_zero = self.const(f"{out}_zero", np.array(code, np.int8))
-        zero = self.const(f"{out}_qzero", np.array(q_zero, np.int8)) if spec.bipolar else dq_zero
-        codes = self.add("QuantizeLinear", [x, q_scale, zero], f"{out}_int", f"{spec.node}_q")
+        codes = self.add("QuantizeLinear", [x, q_scale, dq_zero], f"{out}_int", f"{spec.node}_q")
         self.add("DequantizeLinear", [codes, dq_scale, dq_zero], out, f"{spec.node}_dq")
         self.activation_qparams[out] = (dq_scale, dq_zero, spec.width())
         self.widths[codes] = spec.width()
@@ -252,4 +254,6 @@ def qonnx_to_qdq(model: onnx.ModelProto, source: str = "<model>") -> onnx.ModelP
     del result.opset_import[:]
     result.opset_import.extend(opsets)
     write_widths(result, rewriter.widths)
+    if not is_from_qonnx(result):
+        result.metadata_props.add(key=FROM_QONNX_KEY, value=source)
     return result
