@@ -79,6 +79,11 @@ ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain, a chain transposing the stream)."""
 
+CONTEXT_KERNELS = ISLAND_KERNELS | {"activation"}
+"""Kernels ``plan_op`` gives by an op's place in the graph rather than by its op class: the island
+kernels, and ``activation`` (a Relu, Clip, batch norm or sign step its producer's output stage takes,
+``qdq.absorbed_activation``)."""
+
 BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine", "dense": "matmul"}
 """The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by
 a constant and a batch norm not folded into a convolution (a per-channel affine map); a MatMul whose
