@@ -145,6 +145,8 @@ def test_per_layer_folding_cycles_and_macs_are_shown(cnn):
             assert cells[2] == f"{layer['pe']} / {layer['simd']} / {layer['mmv']}"
             assert cells[3] == f"{layer['cycles']:,}"
             assert cells[4] == (f"{layer['macs']:,}" if layer["macs"] else "0")
+            if layer["kernel"] in ("conv2d", "dense"):  # an int8 model's dot products requantize
+                assert cells[-1] == "w8 a8 -> a8 (requantize)"
 
 
 def test_memory_per_core_counts_the_weight_arrays(cnn):

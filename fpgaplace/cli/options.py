@@ -36,7 +36,8 @@ BoardOption = Annotated[
 ]
 PrecisionOption = Annotated[
     str, typer.Option("--precision", help="What the FPGA cores compute: int8 (default), int16, float16, float32, "
-                      "or for costing and placing only int4, int2 or binary (XNOR-popcount); compile builds int8.")
+                      "int4, int2 or binary (XNOR-popcount); compile and quantize build int8, or int4/int2 weights "
+                      "(int8 activations) of a float model; a QONNX model compiles at its own widths.")
 ]
 OptimizeOption = Annotated[
     bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first (on a QDQ model: fusion only).")

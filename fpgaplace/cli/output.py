@@ -209,9 +209,25 @@ def print_compile(document: dict, board) -> None:
             binding = ", ".join(core.get("binding", [])) or "nothing (every stage at its fastest folding)"
             out.print(f"{core['name']}: folded interval {interval:.4g} us, {interval / plan - 1:+.0%} against the "
                       f"plan; bound by {binding}")
+    print_layer_widths(document.get("layers", []))
     print_left_on_cpus(document.get("left_on_cpus") or {"ops": len(document.get("cpu_ops", [])), "groups": []})
     if isinstance(document.get("fps"), int | float):
         out.print(f"pipeline: {document['interval_us']:.4g} us per batch, {document['fps']:.4g} samples/s")
+
+
+def print_layer_widths(layers: list[dict]) -> None:
+    """Each core layer's widths (``record.LayerWidths.text``: ``w4 a4 -> a4 (thresholds)``), one line
+    per layer; one line in all when every layer is int8 and requantizes."""
+    from fpgaplace.project.record import LayerWidths
+
+    widths = [(layer, LayerWidths(**layer["widths"])) for layer in layers if layer.get("widths")]
+    if all(w.weights in (None, 8) and set(w.inputs) == {8} and w.output == 8 and w.output_stage != "thresholds"
+           for _, w in widths):
+        out.print(f"layer widths: all {len(widths)} layers int8")
+        return
+    out.print("layer widths (weights, inputs -> output, output stage):")
+    for layer, w in widths:
+        out.print(f"  {layer['core']} {escape(layer['op'])} ({layer['kernel']}): {w.text()}")
 
 
 CPU_GROUPS_SHOWN = 8  # groups of CPU ops printed; the rest are counted (--json lists them all)

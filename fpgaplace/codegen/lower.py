@@ -116,6 +116,7 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         for layer in [result] if isinstance(result, Layer) else result or []:
             layer.inputs = [alias.get(t, t) for t in layer.inputs]
             layer.resident = op_name in resident
+            layer.widths = lowering.widths(graph.ops[op_name], layer)
             layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them

@@ -64,9 +64,15 @@ class CompileResult:
     notes: list[str] = field(default_factory=list)
     left_on_cpus: dict | None = None  # the CPU ops by reason and what they cost (``flow.compile.left_on_cpus``)
 
+    def layer_widths(self) -> list[dict]:
+        """Each core layer's core, op, kernel and widths (design.json's ``widths``), in core order."""
+        return [{"core": core["name"], "op": layer["op"], "kernel": layer["kernel"], "widths": layer.get("widths")}
+                for core in self.design["cores"] for layer in core["layers"]]
+
     def to_json(self) -> dict:
         return {"project": str(self.project), "cores": self.cores, "cpu_ops": self.cpu_ops,
-                "quantized_here": self.quantized_here, "board": self.design["board"]["name"],
+                "layers": self.layer_widths(), "quantized_here": self.quantized_here,
+                "board": self.design["board"]["name"],
                 "interval_us": self.design["interval_us"], "fps": self.design["fps"],
                 "refinement": self.design["placement"].get("refinement"), "left_on_cpus": self.left_on_cpus}
 
@@ -141,7 +147,8 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
             op=layer.op, kernel=layer.kernel, inputs=layer.inputs, output=layer.output, config=layer.config,
             pe=layer.folding.pe, simd=layer.folding.simd, mmv=layer.folding.mmv, uram=layer.folding.uram,
             rows=layer.rows, beats=_beats(layer), resident=layer.resident, cycles=layer.cycles,
-            macs=layer_macs(layer), resources=layer.resources.to_json(), arrays=sorted(layer.arrays))
+            macs=layer_macs(layer), resources=layer.resources.to_json(), arrays=sorted(layer.arrays),
+            widths=record.LayerWidths(**layer.widths) if layer.widths else None)
             for layer in c.layers],
         inputs=[_tensor(t, c.batch, p) for t, p in zip(c.inputs, plan.inputs, strict=True)],
         outputs=[_tensor(t, c.batch, p) for t, p in zip(c.outputs, plan.outputs, strict=True)],

@@ -259,6 +259,8 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
     for name, ctype in (("bias", "int32_t"), ("mult", "int32_t"), ("shift", "int8_t")):
         arrays.append(_array(f"{prefix}_{name}", ctype, layer.arrays[name]))
         partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
+    if "thresholds" in layer.arrays:  # a threshold output stage (fpgaplace.hw.threshold): [C][T] on chip
+        arrays.append(_array(f"{prefix}_thresholds", "int32_t", layer.arrays["thresholds"]))
     w = fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd)
     if layer.resident:
         arrays.append(_array(f"{prefix}_w", "int8_t", w))

@@ -175,6 +175,11 @@ def placement_json(problem: PlacementProblem, result: Result, device_names: list
 # --------------------------------------------------------------------------- the design
 
 
+WEIGHT_PRECISIONS = {"int4": 4, "int2": 2}
+"""Precisions a float model is quantized at for compile: weights at these bits (symmetric, int8
+storage, ``quantize.narrow_weights``), activations int8."""
+
+
 class Design:
     """A model on a board: graph, costs, problem, placement, split, project, C simulation.
 
@@ -266,6 +271,13 @@ class Design:
         from fpgaplace.model.qdq import is_qdq
 
         return is_qdq(self.loaded.model)
+
+    @cached_property
+    def is_qonnx(self) -> bool:
+        """Whether the model carries QONNX quantizers (``compile`` lowers them, ``model.qonnx_qdq``)."""
+        from fpgaplace.model.qonnx_qdq import is_qonnx
+
+        return is_qonnx(self.loaded.model)
 
     @cached_property
     def _optimized(self) -> tuple[OpGraph, OptimizeReport | None]:
@@ -519,33 +531,44 @@ class Design:
         in ``calib_dir`` or on ``random_samples`` random inputs (each input's values in its
         ``input_ranges`` entry, ``quantize.calibration_inputs``), with the same board and
         options, and placed again with the same ``place()`` arguments if this one was placed."""
-        from fpgaplace.model.quantize import calibration_inputs, quantize_model
+        from fpgaplace.model.qonnx_qdq import qonnx_to_qdq
+        from fpgaplace.model.quantize import calibration_inputs, narrow_weights, quantize_model
 
         if self.is_qdq:
             return self
         _ = self.board  # an unknown board is an error before any quantization work
         key = (str(calib_dir) if calib_dir else None, None if calib_dir else random_samples, seed,
                tuple(sorted((input_ranges or {}).items())))
+        if self.is_qonnx:
+            key = ("qonnx",)  # its own quantizers say everything; no calibration
         cached = self._quantized.get(key)
         if cached is not None:
             if self._place_args is not None and cached._place_args != self._place_args:
                 cached.place(**self._place_args)
             return cached
-        float_model = self.graph.model
-        self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
-                                                      else f"{random_samples} random calibration inputs"))
-        feeds = calibration_inputs(float_model, calib_dir=calib_dir,
-                                   random_samples=None if calib_dir else random_samples, seed=seed,
-                                   input_ranges=input_ranges)
+        if self.is_qonnx:
+            self._say("lowering the QONNX quantizers to integer QDQ")
+            model = qonnx_to_qdq(self.loaded.model, self.name)
+        else:
+            float_model = self.graph.model
+            self._say("quantizing to int8 (QDQ) with " + (f"calibration inputs from {calib_dir}" if calib_dir
+                                                          else f"{random_samples} random calibration inputs"))
+            feeds = calibration_inputs(float_model, calib_dir=calib_dir,
+                                       random_samples=None if calib_dir else random_samples, seed=seed,
+                                       input_ranges=input_ranges)
+            model = quantize_model(float_model, feeds)
+            if self.precision in WEIGHT_PRECISIONS:
+                self._say(f"narrowing the weights to {self.precision}")
+                model = narrow_weights(model, WEIGHT_PRECISIONS[self.precision])
         quantized = Design(
-            quantize_model(float_model, feeds),
+            model,
             self.board,
             batch=self.batch,
             optimize=self.optimize,
-            precision=self.precision,
+            precision="int8" if self.precision in WEIGHT_PRECISIONS else self.precision,
             profile_cpu=self.profile_cpu,
             progress=self.progress,
-            source=f"{self.name} (int8 QDQ)",
+            source=f"{self.name} ({'QONNX as ' if self.is_qonnx else ''}int8 QDQ)",
         )
         quantized.float_design = self
         if self._place_args is not None:
@@ -570,7 +593,7 @@ class Design:
             onnx.save(self.loaded.model, bound)
             self._say("quantizing to int8 (QDQ)")
             return quantize_file(bound, out_path, calib_dir=calib_dir, random_samples=random_samples, seed=seed,
-                                 input_ranges=input_ranges)
+                                 input_ranges=input_ranges, weight_bits=WEIGHT_PRECISIONS.get(self.precision, 8))
 
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32,
                 input_ranges: dict[str, tuple[float, float]] | None = None):
@@ -587,19 +610,14 @@ class Design:
         return result
 
     def _check_compilable(self) -> None:
-        """Code generation builds int8 hardware: another precision, or a QONNX model's own
-        quantizers (bit widths the kernels do not have), costs and places but does not compile."""
-        from fpgaplace.model.passes.qonnx import QONNX_DOMAINS, QONNX_QUANTIZERS
-
-        if self.precision != "int8":
-            raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware only "
-                                 "(cost, place and split take it); expected int8")
-        quantizers = [op.name for op in self.loaded.ops.values()
-                      if op.op_type in QONNX_QUANTIZERS and op.domain in QONNX_DOMAINS]
-        if quantizers:
-            raise FpgaplaceError(f"{self.name}: QONNX quantizer {quantizers[0]!r} ({len(quantizers)} in all): compile "
-                                 "generates int8 hardware from a float or QDQ model (cost, place and split take "
-                                 "QONNX); expected a float or QDQ model")
+        """Code generation builds the widths of a QONNX model's quantizers, int8, or the int4 and int2
+        weights (int8 activations) of a float model it quantizes (``WEIGHT_PRECISIONS``); another
+        precision costs and places but does not compile."""
+        if self.is_qonnx or self.precision == "int8" or (self.precision in WEIGHT_PRECISIONS and not self.is_qdq):
+            return
+        raise FpgaplaceError(f"{self.name}: precision {self.precision}: compile generates int8 hardware, or int4 and "
+                             "int2 weights of a float model it quantizes (cost, place and split take any); expected "
+                             f"int8{'' if self.is_qdq else ', int4 or int2'}")
 
     def csim(self, project: str | Path | None = None, samples: int = 1, seed: int = 0):
         """C-simulate ``project`` (``sim.csim.run_csim``); without one, compile this design

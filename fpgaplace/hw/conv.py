@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw import reference, threshold
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -35,7 +35,7 @@ from fpgaplace.hw.kernel import (
     tensor_shape,
     window_members,
 )
-from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
     PORT_IN,
@@ -77,7 +77,8 @@ class Conv2d(WindowKernel):
         cout, cin_g, kh, kw = w
         n, cin = x[0], x[1]
         pixels = n * window["HO"] * window["WO"]
-        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups}
+        shape = {**window, "CIN": cin, "COUT": cout, "KH": kh, "KW": kw, "DH": dh, "DW": dw, "GROUPS": groups,
+                 "T": threshold.count(op, graph)}
         return Geometry(
             self.name, pixels, cout, kh * kw * cin_g,
             stream_elements=max(math.prod(x), math.prod(out)),
@@ -157,27 +158,34 @@ class Conv2d(WindowKernel):
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         x = zero_inserted(inputs[0], c) if upsampled(c) else inputs[0].reshape(c["H"], c["W"], c["CIN"])
+        window = {"stride": (c["SH"], c["SW"]), "pads": (c["PT"], c["PL"], c["PB"], c["PR"]),
+                  "dilation": (c["DH"], c["DW"]), "groups": c["GROUPS"]}
+        if "thresholds" in arrays:  # a threshold output stage (fpgaplace.hw.threshold)
+            acc = reference.conv2d_accumulate(x, arrays["w"], arrays["bias"], zx=c["ZX"], **window)
+            return threshold.multithreshold(acc, arrays["thresholds"], c["ZY"])
         return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
-                                zy=c["ZY"], lo=c["LO"], hi=c["HI"], stride=(c["SH"], c["SW"]),
-                                pads=(c["PT"], c["PL"], c["PB"], c["PR"]), dilation=(c["DH"], c["DW"]),
-                                groups=c["GROUPS"])
+                                zy=c["ZY"], lo=c["LO"], hi=c["HI"], **window)
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``);
         a transposed conv's weights flipped and transposed into the conv's, and its zero insertion."""
-        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        x = ctx.source(op, op.inputs[0])
         weight = ctx.index.weight(op.inputs[1])
         channel_axis = 1 if op.op_type == "ConvTranspose" else 0
         if weight.scale.size not in (1, shape["COUT"]) or (weight.scale.size > 1 and weight.axis != channel_axis):
             raise FpgaplaceError(f"op '{op.name}': weight scales must be per tensor or per output channel")
         values = conv_weights(weight.values, shape["GROUPS"]) if channel_axis else weight.values
         w = np.transpose(values, (0, 2, 3, 1))  # [Cout, Cin/g, KH, KW] -> [Cout, KH, KW, Cin/g]
-        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["COUT"])
-        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+        y, arrays, output_stage = ctx.dot_output(op, x, w, weight.scale, shape["COUT"])
         config = {k: shape[k] for k in ("H", "W", "CIN", "COUT", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
                                         "DH", "DW", "GROUPS", "HO", "WO", *(UPSAMPLING if upsampled(shape) else ()))}
-        config.update(ZX=x.zero_point, ZY=out.tensor.zero_point, LO=lo, HI=hi)
-        return Layer(op.name, "conv2d", [x.name], out.tensor.name, config, arrays)
+        config.update(ZX=x.zero_point, **output_stage)
+        return Layer(op.name, "conv2d", [x.name], y.name, config, arrays)
+
+    def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
+        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         c = config
@@ -243,6 +251,7 @@ class Conv2d(WindowKernel):
         missing = [a for a in DOT_ARRAYS if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl conv2d: arrays lack {', '.join(missing)}")
+        threshold.refuse_rtl("conv2d", arrays)
         w = np.asarray(arrays["w"])
         if w.dtype != np.int8 or w.shape != (c["COUT"], c["KH"], c["KW"], c["CIN"] // c["GROUPS"]):
             raise FpgaplaceError(f"rtl conv2d: w must be int8 of shape (COUT, KH, KW, CIN/GROUPS), got {w.dtype} "

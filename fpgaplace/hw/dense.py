@@ -16,10 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw import reference, threshold
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_plan, tensor_shape
-from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
 from fpgaplace.util.errors import FpgaplaceError
@@ -54,20 +54,25 @@ class Dense(Kernel):
         if a[-1] != k:
             return Unsupported("operand shapes do not agree")
         rows = math.prod(a[:-1])
-        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
+        shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0,
+                 "T": threshold.count(op, graph)}
         return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
                         weights=k * n, macs=rows * n * k, shape=shape)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
         vectors = inputs[0].reshape(rows, c["K"])
+        if "thresholds" in arrays:  # a threshold output stage (fpgaplace.hw.threshold)
+            acc = np.stack([reference.dense_accumulate(v, arrays["w"], arrays["bias"], zx=c["ZX"]) for v in vectors])
+            out = threshold.multithreshold(acc, arrays["thresholds"], c["ZY"])
+            return out.reshape(-1) if rows > 1 else out[0]
         out = [reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"], zy=c["ZY"],
                                lo=c["LO"], hi=c["HI"]) for v in vectors]
         return np.stack(out).reshape(-1) if rows > 1 else out[0]
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
-        x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
+        x = ctx.source(op, op.inputs[0])
         weight = ctx.index.weight(op.inputs[1])
         n_axis = 0 if shape["TRANSB"] else 1
         if weight.scale.size not in (1, shape["N"]) or (weight.scale.size > 1 and weight.axis != n_axis):
@@ -76,10 +81,14 @@ class Dense(Kernel):
         layout = flattened_from(ctx.graph, op.inputs[0])
         if layout is not None and math.prod(layout[1:]) == shape["K"]:  # the stream is HWC: permute K to match
             w = w.reshape(shape["N"], *layout[1:]).transpose(0, 2, 3, 1).reshape(shape["N"], shape["K"])
-        arrays = ctx.dot_arrays(op, x, out, w, weight.scale, shape["N"])
-        lo, hi = bounds(ctx.index, out.activations, out.tensor.scale, out.tensor.zero_point)
-        config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, "ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
-        return Layer(op.name, "dense", [x.name], out.tensor.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+        y, arrays, output_stage = ctx.dot_output(op, x, w, weight.scale, shape["N"])
+        config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, **output_stage}
+        return Layer(op.name, "dense", [x.name], y.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+
+    def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
+        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]
@@ -188,6 +197,7 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
     missing = [m for m in DENSE_MEMBERS if m not in config] + [a for a in DOT_ARRAYS if a not in arrays]
     if missing:
         raise FpgaplaceError(f"rtl dense: config/arrays lack {', '.join(missing)}")
+    threshold.refuse_rtl("dense", arrays)
     k, n, pe, simd = (int(config[m]) for m in ("K", "N", "PE", "SIMD"))
     if k < 1 or n < 1 or pe < 1 or simd < 1 or n % pe or k % simd:
         raise FpgaplaceError(f"rtl dense: PE={pe} must divide N={n} and SIMD={simd} must divide K={k}")

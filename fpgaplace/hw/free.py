@@ -2,7 +2,8 @@
 feature map that only dense layers read (they take its channels-last order by permuting their
 weights, ``fpgaplace.hw.dense.flattened_from``), the ops of an island but its last, QuantizeLinear
 and DequantizeLinear absorbed into their neighbours' requantization, batch norm folded into a
-convolution). They have a geometry (to say whether a core can take them) and nothing else:
+convolution, a Relu or Clip between an op and its QuantizeLinear, which the op's requantization
+clamps by: ``hw.qdq.absorbed_activation``). They have a geometry (to say whether a core can take them) and nothing else:
 no cycles, no resources, no template. O(1).
 """
 

@@ -15,10 +15,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from fpgaplace.hw import threshold
 from fpgaplace.hw.geometry import Folding, Geometry, Resources
-from fpgaplace.hw.qdq import QdqIndex, QTensor, check_scale, qdq_index
+from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -38,6 +40,7 @@ class Layer:
     resident: bool = True
     rows: int = 1  # dense: vectors per sample
     geometry: Geometry | None = None  # the op in its kernel's terms (set with the folding)
+    widths: dict | None = None  # bits of its weights, inputs and output, and its output stage (``LayerContext.widths``)
 
 
 def bounds(index: QdqIndex, activations, scale: float, zero_point: int) -> tuple[int, int]:
@@ -72,6 +75,19 @@ class LayerContext:
     def __init__(self, graph: OpGraph) -> None:
         self.graph = graph
         self.index = qdq_index(graph.model)
+        self.recorded = {name: int(width["bits"]) for name, width in read_widths(graph.model).items()}
+
+    def widths(self, op: Op, layer: Layer) -> dict:
+        """``layer``'s widths: bits of its weights (None without a weight matrix), of each input and of
+        its output (the widths the model records, ``model.qdq.read_widths``, else 8), and its output
+        stage: ``thresholds``, ``requantize`` for a dot product, else None. O(1)."""
+        weights = None
+        if "w" in layer.arrays and len(op.inputs) > 1:
+            node = self.index.producer.get(op.inputs[1])
+            weights = self.recorded.get(node.input[0], 8) if node is not None else 8
+        stage = "thresholds" if "thresholds" in layer.arrays else "requantize" if weights is not None else None
+        return {"weights": weights, "inputs": [self.recorded.get(t, 8) for t in layer.inputs],
+                "output": self.recorded.get(layer.output, 8), "output_stage": stage}
 
     def source(self, op: Op, tensor: str) -> QTensor:
         """The int8 tensor an input of ``op`` reads (a one-line error where there is none)."""
@@ -116,13 +132,60 @@ class LayerContext:
         """Samples per run of the graph (``graph_batch``)."""
         return graph_batch(self.graph)
 
+    def dot_output(self, op: Op, x: QTensor, w: np.ndarray, w_scale: np.ndarray,
+                   channels: int) -> tuple[QTensor, dict, dict[str, int]]:
+        """A dot product's output stage: its int8 output tensor, arrays (``dot_arrays``) and config
+        members ZY, LO, HI; a requantization where its output reaches a QuantizeLinear through Relu
+        or Clip, else thresholds on the accumulator (``fpgaplace.hw.threshold``: a batch norm or a
+        bipolar quantizer on the way, ``QdqIndex.threshold_sink``) with the member T."""
+        out = self.index.int_sink(op.outputs[0])
+        sink = self.index.threshold_sink(op.outputs[0]) if out is None and op.op_type in THRESHOLD_HEADS else None
+        if sink is None:
+            out = self.sink(op)
+            arrays = self.dot_arrays(op, x, out, w, w_scale, channels)
+            lo, hi = bounds(self.index, out.activations, out.tensor.scale, out.tensor.zero_point)
+            return out.tensor, arrays, {"ZY": out.tensor.zero_point, "LO": lo, "HI": hi}
+        return sink.tensor, *self.threshold_arrays(op, x, sink, w, w_scale, channels)
+
+    def threshold_arrays(self, op: Op, x: QTensor, sink, w: np.ndarray, w_scale: np.ndarray,
+                         channels: int) -> tuple[dict, dict[str, int]]:
+        """Arrays and members of a threshold output stage: weights negated on the channels whose
+        code falls with the accumulator, bias 0 (it is in the thresholds), a unit requantizer
+        (unused), and ``thresholds[C][T]`` over the codes ``LO..HI`` the channels reach."""
+        scales = self.weight_scales(op, w_scale, channels)
+        bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
+        bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
+        shape, w = w.shape, w.astype(np.int64).reshape(channels, -1)
+        bound = np.abs(w).sum(axis=1) * 255
+        if bound.max(initial=0) >= 2**31 - 1:
+            raise FpgaplaceError(f"op '{op.name}': accumulators up to {bound.max()} do not fit int32 thresholds")
+        table, falls = threshold.thresholds(self.index, sink, x.scale * scales, bias, bound, -128, 127)
+        reached = (table <= bound.reshape(-1, 1)).sum(axis=1)  # codes above -128 each channel reaches
+        floor = (table <= -bound.reshape(-1, 1)).sum(axis=1)  # codes every accumulator reaches
+        lo, hi = -128 + int(floor.min()), -128 + max(int(reached.max()), int(floor.min()) + 1)
+        table = np.clip(table[:, lo + 128:hi + 128], -(2**31) + 1, 2**31 - 1)
+        if np.any(w[falls] == -128):
+            raise FpgaplaceError(f"op '{op.name}': a weight of -128 on a channel whose thresholds fall; expected "
+                                 "weights in -127..127 there")
+        w[falls] = -w[falls]
+        (m,), (s,) = multipliers(np.array([1.0]), f"op '{op.name}'")
+        arrays = {"w": w.reshape(shape).astype(np.int8), "bias": np.zeros(channels, np.int32),
+                  "mult": np.full(channels, m, np.int32), "shift": np.full(channels, s, np.int8),
+                  "thresholds": table.astype(np.int32)}
+        return arrays, {"ZY": lo, "LO": lo, "HI": hi, "T": hi - lo}
+
+    def weight_scales(self, op: Op, w_scale: np.ndarray, channels: int) -> np.ndarray:
+        """The weight scale of each of ``channels`` output channels (one-line error if not positive)."""
+        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
+        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
+            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
+        return scales
+
     def dot_arrays(self, op: Op, x: QTensor, out, w: np.ndarray, w_scale: np.ndarray, channels: int) -> dict:
         """A dot product's arrays: int8 weights, int32 bias at the accumulator's scale
         ``sx * sw[c]``, and per output channel the multiplier and shift of ``sx * sw[c] / sy``."""
         y = out.tensor
-        scales = np.broadcast_to(w_scale.astype(np.float64), (channels,))
-        if np.any(~np.isfinite(scales)) or np.any(scales <= 0):
-            raise FpgaplaceError(f"op '{op.name}': weight scale {scales.min():.3g}; expected positive finite scales")
+        scales = self.weight_scales(op, w_scale, channels)
         bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
         bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
         acc_scale = x.scale * scales

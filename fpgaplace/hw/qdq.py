@@ -41,6 +41,21 @@ class QuantizedOutput:
 
 
 @dataclass(frozen=True)
+class ThresholdSink:
+    """A dot product's output on its way to a QuantizeLinear through float steps no rescaling
+    computes exactly (a BatchNormalization, a bipolar quantizer's sign test and its two levels;
+    ``fpgaplace.hw.threshold`` turns them into thresholds on the accumulator)."""
+
+    tensor: QTensor  # the int8 tensor written, with its QuantizeLinear's scale and zero point
+    steps: tuple[onnx.NodeProto, ...]  # BatchNormalization, Relu, Clip, GreaterOrEqual, Where, in order
+    quantize: onnx.NodeProto
+
+
+THRESHOLD_STEPS = frozenset({"BatchNormalization", *ACTIVATIONS})
+SIGN_STEPS = ("GreaterOrEqual", "Where")  # a bipolar quantizer (``fpgaplace.model.qonnx_qdq``)
+
+
+@dataclass(frozen=True)
 class QuantizedWeight:
     values: np.ndarray  # int8 as stored
     scale: np.ndarray  # float, per output channel (length 1 when per tensor)
@@ -113,6 +128,39 @@ class QdqIndex:
             chain.append(node)
             tensor = node.output[0]
 
+    def _only_reader(self, tensor: str) -> onnx.NodeProto | None:
+        readers = self.consumers.get(tensor, [])
+        return readers[0] if len(readers) == 1 and tensor not in self.graph_outputs else None
+
+    def threshold_sink(self, tensor: str) -> ThresholdSink | None:
+        """The QuantizeLinear an op's float output reaches through at most one BatchNormalization
+        of constant parameters, Relu/Clip, and a bipolar quantizer's ``GreaterOrEqual`` (a constant
+        edge) and ``Where`` (two constant levels), when a BatchNormalization or the sign test is among them (else
+        ``int_sink`` reads it). O(chain)."""
+        steps: list[onnx.NodeProto] = []
+        node = self._only_reader(tensor)
+        while node is not None and node.op_type in THRESHOLD_STEPS and not (
+                node.op_type == "BatchNormalization" and any(s.op_type == node.op_type for s in steps)):
+            if any(self.constant(t) is None for t in node.input[1:] if t):
+                return None
+            steps.append(node)
+            node = self._only_reader(node.output[0])
+        if node is not None and node.op_type == SIGN_STEPS[0] and self.constant(node.input[1]) is not None:
+            where = self._only_reader(node.output[0])
+            if where is None or where.op_type != SIGN_STEPS[1] or where.input[0] != node.output[0] or any(
+                    self.constant(t) is None for t in where.input[1:3]):
+                return None
+            steps += [node, where]
+            node = self._only_reader(where.output[0])
+        if node is None or node.op_type != "QuantizeLinear" or not any(
+                s.op_type in ("BatchNormalization", SIGN_STEPS[0]) for s in steps):
+            return None
+        params = self.qparams(node)
+        if params is None or params[0].size != 1 or params[1].dtype != np.int8:
+            return None
+        q = QTensor(node.output[0], float(params[0].reshape(-1)[0]), int(params[1].reshape(-1)[0]))
+        return ThresholdSink(q, tuple(steps), node)
+
     def weight(self, tensor: str) -> QuantizedWeight | None:
         """A DequantizeLinear of a constant int8 tensor with zero point 0."""
         node = self.producer.get(tensor)
@@ -170,6 +218,32 @@ def qdq_index(model: onnx.ModelProto) -> QdqIndex:
     return cached[1]
 
 
+THRESHOLD_HEADS = frozenset({"Conv", "Gemm", "MatMul"})
+"""Ops whose accumulator a threshold output stage compares (``ThresholdSink``)."""
+
+
+def absorbed_activation(node: onnx.NodeProto, model: onnx.ModelProto) -> bool:
+    """Whether ``node`` is a Relu or Clip on the way from a computing op (not a DequantizeLinear)
+    to the QuantizeLinear it reaches, or a step of a dot product's ``ThresholdSink``: the op's
+    lowering takes it as its output's clamp bounds (``int_sink``'s activations) or into its
+    thresholds, so it costs nothing of its own (a QONNX quantizer's narrowed range, a batch norm
+    before it, a bipolar quantizer, ``fpgaplace.model.qonnx_qdq``). O(chain)."""
+    chain = THRESHOLD_STEPS | set(SIGN_STEPS)
+    if node.op_type not in chain:
+        return False
+    index = qdq_index(model)
+    head = index.producer.get(node.input[0])
+    while head is not None and head.op_type in chain:
+        head = index.producer.get(head.input[0])
+    if head is None or head.op_type in ("DequantizeLinear", "QuantizeLinear", *PASS_THROUGH):
+        return False
+    out = index.int_sink(head.output[0])
+    steps = out.activations if out is not None else ()
+    if out is None and head.op_type in THRESHOLD_HEADS and (sink := index.threshold_sink(head.output[0])):
+        steps = sink.steps
+    return any(a.output[0] == node.output[0] for a in steps)
+
+
 def output_scales(model: onnx.ModelProto) -> dict[str, float]:
     """Quantization step of every graph output that is a dequantized int8 tensor (C simulation
     and the host driver compare outputs in these steps)."""
@@ -202,6 +276,6 @@ def unlowerable(op_type: str, inputs: list[str], outputs: list[str], weight_inpu
     if op_type in PASS_THROUGH:
         return None
     for tensor in [t for t in outputs if t] if op_type in EVERY_OUTPUT_INT8 else outputs[:1]:
-        if index.int_sink(tensor) is None:
+        if index.int_sink(tensor) is None and not (op_type in THRESHOLD_HEADS and index.threshold_sink(tensor)):
             return f"output '{tensor}' does not reach exactly one int8 QuantizeLinear"
     return None

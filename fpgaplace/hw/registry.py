@@ -77,12 +77,18 @@ KERNELS: dict[str, Kernel] = {
         Free("batchnorm"),
         Free("island"),
         Alias(),
+        Free("activation"),
     )
 }
 
 ISLAND_KERNELS = frozenset({"table", "shuffle", "reorder", "island", "alias"})
 """Kernels no op class names: ``plan_op`` gives them to the ops of an island (``hw.islands``: a table
 island, a channel-permutation chain, a chain transposing the stream)."""
+
+CONTEXT_KERNELS = ISLAND_KERNELS | {"activation"}
+"""Kernels ``plan_op`` gives by an op's place in the graph rather than by its op class: the island
+kernels, and ``activation`` (a Relu, Clip, batch norm or sign step its producer's output stage takes,
+``qdq.absorbed_activation``)."""
 
 BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine", "dense": "matmul"}
 """The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by
@@ -106,7 +112,8 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         kernel = KERNELS[island.kernel if island.exit_op == op.name else "island"]
         geometry = kernel.geometry(op, graph)
         return geometry if isinstance(geometry, Unsupported) else (kernel, geometry)
-    kernel = kernel_for(op)
+    kernel = KERNELS["activation"] if graph.is_qdq and op.node is not None and qdq.absorbed_activation(
+        op.node, graph.model) else kernel_for(op)
     if kernel is None:
         return Unsupported(f"no hardware kernel for {op.op_type}")
     strings = any(graph.tensors[t].dtype == "object" for t in [*op.all_inputs(), *op.outputs] if t in graph.tensors)
@@ -120,7 +127,7 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
             kernel, Unsupported(f"{geometry.reason}; nor {broader.name}'s: {other.reason}"))
     if isinstance(geometry, Unsupported):
         return geometry
-    if graph.is_qdq and kernel.name not in ("quantize", "dequantize"):
+    if graph.is_qdq and kernel.name not in ("quantize", "dequantize", "activation"):
         weights = [op.inputs[1]] if kernel.uses_dsp and op.inputs[1] in graph.params else []
         constants = [t for t in op.inputs if t and t in graph.params] if kernel.name in ("add", "concat") else []
         activations = [] if isinstance(kernel, Embedding) else activation_inputs(op, graph)  # integer indices

@@ -105,7 +105,7 @@ from fpgaplace.model.passes.graph_tools import (
 from fpgaplace.model.passes.inference import infer_shapes
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
-from fpgaplace.model.qdq import is_qdq, qdq_nodes
+from fpgaplace.model.qdq import is_qdq, qdq_nodes, write_widths
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.files import write_with  # imported before onnxruntime.quantization: it quiets the default logger
@@ -842,11 +842,12 @@ def quantize_file(
     random_samples: int | None = None,
     seed: int = 0,
     input_ranges: InputRanges | None = None,
+    weight_bits: int = 8,
 ) -> tuple[Drift, Path]:
     """Quantize the ONNX file ``model_path`` (calibrated on ``calib_dir`` or on ``random_samples``
-    random inputs in ``input_ranges``, ``calibration_inputs``), write the QDQ model to
-    ``out_path`` atomically (a temporary file in the same folder, then a rename) and return its
-    drift over the calibration samples and the path."""
+    random inputs in ``input_ranges``, ``calibration_inputs``; weights narrowed to ``weight_bits``
+    below 8, ``narrow_weights``), write the QDQ model to ``out_path`` atomically (a temporary file
+    in the same folder, then a rename) and return its drift over the calibration samples and the path."""
     model_path, out_path = Path(model_path), Path(out_path)
     if not out_path.parent.is_dir():
         raise FpgaplaceError(f"{out_path}: folder {out_path.parent} does not exist, expected an existing folder")
@@ -856,6 +857,8 @@ def quantize_file(
     samples = calibration_inputs(model, calib_dir=calib_dir, random_samples=random_samples, seed=seed,
                                  input_ranges=input_ranges)
     quantized = quantize_model(model, samples)
+    if weight_bits != 8:
+        quantized = narrow_weights(quantized, weight_bits)
     drift = measure_drift(model, quantized, samples)
     _write_atomically(quantized, out_path)
     return drift, out_path
@@ -875,3 +878,74 @@ def _write_atomically(model: onnx.ModelProto, out_path: Path) -> None:
         write_with(out_path, lambda temporary: onnx.save(model, str(temporary)))
     except (OSError, ValueError) as exc:
         raise FpgaplaceError(f"{out_path}: cannot write the QDQ model: {first_line(exc)}") from exc
+
+
+WEIGHT_HEADS = ("Conv", "Gemm", "MatMul")
+"""Ops whose second input is a weight ``narrow_weights`` requantizes."""
+
+
+def _per_axis(values: np.ndarray, axis: int, ndim: int) -> np.ndarray:
+    """Per-channel ``values`` shaped to broadcast along ``axis`` of an ``ndim``-D tensor."""
+    return values.reshape([-1 if a == axis else 1 for a in range(ndim)]) if values.size > 1 else values.reshape(())
+
+
+def narrow_weights(model: onnx.ModelProto, bits: int, layer_bits: dict[str, int] | None = None) -> onnx.ModelProto:
+    """``model`` (an int8 QDQ model; not changed) with the weights of every Conv, Gemm and MatMul
+    requantized to ``bits`` bits (``layer_bits`` overrides a node's by name; 8 keeps it), symmetric
+    as onnxruntime's int8 weights are: per scale (per channel or per tensor) ``s' = s * max|q| /
+    (2^(bits-1) - 1)`` and codes ``clip(round_half_even(q * s / s'), -(2^(bits-1) - 1), 2^(bits-1) -
+    1)``, stored in int8 (an INT4 element type needs opset 21, which the quantizer's opset-13 models
+    and the cores' int8 reading of weights do not have), the int32 bias requantized to the new
+    accumulator scale ``s_bias * s' / s``. The widths go into the model's metadata
+    (``fpgaplace.model.qdq.write_widths``), so the front end costs the weights at them. O(weights)."""
+    layer_bits = layer_bits or {}
+    result = copy_model(model)
+    graph = result.graph
+    inits = {t.name: t for t in graph.initializer}
+    prods = producers(graph)
+    widths = {}
+    for node in graph.node:
+        width = layer_bits.get(node.name, bits)
+        if node.op_type not in WEIGHT_HEADS or len(node.input) < 2 or width == 8:
+            continue
+        if not 2 <= width <= 7:
+            raise FpgaplaceError(f"node '{node.name}': weight bits {width}; expected 2 to 8")
+        dq = prods.get(node.input[1])
+        if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in inits:
+            continue
+        codes = onnx.numpy_helper.to_array(inits[dq.input[0]])
+        if codes.dtype != np.int8 or dq.input[1] not in inits:
+            continue
+        high = 2 ** (width - 1) - 1
+        scale = onnx.numpy_helper.to_array(inits[dq.input[1]]).astype(np.float32)
+        axis = next((a.i for a in dq.attribute if a.name == "axis"), 1) % codes.ndim
+        others = tuple(a for a in range(codes.ndim) if a != axis or scale.size == 1)
+        peak = np.abs(codes.astype(np.int32)).max(axis=others).reshape(scale.shape)
+        narrowed = np.where(peak > 0, scale * peak / np.float32(high), scale).astype(np.float32)
+        real = codes.astype(np.float32) * _per_axis(scale, axis, codes.ndim)
+        new_codes = np.clip(np.rint(real / _per_axis(narrowed, axis, codes.ndim)), -high, high).astype(np.int8)
+        inits[dq.input[0]].CopyFrom(onnx.numpy_helper.from_array(new_codes, dq.input[0]))
+        dq.input[1] = _add_initializer(graph, f"{dq.input[1]}_int{width}", narrowed)
+        if len(node.input) > 2 and node.input[2]:
+            _rescale_bias(graph, inits, prods.get(node.input[2]), narrowed / scale, width)
+        widths[dq.input[0]] = {"bits": width, "signed": True, "bipolar": False, "node": node.name}
+    write_widths(result, widths)
+    return result
+
+
+def _add_initializer(graph: onnx.GraphProto, name: str, values: np.ndarray) -> str:
+    graph.initializer.append(onnx.numpy_helper.from_array(values, name))
+    return name
+
+
+def _rescale_bias(graph: onnx.GraphProto, inits: dict, dq: onnx.NodeProto | None, ratio: np.ndarray,
+                  width: int) -> None:
+    """The int32 bias behind ``dq`` requantized to its scale times ``ratio`` (per channel)."""
+    if dq is None or dq.op_type != "DequantizeLinear" or dq.input[0] not in inits or dq.input[1] not in inits:
+        return
+    values = onnx.numpy_helper.to_array(inits[dq.input[0]]).astype(np.float64)
+    scale = onnx.numpy_helper.to_array(inits[dq.input[1]]).astype(np.float32)
+    narrowed = (scale * ratio.reshape(scale.shape) if ratio.size == scale.size else scale * ratio).astype(np.float32)
+    rescaled = np.clip(np.rint(values * scale / narrowed), -(2**31), 2**31 - 1).astype(np.int32)
+    inits[dq.input[0]].CopyFrom(onnx.numpy_helper.from_array(rescaled, dq.input[0]))
+    dq.input[1] = _add_initializer(graph, f"{dq.input[1]}_int{width}", narrowed)

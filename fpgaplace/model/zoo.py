@@ -393,3 +393,167 @@ def vit_encoder(image: int = 32, patch: int = 8, hidden: int = 64, heads: int = 
                    b.weight("head_b", (classes,), scale=0.02)], output="logits")
     return b.model("vit_encoder", [_float_input("image", [batch, channels, image, image])],
                    [_float_input("logits", [batch, classes])])
+
+# ---- QONNX low-bit networks (Brevitas-style exports, built directly) ---------------------------
+
+QONNX_DOMAIN = "qonnx.custom_op.general"
+
+
+class _QonnxBuilder(_Builder):
+    """A ``_Builder`` that writes QONNX quantizers. Every scale is a power of two, so that a
+    layer's real rescaling ``sx * sw / sy`` is one too and the integer cores can equal qonnx's
+    float execution exactly; the scales are chosen so that each quantizer's range is used."""
+
+    def quant(self, x: str, scale: float | np.ndarray, bits: int, signed: bool = True, narrow: bool = False) -> str:
+        """``x`` through a QONNX quantizer: a BipolarQuant at one signed bit, else a Quant."""
+        s = self.const(f"q{self._count + 1}_scale", np.asarray(scale, np.float32))
+        if bits == 1 and signed:
+            return self.node("BipolarQuant", [x, s], domain=QONNX_DOMAIN)
+        zero = self.const(f"q{self._count + 1}_zero", np.array(0.0, np.float32))
+        width = self.const(f"q{self._count + 1}_bits", np.array(float(bits), np.float32))
+        return self.node("Quant", [x, s, zero, width], domain=QONNX_DOMAIN, signed=int(signed), narrow=int(narrow),
+                         rounding_mode="ROUND")
+
+    def qweight(self, name: str, shape: tuple[int, ...], bits: int, axis: int = 0) -> tuple[str, float]:
+        """A weight of ``bits`` bits (1: bipolar; 2: ternary, narrow) with one power-of-two scale per
+        channel of ``axis`` (two exponents apart at most) and float values that round to random codes;
+        the quantizer's output and the smallest scale."""
+        if bits == 1:
+            codes = self.rng.choice([-1.0, 1.0], size=shape)
+            noise = codes * self.rng.uniform(-0.5, 0.5, size=shape)
+        else:
+            high = 2 ** (bits - 1) - 1
+            codes = self.rng.integers(-high, high + 1, size=shape).astype(np.float64)
+            noise = self.rng.uniform(-0.45, 0.45, size=shape)
+        channel_shape = [n if a == axis else 1 for a, n in enumerate(shape)]
+        base = 2.0 ** -int(self.rng.integers(3, 6))
+        scale = (base * 2.0 ** self.rng.integers(0, 2, size=channel_shape)).astype(np.float32)
+        values = ((codes + noise) * scale).astype(np.float32)
+        self.initializers.append(numpy_helper.from_array(values, name))
+        return self.quant(name, scale, bits, signed=True, narrow=bits == 2), base
+
+    def batch_norm(self, x: str, prefix: str, channels: int, spread: float) -> str:
+        """A BatchNormalization whose outputs spread about ``spread`` around its random shifts; one
+        channel in four has a negative scale (its output falls as its input rises)."""
+        signs = np.where(self.rng.random(channels) < 0.25, -1.0, 1.0)
+        gamma = self.const(f"{prefix}_bn_scale", (signs * self.rng.uniform(0.5, 1.5, channels)).astype(np.float32))
+        beta = self.const(f"{prefix}_bn_bias", self.rng.uniform(-0.5, 0.5, channels).astype(np.float32))
+        mean = self.const(f"{prefix}_bn_mean", (0.2 * spread * self.rng.standard_normal(channels)).astype(np.float32))
+        var = self.const(f"{prefix}_bn_var", (spread**2 * self.rng.uniform(0.5, 1.5, channels)).astype(np.float32))
+        return self.node("BatchNormalization", [x, gamma, beta, mean, var], epsilon=1e-5)
+
+
+def _typical_code(bits: int) -> float:
+    """A typical magnitude of a ``bits``-bit code (1 for bipolar)."""
+    return max(1.0, 2.0 ** (bits - 1) / 2)
+
+
+def _act_scale(spread: float, bits: int, signed: bool) -> float:
+    """The power-of-two scale at which a value of magnitude ``spread`` is a typical ``bits``-bit code."""
+    return float(2.0 ** round(math.log2(spread / _typical_code(bits + (not signed)))))
+
+
+def _qonnx_layer(b: _QonnxBuilder, x: str, prefix: str, dot, fan_in: int, x_scale: float, x_bits: int,
+                 w: tuple[str, float], w_bits: int, act: tuple[int, bool], batch_norm: bool, channels: int,
+                 relu: bool = False) -> tuple[str, float]:
+    """``dot`` (a function of the weight's quantizer output) on ``x``, a BatchNormalization if asked,
+    a ReLU if asked, and the activation quantizer of ``act = (bits, signed)``; its output and scale."""
+    y = dot(w[0])
+    spread = math.sqrt(fan_in) * _typical_code(x_bits) * x_scale * _typical_code(w_bits) * w[1]
+    if batch_norm:
+        y, spread = b.batch_norm(y, prefix, channels, spread), 1.0
+    if relu:
+        y = b.node("Relu", [y])
+    bits, signed = act
+    scale = _act_scale(spread, bits, signed)
+    return b.quant(y, scale, bits, signed=signed, narrow=False), scale
+
+
+def _qonnx_model(b: _QonnxBuilder, name: str, image: int, batch: int, classes: int, x: str) -> onnx.ModelProto:
+    b.nodes[-1].output[0] = "logits"
+    opsets = [helper.make_opsetid("", 13), helper.make_opsetid(QONNX_DOMAIN, 1)]
+    graph = helper.make_graph(b.nodes, name, [_float_input("image", [batch, 3, image, image])],
+                              [_float_input("logits", [batch, classes])], initializer=b.initializers)
+    model = helper.make_model(graph, opset_imports=opsets, producer_name="fpgaplace")
+    model.ir_version = 8
+    return model
+
+
+def _dense_stack(b: _QonnxBuilder, x: str, x_scale: float, x_bits: int, sizes: tuple[int, ...], w_bits: int,
+                 act: tuple[int, bool], batch_norm: bool, last_bits: int) -> None:
+    """Flatten, then MatMul layers of ``sizes`` (fan-ins first); the last one's weights at
+    ``last_bits`` and its output an 8-bit signed quantizer (the logits)."""
+    x = b.node("Flatten", [x], axis=1)
+    for i, (fan_in, fan_out) in enumerate(zip(sizes, sizes[1:], strict=False)):
+        last = i == len(sizes) - 2
+        bits = last_bits if last else w_bits
+        w = b.qweight(f"fc{i}_w", (fan_in, fan_out), bits, axis=1)
+        x, x_scale = _qonnx_layer(b, x, f"fc{i}", lambda wq, x=x: b.node("MatMul", [x, wq]), fan_in, x_scale,
+                                  x_bits, w, bits, (8, True) if last else act, batch_norm and not last, fan_out)
+        x_bits = act[0]
+
+
+def cnv(weight_bits: int = 1, act_bits: int = 1, image: int = 32,
+        channels: tuple[int, ...] = (64, 64, 128, 128, 256, 256), dense: tuple[int, ...] = (512, 512),
+        classes: int = 10, batch_norm: bool = False,
+        first_last_bits: int | None = None, batch: int = 1, seed: int = 7) -> onnx.ModelProto:
+    """FINN's CNV for CIFAR-10 as a QONNX model: an 8-bit signed input quantizer, six 3x3 convolutions
+    without padding (``channels``), a 2x2 max pool after the second and the fourth, and three
+    MatMul layers (``dense`` hidden sizes, then ``classes``), with ``weight_bits``-bit weights
+    (1: bipolar) and ``act_bits``-bit signed activations (1: bipolar), an optional BatchNormalization
+    before each activation quantizer, the first and last layers' weights at ``first_last_bits``
+    (default ``weight_bits``), and 8-bit signed logits. With 32x32 images the last convolution is 1x1."""
+    if len(channels) != 6:
+        raise FpgaplaceError(f"cnv: channels {channels}; expected six convolution widths")
+    b = _QonnxBuilder(seed)
+    x_scale, x_bits = 2.0**-7, 8
+    x = b.quant("image", x_scale, 8)
+    act = (act_bits, True)
+    cin, size = 3, image
+    for i, cout in enumerate(channels):
+        bits = first_last_bits or weight_bits if i == 0 else weight_bits
+        w = b.qweight(f"conv{i}_w", (cout, cin, 3, 3), bits)
+        x, x_scale = _qonnx_layer(b, x, f"conv{i}", lambda wq, x=x: b.node("Conv", [x, wq], kernel_shape=[3, 3]),
+                                  9 * cin, x_scale, x_bits, w, bits, act, batch_norm, cout)
+        x_bits, cin, size = act_bits, cout, size - 2
+        if i in (1, 3):
+            x, size = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2]), size // 2
+    _dense_stack(b, x, x_scale, x_bits, (cin * size * size, *dense, classes), weight_bits, act, batch_norm,
+                 first_last_bits or weight_bits)
+    return _qonnx_model(b, f"cnv_w{weight_bits}a{act_bits}", image, batch, classes, x)
+
+
+MOBILENET_V1 = ((64, 1), (128, 2), (128, 1), (256, 2), (256, 1), (512, 2), *[(512, 1)] * 5, (1024, 2), (1024, 1))
+"""MobileNetV1's depthwise-separable blocks: (pointwise output channels, depthwise stride)."""
+
+
+def mobilenet_v1_lowbit(weight_bits: int = 4, act_bits: int = 4, image: int = 224, width: float = 1.0,
+                        classes: int = 1000, first_last_bits: int = 8, blocks: int = 13, batch: int = 1,
+                        seed: int = 11) -> onnx.ModelProto:
+    """MobileNetV1 as a QONNX model (Brevitas' quantized MobileNetV1): a 3x3 stride-2 convolution,
+    ``blocks`` of its 13 depthwise 3x3 + pointwise 1x1 blocks, each convolution followed by a
+    BatchNormalization, a ReLU and an unsigned ``act_bits``-bit quantizer, global average pooling, and
+    a MatMul classifier; weights at ``weight_bits`` except the first and last layers'
+    (``first_last_bits``), channels scaled by ``width``."""
+    b = _QonnxBuilder(seed)
+    x_scale, x_bits = 2.0**-7, 8
+    x = b.quant("image", x_scale, 8)
+    act = (act_bits, False)
+
+    def conv(x: str, prefix: str, cin: int, cout: int, k: int, stride: int, group: int, bits: int,
+             x_scale: float, x_bits: int) -> tuple[str, float]:
+        w = b.qweight(f"{prefix}_w", (cout, cin // group, k, k), bits)
+        return _qonnx_layer(b, x, prefix, lambda wq: b.node("Conv", [x, wq], kernel_shape=[k, k], strides=[stride] * 2,
+                                                            pads=[k // 2] * 4, group=group),
+                            k * k * cin // group, x_scale, x_bits, w, bits, act, True, cout, relu=True)
+
+    cin = max(8, int(32 * width))
+    x, x_scale = conv(x, "conv0", 3, cin, 3, 2, 1, first_last_bits, x_scale, x_bits)
+    for i, (channels, stride) in enumerate(MOBILENET_V1[:blocks]):
+        cout = max(8, int(channels * width))
+        x, x_scale = conv(x, f"dw{i}", cin, cin, 3, stride, cin, weight_bits, x_scale, act_bits)
+        x, x_scale = conv(x, f"pw{i}", cin, cout, 1, 1, 1, weight_bits, x_scale, act_bits)
+        cin = cout
+    x = b.quant(b.node("GlobalAveragePool", [x]), x_scale, 8, signed=False)
+    _dense_stack(b, x, x_scale, 8, (cin, classes), weight_bits, act, False, first_last_bits)
+    return _qonnx_model(b, f"mobilenet_v1_w{weight_bits}a{act_bits}", image, batch, classes, x)

@@ -275,6 +275,28 @@ class BoundaryTensor:
 
 
 @dataclass
+class LayerWidths:
+    """The bit widths a layer computes at: its weights' (None without weights), each input's and its
+    output's (QONNX quantizers' or narrowed weights' widths, else 8), and its output stage
+    (``requantize`` or ``thresholds`` for a dot product, ``fpgaplace.hw.threshold``; else None)."""
+
+    weights: int | None
+    inputs: list[int]
+    output: int
+    output_stage: str | None = None
+
+    def to_json(self) -> dict:
+        return {"weights": self.weights, "inputs": self.inputs, "output": self.output,
+                "output_stage": self.output_stage}
+
+    def text(self) -> str:
+        """``w4 a4 -> a4 (thresholds)``: weights, inputs, output and the output stage."""
+        weights = f"w{self.weights} " if self.weights is not None else ""
+        stage = f" ({self.output_stage})" if self.output_stage else ""
+        return f"{weights}a{'/'.join(map(str, self.inputs))} -> a{self.output}{stage}"
+
+
+@dataclass
 class Layer:
     """One op of a core as its kernel computes it: folding, cycles and resources from the op library."""
 
@@ -294,12 +316,14 @@ class Layer:
     macs: int
     resources: dict[str, int]
     arrays: list[str]  # its arrays in layers.npz ("<index>.<name>")
+    widths: LayerWidths | None = None  # None in a record written before widths were recorded
 
     def to_json(self) -> dict:
         return {"op": self.op, "kernel": self.kernel, "inputs": self.inputs, "output": self.output,
                 "config": self.config, "pe": self.pe, "simd": self.simd, "mmv": self.mmv, "uram": self.uram,
                 "rows": self.rows, "beats": self.beats, "resident": self.resident, "cycles": self.cycles,
-                "macs": self.macs, "resources": self.resources, "arrays": self.arrays}
+                "macs": self.macs, "resources": self.resources, "arrays": self.arrays,
+                "widths": self.widths.to_json() if self.widths else None}
 
 
 @dataclass
@@ -554,7 +578,20 @@ def _layer(value: Any, path: str) -> Layer:
         _get(data, "uram", path, _bool, False), _get(data, "rows", path, _int(1)),
         _get(data, "beats", path, _beats, {"inputs": [], "output": 1}), _get(data, "resident", path, _bool, True),
         _get(data, "cycles", path, _int(0, MAX_CYCLES)), _get(data, "macs", path, _int(0, MAX_CYCLES), 0),
-        _get(data, "resources", path, _resources), _get(data, "arrays", path, _list(_str), []))
+        _get(data, "resources", path, _resources), _get(data, "arrays", path, _list(_str), []),
+        _get(data, "widths", path, _optional(_widths), None))
+
+
+WIDTH_BITS = _int(1, 32)
+OUTPUT_STAGES = ("requantize", "thresholds")
+_output_stage = _reader(" or ".join(OUTPUT_STAGES), lambda v: v in OUTPUT_STAGES)
+
+
+def _widths(value: Any, path: str) -> LayerWidths:
+    data = _object(value, path)
+    return LayerWidths(_get(data, "weights", path, _optional(WIDTH_BITS), None),
+                       _get(data, "inputs", path, _list(WIDTH_BITS)), _get(data, "output", path, WIDTH_BITS),
+                       _get(data, "output_stage", path, _optional(_output_stage), None))
 
 
 def _stage(value: Any, path: str) -> Stage:

@@ -59,7 +59,7 @@ def layer_rows(core: Core) -> list[dict]:
     rows = []
     for layer in core.layers:
         resources = layer.resources
-        rows.append({"op": layer.op, "kernel": layer.kernel,
+        rows.append({"op": layer.op, "kernel": layer.kernel, "widths": layer.widths.text() if layer.widths else "—",
                      "folding": f"{layer.pe} / {layer.simd} / {layer.mmv}",
                      "cycles": format_number(layer.cycles), "macs": format_number(layer.macs),
                      "resources": [format_number(resources.get(key)) for key in RESOURCE_KEYS],

@@ -36,13 +36,16 @@ def compile_project(
     calib: CalibOption = None,
     random: RandomOption = None,
     input_range: InputRangeOption = None,
-    flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile")] = ModelFlags(),
+    flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile",
+                                      "precision")] = ModelFlags(),
     as_json: JsonOption = False,
 ) -> None:
     """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).
 
     A QDQ model is taken as it is; a float model is quantized first (--calib or --random,
-    default 32 random inputs). The CPU pieces are written as ONNX submodels.
+    default 32 random inputs; --precision int4 or int2 narrows its weights); a QONNX model is
+    built at its quantizers' widths. Each layer's widths are printed. The CPU pieces are
+    written as ONNX submodels.
 
     Example: fpgaplace compile model.onnx --board zcu104 --out project/ --random 64
     """
@@ -50,14 +53,17 @@ def compile_project(
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
     check_out_parent(out_dir)
     calibrated_on = calibration(calib, random, default_random=32, input_range=input_range)
-    design = flags.design(model, board_name).quantized(**calibrated_on)
+    source = flags.design(model, board_name)
+    design = source.quantized(**calibrated_on)
     placing.place(design)
     result = design.compile(out_dir)
     document = {**result.to_json(), "quantized_here": result.quantized_here}
     if as_json:
         print_json(document)
         return
-    if result.quantized_here:
+    if source.is_qonnx:
+        out.print(f"{model.name} is a QONNX model: its quantizers lowered to integer QDQ at their own widths")
+    elif result.quantized_here:
         how = f"calibrated on {calib}" if calib else f"calibrated on {calibrated_on['random_samples']} random inputs"
         out.print(f"{model.name} is a float model: quantized to int8 QDQ ({how})")
     print_compile(document, design.board)

@@ -1,4 +1,5 @@
-"""``fpgaplace quantize``: a float model to int8 QDQ, and its drift from the float model."""
+"""``fpgaplace quantize``: a float model to int8 QDQ (weights at int4 or int2 with ``--precision``),
+and its drift from the float model."""
 
 from __future__ import annotations
 
@@ -33,12 +34,14 @@ def quantize(
     random: RandomOption = None,
     input_range: InputRangeOption = None,
     seed: SeedOption = 0,
-    flags: Annotated[ModelFlags, Only("input_shape", "batch")] = ModelFlags(),
+    flags: Annotated[ModelFlags, Only("input_shape", "batch", "precision")] = ModelFlags(),
     as_json: JsonOption = False,
 ) -> None:
     """Quantize a float model to int8 QDQ and print its drift from the float model.
 
-    onnxruntime static quantization: QDQ, per-channel symmetric int8 weights.
+    onnxruntime static quantization: QDQ, per-channel symmetric int8 weights; with --precision int4
+    (or int2) the weights of every Conv, Gemm and MatMul are then requantized to 4 (2) bits, stored
+    in int8, with int8 activations.
 
     The model's input dims are bound first (--input-shape, --batch), as every command does.
 

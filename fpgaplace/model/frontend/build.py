@@ -27,6 +27,7 @@ from fpgaplace.model.ir import (
     upstream_nodes,
 )
 from fpgaplace.model.ops import STANDARD_DOMAINS
+from fpgaplace.model.qdq import read_widths
 
 FPGA_OPS: frozenset[str] = ops.op_types(lambda op_class: op_class.fpga)
 """Op types the FPGA cores can run (a view of ``fpgaplace.model.ops``, which decides)."""
@@ -135,7 +136,7 @@ def build(model: onnx.ModelProto, positions: list[int], source: str, notes: list
     compute = [(index, node) for index, node, constant in zip(positions, graph.node, folded, strict=True)
                if not constant]
     constants = initializers | {t for node in constant_nodes for t in node.output if t}
-    _read_qonnx_bits(graph, infos, notes)
+    _read_qonnx_bits(model, infos, notes)
     storage = _param_storage(constant_nodes, infos)
     scope = _outer_scope(model, constant_nodes, [node for _, node in compute], infos)
     graph_ops = []
@@ -173,12 +174,19 @@ def build(model: onnx.ModelProto, positions: list[int], source: str, notes: list
     return built
 
 
-def _read_qonnx_bits(graph: onnx.GraphProto, infos: dict[str, TensorInfo], notes: list[str]) -> None:
-    """Set ``quant_bits`` on every QONNX quantizer's output (in ``infos``, in place) and note the
-    widths found; a width that is not a constant scalar in 1..64 is noted and left unset."""
+def _read_qonnx_bits(model: onnx.ModelProto, infos: dict[str, TensorInfo], notes: list[str]) -> None:
+    """Set ``quant_bits`` on every QONNX quantizer's output and on every DequantizeLinear output whose
+    int8 input has a width recorded in the model (``model.qdq.read_widths``), in ``infos``, in place,
+    and note the widths found; a width that is not a constant scalar in 1..64 is noted and left unset."""
+    graph = model.graph
     values = {t.name: numpy_helper.to_array(t) for t in graph.initializer if math.prod(t.dims) == 1}
     values.update(ops.constant_node_values(graph.node))
     widths: dict[str, int] = {}
+    recorded = {name: int(width["bits"]) for name, width in read_widths(model).items()}
+    for node in graph.node:  # a QDQ model's recorded widths (a QONNX model rewritten, an int4 quantization)
+        if node.op_type == "DequantizeLinear" and node.input[0] in recorded and node.output[0] in infos:
+            infos[node.output[0]] = dataclasses.replace(infos[node.output[0]], quant_bits=recorded[node.input[0]])
+            widths[node.output[0]] = recorded[node.input[0]]
     for node in graph.node:
         if not is_qonnx_quantizer(node) or node.output[0] not in infos:
             continue

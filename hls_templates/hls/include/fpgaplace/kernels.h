@@ -88,6 +88,7 @@
 #define FPGAPLACE_KERNELS_H
 
 #include <cstdint>
+#include <type_traits>
 
 #include "hls_compat.h"
 
@@ -141,6 +142,31 @@ inline int8_t requantize(int64_t acc, int32_t m, int s, int zp, int lo, int hi, 
 #pragma HLS INLINE
   return detail::shift_round_clip(acc * static_cast<int64_t>(m), s, zp, lo, hi, tie);
 }
+
+// The output stage of a dot product (conv2d, dense) of config C on channel co's accumulator acc
+// (bias included): requantize(acc, mult[co], shift[co], ZY, LO, HI), or, when C has T thresholds
+// per channel (fpgaplace.hw.threshold), FINN's multithreshold: ZY + #{i : acc >= thresholds[co][i]}.
+template <class C, class = void>
+struct OutputStage {
+  static int8_t apply(int64_t acc, int co, const int32_t* mult, const int8_t* shift) {
+#pragma HLS INLINE
+    return requantize(acc, mult[co], shift[co], C::ZY, C::LO, C::HI);
+  }
+};
+
+template <class C>
+struct OutputStage<C, std::void_t<decltype(C::T)>> {
+  static int8_t apply(int64_t acc, int co, const int32_t*, const int8_t*) {
+#pragma HLS INLINE
+    const int32_t* t = C::thresholds() + co * C::T;
+    int count = 0;
+    for (int i = 0; i < C::T; ++i) {
+#pragma HLS UNROLL
+      count += acc >= t[i] ? 1 : 0;
+    }
+    return static_cast<int8_t>(C::ZY + count);
+  }
+};
 
 // requantize2(a, b) = clip(round_half_even((a*ma + b*mb) / 2**s) + zp, lo, hi); |a|, |b| < 2**31.
 inline int8_t requantize2(int64_t a, int32_t ma, int64_t b, int32_t mb, int s, int zp, int lo, int hi) {
@@ -325,7 +351,7 @@ struct ConvRowCsim {
   }
 
   void output(int wo, int co, int32_t acc, const int32_t* bias, const int32_t* mult, const int8_t* shift) {
-    y[wo][co] = requantize(static_cast<int64_t>(bias[co]) + acc, mult[co], shift[co], C::ZY, C::LO, C::HI);
+    y[wo][co] = OutputStage<C>::apply(static_cast<int64_t>(bias[co]) + acc, co, mult, shift);
   }
 
   // Every window element of output row `top`'s pixels (0 where padded), then the row's outputs.
@@ -441,8 +467,7 @@ struct ConvStep {
         }
         acc[m][p] = (t == 0 ? 0 : acc[m][p]) + partial;
         if (t == S::SF - 1) {
-          const int8_t q = requantize(static_cast<int64_t>(bias[co]) + acc[m][p], mult[co], shift[co], C::ZY, C::LO,
-                                      C::HI);
+          const int8_t q = OutputStage<C>::apply(static_cast<int64_t>(bias[co]) + acc[m][p], co, mult, shift);
           y.v[m * C::PE + p] = q;
           if (S::REORDER) held[groups % 2][m * C::COUT + co] = q;
         }
@@ -586,7 +611,7 @@ void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const 
       }
       acc[p] = (t == 0 ? 0 : acc[p]) + partial;
       const int co = nf * C::PE + p;
-      if (t == SF - 1) y.v[p] = requantize(static_cast<int64_t>(bias[co]) + acc[p], mult[co], shift[co], C::ZY, C::LO, C::HI);
+      if (t == SF - 1) y.v[p] = OutputStage<C>::apply(static_cast<int64_t>(bias[co]) + acc[p], co, mult, shift);
     }
     if (t == SF - 1) out.write(y);
   }

@@ -1,0 +1,150 @@
+"""Threshold output stages: a dot product's accumulator turned into its output code by comparing it
+with thresholds, as FINN's MultiThreshold (``qonnx.custom_op.general.multithreshold``) does.
+
+Where the float steps between a convolution or dense layer and its QuantizeLinear are more than a
+rescale (a BatchNormalization before the quantizer; a bipolar quantizer's sign test,
+``fpgaplace.hw.qdq.ThresholdSink``), no multiplier and shift reproduce them exactly, but each
+channel's map from the integer accumulator ``acc`` to the output code is monotone: code ``k`` is
+reached from the smallest accumulator ``t[c][k]`` on. So the stage holds ``T = HI - LO`` thresholds
+per output channel and writes ``y = LO + #{i : acc >= t[c][i]}`` (FINN's compare-and-count, with
+the output range's lowest code as its bias). A channel whose map falls (a negative batch-norm
+scale) has its weights negated, so that it rises. The thresholds come from evaluating the float
+steps exactly as the model does (float32, ONNX's BatchNormalization formula, QuantizeLinear's
+round half to even) at every candidate accumulator by bisection, so the stage equals the model
+wherever onnxruntime computes those steps in the same order (within 1 LSB otherwise: a value
+within a float32 rounding of a code boundary).
+
+The stage is fused into the dot product's output (as FINN's MVAU with thresholds): the C++
+kernels select it by the config member ``T`` (``hls/include/fpgaplace/kernels.h``,
+``fp::OutputStage``). Its extra resources are the threshold memory and the comparators
+(``resources``). O(channels * T * log(range)) to compute the thresholds.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import onnx
+
+from fpgaplace.hw.geometry import Folding, Geometry, Resources
+from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, ThresholdSink, qdq_index
+from fpgaplace.model.qdq import read_widths
+from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.model.ir import Op, OpGraph
+
+THRESHOLD_BITS = 32  # a threshold's storage width (the accumulator's C++ type)
+LUTS_PER_COMPARE_BIT = 0.5  # a carry-chain comparator: one LUT6 for two bits
+LUTRAM_BITS_PER_LUT = 64
+BRAM36_BITS = 36 * 1024
+LUTRAM_MAX_BITS = 64 * 1024  # threshold tables up to this size stay in LUTRAM
+
+
+def _float32(value) -> np.ndarray:
+    return np.asarray(value, dtype=np.float32)
+
+
+def _step(index: QdqIndex, node: onnx.NodeProto, v: np.ndarray, channel_axis: int) -> np.ndarray:
+    """``node`` (a ThresholdSink step) applied to ``v`` ([channels, ...] float32), as ONNX defines it."""
+    const = [index.constant(t) if t else None for t in node.input]
+    if node.op_type == "BatchNormalization":
+        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
+        gamma, beta, mean, var = (_float32(c).reshape(-1, *([1] * (v.ndim - 1))) for c in const[1:5])
+        return ((v - mean) / np.sqrt(var + np.float32(eps)) * gamma + beta).astype(np.float32)
+    if node.op_type == "Relu":
+        return np.maximum(v, np.float32(0))
+    if node.op_type == "Clip":
+        low = const[1] if len(const) > 1 and const[1] is not None else -np.inf
+        high = const[2] if len(const) > 2 and const[2] is not None else np.inf
+        return np.clip(v, _float32(low), _float32(high))
+    if node.op_type == "GreaterOrEqual":
+        return (v >= _float32(const[1])).astype(np.float32)
+    if node.op_type == "Where":  # reads the GreaterOrEqual before it: 1 where true
+        return np.where(v > 0.5, _float32(const[1]), _float32(const[2])).astype(np.float32)
+    raise FpgaplaceError(f"node '{node.name}': {node.op_type} is not a threshold step")
+
+
+def _codes(index: QdqIndex, sink: ThresholdSink, real: np.ndarray) -> np.ndarray:
+    """The int8 codes the sink's steps and QuantizeLinear give the real dot products ``real``."""
+    v = real.astype(np.float32)
+    for node in sink.steps:
+        v = _step(index, node, v, 0)
+    q = sink.tensor
+    return np.clip(np.rint(v / np.float32(q.scale)) + q.zero_point, -128, 127).astype(np.int64)
+
+
+def thresholds(index: QdqIndex, sink: ThresholdSink, acc_scale: np.ndarray, bias: np.ndarray, bound: np.ndarray,
+               lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per output channel ``c``, the smallest accumulator reaching each code ``lo + 1 .. hi`` (``[C,
+    hi - lo]`` int64; ``bound[c] + 1`` for a code never reached with ``|acc| <= bound[c]``) and
+    whether the channel's map falls (its weights are to be negated, and its accumulator with them).
+    The real dot product of accumulator ``a`` is ``a * acc_scale[c] + bias[c]`` in float32, as the
+    model's float convolution computes it. Bisection over ``[-bound, bound + 1]``. O(C * T * log bound)."""
+    channels = acc_scale.size
+    scale = _float32(acc_scale).reshape(-1, 1)
+    offset = _float32(bias).reshape(-1, 1)
+    edge = np.stack([-bound, bound], axis=1).astype(np.float64)
+    ends = _codes(index, sink, edge * scale + offset)
+    falls = ends[:, 0] > ends[:, 1]
+    sign = np.where(falls, -1.0, 1.0).reshape(-1, 1)
+    targets = np.arange(lo + 1, hi + 1).reshape(1, -1)
+    low = np.broadcast_to(-bound.reshape(-1, 1), (channels, targets.size)).astype(np.int64).copy()
+    high = np.broadcast_to(bound.reshape(-1, 1) + 1, low.shape).astype(np.int64).copy()
+    while np.any(low < high):
+        mid = (low + high) // 2  # floor, so low <= mid < high where they differ
+        reached = _codes(index, sink, (sign * mid) * scale + offset) >= targets
+        high = np.where(reached & (low < high), mid, high)
+        low = np.where(~reached & (low < high), mid + 1, low)
+    return low, falls
+
+
+def multithreshold(acc: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
+    """int8 ``lo + #{i : acc >= table[c][i]}`` with the channel ``c`` on ``acc``'s last axis (the
+    integer reference of the stage; FINN's ``multithreshold`` with out_bias ``lo``). O(acc * T)."""
+    acc = np.asarray(acc, dtype=np.int64)
+    if table.ndim != 2 or table.shape[0] != acc.shape[-1]:
+        raise FpgaplaceError(f"thresholds of shape {list(table.shape)}; expected [{acc.shape[-1]}, T]")
+    return (lo + (acc[..., None] >= table).sum(axis=-1)).astype(np.int8)
+
+
+def resources(channels: int, count: int, pe: int, acc_bits: int) -> Resources:
+    """What a threshold stage adds to a dot product folded ``pe`` channels wide: ``pe * count``
+    comparators of ``acc_bits`` bits (each half a LUT per bit, a carry chain) and the ``channels x
+    count`` thresholds in LUTRAM, or in BRAM36 when larger than ``LUTRAM_MAX_BITS``. The
+    requantizer it replaces is left in the dot product's count (an upper bound). O(1)."""
+    bits = channels * count * THRESHOLD_BITS
+    compare = int(np.ceil(pe * count * acc_bits * LUTS_PER_COMPARE_BIT))
+    if bits <= LUTRAM_MAX_BITS:
+        return Resources(lut=compare + int(np.ceil(bits / LUTRAM_BITS_PER_LUT)))
+    return Resources(lut=compare, bram36=int(np.ceil(bits / BRAM36_BITS)))
+
+
+def refuse_rtl(kernel: str, arrays: dict) -> None:
+    """A one-line error for a layer with a threshold stage asked for its RTL unit: the Verilog
+    dot products requantize only (the HLS kernels and C simulation take thresholds)."""
+    if "thresholds" in arrays:
+        raise FpgaplaceError(f"rtl {kernel}: a threshold output stage has no RTL unit yet; expected a requantizing "
+                             "layer (generate HLS for this core)")
+
+
+def count(op: Op, graph: OpGraph) -> int:
+    """Thresholds per output channel of ``op``'s output stage: 0 when it requantizes, else ``2^bits
+    - 1`` for its output's width (the model's recorded width, 8 otherwise; FINN's count), where a
+    batch norm or a bipolar quantizer stands between it and its QuantizeLinear. O(chain)."""
+    if not getattr(graph, "is_qdq", False) or op.op_type not in THRESHOLD_HEADS or not op.outputs:  # a probe: none
+        return 0
+    index = qdq_index(graph.model)
+    sink = index.threshold_sink(op.outputs[0]) if index.int_sink(op.outputs[0]) is None else None
+    if sink is None:
+        return 0
+    bits = int(read_widths(graph.model).get(sink.tensor.name, {}).get("bits", 8))
+    return 2**bits - 1
+
+
+def stage_resources(g: Geometry, fold: Folding, acc_bits: int) -> Resources:
+    """``resources`` of the threshold stage a dot product's geometry names (``shape["T"]``) on its
+    ``acc_bits``-bit accumulator; nothing without one."""
+    thresholds = int(g.shape.get("T", 0))
+    return resources(g.channels, thresholds, fold.pe, acc_bits) if thresholds else Resources()

@@ -1,0 +1,261 @@
+"""QONNX models compiled into folded cores (``fpgaplace.model.qonnx_qdq`` and the op library's
+lowering): every core bit-exact against its integer reference in C simulation, and the placed
+model's outputs equal to qonnx's own execution (``qonnx.core.onnx_exec.execute_onnx``) of the
+QONNX model, on random inputs. The CNV networks are FINN's layer structure at fewer channels.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from qonnx.core.modelwrapper import ModelWrapper
+from qonnx.core.onnx_exec import execute_onnx
+from qonnx.transformation.infer_shapes import InferShapes
+
+from fpgaplace import Design
+from fpgaplace.model import zoo
+from fpgaplace.model.qdq import read_widths
+from fpgaplace.model.qonnx_qdq import int_quant, qonnx_to_qdq
+from fpgaplace.sim.csim import run_csim
+from fpgaplace.util.errors import FpgaplaceError
+
+SMALL_CNV = {"channels": (8, 8, 16, 16, 32, 32), "dense": (32, 32)}
+SAMPLES = 3
+
+
+def qonnx_outputs(model: onnx.ModelProto, images: np.ndarray) -> np.ndarray:
+    """qonnx's execution of ``model``, one image at a time."""
+    wrapped = ModelWrapper(model).transform(InferShapes())
+    name = model.graph.output[0].name
+    return np.concatenate([execute_onnx(wrapped, {"image": image[None]})[name] for image in images])
+
+
+def assert_every_op_lowers(result) -> None:
+    """Every op a compile left on a CPU is there by the placement's choice, none because no core
+    could run it (the CPU pieces run in onnxruntime and must agree with qonnx too)."""
+    from fpgaplace.flow.compile import FOLLOWS_REASON, HOST_REASON, INPUT_REASON, PLACED_REASON
+
+    reasons = {group["reason"] for group in result.left_on_cpus["groups"]}
+    assert reasons <= {FOLLOWS_REASON, HOST_REASON, INPUT_REASON, PLACED_REASON}, reasons
+
+
+def images(count: int, size: int = 32, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).uniform(-1, 1, (count, 3, size, size)).astype(np.float32)
+
+
+def test_int_quant_follows_qonnx():
+    """The codes equal qonnx's Quant (its int_quant) at every width, signedness and narrowness."""
+    from qonnx.custom_op.general.quant import quant
+
+    from fpgaplace.model.qonnx_qdq import QuantSpec
+
+    x = np.random.default_rng(1).normal(0, 3, 2000).astype(np.float32)
+    x[:8] = [0.0, 0.5, 1.5, -2.5, 2.5, -0.5, 100.0, -100.0]  # ties and saturation
+    for bits in (1, 2, 3, 4, 8):
+        for signed in (True, False):
+            for narrow in (False, True):
+                spec = QuantSpec("q", np.array(1.0, np.float32), 0.0, bits, signed, narrow)
+                want = quant(x, np.float32(1.0), np.float32(0.0), np.float32(bits), signed, narrow, "ROUND")
+                assert np.array_equal(int_quant(x, spec), want), (bits, signed, narrow)
+
+
+@pytest.mark.parametrize(("bits", "batch_norm"), [((4, 4), False), ((2, 2), True), ((1, 1), False),
+                                                  ((1, 1), True)])
+def test_rewritten_model_runs_like_qonnx(bits, batch_norm):
+    """The QDQ rewrite, run by onnxruntime without graph optimizations, and optimized without its QDQ
+    fusions as the CPU pieces of its projects run (``onnxrt.session(float_qdq=True)``), equals qonnx's
+    execution."""
+    from fpgaplace.model.qdq import is_from_qonnx
+    from fpgaplace.util.onnxrt import session
+
+    model = zoo.cnv(*bits, batch_norm=batch_norm, **SMALL_CNV)
+    rewritten = qonnx_to_qdq(model)
+    onnx.checker.check_model(rewritten)
+    assert is_from_qonnx(rewritten)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    x = images(2)
+    want = qonnx_outputs(model, x)
+    for runner in (ort.InferenceSession(rewritten.SerializeToString(), options),
+                   session(rewritten, "rewritten", float_qdq=True)):
+        got = np.concatenate([runner.run(None, {"image": image[None]})[0] for image in x])
+        assert np.array_equal(got, want)
+    widths = read_widths(rewritten)
+    assert {w["bits"] for w in widths.values()} == {*bits, 8}
+
+
+@pytest.mark.parametrize(("bits", "batch_norm"), [((4, 4), False), ((1, 2), False), ((4, 4), True), ((2, 2), True),
+                                                  ((1, 1), True)])
+def test_cnv_compiles_bit_exact_and_equal_to_qonnx(tmp_path, bits, batch_norm):
+    """A CNV at w4a4, w1a2 (bipolar weights) and, with a BatchNormalization before every
+    activation quantizer, w4a4, w2a2 and w1a1 (bipolar activations: threshold stages) compiles for a
+    ZCU104 (every op lowers; the w1a1 placement keeps its last two layers on a CPU, which runs them
+    in onnxruntime), each core bit-exact in C simulation, the outputs equal to qonnx's execution."""
+    model = zoo.cnv(*bits, batch_norm=batch_norm, **SMALL_CNV)
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "project")
+    assert_every_op_lowers(result)
+    layers = [layer for core in result.design["cores"] for layer in core["stages"]]
+    assert layers
+    x = images(SAMPLES)
+    simulated = run_csim(tmp_path / "project", inputs=x)
+    assert simulated.cores and all(core.bit_exact for core in simulated.cores)
+    logits = simulated.values["logits"]
+    assert np.unique(logits).size > 5  # the network does not saturate into a constant
+    assert np.array_equal(logits, qonnx_outputs(model, x))
+
+
+def test_mobilenet_v1_w4a4_compiles_bit_exact_and_equal_to_qonnx(tmp_path):
+    """MobileNetV1 at w4a4 with 8-bit first and last layers (depthwise and pointwise convolutions, batch
+    norms, ReLU and unsigned 4-bit quantizers, global average pooling), a quarter wide and five blocks
+    deep at 32x32, on a KV260: cores bit-exact, the outputs equal to qonnx's execution."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=32, width=0.25, classes=10, blocks=5)
+    result = Design(model, "kv260", profile_cpu=False).compile(tmp_path / "project")
+    assert_every_op_lowers(result)
+    stages = {layer["widths"]["output_stage"] for core in result.design["cores"] for layer in core["layers"]
+              if layer["widths"] and layer["widths"]["weights"] == 4}
+    assert stages == {"thresholds"}  # a batch norm before every 4-bit activation quantizer
+    x = images(SAMPLES)
+    simulated = run_csim(tmp_path / "project", inputs=x)
+    assert simulated.cores and all(core.bit_exact for core in simulated.cores)
+    assert np.array_equal(simulated.values["logits"], qonnx_outputs(model, x))
+
+
+def test_multithreshold_is_finns():
+    """The threshold stage's integer reference counts as qonnx's MultiThreshold does."""
+    from qonnx.custom_op.general.multithreshold import multithreshold as finn
+
+    from fpgaplace.hw.threshold import multithreshold
+
+    rng = np.random.default_rng(3)
+    table = np.sort(rng.integers(-50, 50, (6, 15)), axis=1)
+    acc = rng.integers(-60, 60, (4, 5, 6))
+    want = finn(acc.astype(np.float32), table.astype(np.float32), channels_last=True)
+    assert np.array_equal(multithreshold(acc, table, -8), want - 8)
+
+
+def test_trunc_is_named(tmp_path):
+    """A quantizer the rewrite does not lower is one line naming the node."""
+    model = zoo.cnv(4, 4, **SMALL_CNV)
+    node = next(n for n in model.graph.node if n.op_type == "Quant" and n.input[0].startswith("conv"))
+    node.op_type = "Trunc"
+    with pytest.raises(FpgaplaceError, match=rf"Trunc '{node.name}'.*not lowered") as error:
+        qonnx_to_qdq(model, "cnv.onnx")
+    assert "\n" not in str(error.value) and str(error.value).startswith("cnv.onnx: ")
+
+
+# ---- int4 and int2 weights in QDQ ----------------------------------------------------------------
+
+
+def weight_codes(model: onnx.ModelProto) -> dict[str, np.ndarray]:
+    """The int8 codes behind each Conv/Gemm/MatMul weight DequantizeLinear, by node name."""
+    from onnx import numpy_helper
+
+    inits = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    producer = {out: node for node in model.graph.node for out in node.output}
+    return {node.name: inits[producer[node.input[1]].input[0]] for node in model.graph.node
+            if node.op_type in ("Conv", "Gemm", "MatMul") and node.input[1] in producer}
+
+
+@pytest.mark.parametrize("bits", [4, 2])
+def test_narrow_weights_keep_the_model_close(bits):
+    """narrow_weights puts every weight in the symmetric range of ``bits`` bits (one layer kept at 8
+    by name), records the widths the front end costs by, and onnxruntime runs the model with its
+    outputs near the int8 model's."""
+    from fpgaplace.model.frontend.load import from_model
+    from fpgaplace.model.quantize import calibration_inputs, narrow_weights, quantize_model
+    from fpgaplace.util.onnxrt import run_model
+
+    model = zoo.cnn_residual(batch=1)
+    feeds = calibration_inputs(model, random_samples=4)
+    int8 = quantize_model(model, feeds)
+    first = next(iter(weight_codes(int8)))
+    narrow = narrow_weights(int8, bits, {first: 8})
+    codes = weight_codes(narrow)
+    high = 2 ** (bits - 1) - 1
+    assert np.array_equal(codes[first], weight_codes(int8)[first])
+    assert all(np.abs(c).max() == high for name, c in codes.items() if name != first)
+    assert {w["bits"] for w in read_widths(narrow).values()} == {bits}
+    graph = from_model(narrow)
+    weights = [op.inputs[1] for op in graph.ops.values() if op.op_type in ("Conv", "Gemm") and op.name != first]
+    assert weights and all(graph.tensors[t].quant_bits == bits for t in weights)
+    want, got = run_model(int8, feeds[0])["logits"], run_model(narrow, feeds[0])["logits"]
+    assert np.abs(got - want).max() < (0.5 if bits == 4 else 2.0) * np.abs(want).max()
+
+
+def test_int4_design_compiles_bit_exact(tmp_path):
+    """A float model compiled at precision int4: int4 weights in int8 storage, every core bit-exact in
+    C simulation, the outputs within 1 LSB of onnxruntime's run of the int4 QDQ model."""
+    design = Design(zoo.cnn_residual(batch=1), "zcu104", profile_cpu=False, precision="int4")
+    result = design.compile(tmp_path / "project", random_samples=8)
+    assert result.left_on_cpus["groups"] == []
+    quantized = design.quantized(random_samples=8)
+    assert all(np.abs(c).max() <= 7 for c in weight_codes(quantized.graph.model).values())
+    simulated = run_csim(tmp_path / "project", samples=SAMPLES)
+    assert simulated.ok and all(core.bit_exact for core in simulated.cores)
+
+
+def test_cli_quantize_int4(tmp_path):
+    """``fpgaplace quantize --precision int4`` writes a QDQ model with 4-bit weights."""
+    import subprocess
+    import sys
+
+    source = tmp_path / "cnn.onnx"
+    onnx.save(zoo.cnn_residual(batch=1), source)
+    target = tmp_path / "cnn.int4.onnx"
+    result = subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", "quantize", str(source), "--out", str(target),
+                             "--random", "4", "--precision", "int4", "--json"], capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr
+    codes = weight_codes(onnx.load(target))
+    assert codes and all(np.abs(c).max() == 7 for c in codes.values())
+
+
+# ---- widths in inspect, compile, design.json and report ------------------------------------------
+
+
+def cli(*args: str):
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "fpgaplace.cli.app", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_widths_in_inspect_compile_record_and_report(tmp_path):
+    """inspect shows each op's bits, compile prints each layer's widths, design.json records them
+    (typed, ``record.LayerWidths``) and the report shows them; a bad record is one line."""
+    import json
+
+    from fpgaplace.project.record import LayerWidths, load
+
+    source = tmp_path / "cnv.onnx"
+    onnx.save(zoo.cnv(2, 2, batch_norm=True, **SMALL_CNV), source)
+    inspected = cli("inspect", str(source), "--json")
+    assert inspected.returncode == 0, inspected.stderr
+    convs = [r["bits"] for r in json.loads(inspected.stdout)["ops"] if r["type"] == "Conv"]
+    assert convs[0] == {"weights": 2, "input": 8, "output": 8} and convs[1]["input"] == 2
+
+    project = tmp_path / "project"
+    compiled = cli("compile", str(source), "--board", "pynq-z2", "--out", str(project), "--cpu-cost", "analytic")
+    assert compiled.returncode == 0, compiled.stderr
+    assert "QONNX model" in compiled.stdout and "w2 a2 -> a2 (thresholds)" in compiled.stdout
+    layers = {layer.op: layer for core in load(project).cores for layer in core.layers}
+    widths = [layer.widths for layer in layers.values() if layer.kernel in ("conv2d", "dense")]
+    assert all(isinstance(w, LayerWidths) for w in widths)
+    assert [w.weights for w in widths].count(2) == len(widths)
+    assert all(w.output_stage == "thresholds" for w in widths if w.output == 2)  # a batch norm before each
+    last = [w for w in widths if w.output == 8]
+    assert len(last) == 1 and last[0].output_stage == "requantize"  # the logits: a requantizer
+
+    report = cli("report", str(project), "--out", str(tmp_path / "report.html"))
+    assert report.returncode == 0, report.stderr
+    assert "<td>w2 a2 -&gt; a2 (thresholds)</td>" in (tmp_path / "report.html").read_text()
+
+    document = json.loads((project / "design.json").read_text())
+    document["cores"][0]["layers"][0]["widths"]["output_stage"] = "lookup"
+    (project / "design.json").write_text(json.dumps(document))
+    with pytest.raises(FpgaplaceError, match=r"widths\.output_stage: expected requantize or thresholds") as error:
+        load(project)
+    assert "\n" not in str(error.value)
