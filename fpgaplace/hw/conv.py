@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -33,6 +33,7 @@ from fpgaplace.hw.kernel import (
     requantize_units,
     sliding_cycles,
     tensor_shape,
+    window_fill,
     window_members,
 )
 from fpgaplace.hw.lowering import Layer, bounds
@@ -145,6 +146,18 @@ class Conv2d(WindowKernel):
         row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
         drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
         return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """The line buffer's first rows, then one fold (SF steps) to the first PE outputs, or
+        every fold of a pixel group behind a reorder buffer; after the last input row, the last
+        output row's steps and the reorder buffer's drain (``window_fill``)."""
+        s = g.shape
+        folds = g.reduction // fold.simd
+        drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
+        first = folds * (g.channels // fold.pe) + drain if self.reorders(g, fold) else folds
+        row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
+        return window_fill(s, s["DH"] * (s["KH"] - 1) + 1, self.cycles(g, fold), row_beats,
+                           self.row_steps(g, fold) + drain, first, g.pixels // (s["HO"] * s["WO"]))
 
     def fill_factor(self, g: Geometry) -> float:
         """The line buffer's first rows are read before any output: with the refill just hidden

@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_units, tensor_shape
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import (
+    LUTRAM_MAX_DEPTH,
+    Kernel,
+    dot_bits,
+    probe,
+    requantize_units,
+    tensor_shape,
+    unit_fill,
+)
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
@@ -57,6 +65,13 @@ class Dense(Kernel):
         shape = {"K": k, "N": n, "ROWS": rows, "TRANSB": int(op.attrs.get("transB", 0)) if op.op_type == "Gemm" else 0}
         return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
                         weights=k * n, macs=rows * n * k, shape=shape)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """Each vector's whole input before its outputs: the unit takes a vector's SF beats during
+        its first output fold, so its first PE outputs follow the vector's last beat and the other
+        NF - 1 folds come after it (``unit_fill``, a vector a unit)."""
+        folds = g.reduction // fold.simd
+        return unit_fill(self.cycles(g, fold), g.pixels, folds, 0, (g.channels // fold.pe - 1) * folds)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

@@ -6,7 +6,9 @@ cocotb job (ports and a first sample) into ``sim/<core>/job.json``
 files on random samples (with random gaps and backpressure, then back to back), compares every
 output bit-exactly with the integer reference of its layers (``Kernel.reference``) and measures
 the steady-state cycles per sample beside the core's interval from the cycle model, writing
-``results/rtl.json``. A simulation costs O(cycles x lanes) simulator steps.
+``results/rtl.json``; beside them the first sample's latency (its last output beat's cycle,
+samples back to back from reset) and the model's (design.json's ``latency_cycles``). A simulation
+costs O(cycles x lanes) simulator steps.
 """
 
 from __future__ import annotations
@@ -38,11 +40,14 @@ class CoreResult:
     bit_exact: bool
     cycles_measured: float
     cycles_model: int
+    latency_measured: int | None = None  # reset release to the first sample's last output, back to back
+    latency_model: int | None = None  # design.json's latency_cycles (the kernels' fills overlapped)
     seconds: float = field(default=0.0, compare=False)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "bit_exact": self.bit_exact, "cycles_measured": self.cycles_measured,
-                "cycles_model": self.cycles_model}
+                "cycles_model": self.cycles_model, "latency_measured": self.latency_measured,
+                "latency_model": self.latency_model}
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,9 @@ def simulate_core(project: Path, core: Core, folder: Path, samples: int = 1, see
             bit_exact &= len(got) == len(expected) and bool(np.array_equal(np.asarray(got), expected))
     done = results[1]["done_cycles"]
     measured = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
-    return CoreResult(core.name, bit_exact, measured, expected_cycles, time.perf_counter() - started)
+    first = done[0] if done else None
+    return CoreResult(core.name, bit_exact, measured, expected_cycles, first, core.latency_cycles,
+                      time.perf_counter() - started)
 
 
 def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,

@@ -81,13 +81,16 @@ def print_sim(document: dict) -> None:
 def print_rtl(document: dict) -> None:
     """Each core's RTL check: bit-exact, measured cycles beside the model's."""
     table = Table(title="RTL simulation (cocotb, Icarus Verilog)")
-    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error"):
+    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error", "latency measured",
+                   "latency model", "error "):
         table.add_column(column, justify="left" if column in ("core", "bit-exact") else "right")
     for core in document["cores"]:
-        measured, model = core.get("cycles_measured"), core.get("cycles_model")
-        error = f"{measured / model - 1:+.1%}" if measured and model else "—"
-        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]",
-                      f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—", error)
+        pairs = [(core.get("cycles_measured"), core.get("cycles_model")),
+                 (core.get("latency_measured"), core.get("latency_model"))]
+        cells = [cell for measured, model in pairs for cell in (
+            f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—",
+            f"{measured / model - 1:+.1%}" if measured and model else "—")]
+        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]", *cells)
     out.print(table)
 
 
