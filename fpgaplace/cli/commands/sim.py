@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fpgaplace.cli.options import JsonOption, ProjectArgument
 from fpgaplace.cli.output import out, print_json, progress
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def sim(
@@ -22,28 +23,46 @@ def sim(
     resources: Annotated[bool, typer.Option(
         "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
     ] = False,
+    stages: Annotated[str | None, typer.Option(
+        "--stages", help="Check only these layers with --rtl/--resources: comma-separated patterns of core/op, "
+        "core/index or core/kernel (core0/*, */conv_5, */conv2d).")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="yosys or RTL simulations side by side (default: this machine's cores).")] = None,
+    whole_cores: Annotated[bool, typer.Option(
+        "--whole-cores", help="--rtl simulates every core's top as one (its first-output latency too; slow for "
+        "wide cores) instead of each layer alone.")] = False,
+    dsp_only: Annotated[bool, typer.Option(
+        "--dsp-only", help="--resources stops yosys once DSPs are mapped: final DSP counts, in a fraction of the time "
+        "(LUT/FF/BRAM not final; results/resources.json is not written).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
 
     Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
     sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound.
-    --rtl and --resources add the RTL simulation and yosys counts (slow: minutes per large core)
-    and save them in the project's results/ for the report.
+    --rtl and --resources add the RTL simulation and yosys counts, each layer alone at its
+    folding, --jobs at a time, each result cached in the project's results/cache/ (a run again
+    only checks what changed), and save them in the project's results/ for the report. Ctrl-C
+    or SIGTERM ends the tools and leaves no partial results.
 
-    Example: fpgaplace sim project/ --samples 1000 --rtl
+    Example: fpgaplace sim project/ --samples 1000 --rtl --stages 'core0/*' -j 2
     """
     from fpgaplace.sim.event import simulate
 
     document = simulate(project, samples).to_json()
     if rtl:
-        from fpgaplace.sim.rtl_project import simulate_project_rtl
+        from fpgaplace.sim import rtl_project
 
-        document["rtl"] = simulate_project_rtl(project, progress=progress).to_json()
+        if whole_cores and stages:
+            raise FpgaplaceError("sim: --stages picks layers, --whole-cores simulates whole cores; give one")
+        document["rtl"] = (rtl_project.simulate_project_rtl(project, progress=progress) if whole_cores else
+                           rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs,
+                                                               stages=stages)).to_json()
     if resources:
         from fpgaplace.sim.yosys import project_resources
 
-        document["resources"] = project_resources(project, progress=progress).to_json()
+        document["resources"] = project_resources(project, progress=progress, dsp_only=dsp_only, jobs=jobs,
+                                                  stages=stages).to_json()
     if as_json:
         print_json(document)
         return
