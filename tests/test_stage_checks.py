@@ -150,3 +150,30 @@ def test_cli_stages_and_jobs_errors(project: Path):
     assert run.exit_code != 0 and "matches no stage" in run.output
     run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--whole-cores", "--stages", "core0/*"])
     assert run.exit_code != 0 and "--whole-cores" in run.output
+
+
+@pytest.mark.slow
+def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
+    """On zcu104 (two int8 MACs a DSP48E2): a conv whose channel pairs share multipliers, one
+    whose pixel pairs do (an odd MMV) and a dense layer, each synthesised whole and as its DSP
+    probe (fewer output channels, a two-row frame of one pixel group): yosys maps the same DSPs,
+    the op library's count."""
+    from fpgaplace.board.model import family_of
+    from fpgaplace.flow.checks import dsp_probes
+    from fpgaplace.sim.stages import layer_modules
+    from fpgaplace.sim.yosys import synthesize
+
+    project = tmp_path / "cnn"
+    Design(zoo.cnn_residual(batch=1), "zcu104", profile_cpu=False).compile(project)
+    design = load(project)
+    family = family_of(design.cores[0].part)
+    probe = dsp_probes(project)
+    chosen = [s for s in select(design, "*/conv2d,*/dense") if s.layer.pe * s.layer.simd * s.layer.mmv <= 64
+              and ((s.layer.mmv == 1 and s.layer.pe >= 2) or (s.layer.mmv % 2 == 1 and s.layer.mmv > 1))]
+    assert {s.layer.kernel for s in chosen} == {"conv2d", "dense"} and len(chosen) >= 3, [s.name for s in chosen]
+    for stage in chosen:
+        module = probe(stage)
+        assert module is not None and module.top.endswith("_probe")
+        whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
+        probed = synthesize(module, tmp_path / f"{stage.name}_probe", family, True)
+        assert probed.dsp == whole.dsp == stage.layer.resources["dsp"], (stage.name, probed, whole)

@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.codegen import rtl
-from fpgaplace.hw import Folding
+from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
@@ -133,6 +133,18 @@ def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_ds
     return [rtl.render_op(layer.kernel, layer.config | {"ROWS": layer.rows}, layer_arrays,
                           layer_folding(layer), layer.cycles, f"{core}_{i}_{layer.kernel}", macs_per_dsp)
             for i, (layer, layer_arrays) in enumerate(zip(record.layers, arrays, strict=True))]
+
+
+def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_per_dsp: int) -> rtl.RtlModule | None:
+    """The DSP probe of layer ``index`` of a core (``Kernel.probe_layer``: a smaller layer with its
+    DSPs) rendered as ``<core>_<index>_<kernel>_probe``, or None where its kernel has none. O(PE weights)."""
+    layer = record.layers[index]
+    folding = layer_folding(layer)
+    probe = KERNELS[layer.kernel].probe_layer(layer.config | {"ROWS": layer.rows}, arrays, folding)
+    if probe is None:
+        return None
+    top = f"{cell_name(record.name)}_{index}_{layer.kernel}_probe"
+    return rtl.render_op(layer.kernel, probe[0], probe[1], folding, layer.cycles, top, macs_per_dsp).module
 
 
 def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:

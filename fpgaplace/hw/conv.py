@@ -53,6 +53,9 @@ if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
 
+PROBE_ROWS = 2  # output rows of the frame a DSP probe (``Conv2d.probe_layer``) keeps
+
+
 class Conv2d(WindowKernel):
     name, template, uses_dsp = "conv2d", "hls/ops/conv2d.j2", True
     window_kind = "conv"
@@ -219,6 +222,24 @@ class Conv2d(WindowKernel):
                   "y": (1, c["COUT"], c["HO"], c["WO"])}
         attrs = {"strides": [c["SH"], c["SW"]], "pads": pads, "dilations": [c["DH"], c["DW"]], "group": c["GROUPS"]}
         return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The conv cut to ``PROBE_ROWS`` output rows of one MMV pixel group each (the input frame
+        they read) and, ungrouped, to PE output channels (the weights' first PE filters): the same
+        lanes, pairing and requantizers (``Kernel.probe_layer``). None behind a zero-inserting front
+        or where the frame would have no input row or column."""
+        c = config
+        if upsampled(c):
+            return None
+        ho, wo = min(c["HO"], PROBE_ROWS), min(c["WO"], fold.mmv)
+        h = (ho - 1) * c["SH"] + c["DH"] * (c["KH"] - 1) + 1 - c["PT"] - c["PB"]
+        w = (wo - 1) * c["SW"] + c["DW"] * (c["KW"] - 1) + 1 - c["PL"] - c["PR"]
+        if h < 1 or w < 1:
+            return None
+        cout = fold.pe if c["GROUPS"] == 1 else c["COUT"]
+        return ({**c, "H": h, "W": w, "HO": ho, "WO": wo, "COUT": cout},
+                {name: (np.asarray(value)[:cout] if name in DOT_ARRAYS else value) for name, value in arrays.items()})
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
         return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})

@@ -122,6 +122,13 @@ class Dense(Kernel):
         """Cycles per vector of the cycle model for the config's K, N, PE and SIMD."""
         return self.cycles(self.config_geometry(config), Folding(pe=int(config["PE"]), simd=int(config["SIMD"])))
 
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The layer cut to PE outputs of one vector (the weights' first PE rows): the same lanes
+        and requantizers (``Kernel.probe_layer``)."""
+        kept = {name: (np.asarray(value)[:fold.pe] if name in DOT_ARRAYS else value) for name, value in arrays.items()}
+        return {**config, "N": fold.pe, "ROWS": 1}, kept
+
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:
         """A layer's dense unit: ``config`` with the folding's PE and SIMD (``rtl_values``), its

@@ -404,6 +404,14 @@ class Kernel:
         board's); a one-line error for a kernel the RTL op library lacks."""
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
 
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """A smaller layer (config and arrays) whose RTL at ``fold`` has this layer's DSPs exactly, for
+        counting them with yosys in a fraction of the time: the MAC lanes and requantizers depend
+        on PE, SIMD, MMV and the dot-product length only, so fewer output channels (down to PE)
+        and a smaller frame keep them. None (the default): synthesise the layer itself."""
+        return None
+
     def weight_bytes(self, g: Geometry, precision_bytes: int | None = None, *, bits: int | None = None) -> int:
         """Bytes of the op's weights (on chip when resident, else read from DRAM every run) at
         ``bits`` per element (1, 2, 4, 8, 16, 32), else ``precision_bytes`` whole bytes (the old

@@ -124,12 +124,14 @@ class LayerResources:
     kernel: str
     yosys: Synthesized
     estimate: dict[str, int]
+    probed: bool = False  # counted on the layer's DSP probe (its DSPs; not its LUT/FF/BRAM)
 
     def to_json(self) -> dict[str, Any]:
         ratios = {key: round(getattr(self.yosys, key) / self.estimate[key], 3) if self.estimate.get(key) else None
                   for key in ("lut", "ff", "bram36")}
         return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
-                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios}
+                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios,
+                "probed": self.probed}
 
 
 @dataclass(frozen=True)
@@ -154,12 +156,15 @@ class ProjectResources:
 
 
 def project_resources(project: Path, progress: Callable[[str], None] | None = None, dsp_only: bool = False,
-                      jobs: int | None = None, stages: str | None = None) -> ProjectResources:
+                      jobs: int | None = None, stages: str | None = None,
+                      probe: Callable[[StageRef], Module | None] | None = None) -> ProjectResources:
     """yosys resources of each layer of ``project`` beside design.json's estimate: every layer, or
     those ``stages`` picks (``fpgaplace.sim.stages.select``), each layer's module synthesised alone
     at its folding, ``jobs`` yosys runs side by side (default: this machine's cores), each result
     cached by the module's content (``fpgaplace.sim.stages.cached``: an identical layer, or a run
     again, costs nothing); an interrupt (SIGINT, SIGTERM) ends the yosys runs and writes nothing.
+    With ``dsp_only`` and ``probe`` (a stage's DSP probe module, ``fpgaplace.flow.checks.dsp_probes``:
+    a smaller layer with its DSPs exactly), the probe is synthesised instead where there is one.
     Writes ``results/resources.json`` atomically when every stage is done (not with ``dsp_only``,
     whose LUT/FF/BRAM are not final, see ``synthesize``)."""
     project = Path(project)
@@ -167,13 +172,15 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
     family = family_of(design.cores[0].part) if design.cores else FAMILIES["xcup"]
     refs = select(design, stages)
     modules = {ref.core.name: layer_modules(project, ref.core) for ref in refs}
+    probes = [probe(ref) if dsp_only and probe is not None else None for ref in refs]
     jobs = jobs or default_jobs()
     if progress is not None:
         progress(f"yosys {synth_command(family, '', dsp_only).split()[0]}: {len(refs)} stages, {jobs} at a time")
     with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch, interruptible():
-        tasks = [(f"yosys {ref.name} ({ref.layer.kernel})",
-                  _stage_task(project, ref, modules[ref.core.name][ref.index], family, dsp_only, Path(scratch)))
-                 for ref in refs]
+        tasks = [(f"yosys {ref.name} ({ref.layer.kernel}{', probe' if probed else ''})",
+                  _stage_task(project, ref, probed or modules[ref.core.name][ref.index], family, dsp_only,
+                              Path(scratch), probed is not None))
+                 for ref, probed in zip(refs, probes, strict=True)]
         layers = run_parallel(tasks, jobs, progress)
     cores = [CoreResources(name, [layer for ref, layer in zip(refs, layers, strict=True) if ref.core.name == name])
              for name in dict.fromkeys(ref.core.name for ref in refs)]
@@ -185,7 +192,7 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
 
 
 def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, dsp_only: bool,
-                scratch: Path) -> Callable[[], LayerResources]:
+                scratch: Path, probed: bool) -> Callable[[], LayerResources]:
     """The task synthesising one stage (or reading its cached counts)."""
 
     def task() -> LayerResources:
@@ -193,6 +200,6 @@ def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, ds
         counts, _ = cached(project, "yosys", key, lambda: synthesize(
             module, scratch / cell_name(module.top), family, dsp_only).to_json())
         estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}
-        return LayerResources(ref.layer.op, ref.layer.kernel, Synthesized(**counts), estimate)
+        return LayerResources(ref.layer.op, ref.layer.kernel, Synthesized(**counts), estimate, probed)
 
     return task

@@ -32,7 +32,8 @@ def sim(
         "--whole-cores", help="--rtl simulates every core's top as one (its first-output latency too; slow for "
         "wide cores) instead of each layer alone.")] = False,
     dsp_only: Annotated[bool, typer.Option(
-        "--dsp-only", help="--resources stops yosys once DSPs are mapped: final DSP counts, in a fraction of the time "
+        "--dsp-only", help="--resources counts DSPs only: yosys stops once they are mapped, on each layer's DSP probe "
+        "(fewer output channels, a smaller frame, the same lanes): exact DSPs in a fraction of the time "
         "(LUT/FF/BRAM not final; results/resources.json is not written).")] = False,
     as_json: JsonOption = False,
 ) -> None:
@@ -59,10 +60,12 @@ def sim(
                            rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs,
                                                                stages=stages)).to_json()
     if resources:
+        from fpgaplace.flow.checks import dsp_probes
         from fpgaplace.sim.yosys import project_resources
 
         document["resources"] = project_resources(project, progress=progress, dsp_only=dsp_only, jobs=jobs,
-                                                  stages=stages).to_json()
+                                                  stages=stages, probe=dsp_probes(project) if dsp_only else None
+                                                  ).to_json()
     if as_json:
         print_json(document)
         return
