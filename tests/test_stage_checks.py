@@ -26,7 +26,7 @@ from fpgaplace.sim.rtl_project import simulate_project_stages
 from fpgaplace.sim.stages import CACHE_DIR, select
 from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
 from fpgaplace.util.errors import FpgaplaceError
-from fpgaplace.util.tools import descendants, run_parallel
+from fpgaplace.util.tools import descendants, run_parallel, stopping
 
 ONE_CORE_BOARD = Path(__file__).parent / "boards" / "pynq-z2-one-core.yaml"
 CYCLE_TOLERANCE = 0.10
@@ -63,6 +63,7 @@ def test_run_parallel_keeps_task_order_and_raises_the_first_failure():
 
     with pytest.raises(FpgaplaceError, match="stage failed"):
         run_parallel([("ok", lambda: 1), ("bad", fail)], 1)
+    assert not stopping.is_set(), "a failed run must not keep later tools from starting"
     with pytest.raises(FpgaplaceError, match="jobs"):
         run_parallel([("ok", lambda: 1)], 0)
 

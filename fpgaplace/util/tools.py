@@ -29,7 +29,7 @@ from fpgaplace.util.errors import FpgaplaceError
 T = TypeVar("T")
 GRACE_S = 2.0  # seconds a child has between SIGTERM and SIGKILL
 POLL_S = 0.2  # how often the main thread wakes while tasks run (so that signals are handled)
-stopping = threading.Event()  # set once an interrupt or a failure stops the run: no new tool starts
+stopping = threading.Event()  # set while an interrupt or a failure stops a run: no new tool starts
 
 
 def default_jobs() -> int:
@@ -104,6 +104,7 @@ def interruptible() -> Iterator[None]:
     except BaseException:
         stopping.set()
         end_descendants()
+        stopping.clear()  # nothing of this run is left; a later run in this process may start tools
         raise
     finally:
         if main:
@@ -161,6 +162,7 @@ def run_parallel(tasks: Sequence[tuple[str, Callable[[], T]]], jobs: int,
         while running:  # a task may have started a tool just before the stop: end it too
             end_descendants()
             _, running = wait(running, timeout=POLL_S)
+        stopping.clear()  # every task has ended
         raise
     finally:
         executor.shutdown(wait=True, cancel_futures=True)
