@@ -58,9 +58,9 @@ def test_small_cnn_end_to_end_bit_exact(tmp_path):
     design = Design(models.cnn_residual(batch=1, image=16), "pynq-z2", profile_cpu=False).quantized(random_samples=2)
     design.place()
     design.compile(cnn_project)
-    run = CliRunner().invoke(app, ["sim", str(cnn_project), "--samples", "8", "--rtl", "--json"])
+    run = CliRunner().invoke(app, ["sim", str(cnn_project), "--samples", "8", "--rtl", "--whole-cores", "--json"])
     assert run.exit_code == 0, run.output
-    document = json.loads(run.stdout)["rtl"]  # fpgaplace sim --rtl: simulate_project_rtl's result
+    document = json.loads(run.stdout)["rtl"]  # fpgaplace sim --rtl --whole-cores: simulate_project_rtl's result
     assert document["ok"], document
     stored = json.loads((cnn_project / "results" / "rtl.json").read_text())
     assert stored == document and set(stored) == {"ok", "cores"}

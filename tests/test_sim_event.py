@@ -90,14 +90,15 @@ def per_sample_times(p: Project) -> dict:
 
 
 def critical_path_us(p: Project) -> float:
-    """The longest path through pieces and transfers with each core's stages one after another."""
+    """The longest path through pieces and transfers, each core taking its latency (design.json's
+    ``latency_cycles``: its stages overlapped), each CPU its compute."""
     cores = {c["name"]: c for c in p.design["cores"]}
     devices = {d["name"]: d for d in p.design["devices"]}
     transfers = {(t["tensor"], t["from_submodel"], t["to_submodel"]): t["us"] for t in p.design["transfers"]}
     done: dict[str, float] = {}
     for piece in p.manifest["submodels"]:  # execution order is a topological order
         name = piece["device"]
-        own = (core_us(p.design, name, sum(layer["cycles"] for layer in cores[name]["layers"])) if name in cores
+        own = (core_us(p.design, name, cores[name]["latency_cycles"]) if name in cores
                else devices[name]["compute_us"])
         ready = max((done[source] + transfers.get((tensor, source, piece["name"]), 0.0)
                      for tensor, source in piece["sources"].items() if source), default=0.0)

@@ -29,6 +29,7 @@ from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.hw.lowering import graph_batch
+from fpgaplace.hw.registry import core_latency
 from fpgaplace.model.ir import OpGraph
 from fpgaplace.project import layout, record
 from fpgaplace.project.manifest import Manifest
@@ -156,7 +157,8 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
         streamed_weight_bytes=plan.streamed, resources=c.folding.resources.to_json(),
         budget=hw.geometry.core_budget(core).to_json(), compute_interval_cycles=c.folding.compute_interval,
         dram_cycles=c.folding.dram_cycles, binding=c.folding.binding(), interval_cycles=interval,
-        interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us)
+        interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us,
+        latency_cycles=core_latency(c.layers, [c.aliases.get(t.name, t.name) for t in c.outputs], interval))
 
 
 def _beats(layer) -> dict:

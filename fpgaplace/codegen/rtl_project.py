@@ -5,7 +5,8 @@ library (``fpgaplace.codegen.rtl.render_op``, the folding design.json records) a
 one top (``hls_templates/rtl/core.v.j2``) as the HLS top does: a tensor read by several layers
 is forked into FIFOs that hold a whole sample, and streams of different beat widths meet in a
 gearbox. ``write_rtl_project`` writes ``rtl/<core>/`` (Verilog, ROMs) and ``sim/`` (a cocotb
-job per core and ``run_rtl.py``, which runs them with cocotb's runner on Icarus) into a project;
+job per core, each layer's ports for checking it alone, and ``run_rtl.py``, which runs them with
+cocotb's runner on Icarus) into a project;
 ``fpgaplace.sim.rtl_project`` simulates what is written there.
 
 Rendering is O(weights).
@@ -23,11 +24,11 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.codegen import rtl
-from fpgaplace.hw import Folding
+from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
-from fpgaplace.project.layout import JOB_FILE, RTL_DIR, SIM_DIR, cell_name
+from fpgaplace.project.layout import JOB_FILE, RTL_DIR, SIM_DIR, STAGES_FILE, cell_name
 from fpgaplace.project.record import Core, DesignRecord, Layer
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
@@ -43,6 +44,7 @@ class CoreRtl:
     module: rtl.RtlModule
     inputs: tuple[rtl.Port, ...]
     outputs: tuple[rtl.Port, ...]
+    layers: tuple[rtl.OpModule, ...] = ()  # each layer's module and ports, for checking it alone
 
 
 @dataclass
@@ -133,6 +135,18 @@ def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_ds
             for i, (layer, layer_arrays) in enumerate(zip(record.layers, arrays, strict=True))]
 
 
+def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_per_dsp: int) -> rtl.RtlModule | None:
+    """The DSP probe of layer ``index`` of a core (``Kernel.probe_layer``: a smaller layer with its
+    DSPs) rendered as ``<core>_<index>_<kernel>_probe``, or None where its kernel has none. O(PE weights)."""
+    layer = record.layers[index]
+    folding = layer_folding(layer)
+    probe = KERNELS[layer.kernel].probe_layer(layer.config | {"ROWS": layer.rows}, arrays, folding)
+    if probe is None:
+        return None
+    top = f"{cell_name(record.name)}_{index}_{layer.kernel}_probe"
+    return rtl.render_op(layer.kernel, probe[0], probe[1], folding, layer.cycles, top, macs_per_dsp).module
+
+
 def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:
     """The RTL top ``<core>_rtl`` of a design.json core record; O(weights)."""
     core = cell_name(record.name)
@@ -176,7 +190,7 @@ def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp:
     files = {**rtl.library(), f"{top}.v": verilog}
     for op in ops:
         files |= op.module.files
-    return CoreRtl(rtl.RtlModule(top, files), tuple(inputs), tuple(outputs))
+    return CoreRtl(rtl.RtlModule(top, files), tuple(inputs), tuple(outputs), tuple(ops))
 
 
 def core_job(core: CoreRtl, samples: list[list[np.ndarray]], expected_cycles: int, steady: int) -> dict[str, Any]:
@@ -204,6 +218,12 @@ def written_ports(folder: Path, record: Core) -> tuple[list[rtl.Port], list[rtl.
             [rtl.Port(p["port"], p["elems"], p["length"]) for p in job["outputs"]])
 
 
+def stage_ports(core: CoreRtl) -> list[dict[str, Any]]:
+    """Each layer's module name and stream ports, for simulating it alone (``sim/<core>/stages.json``)."""
+    return [{"top": op.module.top, "inputs": [port.to_json() for port in op.inputs], "outputs": [op.output.to_json()]}
+            for op in core.layers]
+
+
 def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
     job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
@@ -227,6 +247,7 @@ def write_rtl_project(design: DesignRecord, folder: Path) -> None:
         sim_folder.mkdir(parents=True, exist_ok=True)
         job = core_job(core, random_samples(record, 1, 0), record.interval_cycles, 3)
         (sim_folder / JOB_FILE).write_text(json.dumps(job))
+        (sim_folder / STAGES_FILE).write_text(json.dumps(stage_ports(core)))
     (folder / SIM_DIR).mkdir(parents=True, exist_ok=True)
     (folder / SIM_DIR / "run_rtl.py").write_text(files(TESTBENCH_PACKAGE).joinpath(RUNNER_SCRIPT).read_text())
 

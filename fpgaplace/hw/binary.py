@@ -37,8 +37,8 @@ import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import memory_blocks, probe
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import STAGE_DELAY, memory_blocks, probe
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
@@ -125,6 +125,16 @@ class Binary(Elementwise):
         before the plane's first output."""
         gate = g.channels // fold.pe if g.shape["MODE"] == PER_CHANNEL else 0
         return super().cycles(g, fold) + gate
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A per-channel stage (squeeze-excite) holds x's plane until its gate has come whole (the
+        gate follows the plane's end), then streams the plane: it needs all its inputs, and the
+        plane's beats follow the gate's last; other modes stream (``Kernel.fill``)."""
+        if g.shape["MODE"] != PER_CHANNEL:
+            return super().fill(g, fold)
+        gate, cycles = g.channels // fold.pe, self.cycles(g, fold)
+        rest = cycles - gate + STAGE_DELAY
+        return Fill(needs=1.0, lead=gate, reading=gate, first=STAGE_DELAY, work=rest, tail=rest)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """The lane rules (the plane buffer in ``_memory``) plus one DSP a lane for a Mul's 10 x

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
@@ -33,6 +33,7 @@ from fpgaplace.hw.kernel import (
     requantize_plan,
     sliding_cycles,
     tensor_shape,
+    window_fill,
     window_members,
 )
 from fpgaplace.hw.lowering import Layer
@@ -50,6 +51,9 @@ from fpgaplace.util.errors import FpgaplaceError
 if TYPE_CHECKING:
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
+
+
+PROBE_ROWS = 2  # output rows of the frame a DSP probe (``Conv2d.probe_layer``) keeps
 
 
 class Conv2d(WindowKernel):
@@ -147,6 +151,18 @@ class Conv2d(WindowKernel):
         drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
         return samples * (sliding_cycles(s, s["DH"] * (s["KH"] - 1) + 1, row_beats, self.row_steps(g, fold)) + drain)
 
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """The line buffer's first rows, then one fold (SF steps) to the first PE outputs, or
+        every fold of a pixel group behind a reorder buffer; after the last input row, the last
+        output row's steps and the reorder buffer's drain (``window_fill``)."""
+        s = g.shape
+        folds = g.reduction // fold.simd
+        drain = self.last_group(g, fold) * g.channels // self.output_width(g, fold) if self.reorders(g, fold) else 0
+        first = folds * (g.channels // fold.pe) + drain if self.reorders(g, fold) else folds
+        row_beats = s["W"] * s["CIN"] // self.input_width(g, fold)
+        return window_fill(s, s["DH"] * (s["KH"] - 1) + 1, self.cycles(g, fold), row_beats,
+                           self.row_steps(g, fold) + drain, first, g.pixels // (s["HO"] * s["WO"]))
+
     def fill_factor(self, g: Geometry) -> float:
         """The line buffer's first rows are read before any output: with the refill just hidden
         behind the compute (``input_width``), reading one input row takes about 1/SH of an output
@@ -214,6 +230,24 @@ class Conv2d(WindowKernel):
                   "y": (1, c["COUT"], c["HO"], c["WO"])}
         attrs = {"strides": [c["SH"], c["SW"]], "pads": pads, "dilations": [c["DH"], c["DW"]], "group": c["GROUPS"]}
         return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The conv cut to ``PROBE_ROWS`` output rows of one MMV pixel group each (the input frame
+        they read) and, ungrouped, to PE output channels (the weights' first PE filters): the same
+        lanes, pairing and requantizers (``Kernel.probe_layer``). None behind a zero-inserting front
+        or where the frame would have no input row or column."""
+        c = config
+        if upsampled(c):
+            return None
+        ho, wo = min(c["HO"], PROBE_ROWS), min(c["WO"], fold.mmv)
+        h = (ho - 1) * c["SH"] + c["DH"] * (c["KH"] - 1) + 1 - c["PT"] - c["PB"]
+        w = (wo - 1) * c["SW"] + c["DW"] * (c["KW"] - 1) + 1 - c["PL"] - c["PR"]
+        if h < 1 or w < 1:
+            return None
+        cout = fold.pe if c["GROUPS"] == 1 else c["COUT"]
+        return ({**c, "H": h, "W": w, "HO": ho, "WO": wo, "COUT": cout},
+                {name: (np.asarray(value)[:cout] if name in DOT_ARRAYS else value) for name, value in arrays.items()})
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
         return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})

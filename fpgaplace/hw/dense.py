@@ -17,8 +17,16 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, dot_bits, probe, requantize_plan, tensor_shape
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import (
+    LUTRAM_MAX_DEPTH,
+    Kernel,
+    dot_bits,
+    probe,
+    requantize_plan,
+    tensor_shape,
+    unit_fill,
+)
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
@@ -58,6 +66,13 @@ class Dense(Kernel):
                  "T": threshold.count(op, graph)}
         return Geometry(self.name, rows, n, k, stream_elements=max(math.prod(a), math.prod(out)),
                         weights=k * n, macs=rows * n * k, shape=shape)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """Each vector's whole input before its outputs: the unit takes a vector's SF beats during
+        its first output fold, so its first PE outputs follow the vector's last beat and the other
+        NF - 1 folds come after it (``unit_fill``, a vector a unit)."""
+        folds = g.reduction // fold.simd
+        return unit_fill(self.cycles(g, fold), g.pixels, folds, 0, (g.channels // fold.pe - 1) * folds)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config
@@ -115,6 +130,13 @@ class Dense(Kernel):
     def config_cycles(self, config: dict[str, Any]) -> int:
         """Cycles per vector of the cycle model for the config's K, N, PE and SIMD."""
         return self.cycles(self.config_geometry(config), Folding(pe=int(config["PE"]), simd=int(config["SIMD"])))
+
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """The layer cut to PE outputs of one vector (the weights' first PE rows): the same lanes
+        and requantizers (``Kernel.probe_layer``)."""
+        kept = {name: (np.asarray(value)[:fold.pe] if name in DOT_ARRAYS else value) for name, value in arrays.items()}
+        return {**config, "N": fold.pe, "ROWS": 1}, kept
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1) -> RtlUnit:

@@ -89,6 +89,34 @@ class Geometry:
 
 
 @dataclass(frozen=True)
+class Fill:
+    """When a stage's first and last outputs of a sample leave, relative to its input stream (its
+    *fill latency*). The stage is *ready* once it has read the first ``needs`` of a sample's input
+    (0: a lane stage's first beat; the rows a line buffer waits for; 1: a dense layer's whole
+    vector), which at its own pace takes ``lead`` cycles; its first output beat leaves ``first``
+    cycles after it is ready and its last ``work`` cycles after it is ready, or ``tail`` cycles
+    after its last input beat, whichever is later (``reading``: cycles it takes to read a whole
+    sample's input at its own pace). ``outputs`` turns an input stream's first and last beat
+    times into the output's."""
+
+    needs: float = 0.0
+    lead: float = 0.0
+    reading: float = 0.0
+    first: float = 0.0
+    work: float = 0.0
+    tail: float = 0.0
+
+    def outputs(self, first_in: float, last_in: float) -> tuple[float, float]:
+        """(first, last) output beat times of a sample whose input's beats arrive from
+        ``first_in`` to ``last_in`` (spread evenly: a producer streams at its own pace), never
+        faster than this stage reads them. O(1)."""
+        span = max(0.0, last_in - first_in)
+        ready = first_in + max(self.lead, self.needs * span)
+        last = max(ready + self.work, first_in + max(self.reading, span) + self.tail)
+        return ready + self.first, max(ready + self.first, last)
+
+
+@dataclass(frozen=True)
 class Rom:
     """A ``$readmemh`` file beside an RTL unit: ``words`` (ints) of ``bits`` each, or with ``bits``
     0 rows of int8 lanes (an int8 array ``[words, lanes]``, lane ``j`` in bits ``[8*j +: 8]``)."""

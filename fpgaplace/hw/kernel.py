@@ -55,6 +55,7 @@ A lane's precision is the wider of its two operands'. The RTL op library is int8
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from functools import cache
 from types import SimpleNamespace
@@ -63,7 +64,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, Family
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
 from fpgaplace.model.ir import Op, TensorInfo
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -204,6 +205,46 @@ def cycles_to_us(cycles: float, core: FpgaCore) -> float:
     return cycles / core.clock_mhz
 
 
+STAGE_DELAY = 2  # cycles a stage's registered output and the two-beat FIFO behind it add to a beat's way
+
+
+def unit_fill(cycles: float, units: int, read: float, first: float, tail: float) -> Fill:
+    """The fill of a stage that takes a sample in ``units`` equal parts (rows, heads, pixels), each
+    read whole (``read`` cycles at its own pace; the rest of its part's cycles follow the read)
+    before its outputs: the first leaves ``first`` cycles after the first part is in, the last
+    ``tail`` cycles after the last part is in (each plus ``STAGE_DELAY``)."""
+    per_unit = cycles / max(1, units)
+    return Fill(needs=1 / max(1, units), lead=read, reading=cycles - max(0.0, per_unit - read),
+                first=first + STAGE_DELAY, work=max(cycles - read, tail) + STAGE_DELAY, tail=tail + STAGE_DELAY)
+
+
+def window_fill(shape: dict[str, int], window_rows: int, cycles: int, row_beats: int, row_cycles: int,
+                first: int, samples: int = 1) -> Fill:
+    """The fill of a line-buffered stage (``sliding_cycles``) over ``samples`` frames a run: it
+    waits for the input rows its first output row reads (``window_rows`` less the top padding, of
+    ``H``; ``row_beats`` beats each at its own pace), its first output leaves ``first`` cycles
+    later and its compute (the rest of ``cycles``) follows; after the last input row only the last
+    output row's ``row_cycles`` remain."""
+    rows = max(0, min(shape["H"], window_rows - shape["PT"]))
+    return Fill(needs=rows / (shape["H"] * max(1, samples)), lead=rows * row_beats,
+                reading=max(0, cycles - row_cycles), first=first + STAGE_DELAY,
+                work=cycles - rows * row_beats + STAGE_DELAY, tail=row_cycles + STAGE_DELAY)
+
+
+def pipeline_latency(stages: Iterable[tuple[Sequence[str], str, Fill]], outputs: Sequence[str]) -> float:
+    """Cycles from a sample's first input beat to its last output beat through a core's dataflow
+    stages (``(input tensors, output tensor, fill)`` in topological order, the core's inputs there
+    at cycle 0): each stage starts on its inputs' first beats and follows them at its own pace
+    (``Fill.outputs``; of several inputs, the latest first and the latest last beat count), so
+    the stages overlap and the latency is far below the sum of their cycles. O(stages + edges)."""
+    times: dict[str, tuple[float, float]] = {}
+    for inputs, output, fill in stages:
+        known = [times[t] for t in inputs if t in times]
+        times[output] = fill.outputs(max((t[0] for t in known), default=0.0),
+                                     max((t[1] for t in known), default=0.0))
+    return max((times[t][1] for t in outputs if t in times), default=0.0)
+
+
 def sliding_cycles(shape: dict[str, int], window_rows: int, row_beats: int, steps: int) -> int:
     """Iterations per sample of a line-buffered stage (kernels.h ``detail::slide_rows``): the
     input rows output row 0 needs, then per output row the larger of the input beats of the rows
@@ -333,6 +374,15 @@ class Kernel:
         (1 but for a line-buffered conv, see ``Conv2d.fill_factor``)."""
         return 1.0
 
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """The stage's fill latency (``Fill``): a lane stage streams, its first output a beat after
+        its first input and its last a beat after its last; a free op takes no time. Kernels that
+        buffer (a line buffer's rows, a dense layer's whole input, a row, a plane) override it."""
+        if self.free:
+            return Fill()
+        cycles = self.cycles(g, fold)
+        return Fill(reading=cycles, first=STAGE_DELAY, work=cycles + STAGE_DELAY, tail=STAGE_DELAY)
+
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""
         raise NotImplementedError(f"{self.name} has no integer reference")
@@ -370,6 +420,14 @@ class Kernel:
         ``fold`` (``model_cycles``: the cycles the op library gives it; ``macs_per_dsp``: the
         board's); a one-line error for a kernel the RTL op library lacks."""
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
+
+    def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
+                    fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
+        """A smaller layer (config and arrays) whose RTL at ``fold`` has this layer's DSPs exactly, for
+        counting them with yosys in a fraction of the time: the MAC lanes and requantizers depend
+        on PE, SIMD, MMV and the dot-product length only, so fewer output channels (down to PE)
+        and a smaller frame keep them. None (the default): synthesise the layer itself."""
+        return None
 
     def weight_bytes(self, g: Geometry, precision_bytes: int | None = None, *, bits: int | None = None) -> int:
         """Bytes of the op's weights (on chip when resident, else read from DRAM every run) at

@@ -37,8 +37,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw.elementwise import Elementwise, lane_geometry
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import memory_blocks, tensor_shape
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import memory_blocks, tensor_shape, unit_fill
 from fpgaplace.hw.lowering import Layer, bounds
 from fpgaplace.hw.qdq import check_scale, qdq_index
 from fpgaplace.hw.quant import requantize
@@ -165,6 +165,11 @@ class Lrn(Elementwise):
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """The lane rule (``C / PE`` beats a pixel) plus one pixel's beats to fill the buffer."""
         return super().cycles(g, fold) + math.ceil(g.channels / fold.pe)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A pixel whole in its buffer before its outputs (``unit_fill``, a pixel a unit)."""
+        beats = math.ceil(g.channels / fold.pe)
+        return unit_fill(self.cycles(g, fold), g.pixels, beats, 0, beats)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """The lane stage's, plus per lane one DSP (``d * T``) and its copies of the table and of the squares."""

@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.board.model import BRAM36_BYTES
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     DOT_FF_BASE,
     DOT_FF_PER_LANE,
@@ -51,6 +51,7 @@ from fpgaplace.hw.kernel import (
     memory_blocks,
     probe,
     tensor_shape,
+    unit_fill,
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import requantize
@@ -116,6 +117,15 @@ class MatMul(Kernel):
         m, k, n = s["M"], s["K"], s["N"]
         load = max(m * k // fold.simd, k * n // fold.pe)
         return s["HEADS"] * (load + m * (n // fold.pe) * (k // fold.simd))
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A head's operands whole in their buffers before its outputs (``unit_fill``, a head a
+        unit): the load, then one fold (K/SIMD steps) to the first PE outputs; all M rows' steps
+        follow the last operand beat."""
+        s = g.shape
+        load = max(s["M"] * s["K"] // fold.simd, s["K"] * s["N"] // fold.pe)
+        steps = s["M"] * (s["N"] // fold.pe) * (s["K"] // fold.simd)
+        return unit_fill(self.cycles(g, fold), s["HEADS"], load, s["K"] // fold.simd, steps)
 
     def fill_factor(self, g: Geometry) -> float:
         """How much longer than its MACs a head takes for loading its buffers, at one lane:

@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import ints, probe, sliding_cycles, tensor_shape, window_members
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import ints, probe, sliding_cycles, tensor_shape, unit_fill, window_fill, window_members
 from fpgaplace.hw.lowering import Layer, multipliers
 from fpgaplace.hw.quant import tie_bits
 from fpgaplace.hw.rtl_values import (
@@ -86,6 +86,17 @@ class Pool(WindowKernel):
             return samples * (s["H"] * s["W"] + 1) * s["C"] // lanes
         steps = s["WO"] // fold.mmv * (s["C"] // fold.pe)
         return samples * sliding_cycles(s, s["KH"], s["W"] * s["C"] // lanes, steps)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A whole-plane pool outputs after its plane (its C/L output beats after the last input);
+        a windowed one waits for its window's first rows (``window_fill``), one step a beat."""
+        s = g.shape
+        lanes, samples = fold.pe * fold.mmv, g.pixels // (s["HO"] * s["WO"])
+        cycles = self.cycles(g, fold)
+        if is_whole_plane(s):
+            return unit_fill(cycles, samples, s["H"] * s["W"] * s["C"] // lanes, 1, s["C"] // lanes)
+        return window_fill(s, s["KH"], cycles, s["W"] * s["C"] // lanes, s["WO"] // fold.mmv * (s["C"] // fold.pe), 1,
+                           samples)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

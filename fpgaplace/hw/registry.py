@@ -13,6 +13,7 @@ QDQ check of the op's tensors.
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw import qdq
@@ -27,7 +28,7 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.gather import Embedding
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
-from fpgaplace.hw.kernel import Kernel, activation_inputs
+from fpgaplace.hw.kernel import Kernel, activation_inputs, pipeline_latency
 from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.matmul import MatMul
@@ -43,6 +44,9 @@ from fpgaplace.hw.upsample import Upsample
 from fpgaplace.model import ops as op_registry
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from fpgaplace.hw.lowering import Layer
     from fpgaplace.model.ir import Op, OpGraph
 
 KERNELS: dict[str, Kernel] = {
@@ -135,6 +139,15 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
         if reason is not None:
             return Unsupported(reason)
     return kernel, geometry
+
+
+def core_latency(layers: Sequence[Layer], outputs: Sequence[str], interval: int) -> int:
+    """Cycles from a sample's first input beat to its last output beat on a core running the
+    folded ``layers`` (each with its geometry and folding) as one dataflow: their kernels' fills
+    overlapped (``pipeline_latency``), at least the core's ``interval``. O(layers + edges)."""
+    stages = ((layer.inputs, layer.output, KERNELS[layer.kernel].fill(layer.geometry, layer.folding))
+              for layer in layers if layer.geometry is not None)
+    return max(interval, math.ceil(pipeline_latency(stages, outputs)))
 
 
 def colocated_groups(graph: OpGraph) -> list[list[str]]:

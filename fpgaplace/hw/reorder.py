@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, RtlUnit, Unsupported
 from fpgaplace.hw.islands import islands
-from fpgaplace.hw.kernel import tensor_shape
+from fpgaplace.hw.kernel import tensor_shape, unit_fill
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.util.errors import FpgaplaceError
@@ -68,6 +68,11 @@ class Reorder(Shuffle):
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """A sample in while the one before goes out: ``SIZE / L`` per sample."""
         return g.stream_elements // fold.pe
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """The whole sample in before its first output; its outputs all after its last input."""
+        cycles = self.cycles(g, fold)
+        return unit_fill(cycles, 1, cycles, 0, cycles)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

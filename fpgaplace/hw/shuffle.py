@@ -24,9 +24,9 @@ import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise, lane_geometry
-from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, RtlUnit, Unsupported
 from fpgaplace.hw.islands import Island, islands
-from fpgaplace.hw.kernel import tensor_shape
+from fpgaplace.hw.kernel import tensor_shape, unit_fill
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.hw.table import island_source
@@ -63,6 +63,11 @@ class Shuffle(Elementwise):
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """The lane rule (``C / PE`` beats a pixel) plus one pixel's beats to fill the buffer."""
         return super().cycles(g, fold) + math.ceil(g.channels / fold.pe)
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A pixel whole in its buffer before its outputs (``unit_fill``, a pixel a unit)."""
+        beats = math.ceil(g.channels / fold.pe)
+        return unit_fill(self.cycles(g, fold), g.pixels, beats, 0, beats)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

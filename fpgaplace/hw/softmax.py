@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LANE_FF_BASE,
     LANE_FF_PER_PE,
@@ -38,6 +38,7 @@ from fpgaplace.hw.kernel import (
     memory_blocks,
     multiplier_dsps,
     tensor_shape,
+    unit_fill,
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.quant import requantize
@@ -79,6 +80,13 @@ class RowKernel(Kernel):
 
     def foldings(self, g: Geometry) -> list[Folding]:
         return [Folding(pe, 1, 1) for pe in divisors(g.channels)]
+
+    def fill(self, g: Geometry, fold: Folding) -> Fill:
+        """A row whole before its outputs: its first pass reads it into the row buffer, its last
+        pass writes it, the passes between (and the divider or square root) follow the read."""
+        beats = math.ceil(g.channels / fold.pe)
+        per_row = self.cycles(g, fold) / g.pixels
+        return unit_fill(self.cycles(g, fold), g.pixels, beats, per_row - 2 * beats, per_row - beats)
 
 
 class Softmax(RowKernel):

@@ -39,6 +39,7 @@ VITIS_DIR = "vitis"  # an Alveo node's link config and data movers
 ECP5_DIR = "ecp5"  # an ECP5 board's top, UART, pins, and what the open flow writes (its build folder)
 RTL_DIR = "rtl"  # rtl/<core>/: a core's Verilog top, layers and ROMs
 SIM_DIR = "sim"  # sim/<core>/: a core's cocotb job; sim/run_rtl.py runs them
+STAGES_FILE = "stages.json"  # in sim/<core>/: each layer's module and stream ports, to simulate it alone
 BITSTREAM_DIR = "bitstream"  # in the project: what `make bitstream` / `make xclbin` leaves
 BITSTREAM_STEM = "design"  # bitstream/design.bit + design.hwh (Zynq) or design.xclbin (Alveo)
 HOST_DIR = "host"  # the driver and what it reads besides design.json and split/

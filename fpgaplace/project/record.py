@@ -367,6 +367,7 @@ class Core:
     interval_us: float
     planned_load_us: float
     planned_compute_us: float
+    latency_cycles: int | None = None  # a sample's first input beat to its last output beat (hw.pipeline_latency)
 
     @property
     def ports(self) -> list[BoundaryTensor]:
@@ -382,7 +383,7 @@ class Core:
                 "budget": self.budget, "compute_interval_cycles": self.compute_interval_cycles,
                 "dram_cycles": self.dram_cycles, "binding": self.binding, "interval_cycles": self.interval_cycles,
                 "interval_us": self.interval_us, "planned_load_us": self.planned_load_us,
-                "planned_compute_us": self.planned_compute_us}
+                "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles}
 
 
 @dataclass
@@ -618,7 +619,8 @@ def _core(value: Any, path: str) -> Core:
         _get(data, "dram_cycles", path, cycles, 0), _get(data, "binding", path, _list(_str), []),
         _get(data, "interval_cycles", path, _int(1, MAX_CYCLES)),
         _get(data, "interval_us", path, _number(0, MAX_US, above=True)),
-        _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()))
+        _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()),
+        _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None))
 
 
 def _transfer(value: Any, path: str) -> TransferInfo:

@@ -8,9 +8,11 @@ The model. The split's pieces (in manifest order) and the transfers between them
 each stage runs on a *server* and handles samples 0, 1, ... in order:
 
 * an FPGA core is a dataflow pipeline: it starts a sample at most every ``interval_cycles``
-  (its busy time per sample) and hands it on ``latency`` later, where the latency is the sum of
-  its stages' cycles (at least the interval) -- a conservative pipeline-fill estimate, since in
-  hardware a stage starts on the first pixels its predecessor emits;
+  (its busy time per sample) and hands it on ``latency_cycles`` later, the time from its first
+  input beat to its last output beat as compile computed it from its kernels' fills
+  (``fpgaplace.hw.registry.core_latency``: each stage starts on the first rows its predecessor
+  emits, so the stages overlap). A project compiled before design.json had that field falls
+  back on the sum of its stages' cycles (at least the interval), a conservative bound;
 * a CPU runs one sample of one of its pieces at a time, taking its ``compute_us`` per sample
   (split over its pieces by how many of its ops each holds, when it has several);
 * a link serves one transfer at a time, each taking that transfer's ``us`` (latency plus bytes
@@ -265,7 +267,7 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
             if core is None:
                 raise FpgaplaceError(f"{where}: core {piece.device!r} is not on board {board.name}")
             interval = record.interval_cycles
-            fill = max(sum(layer.cycles for layer in record.layers), interval)
+            fill = record.latency_cycles or max(sum(layer.cycles for layer in record.layers), interval)
             busy, latency = hw.cycles_to_us(interval, core), hw.cycles_to_us(fill, core)
             kind = "fpga"
         elif piece.device in devices:

@@ -25,6 +25,7 @@ from typing import Any
 import numpy as np
 
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.tools import check_running
 
 STREAM_TESTBENCH = "fpgaplace.testbenches.rtl_stream_tb"
 JOB_ENV = "FPGAPLACE_RTL_JOB"
@@ -115,11 +116,15 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     log = folder / "sim.log"
     build_args = VERILATOR_BUILD_ARGS if chosen == "verilator" else []
     try:
+        check_running(f"rtl: building {top}")
         runner.build(sources=sources, hdl_toplevel=top, build_dir=folder / "sim_build",
                      timescale=("1ns", "1ps"), log_file=folder / "build.log", build_args=build_args)
+        check_running(f"rtl: simulating {top}")
         runner.test(test_module=testbench, hdl_toplevel=top, build_dir=folder / "sim_build",
                     test_dir=folder, extra_env={JOB_ENV: str(job_file)}, seed=seed, results_xml=str(xml),
                     timescale=("1ns", "1ps"), log_file=log)
+    except FpgaplaceError:
+        raise
     except SystemExit as error:
         raise FpgaplaceError(f"rtl: simulation of {top} failed (exit {error.code}); see {log}") from None
     except Exception as error:  # a build error raises CalledProcessError
@@ -131,7 +136,7 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     return json.loads(results_file.read_text())
 
 
-def _phase(name: str, result: dict[str, Any], expected: np.ndarray, warmup: int) -> PhaseResult:
+def phase_result(name: str, result: dict[str, Any], expected: np.ndarray, warmup: int) -> PhaseResult:
     got = np.asarray(result["outputs"][0], dtype=np.int64).reshape(-1)
     want = expected.reshape(-1).astype(np.int64)
     mismatches = int(np.sum(got != want)) if len(got) == len(want) else len(want)  # a short stream: all wrong
@@ -169,6 +174,6 @@ def simulate_stream(op: Any, vectors: list[np.ndarray], expected: np.ndarray, fo
     job = {"inputs": [port.to_json() for port in op.inputs], "outputs": [op.output.to_json()],
            "cycle_limit": 64 * max(1, model_cycles) * max(count, steady_count) + 5000, "phases": phases}
     results = run_cocotb(op.module.top, op.module.write(folder), folder, job, seed, simulator_name)
-    random_phase, steady_phase = (_phase(phase["name"], result, outputs[phase["name"]], warmup)
+    random_phase, steady_phase = (phase_result(phase["name"], result, outputs[phase["name"]], warmup)
                                   for phase, result in zip(phases, results, strict=True))
     return StreamSimulation(dict(config or {}), random_phase, steady_phase, model_cycles, folder / "sim.log")

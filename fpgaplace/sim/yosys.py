@@ -10,8 +10,9 @@ LUT4, two a CCU2C carry cell, four a TRELLIS_DPR16X4 RAM), FF (the FD* cells; TR
 Kbit blocks: RAMB36 + RAMB18 / 2, DP16KD / 2). ``stat`` reports the hierarchy's total last.
 
 ``project_resources(project)`` does so for every layer of every core of a compiled project (each
-layer module with the shared library, read from the Verilog compile wrote into ``rtl/<core>/``);
-it writes ``results/resources.json``. DSP
+layer module alone with the shared library, read from the Verilog compile wrote into ``rtl/<core>/``;
+``stages`` picks some, ``jobs`` yosys runs go side by side, each result is cached by the module's
+content: ``fpgaplace.sim.stages``); it writes ``results/resources.json``. DSP
 counts agree exactly (``dsp_equal``): the op library counts the MAC lanes' multipliers as the
 RTL pairs them and the requantizers' (``fpgaplace.hw.kernel.Kernel.dsps``); LUT, FF and BRAM36
 are estimates, set beside yosys as ratios.
@@ -25,17 +26,21 @@ from __future__ import annotations
 import json
 import re
 import shutil
-import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from fpgaplace.board.model import FAMILIES, Family, family_of
-from fpgaplace.project.layout import RESULTS_DIR, RTL_DIR, cell_name
-from fpgaplace.project.record import Core, load
+from fpgaplace.project.layout import RESULTS_DIR, cell_name
+from fpgaplace.project.record import load
+from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.files import write_file
+from fpgaplace.util.tools import default_jobs, interruptible, run_parallel, run_tool
+
+__all__ = ["LayerModule", "Module", "layer_modules", "project_resources", "synthesize"]
 
 RESOURCES_FILE = "resources.json"
 LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8, "RAM32M": 4,
@@ -43,23 +48,6 @@ LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM
                "RAM256X1S": 4, "SRL16E": 1, "SRLC32E": 1, "SRLC16E": 1}
 ECP5_LUTS = {"LUT4": 1, "CCU2C": 2, "TRELLIS_DPR16X4": 4}  # LUT4s a cell takes (a slice: 2 LUT4 + carry)
 YOSYS_TIMEOUT_S = 3600
-LIBRARY_FILE = "fp_lib.v"  # the shared modules every layer instantiates, beside a core's layers
-
-
-class Module(Protocol):
-    """A rendered Verilog module (``fpgaplace.codegen.rtl.RtlModule``): its top and its files
-    (Verilog sources and ``$readmemh`` data) by name."""
-
-    top: str
-    files: dict[str, str]
-
-
-@dataclass(frozen=True)
-class LayerModule:
-    """A layer's module read back from a project's ``rtl/<core>/``."""
-
-    top: str
-    files: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -107,7 +95,8 @@ def parse_stat(text: str) -> dict[str, int]:
             if not cell.startswith("$") or cell.startswith("$_")}
 
 
-def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: bool = False) -> Synthesized:
+def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: bool = False,
+               timeout: float = YOSYS_TIMEOUT_S) -> Synthesized:
     """``synth_xilinx`` or ``synth_ecp5`` of ``module`` (written into ``folder`` with its ROM files);
     its cells. ``dsp_only`` stops after the DSP mapping and its clean-up (``synth_command``): the DSP
     count is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer).
@@ -122,13 +111,10 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
     script = (f"read_verilog {' '.join(s.name for s in sources)}; {synth_command(family, module.top, dsp_only)}; "
               "tee -q -o stat.txt stat")
     log = folder / "yosys.log"
-    try:
-        run = subprocess.run(["yosys", "-q", "-l", str(log), "-p", script], cwd=folder, capture_output=True,
-                             text=True, check=False, timeout=YOSYS_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        raise FpgaplaceError(f"yosys: {module.top} took over {YOSYS_TIMEOUT_S} s; see {log}") from None
-    if run.returncode != 0 or not (folder / "stat.txt").is_file():
-        raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {run.returncode}); see {log}")
+    code = run_tool(["yosys", "-q", "-l", str(log), "-p", script], folder, timeout, folder / "yosys.out",
+                    f"yosys: {module.top}")
+    if code != 0 or not (folder / "stat.txt").is_file():
+        raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}); see {log}")
     return count_cells(parse_stat((folder / "stat.txt").read_text()), family)
 
 
@@ -138,12 +124,14 @@ class LayerResources:
     kernel: str
     yosys: Synthesized
     estimate: dict[str, int]
+    probed: bool = False  # counted on the layer's DSP probe (its DSPs; not its LUT/FF/BRAM)
 
     def to_json(self) -> dict[str, Any]:
         ratios = {key: round(getattr(self.yosys, key) / self.estimate[key], 3) if self.estimate.get(key) else None
                   for key in ("lut", "ff", "bram36")}
         return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
-                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios}
+                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios,
+                "probed": self.probed}
 
 
 @dataclass(frozen=True)
@@ -167,51 +155,51 @@ class ProjectResources:
         return {"family": self.family.name, "cores": [core.to_json() for core in self.cores]}
 
 
-def project_resources(project: Path, progress: Callable[[str], None] | None = None,
-                      dsp_only: bool = False) -> ProjectResources:
-    """yosys resources of every layer of every core of ``project`` beside design.json's estimate;
-    writes ``results/resources.json`` (not with ``dsp_only``, whose LUT/FF/BRAM are not final,
-    see ``synthesize``)."""
+def project_resources(project: Path, progress: Callable[[str], None] | None = None, dsp_only: bool = False,
+                      jobs: int | None = None, stages: str | None = None,
+                      probe: Callable[[StageRef], Module | None] | None = None) -> ProjectResources:
+    """yosys resources of each layer of ``project`` beside design.json's estimate: every layer, or
+    those ``stages`` picks (``fpgaplace.sim.stages.select``), each layer's module synthesised alone
+    at its folding, ``jobs`` yosys runs side by side (default: this machine's cores), each result
+    cached by the module's content (``fpgaplace.sim.stages.cached``: an identical layer, or a run
+    again, costs nothing); an interrupt (SIGINT, SIGTERM) ends the yosys runs and writes nothing.
+    With ``dsp_only`` and ``probe`` (a stage's DSP probe module, ``fpgaplace.flow.checks.dsp_probes``:
+    a smaller layer with its DSPs exactly), the probe is synthesised instead where there is one.
+    Writes ``results/resources.json`` atomically when every stage is done (not with ``dsp_only``,
+    whose LUT/FF/BRAM are not final, see ``synthesize``)."""
     project = Path(project)
     design = load(project)
     family = family_of(design.cores[0].part) if design.cores else FAMILIES["xcup"]
-    cores = []
-    with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch:
-        for record in design.cores:
-            layers = []
-            for module, layer in zip(layer_modules(project, record), record.layers, strict=True):
-                if progress is not None:
-                    progress(f"yosys {synth_command(family, module.top, dsp_only).split()[0]} of {record.name} "
-                             f"{layer.op} ({layer.kernel})")
-                synthesized = synthesize(module, Path(scratch) / cell_name(module.top), family, dsp_only)
-                estimate = {key: int(layer.resources.get(key, 0)) for key in ("lut", "ff", "dsp", "bram36")}
-                layers.append(LayerResources(layer.op, layer.kernel, synthesized, estimate))
-            cores.append(CoreResources(record.name, layers))
+    refs = select(design, stages)
+    modules = {ref.core.name: layer_modules(project, ref.core) for ref in refs}
+    probes = [probe(ref) if dsp_only and probe is not None else None for ref in refs]
+    jobs = jobs or default_jobs()
+    if progress is not None:
+        progress(f"yosys {synth_command(family, '', dsp_only).split()[0]}: {len(refs)} stages, {jobs} at a time")
+    with tempfile.TemporaryDirectory(prefix="fpgaplace-yosys-") as scratch, interruptible():
+        tasks = [(f"yosys {ref.name} ({ref.layer.kernel}{', probe' if probed else ''})",
+                  _stage_task(project, ref, probed or modules[ref.core.name][ref.index], family, dsp_only,
+                              Path(scratch), probed is not None))
+                 for ref, probed in zip(refs, probes, strict=True)]
+        layers = run_parallel(tasks, jobs, progress)
+    cores = [CoreResources(name, [layer for ref, layer in zip(refs, layers, strict=True) if ref.core.name == name])
+             for name in dict.fromkeys(ref.core.name for ref in refs)]
     result = ProjectResources(family, cores)
-    if dsp_only:
-        return result
-    (project / RESULTS_DIR).mkdir(exist_ok=True)
-    (project / RESULTS_DIR / RESOURCES_FILE).write_text(json.dumps(result.to_json(), indent=2) + "\n")
+    if not dsp_only:
+        (project / RESULTS_DIR).mkdir(exist_ok=True)
+        write_file(project / RESULTS_DIR / RESOURCES_FILE, json.dumps(result.to_json(), indent=2) + "\n")
     return result
 
 
-def layer_modules(project: Path, record: Core) -> list[Module]:
-    """Each layer's module of a core as compile wrote it (``rtl/<core>/<core>_<i>_<kernel>.v``, its
-    ROMs ``<core>_<i>_<kernel>_*.mem``) with the shared library; a one-line error where compile
-    left no RTL for the core."""
-    core = cell_name(record.name)
-    folder = project / RTL_DIR / core
-    if (folder / "README.txt").is_file():
-        reason = (folder / "README.txt").read_text().strip()
-        raise FpgaplaceError(f"{folder}: no RTL for core {record.name}: {reason}")
-    if not (folder / LIBRARY_FILE).is_file():
-        raise FpgaplaceError(f"{folder}: missing {LIBRARY_FILE}; expected the core's RTL (compile writes it)")
-    names = sorted(path.name for path in folder.iterdir())
-    modules: list[Module] = []
-    for i, layer in enumerate(record.layers):
-        top = f"{core}_{i}_{layer.kernel}"
-        own = [name for name in names if name == f"{top}.v" or name.startswith(f"{top}_")]
-        if f"{top}.v" not in own:
-            raise FpgaplaceError(f"{folder}: missing {top}.v; expected layer {i}'s RTL (compile writes it)")
-        modules.append(LayerModule(top, {name: (folder / name).read_text() for name in [LIBRARY_FILE, *own]}))
-    return modules
+def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, dsp_only: bool,
+                scratch: Path, probed: bool) -> Callable[[], LayerResources]:
+    """The task synthesising one stage (or reading its cached counts)."""
+
+    def task() -> LayerResources:
+        key = module_key(module, "yosys", family.name, synth_command(family, "@", dsp_only))
+        counts, _ = cached(project, "yosys", key, lambda: synthesize(
+            module, scratch / cell_name(module.top), family, dsp_only).to_json())
+        estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}
+        return LayerResources(ref.layer.op, ref.layer.kernel, Synthesized(**counts), estimate, probed)
+
+    return task

@@ -11,6 +11,7 @@ from rich.table import Table
 
 from fpgaplace.cli.options import JsonOption, ProjectArgument
 from fpgaplace.cli.output import out, print_json, progress
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def sim(
@@ -22,6 +23,18 @@ def sim(
     resources: Annotated[bool, typer.Option(
         "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
     ] = False,
+    stages: Annotated[str | None, typer.Option(
+        "--stages", help="Check only these layers with --rtl/--resources: comma-separated patterns of core/op, "
+        "core/index or core/kernel (core0/*, */conv_5, */conv2d).")] = None,
+    jobs: Annotated[int | None, typer.Option(
+        "--jobs", "-j", min=1, help="yosys or RTL simulations side by side (default: this machine's cores).")] = None,
+    whole_cores: Annotated[bool, typer.Option(
+        "--whole-cores", help="--rtl simulates every core's top as one (its first-output latency too; slow for "
+        "wide cores) instead of each layer alone.")] = False,
+    dsp_only: Annotated[bool, typer.Option(
+        "--dsp-only", help="--resources counts DSPs only: yosys stops once they are mapped, on each layer's DSP probe "
+        "(fewer output channels, a smaller frame, the same lanes): exact DSPs in a fraction of the time "
+        "(LUT/FF/BRAM not final; results/resources.json is not written).")] = False,
     as_json: JsonOption = False,
 ) -> None:
     """Event-simulate a project: latency, steady interval, fps, each device's utilisation and stalls.
@@ -29,10 +42,12 @@ def sim(
     Samples stream through the cores (dataflow pipelines), CPUs and links of design.json with one
     sample of buffering per edge; beside the result, the board's DSP roofline and DRAM bound, the
     MAC efficiency (against the cores' and the chip's DSPs) and the three stages losing the most.
-    --rtl and --resources add the RTL simulation and yosys counts (slow: minutes per large core)
-    and save them in the project's results/ for the report.
+    --rtl and --resources add the RTL simulation and yosys counts, each layer alone at its
+    folding, --jobs at a time, each result cached in the project's results/cache/ (a run again
+    only checks what changed), and save them in the project's results/ for the report. Ctrl-C
+    or SIGTERM ends the tools and leaves no partial results.
 
-    Example: fpgaplace sim project/ --samples 1000 --rtl
+    Example: fpgaplace sim project/ --samples 1000 --rtl --stages 'core0/*' -j 2
     """
     from fpgaplace.sim.efficiency import efficiency
     from fpgaplace.sim.event import simulate
@@ -40,13 +55,20 @@ def sim(
     document = simulate(project, samples).to_json()
     document["efficiency"] = efficiency(project, document["interval_us"]).to_json()
     if rtl:
-        from fpgaplace.sim.rtl_project import simulate_project_rtl
+        from fpgaplace.sim import rtl_project
 
-        document["rtl"] = simulate_project_rtl(project, progress=progress).to_json()
+        if whole_cores and stages:
+            raise FpgaplaceError("sim: --stages picks layers, --whole-cores simulates whole cores; give one")
+        document["rtl"] = (rtl_project.simulate_project_rtl(project, progress=progress) if whole_cores else
+                           rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs,
+                                                               stages=stages)).to_json()
     if resources:
+        from fpgaplace.flow.checks import dsp_probes
         from fpgaplace.sim.yosys import project_resources
 
-        document["resources"] = project_resources(project, progress=progress).to_json()
+        document["resources"] = project_resources(project, progress=progress, dsp_only=dsp_only, jobs=jobs,
+                                                  stages=stages, probe=dsp_probes(project) if dsp_only else None
+                                                  ).to_json()
     if as_json:
         print_json(document)
         return
@@ -101,13 +123,16 @@ def print_efficiency(document: dict) -> None:
 def print_rtl(document: dict) -> None:
     """Each core's RTL check: bit-exact, measured cycles beside the model's."""
     table = Table(title="RTL simulation (cocotb, Icarus Verilog)")
-    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error"):
+    for column in ("core", "bit-exact", "cycles measured", "cycles model", "error", "latency measured",
+                   "latency model", "error "):
         table.add_column(column, justify="left" if column in ("core", "bit-exact") else "right")
     for core in document["cores"]:
-        measured, model = core.get("cycles_measured"), core.get("cycles_model")
-        error = f"{measured / model - 1:+.1%}" if measured and model else "—"
-        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]",
-                      f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—", error)
+        pairs = [(core.get("cycles_measured"), core.get("cycles_model")),
+                 (core.get("latency_measured"), core.get("latency_model"))]
+        cells = [cell for measured, model in pairs for cell in (
+            f"{measured:,.0f}" if measured else "—", f"{model:,.0f}" if model else "—",
+            f"{measured / model - 1:+.1%}" if measured and model else "—")]
+        table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]", *cells)
     out.print(table)
 
 

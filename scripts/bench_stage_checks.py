@@ -1,0 +1,95 @@
+"""How long the stage-by-stage checks of ``fpgaplace sim`` take, and the latency before and after.
+
+    python scripts/bench_stage_checks.py [--models cnn_residual,resnet50] [--board zcu104]
+                                         [--checks dsp,resources,rtl] [--jobs N] [--timeout S]
+
+For each model: compile for the board (int8, random calibration), then one row per check, each
+``fpgaplace sim PROJECT --samples 1`` in a subprocess with a wall-clock limit (``--timeout``):
+``dsp`` (``--resources --dsp-only``: each layer's DSP probe through yosys), ``resources``
+(``--resources``: each layer whole), ``rtl`` (``--rtl``: each layer alone in Icarus). A row gives
+the wall time, the stages checked, how many agree with the op library (DSPs equal; cycles within
+10 %) and the sim latency in cycles beside the old estimate (the sum of every layer's cycles).
+Goals (issue 21): the small CNN's resources and RTL within 5 minutes each; ResNet-50's DSPs and
+RTL cycles within 30 minutes. The results cache of a project is cleared before each check, so
+every row is a cold run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import onnx
+
+from fpgaplace import Design
+from fpgaplace.model import zoo
+from fpgaplace.project.layout import RESULTS_DIR
+from fpgaplace.project.record import load
+
+MODELS = {
+    "cnn_residual": lambda: zoo.cnn_residual(batch=1),
+    "resnet50": lambda: onnx.load(str(zoo.light_model_path("resnet50"))),
+}
+CHECKS = {"dsp": ["--resources", "--dsp-only"], "resources": ["--resources"], "rtl": ["--rtl"]}
+CYCLE_TOLERANCE = 0.10
+
+
+def agreement(check: str, document: dict) -> tuple[int, int]:
+    """(stages agreeing with the op library, stages checked) of one check's JSON."""
+    if check == "rtl":
+        stages = [s for core in document["rtl"]["cores"] for s in core.get("stages", [])]
+        good = [s for s in stages if s["bit_exact"]
+                and abs(s["cycles_measured"] - s["cycles_model"]) <= CYCLE_TOLERANCE * s["cycles_model"]]
+        return len(good), len(stages)
+    layers = [layer for core in document["resources"]["cores"] for layer in core["layers"]]
+    return sum(layer["dsp_equal"] for layer in layers), len(layers)
+
+
+def run_check(project: Path, check: str, jobs: int | None, timeout: float) -> dict:
+    """One ``fpgaplace sim`` run of ``check`` from a cold cache: wall time and what it found."""
+    shutil.rmtree(project / RESULTS_DIR, ignore_errors=True)
+    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", "--json",
+               *CHECKS[check], *(["--jobs", str(jobs)] if jobs else [])]
+    started = time.perf_counter()
+    try:
+        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired:
+        return {"check": check, "seconds": timeout, "status": f"over {timeout:.0f} s"}
+    seconds = time.perf_counter() - started
+    if run.returncode != 0:
+        return {"check": check, "seconds": seconds, "status": run.stderr.strip().splitlines()[-1][:80]}
+    document = json.loads(run.stdout)
+    good, total = agreement(check, document)
+    return {"check": check, "seconds": seconds, "status": "ok", "agree": f"{good}/{total}",
+            "latency_cycles": document["latency_cycles"]}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="cnn_residual")
+    parser.add_argument("--board", default="zcu104")
+    parser.add_argument("--checks", default="dsp,resources,rtl")
+    parser.add_argument("--jobs", type=int, default=None)
+    parser.add_argument("--timeout", type=float, default=1800.0)
+    args = parser.parse_args()
+    print("| model | check | wall s | status | agree | latency cycles | sum of cycles (old) |")
+    print("|---|---|---:|---|---|---:|---:|")
+    with tempfile.TemporaryDirectory(prefix="bench-stages-") as scratch:
+        for name in args.models.split(","):
+            project = Path(scratch) / name
+            Design(MODELS[name](), args.board, profile_cpu=False).compile(project, random_samples=2)
+            total = sum(layer.cycles for core in load(project).cores for layer in core.layers)
+            for check in args.checks.split(","):
+                row = run_check(project, check, args.jobs, args.timeout)
+                print(f"| {name} | {check} | {row['seconds']:.0f} | {row['status']} | {row.get('agree', '—')} | "
+                      f"{row.get('latency_cycles', float('nan')):,.0f} | {total:,} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,180 @@
+"""Checks that scale (``fpgaplace.sim.stages``, ``fpgaplace.util.tools``): yosys and RTL simulation
+of each layer alone, picked by ``--stages``, side by side, cached by the stage's content; and an
+interrupted ``fpgaplace sim --resources`` (a real subprocess sent SIGTERM) ends its yosys runs and
+leaves no result file."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fpgaplace import Design
+from fpgaplace.board.load import load_board
+from fpgaplace.cli.app import app
+from fpgaplace.model import zoo
+from fpgaplace.project.layout import RESULTS_DIR
+from fpgaplace.project.record import load
+from fpgaplace.sim.rtl_project import simulate_project_stages
+from fpgaplace.sim.stages import CACHE_DIR, select
+from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
+from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.tools import descendants, run_parallel, stopping
+
+ONE_CORE_BOARD = Path(__file__).parent / "boards" / "pynq-z2-one-core.yaml"
+CYCLE_TOLERANCE = 0.10
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory) -> Path:
+    """The small residual CNN (16 px) as one pynq-z2 core."""
+    folder = tmp_path_factory.mktemp("stages") / "cnn"
+    Design(zoo.cnn_residual(batch=1, image=16), load_board(ONE_CORE_BOARD), profile_cpu=False).compile(folder)
+    return folder
+
+
+def test_stage_patterns_pick_by_op_index_and_kernel(project: Path):
+    design = load(project)
+    everything = select(design, None)
+    assert len(everything) == sum(len(core.layers) for core in design.cores)
+    adds = select(design, "*/add")
+    assert adds and {s.layer.kernel for s in adds} == {"add"}
+    first = select(design, "core0/0")
+    assert [s.index for s in first] == [0]
+    by_op = select(design, f"core0/{first[0].layer.op}, */dense")
+    assert {s.layer.kernel for s in by_op} == {first[0].layer.kernel, "dense"}
+    with pytest.raises(FpgaplaceError, match="'core9/\\*' matches no stage"):
+        select(design, "core9/*")
+
+
+def test_run_parallel_keeps_task_order_and_raises_the_first_failure():
+    tasks = [(f"t{i}", lambda i=i: (time.sleep(0.01 * (3 - i)), i)[1]) for i in range(3)]
+    assert run_parallel(tasks, 2) == [0, 1, 2]
+
+    def fail() -> int:
+        raise FpgaplaceError("stage failed")
+
+    with pytest.raises(FpgaplaceError, match="stage failed"):
+        run_parallel([("ok", lambda: 1), ("bad", fail)], 1)
+    assert not stopping.is_set(), "a failed run must not keep later tools from starting"
+    with pytest.raises(FpgaplaceError, match="jobs"):
+        run_parallel([("ok", lambda: 1)], 0)
+
+
+@pytest.mark.slow
+def test_yosys_per_stage_is_cached_by_content(project: Path):
+    """The adds and the dense layer synthesised alone: DSPs equal the op library's; a second run
+    reads every stage from the cache (the same counts, no yosys)."""
+    first = project_resources(project, jobs=1, stages="*/add,*/dense")
+    layers = [layer for core in first.cores for layer in core.layers]
+    assert {layer.kernel for layer in layers} == {"add", "dense"} and len(layers) == 3
+    assert all(layer.yosys.dsp == layer.estimate["dsp"] for layer in layers), layers
+    entries = sorted((project / RESULTS_DIR / CACHE_DIR / "yosys").glob("*.json"))
+    assert len(entries) == len(layers), entries  # one entry per distinct module
+    started = time.perf_counter()
+    again = project_resources(project, jobs=1, stages="*/add,*/dense")
+    assert time.perf_counter() - started < 5 and again == first
+    stored = json.loads((project / RESULTS_DIR / RESOURCES_FILE).read_text())
+    assert stored == first.to_json()
+
+
+@pytest.mark.slow
+def test_rtl_per_stage_is_bit_exact_with_the_model_s_cycles(project: Path):
+    result = simulate_project_stages(project, jobs=1)
+    (core,) = result.cores
+    design_core = load(project).cores[0]
+    assert core.stages is not None and len(core.stages) == len(design_core.layers)
+    for stage in core.stages:
+        assert stage.bit_exact, stage
+        assert abs(stage.cycles_measured - stage.cycles_model) <= CYCLE_TOLERANCE * stage.cycles_model, stage
+    assert core.cycles_model == max(layer.cycles for layer in design_core.layers)
+    again = simulate_project_stages(project, jobs=1)
+    assert again == result and all(stage.cached for stage in again.cores[0].stages)
+
+
+def _yosys_below(pid: int) -> list[int]:
+    found = []
+    for child in descendants(pid):
+        try:
+            if Path(f"/proc/{child}/comm").read_text().strip() == "yosys":
+                found.append(child)
+        except OSError:
+            pass
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.slow
+def test_sigterm_ends_yosys_and_writes_nothing(project: Path, tmp_path: Path):
+    """SIGTERM to a real ``fpgaplace sim --resources`` while yosys runs: the command exits non-zero,
+    no yosys it started survives, and results/ holds no resources.json and no temporary file."""
+    results = project / RESULTS_DIR
+    (results / RESOURCES_FILE).unlink(missing_ok=True)
+    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", "--resources",
+               "--jobs", "1", "--stages", "*/conv2d"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                               env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        deadline = time.monotonic() + 300
+        seen: list[int] = []
+        while not seen and time.monotonic() < deadline and process.poll() is None:
+            seen = _yosys_below(process.pid)
+            time.sleep(0.2)
+        assert seen, f"no yosys started: {process.poll()}"
+        process.send_signal(signal.SIGTERM)
+        code = process.wait(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert code != 0
+    time.sleep(0.5)
+    assert not [pid for pid in seen if _alive(pid)], "a yosys outlived the interrupted run"
+    assert not (results / RESOURCES_FILE).exists()
+    assert not [p for p in results.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
+
+
+def test_cli_stages_and_jobs_errors(project: Path):
+    run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--stages", "nothing/*"])
+    assert run.exit_code != 0 and "matches no stage" in run.output
+    run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--whole-cores", "--stages", "core0/*"])
+    assert run.exit_code != 0 and "--whole-cores" in run.output
+
+
+@pytest.mark.slow
+def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
+    """On zcu104 (two int8 MACs a DSP48E2): a conv whose channel pairs share multipliers, one
+    whose pixel pairs do (an odd MMV) and a dense layer, each synthesised whole and as its DSP
+    probe (fewer output channels, a two-row frame of one pixel group): yosys maps the same DSPs,
+    the op library's count."""
+    from fpgaplace.board.model import family_of
+    from fpgaplace.flow.checks import dsp_probes
+    from fpgaplace.sim.stages import layer_modules
+    from fpgaplace.sim.yosys import synthesize
+
+    project = tmp_path / "cnn"
+    Design(zoo.cnn_residual(batch=1), "zcu104", profile_cpu=False).compile(project)
+    design = load(project)
+    family = family_of(design.cores[0].part)
+    probe = dsp_probes(project)
+    chosen = [s for s in select(design, "*/conv2d,*/dense") if s.layer.pe * s.layer.simd * s.layer.mmv <= 64
+              and ((s.layer.mmv == 1 and s.layer.pe >= 2) or (s.layer.mmv % 2 == 1 and s.layer.mmv > 1))]
+    assert {s.layer.kernel for s in chosen} == {"conv2d", "dense"} and len(chosen) >= 3, [s.name for s in chosen]
+    for stage in chosen:
+        module = probe(stage)
+        assert module is not None and module.top.endswith("_probe")
+        whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
+        probed = synthesize(module, tmp_path / f"{stage.name}_probe", family, True)
+        assert probed.dsp == whole.dsp == stage.layer.resources["dsp"], (stage.name, probed, whole)
