@@ -55,7 +55,7 @@ A lane's precision is the wider of its two operands'. The RTL op library is int8
 from __future__ import annotations
 
 import math
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -105,7 +105,10 @@ URAM_SHAPE = (72, 4096)
 PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 
 
-BINARY_LUT_PER_LANE = 2  # LUTs an XNOR-popcount lane takes (the XNOR and its share of the adder tree)
+LANE_LUTS = {"xnor": 2.0, "lut": 1.0}  # fitted below: an XNOR lane; a LUT lane per narrow bit per wide bit + 1
+NARROW_LUT_BASE, NARROW_ACC_LUT_PER_BIT, NARROW_REQUANT_LUTS = 150.0, 1.0, 400.0  # fitted below
+
+PACKED_LUT_PER_LANE = 0.5  # LUTs per product bit of a DSP-packed lane (field extraction, adder tree)
 
 
 REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
@@ -134,10 +137,9 @@ def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
     """MACs one DSP takes a cycle at a lane width of ``bits`` (0 for binary lanes, which take
     LUTs); the packing assumed and its sources are in the module docstring."""
     check_bits(bits)
-    if bits == 1:
-        return 0.0
     if bits <= 4:
-        return 2.0 * core.macs_per_dsp
+        lanes = lane_choice(core, bits, bits)
+        return float(lanes.pack) if lanes.kind == "dsp" else 0.0
     return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
 
 
@@ -195,6 +197,119 @@ def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None =
     bits, each within the 18-bit B port), the dot product on the A port (RTL ``fp_requant_var``)."""
     width = dot_bits(reduction, *((g.weight_bits, g.activation_bits) if g is not None else (8, 8)))
     return 2 * multiplier_dsps(width, core)
+
+
+XILINX_DSP_Y_MIN_BITS = 9  # synth_xilinx's mul2dsp -D DSP_Y_MINWIDTH=9: a narrower product stays in LUTs
+
+
+INT8_FIELD_BITS = 18  # two int8 products share a DSP48E2 18 bits apart (WP486)
+
+
+DEFAULT_LUTS_PER_DSP = 53200 / 220  # the LUTs a DSP is worth when no core is given (xc7z020's ratio)
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """How a dot-product stage builds its MAC lanes of ``weight_bits`` x ``activation_bits``
+    (``lane_choice``): ``kind`` ``"dsp"`` (``pack`` products of channels sharing the input in one
+    multiplier, their weights ``field`` bits apart), ``"lut"`` (a shift-and-add product in LUTs,
+    a 1-bit operand +-1) or ``"xnor"`` (both operands +-1: an XNOR into a popcount)."""
+
+    kind: str
+    weight_bits: int
+    activation_bits: int
+    pack: int = 1
+    field: int = INT8_FIELD_BITS
+
+    @property
+    def product_bits(self) -> int:
+        """Bits of one lane's product (1 for an XNOR lane: its agreement bit)."""
+        return 1 if self.kind == "xnor" else self.weight_bits + self.activation_bits
+
+    def group_a_bits(self, count: int) -> int:
+        """Bits of ``count`` packed weights on the multiplier's wide port: the top weight's field
+        and a bit for the carry the fields below it may add (``-8 * 2**16 - 8`` needs 21 bits)."""
+        return (count - 1) * self.field + self.weight_bits + (count > 1)
+
+
+def narrow_pack(core: FpgaCore | None, weight_bits: int, activation_bits: int) -> int:
+    """Products of ``weight_bits`` x ``activation_bits`` one multiplier of the core's family takes
+    when channels sharing the input put their weights ``weight_bits + activation_bits`` bits apart
+    on its A port (the product of each fits its field; ``Lanes.group_a_bits``):
+    ``(A - wb - 1) // (wb + ab) + 1``, so 3 int4 MACs on a DSP48E2 or DSP48E1 and 2 on an ECP5
+    MULT18X18D; 7 / 6 / 4 at 2 bits. (Xilinx WP521 reaches four int4 MACs on a DSP48E2 by packing
+    two inputs as well; a dense stage has one input vector.)"""
+    return (dsp_a_bits(core) - weight_bits - 1) // (weight_bits + activation_bits) + 1
+
+
+def group_dsps(lanes: Lanes, count: int, core: FpgaCore | None) -> int:
+    """DSPs yosys maps the product of ``count`` packed weights by one input to: ``product_dsps``,
+    except that synth_xilinx leaves a product of fewer than ``XILINX_DSP_Y_MIN_BITS`` bits in LUTs
+    (a lone 4 x 4 product; synth_ecp5 maps any product of 2 x 2 bits or more)."""
+    a_bits = lanes.group_a_bits(count)
+    if _family(core).name != "ecp5" and a_bits + lanes.activation_bits < XILINX_DSP_Y_MIN_BITS:
+        return 0
+    return product_dsps(a_bits, lanes.activation_bits, core)
+
+
+def packed_dsps(lanes: Lanes, channels: int, core: FpgaCore | None) -> int:
+    """DSPs of ``channels`` packed lanes sharing one input: groups of ``lanes.pack`` and a last
+    short group (``group_dsps`` each), as the RTL groups them."""
+    full, rest = divmod(channels, lanes.pack)
+    return full * group_dsps(lanes, lanes.pack, core) + (group_dsps(lanes, rest, core) if rest else 0)
+
+
+def luts_per_dsp(core: FpgaCore | None) -> float:
+    """What one DSP is worth in LUTs on the core: its LUTs over its DSPs (the price by which
+    ``lane_choice`` compares a DSP lane with a LUT lane)."""
+    if core is None:
+        return DEFAULT_LUTS_PER_DSP
+    return core.lut / core.dsp if core.dsp else math.inf
+
+
+def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: int = 8) -> Lanes:
+    """The one decision how a dot product's lanes are built (cost model, codegen and report read
+    it): +-1 by +-1 an XNOR; a +-1 operand with a wider one a LUT lane; 8 bits or more the int8
+    DSP rule (``macs_per_dsp``); 2 to 4 bits both, packed in DSPs (``narrow_pack``) or LUT lanes,
+    whichever costs less at the core's price of a DSP (``luts_per_dsp``): a packed lane costs
+    ``luts_per_dsp / pack`` plus ``PACKED_LUT_PER_LANE`` LUTs of field extraction and adder tree,
+    a LUT lane ``lane_luts``. O(1)."""
+    if weight_bits == activation_bits == 1:
+        return Lanes("xnor", 1, 1)
+    if min(weight_bits, activation_bits) == 1:
+        return Lanes("lut", weight_bits, activation_bits)
+    if max(weight_bits, activation_bits) >= 8:
+        pack = core.macs_per_dsp if core is not None and max(weight_bits, activation_bits) == 8 else 1
+        return Lanes("dsp", weight_bits, activation_bits, pack)
+    packed = Lanes("dsp", weight_bits, activation_bits, narrow_pack(core, weight_bits, activation_bits),
+                   weight_bits + activation_bits)
+    on_luts = Lanes("lut", weight_bits, activation_bits)
+    dsp_price = luts_per_dsp(core) * group_dsps(packed, packed.pack, core) / packed.pack + lane_luts(packed)
+    return packed if dsp_price < lane_luts(on_luts) else on_luts
+
+
+def lane_luts(lanes: Lanes) -> float:
+    """LUTs one MAC lane takes with its share of the SIMD adder tree (fitted to yosys, see
+    ``LANE_LUTS``)."""
+    if lanes.kind == "dsp":
+        return PACKED_LUT_PER_LANE * lanes.product_bits
+    if lanes.kind == "xnor":
+        return LANE_LUTS["xnor"]
+    narrow, wide = sorted((lanes.weight_bits, lanes.activation_bits))
+    return LANE_LUTS["lut"] * narrow * (wide + 1)
+
+
+def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes) -> float:
+    """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
+    bits), its weight ROM's LUTs aside (``Kernel._memory``): a fixed part (counters, credits,
+    output FIFO), ``lane_luts`` per MAC lane, per output channel lane its accumulator
+    (``NARROW_ACC_LUT_PER_BIT`` per bit of the dot product) and per requantization unit
+    ``NARROW_REQUANT_LUTS``; coefficients fitted to yosys (``NARROW_*``). O(1)."""
+    channels = fold.pe * fold.mmv
+    units = requantize_units(channels, g.reduction // fold.simd)
+    width = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+    return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + channels * NARROW_ACC_LUT_PER_BIT * width
+            + units * NARROW_REQUANT_LUTS)
 
 
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
@@ -304,9 +419,10 @@ class Kernel:
         if self.free:
             return 0.0
         if self.uses_dsp:
-            per_dsp = macs_per_dsp(core, g.lane_bits)
-            if per_dsp == 0:  # binary lanes share the core's LUTs
-                return g.macs / max(1, core.lut // (BINARY_LUT_PER_LANE + DOT_LUT_PER_LANE)) * self.fill_factor(g)
+            lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+            if lanes.kind != "dsp":  # LUT lanes share the core's LUTs
+                return g.macs / max(1, core.lut // lane_luts(lanes)) * self.fill_factor(g)
+            per_dsp = lanes.pack if g.lane_bits < 8 else macs_per_dsp(core, g.lane_bits)
             dsps_per_lane = 1 / per_dsp + requantizer_dsps(g.reduction, core, g) / max(1, g.reduction)
             return g.macs * dsps_per_lane / core.dsp * self.fill_factor(g)
         return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
@@ -367,9 +483,12 @@ class Kernel:
         DSP takes two int8 MACs, only two lanes sharing an operand share it (``paired_lanes``)."""
         if not self.uses_dsp:
             return 0
-        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
-        if per_dsp == 0:
+        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        if lanes.kind != "dsp":
             return 0
+        if g.lane_bits < 8:
+            return fold.simd * fold.mmv * packed_dsps(lanes, fold.pe, core)
+        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
         if g.lane_bits == 8 and per_dsp == 2:
             return self.paired_lanes(g, fold)
         return math.ceil(fold.lanes / per_dsp)
@@ -407,9 +526,10 @@ class Kernel:
         lanes = fold.lanes
         bram, uram, lutram = self._memory(g, fold, core, resident)
         if self.uses_dsp:
-            binary = BINARY_LUT_PER_LANE * lanes if g.lane_bits == 1 else 0
-            return Resources(self.dsps(g, fold, core), bram, uram,
-                             DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary,
+            choice = lane_choice(core, g.weight_bits, g.activation_bits)
+            luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes if g.lane_bits >= 8 and choice.kind == "dsp" else \
+                narrow_dot_luts(g, fold, choice)
+            return Resources(self.dsps(g, fold, core), bram, uram, round(luts) + lutram,
                              DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
