@@ -8,11 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from fpgaplace.codegen.rtl import OpModule, Port, render_dense
+from fpgaplace.board.model import FpgaCore
+from fpgaplace.codegen.rtl import OpModule, Port, RtlModule, render_dense
 from fpgaplace.hw import KERNELS, reference
 from fpgaplace.hw.dense import DENSE_MEMBERS
-from fpgaplace.hw.geometry import Folding
-from fpgaplace.hw.kernel import Lanes
+from fpgaplace.hw.geometry import Folding, Geometry
+from fpgaplace.hw.kernel import Lanes, lane_choice, with_precision
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT
 from fpgaplace.sim.rtl import StreamSimulation, simulate_stream
@@ -146,6 +147,18 @@ def lowbit_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, un
     arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
               "shift": np.array([s for _, s in pairs], dtype=np.int64)}
     return config, arrays, inputs
+
+
+def lowbit_dense_module(k: int, n: int, pe: int, simd: int, weight_bits: int, activation_bits: int,
+                        core: FpgaCore, lanes: Lanes | None = None, seed: int = 0) -> tuple[RtlModule, Geometry, Lanes]:
+    """The rendered dense unit of a random ``lowbit_dense_case`` folded ``pe`` x ``simd`` with the
+    lanes the op library chooses for ``core`` (``lane_choice``) unless ``lanes`` are given, with
+    the op library's geometry of the layer at those widths and the lanes."""
+    config, arrays, _ = lowbit_dense_case(k, n, weight_bits, activation_bits, False, seed)
+    lanes = lanes or lane_choice(core, weight_bits, activation_bits)
+    module = render_dense(config | {"PE": pe, "SIMD": simd}, arrays, macs_per_dsp=core.macs_per_dsp, lanes=lanes)
+    geometry = with_precision(KERNELS["dense"].config_geometry({"K": k, "N": n}), weight_bits, activation_bits)
+    return module, geometry, lanes
 
 
 def dense_model_cycles(config: dict[str, Any]) -> int:

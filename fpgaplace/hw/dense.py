@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
 DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")
+MAX_TABLE_BITS = 8  # a LUT lane of at most this many input bits is a table (fewer LUTs than shift-and-add)
 FIFO_DEPTH = 16  # output FIFO slots: above the results in flight, (issue-to-FIFO latency 7 + PE/RQ + 2) / SF + 1 <= 12
 
 
@@ -198,7 +199,21 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
     return {"WB": wb, "XB": xb, "XU": xu, "XOFF": xu * 2 ** (xb - 1), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
             "FIELD": lanes.field, "PW": lanes.product_bits, "AW": aw, "BW": bw, "a_operand": a_operand,
             "b_operand": b_operand, "groups": groups, "extend": "" if lanes.kind == "xnor" else "$signed",
+            "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],
             "tree": adder_tree(int(config["SIMD"]), lanes.product_bits)}
+
+
+def code_values(bits: int) -> np.ndarray:
+    """The value of each ``bits``-bit lane code: +-1 (1 is +1) at one bit, else two's complement."""
+    codes = np.arange(2**bits)
+    return 2 * codes - 1 if bits == 1 else np.where(codes >= 2 ** (bits - 1), codes - 2**bits, codes)
+
+
+def product_table(weight_bits: int, activation_bits: int) -> list[int]:
+    """A LUT lane's products by code ``{w, x}`` (the weight's code above the input's), each as
+    ``weight_bits + activation_bits`` bits of two's complement. O(2 ** (wb + ab))."""
+    products = np.outer(code_values(weight_bits), code_values(activation_bits)).reshape(-1)
+    return [int(v) & ((1 << (weight_bits + activation_bits)) - 1) for v in products]
 
 
 def adder_tree(count: int, bits: int) -> list[tuple[int, int]]:
