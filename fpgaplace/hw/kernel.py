@@ -32,24 +32,27 @@ coefficients are documented below and are to be checked against yosys.
 
 Precision (``Geometry.weight_bits``, ``Geometry.activation_bits``; 8 unless ``with_precision``
 says otherwise; 1, 2, 4, 8, 16 or 32 bits): cycles do not depend on it (a lane is a MAC a cycle at
-any width); weight bytes, weight banks and line buffers are counted in bits; the MACs a DSP
-takes (``macs_per_dsp``) are:
+any width); weight bytes, weight banks and line buffers are counted in bits. How a dot product's
+lanes are built is one decision, ``lane_choice`` (the cost model, the RTL and the report read it):
 
-* 8 bits: the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs sharing an
-  operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8 Optimization on
-  Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D, whose 18-bit ports leave no room for a second
-  product and its guard bits);
-* 4 and 2 bits: twice the 8-bit count (the same operand-sharing packing with narrower guard
-  fields fits twice as many products in the multiplier: Xilinx WP521, "Convolutional Neural
-  Network with INT4 Optimization on Xilinx Devices", 2020, four INT4 MACs per DSP48E2; two per
-  DSP48E1 by the same packing in its 25 x 18 multiplier). No narrower packing is assumed for 2 bits;
-* 1 bit (binary weights and activations, +-1): no DSP; a lane is an XNOR and its share of a
-  popcount tree in LUTs (FINN's binary MVAU, Umuroglu et al., "FINN", FPGA 2017),
-  ``BINARY_LUT_PER_LANE`` LUTs each;
+* 8 bits: DSPs, the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs
+  sharing an operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8
+  Optimization on Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D);
+* 2 to 4 bits both: packed into DSPs or on LUTs, whichever costs less at the core's price of a DSP
+  in LUTs (``luts_per_dsp``: its LUTs over its DSPs). Packed, ``narrow_pack`` channels sharing an
+  input put their weights ``wb + ab`` bits apart on the multiplier's A port (3 int4 MACs on a
+  DSP48E1 or DSP48E2, 2 on a MULT18X18D; Xilinx WP521, "Convolutional Neural Network with INT4
+  Optimization on Xilinx Devices", 2020, reaches four on a DSP48E2 by packing two inputs too),
+  and ``packed_dsps`` counts them as yosys maps them (``group_dsps``). On LUTs, a lane is a table
+  of its product (``LANE_LUTS``);
+* 1 bit (+-1) both: no DSP; an XNOR into a popcount tree (FINN's binary MVAU, Umuroglu et al.,
+  "FINN", FPGA 2017); one 1-bit operand with a wider one: a LUT lane;
 * 16 bits: one MAC per DSP (16 x 16 fits 25 x 18 or 27 x 18); 32 bits: four (a 32 x 32 product
   in 2 x 2 multiplier tiles).
 
-A lane's precision is the wider of its two operands'. The RTL op library is int8 only.
+The LUTs of a stage with narrow or binary lanes are ``narrow_dot_luts`` (fitted to yosys, see the
+constants); the int8 stage keeps the linear ``DOT_LUT_*`` estimate. The RTL op library builds
+every lane kind in the dense unit (``rtl/dense.v.j2``); the conv window unit is int8 only.
 """
 
 from __future__ import annotations
@@ -105,10 +108,23 @@ URAM_SHAPE = (72, 4096)
 PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 
 
-LANE_LUTS = {"xnor": 2.0, "lut": 1.0}  # fitted below: an XNOR lane; a LUT lane per narrow bit per wide bit + 1
-NARROW_LUT_BASE, NARROW_ACC_LUT_PER_BIT, NARROW_REQUANT_LUTS = 150.0, 1.0, 400.0  # fitted below
-
-PACKED_LUT_PER_LANE = 0.5  # LUTs per product bit of a DSP-packed lane (field extraction, adder tree)
+# LUTs of a dot-product stage with narrow lanes (``narrow_dot_luts``): least squares over 15 runs of
+# yosys 0.23 ``synth_xilinx -family xc7`` of the dense unit (``yosys -p "read_verilog fp_lib.v
+# fp_dense.v; synth_xilinx -family xc7 -top fp_dense; stat"``, ``fpgaplace.sim.yosys.synthesize``):
+# K x N = 64 x 16 at PE x SIMD 4 x 8, 4 x 16, 8 x 8 for w1a1, w2a2, w4a4 LUT lanes, 128 x 16 at 16 x 32
+# for w1a1, 64 x 16 at 4 x 8 for w1a4 and w2a4 (one run each: fitted exactly), packed w4a4 at 48 x 12
+# (3 x 8, 6 x 8) and w2a2 at 64 x 14 (7 x 8). The model (a fixed part, a cost per lane by its kind and
+# widths, the requantizers, the weight ROM at one LUT per bit of a bank up to 64 deep) is within 10 %
+# of yosys on all 15; a term per output channel or per adder-tree level did not fit better (their
+# coefficients came out negative). ``scripts/bench_lowbit.py --kernels`` reruns the comparison.
+NARROW_LUT_BASE = 216.0  # counters, credits, output FIFO, input buffer, shallow channel ROM
+NARROW_REQUANT_LUTS = 526.0  # one fp_requant_var: the mean of its own stat block (498 to 557 LUTs)
+LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
+    "xnor": 2.1,
+    ("lut", 1, 4): 13.7, ("lut", 2, 2): 15.3, ("lut", 2, 4): 17.0, ("lut", 4, 4): 37.0,
+    ("dsp", 2, 2): 13.7, ("dsp", 4, 4): 17.1,
+}
+LANE_LUT_PER_PRODUCT_BIT = {"lut": 4.6, "dsp": 2.5}  # an unmeasured pair: (4, 4)'s and (2, 2)'s rates per product bit
 
 
 REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
@@ -272,7 +288,7 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
     it): +-1 by +-1 an XNOR; a +-1 operand with a wider one a LUT lane; 8 bits or more the int8
     DSP rule (``macs_per_dsp``); 2 to 4 bits both, packed in DSPs (``narrow_pack``) or LUT lanes,
     whichever costs less at the core's price of a DSP (``luts_per_dsp``): a packed lane costs
-    ``luts_per_dsp / pack`` plus ``PACKED_LUT_PER_LANE`` LUTs of field extraction and adder tree,
+    ``luts_per_dsp / pack`` plus ``lane_luts`` of its field extraction,
     a LUT lane ``lane_luts``. O(1)."""
     if weight_bits == activation_bits == 1:
         return Lanes("xnor", 1, 1)
@@ -289,27 +305,20 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
 
 
 def lane_luts(lanes: Lanes) -> float:
-    """LUTs one MAC lane takes with its share of the SIMD adder tree (fitted to yosys, see
-    ``LANE_LUTS``)."""
-    if lanes.kind == "dsp":
-        return PACKED_LUT_PER_LANE * lanes.product_bits
+    """LUTs one MAC lane takes with its share of the adder tree: measured per kind and width pair
+    (``LANE_LUTS``), else per product bit (``LANE_LUT_PER_PRODUCT_BIT``)."""
     if lanes.kind == "xnor":
         return LANE_LUTS["xnor"]
     narrow, wide = sorted((lanes.weight_bits, lanes.activation_bits))
-    return LANE_LUTS["lut"] * narrow * (wide + 1)
+    return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
 
 
 def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes) -> float:
     """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
-    bits), its weight ROM's LUTs aside (``Kernel._memory``): a fixed part (counters, credits,
-    output FIFO), ``lane_luts`` per MAC lane, per output channel lane its accumulator
-    (``NARROW_ACC_LUT_PER_BIT`` per bit of the dot product) and per requantization unit
-    ``NARROW_REQUANT_LUTS``; coefficients fitted to yosys (``NARROW_*``). O(1)."""
-    channels = fold.pe * fold.mmv
-    units = requantize_units(channels, g.reduction // fold.simd)
-    width = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-    return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + channels * NARROW_ACC_LUT_PER_BIT * width
-            + units * NARROW_REQUANT_LUTS)
+    bits) but its weight ROM (``Kernel._memory``): ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane
+    and ``NARROW_REQUANT_LUTS`` per requantization unit (fitted to yosys: see the constants). O(1)."""
+    units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
+    return NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + units * NARROW_REQUANT_LUTS
 
 
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
@@ -527,10 +536,12 @@ class Kernel:
         bram, uram, lutram = self._memory(g, fold, core, resident)
         if self.uses_dsp:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
-            luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes if g.lane_bits >= 8 and choice.kind == "dsp" else \
-                narrow_dot_luts(g, fold, choice)
-            return Resources(self.dsps(g, fold, core), bram, uram, round(luts) + lutram,
-                             DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+            if g.lane_bits >= 8 and choice.kind == "dsp":
+                luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram
+            else:  # the fitted estimate holds the shallow channel ROM in its fixed part
+                channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
+                luts = round(narrow_dot_luts(g, fold, choice)) + lutram - channel_rom
+            return Resources(self.dsps(g, fold, core), bram, uram, luts, DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram,
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
 
