@@ -7,8 +7,9 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--sim-mo
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
-  (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``). About 30 s of
-  yosys per row on an idle core; 16 rows.
+  (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
+  of packed lanes (estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where
+  ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 15 rows.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -45,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from rtl_cases import lowbit_dense_module  # noqa: E402
 
 from fpgaplace.board.load import load_board  # noqa: E402
-from fpgaplace.board.model import Board, FpgaCore, family_of  # noqa: E402
+from fpgaplace.board.model import FAMILIES, Board, FpgaCore  # noqa: E402
 from fpgaplace.hw import KERNELS, Folding  # noqa: E402
 from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
 from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
@@ -53,7 +54,9 @@ from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
-FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (128, 16, 16, 32)]  # K, N, PE, SIMD
+FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16)]  # K, N, PE, SIMD
+PACKED = [(48, 12, 3, 8, 4, 4), (48, 12, 6, 8, 4, 4), (64, 14, 7, 8, 2, 2)]  # K, N, PE, SIMD, bits: packed lanes
+DSP_RICH_LUTS_PER_DSP = 5  # the packed rows' core: the board's core with 5 LUTs a DSP, so DSP lanes win
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
 
@@ -66,20 +69,22 @@ CNV_DENSE = [(256, 512), (512, 512), (512, 10)]
 def kernel_rows(board: str) -> list[dict[str, Any]]:
     """Per width and folding: the op library's lanes and resources beside yosys' (see the docstring)."""
     core = load_board(board).cores[0]
-    family = family_of(core.part)
+    family = FAMILIES[core.family]
+    dsp_rich = replace(core, lut=core.dsp * DSP_RICH_LUTS_PER_DSP)
+    cases = [(k, n, pe, simd, wb, xb, core) for wb, xb in WIDTHS for k, n, pe, simd in FOLDINGS]
+    cases += [(*case, dsp_rich) for case in PACKED]
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-lowbit-") as scratch:
-        for wb, xb in WIDTHS:
-            for k, n, pe, simd in FOLDINGS:
-                module, geometry, lanes = lowbit_dense_module(k, n, pe, simd, wb, xb, core)
-                got = yosys.synthesize(module, Path(scratch) / f"w{wb}a{xb}_{pe}x{simd}", family)
-                estimate = KERNELS["dense"].resources(geometry, Folding(pe, simd), core)
-                rows.append({"width": f"w{wb}a{xb}", "K x N": f"{k}x{n}", "PE x SIMD": f"{pe}x{simd}",
-                             "lanes": lanes.kind + (f" x{lanes.pack}" if lanes.kind == "dsp" else ""),
-                             "dsp est": estimate.dsp, "dsp yosys": got.dsp, "lut est": estimate.lut,
-                             "lut yosys": got.lut, "lut ratio": round(got.lut / estimate.lut, 2),
-                             "bram est": estimate.bram36, "bram yosys": got.bram36})
-                print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+        for k, n, pe, simd, wb, xb, chosen_for in cases:
+            module, geometry, lanes = lowbit_dense_module(k, n, pe, simd, wb, xb, chosen_for)
+            got = yosys.synthesize(module, Path(scratch) / f"w{wb}a{xb}_{k}x{n}_{pe}x{simd}", family)
+            estimate = KERNELS["dense"].resources(geometry, Folding(pe, simd), chosen_for)
+            rows.append({"width": f"w{wb}a{xb}", "K x N": f"{k}x{n}", "PE x SIMD": f"{pe}x{simd}",
+                         "lanes": lanes.kind + (f" x{lanes.pack}" if lanes.kind == "dsp" else ""),
+                         "dsp est": estimate.dsp, "dsp yosys": got.dsp, "lut est": estimate.lut,
+                         "lut yosys": got.lut, "lut ratio": round(got.lut / estimate.lut, 2),
+                         "bram est": estimate.bram36, "bram yosys": got.bram36})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 

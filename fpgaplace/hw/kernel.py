@@ -407,7 +407,10 @@ class Kernel:
         return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
 
     def lane_bound(self, fold: Folding, core: FpgaCore, g: Geometry | None = None) -> int:
-        """DSPs the folding needs at least (a cheap filter before ``resources``)."""
+        """DSPs the folding needs at least (a cheap filter before ``resources``; narrow lanes' own
+        count, since a short group's product may take none)."""
+        if g is not None and g.lane_bits < 8:
+            return self.mac_dsps(g, fold, core)
         per_dsp = macs_per_dsp(core, g.lane_bits if g is not None else 8)
         return math.ceil(fold.lanes / per_dsp) if self.uses_dsp and per_dsp else 0
 
