@@ -9,7 +9,7 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--sim-mo
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
   (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
   of packed lanes (estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where
-  ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 15 rows.
+  ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 19 rows.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -54,7 +54,7 @@ from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
-FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16)]  # K, N, PE, SIMD
+FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (512, 64, 2, 8)]  # K, N, PE, SIMD (the last: a BRAM ROM)
 PACKED = [(48, 12, 3, 8, 4, 4), (48, 12, 6, 8, 4, 4), (64, 14, 7, 8, 2, 2)]  # K, N, PE, SIMD, bits: packed lanes
 DSP_RICH_LUTS_PER_DSP = 5  # the packed rows' core: the board's core with 5 LUTs a DSP, so DSP lanes win
 BOARDS = ["pynq-z2", "zcu104"]

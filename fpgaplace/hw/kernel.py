@@ -554,7 +554,10 @@ class Kernel:
         if g.weights and resident:
             depth = math.ceil(g.weights / (fold.pe * fold.simd))
             in_uram = fold.uram and core is not None and core.uram > 0
-            banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
+            if g.weight_bits < 8:  # one ROM of PE x SIMD packed weights a word, as the RTL builds it
+                banks.append((1, memory_blocks(g.weight_bits * fold.simd * fold.pe, depth, in_uram)))
+            else:
+                banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
         if self.uses_dsp:
             banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
         if g.linebuffer_bytes:
