@@ -5,8 +5,11 @@ Everything about the op is here: geometry, foldings (PE output channels, SIMD re
 elements), cycles (``rows * N/PE * K/SIMD``), resources (the dot-product rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.dense``), the C++
 config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2``: PE x SIMD
-MACs a cycle, two to a DSP48E2 with ``macs_per_dsp=2``, ``requantize_units(PE, K/SIMD)``
-requantizers shared among the PE lanes) with its weight and channel ROMs. O(N*K) for the RTL values.
+MACs a cycle at the layer's widths, built as ``hw.kernel.lane_choice`` says: XNOR-popcount for
++-1 by +-1, product tables in LUTs, or channels packed into one multiplier (two int8 MACs to a
+DSP48E2 with ``macs_per_dsp=2``); ``requantize_units(PE, K/SIMD)`` requantizers shared among
+the PE lanes) with its weight ROM at the weights' width and its channel ROM. O(N*K) for the RTL
+values.
 """
 
 from __future__ import annotations
