@@ -8,10 +8,12 @@ from typing import Any
 
 import numpy as np
 
-from fpgaplace.codegen.rtl import OpModule, Port, render_dense
+from fpgaplace.board.model import FpgaCore
+from fpgaplace.codegen.rtl import OpModule, Port, RtlModule, render_dense
 from fpgaplace.hw import KERNELS, reference
 from fpgaplace.hw.dense import DENSE_MEMBERS
-from fpgaplace.hw.geometry import Folding
+from fpgaplace.hw.geometry import Folding, Geometry
+from fpgaplace.hw.kernel import Lanes, lane_choice, with_precision
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT
 from fpgaplace.sim.rtl import StreamSimulation, simulate_stream
@@ -122,6 +124,43 @@ def dense_case(k: int, n: int, folding: Folding, seed: int, samples: int = 3):
     return config, arrays, inputs, folding
 
 
+def value_range(bits: int, unsigned: bool = False) -> list[int]:
+    """The int8 values an element of ``bits`` takes: +-1 at one bit, else signed or unsigned."""
+    if bits == 1:
+        return [-1, 1]
+    return list(range(0, 2**bits)) if unsigned else list(range(-2 ** (bits - 1), 2 ** (bits - 1)))
+
+
+def lowbit_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, unsigned: bool, seed: int,
+                      samples: int = 3):
+    """A random dense layer (``dense_case``) with ``weight_bits`` weights and ``activation_bits``
+    inputs (``unsigned``: 0 .. 2^bits - 1), the widths in the config (``WB, XB, XU``)."""
+    rng = np.random.default_rng(seed)
+    w = rng.choice(value_range(weight_bits), (n, k)).astype(np.int8)
+    inputs = rng.choice(value_range(activation_bits, unsigned), (samples, k)).astype(np.int8)
+    bias = rng.integers(-2 * k, 2 * k + 1, n).astype(np.int32)
+    zx, zy = int(rng.integers(-3, 4)), int(rng.integers(-30, 30))
+    largest = np.abs(np.stack([reference.dense_accumulate(x, w, bias, zx=zx) for x in inputs])).max(axis=0)
+    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.5, 1.5, n) * 100 / (largest + 1)]
+    config = {"K": k, "N": n, "ZX": zx, "ZY": zy, "LO": max(-128, zy - 60), "HI": 120, "WB": weight_bits,
+              "XB": activation_bits, "XU": int(unsigned)}
+    arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
+              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
+    return config, arrays, inputs
+
+
+def lowbit_dense_module(k: int, n: int, pe: int, simd: int, weight_bits: int, activation_bits: int,
+                        core: FpgaCore, lanes: Lanes | None = None, seed: int = 0) -> tuple[RtlModule, Geometry, Lanes]:
+    """The rendered dense unit of a random ``lowbit_dense_case`` folded ``pe`` x ``simd`` with the
+    lanes the op library chooses for ``core`` (``lane_choice``) unless ``lanes`` are given, with
+    the op library's geometry of the layer at those widths and the lanes."""
+    config, arrays, _ = lowbit_dense_case(k, n, weight_bits, activation_bits, False, seed)
+    lanes = lanes or lane_choice(core, weight_bits, activation_bits)
+    module = render_dense(config | {"PE": pe, "SIMD": simd}, arrays, macs_per_dsp=core.macs_per_dsp, lanes=lanes)
+    geometry = with_precision(KERNELS["dense"].config_geometry({"K": k, "N": n}), weight_bits, activation_bits)
+    return module, geometry, lanes
+
+
 def dense_model_cycles(config: dict[str, Any]) -> int:
     """Cycles per vector of the op library's model (``Dense.config_cycles``) for the folding."""
     return KERNELS["dense"].config_cycles(config)  # type: ignore[attr-defined]
@@ -129,16 +168,18 @@ def dense_model_cycles(config: dict[str, Any]) -> int:
 
 def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.ndarray, folder: Path,
                    seed: int = 0, gap: float = 0.3, backpressure: float = 0.3, warmup: int = 2,
-                   steady_vectors: int | None = None, macs_per_dsp: int = 1) -> StreamSimulation:
-    """Simulate the rendered dense unit on ``vectors [V, K]`` (int8) in ``folder`` (``simulate_stream``),
-    every output compared with ``fpgaplace.hw.reference.dense``."""
+                   steady_vectors: int | None = None, macs_per_dsp: int = 1,
+                   lanes: Lanes | None = None) -> StreamSimulation:
+    """Simulate the rendered dense unit (its ``lanes``, see ``Dense.rtl_values``) on ``vectors [V,
+    K]`` (int8) in ``folder`` (``simulate_stream``), every output compared with
+    ``fpgaplace.hw.reference.dense``."""
     vectors = np.asarray(vectors)
     if vectors.dtype != np.int8 or vectors.ndim != 2 or vectors.shape[1] != int(config["K"]):
         raise FpgaplaceError(f"rtl dense: vectors must be int8 of shape (V, {config['K']}), got {vectors.shape}")
     expected = np.stack([reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"],
                                          zx=int(config["ZX"]), zy=int(config["ZY"]), lo=int(config["LO"]),
                                          hi=int(config["HI"])) for v in vectors])
-    module = render_dense(config, arrays, macs_per_dsp=macs_per_dsp)
+    module = render_dense(config, arrays, macs_per_dsp=macs_per_dsp, lanes=lanes)
     op = OpModule(module, (Port(PORT_IN, int(config["SIMD"]), int(config["K"])),),
                   Port(PORT_OUT, int(config["PE"]), int(config["N"])))
     return simulate_stream(op, [vectors], expected, folder, dense_model_cycles(config),

@@ -15,7 +15,7 @@ import real_models
 
 from fpgaplace import hw
 from fpgaplace.board.load import load_board
-from fpgaplace.hw.kernel import macs_per_dsp
+from fpgaplace.hw.kernel import lane_choice, macs_per_dsp
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.place.cost.fpga import PRECISION_BITS, PRECISION_BYTES, kernel_weight_bytes, op_bits, tensor_bits
 from fpgaplace.place.cost.problem import CostOptions, op_costs, output_bytes
@@ -72,17 +72,18 @@ def test_weights_are_stored_at_their_width(qonnx_graph):
         assert kernel_weight_bytes(op, plain, PRECISION_BYTES["int2"]) == math.ceil(elements * 2 / 8)
 
 
-def test_a_dsp_takes_more_macs_at_four_bits_and_binary_lanes_take_none(qonnx_graph, zcu104):
+def test_four_bit_lanes_cost_less_packed_or_on_luts_and_binary_lanes_take_no_dsp(qonnx_graph, zcu104):
     core = zcu104.cores[0]
-    assert macs_per_dsp(core, 4) == 2 * macs_per_dsp(core, 8) and macs_per_dsp(core, 1) == 0
+    lanes = lane_choice(core, 4, 4)
+    assert macs_per_dsp(core, 4) == (lanes.pack if lanes.kind == "dsp" else 0) and macs_per_dsp(core, 1) == 0
     quantized = by_name(op_costs(qonnx_graph, zcu104, CostOptions(**ANALYTIC)))
     plain = by_name(op_costs(without_widths(qonnx_graph), zcu104, CostOptions(**ANALYTIC)))
     four_bit = [op.name for op in convs(qonnx_graph) if op_bits(op, qonnx_graph, 8) == (4, 4)]
     assert four_bit
     for name in four_bit:
         assert not quantized[name].streamed and not plain[name].streamed
-        # half the MAC lanes' DSPs at 4 bits; the lanes' share of the requantizers does not halve
-        assert plain[name].latency_us["core"] / 2 < quantized[name].latency_us["core"] < plain[name].latency_us["core"]
+        # the 4-bit lanes (three to a DSP, or LUT tables) take less of the core than int8 ones
+        assert quantized[name].latency_us["core"] < plain[name].latency_us["core"]
     binary = by_name(op_costs(without_widths(qonnx_graph), zcu104, CostOptions(precision="binary", **ANALYTIC)))
     assert all(math.isfinite(binary[name].latency_us["core"]) for name in four_bit)  # on LUT lanes
 

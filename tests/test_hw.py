@@ -835,26 +835,33 @@ def test_weight_bytes_count_bits_per_element_and_keep_the_byte_argument():
 
 
 @pytest.mark.parametrize("board", ["pynq-z2", "zcu104"])
-def test_narrow_lanes_pack_more_macs_per_dsp_and_binary_takes_luts(board):
-    from fpgaplace.hw.kernel import with_precision
+def test_narrow_lanes_take_packed_dsps_or_luts_and_binary_takes_luts(board):
+    from fpgaplace.hw.kernel import lane_choice, packed_dsps, with_precision
 
     core = shipped_core(board)
     kernel, g8 = planned(*conv_op(CONV_CASES["strided with uneven pads"]))
     fold = Folding(4, 8)
     requantizers = kernel.resources(g8, Folding(4, 8), core).dsp - kernel.mac_dsps(g8, fold, core)
     assert requantizers > 0
-    for bits, macs in ((4, 2 * core.macs_per_dsp), (2, 2 * core.macs_per_dsp), (16, 1)):
+    for bits in (4, 2, 16):
         g = with_precision(g8, bits, bits)
         assert kernel.cycles(g, fold) == kernel.cycles(g8, fold), "cycles do not depend on the width"
-        assert kernel.mac_dsps(g, fold, core) == math.ceil(fold.lanes / macs)
-        lane = 1 / macs + kernel_requantizer_share(g, core)  # DSPs of a MAC lane: its multiplier, its requantizer part
-        lane8 = 1 / core.macs_per_dsp + kernel_requantizer_share(g8, core)
-        assert kernel.ideal_cycles(g, core) == pytest.approx(kernel.ideal_cycles(g8, core) * lane / lane8)
+        lanes = lane_choice(core, bits, bits)
+        if bits == 16:
+            assert kernel.mac_dsps(g, fold, core) == fold.lanes
+            lane = 1 + kernel_requantizer_share(g, core)  # DSPs of a MAC lane: its multiplier, its requantizer part
+            lane8 = 1 / core.macs_per_dsp + kernel_requantizer_share(g8, core)
+            assert kernel.ideal_cycles(g, core) == pytest.approx(kernel.ideal_cycles(g8, core) * lane / lane8)
+        elif lanes.kind == "dsp":  # channel groups packed into one multiplier each
+            assert kernel.mac_dsps(g, fold, core) == fold.simd * packed_dsps(lanes, fold.pe, core)
+        else:  # LUT lanes: no multiplier, and more LUTs than the same stage's XNOR lanes
+            assert kernel.mac_dsps(g, fold, core) == 0
+            assert kernel.resources(g, fold, core).lut > kernel.resources(with_precision(g8, 1, 1), fold, core).lut
     binary = with_precision(g8, 1, 1)
-    # weights streamed (no banks): the binary lanes' XNOR-popcounts add LUTs, the DSPs are the requantizers'
-    used, used8 = kernel.resources(binary, fold, core, resident=False), kernel.resources(g8, fold, core, resident=False)
+    # weights streamed (no banks): the binary lanes' XNOR-popcounts take LUTs, the DSPs are the requantizers'
+    used = kernel.resources(binary, fold, core, resident=False)
     assert kernel.mac_dsps(binary, fold, core) == 0 and used.dsp == requantizers - (
-        kernel.requantizer_dsps(g8, fold, core) - kernel.requantizer_dsps(binary, fold, core)) and used.lut > used8.lut
+        kernel.requantizer_dsps(g8, fold, core) - kernel.requantizer_dsps(binary, fold, core)) and used.lut > 0
     assert math.isfinite(kernel.ideal_cycles(binary, core)) and kernel.ideal_cycles(binary, core) > 0
     # resident weight banks hold bits: at 1 bit a bank is an eighth of the 8-bit one
     assert kernel.weight_bytes(binary) * 8 == kernel.weight_bytes(g8)

@@ -22,6 +22,7 @@ import numpy as np
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.geometry import Rom, RtlUnit
+from fpgaplace.hw.kernel import Lanes
 from fpgaplace.hw.registry import rtl_kernels
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
@@ -116,9 +117,10 @@ def render_op(kernel: str, config: dict[str, Any], arrays: dict[str, Any], foldi
 
 
 def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",
-                 macs_per_dsp: int = 1) -> RtlModule:
-    """The dense unit for ``config`` (``K, N, ZX, ZY, LO, HI, PE, SIMD``) and ``arrays``
-    (``Dense.rtl_values``): ``{top}.v``, its weight and channel ROMs and the library. O(N*K)."""
+                 macs_per_dsp: int = 1, lanes: Lanes | None = None) -> RtlModule:
+    """The dense unit for ``config`` (``K, N, ZX, ZY, LO, HI, PE, SIMD``, optionally the widths
+    ``WB, XB, XU``) and ``arrays`` (``Dense.rtl_values``, with its ``lanes``): ``{top}.v``, its
+    weight and channel ROMs and the library. O(N*K)."""
     dense = KERNELS["dense"]
     assert isinstance(dense, Dense)
-    return render_unit(dense.rtl_values(config, arrays, top, macs_per_dsp), top).module
+    return render_unit(dense.rtl_values(config, arrays, top, macs_per_dsp, lanes), top).module

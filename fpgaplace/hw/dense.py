@@ -5,8 +5,11 @@ Everything about the op is here: geometry, foldings (PE output channels, SIMD re
 elements), cycles (``rows * N/PE * K/SIMD``), resources (the dot-product rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.dense``), the C++
 config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2``: PE x SIMD
-MACs a cycle, two to a DSP48E2 with ``macs_per_dsp=2``, ``requantize_plan(PE, K/SIMD)``
-requantizers shared among the PE lanes) with its weight and channel ROMs. O(N*K) for the RTL values.
+MACs a cycle at the layer's widths, built as ``hw.kernel.lane_choice`` says: XNOR-popcount for
++-1 by +-1, product tables in LUTs, or channels packed into one multiplier (two int8 MACs to a
+DSP48E2 with ``macs_per_dsp=2``); ``requantize_plan(PE, K/SIMD)`` requantizers shared among
+the PE lanes) with its weight ROM at the weights' width and its channel ROM. O(N*K) for the RTL
+values.
 """
 
 from __future__ import annotations
@@ -21,7 +24,10 @@ from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUn
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
     Kernel,
+    Lanes,
+    check_bits,
     dot_bits,
+    lane_choice,
     probe,
     requantize_plan,
     tensor_shape,
@@ -29,7 +35,15 @@ from fpgaplace.hw.kernel import (
 )
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
-from fpgaplace.hw.rtl_values import DOT_ARRAYS, PORT_IN, PORT_OUT, index_bits, per_channel_arrays, requant_channels
+from fpgaplace.hw.rtl_values import (
+    DOT_ARRAYS,
+    PORT_IN,
+    PORT_OUT,
+    index_bits,
+    pack_lanes,
+    per_channel_arrays,
+    requant_channels,
+)
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -37,6 +51,7 @@ if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
 DENSE_MEMBERS = ("K", "N", "ZX", "ZY", "LO", "HI", "PE", "SIMD")
+MAX_TABLE_BITS = 8  # a LUT lane of at most this many input bits is a table (fewer LUTs than shift-and-add)
 FIFO_DEPTH = 16  # output FIFO slots: above the results in flight, (issue-to-FIFO latency 7 + PE/RQ + 2) / SF + 1 <= 12
 
 
@@ -148,13 +163,15 @@ class Dense(Kernel):
                        (PORT_OUT, fold.pe, rows * int(config["N"])))
 
     def rtl_values(self, config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",
-                   macs_per_dsp: int = 1) -> RtlUnit:
+                   macs_per_dsp: int = 1, lanes: Lanes | None = None) -> RtlUnit:
         """The dense unit for ``config`` (the C++ members ``K, N, ZX, ZY, LO, HI, PE, SIMD``) and
         ``arrays`` (``w [N, K]`` int8, ``bias``, ``mult``, ``shift`` per output channel): ROMs
         ``{top}_weights.mem`` (folded ``[N/PE][K/SIMD][PE][SIMD]``, one word per MAC step) and
         ``{top}_channels.mem`` (per output fold, PE words of ``{shift, mult, bias'}`` with
-        ``bias' = bias - ZX * sum_k w``). ``macs_per_dsp = 2`` packs the MACs of channel pairs into
-        one multiplier each (an odd PE's last channel stays single). O(N*K)."""
+        ``bias' = bias - (ZX - XOFF) * sum_k w``). Widths (``lane_values``): the optional members
+        ``WB`` and ``XB`` (bits of weights and activations, 8 unless given; 1 means +-1) and ``XU``
+        (1: unsigned activations); ``lanes`` as ``lane_choice`` builds them unless given (at 8
+        bits ``macs_per_dsp = 2`` packs channel pairs' MACs into one multiplier). O(N*K)."""
         if macs_per_dsp not in (1, 2):
             raise FpgaplaceError(f"rtl dense: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
         checked = _check_dense(config, arrays)
@@ -162,21 +179,78 @@ class Dense(Kernel):
         w = checked["w"]
         nf, sf = n // pe, k // simd
         units, cycles = requantize_plan(pe, sf)
+        lane = lane_values(config, w, pe, macs_per_dsp, lanes)
         folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
-        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx, pe, "dense")
+        weight_rom = Rom(folded) if lane["WB"] == 8 else Rom(
+            [pack_lanes(row > 0 if lane["WB"] == 1 else row, lane["WB"]) for row in folded], lane["WB"] * pe * simd)
+        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx - lane["XOFF"], pe,
+                                                                 "dense")
         weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
-        values = {m: int(config[m]) for m in DENSE_MEMBERS} | {
+        values = {m: int(config[m]) for m in DENSE_MEMBERS} | lane | {
             "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
-            "PACKED_PE": pe // 2 * 2 if macs_per_dsp == 2 else 0,
-            "DOT_W": dot_bits(k), "ACC_W": acc_bits,
+            "DOT_W": dot_bits(k, lane["WB"], lane["XB"]), "ACC_W": acc_bits,
             "RQ": units, "RQ_CYCLES": cycles, "GROUP_BITS": index_bits(pe // units),
             "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
             "weights_file": weights_file, "channels_file": channels_file,
             "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) ',
         }
-        roms = {weights_file: Rom(folded), channels_file: Rom(channel_words, channel_bits * pe)}
+        roms = {weights_file: weight_rom, channels_file: Rom(channel_words, channel_bits * pe)}
         return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))
+
+
+def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
+                lanes: Lanes | None) -> dict[str, Any]:
+    """The lane members of the dense template: widths ``WB``, ``XB``, ``XU`` and the offset
+    ``XOFF`` an unsigned input's lanes subtract, the lane kind, the product bits ``PW``, the
+    operands of a LUT lane's shift-and-add (``AW`` the wider, ``BW`` the narrower), a DSP lane's
+    channel groups ``[(first, count)]`` and the SIMD adder tree's levels ``[(count, bits)]``
+    (``adder_tree``); a one-line error for weights outside their width. O(N*K)."""
+    wb, xb, xu = int(config.get("WB", 8)), int(config.get("XB", 8)), int(config.get("XU", 0))
+    check_bits(wb, "rtl dense WB")
+    check_bits(xb, "rtl dense XB")
+    if wb > 8 or xb > 8 or xu not in (0, 1) or (xu and xb in (1, 8)):
+        raise FpgaplaceError(f"rtl dense: WB={wb} and XB={xb} must be at most 8 bits, XU 0 or 1 (1 only for 2-4 bits)")
+    allowed = {-1, 1} if wb == 1 else range(-2 ** (wb - 1), 2 ** (wb - 1))
+    if not np.isin(w, list(allowed)).all():
+        raise FpgaplaceError(f"rtl dense: w holds values outside {wb}-bit weights "
+                             f"({'+-1' if wb == 1 else f'[{-2 ** (wb - 1)}, {2 ** (wb - 1) - 1}]'})")
+    if lanes is None:
+        lanes = Lanes("dsp", wb, xb, macs_per_dsp) if max(wb, xb) == 8 and min(wb, xb) > 1 else \
+            lane_choice(None, wb, xb)
+    if (lanes.weight_bits, lanes.activation_bits) != (wb, xb):
+        raise FpgaplaceError(f"rtl dense: lanes of {lanes.weight_bits} x {lanes.activation_bits} bits "
+                             f"for WB={wb}, XB={xb}")
+    groups = [(first, min(lanes.pack, pe - first)) for first in range(0, pe, lanes.pack)]
+    (bw, b_operand), (aw, a_operand) = sorted([(wb, "s1_w[WB*j +: WB]"), (xb, "s1_x[XB*(j % SIMD) +: XB]")],
+                                              key=lambda pair: pair[0])
+    return {"WB": wb, "XB": xb, "XU": xu, "XOFF": xu * 2 ** (xb - 1), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
+            "FIELD": lanes.field, "PW": lanes.product_bits, "AW": aw, "BW": bw, "a_operand": a_operand,
+            "b_operand": b_operand, "groups": groups, "extend": "" if lanes.kind == "xnor" else "$signed",
+            "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],
+            "tree": adder_tree(int(config["SIMD"]), lanes.product_bits)}
+
+
+def code_values(bits: int) -> np.ndarray:
+    """The value of each ``bits``-bit lane code: +-1 (1 is +1) at one bit, else two's complement."""
+    codes = np.arange(2**bits)
+    return 2 * codes - 1 if bits == 1 else np.where(codes >= 2 ** (bits - 1), codes - 2**bits, codes)
+
+
+def product_table(weight_bits: int, activation_bits: int) -> list[int]:
+    """A LUT lane's products by code ``{w, x}`` (the weight's code above the input's), each as
+    ``weight_bits + activation_bits`` bits of two's complement. O(2 ** (wb + ab))."""
+    products = np.outer(code_values(weight_bits), code_values(activation_bits)).reshape(-1)
+    return [int(v) & ((1 << (weight_bits + activation_bits)) - 1) for v in products]
+
+
+def adder_tree(count: int, bits: int) -> list[tuple[int, int]]:
+    """Levels ``[(values, bits)]`` of a balanced adder tree over ``count`` values of ``bits``: half
+    as many (rounded up) and one bit wider a level, down to one value. O(log count)."""
+    levels = [(count, bits)]
+    while levels[-1][0] > 1:
+        levels.append(((levels[-1][0] + 1) // 2, levels[-1][1] + 1))
+    return levels
 
 
 FLATTEN_PATH = frozenset({"QuantizeLinear", "DequantizeLinear", *PASS_THROUGH})

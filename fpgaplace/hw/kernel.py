@@ -32,31 +32,34 @@ coefficients are documented below and are to be checked against yosys.
 
 Precision (``Geometry.weight_bits``, ``Geometry.activation_bits``; 8 unless ``with_precision``
 says otherwise; 1, 2, 4, 8, 16 or 32 bits): cycles do not depend on it (a lane is a MAC a cycle at
-any width); weight bytes, weight banks and line buffers are counted in bits; the MACs a DSP
-takes (``macs_per_dsp``) are:
+any width); weight bytes, weight banks and line buffers are counted in bits. How a dot product's
+lanes are built is one decision, ``lane_choice`` (the cost model, the RTL and the report read it):
 
-* 8 bits: the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs sharing an
-  operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8 Optimization on
-  Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D, whose 18-bit ports leave no room for a second
-  product and its guard bits);
-* 4 and 2 bits: twice the 8-bit count (the same operand-sharing packing with narrower guard
-  fields fits twice as many products in the multiplier: Xilinx WP521, "Convolutional Neural
-  Network with INT4 Optimization on Xilinx Devices", 2020, four INT4 MACs per DSP48E2; two per
-  DSP48E1 by the same packing in its 25 x 18 multiplier). No narrower packing is assumed for 2 bits;
-* 1 bit (binary weights and activations, +-1): no DSP; a lane is an XNOR and its share of a
-  popcount tree in LUTs (FINN's binary MVAU, Umuroglu et al., "FINN", FPGA 2017),
-  ``BINARY_LUT_PER_LANE`` LUTs each;
+* 8 bits: DSPs, the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs
+  sharing an operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8
+  Optimization on Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D);
+* 2 to 4 bits both: packed into DSPs or on LUTs, whichever costs less at the core's price of a DSP
+  in LUTs (``luts_per_dsp``: its LUTs over its DSPs). Packed, ``narrow_pack`` channels sharing an
+  input put their weights ``wb + ab`` bits apart on the multiplier's A port (3 int4 MACs on a
+  DSP48E1 or DSP48E2, 2 on a MULT18X18D; Xilinx WP521, "Convolutional Neural Network with INT4
+  Optimization on Xilinx Devices", 2020, reaches four on a DSP48E2 by packing two inputs too),
+  and ``packed_dsps`` counts them as yosys maps them (``group_dsps``). On LUTs, a lane is a table
+  of its product (``LANE_LUTS``);
+* 1 bit (+-1) both: no DSP; an XNOR into a popcount tree (FINN's binary MVAU, Umuroglu et al.,
+  "FINN", FPGA 2017); one 1-bit operand with a wider one: a LUT lane;
 * 16 bits: one MAC per DSP (16 x 16 fits 25 x 18 or 27 x 18); 32 bits: four (a 32 x 32 product
   in 2 x 2 multiplier tiles).
 
-A lane's precision is the wider of its two operands'. The RTL op library is int8 only.
+The LUTs of a stage with narrow or binary lanes are ``narrow_dot_luts`` (fitted to yosys, see the
+constants); the int8 stage keeps the linear ``DOT_LUT_*`` estimate. The RTL op library builds
+every lane kind in the dense unit (``rtl/dense.v.j2``); the conv window unit is int8 only.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from functools import cache
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -106,7 +109,23 @@ URAM_SHAPE = (72, 4096)
 PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 
 
-BINARY_LUT_PER_LANE = 2  # LUTs an XNOR-popcount lane takes (the XNOR and its share of the adder tree)
+# LUTs of a dot-product stage with narrow lanes (``narrow_dot_luts``): least squares over 15 runs of
+# yosys 0.23 ``synth_xilinx -family xc7`` of the dense unit (``yosys -p "read_verilog fp_lib.v
+# fp_dense.v; synth_xilinx -family xc7 -top fp_dense; stat"``, ``fpgaplace.sim.yosys.synthesize``):
+# K x N = 64 x 16 at PE x SIMD 4 x 8, 4 x 16, 8 x 8 for w1a1, w2a2, w4a4 LUT lanes, 128 x 16 at 16 x 32
+# for w1a1, 64 x 16 at 4 x 8 for w1a4 and w2a4 (one run each: fitted exactly), packed w4a4 at 48 x 12
+# (3 x 8, 6 x 8) and w2a2 at 64 x 14 (7 x 8). The model (a fixed part, a cost per lane by its kind and
+# widths, the requantizers, the weight ROM at one LUT per bit of a bank up to 64 deep) is within 10 %
+# of yosys on all 15; a term per output channel or per adder-tree level did not fit better (their
+# coefficients came out negative). ``scripts/bench_lowbit.py --kernels`` reruns the comparison.
+NARROW_LUT_BASE = 216.0  # counters, credits, output FIFO, input buffer, shallow channel ROM
+NARROW_REQUANT_LUTS = 526.0  # one fp_requant_var: the mean of its own stat block (498 to 557 LUTs)
+LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
+    "xnor": 2.1,
+    ("lut", 1, 4): 13.7, ("lut", 2, 2): 15.3, ("lut", 2, 4): 17.0, ("lut", 4, 4): 37.0,
+    ("dsp", 2, 2): 13.7, ("dsp", 4, 4): 17.1,
+}
+LANE_LUT_PER_PRODUCT_BIT = {"lut": 4.6, "dsp": 2.5}  # an unmeasured pair: (4, 4)'s and (2, 2)'s rates per product bit
 
 
 REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
@@ -135,10 +154,9 @@ def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
     """MACs one DSP takes a cycle at a lane width of ``bits`` (0 for binary lanes, which take
     LUTs); the packing assumed and its sources are in the module docstring."""
     check_bits(bits)
-    if bits == 1:
-        return 0.0
     if bits <= 4:
-        return 2.0 * core.macs_per_dsp
+        lanes = lane_choice(core, bits, bits)
+        return float(lanes.pack) if lanes.kind == "dsp" else 0.0
     return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
 
 
@@ -198,6 +216,112 @@ def requantizer_dsps(reduction: int, core: FpgaCore | None, g: Geometry | None =
     unit (``requantize_plan``)."""
     width = dot_bits(reduction, *((g.weight_bits, g.activation_bits) if g is not None else (8, 8)))
     return (2 // cycles) * multiplier_dsps(width, core)
+
+
+XILINX_DSP_Y_MIN_BITS = 9  # synth_xilinx's mul2dsp -D DSP_Y_MINWIDTH=9: a narrower product stays in LUTs
+
+
+INT8_FIELD_BITS = 18  # two int8 products share a DSP48E2 18 bits apart (WP486)
+
+
+DEFAULT_LUTS_PER_DSP = 53200 / 220  # the LUTs a DSP is worth when no core is given (xc7z020's ratio)
+
+
+@dataclass(frozen=True)
+class Lanes:
+    """How a dot-product stage builds its MAC lanes of ``weight_bits`` x ``activation_bits``
+    (``lane_choice``): ``kind`` ``"dsp"`` (``pack`` products of channels sharing the input in one
+    multiplier, their weights ``field`` bits apart), ``"lut"`` (a shift-and-add product in LUTs,
+    a 1-bit operand +-1) or ``"xnor"`` (both operands +-1: an XNOR into a popcount)."""
+
+    kind: str
+    weight_bits: int
+    activation_bits: int
+    pack: int = 1
+    field: int = INT8_FIELD_BITS
+
+    @property
+    def product_bits(self) -> int:
+        """Bits of one lane's product (1 for an XNOR lane: its agreement bit)."""
+        return 1 if self.kind == "xnor" else self.weight_bits + self.activation_bits
+
+    def group_a_bits(self, count: int) -> int:
+        """Bits of ``count`` packed weights on the multiplier's wide port: the top weight's field
+        and a bit for the carry the fields below it may add (``-8 * 2**16 - 8`` needs 21 bits)."""
+        return (count - 1) * self.field + self.weight_bits + (count > 1)
+
+
+def narrow_pack(core: FpgaCore | None, weight_bits: int, activation_bits: int) -> int:
+    """Products of ``weight_bits`` x ``activation_bits`` one multiplier of the core's family takes
+    when channels sharing the input put their weights ``weight_bits + activation_bits`` bits apart
+    on its A port (the product of each fits its field; ``Lanes.group_a_bits``):
+    ``(A - wb - 1) // (wb + ab) + 1``, so 3 int4 MACs on a DSP48E2 or DSP48E1 and 2 on an ECP5
+    MULT18X18D; 7 / 6 / 4 at 2 bits. (Xilinx WP521 reaches four int4 MACs on a DSP48E2 by packing
+    two inputs as well; a dense stage has one input vector.)"""
+    return (dsp_a_bits(core) - weight_bits - 1) // (weight_bits + activation_bits) + 1
+
+
+def group_dsps(lanes: Lanes, count: int, core: FpgaCore | None) -> int:
+    """DSPs yosys maps the product of ``count`` packed weights by one input to: ``product_dsps``,
+    except that synth_xilinx leaves a product of fewer than ``XILINX_DSP_Y_MIN_BITS`` bits in LUTs
+    (a lone 4 x 4 product; synth_ecp5 maps any product of 2 x 2 bits or more)."""
+    a_bits = lanes.group_a_bits(count)
+    if _family(core).name != "ecp5" and a_bits + lanes.activation_bits < XILINX_DSP_Y_MIN_BITS:
+        return 0
+    return product_dsps(a_bits, lanes.activation_bits, core)
+
+
+def packed_dsps(lanes: Lanes, channels: int, core: FpgaCore | None) -> int:
+    """DSPs of ``channels`` packed lanes sharing one input: groups of ``lanes.pack`` and a last
+    short group (``group_dsps`` each), as the RTL groups them."""
+    full, rest = divmod(channels, lanes.pack)
+    return full * group_dsps(lanes, lanes.pack, core) + (group_dsps(lanes, rest, core) if rest else 0)
+
+
+def luts_per_dsp(core: FpgaCore | None) -> float:
+    """What one DSP is worth in LUTs on the core: its LUTs over its DSPs (the price by which
+    ``lane_choice`` compares a DSP lane with a LUT lane)."""
+    if core is None:
+        return DEFAULT_LUTS_PER_DSP
+    return core.lut / core.dsp if core.dsp else math.inf
+
+
+def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: int = 8) -> Lanes:
+    """The one decision how a dot product's lanes are built (cost model, codegen and report read
+    it): +-1 by +-1 an XNOR; a +-1 operand with a wider one a LUT lane; 8 bits or more the int8
+    DSP rule (``macs_per_dsp``); 2 to 4 bits both, packed in DSPs (``narrow_pack``) or LUT lanes,
+    whichever costs less at the core's price of a DSP (``luts_per_dsp``): a packed lane costs
+    ``luts_per_dsp / pack`` plus ``lane_luts`` of its field extraction,
+    a LUT lane ``lane_luts``. O(1)."""
+    if weight_bits == activation_bits == 1:
+        return Lanes("xnor", 1, 1)
+    if min(weight_bits, activation_bits) == 1:
+        return Lanes("lut", weight_bits, activation_bits)
+    if max(weight_bits, activation_bits) >= 8:
+        pack = core.macs_per_dsp if core is not None and max(weight_bits, activation_bits) == 8 else 1
+        return Lanes("dsp", weight_bits, activation_bits, pack)
+    packed = Lanes("dsp", weight_bits, activation_bits, narrow_pack(core, weight_bits, activation_bits),
+                   weight_bits + activation_bits)
+    on_luts = Lanes("lut", weight_bits, activation_bits)
+    dsp_price = luts_per_dsp(core) * group_dsps(packed, packed.pack, core) / packed.pack + lane_luts(packed)
+    return packed if dsp_price < lane_luts(on_luts) else on_luts
+
+
+def lane_luts(lanes: Lanes) -> float:
+    """LUTs one MAC lane takes with its share of the adder tree: measured per kind and width pair
+    (``LANE_LUTS``), else per product bit (``LANE_LUT_PER_PRODUCT_BIT``)."""
+    if lanes.kind == "xnor":
+        return LANE_LUTS["xnor"]
+    narrow, wide = sorted((lanes.weight_bits, lanes.activation_bits))
+    return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
+
+
+def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes) -> float:
+    """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
+    bits) but its weight ROM (``Kernel._memory``): ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane
+    and ``NARROW_REQUANT_LUTS`` per requantization unit (fitted to yosys: see the constants). O(1)."""
+    units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
+    return NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + units * NARROW_REQUANT_LUTS
 
 
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
@@ -341,7 +465,10 @@ class Kernel:
         return tuple(m for m in divisors(g.row) if g.shape.get("W", g.row) % m == 0)
 
     def lane_bound(self, fold: Folding, core: FpgaCore, g: Geometry | None = None) -> int:
-        """DSPs the folding needs at least (a cheap filter before ``resources``)."""
+        """DSPs the folding needs at least (a cheap filter before ``resources``; narrow lanes' own
+        count, since a short group's product may take none)."""
+        if g is not None and g.lane_bits < 8:
+            return self.mac_dsps(g, fold, core)
         per_dsp = macs_per_dsp(core, g.lane_bits if g is not None else 8)
         return math.ceil(fold.lanes / per_dsp) if self.uses_dsp and per_dsp else 0
 
@@ -362,9 +489,10 @@ class Kernel:
         if self.free:
             return 0.0
         if self.uses_dsp:
-            per_dsp = macs_per_dsp(core, g.lane_bits)
-            if per_dsp == 0:  # binary lanes share the core's LUTs
-                return g.macs / max(1, core.lut // (BINARY_LUT_PER_LANE + DOT_LUT_PER_LANE)) * self.fill_factor(g)
+            lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+            if lanes.kind != "dsp":  # LUT lanes share the core's LUTs
+                return g.macs / max(1, core.lut // lane_luts(lanes)) * self.fill_factor(g)
+            per_dsp = lanes.pack if g.lane_bits < 8 else macs_per_dsp(core, g.lane_bits)
             dsps_per_lane = 1 / per_dsp + requantizer_dsps(g.reduction, core, g) / max(1, g.reduction)
             return g.macs * dsps_per_lane / core.dsp * self.fill_factor(g)
         return g.stream_elements / max(1, core.lut // LUTS_PER_LANE_BUDGET)
@@ -442,9 +570,12 @@ class Kernel:
         DSP takes two int8 MACs, only two lanes sharing an operand share it (``paired_lanes``)."""
         if not self.uses_dsp:
             return 0
-        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
-        if per_dsp == 0:
+        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        if lanes.kind != "dsp":
             return 0
+        if g.lane_bits < 8:
+            return fold.simd * fold.mmv * packed_dsps(lanes, fold.pe, core)
+        per_dsp = macs_per_dsp(core, g.lane_bits) if core is not None else 1.0
         if g.lane_bits == 8 and per_dsp == 2:
             return self.paired_lanes(g, fold)
         return math.ceil(fold.lanes / per_dsp)
@@ -483,9 +614,13 @@ class Kernel:
         bram, uram, lutram = self._memory(g, fold, core, resident)
         scale = _family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
-            binary = BINARY_LUT_PER_LANE * lanes if g.lane_bits == 1 else 0
-            return Resources(self.dsps(g, fold, core), bram, uram,
-                             round(scale * (DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram + binary)),
+            choice = lane_choice(core, g.weight_bits, g.activation_bits)
+            if g.lane_bits >= 8 and choice.kind == "dsp":
+                luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram
+            else:  # the fitted estimate holds the shallow channel ROM in its fixed part
+                channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
+                luts = round(narrow_dot_luts(g, fold, choice)) + lutram - channel_rom
+            return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
                              DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
@@ -496,7 +631,10 @@ class Kernel:
         if g.weights and resident:
             depth = math.ceil(g.weights / (fold.pe * fold.simd))
             in_uram = fold.uram and core is not None and core.uram > 0
-            banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
+            if g.weight_bits < 8:  # one ROM of PE x SIMD packed weights a word, as the RTL builds it
+                banks.append((1, memory_blocks(g.weight_bits * fold.simd * fold.pe, depth, in_uram)))
+            else:
+                banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
         if self.uses_dsp:
             banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
         if g.linebuffer_bytes:

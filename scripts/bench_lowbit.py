@@ -1,0 +1,202 @@
+"""Low-bit lanes at their real width: the op library's DSP / LUT / BRAM estimate beside yosys for
+the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
+topology) per width and board.
+
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--sim-models] [--board pynq-z2]
+[--json out.json] (no flag: --kernels and --models). Prints markdown tables.
+
+* ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
+  board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
+  (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
+  of packed lanes (estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where
+  ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 19 rows.
+* ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
+  core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
+  the fps of its interval at the core's clock. Cost model only: no simulation.
+* ``--sim-models`` (``cnv_sim_rows``): TO ENABLE AFTER THE QONNX BRANCH IS MERGED. The same rows
+  from a compiled project (``fpgaplace.model.zoo.cnv(weight_bits, act_bits)``, placed, compiled,
+  ``sim`` for fps, design.json for the resources). Until ``zoo.cnv`` exists it prints why not.
+
+The anchor (FINN, binary CNV on CIFAR-10):
+
+* Umuroglu et al., "FINN: A Framework for Fast, Scalable Binarized Neural Network Inference",
+  FPGA 2017 (abstract): 21,906 classifications/s at 283 us latency on a ZC706 (80.1 % on CIFAR-10).
+* finn-examples' Pynq-Z1 build of cnv-w1a1 (Xilinx/finn-examples,
+  build/bnn-pynq/folding_config/cnv-w1a1_folding_config.json): MVAU PE x SIMD of 16x3, 32x32, 16x32,
+  16x32, 4x32, 1x32, then the FC layers 1x4, 1x8, 5x1. By the MVAU cycle count (pixels * N/PE *
+  K/SIMD) its slowest layers take 32,768 cycles (the two 512-wide FC layers), i.e. about 3,050 fps
+  at 100 MHz; this is derived from the published folding, not a measured figure. Its accuracy is
+  84.19 % (finn-examples' notebook test). Published LUT / BRAM counts of that build could not be
+  verified here and are not quoted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import tempfile
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from rtl_cases import lowbit_dense_module  # noqa: E402
+
+from fpgaplace.board.load import load_board  # noqa: E402
+from fpgaplace.board.model import FAMILIES, Board, FpgaCore  # noqa: E402
+from fpgaplace.hw import KERNELS, Folding  # noqa: E402
+from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
+from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
+from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
+from fpgaplace.sim import yosys  # noqa: E402
+
+WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
+FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (512, 64, 2, 8)]  # K, N, PE, SIMD (the last: a BRAM ROM)
+PACKED = [(48, 12, 3, 8, 4, 4), (48, 12, 6, 8, 4, 4), (64, 14, 7, 8, 2, 2)]  # K, N, PE, SIMD, bits: packed lanes
+DSP_RICH_LUTS_PER_DSP = 5  # the packed rows' core: the board's core with 5 LUTs a DSP, so DSP lanes win
+BOARDS = ["pynq-z2", "zcu104"]
+FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
+
+# CNV (BNN-PYNQ): 3x32x32 in; conv 3x3 valid 64, 64, pool, 128, 128, pool, 256, 256; FC 512, 512, 10
+CNV_CONVS = [(32, 3, 64), (30, 64, 64), (14, 64, 128), (12, 128, 128), (5, 128, 256), (3, 256, 256)]  # H, CIN, COUT
+CNV_POOLS = (1, 3)  # a 2x2 max pool after these convs
+CNV_DENSE = [(256, 512), (512, 512), (512, 10)]
+
+
+def kernel_rows(board: str) -> list[dict[str, Any]]:
+    """Per width and folding: the op library's lanes and resources beside yosys' (see the docstring)."""
+    core = load_board(board).cores[0]
+    family = FAMILIES[core.family]
+    dsp_rich = replace(core, lut=core.dsp * DSP_RICH_LUTS_PER_DSP)
+    cases = [(k, n, pe, simd, wb, xb, core) for wb, xb in WIDTHS for k, n, pe, simd in FOLDINGS]
+    cases += [(*case, dsp_rich) for case in PACKED]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-lowbit-") as scratch:
+        for k, n, pe, simd, wb, xb, chosen_for in cases:
+            module, geometry, lanes = lowbit_dense_module(k, n, pe, simd, wb, xb, chosen_for)
+            got = yosys.synthesize(module, Path(scratch) / f"w{wb}a{xb}_{k}x{n}_{pe}x{simd}", family)
+            estimate = KERNELS["dense"].resources(geometry, Folding(pe, simd), chosen_for)
+            rows.append({"width": f"w{wb}a{xb}", "K x N": f"{k}x{n}", "PE x SIMD": f"{pe}x{simd}",
+                         "lanes": lanes.kind + (f" x{lanes.pack}" if lanes.kind == "dsp" else ""),
+                         "dsp est": estimate.dsp, "dsp yosys": got.dsp, "lut est": estimate.lut,
+                         "lut yosys": got.lut, "lut ratio": round(got.lut / estimate.lut, 2),
+                         "bram est": estimate.bram36, "bram yosys": got.bram36})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def cnv_stages(weight_bits: int, act_bits: int) -> list[Stage]:
+    """The CNV network's stages at ``weight_bits`` / ``act_bits`` (the first layer reads 8-bit
+    pixels, the last writes 8-bit scores, as FINN's CNV does)."""
+    stages = []
+    for i, (size, cin, cout) in enumerate(CNV_CONVS):
+        out = size - 2
+        config = {"H": size, "W": size, "CIN": cin, "COUT": cout, "KH": 3, "KW": 3, "SH": 1, "SW": 1, "PT": 0,
+                  "PL": 0, "PB": 0, "PR": 0, "DH": 1, "DW": 1, "GROUPS": 1, "HO": out, "WO": out}
+        bits = (weight_bits, 8 if i == 0 else act_bits)
+        stages.append(Stage(f"conv{i}", KERNELS["conv2d"], with_precision(window_geometry("conv2d", config), *bits)))
+        if i in CNV_POOLS:
+            pooled = {"H": out, "W": out, "C": cout, "KH": 2, "KW": 2, "SH": 2, "SW": 2, "HO": out // 2, "WO": out // 2}
+            geometry = with_precision(window_geometry("maxpool", pooled), 8, act_bits)
+            stages.append(Stage(f"pool{i}", KERNELS["maxpool"], geometry))
+    for i, (k, n) in enumerate(CNV_DENSE):
+        stages.append(Stage(f"fc{i}", KERNELS["dense"], with_precision(dense_geometry(k, n), weight_bits, act_bits)))
+    return stages
+
+
+def whole_fabric(board: Board) -> FpgaCore:
+    """One core holding every core's budget of ``board`` (the network on the whole fabric, as FINN
+    builds it)."""
+    cores = board.cores
+    totals = {key: sum(getattr(c, key) for c in cores) for key in ("dsp", "lut", "ff", "bram36", "uram")}
+    return replace(cores[0], **totals)
+
+
+def cnv_cost_rows(boards: list[str]) -> list[dict[str, Any]]:
+    """CNV per board and width, folded onto the board's whole fabric by the op library alone;
+    a width that fits at no folding is a row saying so."""
+    rows = []
+    for name in boards:
+        board = load_board(name)
+        core = whole_fabric(board)
+        for wb, xb in WIDTHS:
+            try:
+                folded = fold_core(cnv_stages(wb, xb), core, board.dram)
+            except DoesNotFit as error:
+                rows.append({"board": name, "width": f"w{wb}a{xb}", "lanes": lane_choice(core, wb, xb).kind,
+                             "dsp": "-", "lut": "-", "bram36": "-", "interval cycles": "-",
+                             "fps (cost model)": f"does not fit: {error.resource}", "clock MHz": core.clock_mhz})
+                continue
+            used = folded.resources
+            rows.append({"board": name, "width": f"w{wb}a{xb}",
+                         "lanes": lane_choice(core, wb, xb).kind, "dsp": used.dsp, "lut": used.lut,
+                         "bram36": used.bram36, "interval cycles": folded.interval,
+                         "fps (cost model)": round(core.clock_mhz * 1e6 / folded.interval),
+                         "clock MHz": core.clock_mhz})
+    return rows
+
+
+def cnv_sim_rows(boards: list[str], folder: Path) -> list[dict[str, Any]]:
+    """TO ENABLE AFTER MERGE: CNV compiled per board and width, fps from ``sim``, resources from
+    design.json (needs ``fpgaplace.model.zoo.cnv(weight_bits, act_bits)`` of the qonnx branch)."""
+    from fpgaplace import Design
+    from fpgaplace.model import zoo
+    from fpgaplace.project.record import load
+
+    if not hasattr(zoo, "cnv"):
+        print("cnv_sim_rows: fpgaplace.model.zoo.cnv is not here yet (the qonnx branch adds it); skipped",
+              file=sys.stderr)
+        return []
+    rows = []
+    for name in boards:
+        for wb, xb in WIDTHS:
+            design = Design(zoo.cnv(wb, xb), name, profile_cpu=False).quantized(random_samples=2)
+            design.place()
+            project = folder / f"cnv-w{wb}a{xb}-{name}"
+            design.compile(project)
+            totals = {key: sum(core.resources.get(key, 0) for core in load(project).cores)
+                      for key in ("dsp", "lut", "bram36")}
+            rows.append({"board": name, "width": f"w{wb}a{xb}", **totals, "fps (sim)": round(Design.sim(project).fps)})
+    return rows
+
+
+def markdown(rows: list[dict[str, Any]]) -> str:
+    if not rows:
+        return "(no rows)\n"
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(str(row[key]) for key in keys) + " |" for row in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--models", action="store_true")
+    parser.add_argument("--sim-models", action="store_true")
+    parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    everything = not (args.kernels or args.models or args.sim_models)
+    out: dict[str, Any] = {}
+    if args.kernels or everything:
+        out["kernels"] = kernel_rows(args.board)
+        print(f"## Dense unit at its widths on {args.board}: op library beside yosys\n\n{markdown(out['kernels'])}")
+    if args.models or everything:
+        out["models"] = cnv_cost_rows(BOARDS)
+        print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "
+              f"{math.floor(FINN_CNV_W1A1_FPS_PYNQ_Z1)} fps at 100 MHz; FINN paper, ZC706: 21,906 fps.\n\n"
+              f"{markdown(out['models'])}")
+    if args.sim_models:
+        with tempfile.TemporaryDirectory(prefix="bench-lowbit-cnv-") as scratch:
+            out["sim_models"] = cnv_sim_rows(BOARDS, Path(scratch))
+        print(f"## CNV per width and board (compiled, sim)\n\n{markdown(out['sim_models'])}")
+    if args.json:
+        args.json.write_text(json.dumps(out, indent=2) + "\n")
+
+
+if __name__ == "__main__":
+    main()
