@@ -155,7 +155,7 @@ def expected_dmas(project: Project, node: str) -> set[str]:
 
 @pytest.fixture(scope="module")
 def zcu104(tmp_path_factory) -> Project:
-    return Project("zcu104", tmp_path_factory.mktemp("zcu104") / "project")
+    return Project("zcu104-dpu", tmp_path_factory.mktemp("zcu104") / "project")
 
 
 @pytest.fixture(scope="module")

@@ -57,7 +57,7 @@ class Project:
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory) -> Project:
-    return Project(models.cnn_residual(batch=1), "zcu104", tmp_path_factory.mktemp("cnn") / "project")
+    return Project(models.cnn_residual(batch=1), "zcu104-dpu", tmp_path_factory.mktemp("cnn") / "project")
 
 
 @pytest.fixture(scope="module")
@@ -70,7 +70,7 @@ def mlp(tmp_path_factory) -> Project:
     """An MLP ending in a LogSoftmax, which no core runs: it runs on a CPU."""
     model = models.mlp(batch=1)
     next(node for node in model.graph.node if node.op_type == "Softmax").op_type = "LogSoftmax"
-    return Project(model, "zcu104", tmp_path_factory.mktemp("mlp") / "project")
+    return Project(model, "zcu104-dpu", tmp_path_factory.mktemp("mlp") / "project")
 
 
 def section(html: str, name: str) -> str:
@@ -594,3 +594,13 @@ def test_chromium_check_catches_a_broken_page(cnn, tmp_path):
     assert "exception: " in joined
     assert f"fetched {(tmp_path / 'missing.png').as_uri()}" in joined
     assert "empty figure 2" in joined
+
+
+def test_schedule_shows_the_mac_efficiency_and_the_stages_losing_most(cnn):
+    html = section(cnn.html, "schedule")
+    match = re.search(r'<p id="mac-efficiency">MAC efficiency: ([0-9.]+)% of the cores\' DSP roofline,\s*'
+                      r'([0-9.]+)% of the chip\'s', html)
+    assert match, "no MAC efficiency line"
+    assert 0 < float(match.group(2)) < float(match.group(1)) <= 100  # the chip has more DSPs than the cores' budget
+    stages = re.findall(r"<li>(core\d) (\S+) \(conv2d|dense", html)
+    assert 1 <= len(re.findall(r"<li>core\d ", html)) <= 3 and stages
