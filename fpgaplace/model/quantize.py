@@ -13,7 +13,9 @@ Pipeline (``quantize_model``), all inside one temporary folder that is removed a
    ``ConstantOfShape`` weights of the onnx package's light models become weights, quantized as
    such), and BatchNormalization is folded into the preceding Conv/Gemm by the project's own pass
    (``passes.fold.fold_batchnorm``: the Conv keeps its name and produces the BatchNormalization's
-   output tensor), a layer norm written out in elementary ops becomes one LayerNormalization
+   output tensor), LSTM and GRU are written out step by step (``passes.recurrent.unroll_recurrent``,
+   then ``collapse_reshape_chains`` so a reshape of their 4-D output reads the steps directly), a
+   layer norm written out in elementary ops becomes one LayerNormalization
    (``passes.layernorm.fuse_layernorm``: onnxruntime quantizes that op, not the chain), then dead
    nodes and constants are dropped;
 3. what ``quant_pre_process`` with ``skip_optimization=True`` and ``skip_symbolic_shape=True``
@@ -105,6 +107,7 @@ from fpgaplace.model.passes.graph_tools import (
 from fpgaplace.model.passes.inference import infer_shapes
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
+from fpgaplace.model.passes.simplify import collapse_reshape_chains
 from fpgaplace.model.qdq import is_qdq, qdq_nodes, write_widths
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
@@ -480,7 +483,9 @@ def _preprocess(model: onnx.ModelProto, target: Path, what: str) -> tuple[set[st
 
     constant, _ = fold_constants(model)  # weights computed from constants (the light zoo's) become initializers
     _drop_unread_masks(constant)
-    unrolled, _ = unroll_recurrent(fold_constant_if(constant)[0])
+    unrolled, recurrences = unroll_recurrent(fold_constant_if(constant)[0])
+    if recurrences:  # a reshape of Y [T, D, B, H] reads the steps' concat: no rank-4 view of a row-major stream
+        unrolled, _ = collapse_reshape_chains(unrolled)
     prepared, _ = fuse_layernorm(fold_batchnorm(unrolled)[0])
     folded_names = _node_names(prepared)
     eliminate_dead_code.in_place(prepared)

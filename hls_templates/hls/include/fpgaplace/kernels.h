@@ -959,46 +959,43 @@ void table(hls::stream<beat<C::L>>& in, hls::stream<beat<C::L>>& out, const int8
   }
 }
 
-// out = rows of table[ROWS][E] at the byte indices of in (read unsigned; past the last row, the
-// last row), SIZE indices a sample, L values of a row a cycle: an embedding (fpgaplace.hw.gather).
-template <class C>
-void embedding(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out, const int8_t table[C::ROWS * C::E]) {
-  static_assert(C::L > 0 && C::E % C::L == 0 && C::ROWS > 0 && C::ROWS <= 256,
-                "embedding: L must divide E, and ROWS lie in 1..256");
+namespace detail {
+// For each of SIZE byte indices of in (read unsigned), E values value(index, k), k = 0 .. E-1, L a
+// cycle: the loop the embedding and one-hot share.
+template <class C, class Value>
+void index_rows(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out, Value value) {
+  static_assert(C::L > 0 && C::E % C::L == 0, "index_rows: L must divide E");
   for (int i = 0; i < C::SIZE; ++i) {
     const int id = static_cast<uint8_t>(in.read().v[0]);
-    const int row = id < C::ROWS ? id : C::ROWS - 1;
     for (int e = 0; e < C::E / C::L; ++e) {
 #pragma HLS PIPELINE II=1
       FP_TICK(C::STAGE);
       beat<C::L> y;
       for (int l = 0; l < C::L; ++l) {
 #pragma HLS UNROLL
-        y.v[l] = table[row * C::E + e * C::L + l];
+        y.v[l] = value(id, e * C::L + l);
       }
       out.write(y);
     }
   }
 }
+}  // namespace detail
 
-// out = E values per byte index of in (read unsigned): ON at the index, OFF elsewhere, L a cycle;
-// a one-hot by comparison (fpgaplace.hw.onehot).
+// out = rows of table[ROWS][E] at the byte indices of in (past the last row, the last row), SIZE
+// indices a sample, L values of a row a cycle: an embedding (fpgaplace.hw.gather).
+template <class C>
+void embedding(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out, const int8_t table[C::ROWS * C::E]) {
+  static_assert(C::ROWS > 0 && C::ROWS <= 256, "embedding: ROWS must lie in 1..256");
+  detail::index_rows<C>(in, out, [&](int id, int k) -> int8_t {
+    return table[(id < C::ROWS ? id : C::ROWS - 1) * C::E + k];
+  });
+}
+
+// out = E values per byte index of in: ON at the index, OFF elsewhere, L a cycle; a one-hot by
+// comparison (fpgaplace.hw.onehot).
 template <class C>
 void onehot(hls::stream<beat<1>>& in, hls::stream<beat<C::L>>& out) {
-  static_assert(C::L > 0 && C::E % C::L == 0, "onehot: L must divide E");
-  for (int i = 0; i < C::SIZE; ++i) {
-    const int id = static_cast<uint8_t>(in.read().v[0]);
-    for (int e = 0; e < C::E / C::L; ++e) {
-#pragma HLS PIPELINE II=1
-      FP_TICK(C::STAGE);
-      beat<C::L> y;
-      for (int l = 0; l < C::L; ++l) {
-#pragma HLS UNROLL
-        y.v[l] = e * C::L + l == id ? C::ON : C::OFF;
-      }
-      out.write(y);
-    }
-  }
+  detail::index_rows<C>(in, out, [](int id, int k) -> int8_t { return k == id ? C::ON : C::OFF; });
 }
 
 namespace detail {
