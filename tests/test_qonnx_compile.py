@@ -241,6 +241,7 @@ def test_widths_in_inspect_compile_record_and_report(tmp_path):
     compiled = cli("compile", str(source), "--board", "pynq-z2", "--out", str(project), "--cpu-cost", "analytic")
     assert compiled.returncode == 0, compiled.stderr
     assert "QONNX model" in compiled.stdout and "w2 a2 -> a2 (thresholds)" in compiled.stdout
+    assert load(project).model.from_qonnx  # the driver runs its CPU pieces as qonnx defines them
     layers = {layer.op: layer for core in load(project).cores for layer in core.layers}
     widths = [layer.widths for layer in layers.values() if layer.kernel in ("conv2d", "dense")]
     assert all(isinstance(w, LayerWidths) for w in widths)

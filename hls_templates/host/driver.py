@@ -282,7 +282,10 @@ class Driver:
             if sub["device"] in records:
                 self._add_core(records[sub["device"]])
             else:
-                session = ort.InferenceSession(str(self.project / "split" / sub["file"]),
+                options = ort.SessionOptions()
+                if self.design["model"].get("from_qonnx"):  # qonnx's float definition, not QLinear kernels
+                    options.add_session_config_entry("session.disable_quant_qdq", "1")
+                session = ort.InferenceSession(str(self.project / "split" / sub["file"]), options,
                                                providers=["CPUExecutionProvider"])
                 self.stages.append(CpuStage(session, sub["inputs"], sub["outputs"]))
         self.fps: float | None = None
