@@ -176,7 +176,7 @@ class ModelInfo:
     name: str
     file: str = MODEL_FILE
     batch: int = 1
-    from_qonnx: bool = False  # rewritten from QONNX: its CPU pieces run without onnxruntime's QDQ fusions
+    from_qonnx: bool = False  # rewritten from QONNX: its CPU pieces run without onnxruntime's graph optimizations
 
     def to_json(self) -> dict:
         return {"name": self.name, "file": self.file, "batch": self.batch, "from_qonnx": self.from_qonnx}

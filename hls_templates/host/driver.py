@@ -283,8 +283,8 @@ class Driver:
                 self._add_core(records[sub["device"]])
             else:
                 options = ort.SessionOptions()
-                if self.design["model"].get("from_qonnx"):  # qonnx's float definition, not QLinear kernels
-                    options.add_session_config_entry("session.disable_quant_qdq", "1")
+                if self.design["model"].get("from_qonnx"):  # node by node, as qonnx defines the values
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
                 session = ort.InferenceSession(str(self.project / "split" / sub["file"]), options,
                                                providers=["CPUExecutionProvider"])
                 self.stages.append(CpuStage(session, sub["inputs"], sub["outputs"]))
