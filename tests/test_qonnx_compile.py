@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import onnxruntime as ort
 import pytest
 from qonnx.core.modelwrapper import ModelWrapper
 from qonnx.core.onnx_exec import execute_onnx
@@ -64,9 +63,8 @@ def test_int_quant_follows_qonnx():
 @pytest.mark.parametrize(("bits", "batch_norm"), [((4, 4), False), ((2, 2), True), ((1, 1), False),
                                                   ((1, 1), True)])
 def test_rewritten_model_runs_like_qonnx(bits, batch_norm):
-    """The QDQ rewrite, run by onnxruntime without graph optimizations, and optimized without its QDQ
-    fusions as the CPU pieces of its projects run (``onnxrt.session(float_qdq=True)``), equals qonnx's
-    execution."""
+    """The QDQ rewrite, run by onnxruntime without graph optimizations as the CPU pieces of its
+    projects run, equals qonnx's execution."""
     from fpgaplace.model.qdq import is_from_qonnx
     from fpgaplace.util.onnxrt import session
 
@@ -74,14 +72,10 @@ def test_rewritten_model_runs_like_qonnx(bits, batch_norm):
     rewritten = qonnx_to_qdq(model)
     onnx.checker.check_model(rewritten)
     assert is_from_qonnx(rewritten)
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    runner = session(rewritten, "rewritten", optimized=False)
     x = images(2)
-    want = qonnx_outputs(model, x)
-    for runner in (ort.InferenceSession(rewritten.SerializeToString(), options),
-                   session(rewritten, "rewritten", float_qdq=True)):
-        got = np.concatenate([runner.run(None, {"image": image[None]})[0] for image in x])
-        assert np.array_equal(got, want)
+    got = np.concatenate([runner.run(None, {"image": image[None]})[0] for image in x])
+    assert np.array_equal(got, qonnx_outputs(model, x))
     widths = read_widths(rewritten)
     assert {w["bits"] for w in widths.values()} == {*bits, 8}
 
@@ -241,6 +235,7 @@ def test_widths_in_inspect_compile_record_and_report(tmp_path):
     compiled = cli("compile", str(source), "--board", "pynq-z2", "--out", str(project), "--cpu-cost", "analytic")
     assert compiled.returncode == 0, compiled.stderr
     assert "QONNX model" in compiled.stdout and "w2 a2 -> a2 (thresholds)" in compiled.stdout
+    assert load(project).model.from_qonnx  # the driver runs its CPU pieces as qonnx defines them
     layers = {layer.op: layer for core in load(project).cores for layer in core.layers}
     widths = [layer.widths for layer in layers.values() if layer.kernel in ("conv2d", "dense")]
     assert all(isinstance(w, LayerWidths) for w in widths)

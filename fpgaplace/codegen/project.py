@@ -31,6 +31,7 @@ from fpgaplace.codegen.rtl_project import write_rtl_project
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.hw.registry import core_latency
 from fpgaplace.model.ir import OpGraph
+from fpgaplace.model.qdq import is_from_qonnx
 from fpgaplace.project import layout, record
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.util.errors import FpgaplaceError
@@ -194,7 +195,8 @@ def _design_record(design: PlacedDesign, result, cores: list[record.Core], manif
     interval_us = max([*intervals, *_channel_busy_us(design, transfers).values()], default=0.0)
     return record.DesignRecord(
         fpgaplace=__version__,
-        model=record.ModelInfo(design.graph.name, layout.MODEL_FILE, graph_batch(design.graph)),
+        model=record.ModelInfo(design.graph.name, layout.MODEL_FILE, graph_batch(design.graph),
+                               is_from_qonnx(design.graph.model)),
         board=record.BoardInfo(board.name, board.part, board.cores[0].clock_mhz if board.cores else 0,
                                board.source, None if board.fixed_cores or board.is_cluster else len(board.cores)),
         precision="int8",

@@ -30,11 +30,12 @@ constant), ``concat`` (runs of each input in stream order), ``slice`` (Split and
 ranges, strided rows and pixels), ``upsample`` (nearest Resize), ``pad``, ``shuffle`` (a channel
 permutation, its chains found by ``permutation``), ``reorder`` (a whole-sample transpose of the
 stream), ``lrn``, ``gather`` (an embedding: rows of a table of at most 256 by byte indices),
-``onehot`` (by comparison), ``free``
-(reshape, Q/DQ, folded batch norm); ``window`` (the line-buffered RTL unit conv and pools
-share), ``rtl_values`` (shared pieces of RTL values), ``geometry`` (the data a kernel answers in:
-Geometry, Folding, Resources), ``kernel`` (the base and the shared cost
-rules), ``registry`` (``KERNELS`` by name, ``plan_op``), ``folding`` (a core's folding),
+``onehot`` (by comparison), ``threshold`` (a conv's or dense layer's output stage as FINN's
+MultiThreshold where a batch norm or a bipolar quantizer stands before its QuantizeLinear), ``free``
+(reshape, Q/DQ, folded batch norm, a Relu/Clip or threshold step its producer absorbs);
+``window`` (the line-buffered RTL unit conv and pools share), ``rtl_values`` (shared pieces of
+RTL values), ``geometry`` (the data a kernel answers in: Geometry, Folding, Resources),
+``kernel`` (the base and the shared cost rules), ``registry`` (``KERNELS`` by name, ``plan_op``), ``folding`` (a core's folding),
 ``lowering`` (the QDQ reading the kernels' ``lower`` share, ``Layer``), ``quant``/``qdq``/
 ``reference`` (integer semantics, QDQ reading, the numpy reference).
 

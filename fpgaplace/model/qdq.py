@@ -50,9 +50,10 @@ def write_widths(model: onnx.ModelProto, widths: dict[str, dict]) -> None:
 
 FROM_QONNX_KEY = "fpgaplace.from_qonnx"
 """Model metadata marking a QDQ model rewritten from a QONNX model (``fpgaplace.model.qonnx_qdq``),
-whose values qonnx defines node by node in float: onnxruntime runs its CPU pieces without its QDQ
-fusions (``fpgaplace.util.onnxrt.session``'s ``float_qdq``), whose integer kernels round some values
-one step away from the float definition."""
+whose values qonnx defines node by node in float: onnxruntime runs its CPU pieces without graph
+optimizations (``fpgaplace.util.onnxrt.session``'s ``optimized``), as qonnx runs each node: its QDQ
+fusions (integer QLinear kernels) and float fusions (a Conv and its BatchNormalization) round some
+values one step away from the node-by-node definition."""
 
 
 def is_from_qonnx(model: onnx.ModelProto) -> bool:

@@ -176,9 +176,10 @@ class ModelInfo:
     name: str
     file: str = MODEL_FILE
     batch: int = 1
+    from_qonnx: bool = False  # rewritten from QONNX: its CPU pieces run without onnxruntime's graph optimizations
 
     def to_json(self) -> dict:
-        return {"name": self.name, "file": self.file, "batch": self.batch}
+        return {"name": self.name, "file": self.file, "batch": self.batch, "from_qonnx": self.from_qonnx}
 
 
 @dataclass
@@ -512,7 +513,7 @@ class DesignRecord:
 def _model(value: Any, path: str) -> ModelInfo:
     data = _object(value, path)
     return ModelInfo(_get(data, "name", path, _text), _get(data, "file", path, _relative_path, MODEL_FILE),
-                     _get(data, "batch", path, _int(1), 1))
+                     _get(data, "batch", path, _int(1), 1), _get(data, "from_qonnx", path, _bool, False))
 
 
 def _board(value: Any, path: str) -> BoardInfo:

@@ -437,7 +437,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         cores[record.name] = _Core(record, library, arrays[record.name])
         checks[record.name] = CoreCheck(record.name, True, built=built)
     build_seconds = time.perf_counter() - start
-    sessions = {s.name: onnxrt.session(str(split / s.file), str(split / s.file), float_qdq=is_from_qonnx(model))
+    sessions = {s.name: onnxrt.session(str(split / s.file), str(split / s.file), optimized=not is_from_qonnx(model))
                 for s in manifest.submodels if s.device not in cores}
     comparison = OutputComparison(project, model, [o["name"] for o in manifest.graph_outputs],
                                   piece_origins(manifest, document.cores))
@@ -506,7 +506,7 @@ class OutputComparison:
         the pointer reads too. Returns onnxruntime's unoptimized run of a sample that lies more
         than 1 LSB outside the band of the two runs (else None). Cost: one optimized run of the
         model; one unoptimized run too when it is more than 1 LSB off."""
-        expected = run_model(self.model, feed, float_qdq=is_from_qonnx(self.model))
+        expected = run_model(self.model, feed, optimized=not is_from_qonnx(self.model))
         optimized = {}
         for name, bounds in self.worst.items():
             if name not in values or name not in expected or values[name].shape != expected[name].shape:

@@ -30,19 +30,14 @@ ort.set_default_logger_severity(FATAL_ONLY)
 
 
 def session(model: bytes | str | onnx.ModelProto, what: str, *, optimized: bool = True,
-            threads: int | None = None, options: ort.SessionOptions | None = None,
-            float_qdq: bool = False) -> ort.InferenceSession:
+            threads: int | None = None, options: ort.SessionOptions | None = None) -> ort.InferenceSession:
     """A CPU session of ``model`` (a ModelProto, serialized bytes or a path) that logs fatal errors
     only, on ``threads`` intra- and inter-op threads (onnxruntime's choice when None), with the
-    caller's ``options`` otherwise (profiling, ...); ``float_qdq``: without onnxruntime's QDQ
-    fusions (its integer QLinear kernels), every op between its DequantizeLinear and QuantizeLinear
-    in float as ONNX defines it (a model rewritten from QONNX, ``model.qdq.is_from_qonnx``). A model
-    onnxruntime rejects is a one-line error naming ``what``. Every session the front end, the passes,
-    split, quantize and the cost model open comes from here."""
+    caller's ``options`` otherwise (profiling, ...). A model onnxruntime rejects is a one-line
+    error naming ``what``. Every session the front end, the passes, split, quantize and the cost
+    model open comes from here."""
     options = options or ort.SessionOptions()
     options.log_severity_level = FATAL_ONLY
-    if float_qdq:
-        options.add_session_config_entry("session.disable_quant_qdq", "1")
     if threads is not None:
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = threads
@@ -134,11 +129,11 @@ def with_outputs(model: onnx.ModelProto, names: Iterable[str]) -> onnx.ModelProt
 
 
 def run_model(model: onnx.ModelProto, inputs: dict[str, np.ndarray],
-              extra_outputs: Iterable[str] = (), float_qdq: bool = False) -> dict[str, np.ndarray]:
-    """Run a whole model with onnxruntime (``float_qdq`` as ``session``'s), also returning
-    ``extra_outputs`` (inner tensors)."""
+              extra_outputs: Iterable[str] = (), optimized: bool = True) -> dict[str, np.ndarray]:
+    """Run a whole model with onnxruntime (with its graph optimizations unless not ``optimized``),
+    also returning ``extra_outputs`` (inner tensors)."""
     probe = with_outputs(model, extra_outputs)
-    runner = session(probe.SerializeToString(), f"model '{model.graph.name}'", float_qdq=float_qdq)
+    runner = session(probe.SerializeToString(), f"model '{model.graph.name}'", optimized=optimized)
     names = [o.name for o in probe.graph.output]
     return dict(zip(names, runner.run(names, inputs), strict=True))
 

@@ -250,7 +250,10 @@ class Driver:
             if sub["device"] in records:
                 self._add_core(records[sub["device"]])
             else:
-                session = ort.InferenceSession(str(self.project / "split" / sub["file"]),
+                options = ort.SessionOptions()
+                if self.design["model"].get("from_qonnx"):  # node by node, as qonnx defines the values
+                    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+                session = ort.InferenceSession(str(self.project / "split" / sub["file"]), options,
                                                providers=["CPUExecutionProvider"])
                 self.stages.append(CpuStage(session, sub["inputs"], sub["outputs"]))
         self.fps: float | None = None
