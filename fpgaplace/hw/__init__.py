@@ -36,8 +36,8 @@ MultiThreshold where a batch norm or a bipolar quantizer stands before its Quant
 ``window`` (the line-buffered RTL unit conv and pools share), ``rtl_values`` (shared pieces of
 RTL values), ``geometry`` (the data a kernel answers in: Geometry, Folding, Resources),
 ``kernel`` (the base and the shared cost rules), ``registry`` (``KERNELS`` by name, ``plan_op``),
-``folding`` (a core's folding), ``lowering`` (the QDQ reading the kernels' ``lower`` share, ``Layer``), ``quant``/``qdq``/
-``reference`` (integer semantics, QDQ reading, the numpy reference).
+``folding`` (a core's folding), ``lowering`` (the QDQ reading the kernels' ``lower`` share,
+``Layer``), ``quant``/``qdq``/``reference`` (integer semantics, QDQ reading, the numpy reference).
 
 Adding a kernel:
 
