@@ -23,7 +23,7 @@ import numpy as np
 
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
-from fpgaplace.place.solvers.prefer import placement_value, prefer_accelerators
+from fpgaplace.place.solvers.prefer import PREFER_SECONDS, placement_value, prefer_accelerators
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.place.solvers.progress import Heartbeat, Progress
 from fpgaplace.util.errors import FpgaplaceError
@@ -34,6 +34,7 @@ COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
 IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
+PREFER_SHARE = 0.05  # of the time limit, at most, for moving CPU ops onto accelerators after it
 GREEDY_SECONDS_PER_OP = 1.5e-4  # greedy and its evaluation (a 20,000-op graph: about 3 s on a quiet machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
@@ -359,7 +360,8 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement.objective = options.objective
     if problem.links is not None:
         placement = _over_links(problem, placement, options, starts, exact)
-    placement = prefer_accelerators(problem, placement, options.objective, options.contiguous)
+    placement = prefer_accelerators(problem, placement, options.objective, options.contiguous,
+                                    seconds=min(PREFER_SECONDS, PREFER_SHARE * options.time_limit))
     placement.seconds = time.perf_counter() - start
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
