@@ -33,7 +33,9 @@ LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its 
 COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the DP's state space
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
-IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
+IP_ROWS_PER_EDGE_DEVICE = 4  # a 2,000-op DAG with 16,000 edges on 5 devices: 292,707 latency-IP constraints
+IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt, variables or constraints (that
+# 20,000-op chain: about 20 s on a 2-core machine; that DAG's 334,000: 16 s under load)
 PREFER_SHARE = 0.05  # of the time limit, at most, for moving CPU ops onto accelerators after it
 GREEDY_SECONDS_PER_OP = 1.5e-4  # greedy and its evaluation (a 20,000-op graph: about 3 s on a quiet machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
@@ -244,14 +246,16 @@ def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
 
 def _ip_too_large(problem: PlacementProblem, remaining: float) -> str | None:
     """Why the IP cannot even be built in ``remaining`` seconds, or None: about
-    ``IP_VARIABLES_PER_NODE_DEVICE`` variables per node and device, built at
-    ``IP_VARIABLES_PER_SECOND``. O(1)."""
-    variables = IP_VARIABLES_PER_NODE_DEVICE * problem.n * len(problem.devices())
-    seconds = variables / IP_VARIABLES_PER_SECOND
+    ``IP_VARIABLES_PER_NODE_DEVICE`` variables per node and device and ``IP_ROWS_PER_EDGE_DEVICE``
+    constraints per edge and device, built at ``IP_VARIABLES_PER_SECOND`` of either. O(1)."""
+    devices = len(problem.devices())
+    variables = IP_VARIABLES_PER_NODE_DEVICE * problem.n * devices
+    rows = IP_ROWS_PER_EDGE_DEVICE * len(problem.edges) * devices
+    seconds = (variables + rows) / IP_VARIABLES_PER_SECOND
     if seconds <= remaining:
         return None
-    return (f"IP skipped: its about {variables:,} variables take about {seconds:.0f} s to build, "
-            f"more than the {remaining:.1f} s left")
+    return (f"IP skipped: its about {variables:,} variables and {rows:,} constraints take about "
+            f"{seconds:.0f} s to build, more than the {remaining:.1f} s left")
 
 
 def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
