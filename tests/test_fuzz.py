@@ -61,3 +61,26 @@ def test_the_judge_catches_what_it_should(tmp_path):
     outcome = fuzz.judge(invalid, tmp_path, 1, "Traceback (most recent call last):\nerror: x\n",
                          fuzz.Outcome(invalid, 1, 0.0))
     assert "traceback" in outcome.problems
+
+
+def test_the_scale_family_judges_overruns_and_invalid_placements(tmp_path):
+    """The scale family's cases carry their time limit; the judge counts a run past
+    limit x 1.1 + 5 s as an overrun and an exit 0 whose placement the evaluator rejects (here a
+    sized op on an FPGA with no memory) as an accepted invalid placement."""
+    import json
+    import random
+
+    cases = fuzz.scale_cases(random.Random("0-scale"))
+    assert len(cases) >= 25 and all(case.time_limit for case in cases)
+    assert {"chain-20k", "chain-200k", "dense-dag-2k", "zero-memory-dag-500"} <= {c.name.split("/")[1] for c in cases}
+    case = next(c for c in cases if c.name.startswith("scale/zero-memory-dag-500/throughput-auto"))
+    workload = fuzz.large_workload(random.Random(3), 6, memory_share=0.0)
+    (tmp_path / "workload.json").write_text(json.dumps(workload))
+    sized = next(node["id"] for node in workload["nodes"] if node["size"] > 0)
+    rest = [node["id"] for node in workload["nodes"] if node["id"] != sized]
+    (tmp_path / fuzz.PLACEMENT).write_text(json.dumps({"fpgas": [{"nodes": [sized]}], "cpus": [{"nodes": rest}]}))
+    slow = fuzz.Outcome(case, 0, case.time_limit * fuzz.OVERRUN_FACTOR + fuzz.STARTUP_SECONDS + 0.1)
+    outcome = fuzz.judge(case, tmp_path, 0, "", slow)
+    assert outcome.overran and outcome.accepted_invalid
+    assert any(p.startswith("overran") for p in outcome.problems)
+    assert any(p.startswith("accepted an invalid placement") for p in outcome.problems)

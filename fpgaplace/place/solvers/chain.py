@@ -43,6 +43,11 @@ import numpy as np
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
+
+class ChainInfeasible(FpgaplaceError):
+    """No split of the chain fits the devices' memory and the ops they support."""
+
+
 PRECISION = 1e-9  # relative width the bottleneck bisection stops at
 PYTHON_OPS = 4_000  # below this many ops the kernel runs as plain Python (no numba import)
 MAX_TABLE_CELLS = 100_000_000  # states x (ops + 1) of the back-link tables (two int32 each)
@@ -266,8 +271,8 @@ def solve_chain(problem: PlacementProblem, order: np.ndarray, time_limit: float 
     search = _Search(problem, order)
     device = search.split(math.inf)
     if device is None:
-        raise FpgaplaceError(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
-                             "devices' memory and supported ops; add devices or allow non-contiguous splits")
+        raise ChainInfeasible(f"{problem.source or 'problem'}: no contiguous split of the chain fits the "
+                              "devices' memory and supported ops; add devices or allow non-contiguous splits")
     high = search.max_load(device)
     low = min(lower if math.isfinite(lower) else 0.0, high)
     status = "optimal"
@@ -294,8 +299,8 @@ def solve_chain_latency(problem: PlacementProblem, order: np.ndarray) -> Placeme
     search = _Search(problem, order)
     device = search.split(math.inf, minimise=True)
     if device is None:
-        raise FpgaplaceError(f"{problem.source or 'problem'}: no placement of the chain fits the "
-                             "devices' memory and supported ops")
+        raise ChainInfeasible(f"{problem.source or 'problem'}: no placement of the chain fits the "
+                              "devices' memory and supported ops")
     value = float(search.value[:, problem.n].min())
     return Placement(device=device, method="ip", value=value, bound=value, status="optimal (chain split)",
                      seconds=time.monotonic() - started)

@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from fpgaplace.place.solvers.bounds import cheapest_latency, memory_load_bound, work_load_bound
-from fpgaplace.place.solvers.chain import chain_order, solve_chain
+from fpgaplace.place.solvers.chain import ChainInfeasible, chain_order, solve_chain
 from fpgaplace.place.solvers.dp_ideals import (
     MAX_IDEALS,
     Blocks,
@@ -269,8 +269,12 @@ def solve_throughput_dp(problem: PlacementProblem, time_limit: float | None = No
                          status="optimal", seconds=0.0)
     order = chain_order(problem)
     if order is not None:  # the linear partition problem: exact at any length
-        placement = solve_chain(problem, order, None if time_limit is None else deadline - time.monotonic(),
-                                work_load_bound(problem, cheapest_latency(problem)))
+        try:
+            placement = solve_chain(problem, order, None if time_limit is None else deadline - time.monotonic(),
+                                    work_load_bound(problem, cheapest_latency(problem)))
+        except ChainInfeasible:  # the DP's diagnosis names the op that fits no device, if one does not
+            blocks = build_blocks(problem)
+            raise _infeasible(problem, blocks, build_tables(problem, blocks)) from None
         placement.seconds = time.monotonic() - started
         return placement
     blocks = build_blocks(problem)

@@ -23,7 +23,7 @@ import numpy as np
 
 from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
 from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
-from fpgaplace.place.solvers.prefer import placement_value, prefer_accelerators
+from fpgaplace.place.solvers.prefer import PREFER_SECONDS, placement_value, prefer_accelerators
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.place.solvers.progress import Heartbeat, Progress
 from fpgaplace.util.errors import FpgaplaceError
@@ -33,7 +33,10 @@ LOCAL_SEARCH_SHARE = 0.2  # of an IP's time limit spent on local search for its 
 COARSE_DP_SHARE = 0.3  # of the time limit for the coarsened DP's start past the DP's state space
 MIN_IP_SECONDS = 0.5  # the IP always gets at least this long after its warm start
 IP_VARIABLES_PER_NODE_DEVICE = 3  # the contiguous max-load IP of a 20,000-op chain on 7 devices: 400,015
-IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt (that one: about 20 s on a 2-core machine)
+IP_ROWS_PER_EDGE_DEVICE = 4  # a 2,000-op DAG with 16,000 edges on 5 devices: 292,707 latency-IP constraints
+IP_VARIABLES_PER_SECOND = 20_000  # SCIP models built through PySCIPOpt, variables or constraints (that
+# 20,000-op chain: about 20 s on a 2-core machine; that DAG's 334,000: 16 s under load)
+PREFER_SHARE = 0.05  # of the time limit, at most, for moving CPU ops onto accelerators after it
 GREEDY_SECONDS_PER_OP = 1.5e-4  # greedy and its evaluation (a 20,000-op graph: about 3 s on a quiet machine)
 METHODS = ("dp", "ip", "greedy", "local-search", "partitioner", "pipedream", "single", "cpu")
 
@@ -243,14 +246,16 @@ def _ip(problem: PlacementProblem, options: SolveOptions) -> Placement:
 
 def _ip_too_large(problem: PlacementProblem, remaining: float) -> str | None:
     """Why the IP cannot even be built in ``remaining`` seconds, or None: about
-    ``IP_VARIABLES_PER_NODE_DEVICE`` variables per node and device, built at
-    ``IP_VARIABLES_PER_SECOND``. O(1)."""
-    variables = IP_VARIABLES_PER_NODE_DEVICE * problem.n * len(problem.devices())
-    seconds = variables / IP_VARIABLES_PER_SECOND
+    ``IP_VARIABLES_PER_NODE_DEVICE`` variables per node and device and ``IP_ROWS_PER_EDGE_DEVICE``
+    constraints per edge and device, built at ``IP_VARIABLES_PER_SECOND`` of either. O(1)."""
+    devices = len(problem.devices())
+    variables = IP_VARIABLES_PER_NODE_DEVICE * problem.n * devices
+    rows = IP_ROWS_PER_EDGE_DEVICE * len(problem.edges) * devices
+    seconds = (variables + rows) / IP_VARIABLES_PER_SECOND
     if seconds <= remaining:
         return None
-    return (f"IP skipped: its about {variables:,} variables take about {seconds:.0f} s to build, "
-            f"more than the {remaining:.1f} s left")
+    return (f"IP skipped: its about {variables:,} variables and {rows:,} constraints take about "
+            f"{seconds:.0f} s to build, more than the {remaining:.1f} s left")
 
 
 def _ip_from(problem: PlacementProblem, options: SolveOptions, starts: list[Placement],
@@ -287,9 +292,9 @@ def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement
 
         if name == "greedy":
             return baselines.greedy_latency(problem)
-        if name == "local-search":
+        if name == "local-search":  # (a fifth of the limit left for its last scoring and the evaluator's)
             return baselines.local_search(
-                problem, objective=options.objective, time_limit=min(options.time_limit, 10.0)
+                problem, objective=options.objective, time_limit=min(0.8 * options.time_limit, 10.0)
             )
         if name == "partitioner":
             return baselines.partitioner(problem, objective=options.objective)
@@ -359,7 +364,8 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement.objective = options.objective
     if problem.links is not None:
         placement = _over_links(problem, placement, options, starts, exact)
-    placement = prefer_accelerators(problem, placement, options.objective, options.contiguous)
+    placement = prefer_accelerators(problem, placement, options.objective, options.contiguous,
+                                    seconds=min(PREFER_SECONDS, PREFER_SHARE * options.time_limit))
     placement.seconds = time.perf_counter() - start
     evaluation = evaluate(problem, placement)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
