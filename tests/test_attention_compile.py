@@ -34,11 +34,13 @@ def bert():
     return design
 
 
-def test_the_heads_pass_keeps_the_values_and_leaves_no_rank_4_matmul():
-    model = models.bert_encoder_layer(batch=1)
+@pytest.mark.parametrize("batch", [1, "batch"])
+def test_the_heads_pass_keeps_the_values_and_leaves_no_rank_4_matmul(batch):
+    model = models.bert_encoder_layer(batch=batch)
     rewritten, changes = heads_to_batch(model)
     assert changes == 1
-    x = {"hidden_states": np.random.default_rng(0).normal(0, 1, (1, 16, 64)).astype(np.float32)}
+    samples = 1 if batch == 1 else 3  # a symbolic batch: the heads reshape to [-1, S, D]
+    x = {"hidden_states": np.random.default_rng(0).normal(0, 1, (samples, 16, 64)).astype(np.float32)}
     np.testing.assert_allclose(run_model(rewritten, x)["encoded"], run_model(model, x)["encoded"], atol=1e-6)
     kinds = {n.op_type for n in rewritten.graph.node}
     assert "Softmax" in kinds and heads_to_batch(rewritten)[1] == 0  # a fixpoint
