@@ -39,11 +39,11 @@ when the core's outputs are many layers later.
 Softmax and LayerNormalization are not exact integer arithmetic in onnxruntime's QDQ model (a
 float exponential, square root and division between their Q/DQ pairs), so their integer kernels
 (``hw.softmax``, ``hw.layernorm``) land one step from it where a value sits near a rounding
-midpoint, and later layers carry that step on. A design with such stages is held to
-``tolerance_lsb`` = 1 + one step per stage (``INEXACT_KERNELS``; in ``csim --json``), a bound
-measured, not derived: over 100 random samples the 4-layer ViT of ``zoo.vit_encoder`` (12 such
-stages: 13) was 5 LSB outside onnxruntime's band (its own two runs 10 apart), the BERT layer (3
-stages: 4) 2 (its own two runs 4 apart); every other design keeps 1 LSB.
+midpoint, and later layers carry that step on: the 4-layer ViT of ``zoo.vit_encoder`` lands up to
+5 LSB outside onnxruntime's band over 100 random samples (8 over 1,000; onnxruntime's own two runs
+10 apart), the BERT layer 2. The piece-by-piece check above is what such a sample is held to: on
+30 ViT samples every one of 3,180 layer outputs (Softmax and LayerNorm included) was within one
+step of onnxruntime on onnxruntime's own inputs.
 """
 
 from __future__ import annotations
@@ -207,15 +207,14 @@ class CsimResult:
     notes: list[str] = field(default_factory=list)
     records: dict[str, Core] = field(default_factory=dict, repr=False)  # design.json's core records
     first_difference: str = ""  # where a sample first left onnxruntime's unoptimized run (module docstring)
-    layers: LayerCheck = field(default_factory=LayerCheck)  # on samples off by more than tolerance_lsb
-    tolerance_lsb: float = 1.0  # the outputs' bound outside onnxruntime's band (``tolerance``)
+    layers: LayerCheck = field(default_factory=LayerCheck)  # on samples off by more than 1 LSB
 
     @property
     def ok(self) -> bool:
-        """Every core bit-exact, and every output within ``tolerance_lsb`` of onnxruntime (outside
-        the band of its two runs) or, on the samples where one is not, every core layer and CPU
+        """Every core bit-exact, and every output within 1 LSB of onnxruntime (outside the band of
+        its two runs) or, on the samples where one is not, every core layer and CPU
         piece within 1 LSB of onnxruntime given onnxruntime's own inputs to it (``LayerCheck``)."""
-        lsb_ok = all(o.max_abs_diff_lsb is None or o.max_abs_diff_lsb <= self.tolerance_lsb for o in self.outputs)
+        lsb_ok = all(o.max_abs_diff_lsb is None or o.max_abs_diff_lsb <= 1.0 for o in self.outputs)
         return all(c.bit_exact for c in self.cores) and (lsb_ok or self.layers.within_one_step)
 
     def to_json(self) -> dict:
@@ -233,7 +232,6 @@ class CsimResult:
                          "max_lsb_optimized": o.max_lsb_optimized} for o in self.outputs],
             "first_difference": self.first_difference,
             "layers": self.layers.to_json(),
-            "tolerance_lsb": self.tolerance_lsb,
             "build_seconds": self.build_seconds,
             "run_seconds": self.run_seconds,
             "check_seconds": self.check_seconds,
@@ -466,20 +464,9 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
     result = CsimResult(project, len(feeds), list(checks.values()), comparison.outputs(), build_seconds, run_seconds,
                         records={r.name: r for r in document.cores},
                         check_seconds=check_seconds, values=comparison.values(),
-                        first_difference=comparison.first_difference, layers=layer_check,
-                        tolerance_lsb=tolerance(document.cores))
+                        first_difference=comparison.first_difference, layers=layer_check)
     _save_result(project, result)
     return result
-
-
-INEXACT_KERNELS = frozenset({"softmax", "layernorm"})
-"""Kernels whose op onnxruntime's QDQ model computes in float between its Q/DQ pairs (module docstring)."""
-
-
-def tolerance(cores: list[Core]) -> float:
-    """The LSB the outputs may lie outside onnxruntime's band: 1, plus one for each stage of
-    ``INEXACT_KERNELS`` on the cores (module docstring). O(layers)."""
-    return 1.0 + sum(layer.kernel in INEXACT_KERNELS for core in cores for layer in core.layers)
 
 
 class OutputComparison:

@@ -1,5 +1,5 @@
 """``fpgaplace csim``: C-simulate a project, every core bit-exact and the outputs within 1 LSB
-(more with Softmax or LayerNorm stages: ``tolerance_lsb``, ``fpgaplace.sim.csim``)."""
+(or every layer within 1 LSB on onnxruntime's own inputs: ``fpgaplace.sim.csim.LayerCheck``)."""
 
 from __future__ import annotations
 
