@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -57,14 +58,17 @@ def run_check(project: Path, check: str, jobs: int | None, timeout: float) -> di
     command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", "--json",
                *CHECKS[check], *(["--jobs", str(jobs)] if jobs else [])]
     started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        run = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False)
-    except subprocess.TimeoutExpired:
+        stdout, stderr = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:  # SIGTERM: sim ends its yosys or simulators itself
+        process.send_signal(signal.SIGTERM)
+        process.communicate(timeout=60)
         return {"check": check, "seconds": timeout, "status": f"over {timeout:.0f} s"}
     seconds = time.perf_counter() - started
-    if run.returncode != 0:
-        return {"check": check, "seconds": seconds, "status": run.stderr.strip().splitlines()[-1][:80]}
-    document = json.loads(run.stdout)
+    if process.returncode != 0:
+        return {"check": check, "seconds": seconds, "status": (stderr.strip().splitlines() or ["failed"])[-1][:80]}
+    document = json.loads(stdout)
     good, total = agreement(check, document)
     return {"check": check, "seconds": seconds, "status": "ok", "agree": f"{good}/{total}",
             "latency_cycles": document["latency_cycles"]}
