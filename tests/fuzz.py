@@ -470,7 +470,7 @@ def _board_texts(rng: random.Random) -> Iterator[tuple[str, bytes, bool | None, 
         field_name = rng.choice(list(BOARD_BAD_VALUES))
         value = rng.choice(BOARD_BAD_VALUES[field_name])
         yield f"bad-{field_name}", _yaml(_set(board_data(), field_name, value)), False, (), ()
-        required = rng.choice(["name", "part", "fabric", "cores", "cpu", "dram", "stream", "clock_mhz"])
+        required = rng.choice(["name", "part", "fabric", "cpu", "dram", "stream", "clock_mhz"])
         data = board_data()
         del data[required]
         yield "missing-field", _yaml(data), False, (required,), ()
