@@ -114,7 +114,7 @@ def test_bad_arguments_exit_with_one_line(bench, argv):
 
 def test_defaults_are_every_model_on_zcu104_and_kv260(bench):
     args = bench.parse_args([])
-    assert args.boards == ["zcu104", "kv260"] and len(args.models) == 17  # 4 built, 4 zoo-built (LSTM, GRU, BERT, ViT), 9 light-zoo CNNs
+    assert args.boards == ["zcu104", "kv260"] and len(args.models) == 17  # 4 built, 4 zoo, 9 light-zoo
     assert {"yolo", "yolox", "dbnet", "mobilenetv3", "crnn_lstm", "byte_classifier", "resnet50",
             "bvlc_alexnet"} <= set(args.models)
     assert (args.random, args.samples, args.full, args.json, args.via_quantize) == (8, 2, False, False, False)
