@@ -76,7 +76,8 @@ def pynq_env() -> Path:
 
 @pytest.fixture(scope="module")
 def cnn(tmp_path_factory) -> Project:
-    return Project(models.cnn_residual(batch=1), tmp_path_factory.mktemp("cnn") / "project")
+    """The CNN on zcu104 cut into two cores (zcu104-dpu), so one core streams into the other."""
+    return Project(models.cnn_residual(batch=1), tmp_path_factory.mktemp("cnn") / "project", board="zcu104-dpu")
 
 
 @pytest.fixture(scope="module")
