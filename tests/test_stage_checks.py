@@ -157,8 +157,8 @@ def test_cli_stages_and_jobs_errors(project: Path):
 def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
     """On zcu104 cut into two cores (two int8 MACs a DSP48E2; half the DSPs a core keeps the
     lanes few): a conv whose channel pairs share multipliers, one whose pixel pairs do (an odd
-    MMV) and a dense layer, each synthesised whole and as its DSP probe (fewer output channels, a two-row frame of one pixel group): yosys maps the same DSPs,
-    the op library's count."""
+    MMV) and a dense layer, each synthesised whole and as its DSP probe (fewer output channels,
+    a two-row frame of one pixel group): yosys maps the same DSPs, the op library's count."""
     from fpgaplace.board.model import family_of
     from fpgaplace.flow.checks import dsp_probes
     from fpgaplace.sim.stages import layer_modules

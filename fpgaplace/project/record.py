@@ -374,6 +374,12 @@ class Core:
     def ports(self) -> list[BoundaryTensor]:
         return [*self.inputs, *self.outputs]
 
+    @property
+    def sample_latency_cycles(self) -> float:
+        """A sample's cycles through the core: ``latency_cycles`` (its stages' fills overlapped), or
+        for a project written before it the sum of its layers' cycles, at least the interval."""
+        return self.latency_cycles or max(sum(layer.cycles for layer in self.layers), self.interval_cycles)
+
     def to_json(self) -> dict:
         return {"name": self.name, "folder": self.folder, "top": self.top, "node": self.node, "part": self.part,
                 "slr": self.slr, "clock_mhz": self.clock_mhz, "ops": self.ops,

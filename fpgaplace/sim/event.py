@@ -267,8 +267,7 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
             if core is None:
                 raise FpgaplaceError(f"{where}: core {piece.device!r} is not on board {board.name}")
             interval = record.interval_cycles
-            fill = record.latency_cycles or max(sum(layer.cycles for layer in record.layers), interval)
-            busy, latency = hw.cycles_to_us(interval, core), hw.cycles_to_us(fill, core)
+            busy, latency = hw.cycles_to_us(interval, core), hw.cycles_to_us(record.sample_latency_cycles, core)
             kind = "fpga"
         elif piece.device in devices:
             compute_us = devices[piece.device].compute_us
