@@ -61,3 +61,30 @@ def test_sim_prints_the_efficiency_and_its_largest_losses(project):
     document = json.loads(sim("--json").stdout)["efficiency"]
     assert 0 < document["chip_fraction"] < document["cores_fraction"] <= 1
     assert f"{document['cores_fraction']:.1%}" in text.stdout
+
+
+@pytest.mark.parametrize(("member", "value", "says"), [
+    ("HO", None, "config.HO: missing"), ("W", None, "config.W: missing"),
+    ("SW", 0, "SW=0; expected strides >= 1"), ("CIN", 0, "no MACs; expected members giving")])
+def test_a_damaged_conv_config_is_one_error_line_naming_the_layer(project, tmp_path, member, value, says):
+    """A conv layer's config that design.json's rules allow (ints) but its kernel cannot rebuild
+    the layer from: one line naming design.json, the layer's path and the config (fuzz cases)."""
+    import shutil
+
+    from fpgaplace.util.errors import FpgaplaceError
+
+    damaged = tmp_path / "cnn"
+    shutil.copytree(project, damaged)
+    document = json.loads((damaged / "design.json").read_text())
+    index, layer = next((i, layer) for i, layer in enumerate(document["cores"][0]["layers"])
+                        if layer["kernel"] == "conv2d" and layer["resources"]["dsp"])
+    if value is None:
+        del layer["config"][member]
+    else:
+        layer["config"][member] = value
+    (damaged / "design.json").write_text(json.dumps(document))
+    with pytest.raises(FpgaplaceError) as error:
+        efficiency(damaged)
+    message = str(error.value)
+    assert message.startswith(f"{damaged / 'design.json'}: cores[0].layers[{index}].config")
+    assert says in message and "\n" not in message

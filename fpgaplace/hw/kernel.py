@@ -661,6 +661,8 @@ def window_members(op: Op, graph: OpGraph, x: tuple[int, ...], out: tuple[int, .
             dilation: tuple[int, int] = (1, 1)) -> dict[str, int] | Unsupported:
     """Strides and explicit pads of a 2-D window op (auto_pad resolved from the output shape)."""
     sh, sw = ints(op.attrs.get("strides"), 2, 1)
+    if sh < 1 or sw < 1:
+        return Unsupported(f"strides SH={sh}, SW={sw}; expected strides >= 1")
     (h, w), (ho, wo) = x[2:], out[2:]
     auto_pad = str(op.attrs.get("auto_pad", "NOTSET"))
     if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
@@ -690,5 +692,5 @@ def probe(kernel: Kernel, op_type: str, attrs: dict[str, Any], inputs: list[str]
                             tensors={name: TensorInfo(name, shape, "int8") for name, shape in shapes.items()})
     geometry = kernel.geometry(Op(kernel.name, op_type, "", attrs, inputs, ["y"], 0), graph)  # type: ignore[arg-type]
     if not isinstance(geometry, Geometry):
-        raise FpgaplaceError(f"rtl {kernel.name}: the op library rejects {shapes}: {geometry}")
+        raise FpgaplaceError(f"rtl {kernel.name}: the op library rejects {shapes}: {geometry.reason}")
     return geometry

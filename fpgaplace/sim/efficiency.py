@@ -26,11 +26,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from fpgaplace.hw.geometry import Folding
+from fpgaplace.hw.geometry import Folding, Geometry
 from fpgaplace.hw.kernel import Kernel
 from fpgaplace.hw.registry import KERNELS
 from fpgaplace.project.board import project_board
+from fpgaplace.project.layout import DESIGN_FILE
 from fpgaplace.project.record import DesignRecord, Layer, load
+from fpgaplace.util.errors import FpgaplaceError, first_line
 
 LOSSES = ("requantizers", "idle", "fill", "folding", "other")
 """The ways a stage loses DSP-cycles (module docstring), in the order they are shown."""
@@ -99,21 +101,42 @@ class Efficiency:
                 "lost": self.by_way(), "largest": [s.to_json() for s in self.largest()]}
 
 
-def mac_dsps(layer: Layer, core, batch: int) -> tuple[int, int, int]:
+def mac_dsps(layer: Layer, core, batch: int, where: str) -> tuple[int, int, int]:
     """(MAC DSPs, requantizer DSPs, compute-step cycles a run) of a dot-product layer, asked of its
     kernel from its config and folding: the steps are FINN's MVAU count (``Kernel.cycles`` of the
     base class: no line buffer, no drain) of one sample's geometry, times the samples (and the
-    rows of a dense layer's sample, by its MACs). Where the kernel cannot rebuild its geometry
-    from the config, every DSP counts as a MAC DSP and the layer's cycles as compute steps."""
+    rows of a dense layer's sample, by its MACs). Where the kernel has no way to rebuild its
+    geometry from a config, every DSP counts as a MAC DSP and the layer's cycles as compute
+    steps; a config it cannot rebuild a layer from is one error line naming ``where`` (the
+    layer's path in design.json) and the config (``config_geometry``)."""
     kernel = KERNELS.get(layer.kernel)
     build = getattr(kernel, "config_geometry", None)
     if build is None:
         return layer.resources.get("dsp", 0), 0, layer.cycles
-    g = build(layer.config)
+    g = config_geometry(build, layer, where)
     fold = Folding(layer.pe, layer.simd, layer.mmv, layer.uram)
     requant = kernel.requantizer_dsps(g, fold, core)
     steps = Kernel.cycles(kernel, g, fold) * batch * max(1, layer.macs // max(1, g.macs))
     return layer.resources.get("dsp", 0) - requant, requant, min(layer.cycles, steps)
+
+
+def config_geometry(build, layer: Layer, where: str) -> Geometry:
+    """The one-sample geometry ``build`` (a kernel's ``config_geometry``) makes of ``layer``'s
+    config, checked: a member it needs missing, a value the op library rejects (a stride of 0) or
+    a layer of MACs whose config gives none (a channel count of 0) is one ``FpgaplaceError`` line
+    ``<where>.config[.<member>]: ...``. Cost: the kernel's geometry, O(1) for the dot products."""
+    try:
+        g = build(layer.config)
+    except KeyError as error:
+        raise FpgaplaceError(f"{where}.config.{error.args[0]}: missing; expected the {layer.kernel} "
+                             "kernel's config member") from None
+    except (ValueError, TypeError, ZeroDivisionError, FpgaplaceError) as error:
+        raise FpgaplaceError(f"{where}.config: the {layer.kernel} kernel cannot rebuild the layer from it "
+                             f"({first_line(error)})") from None
+    if layer.macs and g.macs < 1:
+        raise FpgaplaceError(f"{where}.config: a {layer.kernel} layer of no MACs; expected members giving "
+                             f"the layer's {layer.macs} MACs")
+    return g
 
 
 def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
@@ -126,27 +149,29 @@ def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
     reference = board.cores[0] if board.cores else None
     batch = document.model.batch
     stages, unused, offered = [], {}, 0.0
-    for core in document.cores:
+    for c, core in enumerate(document.cores):
         budget = core.budget.get("dsp", 0)
         offered += budget * interval
         used = 0
-        for layer in core.layers:
+        for i, layer in enumerate(core.layers):
             dsp = layer.resources.get("dsp", 0)
             used += dsp
             if dsp:
-                stages.append(_stage_loss(core.name, layer, reference, interval, per_dsp, batch))
+                where = f"{Path(project) / DESIGN_FILE}: cores[{c}].layers[{i}]"
+                stages.append(_stage_loss(core.name, layer, reference, interval, per_dsp, batch, where))
         unused[core.name] = max(0, budget - used) * interval
     return Efficiency(batch * sum(layer.macs for c in document.cores for layer in c.layers), interval, per_dsp,
                       offered, board.fabric.get("dsp", 0), stages, unused)
 
 
-def _stage_loss(core: str, layer: Layer, reference, interval: float, per_dsp: float, batch: int) -> StageLoss:
+def _stage_loss(core: str, layer: Layer, reference, interval: float, per_dsp: float, batch: int,
+                where: str) -> StageLoss:
     """The DSP-cycles ``layer`` loses a run of ``interval`` cycles, by way (module docstring)."""
     losses = dict.fromkeys(LOSSES, 0.0)
     if not layer.macs:
         losses["other"] = layer.resources.get("dsp", 0) * interval
         return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, 0, losses)
-    macs_dsp, requant, steps = mac_dsps(layer, reference, batch)
+    macs_dsp, requant, steps = mac_dsps(layer, reference, batch, where)
     losses |= {"requantizers": requant * interval, "idle": macs_dsp * max(0.0, interval - layer.cycles),
               "fill": macs_dsp * (layer.cycles - steps), "folding": macs_dsp * steps - batch * layer.macs / per_dsp}
     return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, layer.macs, losses)

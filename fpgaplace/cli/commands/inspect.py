@@ -8,8 +8,6 @@ from rich.table import Table
 
 from fpgaplace.cli.options import JsonOption, ModelArgument, ModelFlags, Only, flag_groups
 from fpgaplace.cli.output import human, out, print_json
-from fpgaplace.model import ops
-from fpgaplace.place.cost.fpga import PRECISION_BITS
 
 
 @flag_groups
@@ -25,6 +23,8 @@ def inspect(
 
     Example: fpgaplace inspect resnet50.onnx --input-shape data=1x3x224x224
     """
+    from fpgaplace.place.cost.fpga import PRECISION_BITS
+
     design = flags.design(model)
     graph = design.graph
     default_bits = PRECISION_BITS[design.precision]
@@ -76,6 +76,7 @@ def _bits_text(bits: dict) -> str:
 def _op_bits(graph, op, default: int) -> dict:
     """The bits of ``op``'s weights (a dot product's second operand; None otherwise), first input and
     first output: each tensor's own width (a QONNX quantizer's, a narrowed weight's), else ``default``."""
+    from fpgaplace.model import ops
     from fpgaplace.place.cost.fpga import op_bits, tensor_bits
 
     weights, activation = op_bits(op, graph, default)
