@@ -12,8 +12,9 @@ import functools
 import inspect
 import math
 import re
+import time
 import typing
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -165,6 +166,13 @@ class PlacementFlags:
         method and time limit."""
         return {"subgraphs_per_device": self.subgraphs_per_device, "contiguous": not self.non_contiguous,
                 "gap": self.gap}
+
+    def counted_from(self, started: float) -> PlacementFlags:
+        """These flags with the seconds since ``started`` (a ``time.perf_counter()`` value, the
+        command's start: reading the input counts against the limit) taken off the time limit,
+        keeping at least a tenth of it for the solver."""
+        spent = time.perf_counter() - started
+        return replace(self, time_limit=max(0.1 * self.time_limit, self.time_limit - spent))
 
     def place(self, design: Design) -> list:
         """``design.place`` (one result) or, for ``--method all``, ``design.place_all``."""

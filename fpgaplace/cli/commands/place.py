@@ -3,6 +3,7 @@ paper workload JSON or an ONNX model."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Annotated
 
@@ -49,9 +50,11 @@ def place(
     """
     from fpgaplace.flow.design import place_problem, placement_json
 
+    started = time.perf_counter()
     if out_file is not None:
         check_out_file(out_file)
     problem, design = _load_input(input_path, board_name, flags)
+    placing = placing.counted_from(started)
     if design is None:
         results = place_problem(problem, placing.objective, placing.method, placing.time_limit,
                                 **placing.solver_options(), progress=progress)

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from fpgaplace.place.solvers.evaluate import class_graph, evaluate
+from fpgaplace.place.solvers.evaluate import class_graph, evaluate, evaluation_of
 from fpgaplace.place.solvers.evaluate import topological_order as evaluation_order
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
@@ -147,8 +147,10 @@ def colour_blocks(problem: PlacementProblem) -> Blocks:
     members = [members[c] for c in order]
     flat = [v for m in members for v in m]
     starts = list(itertools.accumulate([0] + [len(m) for m in members]))
-    latency = np.array([problem.latency[m].sum(axis=0) for m in members])
-    size = np.array([float(problem.size[m].sum()) for m in members])
+    block_of = np.repeat(np.arange(len(members)), np.diff(starts))  # of each node of ``flat``
+    latency = np.column_stack([np.bincount(block_of, problem.latency[flat, k], len(members))
+                               for k in range(len(problem.kinds))])
+    size = np.bincount(block_of, problem.size[flat].astype(float), len(members))
     return Blocks(members, latency.reshape(len(members), len(problem.kinds)), size, flat, starts)
 
 
@@ -160,8 +162,10 @@ def _score(
     started: float,
     order: np.ndarray | None = None,
     contiguous: bool = True,
+    known: Sequence[Placement] = (),
 ) -> Placement:
-    """Wrap an assignment as a Placement whose value the evaluator computed.
+    """Wrap an assignment as a Placement whose value the evaluator computed (or had computed:
+    ``evaluation_of``, for one of ``known`` with the same device and order).
 
     A given subgraph ``order`` that deadlocks is dropped (the evaluator then derives one).
     """
@@ -174,10 +178,10 @@ def _score(
         contiguous=contiguous,
     )
     try:
-        result = evaluate(problem, placement)
+        result = evaluation_of(problem, placement, *known)
     except FpgaplaceError:
         placement.order = None
-        result = evaluate(problem, placement)
+        result = evaluation_of(problem, placement, *known)
     placement.contiguous = bool(result.contiguous)
     if result.feasible:
         placement.value = float(result.max_load if objective == "throughput" else result.latency)
@@ -216,7 +220,8 @@ def _no_room(problem: PlacementProblem, blocks: Blocks, b: int, what: str) -> Fp
 # --------------------------------------------------------------------------- baselines
 
 
-def greedy_latency(problem: PlacementProblem) -> Placement:
+def greedy_latency(problem: PlacementProblem, deadline: float | None = None,
+                   blocks: Blocks | None = None) -> Placement:
     """Fill accelerators one after another in topological order while memory fits.
 
     Works on colour blocks (a colour class moves as one). A block that does not fit the current
@@ -225,11 +230,13 @@ def greedy_latency(problem: PlacementProblem) -> Placement:
     accelerator's nodes are cut into subgraphs wherever a CPU block interrupts them, so every
     subgraph is a run of a topological order (convex) and subgraphs run in that order; if the
     evaluator's own subgraph derivation (fewest subgraphs) gives a lower latency, that is
-    returned instead (``order`` None). O(n + m) plus two evaluations.
+    returned instead (``order`` None), unless ``deadline`` (a ``time.perf_counter()`` value) has
+    passed by then. ``blocks``: the problem's ``colour_blocks``, if the caller has them.
+    O(n + m) plus one or two evaluations.
     """
     started = time.perf_counter()
     check_feasible(problem)
-    blocks = colour_blocks(problem)
+    blocks = blocks or colour_blocks(problem)
     accels, cpus = _device_lists(problem)
     kind = problem.device_kinds()
     device = np.full(problem.n, -1, dtype=np.int64)
@@ -261,6 +268,8 @@ def greedy_latency(problem: PlacementProblem) -> Placement:
         device[members] = d
         interrupted = True
     cut = _score(problem, device, "greedy", "latency", started, order=order)
+    if deadline is not None and time.perf_counter() > deadline:
+        return cut
     derived = _score(problem, device, "greedy", "latency", started)
     return derived if derived.value < cut.value else cut
 
@@ -502,6 +511,8 @@ def partitioner(problem: PlacementProblem, objective: Objective = "throughput") 
 
 # --------------------------------------------------------------------------- local search
 
+EVALUATION_SECONDS_PER_OP = 6e-6  # per node and edge, before one is timed (200,000-op chain: 2.5 s)
+
 
 def local_search(
     problem: PlacementProblem,
@@ -518,10 +529,12 @@ def local_search(
     A candidate moves one colour block to another device, half the time swapping a block of
     that device back. It is accepted if the evaluator scores it strictly better, feasible and
     (with ``contiguous``) contiguous. Each restart perturbs the best placement by moving three
-    random blocks. Stops at ``time_limit`` seconds. A sweep costs O(B * D) evaluations of
-    O(D (n + m)) each.
+    random blocks. Stops at ``time_limit`` seconds, with the best found so far: no candidate is
+    scored when the last evaluation's time would run past it (one evaluation takes 2.5 s at
+    200,000 ops). A sweep costs O(B * D) evaluations of O(D (n + m)) each.
     """
     started = time.perf_counter()
+    deadline = started + time_limit
     _check_objective(objective)
     check_feasible(problem)
     rng = random.Random(seed)
@@ -531,38 +544,56 @@ def local_search(
     block_of = np.empty(problem.n, dtype=np.int64)
     for b, members in enumerate(blocks.members):
         block_of[members] = b
+    last_evaluation = [EVALUATION_SECONDS_PER_OP * (problem.n + len(problem.edges))]  # the latest one's seconds
 
-    def value_of(device_of_block: np.ndarray) -> float:
-        result = evaluate(problem, Placement(device=device_of_block[block_of]))
+    def value_from(result) -> float:
         if not result.feasible or (contiguous and not result.contiguous):
             return math.inf
         return float(result.max_load if objective == "throughput" else result.latency)
+
+    def value_of(device_of_block: np.ndarray) -> float:
+        began = time.perf_counter()
+        result = evaluate(problem, Placement(device=device_of_block[block_of]))
+        last_evaluation[0] = time.perf_counter() - began
+        return value_from(result)
+
+    def start_value(start: Placement, device_of_block: np.ndarray) -> float:
+        """A start's value; for throughput its own (maybe stored) evaluation when it moves whole
+        blocks (max-load, feasibility and contiguity do not depend on its subgraph order)."""
+        if objective == "throughput" and np.array_equal(device_of_block[block_of], start.device):
+            return value_from(evaluation_of(problem, start))
+        return value_of(device_of_block)
+
+    def time_left() -> bool:
+        return time.perf_counter() + last_evaluation[0] < deadline
 
     def runs(b: int, d: int) -> bool:
         return math.isfinite(blocks.latency[b, kind[d]])
 
     if not starts:
-        starts = [greedy_latency(problem)]
-        try:
-            starts.append(pipedream(problem, objective, max(0.1, time_limit - (time.perf_counter() - started))))
-        except FpgaplaceError:  # refused past its size, or out of time
-            pass
+        starts = [greedy_latency(problem, deadline, blocks)]
+        if time_left():
+            try:
+                starts.append(pipedream(problem, objective, deadline - time.perf_counter()))
+            except FpgaplaceError:  # refused past its size, or out of time
+                pass
     candidates = [np.array([p.device[m[0]] for m in blocks.members]) for p in starts]
-    scored = [(value_of(c), i) for i, c in enumerate(candidates)]
+    scored = [(start_value(starts[0], candidates[0]), 0)]
+    scored += [(start_value(p, c), i) for i, (p, c) in enumerate(zip(starts, candidates, strict=True))
+               if i and time_left()]
     best_value, best_index = min(scored)
     best = candidates[best_index].copy()
-    deadline = started + time_limit
 
     def improve(current: np.ndarray, value: float) -> tuple[np.ndarray, float]:
         improved = True
-        while improved and time.perf_counter() < deadline:
+        while improved and time_left():
             improved = False
             for b in rng.sample(range(len(current)), len(current)):
-                if time.perf_counter() >= deadline:
-                    break
                 for d in rng.sample(devices, len(devices)):
                     if d == current[b] or not runs(b, d):
                         continue
+                    if not time_left():
+                        return current, value
                     candidate = current.copy()
                     candidate[b] = d
                     others = np.flatnonzero(current == d)
@@ -578,7 +609,7 @@ def local_search(
 
     best, best_value = improve(best, best_value)
     for _ in range(max(0, restarts - 1)):
-        if time.perf_counter() >= deadline:
+        if not time_left():
             break
         current = best.copy()
         for b in rng.sample(range(len(current)), min(len(current), 3)):
@@ -586,5 +617,9 @@ def local_search(
         current, value = improve(current, value_of(current))
         if value < best_value:
             best, best_value = current, value
+    kept = starts[best_index]
+    if objective == "throughput" and np.array_equal(best[block_of], kept.device):  # no better one found
+        return _score(problem, kept.device, "local-search", objective, started, order=kept.order,
+                      contiguous=contiguous, known=[kept])
     return _score(problem, best[block_of], "local-search", objective, started,
                   contiguous=contiguous)

@@ -373,6 +373,33 @@ def evaluate(problem: PlacementProblem, placement: Placement,
     )
 
 
+def evaluation_of(problem: PlacementProblem, placement: Placement, *known: Placement) -> Evaluation:
+    """``evaluate(problem, placement)``, or the evaluation this function stored on ``placement`` or
+    on one of ``known`` when it was of the same problem object, device and order: an O(n)
+    comparison instead of a second O(n (U + m)) evaluation (2.5 s at 200,000 ops). The result
+    is stored on ``placement`` (with copies of its arrays, so a later change is noticed)."""
+    for other in (placement, *known):
+        if other.evaluated is not None:
+            problem_then, device, order, result = other.evaluated
+            if problem_then is problem and _same_array(device, placement.device) \
+                    and _same_array(order, placement.order):
+                placement.evaluated = other.evaluated
+                return result
+    result = evaluate(problem, placement)
+    placement.evaluated = (problem, _copy(placement.device), _copy(placement.order), result)
+    return result
+
+
+def _same_array(a: np.ndarray | None, b: np.ndarray | None) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    return bool(np.array_equal(a, b))
+
+
+def _copy(values: np.ndarray | None) -> np.ndarray | None:
+    return None if values is None else np.array(values, copy=True)
+
+
 def _bad_devices(problem: PlacementProblem, device: np.ndarray, n_devices: int) -> list[str]:
     if device.shape != (problem.n,):
         return [f"placement has {device.size} device entries, expected {problem.n}"]

@@ -196,6 +196,9 @@ class Placement:
     seconds: float = 0.0
     status: str = ""  # "optimal", "time limit", "heuristic", ...
     contiguous: bool = True
+    evaluated: tuple | None = field(default=None, repr=False, compare=False)
+    # (problem, device, order, Evaluation) stored by ``evaluate.evaluation_of``; reused only while
+    # the problem is the same object and device and order are unchanged
 
     @property
     def gap(self) -> float:

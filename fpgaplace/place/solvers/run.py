@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fpgaplace.place.solvers.evaluate import Evaluation, evaluate
+from fpgaplace.place.solvers.evaluate import Evaluation, evaluation_of
 from fpgaplace.place.solvers.ip.scip import DEFAULT_GAP
 from fpgaplace.place.solvers.prefer import PREFER_SECONDS, placement_value, prefer_accelerators
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
@@ -68,7 +68,7 @@ class Result:
 def _start_value(problem: PlacementProblem, placement: Placement, options: SolveOptions) -> float:
     """The evaluator's objective for a start; inf if infeasible (or not contiguous when asked)."""
     try:
-        result = evaluate(problem, placement)
+        result = evaluation_of(problem, placement)
     except FpgaplaceError:  # a given subgraph order that deadlocks
         return math.inf
     if not result.feasible:
@@ -125,7 +125,8 @@ def heuristic_starts(problem: PlacementProblem, options: SolveOptions,
             options.progress(f"start: greedy skipped: about {GREEDY_SECONDS_PER_OP * problem.n:.1f} s for "
                              f"{problem.n:,} ops, more than the time left")
     else:
-        starts += _attempt("greedy", lambda: baselines.greedy_latency(problem), problem, options)
+        starts += _attempt("greedy", lambda: baselines.greedy_latency(problem, started + options.time_limit),
+                           problem, options)
     left = max(MIN_IP_SECONDS, options.time_limit - (time.perf_counter() - started) - MIN_IP_SECONDS)
     starts += _attempt("pipedream", lambda: baselines.pipedream(problem, options.objective, left), problem, options)
     if options.objective == "latency" and starts:
@@ -291,7 +292,7 @@ def _baseline(name: str) -> Callable[[PlacementProblem, SolveOptions], Placement
         from fpgaplace.place.solvers import baselines
 
         if name == "greedy":
-            return baselines.greedy_latency(problem)
+            return baselines.greedy_latency(problem, deadline=time.perf_counter() + options.time_limit)
         if name == "local-search":  # (a fifth of the limit left for its last scoring and the evaluator's)
             return baselines.local_search(
                 problem, objective=options.objective, time_limit=min(0.8 * options.time_limit, 10.0)
@@ -345,7 +346,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     exact = chosen in ("dp", "ip")
     # the solvers' view, one c(v): for the exact methods the cheapest link each node can cross
     # (a relaxation, so their bound holds), for the heuristics the costliest (an upper bound)
-    model = problem.optimistic() if exact else replace(problem, links=None)
+    model = problem.optimistic() if exact else problem if problem.links is None else replace(problem, links=None)
     if chosen == "ip":
         placement, starts = _ip_with_starts(model, options)
     elif method == "auto":
@@ -367,7 +368,7 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement = prefer_accelerators(problem, placement, options.objective, options.contiguous,
                                     seconds=min(PREFER_SECONDS, PREFER_SHARE * options.time_limit))
     placement.seconds = time.perf_counter() - start
-    evaluation = evaluate(problem, placement)
+    evaluation = evaluation_of(problem, placement)  # (once: a heuristic's own scoring is reused)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
     return Result(placement, evaluation, starts)
 
