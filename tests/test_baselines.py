@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import itertools
 import math
+import time
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -111,6 +113,28 @@ def test_greedy_fills_accelerators_in_order_while_memory_fits() -> None:
     assert answer.device.tolist() == [0, 0, 1, 1, 2]
     check(problem, answer, "latency")
     assert answer.value == pytest.approx(1 + 1 + 1 + 1 + 9)
+
+
+def test_greedy_past_its_deadline_keeps_its_cut_order_unscored_against_the_derived_one() -> None:
+    # node 1 (CPU only) cuts the accelerator's run between 0 and 2, which one derived subgraph
+    # joins: the cut order pays tensor 0's transfer twice (latency 4 + 4), the derived none (2)
+    problem = replace(chain([1, math.inf, 1], [1, 1, 1], size=[1, 1, 1], transfer=[3, 0, 0],
+                            accelerators=1), edges=[(0, 2)])
+    unhurried = greedy_latency(problem)
+    hurried = greedy_latency(problem, deadline=time.perf_counter())
+    assert unhurried.order is None and unhurried.value == pytest.approx(2)
+    assert hurried.order is not None and hurried.value == pytest.approx(8)
+    check(problem, unhurried, "latency")
+    check(problem, hurried, "latency")
+
+
+def test_local_search_out_of_time_returns_its_start_scored() -> None:
+    problem = chain([1, 2, 3, 4], [9, 9, 9, 9], size=[1, 1, 1, 1], transfer=[1, 1, 1, 1])
+    start = greedy_latency(problem)
+    for objective in ("throughput", "latency"):
+        answer = local_search(problem, objective, time_limit=0.0, starts=[start])
+        assert answer.device.tolist() == start.device.tolist() and answer.method == "local-search"
+        check(problem, answer, objective)
 
 
 def test_greedy_splits_an_accelerator_around_a_cpu_node() -> None:

