@@ -3,8 +3,9 @@
 Writes the fuzz scale family's chain workload (``tests/fuzz.py large_workload``, seeded) of
 ``--ops`` ops, runs the real command ``fpgaplace place WORKLOAD --method M --time-limit L`` for
 each method, and prints a table: wall seconds of the whole command (start-up and reading the
-workload included, as a user waits), its peak resident memory, and whether the wall time is
-within the issue's allowance of 2 L + 3 s. The exit status is 1 when a run is over it or fails.
+workload included, as a user waits), its peak resident memory, its exit status (1: the method
+refused, e.g. PipeDream past its size) and whether the wall time is within the issue's allowance
+of 2 L + 3 s. The script's exit status is 1 when a run is over it.
 
 ``--tree DIR`` (repeatable) runs the command with ``PYTHONPATH=DIR`` instead, e.g. two
 ``git archive`` snapshots of ``fpgaplace/`` before and after a change: the trees take turns
@@ -78,7 +79,7 @@ def main() -> int:
         for method in args.methods.split(","):
             for tree in trees:
                 wall, rss, code = run(tree, workload, method, args.limit, Path(folder) / "placement.json")
-                within = code == 0 and wall <= allowed
+                within = wall <= allowed
                 failed |= not within
                 print(f"{tree or 'installed':24} {method:26} {wall:7.1f} {rss / 1024:10.0f}  {code:4}  "
                       f"{'yes' if within else 'NO'}", flush=True)

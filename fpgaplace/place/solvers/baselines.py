@@ -529,7 +529,8 @@ def local_search(
     A candidate moves one colour block to another device, half the time swapping a block of
     that device back. It is accepted if the evaluator scores it strictly better, feasible and
     (with ``contiguous``) contiguous. Each restart perturbs the best placement by moving three
-    random blocks. Stops at ``time_limit`` seconds, with the best found so far: no candidate is
+    random blocks. A start is scored as it is (its subgraph order too) and returned so when nothing
+    beats it. Stops at ``time_limit`` seconds, with the best found so far: no candidate is
     scored when the last evaluation's time would run past it (one evaluation takes 2.5 s at
     200,000 ops). A sweep costs O(B * D) evaluations of O(D (n + m)) each.
     """
@@ -558,10 +559,13 @@ def local_search(
         return value_from(result)
 
     def start_value(start: Placement, device_of_block: np.ndarray) -> float:
-        """A start's value; for throughput its own (maybe stored) evaluation when it moves whole
-        blocks (max-load, feasibility and contiguity do not depend on its subgraph order)."""
-        if objective == "throughput" and np.array_equal(device_of_block[block_of], start.device):
-            return value_from(evaluation_of(problem, start))
+        """A start's value: when it moves whole blocks, its own (maybe stored) evaluation, with
+        its subgraph order; else that of its blocks' devices."""
+        if np.array_equal(device_of_block[block_of], start.device):
+            try:
+                return value_from(evaluation_of(problem, start))
+            except FpgaplaceError:  # a given subgraph order that deadlocks
+                pass
         return value_of(device_of_block)
 
     def time_left() -> bool:
@@ -618,7 +622,7 @@ def local_search(
         if value < best_value:
             best, best_value = current, value
     kept = starts[best_index]
-    if objective == "throughput" and np.array_equal(best[block_of], kept.device):  # no better one found
+    if np.array_equal(best[block_of], kept.device):  # nothing better found: the start as it is
         return _score(problem, kept.device, "local-search", objective, started, order=kept.order,
                       contiguous=contiguous, known=[kept])
     return _score(problem, best[block_of], "local-search", objective, started,
