@@ -102,6 +102,17 @@ def test_the_shared_flags_are_declared_once():
         flag_groups(wrong)
 
 
+def test_the_time_limit_counts_from_the_commands_start():
+    import time
+
+    from fpgaplace.cli.options import PlacementFlags
+
+    flags = PlacementFlags(time_limit=5.0)
+    assert 4.0 < flags.counted_from(time.perf_counter() - 0.5).time_limit <= 4.5  # half a second read
+    assert flags.counted_from(time.perf_counter() - 60).time_limit == 0.5  # a tenth is kept
+    assert flags.time_limit == 5.0
+
+
 def test_inspect_json_totals(cnn_file):
     result = run("inspect", str(cnn_file), "--json")
     assert result.returncode == 0, result.stderr
