@@ -370,6 +370,8 @@ def _solve(problem: PlacementProblem, method: str, options: SolveOptions) -> Res
     placement.seconds = time.perf_counter() - start
     evaluation = evaluation_of(problem, placement)  # (once: a heuristic's own scoring is reused)
     placement.value = evaluation.latency if options.objective == "latency" else evaluation.max_load
+    for scored in (placement, *starts):  # the Result holds the one evaluation kept (a schedule is n entries)
+        scored.evaluated = None
     return Result(placement, evaluation, starts)
 
 
