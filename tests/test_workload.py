@@ -77,6 +77,8 @@ def test_mixed_edge_costs_take_max(tmp_path: Path) -> None:
         (lambda d: d.pop("maxFPGAs"), "maxFPGAs"),
         (lambda d: d["nodes"][0].update(supportedOnFpga=3), "supportedOnFpga"),
         (lambda d: d["edges"][0].pop("cost"), "edge #0"),
+        (lambda d: d["edges"][0].update(sourceId=[10]), r"edge #0: node id \[10\]; expected an integer id"),
+        (lambda d: d["edges"][0].update(destId={"id": 20}), "edge #0: node id .*expected an integer id"),
     ],
 )
 def test_bad_files(tmp_path: Path, mutate, needle: str) -> None:

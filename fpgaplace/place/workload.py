@@ -263,6 +263,8 @@ def _checked_edges(path: Path, edges_json: list, index: dict[int, int]) -> Edges
         _require(path, edge, EDGE_FIELDS, f"edge #{j}")
         source, dest = edge["sourceId"], edge["destId"]
         for end in (source, dest):
+            if isinstance(end, (list, dict)):
+                raise FpgaplaceError(f"{path}: edge #{j}: node id {json.dumps(end)[:60]}; expected an integer id")
             if end not in index:
                 raise FpgaplaceError(
                     f"{path}: dangling edge #{j} {source}->{dest}: node id {end!r} does not exist"
