@@ -245,6 +245,15 @@ def test_search_never_divides_by_a_batch_the_model_does_not_have():
                profile_cpu=False)
 
 
+def test_all_methods_stop_at_the_time_limit_and_say_which_were_skipped():
+    problem = load_input(WORKLOAD)
+    seen: list[str] = []
+    results = place_problem(problem, method="all", time_limit=1e-3, progress=seen.append)
+    skipped = [line.split(":")[0] for line in seen if "limit is spent" in line]
+    assert len(results) == 1 and len(skipped) >= 5 and results[0].placement.method not in skipped, seen
+    assert len(place_problem(problem, method="all", time_limit=60)) > 5
+
+
 @pytest.mark.parametrize("gap", [-0.1, 1.0, float("nan")])
 def test_a_gap_outside_zero_to_one_is_a_one_line_error(gap):
     problem = load_input(WORKLOADS / "latency" / "layer-bert24_inference.json")

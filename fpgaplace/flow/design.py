@@ -85,7 +85,8 @@ def place_problem(
     ``time_limit`` is the total seconds the placement may take. With "all", every method that
     applies to the objective runs in turn and each gets an even share of the time still left
     (a fast heuristic leaves its unused share to the methods after it); a method that does not
-    apply is reported through ``progress`` and left out. ``gap`` is the relative gap at which
+    apply, and every method after the limit is spent (the first always runs), is reported
+    through ``progress`` and left out. ``gap`` is the relative gap at which
     the integer programs stop (0 asks for proven optimality). Returns one result, or one per method.
     """
     if not (isinstance(time_limit, int | float) and math.isfinite(time_limit) and time_limit > 0):
@@ -106,6 +107,10 @@ def place_problem(
     deadline = time.perf_counter() + time_limit
     results = []
     for done, name in enumerate(methods):
+        if results and time.perf_counter() >= deadline:
+            if progress:
+                progress(f"{name}: skipped: the time limit is spent")
+            continue
         share = max(0.1, (deadline - time.perf_counter()) / (len(methods) - done))
         try:
             results.append(solve(problem, name, dataclasses.replace(options, time_limit=share)))
