@@ -25,6 +25,13 @@ explicit as hls4ml's ONNX frontend requires):
   mlp          Gemm-Relu-Gemm-Relu-Gemm, 16-64-32-5, logits out
   mlp_softmax  fpgaplace.model.zoo.mlp(batch=1, sizes=(16, 64, 32, 5)): the same layers ending in Softmax
   cnn          1x3x16x16: Conv3x3(8)-Relu-MaxPool2-Conv3x3(16)-Relu-MaxPool2-Flatten-Gemm(10)
+  attention    one self-attention layer, 1x8x32, 2 heads: Q/K/V projections, Q·Kᵀ/√d, Softmax, ·V,
+               output projection; errors and top-1 are per token (rows of 32)
+  attention_1head  the same with one head: no head split, Kᵀ a single Transpose
+
+hls4ml 1.3's ONNX frontend parses the attention graphs but its optimizer cannot convert a MatMul of
+two activations (Q·Kᵀ, probs·V): the row says so with hls4ml's own warning. Its only attention layer
+is the Keras 3 HGQ2 QMultiHeadAttention (a quantization-aware Keras layer), not an ONNX path.
 
 hls4ml runs in its own venv (created once at --venv, reused after; never fpgaplace's .venv) through
 scripts/bench_hls4ml_worker.py with io_parallel and ap_fixed<16,6> by default. Every figure is the
@@ -115,7 +122,44 @@ def small_cnn(channels: int = 3, image: int = 16, filters: tuple[int, int] = (8,
     return b.model("cnn", [_float_value("x", [1, channels, image, image])], [_float_value("y", [1, classes])])
 
 
-MODELS: dict[str, Callable[[], onnx.ModelProto]] = {"mlp": mlp_logits, "mlp_softmax": mlp_softmax, "cnn": small_cnn}
+def self_attention(seq: int = 8, hidden: int = 32, heads: int = 2, seed: int = 7) -> onnx.ModelProto:
+    """One multi-head self-attention layer on ``x [1, seq, hidden]``, no residual or norm: Q, K, V
+    projections (MatMul + Add, fpgaplace.model.zoo's dense), Q·Kᵀ scaled by 1/√(hidden/heads),
+    Softmax over the keys, ·V, heads merged, output projection. With heads > 1 the heads are split
+    as exporters write them (Reshape to [1, S, H, D], Transpose); with one head there is no split
+    (Kᵀ is one Transpose), the plainest graph a frontend could meet. O(seq² hidden) MACs."""
+    from fpgaplace.model.zoo import _Builder, _dense
+
+    if hidden % heads:
+        raise ValueError(f"self_attention: hidden={hidden} must be a multiple of heads={heads}")
+    b = _Builder(seed)
+    head_dim = hidden // heads
+    q, k, v = (_dense(b, "x", name, hidden, hidden) for name in ("query", "key", "value"))
+    if heads == 1:
+        k = b.node("Transpose", [k], perm=[0, 2, 1])
+    else:
+        split = b.const("split_heads_shape", np.array([1, seq, heads, head_dim], np.int64))
+        q, k, v = (b.node("Transpose", [b.node("Reshape", [t, split])], perm=perm)
+                   for t, perm in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (v, [0, 2, 1, 3])))
+    scale = b.const("attention_scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
+    probs = b.node("Softmax", [b.node("Mul", [b.node("MatMul", [q, k]), scale])], axis=-1)
+    context = b.node("MatMul", [probs, v])
+    if heads > 1:
+        merge = b.const("merge_heads_shape", np.array([1, seq, hidden], np.int64))
+        context = b.node("Reshape", [b.node("Transpose", [context], perm=[0, 2, 1, 3]), merge])
+    w, bias = b.weight("attn_out_w", (hidden, hidden)), b.weight("attn_out_b", (hidden,), scale=0.02)
+    b.node("Add", [b.node("MatMul", [context, w]), bias], output="y")
+    name = f"attention_{heads}head"
+    return b.model(name, [_float_value("x", [1, seq, hidden])], [_float_value("y", [1, seq, hidden])])
+
+
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "mlp": mlp_logits,
+    "mlp_softmax": mlp_softmax,
+    "cnn": small_cnn,
+    "attention": self_attention,
+    "attention_1head": lambda: self_attention(heads=1),
+}
 DEFAULT_MODELS = ("mlp", "cnn")
 
 
@@ -211,8 +255,11 @@ class ErrorStats:
     top1: float  # fraction of samples whose argmax agrees
 
 
-def error_stats(outputs: np.ndarray, reference: np.ndarray) -> ErrorStats:
-    """Compare two (N, K) arrays row by row. O(N K)."""
+def error_stats(outputs: np.ndarray, reference: np.ndarray, row_width: int | None = None) -> ErrorStats:
+    """Compare two (N, K) arrays row by row, or by rows of ``row_width`` values when given (one row
+    per token of a [1, seq, hidden] output: its relative error and argmax are per token). O(N K)."""
+    if row_width is not None:
+        reference = np.asarray(reference).reshape(-1, row_width)
     outputs = np.asarray(outputs, dtype=np.float64).reshape(reference.shape)
     difference = np.abs(outputs - reference)
     scale = np.maximum(np.abs(reference).max(axis=1), np.finfo(np.float64).tiny)
@@ -235,6 +282,7 @@ class Case:
     float_outputs: np.ndarray
     qdq_outputs: np.ndarray
     quantizer: str
+    row_width: int  # the output's last dim: errors and top-1 are per row of it (per token for attention)
 
 
 def prepare_case(name: str, workdir: Path, count: int) -> Case:
@@ -256,6 +304,7 @@ def prepare_case(name: str, workdir: Path, count: int) -> Case:
         float_outputs=onnxruntime_outputs(float_path, samples),
         qdq_outputs=onnxruntime_outputs(qdq_path, samples),
         quantizer=quantizer,
+        row_width=model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value,
     )
 
 
@@ -393,7 +442,7 @@ def measured_row(tool: str, case: Case, run: ToolRun) -> dict:
     else:
         float_ref = onnxruntime_outputs(case.float_path, run.inputs)
         qdq_ref = onnxruntime_outputs(case.qdq_path, run.inputs)
-    against_float, against_qdq = error_stats(run.outputs, float_ref), error_stats(run.outputs, qdq_ref)
+    against_float, against_qdq = (error_stats(run.outputs, ref, case.row_width) for ref in (float_ref, qdq_ref))
     return {
         "tool": tool,
         "model": case.name,

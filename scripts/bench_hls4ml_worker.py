@@ -62,6 +62,26 @@ def convert(model, request: dict):
     )
 
 
+class ConversionRefused(Exception):
+    """hls4ml's conversion raised; the message is one line: the stage, the exception's first line and
+    the last warning hls4ml gave before it (often the real reason, e.g. an unsupported MatMul)."""
+
+
+def convert_or_explain(model, request: dict):
+    """``convert`` with hls4ml's warnings kept, so that a failure can name what hls4ml warned about."""
+    import warnings
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            return convert(model, request)
+        except Exception as error:  # noqa: BLE001 -- any failure inside hls4ml is the answer reported
+            first_line = (str(error).splitlines() or [""])[0].strip()
+            warned = [str(w.message).splitlines()[0] for w in caught if issubclass(w.category, UserWarning)]
+            note = f"; hls4ml warned: {warned[-1]}" if warned else ""
+            raise ConversionRefused(f"convert_from_onnx_model: {type(error).__name__}: {first_line}{note}") from error
+
+
 def run(request: dict) -> dict:
     """Build the C simulation of ``request['model']`` and run it on ``request['samples']``."""
     import hls4ml
@@ -70,7 +90,7 @@ def run(request: dict) -> dict:
     start = time.perf_counter()
     model = prepare(request["model"])
     prepared = time.perf_counter()
-    hls_model = convert(model, request)
+    hls_model = convert_or_explain(model, request)
     converted = time.perf_counter()
     hls_model.compile()
     compiled = time.perf_counter()
