@@ -31,7 +31,10 @@ explicit as hls4ml's ONNX frontend requires):
 
 hls4ml 1.3's ONNX frontend parses the attention graphs but its optimizer cannot convert a MatMul of
 two activations (Q·Kᵀ, probs·V): the row says so with hls4ml's own warning. Its only attention layer
-is the Keras 3 HGQ2 QMultiHeadAttention (a quantization-aware Keras layer), not an ONNX path.
+is HGQ2's QMultiHeadAttention on Keras 3: tool hls4ml-hgq2 (attention models only) rebuilds the same
+layer with the same weights as that Keras layer, every quantizer fixed<16,6>-like (kif, i=5, f=10,
+saturating; its softmax tables at HGQ2's defaults), and times hls4ml's Keras 3 conversion and
+compile() the same way (hgq2, keras and jax go into the same hls4ml venv on first use).
 
 hls4ml runs in its own venv (created once at --venv, reused after; never fpgaplace's .venv) through
 scripts/bench_hls4ml_worker.py with io_parallel and ap_fixed<16,6> by default. Every figure is the
@@ -63,7 +66,12 @@ DEFAULT_WORKDIR = ROOT / ".bench" / "csim"
 DEFAULT_FPGAPLACE = ROOT / ".venv" / "bin" / "fpgaplace"
 # The set that was installed and run together (hls4ml's ONNX path needs qonnx; qonnx pulls the rest).
 HLS4ML_REQUIREMENTS = ("hls4ml==1.3.0", "qonnx==1.0.0", "onnx==1.23.2", "onnxruntime==1.32.0")
-TOOLS = ("hls4ml", "fpgaplace", "onnxruntime-qdq")
+# hls4ml's only multi-head attention is HGQ2's Keras 3 QMultiHeadAttention: the hgq2 release whose
+# module path hls4ml 1.3.0's handler names (hgq.layers.multi_head_attention, moved after 0.1.6), the
+# Keras whose EinsumDense still has full_output_shape (3.11; hgq2 0.1.6 wants >=3.11) and JAX as the backend.
+HGQ2_REQUIREMENTS = ("hgq2==0.1.6", "keras==3.11.3", "jax[cpu]==0.10.2")
+ATTENTION_MODELS = ("attention", "attention_1head")
+TOOLS = ("hls4ml", "hls4ml-hgq2", "fpgaplace", "onnxruntime-qdq")
 SAMPLE_SEED = 1234
 CALIBRATION_SEED = 4321
 CALIBRATION_SAMPLES = 256
@@ -344,17 +352,21 @@ def run_logged(command: Sequence[str], log: Path, timeout: float = TOOL_TIMEOUT_
     return done.stdout
 
 
-def ensure_hls4ml_venv(venv: Path) -> Path:
-    """Create ``venv`` with HLS4ML_REQUIREMENTS once; reuse it while its marker lists the same set."""
+def ensure_hls4ml_venv(venv: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Create ``venv`` with HLS4ML_REQUIREMENTS (and ``extra``) once; reuse it while its marker lists
+    every requirement wanted (installing ``extra`` later adds them to the marker)."""
     python, marker = venv / "bin" / "python", venv / "bench-requirements.txt"
-    wanted = "\n".join(HLS4ML_REQUIREMENTS) + "\n"
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
+    requirements = (*HLS4ML_REQUIREMENTS, *extra)
+    have = marker.read_text().splitlines() if marker.exists() else []
+    if python.exists() and set(requirements) <= set(have):
         return python
-    print(f"creating {venv} with {' '.join(HLS4ML_REQUIREMENTS)} (once)", file=sys.stderr, flush=True)
+    requirements = tuple(dict.fromkeys((*requirements, *have)))
+    wanted = "\n".join(requirements) + "\n"
+    print(f"installing into {venv}: {' '.join(requirements)} (once)", file=sys.stderr, flush=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / "hls4ml-venv-install.log"
     run_logged([sys.executable, "-m", "venv", str(venv)], log)
-    run_logged([str(python), "-m", "pip", "install", "--quiet", *HLS4ML_REQUIREMENTS], log)
+    run_logged([str(python), "-m", "pip", "install", "--quiet", *requirements], log)
     marker.write_text(wanted)
     return python
 
@@ -365,6 +377,7 @@ class Hls4mlSettings:
     io_type: str
     precision: str
     backend: str
+    frontend: str = "onnx"  # or "hgq2": the attention models as one HGQ2 QMultiHeadAttention (Keras 3)
 
 
 def run_hls4ml(case: Case, folder: Path, settings: Hls4mlSettings) -> ToolRun:
@@ -377,6 +390,7 @@ def run_hls4ml(case: Case, folder: Path, settings: Hls4mlSettings) -> ToolRun:
         "io_type": settings.io_type,
         "precision": settings.precision,
         "backend": settings.backend,
+        "frontend": settings.frontend,
     }
     request_path, result_path = folder / "request.json", folder / "result.json"
     request_path.write_text(json.dumps(request, indent=2))
@@ -549,6 +563,10 @@ def measure_tool(tool: str, case: Case, folder: Path, args: argparse.Namespace) 
         if tool == "hls4ml":
             settings = Hls4mlSettings(ensure_hls4ml_venv(args.venv), args.io_type, args.precision, args.backend)
             run = run_hls4ml(case, folder, settings)
+        elif tool == "hls4ml-hgq2":
+            python = ensure_hls4ml_venv(args.venv, HGQ2_REQUIREMENTS)
+            settings = Hls4mlSettings(python, args.io_type, args.precision, args.backend, frontend="hgq2")
+            run = run_hls4ml(case, folder, settings)
         elif tool == "fpgaplace":
             run = run_fpgaplace(case, folder, args.fpgaplace, args.board, args.fpgaplace_model)
         else:
@@ -566,7 +584,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = []
     for repeat in range(args.repeats):
         for case in cases:
-            for tool in args.tools:
+            for tool in (t for t in args.tools if t != "hls4ml-hgq2" or case.name in ATTENTION_MODELS):
                 row = measure_tool(tool, case, runs_dir / f"{repeat}" / case.name / tool, args)
                 runs.append({**row, "repeat": repeat})
                 progress = row.get("note") or f"build {row['build_seconds']:.2f} s, run {row['run_seconds']:.3f} s"

@@ -142,3 +142,11 @@ def test_error_stats_by_rows(bench):
     assert stats.top1 == 1.0 and stats.max_rel == pytest.approx(0.5)
     flipped = np.array([[0.0, 1.0, 0.0, 2.0]])
     assert bench.error_stats(flipped, reference, row_width=2).top1 == 0.5
+
+
+def test_worker_fixed_bits():
+    spec = importlib.util.spec_from_file_location("bench_hls4ml_worker", SCRIPT.with_name("bench_hls4ml_worker.py"))
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    assert worker.fixed_bits("fixed<16,6>") == (5, 10)  # sign apart: 5 integer bits, 10 fraction bits
+    assert worker.fixed_bits("ap_fixed<8,3>") == (2, 5)
