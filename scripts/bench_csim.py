@@ -33,7 +33,7 @@ hls4ml 1.3's ONNX frontend parses the attention graphs but its optimizer cannot 
 two activations (Q·Kᵀ, probs·V): the row says so with hls4ml's own warning. Its only attention layer
 is HGQ2's QMultiHeadAttention on Keras 3: tool hls4ml-hgq2 (attention models only) rebuilds the same
 layer with the same weights as that Keras layer, every quantizer fixed<16,6>-like (kif, i=5, f=10,
-saturating; its softmax tables at HGQ2's defaults), and times hls4ml's Keras 3 conversion and
+saturating; its softmax tables of 12-bit entries), and times hls4ml's Keras 3 conversion and
 compile() the same way (hgq2, keras and jax go into the same hls4ml venv on first use).
 
 hls4ml runs in its own venv (created once at --venv, reused after; never fpgaplace's .venv) through
