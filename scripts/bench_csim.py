@@ -1,6 +1,7 @@
 """C simulation side by side: fpgaplace (int8, g++) against hls4ml 1.3.0 (ap_fixed, g++), same models.
 
-    .venv/bin/python scripts/bench_csim.py [--models mlp,cnn] [--tools hls4ml,fpgaplace,onnxruntime-qdq]
+    .venv/bin/python scripts/bench_csim.py [--models mlp,cnn,attention]
+                                           [--tools hls4ml,hls4ml-hgq2,fpgaplace,onnxruntime-qdq]
                                            [--samples 1000] [--repeats 1] [--json]
 
 For each model and tool it measures:
