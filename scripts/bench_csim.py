@@ -1,6 +1,7 @@
 """C simulation side by side: fpgaplace (int8, g++) against hls4ml 1.3.0 (ap_fixed, g++), same models.
 
-    .venv/bin/python scripts/bench_csim.py [--models mlp,cnn] [--tools hls4ml,fpgaplace,onnxruntime-qdq]
+    .venv/bin/python scripts/bench_csim.py [--models mlp,cnn,attention]
+                                           [--tools hls4ml,hls4ml-hgq2,fpgaplace,onnxruntime-qdq]
                                            [--samples 1000] [--repeats 1] [--json]
 
 For each model and tool it measures:
@@ -25,6 +26,16 @@ explicit as hls4ml's ONNX frontend requires):
   mlp          Gemm-Relu-Gemm-Relu-Gemm, 16-64-32-5, logits out
   mlp_softmax  fpgaplace.model.zoo.mlp(batch=1, sizes=(16, 64, 32, 5)): the same layers ending in Softmax
   cnn          1x3x16x16: Conv3x3(8)-Relu-MaxPool2-Conv3x3(16)-Relu-MaxPool2-Flatten-Gemm(10)
+  attention    one self-attention layer, 1x8x32, 2 heads: Q/K/V projections, Q·Kᵀ/√d, Softmax, ·V,
+               output projection; errors and top-1 are per token (rows of 32)
+  attention_1head  the same with one head: no head split, Kᵀ a single Transpose
+
+hls4ml 1.3's ONNX frontend parses the attention graphs but its optimizer cannot convert a MatMul of
+two activations (Q·Kᵀ, probs·V): the row says so with hls4ml's own warning. Its only attention layer
+is HGQ2's QMultiHeadAttention on Keras 3: tool hls4ml-hgq2 (attention models only) rebuilds the same
+layer with the same weights as that Keras layer, every quantizer fixed<16,6>-like (kif, i=5, f=10,
+saturating; its softmax tables of 12-bit entries), and times hls4ml's Keras 3 conversion and
+compile() the same way (hgq2, keras and jax go into the same hls4ml venv on first use).
 
 hls4ml runs in its own venv (created once at --venv, reused after; never fpgaplace's .venv) through
 scripts/bench_hls4ml_worker.py with io_parallel and ap_fixed<16,6> by default. Every figure is the
@@ -56,7 +67,12 @@ DEFAULT_WORKDIR = ROOT / ".bench" / "csim"
 DEFAULT_FPGAPLACE = ROOT / ".venv" / "bin" / "fpgaplace"
 # The set that was installed and run together (hls4ml's ONNX path needs qonnx; qonnx pulls the rest).
 HLS4ML_REQUIREMENTS = ("hls4ml==1.3.0", "qonnx==1.0.0", "onnx==1.23.2", "onnxruntime==1.32.0")
-TOOLS = ("hls4ml", "fpgaplace", "onnxruntime-qdq")
+# hls4ml's only multi-head attention is HGQ2's Keras 3 QMultiHeadAttention: the hgq2 release whose
+# module path hls4ml 1.3.0's handler names (hgq.layers.multi_head_attention, moved after 0.1.6), the
+# Keras whose EinsumDense still has full_output_shape (3.11; hgq2 0.1.6 wants >=3.11) and JAX as the backend.
+HGQ2_REQUIREMENTS = ("hgq2==0.1.6", "keras==3.11.3", "jax[cpu]==0.10.2")
+ATTENTION_MODELS = ("attention", "attention_1head")
+TOOLS = ("hls4ml", "hls4ml-hgq2", "fpgaplace", "onnxruntime-qdq")
 SAMPLE_SEED = 1234
 CALIBRATION_SEED = 4321
 CALIBRATION_SAMPLES = 256
@@ -115,7 +131,44 @@ def small_cnn(channels: int = 3, image: int = 16, filters: tuple[int, int] = (8,
     return b.model("cnn", [_float_value("x", [1, channels, image, image])], [_float_value("y", [1, classes])])
 
 
-MODELS: dict[str, Callable[[], onnx.ModelProto]] = {"mlp": mlp_logits, "mlp_softmax": mlp_softmax, "cnn": small_cnn}
+def self_attention(seq: int = 8, hidden: int = 32, heads: int = 2, seed: int = 7) -> onnx.ModelProto:
+    """One multi-head self-attention layer on ``x [1, seq, hidden]``, no residual or norm: Q, K, V
+    projections (MatMul + Add, fpgaplace.model.zoo's dense), Q·Kᵀ scaled by 1/√(hidden/heads),
+    Softmax over the keys, ·V, heads merged, output projection. With heads > 1 the heads are split
+    as exporters write them (Reshape to [1, S, H, D], Transpose); with one head there is no split
+    (Kᵀ is one Transpose), the plainest graph a frontend could meet. O(seq² hidden) MACs."""
+    from fpgaplace.model.zoo import _Builder, _dense
+
+    if hidden % heads:
+        raise ValueError(f"self_attention: hidden={hidden} must be a multiple of heads={heads}")
+    b = _Builder(seed)
+    head_dim = hidden // heads
+    q, k, v = (_dense(b, "x", name, hidden, hidden) for name in ("query", "key", "value"))
+    if heads == 1:
+        k = b.node("Transpose", [k], perm=[0, 2, 1])
+    else:
+        split = b.const("split_heads_shape", np.array([1, seq, heads, head_dim], np.int64))
+        q, k, v = (b.node("Transpose", [b.node("Reshape", [t, split])], perm=perm)
+                   for t, perm in ((q, [0, 2, 1, 3]), (k, [0, 2, 3, 1]), (v, [0, 2, 1, 3])))
+    scale = b.const("attention_scale", np.array(1.0 / np.sqrt(head_dim), np.float32))
+    probs = b.node("Softmax", [b.node("Mul", [b.node("MatMul", [q, k]), scale])], axis=-1)
+    context = b.node("MatMul", [probs, v])
+    if heads > 1:
+        merge = b.const("merge_heads_shape", np.array([1, seq, hidden], np.int64))
+        context = b.node("Reshape", [b.node("Transpose", [context], perm=[0, 2, 1, 3]), merge])
+    w, bias = b.weight("attn_out_w", (hidden, hidden)), b.weight("attn_out_b", (hidden,), scale=0.02)
+    b.node("Add", [b.node("MatMul", [context, w]), bias], output="y")
+    name = f"attention_{heads}head"
+    return b.model(name, [_float_value("x", [1, seq, hidden])], [_float_value("y", [1, seq, hidden])])
+
+
+MODELS: dict[str, Callable[[], onnx.ModelProto]] = {
+    "mlp": mlp_logits,
+    "mlp_softmax": mlp_softmax,
+    "cnn": small_cnn,
+    "attention": self_attention,
+    "attention_1head": lambda: self_attention(heads=1),
+}
 DEFAULT_MODELS = ("mlp", "cnn")
 
 
@@ -211,8 +264,11 @@ class ErrorStats:
     top1: float  # fraction of samples whose argmax agrees
 
 
-def error_stats(outputs: np.ndarray, reference: np.ndarray) -> ErrorStats:
-    """Compare two (N, K) arrays row by row. O(N K)."""
+def error_stats(outputs: np.ndarray, reference: np.ndarray, row_width: int | None = None) -> ErrorStats:
+    """Compare two (N, K) arrays row by row, or by rows of ``row_width`` values when given (one row
+    per token of a [1, seq, hidden] output: its relative error and argmax are per token). O(N K)."""
+    if row_width is not None:
+        reference = np.asarray(reference).reshape(-1, row_width)
     outputs = np.asarray(outputs, dtype=np.float64).reshape(reference.shape)
     difference = np.abs(outputs - reference)
     scale = np.maximum(np.abs(reference).max(axis=1), np.finfo(np.float64).tiny)
@@ -235,6 +291,7 @@ class Case:
     float_outputs: np.ndarray
     qdq_outputs: np.ndarray
     quantizer: str
+    row_width: int  # the output's last dim: errors and top-1 are per row of it (per token for attention)
 
 
 def prepare_case(name: str, workdir: Path, count: int) -> Case:
@@ -256,6 +313,7 @@ def prepare_case(name: str, workdir: Path, count: int) -> Case:
         float_outputs=onnxruntime_outputs(float_path, samples),
         qdq_outputs=onnxruntime_outputs(qdq_path, samples),
         quantizer=quantizer,
+        row_width=model.graph.output[0].type.tensor_type.shape.dim[-1].dim_value,
     )
 
 
@@ -295,17 +353,21 @@ def run_logged(command: Sequence[str], log: Path, timeout: float = TOOL_TIMEOUT_
     return done.stdout
 
 
-def ensure_hls4ml_venv(venv: Path) -> Path:
-    """Create ``venv`` with HLS4ML_REQUIREMENTS once; reuse it while its marker lists the same set."""
+def ensure_hls4ml_venv(venv: Path, extra: tuple[str, ...] = ()) -> Path:
+    """Create ``venv`` with HLS4ML_REQUIREMENTS (and ``extra``) once; reuse it while its marker lists
+    every requirement wanted (installing ``extra`` later adds them to the marker)."""
     python, marker = venv / "bin" / "python", venv / "bench-requirements.txt"
-    wanted = "\n".join(HLS4ML_REQUIREMENTS) + "\n"
-    if python.exists() and marker.exists() and marker.read_text() == wanted:
+    requirements = (*HLS4ML_REQUIREMENTS, *extra)
+    have = marker.read_text().splitlines() if marker.exists() else []
+    if python.exists() and set(requirements) <= set(have):
         return python
-    print(f"creating {venv} with {' '.join(HLS4ML_REQUIREMENTS)} (once)", file=sys.stderr, flush=True)
+    requirements = tuple(dict.fromkeys((*requirements, *have)))
+    wanted = "\n".join(requirements) + "\n"
+    print(f"installing into {venv}: {' '.join(requirements)} (once)", file=sys.stderr, flush=True)
     venv.parent.mkdir(parents=True, exist_ok=True)
     log = venv.parent / "hls4ml-venv-install.log"
     run_logged([sys.executable, "-m", "venv", str(venv)], log)
-    run_logged([str(python), "-m", "pip", "install", "--quiet", *HLS4ML_REQUIREMENTS], log)
+    run_logged([str(python), "-m", "pip", "install", "--quiet", *requirements], log)
     marker.write_text(wanted)
     return python
 
@@ -316,6 +378,7 @@ class Hls4mlSettings:
     io_type: str
     precision: str
     backend: str
+    frontend: str = "onnx"  # or "hgq2": the attention models as one HGQ2 QMultiHeadAttention (Keras 3)
 
 
 def run_hls4ml(case: Case, folder: Path, settings: Hls4mlSettings) -> ToolRun:
@@ -328,6 +391,7 @@ def run_hls4ml(case: Case, folder: Path, settings: Hls4mlSettings) -> ToolRun:
         "io_type": settings.io_type,
         "precision": settings.precision,
         "backend": settings.backend,
+        "frontend": settings.frontend,
     }
     request_path, result_path = folder / "request.json", folder / "result.json"
     request_path.write_text(json.dumps(request, indent=2))
@@ -393,7 +457,7 @@ def measured_row(tool: str, case: Case, run: ToolRun) -> dict:
     else:
         float_ref = onnxruntime_outputs(case.float_path, run.inputs)
         qdq_ref = onnxruntime_outputs(case.qdq_path, run.inputs)
-    against_float, against_qdq = error_stats(run.outputs, float_ref), error_stats(run.outputs, qdq_ref)
+    against_float, against_qdq = (error_stats(run.outputs, ref, case.row_width) for ref in (float_ref, qdq_ref))
     return {
         "tool": tool,
         "model": case.name,
@@ -500,6 +564,10 @@ def measure_tool(tool: str, case: Case, folder: Path, args: argparse.Namespace) 
         if tool == "hls4ml":
             settings = Hls4mlSettings(ensure_hls4ml_venv(args.venv), args.io_type, args.precision, args.backend)
             run = run_hls4ml(case, folder, settings)
+        elif tool == "hls4ml-hgq2":
+            python = ensure_hls4ml_venv(args.venv, HGQ2_REQUIREMENTS)
+            settings = Hls4mlSettings(python, args.io_type, args.precision, args.backend, frontend="hgq2")
+            run = run_hls4ml(case, folder, settings)
         elif tool == "fpgaplace":
             run = run_fpgaplace(case, folder, args.fpgaplace, args.board, args.fpgaplace_model)
         else:
@@ -517,7 +585,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     runs = []
     for repeat in range(args.repeats):
         for case in cases:
-            for tool in args.tools:
+            for tool in (t for t in args.tools if t != "hls4ml-hgq2" or case.name in ATTENTION_MODELS):
                 row = measure_tool(tool, case, runs_dir / f"{repeat}" / case.name / tool, args)
                 runs.append({**row, "repeat": repeat})
                 progress = row.get("note") or f"build {row['build_seconds']:.2f} s, run {row['run_seconds']:.3f} s"

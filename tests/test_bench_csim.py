@@ -102,8 +102,51 @@ def test_error_summary_finds_the_error_line(bench):
 def test_missing_fpgaplace_gives_a_row(bench, tmp_path):
     samples = np.zeros((2, 4), np.float32)
     case = bench.Case("mlp", tmp_path / "f.onnx", tmp_path / "q.onnx", tmp_path / "s.npy", samples,
-                      np.zeros((2, 3)), np.zeros((2, 3)), "test")
+                      np.zeros((2, 3)), np.zeros((2, 3)), "test", 3)
     args = bench.parse_args(["--fpgaplace", str(tmp_path / "no-such-fpgaplace")])
     row = bench.measure_tool("fpgaplace", case, tmp_path / "run", args)
     assert row["note"].startswith("fpgaplace: not available (") and "no-such-fpgaplace" in row["note"]
     assert "build_seconds" not in row
+
+
+def _attention_by_numpy(model, x: np.ndarray, heads: int) -> np.ndarray:
+    """softmax(Q Kᵀ / √d) V per head, heads concatenated, output projection; weights from the model."""
+    from onnx import numpy_helper
+
+    w = {t.name: numpy_helper.to_array(t) for t in model.graph.initializer}
+    q, k, v = (x @ w[f"{n}_w"] + w[f"{n}_b"] for n in ("query", "key", "value"))
+    d = x.shape[-1] // heads
+    heads_out = []
+    for h in range(heads):
+        part = slice(h * d, (h + 1) * d)
+        scores = q[:, part] @ k[:, part].T / np.sqrt(d)
+        probs = np.exp(scores - scores.max(axis=1, keepdims=True))
+        heads_out.append(probs / probs.sum(axis=1, keepdims=True) @ v[:, part])
+    return np.concatenate(heads_out, axis=1) @ w["attn_out_w"] + w["attn_out_b"]
+
+
+@pytest.mark.parametrize("heads", [1, 2])
+def test_self_attention_computes_attention(bench, heads):
+    import onnxruntime as ort
+
+    model = bench.self_attention(seq=8, hidden=16, heads=heads)
+    x = np.random.default_rng(0).standard_normal((1, 8, 16)).astype(np.float32)
+    got = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
+    np.testing.assert_allclose(got[0], _attention_by_numpy(model, x[0], heads), rtol=1e-4, atol=1e-5)
+
+
+def test_error_stats_by_rows(bench):
+    reference = np.array([[1.0, 0.0, 0.0, 2.0]])  # one sample, two tokens of width 2
+    outputs = np.array([[1.0, 0.5, 0.0, 2.0]])  # token 0 keeps its argmax, token 1 too
+    stats = bench.error_stats(outputs, reference, row_width=2)
+    assert stats.top1 == 1.0 and stats.max_rel == pytest.approx(0.5)
+    flipped = np.array([[0.0, 1.0, 0.0, 2.0]])
+    assert bench.error_stats(flipped, reference, row_width=2).top1 == 0.5
+
+
+def test_worker_fixed_bits():
+    spec = importlib.util.spec_from_file_location("bench_hls4ml_worker", SCRIPT.with_name("bench_hls4ml_worker.py"))
+    worker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(worker)
+    assert worker.fixed_bits("fixed<16,6>") == (5, 10)  # sign apart: 5 integer bits, 10 fraction bits
+    assert worker.fixed_bits("ap_fixed<8,3>") == (2, 5)
