@@ -15,7 +15,7 @@ from rtl_cases import lowbit_dense_case, lowbit_dense_module, simulate_dense
 
 from fpgaplace.board.load import load_board
 from fpgaplace.board.model import FAMILIES
-from fpgaplace.codegen.rtl import render_dense
+from fpgaplace.codegen.rtl import render_dense, render_op
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.kernel import Lanes, lane_choice, macs_per_dsp, narrow_pack, packed_dsps, with_precision
 from fpgaplace.hw.registry import dense_geometry
@@ -132,3 +132,26 @@ def test_yosys_dsps_equal_and_luts_within_a_quarter_of_the_estimate(tmp_path, na
     assert got.dsp == estimate.dsp, (name, got, estimate)
     assert abs(got.lut - estimate.lut) <= LUT_TOLERANCE * got.lut, (name, got.lut, estimate.lut)
     assert got.bram36 == estimate.bram36 == 0, "a shallow weight ROM is LUTs in both"
+
+
+def test_a_layer_rendered_for_its_core_has_the_lanes_and_dsps_the_cost_model_priced(tmp_path):
+    """``rtl.render_op`` on a core (as compile and the per-stage checks render each layer) builds
+    the lanes ``lane_choice`` picks at that core's price of a DSP, not at the default price: on a
+    DSP-rich core w4a4 lanes are packed into multipliers where the default puts them in LUTs, and
+    yosys maps exactly the op library's DSPs of the layer on that core."""
+    core = load_board("pynq-z2").cores[0]
+    dsp_rich = replace(core, lut=core.dsp * 10)  # a DSP worth 10 LUTs
+    choice = lane_choice(dsp_rich, 4, 4)
+    assert choice.kind == "dsp" and lane_choice(None, 4, 4).kind == "lut", "the two prices must differ here"
+    config, arrays, _ = lowbit_dense_case(48, 12, 4, 4, False, seed=3)
+    fold = Folding(3, 8)
+    unit = KERNELS["dense"].rtl(config, arrays, fold, "fp_dense", 1, dsp_rich.macs_per_dsp, dsp_rich)
+    assert (unit.values["LANE_KIND"], unit.values["PACK"]) == (choice.kind, choice.pack)
+    default = KERNELS["dense"].rtl(config, arrays, fold, "fp_dense", 1, dsp_rich.macs_per_dsp)
+    assert default.values["LANE_KIND"] == "lut", "no core: the default price, as before"
+    op = render_op("dense", config, arrays, fold, 1, macs_per_dsp=dsp_rich.macs_per_dsp, core=dsp_rich)
+    got = yosys.synthesize(op.module, Path(tmp_path), "xc7", dsp_only=True)
+    geometry = with_precision(KERNELS["dense"].config_geometry({"K": 48, "N": 12}), 4, 4)
+    priced = KERNELS["dense"].resources(geometry, fold, dsp_rich).dsp
+    assert KERNELS["dense"].mac_dsps(geometry, fold, dsp_rich) > 0
+    assert got.dsp == priced, (got, priced)

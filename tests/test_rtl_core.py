@@ -16,14 +16,28 @@ from fpgaplace.board.load import load_board
 from fpgaplace.board.model import family_of
 from fpgaplace.cli.app import app
 from fpgaplace.codegen import rtl
-from fpgaplace.codegen.rtl_project import render_core
+from fpgaplace.codegen.rtl_project import board_cores, render_core
 from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.geometry import core_budget
 from fpgaplace.hw.registry import window_geometry
 from fpgaplace.model import zoo as models
 from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load, load_design
 from fpgaplace.sim import yosys
+
+
+def test_every_core_record_finds_the_board_core_it_was_priced_on(cnn_project):
+    """compile and the DSP probes render each core's layers for the board core of the record's
+    name (``board_cores``; its price of a DSP picks the lanes): every record finds one, and it is
+    the core the placement budgeted (design.json's ``budget``), on a board cut into two cores."""
+    design = load(cnn_project)
+    cores = board_cores(project_board(design))
+    assert len(design.cores) == 2
+    for record in design.cores:
+        assert record.name in cores, (record.name, sorted(cores))
+        assert core_budget(cores[record.name]).to_json() == record.budget, record.name
 
 
 def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from fpgaplace.board.model import FpgaCore
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import Dense
 from fpgaplace.hw.geometry import Rom, RtlUnit
@@ -108,12 +109,13 @@ def render_unit(unit: RtlUnit, top: str) -> OpModule:
 
 
 def render_op(kernel: str, config: dict[str, Any], arrays: dict[str, Any], folding: Folding, model_cycles: int,
-              top: str | None = None, macs_per_dsp: int = 1) -> OpModule:
-    """The RTL of one layer of a core (``design.json``'s kernel, config, folding and cycles)."""
+              top: str | None = None, macs_per_dsp: int = 1, core: FpgaCore | None = None) -> OpModule:
+    """The RTL of one layer of a core (``design.json``'s kernel, config, folding and cycles) on
+    ``core`` (``Kernel.rtl``: its lanes as the cost model priced them; None: the default price)."""
     top = top or f"fp_{kernel}"
     if kernel not in rtl_kernels():
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {kernel!r} (have {', '.join(rtl_kernels())})")
-    return render_unit(KERNELS[kernel].rtl(config, arrays, folding, top, model_cycles, macs_per_dsp), top)
+    return render_unit(KERNELS[kernel].rtl(config, arrays, folding, top, model_cycles, macs_per_dsp, core), top)
 
 
 def render_dense(config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",

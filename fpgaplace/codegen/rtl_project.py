@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from fpgaplace.board.model import Board, FpgaCore
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.rtl_values import index_bits
@@ -127,15 +128,18 @@ def layer_folding(layer: Layer) -> Folding:
     return Folding(layer.pe, layer.simd, layer.mmv, layer.uram)
 
 
-def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int) -> list[rtl.OpModule]:
-    """Every layer of a core through the RTL op library, named ``<core>_<index>_<kernel>``."""
+def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int,
+                  fpga_core: FpgaCore | None = None) -> list[rtl.OpModule]:
+    """Every layer of a core through the RTL op library, named ``<core>_<index>_<kernel>``, built
+    for ``fpga_core`` (the board's core of the record's name; ``rtl.render_op``)."""
     core = cell_name(record.name)
     return [rtl.render_op(layer.kernel, layer.config | {"ROWS": layer.rows}, layer_arrays,
-                          layer_folding(layer), layer.cycles, f"{core}_{i}_{layer.kernel}", macs_per_dsp)
+                          layer_folding(layer), layer.cycles, f"{core}_{i}_{layer.kernel}", macs_per_dsp, fpga_core)
             for i, (layer, layer_arrays) in enumerate(zip(record.layers, arrays, strict=True))]
 
 
-def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_per_dsp: int) -> rtl.RtlModule | None:
+def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_per_dsp: int,
+                 fpga_core: FpgaCore | None = None) -> rtl.RtlModule | None:
     """The DSP probe of layer ``index`` of a core (``Kernel.probe_layer``: a smaller layer with its
     DSPs) rendered as ``<core>_<index>_<kernel>_probe``, or None where its kernel has none. O(PE weights)."""
     layer = record.layers[index]
@@ -144,13 +148,15 @@ def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_p
     if probe is None:
         return None
     top = f"{cell_name(record.name)}_{index}_{layer.kernel}_probe"
-    return rtl.render_op(layer.kernel, probe[0], probe[1], folding, layer.cycles, top, macs_per_dsp).module
+    return rtl.render_op(layer.kernel, probe[0], probe[1], folding, layer.cycles, top, macs_per_dsp, fpga_core).module
 
 
-def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1) -> CoreRtl:
-    """The RTL top ``<core>_rtl`` of a design.json core record; O(weights)."""
+def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1,
+                fpga_core: FpgaCore | None = None) -> CoreRtl:
+    """The RTL top ``<core>_rtl`` of a design.json core record built for ``fpga_core`` (None: the
+    default price of a DSP, ``hw.kernel.lane_choice``); O(weights)."""
     core = cell_name(record.name)
-    ops = render_layers(record, arrays, macs_per_dsp)
+    ops = render_layers(record, arrays, macs_per_dsp, fpga_core)
     net = Netlist()
     producers: dict[str, tuple[str, int]] = {}
     consumers: dict[str, list[tuple[str, int]]] = {}
@@ -224,6 +230,12 @@ def stage_ports(core: CoreRtl) -> list[dict[str, Any]]:
             for op in core.layers]
 
 
+def board_cores(board: Board) -> dict[str, FpgaCore]:
+    """The board's cores by name, as design.json's core records name them (each layer's lanes are
+    built for its core, ``rtl.render_op``). O(cores)."""
+    return {c.name: c for c in board.cores}
+
+
 def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
     job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
@@ -231,14 +243,14 @@ def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     folder = Path(folder)
     try:
         board = project_board(design)
-        mpd = board.cores[0].macs_per_dsp if board.cores else 1
+        mpd, cores = (board.cores[0].macs_per_dsp if board.cores else 1), board_cores(board)
     except FpgaplaceError:
-        mpd = 1
+        mpd, cores = 1, {}
     for record in design.cores:
         name = cell_name(record.name)
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
         try:
-            core = render_core(record, load_arrays(folder, record), mpd)
+            core = render_core(record, load_arrays(folder, record), mpd, cores.get(record.name))
         except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
             (rtl_folder / "README.txt").write_text(f"No RTL for {record.name}: {error}\n")

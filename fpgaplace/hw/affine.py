@@ -201,7 +201,7 @@ class Affine(Elementwise):
     # ---- RTL ----
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/affine.v.j2``: E = PE x MMV elements a beat, lane j of beat t of channel
         ``(t E + j) mod C``, its ``{M, B}`` from word ``t mod rom_words`` of the ROM."""
         c = int_members(config)

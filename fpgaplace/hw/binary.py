@@ -202,7 +202,7 @@ class Binary(Elementwise):
     # ---- RTL ----
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/binary.v.j2``: E elements of x a beat and EG of g (the folding's lanes and gate
         beat), x's ``buffer_planes`` in a FIFO of SIZE / E words each when g is broadcast."""
         c = int_members(config)

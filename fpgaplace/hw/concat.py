@@ -34,6 +34,7 @@ from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant,
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -164,7 +165,7 @@ class Concat(Elementwise):
         return probe(self, "Concat", {"axis": 1}, names, shapes)
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """PE elements a beat, each input requantized to the output scale by its own constant
         multiplier; ``arrays`` as layers.npz holds them: ``channels``, ``zero_points``, ``mult``,
         ``shift`` per input."""

@@ -49,6 +49,7 @@ from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -253,13 +254,13 @@ class Conv2d(WindowKernel):
         return checked_window_shape(self.name, config, {"PE": fold.pe, "SIMD": fold.simd, "MMV": fold.mmv})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The window unit; for a transposed conv (``upsampled``) the window unit named ``{top}_conv``
         behind its zero-inserting front (``rtl/conv_transposed.v.j2``), which takes the input itself."""
         if not upsampled(config):
-            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp, core)
         c = int_members(config)
-        unit = super().rtl(config, arrays, fold, f"{top}_conv", model_cycles, macs_per_dsp)
+        unit = super().rtl(config, arrays, fold, f"{top}_conv", model_cycles, macs_per_dsp, core)
         in_e = unit.values["IN_E"]
         if c["CIN"] % in_e or c["H"] != (c["XH"] - 1) * c["UH"] + 1 or c["W"] != (c["XW"] - 1) * c["UW"] + 1:
             raise FpgaplaceError(f"rtl {top}: the zero-inserting front needs beats ({in_e}) dividing CIN={c['CIN']} "

@@ -47,6 +47,7 @@ from fpgaplace.hw.rtl_values import (
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -154,24 +155,24 @@ class Dense(Kernel):
         return {**config, "N": fold.pe, "ROWS": 1}, kept
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """A layer's dense unit: ``config`` with the folding's PE and SIMD (``rtl_values``), its
         input a sample of ROWS vectors one after another."""
         rows = int(config.get("ROWS", 1))
-        unit = self.rtl_values(config | {"PE": fold.pe, "SIMD": fold.simd}, arrays, top, macs_per_dsp)
+        unit = self.rtl_values(config | {"PE": fold.pe, "SIMD": fold.simd}, arrays, top, macs_per_dsp, core=core)
         return RtlUnit(unit.template, unit.values, unit.roms, ((PORT_IN, fold.simd, rows * int(config["K"])),),
                        (PORT_OUT, fold.pe, rows * int(config["N"])))
 
     def rtl_values(self, config: dict[str, Any], arrays: dict[str, Any], top: str = "fp_dense",
-                   macs_per_dsp: int = 1, lanes: Lanes | None = None) -> RtlUnit:
+                   macs_per_dsp: int = 1, lanes: Lanes | None = None, core: FpgaCore | None = None) -> RtlUnit:
         """The dense unit for ``config`` (the C++ members ``K, N, ZX, ZY, LO, HI, PE, SIMD``) and
         ``arrays`` (``w [N, K]`` int8, ``bias``, ``mult``, ``shift`` per output channel): ROMs
         ``{top}_weights.mem`` (folded ``[N/PE][K/SIMD][PE][SIMD]``, one word per MAC step) and
         ``{top}_channels.mem`` (per output fold, PE words of ``{shift, mult, bias'}`` with
         ``bias' = bias - (ZX - XOFF) * sum_k w``). Widths (``lane_values``): the optional members
         ``WB`` and ``XB`` (bits of weights and activations, 8 unless given; 1 means +-1) and ``XU``
-        (1: unsigned activations); ``lanes`` as ``lane_choice`` builds them unless given (at 8
-        bits ``macs_per_dsp = 2`` packs channel pairs' MACs into one multiplier). O(N*K)."""
+        (1: unsigned activations); ``lanes`` as ``lane_choice`` builds them on ``core`` unless given
+        (at 8 bits ``macs_per_dsp = 2`` packs channel pairs' MACs into one multiplier). O(N*K)."""
         if macs_per_dsp not in (1, 2):
             raise FpgaplaceError(f"rtl dense: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
         checked = _check_dense(config, arrays)
@@ -179,7 +180,7 @@ class Dense(Kernel):
         w = checked["w"]
         nf, sf = n // pe, k // simd
         units, cycles = requantize_plan(pe, sf)
-        lane = lane_values(config, w, pe, macs_per_dsp, lanes)
+        lane = lane_values(config, w, pe, macs_per_dsp, lanes, core)
         folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
         weight_rom = Rom(folded) if lane["WB"] == 8 else Rom(
             [pack_lanes(row > 0 if lane["WB"] == 1 else row, lane["WB"]) for row in folded], lane["WB"] * pe * simd)
@@ -200,12 +201,13 @@ class Dense(Kernel):
 
 
 def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
-                lanes: Lanes | None) -> dict[str, Any]:
+                lanes: Lanes | None, core: FpgaCore | None = None) -> dict[str, Any]:
     """The lane members of the dense template: widths ``WB``, ``XB``, ``XU`` and the offset
     ``XOFF`` an unsigned input's lanes subtract, the lane kind, the product bits ``PW``, the
     operands of a LUT lane's shift-and-add (``AW`` the wider, ``BW`` the narrower), a DSP lane's
     channel groups ``[(first, count)]`` and the SIMD adder tree's levels ``[(count, bits)]``
-    (``adder_tree``); a one-line error for weights outside their width. O(N*K)."""
+    (``adder_tree``); the lanes ``lane_choice(core, WB, XB)`` unless given, the decision the
+    cost model prices (``Kernel.mac_dsps``); a one-line error for weights outside their width. O(N*K)."""
     wb, xb, xu = int(config.get("WB", 8)), int(config.get("XB", 8)), int(config.get("XU", 0))
     check_bits(wb, "rtl dense WB")
     check_bits(xb, "rtl dense XB")
@@ -217,7 +219,7 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
                              f"({'+-1' if wb == 1 else f'[{-2 ** (wb - 1)}, {2 ** (wb - 1) - 1}]'})")
     if lanes is None:
         lanes = Lanes("dsp", wb, xb, macs_per_dsp) if max(wb, xb) == 8 and min(wb, xb) > 1 else \
-            lane_choice(None, wb, xb)
+            lane_choice(core, wb, xb)
     if (lanes.weight_bits, lanes.activation_bits) != (wb, xb):
         raise FpgaplaceError(f"rtl dense: lanes of {lanes.weight_bits} x {lanes.activation_bits} bits "
                              f"for WB={wb}, XB={xb}")

@@ -35,6 +35,7 @@ from fpgaplace.hw.rtl_values import (
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -81,7 +82,7 @@ class Elementwise(Kernel):
             "CHANNELS": [s[1] if len(s) > 1 else s[0] for s in shapes], "CONST_PERIOD": period})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/elementwise.v.j2``, E elements a beat: the smallest divisor of SIZE whose beats
         fit in the model's cycles; the kernel's ``rtl_kind`` gives its requantizer and inputs."""
         c = int_members(config)
@@ -147,10 +148,10 @@ class Add(Elementwise):
         return probe(self, "Add", {}, ["a", "b"], shapes, ("b",) if constant else ())
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         if int(config.get("CONST_PERIOD", 0)) and "b" not in arrays:
             raise FpgaplaceError(f"rtl {top}: an Add of a constant needs the constant (arrays lack b)")
-        return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+        return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp, core)
 
     def rtl_kind(self, c: dict[str, int], arrays: dict[str, Any], elems: int, top: str,
                  roms: dict[str, Rom]) -> tuple[str, dict[str, Any], dict[str, Any], int]:

@@ -38,6 +38,7 @@ from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import session
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -94,7 +95,7 @@ class Embedding(Kernel):
         return config["SIZE"] * config["E"]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/embedding.v.j2``: one index a beat in, PE values out, the table a ROM of
         ``ROWS x 2**BEAT_BITS`` words of PE bytes (padding words zero). O(ROWS * E)."""
         c = int_members(config)

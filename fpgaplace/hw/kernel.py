@@ -543,10 +543,12 @@ class Kernel:
         return config["SIZE"]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as
         ``fold`` (``model_cycles``: the cycles the op library gives it; ``macs_per_dsp``: the
-        board's); a one-line error for a kernel the RTL op library lacks."""
+        board's; ``core``: the core it runs on, whose price of a DSP picks a dot product's lanes
+        as the cost model does, ``lane_choice``; None where unknown: the default price); a
+        one-line error for a kernel the RTL op library lacks."""
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],

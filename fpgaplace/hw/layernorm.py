@@ -134,7 +134,7 @@ class LayerNorm(RowKernel):
         return {**config, "L": fold.pe, "SQRT": SQRT_BITS, "DIV": DIV_BITS}
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/layernorm.v.j2``: a row buffer, the sums, a digit-by-digit square root, a restoring
         divider and per lane the two products and the requantizer; L = PE elements a beat, the ``{M, B}``
         of element ``i`` in lane ``i mod L`` of ROM word ``i / L``."""

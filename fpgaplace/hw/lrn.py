@@ -197,7 +197,7 @@ class Lrn(Elementwise):
         return Layer(op.name, self.name, [x.name], y.name, config, {"table": table.values})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/lrn.v.j2``: PE channels a beat; ROMs of the squares (by ``q``) and of the table."""
         c = int_members(config)
         table = [int(v) for v in np.asarray(arrays.get("table", ()), dtype=np.int64).reshape(-1)]

@@ -203,7 +203,7 @@ class MatMul(Kernel):
     # ---- RTL ----
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/matmul.v.j2``: the two buffers, PE x SIMD MAC lanes (column pairs in one
         multiplier when ``macs_per_dsp == 2``), SIMD adder trees, PE accumulators and a constant
         requantizer a lane, an output FIFO."""

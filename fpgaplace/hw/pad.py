@@ -25,6 +25,7 @@ from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -148,7 +149,7 @@ class Pad(Kernel):
         return probe(self, "Pad", {"mode": "constant", "pads": pads}, ["x"], {"x": x, "y": y})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """PE channels a beat; an inner beat is taken from the input and requantized, a border
         beat is the pad value."""
         c = int_members(config)

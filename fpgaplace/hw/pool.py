@@ -37,6 +37,7 @@ from fpgaplace.hw.window import WindowKernel, checked_window_shape
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -166,11 +167,11 @@ class Pool(WindowKernel):
         return values, 5
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """A windowed pool is the window unit; global average pooling (``rtl/globalpool.v.j2``)
         takes PE channels a beat in and out."""
         if not self.global_:
-            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp)
+            return super().rtl(config, arrays, fold, top, model_cycles, macs_per_dsp, core)
         c = int_members(config)
         pe = fold.pe
         if c["C"] % pe:

@@ -37,6 +37,7 @@ from fpgaplace.hw.shuffle import Shuffle
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -85,7 +86,7 @@ class Reorder(Shuffle):
         return self.chain_layer(ctx, op, config)[0]
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/reorder.v.j2``: PE banks, the write rotation by ``r mod L``, per bank the read
         address offset of each column phase ``c mod L`` (constants), the read rotation by ``c mod L``;
         for blocks (XE > 1, L dividing XE) lane l is bank l and the read address walks the blocks."""

@@ -33,6 +33,7 @@ from fpgaplace.hw.table import island_source
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -91,7 +92,7 @@ class Shuffle(Elementwise):
         return ctx.rescale(op, island_source(ctx, op, island), ctx.sink(op), self.name, config), island
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/shuffle.v.j2``: PE elements a beat, the permutation wired when a pixel is taken."""
         c = int_members(config)
         perm = [int(v) for v in np.asarray(arrays.get("perm", ()), dtype=np.int64).reshape(-1)]

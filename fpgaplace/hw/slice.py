@@ -191,7 +191,7 @@ class Slice(Kernel):
         return probe(self, "Slice", attrs, ["x"], {"x": x, "y": (1, c["CN"], c["HN"], c["WN"])})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """PE channels a beat in, the kept beats out, each requantized by a constant multiplier."""
         c = int_members(config)
         pe = fold.pe

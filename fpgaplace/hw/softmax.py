@@ -130,7 +130,7 @@ class Softmax(RowKernel):
         return {**config, "L": fold.pe, "DIV": DIVIDER_CYCLES}
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """``rtl/softmax.v.j2``: a row buffer, an exponential ROM per lane, a restoring divider of
         ``DIVIDER_CYCLES`` steps and a requantizer per lane; L = PE elements a beat."""
         c = int_members(config)

@@ -29,6 +29,7 @@ from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import Layer, LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -162,7 +163,7 @@ class Upsample(Kernel):
                      {"x": x, "y": y})
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """PE channels a beat; input rows go to two row buffers of W*C/PE beats (the row being
         repeated and the next, read ahead so the producer never waits for the copies)."""
         c = int_members(config)

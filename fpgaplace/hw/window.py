@@ -10,7 +10,7 @@ SF * SIMD) for the ROMs.
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw.geometry import Folding, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel
@@ -26,6 +26,9 @@ from fpgaplace.hw.rtl_values import (
     smallest_divisor,
 )
 from fpgaplace.util.errors import FpgaplaceError
+
+if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
 
 SPARE_ROWS = 1  # line-buffer rows beyond the window's and a stride's, so the writer runs a row ahead
 WINDOW_TEMPLATE = "rtl/window.v.j2"
@@ -50,7 +53,7 @@ class WindowKernel(Kernel):
         raise NotImplementedError
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
-            macs_per_dsp: int = 1) -> RtlUnit:
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The window unit for ``config`` (the C++ config members) folded as ``fold``: window
         offsets per fold, the kernel's ROMs, and for grouped windows the input channel offset of
         every PE lane."""
