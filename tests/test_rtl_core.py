@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 from rtl_cases import conv_case, elementwise_case, pool_case
@@ -38,6 +39,31 @@ def test_every_core_record_finds_the_board_core_it_was_priced_on(cnn_project):
     for record in design.cores:
         assert record.name in cores, (record.name, sorted(cores))
         assert core_budget(cores[record.name]).to_json() == record.budget, record.name
+
+
+MIXED_CLUSTER = Path(__file__).resolve().parent / "boards" / "cluster-pynqz2-zcu104-fast.yaml"
+
+
+def test_a_mixed_cluster_s_cores_pair_macs_as_their_own_family_does(tmp_path):
+    """On a cluster whose first node is a Zynq-7000 (one int8 MAC a DSP48E1) and whose second is a
+    ZCU104 (two a DSP48E2), the CNN placed on the ZCU104 pairs its MACs as the op library priced
+    them there: yosys maps a paired conv's DSP probe to the layer's DSPs (the board's first core's
+    pairing, 1, gave it twice as many)."""
+    from fpgaplace.flow.checks import dsp_probes
+    from fpgaplace.sim.stages import select
+
+    project = tmp_path / "cnn"
+    Design(models.cnn_residual(batch=1), load_board(MIXED_CLUSTER), profile_cpu=False).compile(project)
+    design = load(project)
+    cores = board_cores(project_board(design))
+    assert {cores[record.name].macs_per_dsp for record in design.cores} == {2}  # the ZCU104's cores
+    assert project_board(design).cores[0].macs_per_dsp == 1
+    paired = [s for s in select(design, "*/conv2d")
+              if s.layer.resources["dsp"] < s.layer.pe * s.layer.simd * s.layer.mmv]
+    stage = min(paired, key=lambda s: s.layer.resources["dsp"])
+    synthesized = yosys.synthesize(dsp_probes(project)(stage), tmp_path / "probe",
+                                   family_of(stage.core.part), True)
+    assert synthesized.dsp == stage.layer.resources["dsp"], (stage.name, synthesized)
 
 
 def test_core_tops_are_verilog_2005_clean(cnn_project, tmp_path):

@@ -236,6 +236,13 @@ def board_cores(board: Board) -> dict[str, FpgaCore]:
     return {c.name: c for c in board.cores}
 
 
+def core_macs_per_dsp(core: FpgaCore | None) -> int:
+    """The int8 MACs one multiplier of ``core`` takes (its family's; 1 where the core is unknown):
+    each core's RTL pairs MACs as its own family allows, as the op library priced it (a cluster's
+    nodes may be of different families)."""
+    return core.macs_per_dsp if core is not None else 1
+
+
 def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     """Write ``rtl/<core>/`` (each core's top, the op library and the ROMs) and ``sim/`` (a cocotb
     job per core and ``run_rtl.py``) of the project whose record is ``design`` into ``folder``. A
@@ -243,14 +250,15 @@ def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     folder = Path(folder)
     try:
         board = project_board(design)
-        mpd, cores = (board.cores[0].macs_per_dsp if board.cores else 1), board_cores(board)
+        cores = board_cores(board)
     except FpgaplaceError:
-        mpd, cores = 1, {}
+        cores = {}
     for record in design.cores:
         name = cell_name(record.name)
         rtl_folder, sim_folder = folder / RTL_DIR / name, folder / SIM_DIR / name
+        fpga_core = cores.get(record.name)
         try:
-            core = render_core(record, load_arrays(folder, record), mpd, cores.get(record.name))
+            core = render_core(record, load_arrays(folder, record), core_macs_per_dsp(fpga_core), fpga_core)
         except (FpgaplaceError, KeyError, ValueError) as error:  # a layer the RTL library lacks: compile goes on
             rtl_folder.mkdir(parents=True, exist_ok=True)
             (rtl_folder / "README.txt").write_text(f"No RTL for {record.name}: {error}\n")

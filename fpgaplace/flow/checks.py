@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from fpgaplace.codegen.rtl_project import board_cores, probe_module
+from fpgaplace.codegen.rtl_project import board_cores, core_macs_per_dsp, probe_module
 from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.board import project_board
 from fpgaplace.project.record import load
@@ -20,13 +20,14 @@ def dsp_probes(project: Path) -> Callable[[StageRef], Module | None]:
     arrays are read once, when its first stage is asked for. O(PE weights) a stage."""
     design = load(project)
     board = project_board(design)
-    macs_per_dsp, cores = (board.cores[0].macs_per_dsp if board.cores else 1), board_cores(board)
+    cores = board_cores(board)
     arrays: dict[str, list] = {}
 
     def probe(stage: StageRef) -> Module | None:
         if stage.core.name not in arrays:
             arrays[stage.core.name] = load_arrays(project, stage.core)
-        return probe_module(stage.core, stage.index, arrays[stage.core.name][stage.index], macs_per_dsp,
-                            cores.get(stage.core.name))
+        fpga_core = cores.get(stage.core.name)
+        return probe_module(stage.core, stage.index, arrays[stage.core.name][stage.index],
+                            core_macs_per_dsp(fpga_core), fpga_core)
 
     return probe
