@@ -201,20 +201,43 @@ def test_testbench_without_fp_wmem_file_reads_weights_bin_at_run_time(streamed, 
     assert _run_entry(tmp_path / "libmissing.so", record, sample)[0] == 4
 
 
-def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):
-    """The check can fail: one weight changed in layers.npz (the reference's copy, not the C's)."""
-    folder = copy_of(mlp, tmp_path)
-    core = mlp.doc["cores"][0]
+def wrong_reference_weight(project: Simulated, tmp_path: Path) -> tuple[Path, str]:
+    """A copy of ``project`` with one weight of its first core's first dense layer changed in
+    layers.npz (the reference's copy, not the C's); the copy and the core's name."""
+    folder = copy_of(project, tmp_path)
+    core = project.doc["cores"][0]
     i = next(i for i, layer in enumerate(core["layers"]) if layer["kernel"] == "dense")
     path = folder / core["folder"] / "layers.npz"
     arrays = dict(np.load(path))
     w = arrays[f"{i}.w"]
     w.flat[0] = 127 if w.flat[0] < 0 else -128
     np.savez(path, **arrays)
+    return folder, core["name"]
+
+
+def test_a_wrong_reference_weight_makes_the_core_not_bit_exact(mlp, tmp_path):
+    """The check can fail: one weight changed in layers.npz (the reference's copy, not the C's)."""
+    folder, name = wrong_reference_weight(mlp, tmp_path)
     report = run_csim(folder, samples=SAMPLES)
-    [check] = [c for c in report.cores if c.name == core["name"]]
+    [check] = [c for c in report.cores if c.name == name]
     assert not check.bit_exact and check.mismatches > 0 and "reference" in check.first_mismatch
     assert not report.ok and report.to_json()["ok"] is False
+
+
+def test_only_the_first_checked_samples_are_checked_and_every_output_is_kept(mlp, tmp_path):
+    """``checked``: the samples after the first ``checked`` are run, not checked (a wrong
+    reference weight goes unseen there), and their outputs are the fully checked run's."""
+    folder, name = wrong_reference_weight(mlp, tmp_path)
+    full = run_csim(folder, samples=5)
+    unchecked = run_csim(folder, samples=5, checked=0)
+    one = run_csim(folder, samples=5, checked=1)
+    assert not full.ok and full.checked == 5 and full.to_json()["checked_samples"] == 5
+    assert unchecked.ok and unchecked.to_json()["checked_samples"] == 0
+    [check] = [c for c in one.cores if c.name == name]
+    assert not check.bit_exact and check.mismatches > 0 and one.checked == 1
+    for result in (unchecked, one):
+        assert result.values["y"].shape == full.values["y"].shape and len(full.values["y"]) == 5
+        np.testing.assert_array_equal(result.values["y"], full.values["y"])
 
 
 def test_piece_by_piece_every_layer_is_within_one_step_of_onnxruntime(cnn):

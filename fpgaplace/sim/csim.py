@@ -75,7 +75,7 @@ from fpgaplace.sim.event import load_manifest
 from fpgaplace.util import onnxrt
 from fpgaplace.util.errors import FpgaplaceError, first_line
 from fpgaplace.util.files import write_file
-from fpgaplace.util.onnxrt import random_inputs, run_model
+from fpgaplace.util.onnxrt import random_inputs
 
 CXX_FLAGS = ["-std=c++17", "-O2", "-Wall", "-Werror", "-Wno-unknown-pragmas", "-shared", "-fPIC", "-DFP_COUNT_TICKS",
              "-fvisibility=hidden"]  # each core's library keeps its own counters; only fp_run and fp_ticks are seen
@@ -208,6 +208,7 @@ class CsimResult:
     records: dict[str, Core] = field(default_factory=dict, repr=False)  # design.json's core records
     first_difference: str = ""  # where a sample first left onnxruntime's unoptimized run (module docstring)
     layers: LayerCheck = field(default_factory=LayerCheck)  # on samples off by more than 1 LSB
+    checked: int | None = None  # the samples checked (the first ones; run_csim's ``checked``): all when None
 
     @property
     def ok(self) -> bool:
@@ -222,6 +223,7 @@ class CsimResult:
             "ok": self.ok,
             "project": str(self.project),
             "samples": self.samples,
+            "checked_samples": self.samples if self.checked is None else self.checked,
             "cores": [{"name": c.name, "bit_exact": c.bit_exact, "mismatches": c.mismatches,
                        "first_mismatch": c.first_mismatch, "rebuilt": c.built,
                        "interval_cycles_csim": c.interval_cycles(),
@@ -410,11 +412,13 @@ def _core_inputs(record: Core, values: dict) -> list[np.ndarray]:
 
 
 def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
-             inputs: np.ndarray | None = None, layers: bool = False) -> CsimResult:
+             inputs: np.ndarray | None = None, layers: bool = False, checked: int | None = None) -> CsimResult:
     """Build every core and run ``samples`` random samples (or the given ``inputs``, one row per
     sample of the model's one input) through the placed model (see the module docstring);
     ``layers``: check every sample piece by piece (``LayerCheck``), not only those more than 1
-    LSB off (one more unoptimized onnxruntime run and integer reference a sample)."""
+    LSB off (one more unoptimized onnxruntime run and integer reference a sample); ``checked``:
+    check only the first ``checked`` samples (all when None) and only run the rest, their outputs
+    kept in ``values`` (a top-1 count over many samples: a run costs a fraction of its check)."""
     project = Path(project)
     if samples < 1 or samples > 10**6:
         raise FpgaplaceError(f"samples: expected 1 to 1000000, got {samples}")
@@ -443,6 +447,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
     layer_check = LayerCheck()
     pieces = [(sub, sessions[sub.name]) for sub in manifest.submodels if sub.device not in cores]
     run_seconds = check_seconds = 0.0
+    checked = len(feeds) if checked is None else max(0, min(checked, len(feeds)))
     for sample, feed in enumerate(feeds):
         if len(feeds) > 1 and sample % max(1, len(feeds) // 10) == 0:
             say(f"sample {sample + 1} of {len(feeds)}")
@@ -450,6 +455,9 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
         values = dict(feed)
         runs = _run_pieces(project, manifest, cores, sessions, values)
         run_seconds += time.perf_counter() - start
+        if sample >= checked:
+            comparison.keep(values)
+            continue
         start = time.perf_counter()
         inner: dict[str, list[np.ndarray]] = {}  # the cores' layer outputs, one stream-order array per run
         for name, core_runs in runs.items():
@@ -462,7 +470,7 @@ def run_csim(project: Path, samples: int = 1, seed: int = 0, progress=None,
             layer_check.add(cores, runs, pieces, off, comparison.steps)
         check_seconds += time.perf_counter() - start
     result = CsimResult(project, len(feeds), list(checks.values()), comparison.outputs(), build_seconds, run_seconds,
-                        records={r.name: r for r in document.cores},
+                        records={r.name: r for r in document.cores}, checked=checked,
                         check_seconds=check_seconds, values=comparison.values(),
                         first_difference=comparison.first_difference, layers=layer_check)
     _save_result(project, result)
@@ -485,6 +493,7 @@ class OutputComparison:
         self.first_difference = ""
         self._failed = False  # whether first_difference is from a sample off both runs
         self._unoptimized = None
+        self._optimized = None
 
     def add(self, sample: int, feed: dict, values: dict,
             inner: dict[str, list[np.ndarray]] | None = None) -> dict[str, np.ndarray] | None:
@@ -493,13 +502,10 @@ class OutputComparison:
         the pointer reads too. Returns onnxruntime's unoptimized run of a sample that lies more
         than 1 LSB outside the band of the two runs (else None). Cost: one optimized run of the
         model; one unoptimized run too when it is more than 1 LSB off."""
-        expected = run_model(self.model, feed, optimized=not is_from_qonnx(self.model))
+        expected = self.expected(feed)
+        self.keep(values, expected)
         optimized = {}
         for name, bounds in self.worst.items():
-            if name not in values or name not in expected or values[name].shape != expected[name].shape:
-                raise FpgaplaceError(f"{self.project}: the split's output '{name}' is not the model's (a damaged or "
-                                     "swapped file); expected the split compile wrote")
-            self.produced[name].append(values[name])
             got, want = values[name].astype(np.float64), expected[name].astype(np.float64)
             bounds[0] = max(bounds[0], float(np.max(np.abs(got - want), initial=0.0)))
             if name in self.scales:
@@ -519,6 +525,25 @@ class OutputComparison:
             self.worst[name][1] = max(self.worst[name][1], nearest[name])
             self.worst[name][2] = max(self.worst[name][2], lsb)
         return off
+
+    def keep(self, values: dict, expected: dict | None = None) -> None:
+        """Keep one sample's outputs (``values``, the placed run's tensors) for ``values()``, each
+        checked to be one of the model's (and of ``expected``'s shape when given)."""
+        for name in self.worst:
+            if name not in values or (expected is not None and (name not in expected or
+                                                                 values[name].shape != expected[name].shape)):
+                raise FpgaplaceError(f"{self.project}: the split's output '{name}' is not the model's (a damaged or "
+                                     "swapped file); expected the split compile wrote")
+            self.produced[name].append(values[name])
+
+    def expected(self, feed: dict) -> dict[str, np.ndarray]:
+        """onnxruntime's run of one sample of the whole model (optimized unless from QONNX), its
+        session opened once."""
+        if self._optimized is None:
+            self._optimized = onnxrt.session(self.model.SerializeToString(), f"model '{self.model.graph.name}'",
+                                             optimized=not is_from_qonnx(self.model))
+        names = [o.name for o in self._optimized.get_outputs()]
+        return dict(zip(names, self._optimized.run(names, feed), strict=True))
 
     def outputs(self) -> list[OutputCheck]:
         return [OutputCheck(name, diff, lsb if name in self.scales else None,
