@@ -6,7 +6,7 @@
 #                             and the system tools g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts,
 #                             the TCL checks)
 #   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, pytest-xdist, hypothesis, ruff, ray),
-#                             sshd and chromium for the flash and report tests
+#                             torch (CPU) to train the test ViT, sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -49,6 +49,9 @@ echo "setup: installing fpgaplace${extras} into .venv"
 .venv/bin/python -m pip install -q -e ".${extras}"
 .venv/bin/python scripts/warm_caches.py  # bytecode, the DP's compiled kernels, the YoWASP tools' WebAssembly
 if [[ "${1:-}" == "--test" ]]; then
+  # the trained ViT of tests/trained_vit.py: PyTorch's CPU build only (find-links here carries
+  # torch-2.13.0+cpu; elsewhere PIP_EXTRA_INDEX_URL=https://download.pytorch.org/whl/cpu picks it, not CUDA's)
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q "torch==2.13.0"
   bash scripts/setup_pynq_env.sh  # pynq 4.0 pins numpy<2: the driver tests run it in .venv-pynq
 fi
 echo "setup: done (.venv/bin/fpgaplace --help)"
