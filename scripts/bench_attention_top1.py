@@ -21,6 +21,19 @@ onnxruntime's band, the float model's drift from the QDQ one (``quantize``'s mea
 samples), the class accuracy of the float, QDQ and placed runs (trained model) and the seconds each
 step took. A random-weight classifier's logits sit near ties (its argmax flips on rounding alone);
 the trained one's do not, so its agreement measures the cores.
+
+Measured (1,000 samples, 100 checked, zcu104; both designs: no CPU op, every core bit-exact, csim ok):
+
+                                 random (uniform images)       trained (held-out task images)
+    top1_vs_optimized            0.945                         0.998
+    top1_vs_unoptimized          0.979                         1
+    top1_onnxruntime_runs        0.945                         0.998
+    split_vs_optimized           19 tie / 16 1 LSB / 20 more   0 tie / 1 1 LSB / 1 more
+    split_vs_unoptimized         11 tie / 8 1 LSB / 2 more     0 tie / 0 1 LSB / 0 more
+    split_onnxruntime_runs       20 tie / 17 1 LSB / 18 more   0 tie / 1 1 LSB / 1 more
+    quantize_top1_float_vs_qdq   0.903                         0.998
+    quantize_max_relative_error  0.1836                        0.1306
+    accuracy float / qdq / placed                              0.988 / 0.988 / 0.988
 """
 
 from __future__ import annotations
