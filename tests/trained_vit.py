@@ -160,6 +160,9 @@ def trained_vit() -> tuple[onnx.ModelProto, float]:
         partial = path.with_suffix(f".{os.getpid()}.part")
         onnx.save(model, partial)
         partial.replace(path)  # atomic: parallel test workers never read a half-written file
+        for stale in path.parent.glob("trained_vit_*.onnx"):  # earlier versions of this file's model
+            if stale != path:
+                stale.unlink(missing_ok=True)
     model = onnx.load(path)
     accuracy = float({p.key: p.value for p in model.metadata_props}["float_accuracy"])
     return model, accuracy
