@@ -124,6 +124,10 @@ class Dense(Kernel):
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]
 
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """The lane widths ``WB, XB, XU`` of the layer (``lane_widths``); none at 8 x 8 bits."""
+        return lane_widths(widths, arrays.get("w"))
+
     # ---- HLS ----
 
     def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
@@ -198,6 +202,31 @@ class Dense(Kernel):
         }
         roms = {weights_file: weight_rom, channels_file: Rom(channel_words, channel_bits * pe)}
         return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))
+
+
+LANE_BITS = (1, 2, 4, 8)  # widths the RTL dense lanes take (1: +-1)
+UNSIGNED_LANE_BITS = 4  # unsigned codes up to this width go in XU lanes; wider ones are int8 codes
+
+
+def lane_widths(widths: dict[str, Any] | None, w: np.ndarray | None) -> dict[str, int]:
+    """The RTL dense unit's lane members ``WB, XB, XU`` for a layer of ``widths`` (design.json's:
+    ``weights``, ``inputs``, ``inputs_signed``) and weights ``w``; none where both are 8 bits
+    (the int8 unit). Weights: the least of ``LANE_BITS`` at least their recorded width that holds
+    every weight (a threshold stage's negated channels may need one more bit; 1 only for +-1).
+    Inputs: a signed 1-bit input is +-1 (``XB = 1``); other signed ones the least lane width
+    holding them; unsigned codes of up to ``UNSIGNED_LANE_BITS`` bits ``XU`` lanes of at least 2
+    bits (``lane_values``: code - 2^(XB-1)); wider unsigned codes are int8 codes (``XB = 8``). O(N*K)."""
+    if not widths or w is None or not widths.get("inputs"):
+        return {}
+    w = np.asarray(w)
+    wb = next((bits for bits in LANE_BITS if bits >= (widths.get("weights") or 8) and (
+        np.isin(w, (-1, 1)).all() if bits == 1 else (w.min(initial=0) >= -2 ** (bits - 1)
+                                                       and w.max(initial=0) < 2 ** (bits - 1)))), 8)
+    bits, signed = int(widths["inputs"][0]), bool((widths.get("inputs_signed") or [True])[0])
+    unsigned = not signed and bits <= UNSIGNED_LANE_BITS
+    xb = 1 if signed and bits == 1 else next(b for b in LANE_BITS[1:] if b >= bits) if bits <= 8 else 8
+    members = {"WB": wb, "XB": xb, "XU": int(unsigned)}
+    return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
 
 
 def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,

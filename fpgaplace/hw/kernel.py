@@ -542,6 +542,19 @@ class Kernel:
         """Output elements of one sample."""
         return config["SIZE"]
 
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """Config members that give a layer's RTL unit its element widths (``widths``: the layer's
+        widths as design.json records them, ``lowering.LayerContext.widths``): none here, the unit
+        computes at 8 bits. A kernel whose lanes follow the widths overrides this (``Dense``), and
+        the folding prices the layer at them (``priced_geometry``). O(1)."""
+        return {}
+
+    def priced_geometry(self, g: Geometry, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> Geometry:
+        """``g`` at the lane widths its RTL unit builds (``width_members``), so the folding, the
+        record's resources and the RTL agree; ``g`` itself where the unit computes at 8 bits."""
+        members = self.width_members(widths, arrays)
+        return with_precision(g, members["WB"], members["XB"]) if members else g
+
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as

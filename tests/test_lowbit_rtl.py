@@ -1,0 +1,121 @@
+"""Compiled low-bit layers in RTL at their own widths (issue 20, item 2): a QONNX dense stack
+compiled for a board gets dense units whose lanes are the layer's widths and signedness as
+design.json records them (``Dense.width_members``), priced by the folding at those lanes, bit-exact
+in cocotb/Icarus against the integer reference; yosys maps the estimate's DSPs exactly and its LUTs
+within 25 % for the low-bit lanes."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fpgaplace import Design
+from fpgaplace.board.load import load_board
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.dense import lane_widths
+from fpgaplace.hw.kernel import lane_choice
+from fpgaplace.model import zoo
+from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.layout import RTL_DIR, cell_name
+from fpgaplace.project.record import load
+from fpgaplace.sim import yosys
+from fpgaplace.sim.rtl_project import simulate_project_rtl
+
+LUT_TOLERANCE = 0.25
+BOARD = "pynq-z2"
+
+
+def compiled(folder: Path, weight_bits: int, act_bits: int, signed: bool, batch_norm: bool = False) -> Path:
+    """A small QONNX MLP (``zoo.qonnx_mlp``) compiled for ``BOARD`` into ``folder``; every op on a core."""
+    model = zoo.qonnx_mlp(weight_bits, act_bits, signed=signed, batch_norm=batch_norm)
+    result = Design(model, BOARD, profile_cpu=False).compile(folder / "project", random_samples=2)
+    assert result.cpu_ops == [], result.cpu_ops
+    return folder / "project"
+
+
+def dense_layers(project: Path):
+    """(core, index, layer, arrays) of every dense layer of ``project``."""
+    design = load(project)
+    for core in design.cores:
+        arrays = load_arrays(project, core)
+        for i, layer in enumerate(core.layers):
+            if layer.kernel == "dense":
+                yield core, i, layer, arrays[i]
+
+
+def test_lane_widths_follow_the_record():
+    """The lanes a layer's widths give: +-1 only for a signed 1-bit input, unsigned codes in XU
+    lanes up to 4 bits (3 bits take 4, 1 bit takes 2), wider unsigned codes as int8 codes; weights
+    at the least lane width holding them (a negated -8 needs 8 bits); int8 layers keep the int8 unit."""
+    w4 = np.array([[-7, 7]], np.int8)
+
+    def lanes(weights, bits, signed, w=w4):
+        return lane_widths({"weights": weights, "inputs": [bits], "inputs_signed": [signed]}, w)
+
+    assert lanes(1, 1, True, np.array([[-1, 1]], np.int8)) == {"WB": 1, "XB": 1, "XU": 0}
+    assert lanes(2, 1, False, np.array([[-1, 1]], np.int8)) == {"WB": 2, "XB": 2, "XU": 1}
+    assert lanes(4, 3, False) == {"WB": 4, "XB": 4, "XU": 1}
+    assert lanes(4, 3, True) == {"WB": 4, "XB": 4, "XU": 0}
+    assert lanes(4, 8, False) == {"WB": 4, "XB": 8, "XU": 0}
+    assert lanes(4, 4, True, np.array([[8, -7]], np.int8)) == {"WB": 8, "XB": 4, "XU": 0}
+    assert lanes(8, 8, True, np.array([[100]], np.int8)) == {}
+    assert lane_widths(None, w4) == {} and lane_widths({"weights": 4, "inputs": [4]}, w4)["XU"] == 0
+
+
+@pytest.mark.parametrize(("weight_bits", "act_bits", "signed"), [(2, 2, True), (4, 4, False), (1, 2, True)])
+def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tmp_path, weight_bits, act_bits,
+                                                                              signed):
+    """Each dense layer's RTL unit has the lanes of its recorded widths (the weight ROM's words
+    PE x SIMD weights of WB bits, the lane kind ``lane_choice`` gives on the board's core), the
+    record's resources are the op library's at those lanes, and the whole core is bit-exact in
+    Icarus with the model's cycles."""
+    project = compiled(tmp_path, weight_bits, act_bits, signed)
+    core_model = load_board(BOARD).cores[0]
+    narrow = 0
+    for core, i, layer, arrays in dense_layers(project):
+        assert layer.widths is not None and layer.widths.inputs_signed is not None
+        members = lane_widths(layer.widths.to_json(), arrays["w"])
+        assert members["WB"] == weight_bits, (layer.op, members)
+        folder = project / RTL_DIR / cell_name(core.name)
+        verilog = (folder / f"{cell_name(core.name)}_{i}_dense.v").read_text()
+        assert f"localparam WB = {members['WB']};" in verilog and f"localparam XB = {members['XB']};" in verilog
+        words = (folder / f"{cell_name(core.name)}_{i}_dense_weights.mem").read_text().split()
+        assert {len(word) for word in words} == {math.ceil(layer.pe * layer.simd * members["WB"] / 4)}
+        kind = lane_choice(core_model, members["WB"], members["XB"]).kind
+        assert f"// {'Binary' if kind == 'xnor' else kind.upper()} lanes" in verilog, (layer.op, kind)
+        geometry = KERNELS["dense"].priced_geometry(KERNELS["dense"].config_geometry(layer.config),
+                                                    layer.widths.to_json(), arrays)
+        priced = KERNELS["dense"].resources(geometry, Folding(layer.pe, layer.simd), core_model, layer.resident)
+        assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
+        narrow += members["XB"] < 8
+        if not signed and members["XB"] < 8:
+            assert members["XU"] == 1 and layer.widths.inputs_signed == [False]
+    assert narrow >= 2, "the hidden and last layers read low-bit activations"
+    rtl = simulate_project_rtl(project, samples=2)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert core.cycles_measured == core.cycles_model, core
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("weight_bits", "act_bits", "signed"), [(2, 2, True), (4, 4, False)])
+def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, weight_bits, act_bits, signed):
+    """synth_xilinx of every dense layer of the compiled MLP: DSPs equal to design.json's estimate
+    exactly, and LUTs within 25 % of it where both operands are below 8 bits (the new lanes)."""
+    project = compiled(tmp_path, weight_bits, act_bits, signed)
+    result = yosys.project_resources(project)
+    widths = {layer.op: lane_widths(layer.widths.to_json(), arrays["w"]) for _, _, layer, arrays in
+              dense_layers(project)}
+    checked = 0
+    for core in result.cores:
+        for layer in core.layers:
+            assert layer.yosys.dsp == layer.estimate["dsp"], (layer.op, layer.yosys, layer.estimate)
+            if widths[layer.op]["XB"] < 8:
+                assert abs(layer.yosys.lut - layer.estimate["lut"]) <= LUT_TOLERANCE * layer.yosys.lut, (
+                    layer.op, layer.yosys.lut, layer.estimate["lut"])
+                checked += 1
+    assert checked >= 2
