@@ -11,9 +11,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from rtl_cases import simulate_dense, threshold_dense_case
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
+from fpgaplace.codegen.rtl import render_dense
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.kernel import lane_choice
@@ -23,6 +25,7 @@ from fpgaplace.project.layout import RTL_DIR, cell_name
 from fpgaplace.project.record import load
 from fpgaplace.sim import yosys
 from fpgaplace.sim.rtl_project import simulate_project_rtl
+from fpgaplace.util.errors import FpgaplaceError
 
 LUT_TOLERANCE = 0.25
 BOARD = "pynq-z2"
@@ -65,14 +68,24 @@ def test_lane_widths_follow_the_record():
     assert lane_widths(None, w4) == {} and lane_widths({"weights": 4, "inputs": [4]}, w4)["XU"] == 0
 
 
-@pytest.mark.parametrize(("weight_bits", "act_bits", "signed"), [(2, 2, True), (4, 4, False), (1, 2, True)])
-def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tmp_path, weight_bits, act_bits,
-                                                                              signed):
+COMPILED = {  # name: (weight bits, activation bits, signed activations, batch norms)
+    "w2a2": (2, 2, True, False),
+    "w4a4 unsigned": (4, 4, False, False),
+    "w1a2": (1, 2, True, False),
+    "w1a1 (bipolar: thresholds)": (1, 1, True, False),
+    "w2a2 batch norms (thresholds)": (2, 2, True, True),
+}
+
+
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tmp_path, name):
     """Each dense layer's RTL unit has the lanes of its recorded widths (the weight ROM's words
-    PE x SIMD weights of WB bits, the lane kind ``lane_choice`` gives on the board's core), the
-    record's resources are the op library's at those lanes, and the whole core is bit-exact in
-    Icarus with the model's cycles."""
-    project = compiled(tmp_path, weight_bits, act_bits, signed)
+    PE x SIMD weights of WB bits, the lane kind ``lane_choice`` gives on the board's core) and
+    its output stage (thresholds where the record says so), the record's resources are the op
+    library's at those lanes, and the whole core is bit-exact in Icarus with the model's cycles."""
+    weight_bits, act_bits, signed, batch_norm = COMPILED[name]
+    project = compiled(tmp_path, weight_bits, act_bits, signed, batch_norm)
+    thresholds = 0
     core_model = load_board(BOARD).cores[0]
     narrow = 0
     for core, i, layer, arrays in dense_layers(project):
@@ -91,9 +104,13 @@ def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tm
         priced = KERNELS["dense"].resources(geometry, Folding(layer.pe, layer.simd), core_model, layer.resident)
         assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
         narrow += members["XB"] < 8
+        thresholds += layer.widths.output_stage == "thresholds"
+        assert (f"module {cell_name(core.name)}_{i}_dense_threshold" in verilog) == (
+            layer.widths.output_stage == "thresholds"), layer.op
         if not signed and members["XB"] < 8:
             assert members["XU"] == 1 and layer.widths.inputs_signed == [False]
     assert narrow >= 2, "the hidden and last layers read low-bit activations"
+    assert (thresholds == 2) == (batch_norm or act_bits == 1), thresholds
     rtl = simulate_project_rtl(project, samples=2)
     assert rtl.ok and rtl.cores
     for core in rtl.cores:
@@ -102,11 +119,12 @@ def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tm
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize(("weight_bits", "act_bits", "signed"), [(2, 2, True), (4, 4, False)])
-def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, weight_bits, act_bits, signed):
-    """synth_xilinx of every dense layer of the compiled MLP: DSPs equal to design.json's estimate
-    exactly, and LUTs within 25 % of it where both operands are below 8 bits (the new lanes)."""
-    project = compiled(tmp_path, weight_bits, act_bits, signed)
+@pytest.mark.parametrize("name", sorted(COMPILED))
+def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, name):
+    """synth_xilinx of every dense layer of the compiled MLP (about a minute of yosys each): DSPs
+    equal to design.json's estimate exactly, and LUTs within 25 % of it where both operands are
+    below 8 bits (the new lanes, with their requantizers or threshold stages)."""
+    project = compiled(tmp_path, *COMPILED[name])
     result = yosys.project_resources(project)
     widths = {layer.op: lane_widths(layer.widths.to_json(), arrays["w"]) for _, _, layer, arrays in
               dense_layers(project)}
@@ -119,3 +137,36 @@ def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, weig
                     layer.op, layer.yosys.lut, layer.estimate["lut"])
                 checked += 1
     assert checked >= 2
+
+
+THRESHOLD_CASES = {  # name: (weight bits, activation bits, unsigned inputs, LO, thresholds a channel)
+    "w1a1 binary, bipolar out": (1, 1, False, -1, 2),
+    "w2a2, 2-bit signed out": (2, 2, False, -2, 3),
+    "w4a4 unsigned, 4-bit unsigned out": (4, 4, True, 0, 15),
+    "w8a8, 3-bit out": (8, 8, False, -4, 7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(THRESHOLD_CASES))
+def test_threshold_stage_bit_exact_under_backpressure(tmp_path, name):
+    """The dense unit with a threshold stage (``rtl/threshold.v.j2``: PE x T comparators on the
+    dot product, thresholds less the bias and clamped to its range, one channel's at +-2^31) equals
+    the integer reference (``threshold.multithreshold`` of the accumulator) under backpressure and
+    back to back, at the op library's cycles; without a requantizer in it."""
+    wb, xb, unsigned, lo, count = THRESHOLD_CASES[name]
+    config, arrays, vectors = threshold_dense_case(16, 6, wb, xb, unsigned, lo, count, seed=wb + 3 * xb)
+    config |= {"PE": 3, "SIMD": 4}
+    result = simulate_dense(config, arrays, vectors, tmp_path, seed=5, steady_vectors=6)
+    assert result.random.mismatches == 0 and result.steady.mismatches == 0, name
+    assert result.random.vectors == len(vectors)
+    assert result.steady.cycles_per_vector == result.model_cycles == (6 // 3) * (16 // 4)
+    verilog = render_dense(config, arrays).files["fp_dense.v"]
+    unit, stage = verilog.split("module fp_dense_threshold")
+    assert "fp_requant_var #(" not in unit and "fp_dense_threshold thresholds (" in unit and stage
+
+
+def test_threshold_tables_that_do_not_fit_are_one_line_errors():
+    config, arrays, _ = threshold_dense_case(16, 6, 2, 2, False, -2, 3, seed=1)
+    config |= {"PE": 3, "SIMD": 4}
+    with pytest.raises(FpgaplaceError, match=r"rtl dense: thresholds of shape \[6, 2\] .*expected \[6, HI - LO\]"):
+        render_dense(config, arrays | {"thresholds": arrays["thresholds"][:, :2]})
