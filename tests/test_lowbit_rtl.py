@@ -16,6 +16,7 @@ from rtl_cases import simulate_dense, threshold_dense_case
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen.rtl import render_dense
+from fpgaplace.codegen.rtl_project import probe_module
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.kernel import lane_choice
@@ -107,6 +108,10 @@ def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tm
         thresholds += layer.widths.output_stage == "thresholds"
         assert (f"module {cell_name(core.name)}_{i}_dense_threshold" in verilog) == (
             layer.widths.output_stage == "thresholds"), layer.op
+        probe = probe_module(core, i, arrays, core_model.macs_per_dsp, core_model)  # the DSP probe: PE outputs
+        probed = probe.files[f"{probe.top}.v"] if probe is not None else ""
+        assert f"localparam WB = {members['WB']};" in probed
+        assert ("_threshold thresholds (" in probed) == (layer.widths.output_stage == "thresholds")
         if not signed and members["XB"] < 8:
             assert members["XU"] == 1 and layer.widths.inputs_signed == [False]
     assert narrow >= 2, "the hidden and last layers read low-bit activations"

@@ -167,9 +167,10 @@ class Dense(Kernel):
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The layer cut to PE outputs of one vector (the weights' first PE rows): the same lanes
-        and requantizers (``Kernel.probe_layer``)."""
-        kept = {name: (np.asarray(value)[:fold.pe] if name in DOT_ARRAYS else value) for name, value in arrays.items()}
+        """The layer cut to PE outputs of one vector (the weights' first PE rows, and their
+        thresholds): the same lanes and requantizers or threshold stage (``Kernel.probe_layer``)."""
+        kept = {name: (np.asarray(value)[:fold.pe] if name in (*DOT_ARRAYS, "thresholds") else value)
+                for name, value in arrays.items()}
         return {**config, "N": fold.pe, "ROWS": 1}, kept
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
