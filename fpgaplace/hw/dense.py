@@ -29,6 +29,7 @@ from fpgaplace.hw.kernel import (
     check_bits,
     dot_bits,
     lane_choice,
+    narrow_lanes,
     probe,
     requantize_plan,
     tensor_shape,
@@ -123,7 +124,7 @@ class Dense(Kernel):
         ROM, ``threshold.FREED_CHANNEL_LUTS``), as the RTL unit builds it."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         total = super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
-        if not g.shape.get("T"):
+        if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds that ROM
             return total
         lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)
         return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)

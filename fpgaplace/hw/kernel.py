@@ -317,6 +317,12 @@ def lane_luts(lanes: Lanes) -> float:
     return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
 
 
+def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
+    """Whether a dot product's LUTs follow ``narrow_dot_luts`` (binary, LUT or packed narrow
+    lanes), not the int8 DSP lanes' fit (``DOT_LUT_BASE``, ``DOT_LUT_PER_LANE``)."""
+    return g.lane_bits < 8 or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
+
+
 def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None) -> float:
     """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
     bits) but its weight ROM (``Kernel._memory``): ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane
@@ -641,7 +647,7 @@ class Kernel:
         scale = _family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
-            if g.lane_bits >= 8 and choice.kind == "dsp":  # the fitted fixed part holds the requantizers
+            if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
                 unbuilt = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd) - self.requantizers(g, fold)
                 luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * NARROW_REQUANT_LUTS
             else:  # the fitted estimate holds the shallow channel ROM in its fixed part
