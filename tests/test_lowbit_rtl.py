@@ -175,3 +175,22 @@ def test_threshold_tables_that_do_not_fit_are_one_line_errors():
     config |= {"PE": 3, "SIMD": 4}
     with pytest.raises(FpgaplaceError, match=r"rtl dense: thresholds of shape \[6, 2\] .*expected \[6, HI - LO\]"):
         render_dense(config, arrays | {"thresholds": arrays["thresholds"][:, :2]})
+
+
+@pytest.mark.parametrize("name", ["w1a1 (bipolar: thresholds)", "w4a4 unsigned"])
+def test_hls_keeps_lowbit_dense_weights_packed_and_csim_is_bit_exact(tmp_path, name):
+    """The C++ core keeps a resident low-bit dense layer's weights at their lane width (the width
+    the folding priced its memory at): ``N * K * WB / 8`` bytes read by ``fp::detail::weight``, and
+    C simulation is bit-exact against the integer reference."""
+    from fpgaplace.sim.csim import run_csim
+
+    weight_bits, act_bits, signed, batch_norm = COMPILED[name]
+    project = compiled(tmp_path, weight_bits, act_bits, signed, batch_norm)
+    header = "\n".join(path.read_text() for path in project.rglob("weights.h"))
+    for _core, i, layer, arrays in dense_layers(project):
+        assert layer.resident
+        size = math.ceil(arrays["w"].size * lane_widths(layer.widths.to_json(), arrays["w"])["WB"] / 8)
+        assert f"static const int8_t l{i}_w[{size}] =" in header, (layer.op, size)
+    images = np.random.default_rng(0).uniform(-1, 1, (3, 3, 4, 4)).astype(np.float32)
+    simulated = run_csim(project, inputs=images)
+    assert simulated.cores and all(core.bit_exact for core in simulated.cores)
