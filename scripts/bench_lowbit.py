@@ -2,7 +2,7 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--sim-models] [--board pynq-z2]
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--compiled] [--sim-models] [--board pynq-z2]
 [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
@@ -13,6 +13,10 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--sim-mo
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
+* ``--compiled`` (``compiled_rows``): small QONNX MLPs (``zoo.qonnx_mlp``: w2a2, w4a4 unsigned,
+  w1a2, w1a1 and w2a2 with batch norms, the last two with threshold stages) compiled for the board;
+  per dense layer its widths, lanes and output stage, design.json's DSPs and LUTs beside yosys of
+  the layer's RTL as compile wrote it (``sim.yosys.project_resources``). About a minute of yosys a layer.
 * ``--sim-models`` (``cnv_sim_rows``): TO ENABLE AFTER THE QONNX BRANCH IS MERGED. The same rows
   from a compiled project (``fpgaplace.model.zoo.cnv(weight_bits, act_bits)``, placed, compiled,
   ``sim`` for fps, design.json for the resources). Until ``zoo.cnv`` exists it prints why not.
@@ -163,6 +167,44 @@ def cnv_sim_rows(boards: list[str], folder: Path) -> list[dict[str, Any]]:
     return rows
 
 
+COMPILED_MLPS = {  # name: (weight bits, activation bits, signed activations, batch norms)
+    "w2a2": (2, 2, True, False), "w4a4u": (4, 4, False, False), "w1a2": (1, 2, True, False),
+    "w1a1": (1, 1, True, False), "w2a2-bn": (2, 2, True, True),
+}
+
+
+def compiled_rows(board: str, folder: Path) -> list[dict[str, Any]]:
+    """Per dense layer of each compiled QONNX MLP (``COMPILED_MLPS``): widths, lanes, output stage,
+    design.json's DSPs and LUTs beside yosys of its RTL, and the LUT error relative to yosys."""
+    from fpgaplace import Design
+    from fpgaplace.hw.dense import lane_widths
+    from fpgaplace.model import zoo
+    from fpgaplace.project.arrays import load_arrays
+    from fpgaplace.project.record import load
+
+    core = load_board(board).cores[0]
+    rows = []
+    for name, (wb, xb, signed, batch_norm) in COMPILED_MLPS.items():
+        project = folder / name
+        Design(zoo.qonnx_mlp(wb, xb, signed=signed, batch_norm=batch_norm), board,
+               profile_cpu=False).compile(project, random_samples=2)
+        design = load(project)
+        lanes = {layer.op: lane_widths(layer.widths.to_json(), arrays["w"]) or {"WB": 8, "XB": 8}
+                 for record in design.cores for layer, arrays in zip(record.layers, load_arrays(project, record),
+                                                                     strict=True) if layer.kernel == "dense"}
+        records = {layer.op: layer for record in design.cores for layer in record.layers}
+        for result in yosys.project_resources(project).cores:
+            for layer in result.layers:
+                members, record = lanes[layer.op], records[layer.op]
+                rows.append({"model": f"mlp-{name}", "op": layer.op, "widths": record.widths.text(),
+                             "lanes": lane_choice(core, members["WB"], members["XB"]).kind,
+                             "PE x SIMD": f"{record.pe} x {record.simd}", "DSP est": layer.estimate["dsp"],
+                             "DSP yosys": layer.yosys.dsp, "LUT est": layer.estimate["lut"],
+                             "LUT yosys": layer.yosys.lut,
+                             "LUT err": f"{(layer.estimate['lut'] - layer.yosys.lut) / layer.yosys.lut:+.1%}"})
+    return rows
+
+
 def markdown(rows: list[dict[str, Any]]) -> str:
     if not rows:
         return "(no rows)\n"
@@ -176,11 +218,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", action="store_true")
     parser.add_argument("--models", action="store_true")
+    parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--sim-models", action="store_true")
     parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    everything = not (args.kernels or args.models or args.sim_models)
+    everything = not (args.kernels or args.models or args.compiled or args.sim_models)
     out: dict[str, Any] = {}
     if args.kernels or everything:
         out["kernels"] = kernel_rows(args.board)
@@ -190,6 +233,11 @@ def main() -> None:
         print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "
               f"{math.floor(FINN_CNV_W1A1_FPS_PYNQ_Z1)} fps at 100 MHz; FINN paper, ZC706: 21,906 fps.\n\n"
               f"{markdown(out['models'])}")
+    if args.compiled:
+        with tempfile.TemporaryDirectory(prefix="bench-lowbit-mlp-") as scratch:
+            out["compiled"] = compiled_rows(args.board, Path(scratch))
+        print(f"## Compiled QONNX MLPs on {args.board}: design.json beside yosys per dense layer\n\n"
+              f"{markdown(out['compiled'])}")
     if args.sim_models:
         with tempfile.TemporaryDirectory(prefix="bench-lowbit-cnv-") as scratch:
             out["sim_models"] = cnv_sim_rows(BOARDS, Path(scratch))

@@ -149,6 +149,21 @@ def lowbit_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, un
     return config, arrays, inputs
 
 
+def threshold_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, unsigned: bool, lo: int,
+                         count: int, seed: int, samples: int = 5):
+    """A ``lowbit_dense_case`` with a threshold output stage in place of its requantizer: ``count``
+    ascending thresholds per channel on the accumulator (``bias + W (x - ZX)``), drawn over the
+    accumulators the inputs reach and a little beyond, one channel's far outside the int32 range
+    the RTL clamps to its dot product's; outputs ``lo .. lo + count`` (``ZY = LO``)."""
+    rng = np.random.default_rng(seed)
+    config, arrays, inputs = lowbit_dense_case(k, n, weight_bits, activation_bits, unsigned, seed, samples)
+    acc = np.stack([reference.dense_accumulate(x, arrays["w"], arrays["bias"], zx=config["ZX"]) for x in inputs])
+    table = np.sort(rng.integers(acc.min() - 2, acc.max() + 3, (n, count)), axis=1)
+    table[0] = np.linspace(-(2**31) + 1, 2**31 - 1, count).astype(np.int64)
+    config |= {"ZY": lo, "LO": lo, "HI": lo + count, "T": count}
+    return config, arrays | {"thresholds": table.astype(np.int32)}, inputs
+
+
 def lowbit_dense_module(k: int, n: int, pe: int, simd: int, weight_bits: int, activation_bits: int,
                         core: FpgaCore, lanes: Lanes | None = None, seed: int = 0) -> tuple[RtlModule, Geometry, Lanes]:
     """The rendered dense unit of a random ``lowbit_dense_case`` folded ``pe`` x ``simd`` with the
@@ -172,13 +187,11 @@ def simulate_dense(config: dict[str, Any], arrays: dict[str, Any], vectors: np.n
                    lanes: Lanes | None = None) -> StreamSimulation:
     """Simulate the rendered dense unit (its ``lanes``, see ``Dense.rtl_values``) on ``vectors [V,
     K]`` (int8) in ``folder`` (``simulate_stream``), every output compared with
-    ``fpgaplace.hw.reference.dense``."""
+    the kernel's integer reference (``Dense.reference``: ``reference.dense``, or its threshold stage)."""
     vectors = np.asarray(vectors)
     if vectors.dtype != np.int8 or vectors.ndim != 2 or vectors.shape[1] != int(config["K"]):
         raise FpgaplaceError(f"rtl dense: vectors must be int8 of shape (V, {config['K']}), got {vectors.shape}")
-    expected = np.stack([reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"],
-                                         zx=int(config["ZX"]), zy=int(config["ZY"]), lo=int(config["LO"]),
-                                         hi=int(config["HI"])) for v in vectors])
+    expected = np.stack([KERNELS["dense"].reference(config, arrays, [v]) for v in vectors])
     module = render_dense(config, arrays, macs_per_dsp=macs_per_dsp, lanes=lanes)
     op = OpModule(module, (Port(PORT_IN, int(config["SIMD"]), int(config["K"])),),
                   Port(PORT_OUT, int(config["PE"]), int(config["N"])))

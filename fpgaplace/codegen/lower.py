@@ -120,7 +120,7 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
             layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
-    stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
+    stages = [_stage(layer, graph) for layer in layers]
     folding = _fold_streaming_if_needed(stages, layers, core, dram)
     for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
         layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
@@ -138,6 +138,13 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         if _read_elsewhere(index, graph, q, placed, name)
     ]
     return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias)
+
+
+def _stage(layer: Layer, graph: OpGraph) -> Stage:
+    """The folding's stage of ``layer``: its kernel and geometry at the widths its RTL lanes take
+    (``Kernel.priced_geometry``: a low-bit dense layer is priced at its own lanes, not int8's)."""
+    kernel, geometry = plan_op(graph.ops[layer.op], graph)
+    return Stage(layer.op, kernel, kernel.priced_geometry(geometry, layer.widths, layer.arrays), layer.resident)
 
 
 def _fold_streaming_if_needed(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link) -> CoreFolding:

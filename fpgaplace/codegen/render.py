@@ -224,6 +224,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp and "w" in layer.arrays:  # a weight matrix (not matmul's operands)
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
+                if stored_weight_bits(layer) < 8:
+                    step.config["WB"] = stored_weight_bits(layer)
             else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
                 # pool's rescale per count)
                 arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
@@ -263,12 +265,35 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         arrays.append(_array(f"{prefix}_thresholds", "int32_t", layer.arrays["thresholds"]))
     w = fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd)
     if layer.resident:
-        arrays.append(_array(f"{prefix}_w", "int8_t", w))
-        partitions.append({"name": f"{prefix}_w", "factor": layer.folding.pe * layer.folding.simd,
+        bits = stored_weight_bits(layer)
+        arrays.append(_array(f"{prefix}_w", "int8_t", packed_weights(w, bits)))
+        partitions.append({"name": f"{prefix}_w", "factor": max(1, layer.folding.pe * layer.folding.simd * bits // 8),
                            "impl": "uram" if layer.folding.uram else ""})
         return f"{prefix}_w", 0, offset
     wmem_parts.append(w.astype(np.int8))
     return "", offset, offset + w.size
+
+
+def stored_weight_bits(layer: Layer) -> int:
+    """Bits a layer's weights are kept at on chip in C++: a resident dense layer's lane width
+    (``Dense.width_members``, what the folding prices its weight memory at), else 8 (convolutions'
+    weights, and streamed weights in wmem, are int8)."""
+    if layer.kernel != "dense" or not layer.resident:
+        return 8
+    return KERNELS["dense"].width_members(layer.widths, layer.arrays).get("WB", 8)
+
+
+def packed_weights(w: np.ndarray, bits: int) -> np.ndarray:
+    """``w`` (int8 values of ``bits`` bits) as the bytes C++'s ``fp::detail::weight<bits>`` reads:
+    itself at 8 bits, else ``8 / bits`` weights a byte, the first in the lowest bits, two's
+    complement codes (+-1 as 1 / 0 at one bit), the last byte padded with zeros. O(w)."""
+    flat = np.asarray(w).reshape(-1).astype(np.int64)
+    if bits == 8:
+        return flat.astype(np.int8)
+    codes = (flat > 0).astype(np.int64) if bits == 1 else flat & ((1 << bits) - 1)
+    per = 8 // bits
+    codes = np.pad(codes, (0, -codes.size % per)).reshape(-1, per)
+    return (codes << (bits * np.arange(per))).sum(axis=1).astype(np.uint8).view(np.int8)
 
 
 # "-128," ... " 127,": every int8 as a C literal of five characters (leading blanks are fine in C)

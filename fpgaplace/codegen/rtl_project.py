@@ -128,12 +128,20 @@ def layer_folding(layer: Layer) -> Folding:
     return Folding(layer.pe, layer.simd, layer.mmv, layer.uram)
 
 
+def layer_config(layer: Layer, arrays: dict[str, np.ndarray]) -> dict:
+    """The config a layer's RTL unit is rendered from: design.json's members, its rows, and the
+    members of its element widths (``Kernel.width_members`` of the record's ``widths``: a low-bit
+    dense layer's lanes at its weights' and inputs' widths and signedness)."""
+    widths = layer.widths.to_json() if layer.widths else None
+    return layer.config | {"ROWS": layer.rows} | KERNELS[layer.kernel].width_members(widths, arrays)
+
+
 def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int,
                   fpga_core: FpgaCore | None = None) -> list[rtl.OpModule]:
     """Every layer of a core through the RTL op library, named ``<core>_<index>_<kernel>``, built
     for ``fpga_core`` (the board's core of the record's name; ``rtl.render_op``)."""
     core = cell_name(record.name)
-    return [rtl.render_op(layer.kernel, layer.config | {"ROWS": layer.rows}, layer_arrays,
+    return [rtl.render_op(layer.kernel, layer_config(layer, layer_arrays), layer_arrays,
                           layer_folding(layer), layer.cycles, f"{core}_{i}_{layer.kernel}", macs_per_dsp, fpga_core)
             for i, (layer, layer_arrays) in enumerate(zip(record.layers, arrays, strict=True))]
 
@@ -144,7 +152,7 @@ def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_p
     DSPs) rendered as ``<core>_<index>_<kernel>_probe``, or None where its kernel has none. O(PE weights)."""
     layer = record.layers[index]
     folding = layer_folding(layer)
-    probe = KERNELS[layer.kernel].probe_layer(layer.config | {"ROWS": layer.rows}, arrays, folding)
+    probe = KERNELS[layer.kernel].probe_layer(layer_config(layer, arrays), arrays, folding)
     if probe is None:
         return None
     top = f"{cell_name(record.name)}_{index}_{layer.kernel}_probe"

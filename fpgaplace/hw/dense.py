@@ -8,13 +8,14 @@ config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2`
 MACs a cycle at the layer's widths, built as ``hw.kernel.lane_choice`` says: XNOR-popcount for
 +-1 by +-1, product tables in LUTs, or channels packed into one multiplier (two int8 MACs to a
 DSP48E2 with ``macs_per_dsp=2``); ``requantize_plan(PE, K/SIMD)`` requantizers shared among
-the PE lanes) with its weight ROM at the weights' width and its channel ROM. O(N*K) for the RTL
-values.
+the PE lanes, or a threshold stage in their place, ``rtl/threshold.v.j2``, ``threshold_rom``) with
+its weight ROM at the weights' width and its channel ROM. O(N*K) for the RTL values.
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -28,6 +29,7 @@ from fpgaplace.hw.kernel import (
     check_bits,
     dot_bits,
     lane_choice,
+    narrow_lanes,
     probe,
     requantize_plan,
     tensor_shape,
@@ -117,12 +119,27 @@ class Dense(Kernel):
         return Layer(op.name, "dense", [x.name], y.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
 
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
-        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        """The dot product's resources, and a threshold output stage's where it has one (``threshold``:
+        its comparators and table in place of the requantizers, ``requantizers``, and their channel
+        ROM, ``threshold.FREED_CHANNEL_LUTS``), as the RTL unit builds it."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
+        total = super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
+        if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds that ROM
+            return total
+        lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)
+        return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)
+
+    def requantizers(self, g: Geometry, fold: Folding) -> int:
+        """None behind a threshold stage (its comparators take the requantizers' place, in the RTL
+        unit and the HLS kernel's ``fp::OutputStage``), else ``Kernel.requantizers``."""
+        return 0 if g.shape.get("T") else super().requantizers(g, fold)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]
+
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """The lane widths ``WB, XB, XU`` of the layer (``lane_widths``); none at 8 x 8 bits."""
+        return lane_widths(widths, arrays.get("w"))
 
     # ---- HLS ----
 
@@ -139,9 +156,11 @@ class Dense(Kernel):
     # ---- RTL ----
 
     def config_geometry(self, config: dict[str, Any]) -> Geometry:
-        """The geometry of a ``[1, K] x [K, N]`` MatMul with the config members K and N."""
+        """The geometry of a ``[1, K] x [K, N]`` MatMul with the config members K and N (and T,
+        thresholds per channel, where the config has them)."""
         k, n = int(config["K"]), int(config["N"])
-        return probe(self, "MatMul", {}, ["x", "w"], {"x": (1, k), "w": (k, n), "y": (1, n)}, ("w",))
+        g = probe(self, "MatMul", {}, ["x", "w"], {"x": (1, k), "w": (k, n), "y": (1, n)}, ("w",))
+        return replace(g, shape={**g.shape, "T": int(config.get("T", 0))})
 
     def config_cycles(self, config: dict[str, Any]) -> int:
         """Cycles per vector of the cycle model for the config's K, N, PE and SIMD."""
@@ -149,9 +168,10 @@ class Dense(Kernel):
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The layer cut to PE outputs of one vector (the weights' first PE rows): the same lanes
-        and requantizers (``Kernel.probe_layer``)."""
-        kept = {name: (np.asarray(value)[:fold.pe] if name in DOT_ARRAYS else value) for name, value in arrays.items()}
+        """The layer cut to PE outputs of one vector (the weights' first PE rows, and their
+        thresholds): the same lanes and requantizers or threshold stage (``Kernel.probe_layer``)."""
+        kept = {name: (np.asarray(value)[:fold.pe] if name in (*DOT_ARRAYS, "thresholds") else value)
+                for name, value in arrays.items()}
         return {**config, "N": fold.pe, "ROWS": 1}, kept
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
@@ -186,10 +206,17 @@ class Dense(Kernel):
             [pack_lanes(row > 0 if lane["WB"] == 1 else row, lane["WB"]) for row in folded], lane["WB"] * pe * simd)
         acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx - lane["XOFF"], pe,
                                                                  "dense")
+        dot_w = dot_bits(k, lane["WB"], lane["XB"])
+        stage = {"T": 0}
+        if "thresholds" in arrays:  # the channel ROM holds thresholds in place of the requantizers' words
+            offset = checked["bias"] - (zx - lane["XOFF"]) * w.astype(np.int64).sum(axis=1)
+            channel_words, th_bits = threshold_rom(checked["thresholds"], offset, dot_w, pe)
+            stage = {"T": int(checked["thresholds"].shape[1]), "TH_W": th_bits}
+            channel_bits = stage["T"] * th_bits
         weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
-        values = {m: int(config[m]) for m in DENSE_MEMBERS} | lane | {
+        values = {m: int(config[m]) for m in DENSE_MEMBERS} | lane | stage | {
             "name": top, "NF": nf, "SF": sf, "macs_per_dsp": macs_per_dsp,
-            "DOT_W": dot_bits(k, lane["WB"], lane["XB"]), "ACC_W": acc_bits,
+            "DOT_W": dot_w, "ACC_W": acc_bits,
             "RQ": units, "RQ_CYCLES": cycles, "GROUP_BITS": index_bits(pe // units),
             "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
@@ -198,6 +225,44 @@ class Dense(Kernel):
         }
         roms = {weights_file: weight_rom, channels_file: Rom(channel_words, channel_bits * pe)}
         return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))
+
+
+LANE_BITS = (1, 2, 4, 8)  # widths the RTL dense lanes take (1: +-1)
+UNSIGNED_LANE_BITS = 4  # unsigned codes up to this width go in XU lanes; wider ones are int8 codes
+
+
+def lane_widths(widths: dict[str, Any] | None, w: np.ndarray | None) -> dict[str, int]:
+    """The RTL dense unit's lane members ``WB, XB, XU`` for a layer of ``widths`` (design.json's:
+    ``weights``, ``inputs``, ``inputs_signed``) and weights ``w``; none where both are 8 bits
+    (the int8 unit). Weights: the least of ``LANE_BITS`` at least their recorded width that holds
+    every weight (a threshold stage's negated channels may need one more bit; 1 only for +-1).
+    Inputs: a signed 1-bit input is +-1 (``XB = 1``); other signed ones the least lane width
+    holding them; unsigned codes of up to ``UNSIGNED_LANE_BITS`` bits ``XU`` lanes of at least 2
+    bits (``lane_values``: code - 2^(XB-1)); wider unsigned codes are int8 codes (``XB = 8``). O(N*K)."""
+    if not widths or w is None or not widths.get("inputs"):
+        return {}
+    w = np.asarray(w)
+    wb = next((bits for bits in LANE_BITS if bits >= (widths.get("weights") or 8) and (
+        np.isin(w, (-1, 1)).all() if bits == 1 else (w.min(initial=0) >= -2 ** (bits - 1)
+                                                       and w.max(initial=0) < 2 ** (bits - 1)))), 8)
+    bits, signed = int(widths["inputs"][0]), bool((widths.get("inputs_signed") or [True])[0])
+    unsigned = not signed and bits <= UNSIGNED_LANE_BITS
+    xb = 1 if signed and bits == 1 else next(b for b in LANE_BITS[1:] if b >= bits) if bits <= 8 else 8
+    members = {"WB": wb, "XB": xb, "XU": int(unsigned)}
+    return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
+
+
+def threshold_rom(table: np.ndarray, offset: np.ndarray, dot_bits: int, pe: int) -> tuple[list[int], int]:
+    """The threshold ROM of the RTL dense unit (``rtl/threshold.v.j2``: ``hw.threshold``'s stage)
+    whose dot product of ``dot_bits`` signed bits leaves out each channel's ``offset`` (the bias):
+    the thresholds ``table[C][T]`` less the offset, clamped to ``[-2^(dot_bits-1),
+    2^(dot_bits-1)]`` (below every dot product: always reached; above: never, as before), each
+    ``dot_bits + 1`` bits; per output fold, PE lanes of T thresholds (lane p's i-th in bits
+    ``[TH_W*(T*p + i) +: TH_W]``). Returns the words and the bits of one threshold. O(C*T)."""
+    limit = 2 ** (dot_bits - 1)
+    shifted = np.clip(np.asarray(table, np.int64) - np.asarray(offset, np.int64).reshape(-1, 1), -limit, limit)
+    bits = dot_bits + 1
+    return [pack_lanes(shifted[f * pe:(f + 1) * pe].reshape(-1), bits) for f in range(shifted.shape[0] // pe)], bits
 
 
 def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
@@ -295,7 +360,6 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
     missing = [m for m in DENSE_MEMBERS if m not in config] + [a for a in DOT_ARRAYS if a not in arrays]
     if missing:
         raise FpgaplaceError(f"rtl dense: config/arrays lack {', '.join(missing)}")
-    threshold.refuse_rtl("dense", arrays)
     k, n, pe, simd = (int(config[m]) for m in ("K", "N", "PE", "SIMD"))
     if k < 1 or n < 1 or pe < 1 or simd < 1 or n % pe or k % simd:
         raise FpgaplaceError(f"rtl dense: PE={pe} must divide N={n} and SIMD={simd} must divide K={k}")
@@ -310,4 +374,18 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
     if not all(-128 <= int(config[z]) <= 127 for z in ("ZX", "ZY")) or not -128 <= int(config["LO"]) <= int(
             config["HI"]) <= 127:
         raise FpgaplaceError("rtl dense: ZX, ZY and LO <= HI must be int8")
-    return {"w": w, **per_channel}
+    return {"w": w, **per_channel, **_checked_thresholds(config, arrays, n)}
+
+
+def _checked_thresholds(config: dict[str, Any], arrays: dict[str, Any], n: int) -> dict[str, np.ndarray]:
+    """A threshold stage's table ``[N, T]`` (T = HI - LO, at most 255; none without one), or a
+    one-line error."""
+    if "thresholds" not in arrays:
+        return {}
+    table = np.asarray(arrays["thresholds"])
+    count = int(config["HI"]) - int(config["LO"])
+    if table.ndim != 2 or table.shape != (n, count) or not 1 <= count <= 255 or int(config["ZY"]) != int(
+            config["LO"]):
+        raise FpgaplaceError(f"rtl dense: thresholds of shape {list(table.shape)} with LO={config['LO']}, "
+                             f"HI={config['HI']}, ZY={config['ZY']}; expected [{n}, HI - LO] with ZY = LO")
+    return {"thresholds": table.astype(np.int64)}

@@ -268,10 +268,16 @@ def _shifts(candidates: list[_Candidates], counts: list[int], chosen: list[int],
     return [(s, i) for _, _, s, i in sorted(moves)]
 
 
-@lru_cache(maxsize=4096)
 def _candidates(stage: Stage, core: FpgaCore) -> _Candidates:
     """The stage's candidates on ``core`` (cached: a core folded again after one op's weights
-    moved to DRAM rebuilds only that op's)."""
+    moved to DRAM rebuilds only that op's; keyed by its threshold count too, which a geometry's
+    equality leaves out with the rest of its ``shape``, but a threshold stage's resources follow)."""
+    return _cached_candidates(stage, core, int(stage.geometry.shape.get("T", 0)))
+
+
+@lru_cache(maxsize=4096)
+def _cached_candidates(stage: Stage, core: FpgaCore, thresholds: int) -> _Candidates:
+    """``_Candidates`` of ``stage`` on ``core``, cached per threshold count (``_candidates``)."""
     return _Candidates(stage, core, core_budget(core))
 
 

@@ -113,7 +113,7 @@ PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 # yosys 0.23 ``synth_xilinx -family xc7`` of the dense unit (``yosys -p "read_verilog fp_lib.v
 # fp_dense.v; synth_xilinx -family xc7 -top fp_dense; stat"``, ``fpgaplace.sim.yosys.synthesize``):
 # K x N = 64 x 16 at PE x SIMD 4 x 8, 4 x 16, 8 x 8 for w1a1, w2a2, w4a4 LUT lanes, 128 x 16 at 16 x 32
-# for w1a1, 64 x 16 at 4 x 8 for w1a4 and w2a4 (one run each: fitted exactly), packed w4a4 at 48 x 12
+# for w1a1, 64 x 16 at 4 x 8 for w1a2, w1a4, w1a8 and w2a4 (one run each: fitted exactly), packed w4a4 at 48 x 12
 # (3 x 8, 6 x 8) and w2a2 at 64 x 14 (7 x 8). The model (a fixed part, a cost per lane by its kind and
 # widths, the requantizers, the weight ROM at one LUT per bit of a bank up to 64 deep) is within 10 %
 # of yosys on all 15; a term per output channel or per adder-tree level did not fit better (their
@@ -122,7 +122,8 @@ NARROW_LUT_BASE = 216.0  # counters, credits, output FIFO, input buffer, shallow
 NARROW_REQUANT_LUTS = 526.0  # one fp_requant_var: the mean of its own stat block (498 to 557 LUTs)
 LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
     "xnor": 2.1,
-    ("lut", 1, 4): 13.7, ("lut", 2, 2): 15.3, ("lut", 2, 4): 17.0, ("lut", 4, 4): 37.0,
+    ("lut", 1, 2): 10.0, ("lut", 1, 4): 13.7, ("lut", 1, 8): 28.6,
+    ("lut", 2, 2): 15.3, ("lut", 2, 4): 17.0, ("lut", 4, 4): 37.0,
     ("dsp", 2, 2): 13.7, ("dsp", 4, 4): 17.1,
 }
 LANE_LUT_PER_PRODUCT_BIT = {"lut": 4.6, "dsp": 2.5}  # an unmeasured pair: (4, 4)'s and (2, 2)'s rates per product bit
@@ -316,11 +317,19 @@ def lane_luts(lanes: Lanes) -> float:
     return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
 
 
-def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes) -> float:
+def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
+    """Whether a dot product's LUTs follow ``narrow_dot_luts`` (binary, LUT or packed narrow
+    lanes), not the int8 DSP lanes' fit (``DOT_LUT_BASE``, ``DOT_LUT_PER_LANE``)."""
+    return g.lane_bits < 8 or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
+
+
+def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None) -> float:
     """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
     bits) but its weight ROM (``Kernel._memory``): ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane
-    and ``NARROW_REQUANT_LUTS`` per requantization unit (fitted to yosys: see the constants). O(1)."""
-    units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
+    and ``NARROW_REQUANT_LUTS`` per requantization unit (``units``, by default ``requantize_units``;
+    none behind a threshold stage) (fitted to yosys: see the constants). O(1)."""
+    if units is None:
+        units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
     return NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + units * NARROW_REQUANT_LUTS
 
 
@@ -542,6 +551,23 @@ class Kernel:
         """Output elements of one sample."""
         return config["SIZE"]
 
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """Config members that give a layer's RTL unit its element widths (``widths``: the layer's
+        widths as design.json records them, ``lowering.LayerContext.widths``): none here, the unit
+        computes at 8 bits. A kernel whose lanes follow the widths overrides this (``Dense``), and
+        the folding prices the layer at them (``priced_geometry``). O(1)."""
+        return {}
+
+    def priced_geometry(self, g: Geometry, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> Geometry:
+        """``g`` as the layer's units build it, so the folding, the record's resources and the RTL
+        agree: at the lane widths of ``width_members`` (8 bits where there are none), and with
+        the thresholds per channel its lowered table holds (``shape["T"]``: the codes its channels
+        reach, two for a bipolar output, where the graph's count is ``2^bits - 1``)."""
+        members = self.width_members(widths, arrays)
+        g = with_precision(g, members["WB"], members["XB"]) if members else g
+        table = arrays.get("thresholds")
+        return replace(g, shape={**g.shape, "T": int(np.shape(table)[1])}) if table is not None else g
+
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
             macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as
@@ -592,8 +618,12 @@ class Kernel:
         fold, ``requantizer_dsps`` each."""
         if not self.uses_dsp:
             return 0
-        units, cycles = requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)
-        return units * requantizer_dsps(g.reduction, core, g, cycles)
+        _, cycles = requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)
+        return self.requantizers(g, fold) * requantizer_dsps(g.reduction, core, g, cycles)
+
+    def requantizers(self, g: Geometry, fold: Folding) -> int:
+        """Requantization units of a dot-product stage (``requantize_plan``; none for other kernels)."""
+        return requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)[0] if self.uses_dsp else 0
 
     def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
         """Every DSP of the stage: MAC lanes and requantizers."""
@@ -617,11 +647,12 @@ class Kernel:
         scale = _family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
-            if g.lane_bits >= 8 and choice.kind == "dsp":
-                luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram
+            if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
+                unbuilt = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd) - self.requantizers(g, fold)
+                luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * NARROW_REQUANT_LUTS
             else:  # the fitted estimate holds the shallow channel ROM in its fixed part
                 channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
-                luts = round(narrow_dot_luts(g, fold, choice)) + lutram - channel_rom
+                luts = round(narrow_dot_luts(g, fold, choice, self.requantizers(g, fold))) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
                              DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),

@@ -75,19 +75,23 @@ class LayerContext:
     def __init__(self, graph: OpGraph) -> None:
         self.graph = graph
         self.index = qdq_index(graph.model)
-        self.recorded = {name: int(width["bits"]) for name, width in read_widths(graph.model).items()}
+        widths = read_widths(graph.model)
+        self.recorded = {name: int(width["bits"]) for name, width in widths.items()}
+        self.signed = {name: bool(width.get("signed", True)) for name, width in widths.items()}
 
     def widths(self, op: Op, layer: Layer) -> dict:
         """``layer``'s widths: bits of its weights (None without a weight matrix), of each input and of
-        its output (the widths the model records, ``model.qdq.read_widths``, else 8), and its output
-        stage: ``thresholds``, ``requantize`` for a dot product, else None. O(1)."""
+        its output (the widths the model records, ``model.qdq.read_widths``, else 8), its output
+        stage: ``thresholds``, ``requantize`` for a dot product, else None, and whether each input's
+        codes are signed (the recorded quantizer's ``signed``, else True). O(1)."""
         weights = None
         if "w" in layer.arrays and len(op.inputs) > 1:
             node = self.index.producer.get(op.inputs[1])
             weights = self.recorded.get(node.input[0], 8) if node is not None else 8
         stage = "thresholds" if "thresholds" in layer.arrays else "requantize" if weights is not None else None
         return {"weights": weights, "inputs": [self.recorded.get(t, 8) for t in layer.inputs],
-                "output": self.recorded.get(layer.output, 8), "output_stage": stage}
+                "output": self.recorded.get(layer.output, 8), "output_stage": stage,
+                "inputs_signed": [self.signed.get(t, True) for t in layer.inputs]}
 
     def source(self, op: Op, tensor: str) -> QTensor:
         """The int8 tensor an input of ``op`` reads (a one-line error where there is none)."""

@@ -40,6 +40,13 @@ LUTS_PER_COMPARE_BIT = 0.5  # a carry-chain comparator: one LUT6 for two bits
 LUTRAM_BITS_PER_LUT = 64
 BRAM36_BITS = 36 * 1024
 LUTRAM_MAX_BITS = 64 * 1024  # threshold tables up to this size stay in LUTRAM
+# LUTs of the requantizers' channel ROM and its glue that a dot product's fitted fixed part holds
+# (``hw.kernel.NARROW_LUT_BASE``) and a unit with a threshold stage has not (its ROM holds the
+# thresholds, counted here): yosys 0.23 synth_xilinx -family xc7 of the RTL dense unit with a
+# threshold stage (``rtl/threshold.v.j2``) at 64 x 16, PE x SIMD 4 x 8, for w1a1 (T = 2), w2a2
+# (T = 3) and w4a4 unsigned (T = 15), and at 32 x 16, 1 x 32 for w1a1: the estimate without this
+# term was 91, 159, 139 and 108 LUTs above yosys; this is their mean.
+FREED_CHANNEL_LUTS = 124
 
 
 def _float32(value) -> np.ndarray:
@@ -112,8 +119,9 @@ def multithreshold(acc: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
 def resources(channels: int, count: int, pe: int, acc_bits: int) -> Resources:
     """What a threshold stage adds to a dot product folded ``pe`` channels wide: ``pe * count``
     comparators of ``acc_bits`` bits (each half a LUT per bit, a carry chain) and the ``channels x
-    count`` thresholds in LUTRAM, or in BRAM36 when larger than ``LUTRAM_MAX_BITS``. The
-    requantizer it replaces is left in the dot product's count (an upper bound). O(1)."""
+    count`` thresholds in LUTRAM, or in BRAM36 when larger than ``LUTRAM_MAX_BITS``. A convolution
+    leaves the requantizer it replaces in its count (an upper bound); the dense unit drops it and
+    the ``FREED_CHANNEL_LUTS`` of its channel ROM (``Dense.resources``). O(1)."""
     bits = channels * count * THRESHOLD_BITS
     compare = int(np.ceil(pe * count * acc_bits * LUTS_PER_COMPARE_BIT))
     if bits <= LUTRAM_MAX_BITS:
@@ -122,8 +130,9 @@ def resources(channels: int, count: int, pe: int, acc_bits: int) -> Resources:
 
 
 def refuse_rtl(kernel: str, arrays: dict) -> None:
-    """A one-line error for a layer with a threshold stage asked for its RTL unit: the Verilog
-    dot products requantize only (the HLS kernels and C simulation take thresholds)."""
+    """A one-line error for a layer with a threshold stage asked for its RTL unit where the kernel's
+    RTL requantizes only (the window unit's convolutions; the dense unit takes thresholds, and the
+    HLS kernels and C simulation take them everywhere)."""
     if "thresholds" in arrays:
         raise FpgaplaceError(f"rtl {kernel}: a threshold output stage has no RTL unit yet; expected a requantizing "
                              "layer (generate HLS for this core)")

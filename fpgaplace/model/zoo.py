@@ -557,3 +557,18 @@ def mobilenet_v1_lowbit(weight_bits: int = 4, act_bits: int = 4, image: int = 22
     x = b.quant(b.node("GlobalAveragePool", [x]), x_scale, 8, signed=False)
     _dense_stack(b, x, x_scale, 8, (cin, classes), weight_bits, act, False, first_last_bits)
     return _qonnx_model(b, f"mobilenet_v1_w{weight_bits}a{act_bits}", image, batch, classes, x)
+
+
+def qonnx_mlp(weight_bits: int = 2, act_bits: int = 2, image: int = 4, hidden: tuple[int, ...] = (32, 16),
+              classes: int = 10, signed: bool = True, batch_norm: bool = False, batch: int = 1,
+              seed: int = 13) -> onnx.ModelProto:
+    """A small QONNX MLP (a low-bit dense stack, FINN's TFC at toy size): an 8-bit signed input
+    quantizer on a ``3 x image x image`` image, flattened, then MatMul layers of ``hidden`` sizes
+    with ``weight_bits``-bit weights (1: bipolar; 2: ternary) and ``act_bits``-bit activations
+    (``signed``, else unsigned codes; a signed 1 bit is bipolar), a BatchNormalization before each
+    hidden activation quantizer if asked, and a last layer of ``classes`` 8-bit signed logits."""
+    b = _QonnxBuilder(seed)
+    x = b.quant("image", 2.0**-7, 8)
+    _dense_stack(b, x, 2.0**-7, 8, (3 * image * image, *hidden, classes), weight_bits, (act_bits, signed),
+                 batch_norm, weight_bits)
+    return _qonnx_model(b, f"mlp_w{weight_bits}a{act_bits}{'' if signed else 'u'}", image, batch, classes, x)

@@ -278,23 +278,29 @@ class BoundaryTensor:
 @dataclass
 class LayerWidths:
     """The bit widths a layer computes at: its weights' (None without weights), each input's and its
-    output's (QONNX quantizers' or narrowed weights' widths, else 8), and its output stage
-    (``requantize`` or ``thresholds`` for a dot product, ``fpgaplace.hw.threshold``; else None)."""
+    output's (QONNX quantizers' or narrowed weights' widths, else 8), its output stage
+    (``requantize`` or ``thresholds`` for a dot product, ``fpgaplace.hw.threshold``; else None), and
+    whether each input's codes are signed (a QONNX quantizer's ``signed``; None in a record written
+    before signedness was recorded: all signed). The RTL lanes (``Kernel.width_members``) and the
+    folding's price of them read the widths here."""
 
     weights: int | None
     inputs: list[int]
     output: int
     output_stage: str | None = None
+    inputs_signed: list[bool] | None = None
 
     def to_json(self) -> dict:
         return {"weights": self.weights, "inputs": self.inputs, "output": self.output,
-                "output_stage": self.output_stage}
+                "output_stage": self.output_stage, "inputs_signed": self.inputs_signed}
 
     def text(self) -> str:
-        """``w4 a4 -> a4 (thresholds)``: weights, inputs, output and the output stage."""
+        """``w4 a4u -> a4 (thresholds)``: weights, inputs (``u``: unsigned codes), output and the output stage."""
         weights = f"w{self.weights} " if self.weights is not None else ""
         stage = f" ({self.output_stage})" if self.output_stage else ""
-        return f"{weights}a{'/'.join(map(str, self.inputs))} -> a{self.output}{stage}"
+        signed = self.inputs_signed or [True] * len(self.inputs)
+        inputs = "/".join(f"{bits}{'' if s else 'u'}" for bits, s in zip(self.inputs, signed, strict=False))
+        return f"{weights}a{inputs} -> a{self.output}{stage}"
 
 
 @dataclass
@@ -599,7 +605,8 @@ def _widths(value: Any, path: str) -> LayerWidths:
     data = _object(value, path)
     return LayerWidths(_get(data, "weights", path, _optional(WIDTH_BITS), None),
                        _get(data, "inputs", path, _list(WIDTH_BITS)), _get(data, "output", path, WIDTH_BITS),
-                       _get(data, "output_stage", path, _optional(_output_stage), None))
+                       _get(data, "output_stage", path, _optional(_output_stage), None),
+                       _get(data, "inputs_signed", path, _optional(_list(_bool)), None))
 
 
 def _stage(value: Any, path: str) -> Stage:

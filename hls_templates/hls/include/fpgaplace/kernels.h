@@ -12,7 +12,8 @@
 //                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE
 //                                            in: beat<IW>, out: beat<OW> (PE*MMV, but see ConvStep)
 //   conv2d_transposed<C>(in, out, w, ...)     conv2d's, UH UW XH XW (a zero-inserting front, IW | CIN)
-//   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE; in beat<SIMD>, out beat<PE>
+//   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE (WB: weights packed at WB
+//                                            bits, detail::weight); in beat<SIMD>, out beat<PE>
 //   maxpool<C>(in, out), avgpool<C>(in, out)  H W C KH KW SH SW PT PL PB PR HO WO ZX ZY LO HI M S
 //                                            PE MMV STAGE (avgpool: TIE too, default 0); in and out
 //                                            beat<PE*MMV>
@@ -133,6 +134,33 @@ constexpr int gcd(int a, int b) { return b == 0 ? a : gcd(b, a % b); }
 constexpr int min_int(int a, int b) { return a < b ? a : b; }
 // Longest dot product whose int32 sum cannot overflow: |(x - zx) * w| <= 255 * 128.
 constexpr int MAX_DOT_LENGTH = 2147483647 / (255 * 128);
+
+// Weight idx of an array stored at WB bits a weight (fpgaplace.codegen.render.packed_weights):
+// int8 as is at WB = 8; at 1, 2 or 4 bits 8/WB weights a byte, weight idx in bits
+// (idx % (8/WB)) * WB of byte idx / (8/WB), two's complement, a 1-bit weight +-1 stored as 1 / 0.
+template <int WB>
+inline int32_t weight(const int8_t* w, int idx) {
+#pragma HLS INLINE
+  static_assert(WB == 1 || WB == 2 || WB == 4 || WB == 8, "weights of 1, 2, 4 or 8 bits");
+  if constexpr (WB == 8) {
+    return w[idx];
+  } else {
+    constexpr int PER_BYTE = 8 / WB;
+    const int code = (static_cast<uint8_t>(w[idx / PER_BYTE]) >> ((idx % PER_BYTE) * WB)) & ((1 << WB) - 1);
+    if constexpr (WB == 1) return code ? 1 : -1;
+    return code >= (1 << (WB - 1)) ? code - (1 << WB) : code;
+  }
+}
+
+// A config's weight bits: its member WB (a dense stage's packed weights), else 8.
+template <class C, class = void>
+struct WeightBits {
+  static constexpr int value = 8;
+};
+template <class C>
+struct WeightBits<C, std::void_t<decltype(C::WB)>> {
+  static constexpr int value = C::WB;
+};
 
 }  // namespace detail
 
@@ -581,7 +609,9 @@ void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const 
   static_assert(C::K <= detail::MAX_DOT_LENGTH, "dense: dot product too long for an int32 accumulator");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "dense: zero points and LO <= HI must be int8");
-#pragma HLS ARRAY_PARTITION variable=w cyclic factor=LANES
+  // a cycle's PE x SIMD weights: LANES bytes, or LANES * WB / 8 of packed weights
+  [[maybe_unused]] constexpr int WORD_BYTES = detail::max_int(1, LANES * detail::WeightBits<C>::value / 8);
+#pragma HLS ARRAY_PARTITION variable=w cyclic factor=WORD_BYTES
 #pragma HLS ARRAY_PARTITION variable=bias cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
@@ -607,7 +637,8 @@ void dense(hls::stream<beat<C::SIMD>>& in, hls::stream<beat<C::PE>>& out, const 
       int32_t partial = 0;
       for (int s = 0; s < C::SIMD; ++s) {
 #pragma HLS UNROLL
-        partial += (static_cast<int32_t>(x[t][s]) - C::ZX) * static_cast<int32_t>(w[(i * C::PE + p) * C::SIMD + s]);
+        partial += (static_cast<int32_t>(x[t][s]) - C::ZX) *
+                   detail::weight<detail::WeightBits<C>::value>(w, (i * C::PE + p) * C::SIMD + s);
       }
       acc[p] = (t == 0 ? 0 : acc[p]) + partial;
       const int co = nf * C::PE + p;
