@@ -144,16 +144,11 @@ def cnv_cost_rows(boards: list[str]) -> list[dict[str, Any]]:
 
 
 def cnv_sim_rows(boards: list[str], folder: Path) -> list[dict[str, Any]]:
-    """TO ENABLE AFTER MERGE: CNV compiled per board and width, fps from ``sim``, resources from
-    design.json (needs ``fpgaplace.model.zoo.cnv(weight_bits, act_bits)`` of the qonnx branch)."""
+    """CNV (``zoo.cnv``) compiled per board and width: fps from ``sim``, resources from design.json."""
     from fpgaplace import Design
     from fpgaplace.model import zoo
     from fpgaplace.project.record import load
 
-    if not hasattr(zoo, "cnv"):
-        print("cnv_sim_rows: fpgaplace.model.zoo.cnv is not here yet (the qonnx branch adds it); skipped",
-              file=sys.stderr)
-        return []
     rows = []
     for name in boards:
         for wb, xb in WIDTHS:
