@@ -147,6 +147,25 @@ def test_concat_bit_exact_and_cycles(tmp_path, name):
     check_cycles(result, f"concat {name}")
 
 
+CONSTANT_CONCATS = {  # (pixels, channels, constant inputs, folding)
+    "class token": ((), [16, 64], (0,), F(4, 1, 1)),  # [1, 1, D] ++ [1, N, D] along the tokens: one row
+    "middle of three": ((2, 3), [2, 4, 2], (1,), F(2, 1, 1)),
+    "two constants": ((2, 4), [2, 3, 2], (0, 2), F(1, 1, 1)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CONSTANT_CONCATS))
+def test_concat_of_a_constant_bit_exact_and_cycles(tmp_path, name):
+    """The constant input is a ROM of its requantized values in its turn, only the others are ports."""
+    pixels, channels, constant_at, folding = CONSTANT_CONCATS[name]
+    case = concat_case(pixels, channels, folding, seed=len(name), constant_at=constant_at)
+    op = render_op("concat", case[0], case[1], folding, 100)
+    assert len(op.inputs) == len(channels) - len(constant_at)
+    result = simulate_case("concat", case, tmp_path, geometry=concat_geometry(pixels, channels))
+    check_cycles(result, f"concat {name}")
+    assert_verilog_2005_clean(op, tmp_path)
+
+
 def test_csd_terms_sum_to_the_multiplier():
     for m in (0, 1, 3, 7, 2**30, 2**31 - 1, 1454122656, 2025717780):
         terms = csd_terms(m)
