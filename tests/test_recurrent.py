@@ -239,6 +239,23 @@ def test_a_onehot_runs_on_a_core_by_comparison(tmp_path):
     assert all(o.max_abs_diff_lsb <= OUTPUT_BOUND_LSB for o in check.outputs)
 
 
+@pytest.mark.parametrize(("depth", "pe", "on", "off"), [(40, 4, 90, -3), (6, 1, -128, 127), (12, 12, 127, 0)])
+def test_onehot_rtl_bit_exact_and_cycles(tmp_path, depth, pe, on, off):
+    """The one-hot by comparison against the integer reference under backpressure and back to back
+    (bytes 0..255: many past the depth, a row of OFF), at the cycles the op library gives it."""
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    from fpgaplace.hw.onehot import onehot_geometry
+
+    size = 10
+    config = {"SIZE": size, "E": depth, "ROWS": depth, "ON": on, "OFF": off}
+    ids = np.random.default_rng(depth).integers(0, min(256, 3 * depth), (3, size)).astype(np.uint8).view(np.int8)
+    result = simulate_case("onehot", (config, {}, [ids], Folding(pe)), tmp_path, geometry=onehot_geometry(size, depth),
+                           distinct=2)
+    check_cycles(result, f"onehot {depth} PE {pe}")
+    assert_verilog_2005_clean(render_op("onehot", config, {}, Folding(pe), 100), tmp_path)
+
+
 @pytest.mark.parametrize(("rows", "width", "pe"), [(256, 16, 4), (40, 6, 2), (20, 12, 12)])
 def test_embedding_rtl_bit_exact_and_cycles(tmp_path, rows, width, pe):
     """The RTL unit against the integer reference under backpressure and back to back, at the
