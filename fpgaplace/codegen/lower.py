@@ -23,6 +23,7 @@ from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.lowering import Layer, LayerContext
+from fpgaplace.hw.lstm_cell import wide_cells, widen_cell_states
 from fpgaplace.hw.qdq import QdqIndex
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
@@ -120,7 +121,10 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
             layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
-    stages = [Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident) for layer in layers]
+    if wide_cells(graph.model):
+        geometries = {k: _planned(graph, layer).geometry for k, layer in enumerate(layers)}
+        layers = widen_cell_states(layers, index, geometries)
+    stages = [_planned(graph, layer) for layer in layers]
     folding = _fold_streaming_if_needed(stages, layers, core, dram)
     for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
         layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
@@ -138,6 +142,14 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         if _read_elsewhere(index, graph, q, placed, name)
     ]
     return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias)
+
+
+def _planned(graph: OpGraph, layer: Layer) -> Stage:
+    """The folding's stage of ``layer``: its op's kernel and geometry, or the layer's own where a
+    rewrite of the lowered layers made it (``hw.lstm_cell``)."""
+    if layer.geometry is not None:
+        return Stage(layer.op, KERNELS[layer.kernel], layer.geometry, layer.resident)
+    return Stage(layer.op, *plan_op(graph.ops[layer.op], graph), layer.resident)
 
 
 def _fold_streaming_if_needed(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link) -> CoreFolding:
