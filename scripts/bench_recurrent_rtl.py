@@ -1,9 +1,10 @@
 """A recurrence's time in RTL beside the cycle model's: first output, a step, and the interval.
 
     python scripts/bench_recurrent_rtl.py [--steps 1,2,4,8] [--inputs 6] [--hidden 4] [--board zcu104]
-                                          [--samples 4] [--json]
+                                          [--samples 4] [--cell-bits 8|16] [--json]
 
-For each sequence length T, ``zoo.lstm_sequence`` (one forward LSTM, nothing else) is compiled
+For each sequence length T, ``zoo.lstm_sequence`` (one forward LSTM, nothing else; its cell state in
+int8, or with ``--cell-bits 16`` in ``hw.lstm_cell``'s int16) is compiled
 (unrolled into per-step stages, every one on one core) and the core's RTL top is simulated in
 cocotb (``fpgaplace sim --rtl --whole-cores``: ``--samples`` samples with random gaps and
 backpressure, then back to back): bit-exact against the integer reference, the first sample's
@@ -22,7 +23,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from onnx import helper
+
 from fpgaplace.flow.design import Design
+from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
 from fpgaplace.model import zoo
 from fpgaplace.sim.rtl_project import simulate_project_rtl
 
@@ -31,6 +35,8 @@ def measure(steps: int, args: argparse.Namespace, folder: Path) -> dict:
     """One row: compile the T-step LSTM and simulate its core's RTL."""
     project = folder / f"lstm_t{steps}"
     model = zoo.lstm_sequence(steps=steps, inputs=args.inputs, hidden=args.hidden)
+    if args.cell_bits == 16:
+        helper.set_model_props(model, {CELL_BITS_KEY: "16"})
     result = Design(model, args.board, profile_cpu=False).compile(project, random_samples=24)
     cores = result.design["cores"]
     if len(cores) != 1 or result.cpu_ops:
@@ -61,6 +67,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hidden", type=int, default=4)
     parser.add_argument("--board", default="zcu104")
     parser.add_argument("--samples", type=int, default=4)
+    parser.add_argument("--cell-bits", type=int, choices=(8, 16), default=8, help="the LSTM's cell state")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="bench-recurrent-rtl-") as scratch:
@@ -69,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps({"rows": rows, "step_rtl": step and step[0], "step_model": step and step[1]}, indent=2))
         return 0
-    print(f"LSTM {args.inputs} -> {args.hidden} on {args.board}: cycles, RTL (cocotb) vs the cycle model")
+    print(f"LSTM {args.inputs} -> {args.hidden}, cell state int{args.cell_bits}, on {args.board}: cycles, RTL "
+          "(cocotb) vs the cycle model")
     print(f"{'T':>3} {'stages':>6} {'exact':>5} {'latency rtl':>11} {'model':>6} {'err':>5} "
           f"{'interval rtl':>12} {'model':>6} {'err':>6}")
     for r in rows:

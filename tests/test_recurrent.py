@@ -218,6 +218,45 @@ def test_the_wide_cell_state_round_trips_as_byte_pairs_and_rounds_once():
     assert got.tolist() == [7, 7, 100]
 
 
+def lstm_cell_case(mode: int, size: int, seed: int):
+    """(config, arrays, inputs, folding) of a random wide-cell stage: sigmoid-like f and i (zero
+    point -128), a tanh-like g, a state of up to 2**14 (its bytes), scales as an LSTM's."""
+    from fpgaplace.hw.lstm_cell import NARROW, STEP, wide_bytes
+    from fpgaplace.hw.quant import quantize_multiplier
+
+    rng = np.random.default_rng(seed)
+    samples = 3
+    state = [wide_bytes(rng.integers(-2**14, 2**14, size)) for _ in range(samples)]
+    if mode == NARROW:
+        config = {"SIZE": size, "MODE": mode, "ZY": int(rng.integers(-20, 20)), "LO": -128, "HI": 120}
+        return config, {}, [np.stack(state)], Folding(4)
+    ratios = [rng.uniform(0.3, 0.9), rng.uniform(0.003, 0.005)]  # i * g, f * w_prev to the state
+    _, shift = quantize_multiplier(max(ratios))
+    config = {"SIZE": size, "MODE": mode, "ZI": -128, "ZG": int(rng.integers(-5, 5)), "MB": round(ratios[0] * 2**shift),
+              "S": shift}
+    gates = [rng.integers(-128, 128, (samples, size), dtype=np.int8) for _ in range(3)]
+    inputs = gates[1:]
+    if mode == STEP:
+        config |= {"ZF": -128, "MA": round(ratios[1] * 2**shift)}
+        inputs = [gates[0], np.stack(state), *gates[1:]]
+    return config, {}, inputs, Folding(4)
+
+
+@pytest.mark.parametrize("mode", [0, 1, 2])
+def test_lstm_cell_rtl_bit_exact_and_cycles(tmp_path, mode):
+    """Each wide-cell stage's RTL against the integer reference under backpressure and back to
+    back, at the cycles the op library gives it (the state's beats twice as wide)."""
+    from test_rtl_ops import assert_verilog_2005_clean, check_cycles, render_op, simulate_case
+
+    from fpgaplace.hw.elementwise import lane_geometry
+
+    case = lstm_cell_case(mode, 24, seed=mode)
+    geometry = lane_geometry("lstm_cell", (1, 24), 24, {"MODE": mode})
+    result = simulate_case("lstm_cell", case, tmp_path, geometry=geometry)
+    check_cycles(result, f"lstm_cell MODE {mode}")
+    assert_verilog_2005_clean(render_op("lstm_cell", case[0], case[1], case[3], 100), tmp_path)
+
+
 def test_a_16_bit_cell_state_drifts_less_from_the_float_lstm(tmp_path):
     """An LSTM over 16 steps with its cell state in hw.lstm_cell's int16 (the model asks for it):
     every op on a core, every core bit-exact in C simulation and csim ok (the wide state's stages

@@ -30,21 +30,21 @@ each LSTM step's ``_fc``/``_ig`` Mul and ``_c`` Add layers (the recurrent pass's
 ``_ig`` alone for the first) become one MODE 0/1 stage and one MODE 2 stage, where the previous
 step's state is wide on the same core. Cost: a lane stage (``SIZE / L`` cycles), two multipliers a
 lane for MODE 1 (one for MODE 0), none to narrow. HLS: ``hls/ops/lstm_cell.j2`` (``fp::lstm_cell_first``,
-``_step``, ``_narrow``). No RTL template yet. O(layers).
+``_step``, ``_narrow``); RTL ``rtl/lstm_cell.v.j2``. O(layers).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw.elementwise import Elementwise
-from fpgaplace.hw.geometry import Folding, Geometry, Resources
-from fpgaplace.hw.kernel import Kernel
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit
 from fpgaplace.hw.lowering import Layer, multipliers
 from fpgaplace.hw.quant import shift_round_clip
+from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, int_members, smallest_divisor
 
 if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
@@ -52,8 +52,8 @@ if TYPE_CHECKING:
 
 CELL_BITS_KEY = "fpgaplace.lstm_cell_bits"
 """Model ``metadata_props`` key asking for the wide cell state: ``16`` (else the QDQ model's int8).
-Opt-in for now: the RTL op library has no template for it, and the outputs then differ from
-onnxruntime's QDQ model by more than its own rounding (see the module docstring)."""
+Opt-in for now: the outputs then differ from onnxruntime's QDQ model by more than its own
+rounding (its int8 state drifts; see the module docstring)."""
 WIDE_SHIFT = 7  # the wide state's scale is the int8 state's over 2**7
 FIRST, STEP, NARROW = 0, 1, 2  # MODE
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
@@ -92,7 +92,6 @@ class LstmCell(Elementwise):
     """The three stages of ``widen_cell_states`` (MODE 0, 1, 2), lanes of PE elements."""
 
     name, template, inputs = "lstm_cell", "hls/ops/lstm_cell.j2", None
-    rtl = Kernel.rtl  # no RTL template yet
 
     def stream_widths(self, g: Geometry, fold: Folding, inputs: int) -> tuple[list[int], int]:
         """Int8 operands of L elements a beat; the wide state of 2L (two bytes an element)."""
@@ -112,6 +111,28 @@ class LstmCell(Elementwise):
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         return cell_state(config, inputs)
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
+        """``rtl/lstm_cell.v.j2``, E elements a beat (the smallest divisor of SIZE whose beats fit in
+        the model's cycles): the products in multipliers, the rescale a ``const_requant`` of 16
+        output bits (MODE 0, 1) or the narrowing one of 8 (MODE 2). O(1)."""
+        c = int_members(config)
+        size, mode = c["SIZE"], c["MODE"]
+        elems = smallest_divisor(size, lambda d: size // d <= model_cycles)
+        if mode == NARROW:
+            check_int8_members(c, ("ZY",), self.name)
+            rq = const_requant(f"{top}_narrow", [("w", 16, 1)], WIDE_SHIFT, c["ZY"], c["LO"], c["HI"])
+            bits, out = [16], 8
+        else:
+            check_int8_members(c | {"LO": 0, "HI": 0}, ("ZI", "ZG", *(("ZF",) if mode == STEP else ())), self.name)
+            terms = [("kept", 26, c["MA"])] if mode == STEP else []
+            rq = const_requant(f"{top}_cell", [*terms, ("fresh", 20, c["MB"])], c["S"], 0, INT16_MIN, INT16_MAX,
+                               out_bits=16)
+            bits, out = ([8, 16, 8, 8] if mode == STEP else [8, 8]), 16
+        values = c | {"name": top, "E": elems, "IN_BITS": bits, "OUT_BITS": out, "rq": rq}
+        ports = tuple((f"s{k}_axis", elems * b // 8, size * b // 8) for k, b in enumerate(bits))
+        return RtlUnit("rtl/lstm_cell.v.j2", values, {}, ports, (PORT_OUT, elems * out // 8, size * out // 8))
 
 
 def wide_anchors(layers: list, anchors: dict[str, list[np.ndarray]]) -> dict[str, list[np.ndarray]]:
