@@ -23,7 +23,10 @@ Integer semantics, per element (``cell_state``), with ``w`` the int16 state:
 
 rhe: round half to even, as every requantization of ``fpgaplace.hw.quant``. This is not onnxruntime's
 QDQ arithmetic (which rounds three times in int8): the model's outputs differ from it by a bound
-``csim`` measures, and sit closer to the float LSTM (``scripts/bench_recurrent.py --cell-bits``).
+``csim`` measures, and sit closer to the float LSTM. Measured (``scripts/bench_recurrent.py
+--cell-bits 8|16 --samples 300``, zcu104): one LSTM of 32 steps x 16, RMS error against the float
+model 0.0089 (int8) -> 0.0078 (int16), up to 37 LSB from the QDQ model; the CRNN 0.0068 -> 0.0063,
+4 LSB, top-1 against the float model 98.75% -> 98.83% of 2,400 steps.
 
 ``widen_cell_states`` rewrites a core's lowered layers (when the model asks, ``CELL_BITS_KEY``):
 each LSTM step's ``_fc``/``_ig`` Mul and ``_c`` Add layers (the recurrent pass's names; the step's
