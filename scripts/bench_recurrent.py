@@ -1,7 +1,7 @@
 """How exactly the recurrent and embedding models of issue 19 run on the cores, over many samples.
 
-    python scripts/bench_recurrent.py [--models crnn_lstm,byte_classifier] [--samples 1000]
-                                      [--board zcu104] [--random 32] [--json]
+    python scripts/bench_recurrent.py [--models crnn_lstm,byte_classifier,lstm_sequence] [--samples 1000]
+                                      [--board zcu104] [--random 32] [--cell-bits 8|16] [--steps 32] [--json]
 
 For each model of ``fpgaplace.model.zoo`` (``crnn_lstm``: convs, a bidirectional LSTM over the
 columns, a classifier per column; ``byte_classifier``: a 256-row byte embedding, a GRU, a
@@ -9,9 +9,10 @@ classifier): compile it (quantized on ``--random`` seeded calibration samples, p
 method), C-simulate ``--samples`` seeded random inputs (``csim``: every core against its integer
 reference), and compare the placed model's outputs with onnxruntime's run of the QDQ model (the
 most LSB apart, and the share of samples, or of sequence steps for the CRNN, whose top-1 class is
-the same) and with the float model it was quantized from (top-1 agreement: what int8 costs). One row
-per model: ops on the cores and on CPUs, stages, interval and latency cycles (event simulation),
-bit-exact cores, LSB, the two agreements and the seconds each step took.
+the same) and with the float model it was quantized from (top-1 agreement: what int8 costs; the
+largest and the root-mean-square difference of the outputs, the compiled model's and onnxruntime's
+QDQ model's). One row per model: ops on the cores and on CPUs, stages, interval and latency cycles
+(event simulation), bit-exact cores, LSB, the agreements, float errors and the seconds each step took.
 """
 
 from __future__ import annotations
@@ -25,14 +26,16 @@ from pathlib import Path
 
 import numpy as np
 import onnx
+from onnx import helper
 
 from fpgaplace.flow.design import Design
+from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
 from fpgaplace.model import zoo
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.event import simulate
 from fpgaplace.util.onnxrt import random_inputs, run_model
 
-MODELS = ("crnn_lstm", "byte_classifier")
+MODELS = ("crnn_lstm", "byte_classifier", "lstm_sequence")
 
 
 def top1_agreement(got: np.ndarray, want: np.ndarray) -> float:
@@ -42,7 +45,9 @@ def top1_agreement(got: np.ndarray, want: np.ndarray) -> float:
 
 def measure(name: str, args: argparse.Namespace, folder: Path) -> dict:
     """One row: compile, csim and sim ``name`` (see the module docstring)."""
-    model = getattr(zoo, name)()
+    model = zoo.lstm_sequence(steps=args.steps, hidden=16) if name == "lstm_sequence" else getattr(zoo, name)()
+    if args.cell_bits == 16:
+        helper.set_model_props(model, {CELL_BITS_KEY: "16"})
     start = time.perf_counter()
     result = Design(model, args.board, profile_cpu=False).compile(folder / name, random_samples=args.random)
     compiled = time.perf_counter() - start
@@ -63,13 +68,20 @@ def measure(name: str, args: argparse.Namespace, folder: Path) -> dict:
         "bit_exact": all(c.bit_exact for c in check.cores), "max_lsb": max(o.max_abs_diff_lsb or 0.0
                                                                            for o in check.outputs),
         "top1_vs_qdq": top1_agreement(got, want), "top1_vs_float": top1_agreement(got, real),
+        "float_max": float(np.abs(got - real).max()), "float_rms": rms(got - real),
+        "qdq_float_max": float(np.abs(want - real).max()), "qdq_float_rms": rms(want - real),
         "rows_compared": int(got.reshape(-1, got.shape[-1]).shape[0]), "compile_s": compiled, "csim_s": simulated,
     }
 
 
+def rms(difference: np.ndarray) -> float:
+    return float(np.sqrt(np.mean(np.square(difference.astype(np.float64)))))
+
+
 def table(rows: list[dict]) -> str:
     columns = ("model", "ops_cores", "ops_cpus", "stages", "interval_cycles", "latency_cycles", "bit_exact",
-               "max_lsb", "top1_vs_qdq", "top1_vs_float", "rows_compared", "compile_s", "csim_s")
+               "max_lsb", "top1_vs_qdq", "top1_vs_float", "float_max", "float_rms", "qdq_float_max", "qdq_float_rms",
+               "rows_compared", "compile_s", "csim_s")
     cells = [[f"{row[c]:.4g}" if isinstance(row[c], float) else str(row[c]) for c in columns] for row in rows]
     widths = [max(len(c), *(len(r[i]) for r in cells)) for i, c in enumerate(columns)]
     lines = ["  ".join(c.rjust(w) for c, w in zip(columns, widths, strict=True))]
@@ -83,6 +95,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--samples", type=int, default=1000)
     parser.add_argument("--board", default="zcu104")
     parser.add_argument("--random", type=int, default=32, help="calibration samples")
+    parser.add_argument("--cell-bits", type=int, choices=(8, 16), default=8, help="the LSTM's cell state")
+    parser.add_argument("--steps", type=int, default=32, help="lstm_sequence's steps")
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args(argv)
     args.models = [m for m in args.models.split(",") if m]

@@ -92,9 +92,11 @@ def constant_add_case(shape: tuple[int, int, int], per_channel: bool, folding: F
     return config | {"LO": -128}, {"b": constant}, inputs[:1], folding
 
 
-def concat_case(pixels: tuple[int, ...], channels: list[int], folding: Folding, seed: int, samples: int = 3):
+def concat_case(pixels: tuple[int, ...], channels: list[int], folding: Folding, seed: int, samples: int = 3,
+                constant_at: tuple[int, ...] = ()):
     """A random channel Concat of ``len(channels)`` inputs of ``pixels`` (H, W) or none (vectors),
-    each with its own zero point and scale to the output's."""
+    each with its own zero point and scale to the output's; the inputs at ``constant_at`` constants
+    (a class token: one sample's values in ``arrays``, as ``Concat.lower`` writes them), the others streamed."""
     rng = np.random.default_rng(seed)
     count = int(np.prod(pixels)) if pixels else 1
     pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.4, 1.6, len(channels))]
@@ -105,6 +107,10 @@ def concat_case(pixels: tuple[int, ...], channels: list[int], folding: Folding, 
               "mult": np.array([m for m, _ in pairs], dtype=np.int64),
               "shift": np.array([s for _, s in pairs], dtype=np.int64)}
     inputs = [rng.integers(-128, 128, (samples, count * ch), dtype=np.int8) for ch in channels]
+    if constant_at:
+        arrays["constant_at"] = np.array(constant_at, dtype=np.int64)
+        arrays["constant"] = np.concatenate([inputs[j][0] for j in constant_at])
+        inputs = [x for j, x in enumerate(inputs) if j not in constant_at]
     return config, arrays, inputs, folding
 
 

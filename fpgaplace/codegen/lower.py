@@ -23,6 +23,7 @@ from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.lowering import Layer, LayerContext
+from fpgaplace.hw.lstm_cell import wide_cells, widen_cell_states
 from fpgaplace.hw.qdq import QdqIndex
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
@@ -120,6 +121,9 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
             layers.append(layer)
     if not layers:
         return None  # only quantize/dequantize (or order-keeping reshapes) here: the host does them
+    if wide_cells(graph.model):
+        geometries = {k: _stage(layer, graph).geometry for k, layer in enumerate(layers)}
+        layers = widen_cell_states(layers, index, geometries)
     stages = [_stage(layer, graph) for layer in layers]
     folding = _fold_streaming_if_needed(stages, layers, core, dram)
     for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
@@ -141,8 +145,11 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
 
 
 def _stage(layer: Layer, graph: OpGraph) -> Stage:
-    """The folding's stage of ``layer``: its kernel and geometry at the widths its RTL lanes take
+    """The folding's stage of ``layer``: the layer's own kernel and geometry where a rewrite of the
+    lowered layers made it (``hw.lstm_cell``), else its op's, at the widths its RTL lanes take
     (``Kernel.priced_geometry``: a low-bit dense layer is priced at its own lanes, not int8's)."""
+    if layer.geometry is not None:
+        return Stage(layer.op, KERNELS[layer.kernel], layer.geometry, layer.resident)
     kernel, geometry = plan_op(graph.ops[layer.op], graph)
     return Stage(layer.op, kernel, kernel.priced_geometry(geometry, layer.widths, layer.arrays), layer.resident)
 

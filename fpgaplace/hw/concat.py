@@ -12,7 +12,8 @@ Everything about the op is here: geometry (``Concat.geometry``: PE divides every
 foldings (one pixel a cycle: MMV 1), cycles and resources (the lane rules of
 ``fpgaplace.hw.kernel``), the integer reference (``fpgaplace.hw.reference.concat``), the C++
 configs of ``hls/ops/concat.j2`` (n inputs as n - 1 chained two-input concats,
-``hls_part_configs``) and the RTL values (``rtl/concat.v.j2``). O(inputs).
+``hls_part_configs``) and the RTL values (``rtl/concat.v.j2``: a constant input, a class token, is a
+ROM of its requantized values). O(inputs), O(constant size) for a constant input.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import numpy as np
 
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
-from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import activation_inputs, probe, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
 from fpgaplace.hw.permutation import stream_order
@@ -168,29 +169,38 @@ class Concat(Elementwise):
             macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """PE elements a beat, each input requantized to the output scale by its own constant
         multiplier; ``arrays`` as layers.npz holds them: ``channels``, ``zero_points``, ``mult``,
-        ``shift`` per input."""
+        ``shift`` per input, and ``constant_at``/``constant`` for constant inputs (a class token):
+        those are requantized here and read from a ROM of ``PIXELS * C_j / PE`` words in their
+        turn, so only the streamed inputs are ports (``s0_axis``... in operand order)."""
         c = int_members(config)
         missing = [a for a in ("channels", "zero_points", "mult", "shift") if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl {top}: arrays lack {', '.join(missing)}")
-        if "constant_at" in arrays:
-            raise FpgaplaceError(f"rtl {top}: a concat of a constant (a class token) has no RTL template yet; "
-                                 "expected activations only (its C simulation is generated)")
         channels = [int(v) for v in np.asarray(arrays["channels"]).reshape(-1)]
-        pe = fold.pe
+        pe, pixels = fold.pe, c["PIXELS"]
         if any(ch % pe for ch in channels):
             raise FpgaplaceError(f"rtl {top}: PE={pe} must divide every input's channels {channels}")
         check_int8_members(c, ("ZY",), "concat")
-        parts = []
+        constants, roms = constant_parts(arrays, pixels), {}
+        parts, ports = [], []
         for i, (ch, zx, m, shift) in enumerate(zip(channels, *(np.asarray(arrays[a]).reshape(-1) for a in
                                                               ("zero_points", "mult", "shift")), strict=True)):
             if not -128 <= int(zx) <= 127:
                 raise FpgaplaceError(f"rtl {top}: input {i}'s zero point {zx} is not int8")
-            rq = const_requant(f"{top}_requantize{i}", [("a", 10, int(m))], int(shift), c["ZY"], c["LO"], c["HI"])
-            parts.append({"Z": int(zx), "BEATS": ch // pe, "rq": rq})
+            part = {"index": i, "Z": int(zx), "BEATS": ch // pe}
+            if i in constants:  # its output values, one word of PE a beat
+                y = reference.requant(np.asarray(constants[i], dtype=np.int8), zx=int(zx), m=int(m), s=int(shift),
+                                      zy=c["ZY"], lo=c["LO"], hi=c["HI"])
+                words = pixels * ch // pe
+                roms[f"{top}_const{i}.mem"] = Rom(y.reshape(words, pe))
+                part |= {"rom": f"{top}_const{i}.mem", "WORDS": words, "ADDR_BITS": index_bits(words)}
+            else:
+                part |= {"port": len(ports), "rq": const_requant(f"{top}_requantize{i}", [("a", 10, int(m))],
+                                                                  int(shift), c["ZY"], c["LO"], c["HI"])}
+                ports.append((f"s{len(ports)}_axis", pe, pixels * ch))
+            parts.append(part)
+        if not ports:
+            raise FpgaplaceError(f"rtl {top}: a concat of constants only; expected at least one streamed input")
         values = c | {"name": top, "PE": pe, "INPUTS": len(parts), "CHANNELS": channels, "parts": parts,
                       "SEL_BITS": index_bits(len(parts)), "BEAT_BITS": index_bits(max(ch // pe for ch in channels))}
-        pixels = c["PIXELS"]
-        return RtlUnit("rtl/concat.v.j2", values, {},
-                       tuple((f"s{i}_axis", pe, pixels * ch) for i, ch in enumerate(channels)),
-                       (PORT_OUT, pe, pixels * sum(channels)))
+        return RtlUnit("rtl/concat.v.j2", values, roms, tuple(ports), (PORT_OUT, pe, pixels * sum(channels)))

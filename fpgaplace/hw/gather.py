@@ -108,8 +108,8 @@ class Embedding(Kernel):
         words = np.zeros((rows, 2**beat_bits, pe), dtype=np.int8)
         words[:, :beats] = table.reshape(rows, beats, pe)
         depth = rows * 2**beat_bits
-        values = c | {"name": top, "PE": pe, "BEATS": beats, "BEAT_BITS": beat_bits, "ROW_BITS": index_bits(rows),
-                      "DEPTH": depth, "table_file": f"{top}_table.mem",
+        values = c | {"name": top, "onehot": False, "PE": pe, "BEATS": beats, "BEAT_BITS": beat_bits,
+                      "ROW_BITS": index_bits(rows), "DEPTH": depth, "table_file": f"{top}_table.mem",
                       "table_attribute": "" if depth <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
         return RtlUnit("rtl/embedding.v.j2", values, {f"{top}_table.mem": Rom(words.reshape(depth, pe))},
                        ((PORT_IN, 1, c["SIZE"]),), (PORT_OUT, pe, c["SIZE"] * width))

@@ -12,27 +12,30 @@ unsigned, so a depth of at most 256; a negative index (which ONNX counts from th
 supported: it arrives as a byte of 128 or more and gives a row of ``OFF`` where the model gives an
 ``ON`` at ``DEPTH + id`` (the calibration range of such an input is ``0 .. DEPTH-1``,
 ``fpgaplace.model.quantize.gather_rows``). Cost: the embedding's lane rule (``SIZE * DEPTH / PE``
-cycles), no weights. HLS: ``hls/ops/onehot.j2`` (``fp::onehot``). No RTL template yet. Lowering is
+cycles), no weights. HLS: ``hls/ops/onehot.j2`` (``fp::onehot``); RTL: ``rtl/embedding.v.j2`` in its
+comparison mode (``onehot``: no ROM, each lane compares the index with its position). Lowering is
 one onnxruntime run of DEPTH indices, O(DEPTH**2).
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from onnx import TensorProto, helper
 
 from fpgaplace.hw.gather import MAX_ROWS, Embedding
-from fpgaplace.hw.geometry import Geometry, Unsupported
-from fpgaplace.hw.kernel import Kernel, tensor_shape
+from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import tensor_shape
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.qdq import qdq_index
+from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.onnxrt import session
 
 if TYPE_CHECKING:
+    from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
@@ -41,7 +44,6 @@ class OneHot(Embedding):
     """A OneHot along the last axis: one byte index in, ``DEPTH`` int8 values (one ``ON``) out."""
 
     name, template = "onehot", "hls/ops/onehot.j2"
-    rtl = Kernel.rtl  # no RTL template yet (the embedding's reads a table)
 
     def geometry(self, op: Op, graph: OpGraph) -> Geometry | Unsupported:
         if op.op_type != "OneHot" or len(op.inputs) < 3:
@@ -60,12 +62,23 @@ class OneHot(Embedding):
         depth = int(depth.reshape(-1)[0])
         if not 2 <= depth <= MAX_ROWS:
             return Unsupported(f"depth {depth}: indices travel as one byte, so 2 to {MAX_ROWS}")
-        size = math.prod(ids)
-        return Geometry(self.name, size, depth, 1, stream_elements=size * depth,
-                        shape={"SIZE": size, "E": depth, "ROWS": depth})
+        return onehot_geometry(math.prod(ids), depth)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         return onehot_rows(inputs[0], config["E"], config["ON"], config["OFF"])
+
+    def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
+            macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
+        """``rtl/embedding.v.j2`` in its comparison mode: one index a beat in, PE values out (PE
+        dividing E), ``ON`` where the lane's position in the row is the index. O(1)."""
+        c = int_members(config)
+        depth, pe = c["E"], fold.pe
+        if depth % pe or not 2 <= depth <= MAX_ROWS or not all(-128 <= c[v] <= 127 for v in ("ON", "OFF")):
+            raise FpgaplaceError(f"rtl {top}: a one-hot of E={depth} (2..{MAX_ROWS}) values with PE={pe} dividing E "
+                                 f"and int8 ON, OFF; got ON={c['ON']} OFF={c['OFF']}")
+        values = c | {"name": top, "onehot": True, "PE": pe, "BEATS": depth // pe,
+                      "BEAT_BITS": index_bits(depth // pe), "ROW_BITS": 8}
+        return RtlUnit("rtl/embedding.v.j2", values, {}, ((PORT_IN, 1, c["SIZE"]),), (PORT_OUT, pe, c["SIZE"] * depth))
 
     def lower(self, ctx: LayerContext, op: Op, shape: dict) -> Layer:
         """The layer: the byte indices in, ``ON``/``OFF`` as onnxruntime's OneHot and QuantizeLinear give them."""
@@ -75,6 +88,13 @@ class OneHot(Embedding):
         on, off = on_off_values(ctx, op, out.tensor.name, shape["E"])
         config = {"SIZE": shape["SIZE"] // ctx.batch(), "E": shape["E"], "ROWS": shape["E"], "ON": on, "OFF": off}
         return Layer(op.name, self.name, [op.inputs[0]], out.tensor.name, config)
+
+
+def onehot_geometry(size: int, depth: int) -> Geometry:
+    """The geometry of a one-hot of ``size`` indices into rows of ``depth``: the embedding's lane
+    stage over ``size * depth`` values, no weights."""
+    return Geometry("onehot", size, depth, 1, stream_elements=size * depth, shape={"SIZE": size, "E": depth,
+                                                                                   "ROWS": depth})
 
 
 def onehot_rows(ids: np.ndarray, depth: int, on: int, off: int) -> np.ndarray:

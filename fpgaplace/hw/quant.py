@@ -82,11 +82,12 @@ def _check_output_parameters(shift: np.ndarray, zero_point: int, lo: int, hi: in
         raise ValueError(f"requantize: bounds must satisfy -128 <= lo <= hi <= 127, got lo={lo}, hi={hi}")
 
 
-def _shift_round_clip(product: np.ndarray, shift: np.ndarray, zero_point: int, lo: int, hi: int,
-                      tie: IntArrayLike = 0) -> np.ndarray:
-    """``clip(round_half_even(product / 2**shift) + zero_point, lo, hi)`` as int8, in int64; a
-    remainder less than ``2**tie`` from the midpoint counts as the midpoint (``tie = 0``: only the
-    midpoint itself; see ``tie_bits``)."""
+def shift_round_clip(product: np.ndarray, shift: IntArrayLike, zero_point: int, lo: int, hi: int,
+                     tie: IntArrayLike = 0, dtype: type = np.int8) -> np.ndarray:
+    """``clip(round_half_even(product / 2**shift) + zero_point, lo, hi)`` as ``dtype`` (int8 unless
+    a wider output, the LSTM's int16 cell state), in int64; a remainder less than ``2**tie`` from
+    the midpoint counts as the midpoint (``tie = 0``: only the midpoint itself; see ``tie_bits``)."""
+    product, shift = np.asarray(product, dtype=np.int64), np.asarray(shift, dtype=np.int64)
     quotient = product >> shift  # arithmetic shift: floor division by 2**shift
     remainder = product - (quotient << shift)  # in [0, 2**shift)
     half = np.left_shift(np.int64(1), shift - 1)
@@ -94,7 +95,7 @@ def _shift_round_clip(product: np.ndarray, shift: np.ndarray, zero_point: int, l
     tied = np.abs(remainder - half) < band
     round_up = np.where(tied, (quotient & 1) == 1, remainder > half)
     rounded = quotient + round_up.astype(np.int64) + np.int64(zero_point)
-    return np.clip(rounded, lo, hi).astype(np.int8)
+    return np.clip(rounded, lo, hi).astype(dtype)
 
 
 def requantize(
@@ -125,7 +126,7 @@ def requantize(
     _check_output_parameters(s64, zero_point, lo, hi)
     if np.any(tie64 < 0) or np.any((tie64 > 0) & (tie64 > s64 - 2)):
         raise ValueError(f"requantize: tie bits must lie in [0, s - 2], got {tie64.min()} .. {tie64.max()}")
-    return _shift_round_clip(acc64 * m64, s64, zero_point, lo, hi, tie64)
+    return shift_round_clip(acc64 * m64, s64, zero_point, lo, hi, tie64)
 
 
 def tie_bits(x_scale: float, y_scale: float, count: int, m: int, s: int) -> int:
@@ -196,7 +197,7 @@ def requantize2(
     for name, multiplier in (("ma", ma64), ("mb", mb64)):
         _check_range(name, multiplier, 0, 2**MULTIPLIER_BITS - 1)
     _check_output_parameters(s64, zero_point, lo, hi)
-    return _shift_round_clip(a64 * ma64 + b64 * mb64, s64, zero_point, lo, hi)
+    return shift_round_clip(a64 * ma64 + b64 * mb64, s64, zero_point, lo, hi)
 
 
 def requantize_affine(
@@ -222,7 +223,7 @@ def requantize_affine(
     _check_range("m", m64, -(2**31) + 1, 2**31 - 1)
     _check_range("b", b64, -(2**52) + 1, 2**52 - 1)
     _check_output_parameters(s64, zero_point, lo, hi)
-    return _shift_round_clip(d64 * m64 + b64, s64, zero_point, lo, hi)
+    return shift_round_clip(d64 * m64 + b64, s64, zero_point, lo, hi)
 
 
 def _clip_bound(value: float | None, scale: float, zero_point: int, default: int) -> int:

@@ -31,6 +31,7 @@ from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs, pipeline_latency
 from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
+from fpgaplace.hw.lstm_cell import LstmCell
 from fpgaplace.hw.matmul import MatMul
 from fpgaplace.hw.onehot import OneHot
 from fpgaplace.hw.pad import Pad
@@ -75,6 +76,7 @@ KERNELS: dict[str, Kernel] = {
         Lrn(),
         Softmax(),
         LayerNorm(),
+        LstmCell(),
         Free("reshape"),
         Free("quantize"),
         Free("dequantize"),

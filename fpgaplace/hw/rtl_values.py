@@ -69,13 +69,14 @@ def csd_terms(m: int) -> list[tuple[int, int]]:
 
 
 def const_requant(name: str, inputs: list[tuple[str, int, int]], s: int, zy: int, lo: int, hi: int,
-                  tie: int = 0) -> dict[str, Any]:
+                  tie: int = 0, out_bits: int = 8) -> dict[str, Any]:
     """The values of the ``const_requant`` macro (``rtl/macros.v.j2``): a function ``name`` of
     ``inputs`` ``[(argument, bits, m)]`` computing ``requantize2`` (or ``requantize`` for one
     input, with the midpoint band ``tie`` of an average, ``quant.tie_bits``) with constant
     multipliers as shift-and-add sums. ``|v| < 2**(V_W - 2)``, so a shift of ``V_W - 1`` or more
     rounds to zero and is stored as ``V_W - 1`` (exact, as in dense; a band is then not needed:
-    ``tie`` is 0 for such a shift)."""
+    ``tie`` is 0 for such a shift). ``out_bits``: the output's width (8, or 16 for the LSTM's wide
+    cell state, ``hw.lstm_cell``)."""
     if not 1 <= s <= 62 or any(not 0 <= m < 2**31 for _, _, m in inputs):
         raise FpgaplaceError(f"rtl {name}: multipliers must lie in [0, 2**31) and the shift in [1, 62]")
     if tie and not 0 < tie <= s - 2:
@@ -86,7 +87,8 @@ def const_requant(name: str, inputs: list[tuple[str, int, int]], s: int, zy: int
     return {"name": name, "inputs": [{"arg": arg, "bits": bits} for arg, bits, _ in inputs], "V_W": v_w,
             "sum": " ".join(["0", *terms]), "S": min(s, v_w - 1), "ZY": zy, "LO": lo, "HI": hi,
             "TIE": tie if s < v_w - 1 else 0,
-            "LO_BITS": f"8'h{lo & 0xFF:02x}", "HI_BITS": f"8'h{hi & 0xFF:02x}"}
+            "OUT": out_bits, "LO_BITS": f"{out_bits}'h{lo & (2**out_bits - 1):0{out_bits // 4}x}",
+            "HI_BITS": f"{out_bits}'h{hi & (2**out_bits - 1):0{out_bits // 4}x}"}
 
 
 def requant_channels(w: np.ndarray, per_channel: dict[str, np.ndarray], zx: int, pe: int,

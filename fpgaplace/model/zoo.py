@@ -306,6 +306,17 @@ def crnn_lstm(height: int = 8, width: int = 16, classes: int = 12, hidden: int =
                    [_float_input("logits", [steps, classes])])
 
 
+def lstm_sequence(steps: int = 4, inputs: int = 6, hidden: int = 4, seed: int = 13) -> onnx.ModelProto:
+    """One forward LSTM over a sequence and nothing else: ``x [1, steps, inputs]`` reshaped (free) to
+    ``[steps, 1, inputs]``, the LSTM's hidden states ``Y`` reshaped to ``y [1, steps * hidden]``. The
+    smallest recurrence, for measuring a step's time and the cell state's numerics over long sequences."""
+    b = _Builder(seed)
+    x = b.node("Reshape", ["x", b.const("time_shape", np.array([steps, 1, inputs]))])
+    y = _recurrent(b, "LSTM", x, "lstm", inputs, hidden, False)  # [steps, 1, 1, hidden]
+    b.node("Reshape", [y, b.const("flat_shape", np.array([1, steps * hidden]))], output="y")
+    return b.model("lstm_sequence", [_float_input("x", [1, steps, inputs])], [_float_input("y", [1, steps * hidden])])
+
+
 def byte_classifier(length: int = 16, embedding: int = 16, hidden: int = 16, classes: int = 4, recurrent: str = "GRU",
                     seed: int = 12) -> onnx.ModelProto:
     """A byte-sequence classifier: ``bytes [1, length]`` int32 (0..255) -> Gather of a 256-row

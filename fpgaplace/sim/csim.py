@@ -64,6 +64,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.hw import KERNELS
+from fpgaplace.hw.lstm_cell import wide_anchors
 from fpgaplace.hw.qdq import output_scales
 from fpgaplace.hw.quant import dequantize, quantize_float
 from fpgaplace.model.qdq import is_from_qonnx
@@ -151,10 +152,11 @@ class LayerCheck:
 
     def _check_core(self, name: str, core: _Core, core_runs: list, reference: dict[str, np.ndarray]) -> None:
         anchors = _stream_anchors(core.record, reference, len(core_runs))
+        wide = wide_anchors(core.record.layers, anchors)  # inputs only: onnxruntime has no wide state
         for index, (inputs, _) in enumerate(core_runs):
             given = {t: parts[index] for t, parts in anchors.items()}
             layers: dict[str, np.ndarray] = {}
-            core.reference(inputs, layers, given)
+            core.reference(inputs, layers, given | {t: parts[index] for t, parts in wide.items()})
             for tensor, value in layers.items():
                 if tensor in given:
                     self._count(np.abs(value.astype(np.int32) - given[tensor].astype(np.int32)),

@@ -33,6 +33,9 @@
 //   reorder<C>(in, out)                       SIZE XR XC XE ZX M S ZY LO HI L STAGE; beats of L
 //   lrn<C>(in, out, table)                    PIXELS C BEFORE AFTER ZX ZY LO HI F MBITS ENTRIES L STAGE;
 //                                            beats of L, table[ENTRIES]
+//   lstm_cell_first<C>(i, g, out), lstm_cell_step<C>(f, w, i, g, out), lstm_cell_narrow<C>(w, out)
+//                                            SIZE MODE ZI ZG MB S (ZF MA) / ZY LO HI, L STAGE; int8 operands
+//                                            beats of L, the int16 cell state w beats of 2L (low byte first)
 //   binary<C>(x, g, out)                      SIZE C MODE OP ZX MX SX ZG MG SG S ZY LO HI L G BUFFER STAGE; x and
 //                                            out beats of L, g beats of G (same shape, per channel, per pixel)
 //   concat2<C>(in0, in1, out)                 PIXELS C0 C1 Z0 M0 S0 Z1 M1 S1 ZY LO HI L STAGE
@@ -53,7 +56,7 @@
 //   dense   N/PE * K/SIMD                            (the input vector is read during the first fold)
 //   matmul  HEADS * (max(M*K/SIMD, K*N/PE) + M * N/PE * K/SIMD)   (both operands of a head buffered first)
 //   pools   fill + sum over output rows of max(input beats, WO/MMV * C/PE); global: H*W*C/L + C/L
-//   add, requant, affine, fork, broadcast: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
+//   add, requant, affine, fork, broadcast, lstm_cell: SIZE/L; binary: SIZE/L (+ C/G gate beats per channel);
 //   concat2: PIXELS*(C0+C1)/L; regroup: about SIZE/min(A,B); shuffle, lrn: (PIXELS + 1) * C/L;
 //   reorder: SIZE/L (in and out overlap, a ping-pong buffer); softmax: ROWS * (3 * N/L + DIV);
 //   layernorm: ROWS * (2 * N/L + SQRT + DIV)
@@ -108,8 +111,9 @@ namespace detail {
 // clip(round_half_even(v / 2**s) + zp, lo, hi): arithmetic shift (floor), remainder test for
 // round half to even (the remainder as v - q*2**s, which never overflows since q*2**s <= v). A
 // remainder less than 2**tie from the midpoint counts as the midpoint (tie 0: the midpoint alone;
-// an average's band, fpgaplace.hw.quant.tie_bits).
-inline int8_t shift_round_clip(int64_t v, int s, int zp, int lo, int hi, int tie = 0) {
+// an average's band, fpgaplace.hw.quant.tie_bits). T: int8_t, or int16_t for the LSTM's wide cell state.
+template <class T = int8_t>
+inline T shift_round_clip(int64_t v, int s, int zp, int lo, int hi, int tie = 0) {
 #pragma HLS INLINE
   const int64_t q = v >> s;  // gcc: arithmetic shift of a negative int64_t
   const int64_t r = v - q * (int64_t(1) << s);
@@ -120,7 +124,7 @@ inline int8_t shift_round_clip(int64_t v, int s, int zp, int lo, int hi, int tie
   int64_t y = q + (round_up ? 1 : 0) + zp;
   if (y < lo) y = lo;
   if (y > hi) y = hi;
-  return static_cast<int8_t>(y);
+  return static_cast<T>(y);
 }
 
 constexpr bool is_int8(int v) { return v >= -128 && v <= 127; }
@@ -1375,6 +1379,93 @@ void concat2(hls::stream<beat<C::L>>& in0, hls::stream<beat<C::L>>& in1, hls::st
 #pragma HLS UNROLL
       y.v[l] = first ? requantize(static_cast<int64_t>(x.v[l]) - C::Z0, C::M0, C::S0, C::ZY, C::LO, C::HI)
                      : requantize(static_cast<int64_t>(x.v[l]) - C::Z1, C::M1, C::S1, C::ZY, C::LO, C::HI);
+    }
+    out.write(y);
+  }
+}
+
+// ---------------------------------------------------------------- the LSTM's wide cell state
+
+namespace detail {
+
+// The int16 state of lane l of a beat of 2L bytes (low byte first), and back (fpgaplace.hw.lstm_cell).
+template <int L2>
+inline int64_t wide_lane(const beat<L2>& b, int l) {
+#pragma HLS INLINE
+  return static_cast<int16_t>(static_cast<uint16_t>(static_cast<uint8_t>(b.v[2 * l])) |
+                              static_cast<uint16_t>(static_cast<uint8_t>(b.v[2 * l + 1]) << 8));
+}
+
+template <int L2>
+inline void set_wide_lane(beat<L2>& b, int l, int16_t w) {
+#pragma HLS INLINE
+  const uint16_t u = static_cast<uint16_t>(w);
+  b.v[2 * l] = static_cast<int8_t>(u & 0xFF);
+  b.v[2 * l + 1] = static_cast<int8_t>(u >> 8);
+}
+
+template <class C>
+constexpr bool valid_cell() {
+  return valid_lanes<C>(C::SIZE) && is_int8(C::ZI) && is_int8(C::ZG) && valid_rescale(C::MB, C::S);
+}
+
+}  // namespace detail
+
+// The first step's wide state: w = clip16(rhe(MB * (i - ZI) * (g - ZG) * 2**-S)), SIZE elements, L a cycle.
+template <class C>
+void lstm_cell_first(hls::stream<beat<C::L>>& i, hls::stream<beat<C::L>>& g, hls::stream<beat<2 * C::L>>& out) {
+  static_assert(detail::valid_cell<C>(), "lstm_cell: SIZE a multiple of L, int8 zero points, MB >= 0, 1 <= S <= 62");
+  for (int k = 0; k < C::SIZE / C::L; ++k) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> a = i.read(), b = g.read();
+    beat<2 * C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int64_t p = (static_cast<int64_t>(a.v[l]) - C::ZI) * (static_cast<int64_t>(b.v[l]) - C::ZG);
+      detail::set_wide_lane(y, l, detail::shift_round_clip<int16_t>(p * C::MB, C::S, 0, -32768, 32767));
+    }
+    out.write(y);
+  }
+}
+
+// A step's wide state: w = clip16(rhe((MA * (f - ZF) * w_prev + MB * (i - ZI) * (g - ZG)) * 2**-S)).
+template <class C>
+void lstm_cell_step(hls::stream<beat<C::L>>& f, hls::stream<beat<2 * C::L>>& w, hls::stream<beat<C::L>>& i,
+                    hls::stream<beat<C::L>>& g, hls::stream<beat<2 * C::L>>& out) {
+  static_assert(detail::valid_cell<C>() && detail::is_int8(C::ZF) && detail::valid_rescale(C::MA, C::S),
+                "lstm_cell: SIZE a multiple of L, int8 zero points, MA, MB >= 0, 1 <= S <= 62");
+  for (int k = 0; k < C::SIZE / C::L; ++k) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<C::L> x = f.read();
+    const beat<2 * C::L> state = w.read();
+    const beat<C::L> a = i.read(), b = g.read();
+    beat<2 * C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      const int64_t kept = (static_cast<int64_t>(x.v[l]) - C::ZF) * detail::wide_lane(state, l);
+      const int64_t fresh = (static_cast<int64_t>(a.v[l]) - C::ZI) * (static_cast<int64_t>(b.v[l]) - C::ZG);
+      detail::set_wide_lane(y, l, detail::shift_round_clip<int16_t>(kept * C::MA + fresh * C::MB, C::S, 0, -32768,
+                                                                     32767));
+    }
+    out.write(y);
+  }
+}
+
+// The int8 c the QDQ model has: clip(rhe(w * 2**-7) + ZY, LO, HI).
+template <class C>
+void lstm_cell_narrow(hls::stream<beat<2 * C::L>>& w, hls::stream<beat<C::L>>& out) {
+  static_assert(detail::valid_lanes<C>(C::SIZE) && detail::valid_output(C::ZY, C::LO, C::HI),
+                "lstm_cell: SIZE a multiple of L, ZY and LO <= HI int8");
+  for (int k = 0; k < C::SIZE / C::L; ++k) {
+#pragma HLS PIPELINE II=1
+    FP_TICK(C::STAGE);
+    const beat<2 * C::L> state = w.read();
+    beat<C::L> y;
+    for (int l = 0; l < C::L; ++l) {
+#pragma HLS UNROLL
+      y.v[l] = detail::shift_round_clip(detail::wide_lane(state, l), 7, C::ZY, C::LO, C::HI);
     }
     out.write(y);
   }
