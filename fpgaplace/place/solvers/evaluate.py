@@ -57,8 +57,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from fpgaplace.hw.geometry import Fill
-from fpgaplace.hw.kernel import dataflow_latency, paced_fill
 from fpgaplace.place.solvers.problem import Placement, PlacementProblem
 from fpgaplace.util import graphs
 from fpgaplace.util.errors import FpgaplaceError
@@ -317,6 +315,9 @@ def unit_compute(problem: PlacementProblem, members: list[int], kind: int, preds
     load = float(sum(problem.latency[v, kind] for v in members))
     if problem.fills is None or problem.kinds[kind].is_cpu:
         return load
+    from fpgaplace.hw.geometry import Fill  # the op library, only for a problem built from a graph
+    from fpgaplace.hw.kernel import dataflow_latency, paced_fill
+
     inside = set(members)
     stages = []
     for v in members:

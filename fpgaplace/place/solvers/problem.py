@@ -27,10 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from fpgaplace.hw.geometry import Fill
+if TYPE_CHECKING:  # the op library loads only with a problem built from a graph
+    from fpgaplace.hw.geometry import Fill
 
 
 @dataclass(frozen=True)
