@@ -7,7 +7,9 @@ For each model: compile for the board (int8, random calibration), then one row p
 ``fpgaplace sim PROJECT --samples 1`` in a subprocess with a wall-clock limit (``--timeout``):
 ``dsp`` (``--resources --dsp-only``: each layer's DSP probe through yosys), ``resources``
 (``--resources``: each layer whole), ``rtl`` (``--rtl``: each layer alone in Icarus). A row gives
-the wall time, the stages checked, how many agree with the op library (DSPs equal; cycles within
+the wall time and the CPU time of the check and its tools (user + system, what a machine
+shared with other jobs still measures fairly: the wall time of an idle machine is about the CPU
+time over ``min(jobs, cores)``), the stages checked, how many agree with the op library (DSPs equal; cycles within
 10 %) and the sim latency in cycles beside the old estimate (the sum of every layer's cycles).
 Goals (issue 21): the small CNN's resources and RTL within 5 minutes each; ResNet-50's DSPs and
 RTL cycles within 30 minutes. The results cache of a project is cleared before each check, so
@@ -18,6 +20,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import resource
 import shutil
 import signal
 import subprocess
@@ -57,21 +61,29 @@ def run_check(project: Path, check: str, jobs: int | None, timeout: float) -> di
     shutil.rmtree(project / RESULTS_DIR, ignore_errors=True)
     command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", "--json",
                *CHECKS[check], *(["--jobs", str(jobs)] if jobs else [])]
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), children_cpu_s()
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         stdout, stderr = process.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:  # SIGTERM: sim ends its yosys or simulators itself
         process.send_signal(signal.SIGTERM)
         process.communicate(timeout=60)
-        return {"check": check, "seconds": timeout, "status": f"over {timeout:.0f} s"}
-    seconds = time.perf_counter() - started
+        return {"check": check, "seconds": timeout, "cpu": children_cpu_s() - cpu, "status": f"over {timeout:.0f} s"}
+    seconds, cpu = time.perf_counter() - started, children_cpu_s() - cpu
     if process.returncode != 0:
-        return {"check": check, "seconds": seconds, "status": (stderr.strip().splitlines() or ["failed"])[-1][:80]}
+        return {"check": check, "seconds": seconds, "cpu": cpu,
+                "status": (stderr.strip().splitlines() or ["failed"])[-1][:80]}
     document = json.loads(stdout)
     good, total = agreement(check, document)
-    return {"check": check, "seconds": seconds, "status": "ok", "agree": f"{good}/{total}",
+    return {"check": check, "seconds": seconds, "cpu": cpu, "status": "ok", "agree": f"{good}/{total}",
             "latency_cycles": document["latency_cycles"]}
+
+
+def children_cpu_s() -> float:
+    """User + system seconds of this process's ended children and their ended descendants (a
+    check's ``sim`` waits for its yosys and simulators, so their time is in it once it ends)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -82,8 +94,9 @@ def main() -> None:
     parser.add_argument("--jobs", type=int, default=None)
     parser.add_argument("--timeout", type=float, default=1800.0)
     args = parser.parse_args()
-    print("| model | check | wall s | status | agree | latency cycles | sum of cycles (old) |")
-    print("|---|---|---:|---|---|---:|---:|")
+    print(f"load before: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print("| model | check | wall s | cpu s | status | agree | latency cycles | sum of cycles (old) | load after |")
+    print("|---|---|---:|---:|---|---|---:|---:|---|")
     with tempfile.TemporaryDirectory(prefix="bench-stages-") as scratch:
         for name in args.models.split(","):
             project = Path(scratch) / name
@@ -91,8 +104,9 @@ def main() -> None:
             total = sum(layer.cycles for core in load(project).cores for layer in core.layers)
             for check in args.checks.split(","):
                 row = run_check(project, check, args.jobs, args.timeout)
-                print(f"| {name} | {check} | {row['seconds']:.0f} | {row['status']} | {row.get('agree', '—')} | "
-                      f"{row.get('latency_cycles', float('nan')):,.0f} | {total:,} |", flush=True)
+                print(f"| {name} | {check} | {row['seconds']:.0f} | {row['cpu']:.0f} | {row['status']} | "
+                      f"{row.get('agree', '—')} | {row.get('latency_cycles', float('nan')):,.0f} | {total:,} | "
+                      f"{os.getloadavg()[0]:.1f} |", flush=True)
 
 
 if __name__ == "__main__":

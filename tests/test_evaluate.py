@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import numpy as np
 import pytest
 
+from fpgaplace.hw.geometry import Fill
 from fpgaplace.place.solvers.evaluate import class_graph, evaluate, evaluation_of
-from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem
+from fpgaplace.place.solvers.problem import DeviceKind, Placement, PlacementProblem, StageFill
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -244,3 +246,35 @@ def replace_links(problem: PlacementProblem) -> PlacementProblem:
     from dataclasses import replace
 
     return replace(problem, links=None)
+
+
+def with_fills(problem: PlacementProblem, fills: list[StageFill]) -> PlacementProblem:
+    """``problem`` with one stage a node on the accelerator kind (none on the CPU)."""
+    return dataclasses.replace(problem, fills=[[fill, None] for fill in fills])
+
+
+def lane_stage(serial: float) -> StageFill:
+    return StageFill(Fill(reading=serial, work=serial), serial)
+
+
+def test_a_core_s_latency_is_its_dataflow_s_not_the_sum_of_its_shares() -> None:
+    """Three stages on one core (shares 1, 2, 4: load 7), each paced at the load: two lane stages
+    pass the stream on (the second's serial pace, 2, is already faster than 7, so it keeps it),
+    and a dense stage (``needs`` its whole input) starts when its input's last beat is in, at
+    7, and works 7 more: 14, where the sum of the shares says 7."""
+    p = make(**CHAIN)
+    dense = StageFill(Fill(needs=1, reading=100, work=100), 100)
+    filled = with_fills(p, [lane_stage(100), lane_stage(2), dense])
+    assert evaluate(p, place(0, 0, 0)).latency == pytest.approx(7)
+    assert evaluate(filled, place(0, 0, 0)).latency == pytest.approx(14)
+    assert evaluate(filled.additive(), place(0, 0, 0)).latency == pytest.approx(7)
+    lanes = with_fills(p, [lane_stage(100), lane_stage(2), lane_stage(100)])
+    assert evaluate(lanes, place(0, 0, 0)).latency == pytest.approx(7)  # the stream passes through once
+
+
+def test_a_one_stage_unit_takes_its_own_latency() -> None:
+    """Split over two cores, the dense stage is alone on fpga1: its input is there when it starts,
+    so it takes its share, as without fills (3.25 + 4.25, test_chain_split_in_two)."""
+    dense = StageFill(Fill(needs=1, reading=100, work=100), 100)
+    filled = with_fills(make(**CHAIN), [lane_stage(100), lane_stage(100), dense])
+    assert evaluate(filled, place(0, 0, 1)).latency == pytest.approx(3.25 + 4.25)

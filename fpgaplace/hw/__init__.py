@@ -9,7 +9,9 @@ pixels per cycle), every question asked about its op:
   ``fill_factor``: how much longer it runs for refilling a buffer it cannot overlap;
 * ``fill(geometry, folding)``: its fill latency (``Fill``: how much of a sample's input it waits
   for before its first output, a line buffer's rows, a dense layer's vector, a row, a plane, and
-  what follows its last input); ``registry.core_latency`` overlaps a core's stages by them;
+  what follows its last input); ``kernel.dataflow_latency`` overlaps a core's stages by them, the
+  one figure ``sim`` (``registry.core_latency``, folded) and the placement's latency objective
+  (``kernel.paced_fill``, each stage paced at the core's load) read;
 * ``resources(geometry, folding, core, resident)``: DSP, BRAM36, URAM, LUT, FF;
 * ``ideal_cycles(geometry, core)``: what it costs the placement (its share of the core's budget);
 * ``lower(context, op, shape)``: its integer layer (config members, int8/int32 arrays) from the

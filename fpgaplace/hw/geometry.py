@@ -115,6 +115,11 @@ class Fill:
         last = max(ready + self.work, first_in + max(self.reading, span) + self.tail)
         return ready + self.first, max(ready + self.first, last)
 
+    def scaled(self, factor: float) -> Fill:
+        """The same fill with every time ``factor`` times as long (``needs`` is a share, kept). O(1)."""
+        return Fill(self.needs, self.lead * factor, self.reading * factor, self.first * factor,
+                    self.work * factor, self.tail * factor)
+
 
 @dataclass(frozen=True)
 class Rom:

@@ -378,6 +378,25 @@ def pipeline_latency(stages: Iterable[tuple[Sequence[str], str, Fill]], outputs:
     return max((times[t][1] for t in outputs if t in times), default=0.0)
 
 
+def dataflow_latency(stages: Iterable[tuple[Sequence[str], str, Fill]] | Iterable[tuple[Sequence[int], int, Fill]],
+                     outputs: Sequence, interval: float) -> float:
+    """A core's single-sample latency, the one figure ``sim`` (``registry.core_latency``, from the
+    folded stages' fills) and the placement's latency objective (``place.solvers.evaluate``, from
+    the planned stages' ``paced_fill``) both read: its stages' fills overlapped
+    (``pipeline_latency``), and at least its ``interval`` (a sample's input cannot go in faster
+    than the slowest stage takes it). O(stages + edges)."""
+    return max(interval, pipeline_latency(stages, outputs))
+
+
+def paced_fill(fill: Fill, cycles: float, interval: float) -> Fill:
+    """The fill a stage is planned to have on a core of ``interval``, from ``fill``, its fill at
+    the serial folding (``Folding()``, ``cycles`` a sample): the folding gives each stage its
+    cheapest folding within the interval (``hw.folding``), so it runs at the interval, or at its
+    serial pace where that is already faster, and its fill's times shrink by that ratio
+    (``Fill.scaled``; a line buffer still waits for the same share of its input). O(1)."""
+    return fill.scaled(min(1.0, interval / cycles)) if cycles > 0 else fill
+
+
 def sliding_cycles(shape: dict[str, int], window_rows: int, row_beats: int, steps: int) -> int:
     """Iterations per sample of a line-buffered stage (kernels.h ``detail::slide_rows``): the
     input rows output row 0 needs, then per output row the larger of the input beats of the rows

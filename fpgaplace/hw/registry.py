@@ -28,7 +28,7 @@ from fpgaplace.hw.free import Free
 from fpgaplace.hw.gather import Embedding
 from fpgaplace.hw.geometry import Geometry, Unsupported
 from fpgaplace.hw.islands import islands
-from fpgaplace.hw.kernel import Kernel, activation_inputs, pipeline_latency
+from fpgaplace.hw.kernel import Kernel, activation_inputs, dataflow_latency
 from fpgaplace.hw.layernorm import LayerNorm
 from fpgaplace.hw.lrn import Lrn
 from fpgaplace.hw.lstm_cell import LstmCell
@@ -146,10 +146,11 @@ def plan_op(op: Op, graph: OpGraph) -> tuple[Kernel, Geometry] | Unsupported:
 def core_latency(layers: Sequence[Layer], outputs: Sequence[str], interval: int) -> int:
     """Cycles from a sample's first input beat to its last output beat on a core running the
     folded ``layers`` (each with its geometry and folding) as one dataflow: their kernels' fills
-    overlapped (``pipeline_latency``), at least the core's ``interval``. O(layers + edges)."""
+    overlapped, at least the core's ``interval`` (``dataflow_latency``, which the placement's
+    latency objective reads too). O(layers + edges)."""
     stages = ((layer.inputs, layer.output, KERNELS[layer.kernel].fill(layer.geometry, layer.folding))
               for layer in layers if layer.geometry is not None)
-    return max(interval, math.ceil(pipeline_latency(stages, outputs)))
+    return math.ceil(dataflow_latency(stages, outputs, interval))
 
 
 def colocated_groups(graph: OpGraph) -> list[list[str]]:

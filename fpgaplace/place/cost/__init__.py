@@ -10,6 +10,9 @@ FPGA core: what the hardware op library (``fpgaplace.hw``) says the op costs: it
   without a kernel, or whose line buffer does not fit the core's working area, cannot run on
   the core (infinite latency). ``flow.refine`` corrects these costs where a folding
   measures otherwise (BRAM banks, coarse foldings).
+  For the latency objective each op also carries its stage's fill at the serial folding
+  (``fpga_fill``, ``PlacementProblem.fills``): the evaluator overlaps a core's stages by them
+  (``hw.kernel.dataflow_latency``, as ``sim`` does), each paced at the core's load.
 On-chip memory of a core: a share ``WORKING_SHARE`` is the working area for streams and the
   rounding of memories into blocks; the rest holds what the ops keep on chip, which adds up over
   the ops on the core (all stages of a dataflow exist at once): an op's footprint m(v) is its

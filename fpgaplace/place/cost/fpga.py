@@ -12,10 +12,12 @@ from dataclasses import dataclass
 from fpgaplace import hw
 from fpgaplace.board.model import Board, FpgaCore
 from fpgaplace.hw.folding import streamed_cycles
+from fpgaplace.hw.geometry import Folding
 from fpgaplace.hw.kernel import PRECISION_BITS as KERNEL_BITS
 from fpgaplace.hw.kernel import bits_to_bytes, with_precision
 from fpgaplace.model import ops
 from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.place.solvers.problem import StageFill
 
 PRECISION_BITS = {"binary": 1, "int2": 2, "int4": 4, "int8": 8, "int16": 16, "float16": 16, "float32": 32}
 """Bits of one element at each precision the cores may compute at (``CostOptions.precision``): the
@@ -167,3 +169,15 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: 
         return math.inf
     cycles = max(kernel.ideal_cycles(geometry, core), streamed_cycles(plan.streamed_bytes, core, board.dram))
     return hw.cycles_to_us(cycles, core)
+
+
+def fpga_fill(op: Op, graph: OpGraph, core: FpgaCore, precision: float = 1) -> StageFill | None:
+    """``op``'s dataflow stage on ``core`` for the latency objective (``StageFill``): its kernel's
+    fill and cycles at the serial folding, in microseconds (``hw.cycles_to_us``); None where no
+    kernel runs it. O(1) per op (a line-buffered stage's fill is O(output rows))."""
+    planned = plan_at_precision(op, graph, precision)
+    if not planned:
+        return None
+    kernel, geometry = planned
+    us = hw.cycles_to_us(1.0, core)
+    return StageFill(kernel.fill(geometry, Folding()).scaled(us), kernel.cycles(geometry, Folding()) * us)

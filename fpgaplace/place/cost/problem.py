@@ -6,7 +6,7 @@ and the fused groups' colours, as the ``PlacementProblem`` the solvers read.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +26,13 @@ from fpgaplace.place.cost.fpga import (
     PRECISION_BYTES,
     element_bytes,
     fpga_core_kinds,
+    fpga_fill,
     fpga_latency_us,
     on_chip_plan,
     resident_ops,
     weight_area,
 )
-from fpgaplace.place.solvers.problem import DeviceKind, Links, PlacementProblem
+from fpgaplace.place.solvers.problem import DeviceKind, Links, PlacementProblem, StageFill
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -73,6 +74,7 @@ class OpCost:
     transfer_us: float  # over the costliest link between the board's devices (the solvers' c(v))
     output_bytes: int  # what moving its outputs to another device transfers
     cpu_measured: bool
+    fills: dict[str, StageFill | None] = field(default_factory=dict)  # FPGA kind name -> its stage (``fpga_fill``)
 
 
 def board_links(board: Board) -> tuple[list[Link], np.ndarray]:
@@ -135,6 +137,7 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
                 transfer_us=max(_transfer_times(nbytes, links), default=0.0),
                 output_bytes=nbytes,
                 cpu_measured=name in measured,
+                fills={kind: fpga_fill(op, graph, cores[0], precision) for kind, cores in core_kinds},
             )
         )
     return costs
@@ -219,6 +222,7 @@ def build_problem(
         size=np.array([cost.onchip_bytes for cost in costs], dtype=np.float64),
         transfer=np.array([cost.transfer_us for cost in costs], dtype=np.float64),
         links=problem_links(board, costs),
+        fills=[[cost.fills.get(kind.name) for kind in kinds] for cost in costs],
         backward=np.zeros(len(costs), dtype=bool),
         color=fused_colours(graph, [cost.name for cost in costs]),
         cpu_overlap_unlimited=False,

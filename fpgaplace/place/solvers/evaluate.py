@@ -31,6 +31,9 @@ Latency (one sample)
     finite-cores mode), when the previous unit on the same device has finished. An accelerator
     unit takes sum a(v) + c(u) for each distinct tensor it reads from outside the unit or writes
     to outside it; a CPU op takes p(v). The latency is the time the last unit ends.
+    Our extension: where the problem carries ``fills`` (one built from a graph), an accelerator
+    unit's sum a(v) is replaced by its dataflow's single-sample latency (``unit_compute``: the
+    stages overlap, each paced at that sum; never below it), the figure ``sim`` reads for a core.
     CPU ops overlap without limit when ``cpu_overlap_unlimited`` (the paper's convention);
     otherwise each CPU core runs its ops one at a time in a fixed topological order.
 
@@ -300,6 +303,32 @@ def _unit_order(problem: PlacementProblem, units: _Units) -> list[int]:
         ) from None
 
 
+def unit_compute(problem: PlacementProblem, members: list[int], kind: int, preds: list[list[int]],
+                 succ: list[list[int]]) -> float:
+    """What a unit of ``members`` (in topological order) computes for on a device of ``kind``,
+    transfers aside: the sum of their latencies on a CPU or without ``problem.fills``; on an
+    accelerator with fills, the core's single-sample latency (``hw.kernel.dataflow_latency``,
+    the definition ``sim`` reads): the members' stages, each paced at the unit's summed load
+    (``hw.kernel.paced_fill``), overlapped from the unit's inputs (there at its start) to its
+    last output (a member read outside the unit or by nobody), at least that load.
+    O(members + their edges)."""
+    load = float(sum(problem.latency[v, kind] for v in members))
+    if problem.fills is None or problem.kinds[kind].is_cpu:
+        return load
+    from fpgaplace.hw.geometry import Fill  # the op library, only for a problem built from a graph
+    from fpgaplace.hw.kernel import dataflow_latency, paced_fill
+
+    inside = set(members)
+    stages = []
+    for v in members:
+        planned = problem.fills[v][kind]
+        fill = paced_fill(planned.fill, planned.serial, load) if planned is not None else Fill(
+            reading=float(problem.latency[v, kind]), work=float(problem.latency[v, kind]))
+        stages.append(([u for u in preds[v] if u in inside], v, fill))
+    outputs = [v for v in members if not succ[v] or any(w not in inside for w in succ[v])]
+    return dataflow_latency(stages, outputs, load)
+
+
 def _schedule(problem: PlacementProblem, device: np.ndarray, units: _Units,
               unit_of: np.ndarray) -> list[ScheduleEntry]:
     devices = problem.devices()
@@ -311,7 +340,7 @@ def _schedule(problem: PlacementProblem, device: np.ndarray, units: _Units,
         d = units.device[unit]
         kind = devices[d][0]
         members = units.members[unit]
-        duration = float(sum(problem.latency[v, kind] for v in members))
+        duration = unit_compute(problem, members, kind, preds, succ)
         if not problem.kinds[kind].is_cpu:
             moved: dict[int, set[int]] = {}  # tensor read or written across the unit -> devices beyond
             for v in members:

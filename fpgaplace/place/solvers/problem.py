@@ -6,6 +6,12 @@ may share one board) with a memory limit each; CPU devices. Node v has a latency
 kind (``inf`` where it is not supported), a size in accelerator memory, and a transfer cost
 c(v) for moving its output between an accelerator and DRAM (the same on every out-edge of v).
 
+A problem built from a graph carries ``fills`` (our extension): each node's dataflow stage on
+each accelerator kind, so the evaluator takes an accelerator subgraph's time as a core's
+single-sample latency (its stages overlapped, ``hw.kernel.dataflow_latency``, the figure ``sim``
+reads) rather than the sum of its nodes' latencies; that figure is never below the sum, so
+the solvers' models, which add the latencies up, stay lower bounds.
+
 A problem built from a board may carry ``links`` (our extension): then what a tensor costs an
 accelerator depends on the link joining it to the device on the other side (an AXI stream
 between two cores, DRAM or PCIe to a CPU, the network to another node). The evaluator charges
@@ -21,8 +27,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # the op library loads only with a problem built from a graph
+    from fpgaplace.hw.geometry import Fill
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,17 @@ class Links:
     column: np.ndarray  # int64 (B, B), B = every device of the board
 
 
+@dataclass(frozen=True)
+class StageFill:
+    """A node's dataflow stage on an accelerator kind, for the latency objective: its fill at the
+    serial folding with times in the problem's unit (``hw.Kernel.fill`` at ``Folding()``) and its
+    time a sample at that folding; the evaluator paces it at the subgraph's load
+    (``hw.kernel.paced_fill``)."""
+
+    fill: Fill
+    serial: float
+
+
 @dataclass
 class PlacementProblem:
     """Nodes, edges and device kinds of one placement instance.
@@ -75,6 +96,12 @@ class PlacementProblem:
     source: str = ""  # where the problem came from (file name), for messages
     meta: dict = field(default_factory=dict)
     links: Links | None = None  # per-link transfer times (module docstring); None: ``transfer``
+    fills: list[list[StageFill | None]] | None = None  # [v][kind] (module docstring); None: sums
+
+    def additive(self) -> PlacementProblem:
+        """The problem without ``fills``: an accelerator subgraph takes the sum of its nodes'
+        latencies, as the solvers' models count it (never more than with fills)."""
+        return self if self.fills is None else replace(self, fills=None)
 
     @property
     def n(self) -> int:

@@ -20,6 +20,12 @@ Convexity of a slot's set {g : x[g,s] = 1}: z[g,s] >= x[g,s], z[b,s] <= z[a,s] a
 Warm starts keep their subgraphs: each group takes its root's device and its root's subgraph
     position in the evaluator's schedule of the start (``project_latency_start``).
 
+A problem built from a graph carries its stages' fills (``PlacementProblem.fills``): the evaluator
+    then takes a slot's work as its core's dataflow latency, which is never below the sum of its
+    latencies that this program counts. The program (and its warm starts' times) stays additive,
+    so its dual bound and the critical-path bound remain lower bounds; the placement it returns
+    is scored by the evaluator (``value``), and "optimal" is the additive program's.
+
 Sizes: the non-contiguous max-load program's with D multiplied by q, plus O(G + n*l) time columns
 (l finite CPU cores). Solving is NP-hard in general; SCIP branch-and-bound with a time and gap limit.
 """
@@ -355,7 +361,7 @@ def _warm_start_latency(problem: PlacementProblem, groups: Groups, built: _Laten
     scip.set_prefix_counts(model, sol, device_of_group)
     order = np.array([slot[g] for g in groups.of])
     placement = Placement(device=device_of_group[groups.of], order=order)
-    schedule = evaluate(problem, placement).schedule
+    schedule = evaluate(problem.additive(), placement).schedule  # the program adds the latencies up
     exists = np.zeros(groups.count)
     for entry in schedule:
         for v in entry.nodes:
