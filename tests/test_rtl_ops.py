@@ -60,6 +60,9 @@ CONVS = {  # (H, W, CIN, COUT, K, stride, pad, groups, folding, dilation): the f
     "grouped": (12, 12, 4, 6, 3, 1, 1, 2, F(3, 3, 1), 1),
     "pointwise": (8, 8, 8, 8, 1, 1, 0, 1, F(1, 4, 1), 1),
     "dilated": (32, 8, 2, 4, 3, 1, 2, 1, F(4, 2, 4), 2),
+    # ResNet-50's stem in small: a window starting in the left padding, on a line buffer whose
+    # address is wider than the column's offset (it read past its copy: X out, before the fix)
+    "stem-7x7-stride2": (16, 32, 3, 4, 7, 2, 3, 1, F(1, 3, 4), 1),
 }
 
 
