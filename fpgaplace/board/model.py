@@ -34,7 +34,10 @@ class Family:
     and the softmax's own estimate, against the dense layers' estimate, over the three MLPs built
     for the ULX3S-85F with yosys 0.70 synth_ecp5: 8-8-4 on one core (4,373 used; dense 716,
     softmax 1,014 estimated), 64-128-64-10 on two cores twice (7,022; 1,532 and 1,014) and (9,868;
-    2,126 and 666): ratios 3.85, 3.53, 4.05, the fit within 9% of each. Sources: Xilinx
+    2,126 and 666): ratios 3.85, 3.53, 4.05, the fit within 9% of each. ``rtl_built``: the
+    family's projects are built from the RTL op library (ECP5's open flow), so a kernel prices the
+    memories the RTL lays out (the window unit's line buffer: ``fpgaplace.hw.window.line_buffer``),
+    not the HLS kernel's. Sources: Xilinx
     UG479 (DSP48E1, 25 x 18), UG579 (DSP48E2, 27 x 18); Lattice FPGA-TN-02205 "ECP5 and ECP5-5G
     sysDSP Usage Guide" (MULT18X18D, 18 x 18) and FPGA-TN-02204 "ECP5 Memory Usage Guide" (sysMEM
     EBR, 18 Kbit, DP16KD / PDPW16KD)."""
@@ -48,6 +51,7 @@ class Family:
     block_ram: dict[str, float]  # cell name prefix: bram36 per cell
     lut_inputs: int
     lut_scale: float = 1.0
+    rtl_built: bool = False  # the project's hardware is the RTL op library (ECP5's open flow), not HLS
 
 
 _XILINX_RAM = {"RAMB36": 1.0, "RAMB18": 0.5}
@@ -55,7 +59,7 @@ ECP5_LUT_SCALE = 3.87  # LUT4s per op-library LUT (Family docstring: fitted to n
 FAMILIES: dict[str, Family] = {
     "xc7": Family("xc7", "DSP48E1", 25, 18, 1, 2, _XILINX_RAM, 6),
     "xcup": Family("xcup", "DSP48E2", 27, 18, 1, 2, _XILINX_RAM, 6),
-    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4, ECP5_LUT_SCALE),
+    "ecp5": Family("ecp5", "MULT18X18D", 18, 18, 0, 2, {"DP16KD": 0.5, "PDPW16KD": 0.5}, 4, ECP5_LUT_SCALE, True),
 }
 
 

@@ -462,6 +462,29 @@ def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int,
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
 
 
+EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # ECP5 DP16KD / PDPW16KD
+EBR_COST, LUTRAM_COST, LUTRAM_MUX_COST = 128, 4, 0.39  # yosys' memory_libmap: an EBR, a DPR16X4, a mux bit
+
+
+@cache
+def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
+    """(EBRs of 18 Kbit, LUTs) of one ECP5 memory of ``depth`` words of ``width_bits`` with one
+    write and one read port, as yosys 0.70's ``memory_libmap`` maps it: LUTRAM (TRELLIS_DPR16X4,
+    16 x 4 bits; one op-library LUT each, as 64 bits of a LUT6) while its cost, 4 a DPR16X4 plus
+    0.39 per bit of the read mux over the 16-word chunks, is at most an EBR's 128, else EBRs of the
+    cheapest aspect ratio. The 0.39 is fitted to yosys' choice on 22 shapes (``synth_ecp5 -run
+    begin:map_ffram`` of one such memory, 2 .. 32 bits by 48 .. 512 words: 8 x 176, 16 x 96, 24 x 64
+    and 32 x 48 LUTRAM; 8 x 184, 12 x 128, 4 x 384 and 32 x 64 one EBR; any value in (0.381, 0.4]
+    fits them all). Sources: yosys techlibs/lattice/brams_16kd.txt, lutrams_trellis.txt. O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0)
+    chunks = math.ceil(depth / 16)
+    luts = math.ceil(width_bits / 4) * chunks
+    if LUTRAM_COST * luts + LUTRAM_MUX_COST * (chunks - 1) * width_bits <= EBR_COST:
+        return (0, luts)
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
+
+
 class Kernel:
     """Base of every kernel; see the module docstring for the cost rules."""
 
@@ -689,10 +712,17 @@ class Kernel:
                 banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
         if self.uses_dsp:
             banks.append((fold.pe, memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))))
-        if g.linebuffer_bytes:
-            count = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
-            banks.append((count, memory_blocks(g.activation_bits, math.ceil(g.linebuffer_bytes / count))))
+        banks.append((1, self.line_buffer_memory(g, fold, core)))
         return tuple(sum(n * bank[i] for n, bank in banks) for i in range(3))
+
+    def line_buffer_memory(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int]:
+        """(BRAM36, URAM, LUTRAM LUTs) of the line buffer: ``linebuffer_bytes`` split into one bank
+        per lane (the HLS kernel's partitioned buffer). O(1)."""
+        if not g.linebuffer_bytes:
+            return (0, 0, 0)
+        count = (fold.simd if self.uses_dsp else fold.pe) * fold.mmv
+        bank = memory_blocks(g.activation_bits, math.ceil(g.linebuffer_bytes / count))
+        return (count * bank[0], count * bank[1], count * bank[2])
 
 
 def tensor_shape(graph: OpGraph, tensor: str) -> tuple[int, ...] | None:

@@ -10,10 +10,11 @@ SF * SIMD) for the ROMs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fpgaplace.hw.geometry import Folding, Rom, RtlUnit
-from fpgaplace.hw.kernel import Kernel
+from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit
+from fpgaplace.hw.kernel import Kernel, _family, ecp5_memory
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -38,6 +39,7 @@ class WindowKernel(Kernel):
     """A kernel whose RTL is the window unit: conv2d, maxpool, avgpool."""
 
     window_kind = ""  # "conv", "max" or "avg" (the template's ``kind``)
+    global_ = False  # a pool of the whole plane (no window unit, no line buffer)
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
         """The layer's members in convolution terms, with PE, SIMD and MMV."""
@@ -46,6 +48,22 @@ class WindowKernel(Kernel):
     def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
         """The input beat the op library chose with the folding (0: none)."""
         raise NotImplementedError
+
+    def priced_input_width(self, g: Geometry, fold: Folding) -> int:
+        """``window_input_width`` from the layer's geometry (what the cost model holds)."""
+        return self.window_input_width(self.window_shape(g.shape, fold), fold)
+
+    def line_buffer_memory(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int]:
+        """On a family built from the RTL op library (ECP5), the window unit's line buffer as it
+        is laid out (``line_buffer``: a whole copy per read lane, the window's rows and a stride's
+        and a spare, a 1 x 1 window's too) and mapped (``ecp5_memory``), its EBRs counted in
+        BRAM36 (two EBRs each, the op's total rounded up); elsewhere the HLS kernel's partitioned
+        buffer (``Kernel.line_buffer_memory``). O(divisors of a row)."""
+        if self.global_ or not _family(core).rtl_built:
+            return super().line_buffer_memory(g, fold, core)
+        buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
+        ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
+        return (math.ceil(buffer.copies * ebrs / 2), 0, buffer.copies * luts)
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
@@ -75,14 +93,30 @@ def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str,
     return c
 
 
-def _input_width(kernel: WindowKernel, c: dict[str, int], fold: Folding, row_cycles: int) -> int:
-    """Input elements a beat: the op library's when it divides an input row, else the narrowest
-    divisor of the row whose SH rows arrive within RATE_MARGIN of an output row's steps."""
+@dataclass(frozen=True)
+class LineBuffer:
+    """The window unit's line buffer (``window.v.j2``): ``copies`` of it, one per read lane (MMV x
+    XP x SIMD), each ``rows`` rows of ``row_elems`` elements in words of ``in_e`` (the input beat)."""
+
+    copies: int
+    rows: int
+    row_elems: int
+    in_e: int
+
+
+def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
+    """The line buffer of the window members ``c`` (``WindowKernel.window_shape``) whose op
+    library input beat is ``width`` (0: none): ROWS = the window's rows + SH + SPARE_ROWS; the
+    beat is ``width`` when it divides an input row, else the narrowest divisor of the row whose SH
+    rows arrive within RATE_MARGIN of an output row's steps. O(divisors of a row)."""
     row_elems = c["W"] * c["CIN"]
-    width = kernel.window_input_width(c, fold)
-    if width and row_elems % width == 0:
-        return width
-    return smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
+    rows = c["DH"] * (c["KH"] - 1) + 1 + c["SH"] + SPARE_ROWS
+    xp = c["PE"] if c["GROUPS"] > 1 else 1
+    folds = c["COUT"] // c["PE"] * (c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"] // c["SIMD"])  # NF * SF
+    row_cycles = math.ceil(c["WO"] / c["MMV"]) * folds
+    if not (width and row_elems % width == 0):
+        width = smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
+    return LineBuffer(c["MMV"] * xp * c["SIMD"], rows, row_elems, width)
 
 
 def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any], fold: Folding, top: str,
@@ -93,12 +127,10 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
     nf, sf = c["COUT"] // pe, c["KH"] * c["KW"] * cin_g // simd
     wg = math.ceil(c["WO"] / mmv)
     kh_eff = c["DH"] * (c["KH"] - 1) + 1
-    rows = kh_eff + c["SH"] + SPARE_ROWS
-    row_elems = c["W"] * c["CIN"]
+    buffer = line_buffer(c, kernel.window_input_width(c, fold))
+    rows, row_elems, in_e = buffer.rows, buffer.row_elems, buffer.in_e
     xp = pe if c["GROUPS"] > 1 else 1
     group_e = mmv * c["COUT"]
-    row_cycles = wg * nf * sf
-    in_e = _input_width(kernel, c, fold, row_cycles)
     out_total = c["HO"] * c["WO"] * c["COUT"]
     out_e = smallest_divisor(out_total, lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * nf * sf)))
     # window offsets: element k = sf*SIMD + i of the window is (kh, kw, ci) in the weights' order
@@ -125,8 +157,8 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
         "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
         "NF_BITS": index_bits(nf),
-        "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf), "CH_BITS": index_bits(c["COUT"] + 1),
-        "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1), "GROUP_BITS": index_bits(group_e),
+        "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf),
+        "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1),
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
         "GEAR_BITS": index_bits(2 * (group_e + out_e)), "offsets_file": f"{top}_offsets.mem",
