@@ -96,6 +96,10 @@ CONTEXT_KERNELS = ISLAND_KERNELS | {"activation"}
 kernels, and ``activation`` (a Relu, Clip, batch norm or sign step its producer's output stage takes,
 ``qdq.absorbed_activation``)."""
 
+REWRITE_KERNELS = frozenset({"lstm_cell"})
+"""Kernels no op is planned onto: a rewrite of a core's lowered layers makes their layers
+(``hw.lstm_cell.widen_cell_states``: an LSTM step's cell update with its state in int16)."""
+
 BROADER = {"add": "add_broadcast", "mul": "affine", "batchnorm": "affine", "dense": "matmul"}
 """The kernel that takes the ops a kernel refuses: an Add of two activations, one broadcast; a Mul by
 a constant and a batch norm not folded into a convolution (a per-channel affine map); a MatMul whose
