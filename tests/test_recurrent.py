@@ -288,6 +288,32 @@ def test_a_16_bit_cell_state_drifts_less_from_the_float_lstm(tmp_path):
     assert saved["ok"] and saved["outputs"][0]["max_abs_diff_lsb"] > 1  # the bound: the QDQ model's state drifted
 
 
+RTL_TOLERANCE = 0.10
+
+
+def test_an_lstm_in_rtl_runs_at_the_modelled_interval_and_latency(tmp_path):
+    """A 2-step LSTM (6 -> 4) on one core, its RTL top in cocotb: bit-exact, and its steady
+    interval and first sample's latency within 10% of the cycle model's (design.json). Each
+    step's gates wait a whole step for the last hidden state, so the FIFOs in front of the early
+    operands hold several samples (``hw.buffers``); with the old ones (a sample a forked branch,
+    two beats elsewhere) the interval was 28 cycles against the model's 4, the latency 50% over."""
+    from fpgaplace.project.record import load
+    from fpgaplace.sim.rtl_project import simulate_core
+
+    project = tmp_path / "p"
+    result = Design(zoo.lstm_sequence(steps=2, inputs=6, hidden=4), "zcu104", profile_cpu=False).compile(
+        project, random_samples=4)
+    assert result.cpu_ops == []
+    (core,) = load(project).cores
+    assert max(max(held) for held in core.buffers.values()) > 2 * 4 * 4  # some operand waits over two samples
+    measured = simulate_core(project, core, tmp_path / "rtl", samples=1, steady=4)
+    assert measured.bit_exact
+    assert abs(measured.cycles_measured - core.interval_cycles) <= RTL_TOLERANCE * core.interval_cycles, (
+        measured.cycles_measured, core.interval_cycles)
+    assert abs(measured.latency_measured - core.latency_cycles) <= RTL_TOLERANCE * core.latency_cycles, (
+        measured.latency_measured, core.latency_cycles)
+
+
 def onehot_model(depth: int = 40, steps: int = 6) -> onnx.ModelProto:
     """int32 ids [1, steps] -> OneHot (depth, values -0.5 / 1) -> [steps, depth] -> Gemm to 8."""
     rng = np.random.default_rng(depth)

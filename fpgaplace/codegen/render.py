@@ -18,10 +18,12 @@ import numpy as np
 
 from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
 from fpgaplace.hw import KERNELS
+from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, reader_buffers
 from fpgaplace.hw.concat import constant_parts
 from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
+from fpgaplace.hw.registry import layer_stages
 from fpgaplace.project.layout import WEIGHTS_FILE
 from fpgaplace.util.templates import environment, template_dir
 
@@ -74,6 +76,7 @@ class CorePlan:
     partitions: list[dict]
     streamed: int  # bytes of weights read over m_axi
     wmem: np.ndarray
+    buffers: dict[str, list[int]] = field(default_factory=dict)  # hw.buffers.reader_buffers
 
 
 class _Streams:
@@ -185,6 +188,11 @@ def plan_core(design: CoreDesign) -> CorePlan:
             readers.setdefault(tensor, []).append(slot)
         layer_inputs.append(slots)
     produced = {layer.output: layer_widths(layer)[1] for layer in design.layers}
+    sizes = {t.name: numel(per_sample_shape(t, design.batch)) for t in design.inputs} | {
+        layer.output: KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
+        for layer in design.layers}
+    buffers = reader_buffers(layer_stages(design.layers), [design.aliases.get(t.name, t.name) for t in design.outputs],
+                             sizes, design.folding.interval)
     outputs = []
     for i, t in enumerate(design.outputs):
         size = numel(per_sample_shape(t, design.batch))
@@ -236,8 +244,11 @@ def plan_core(design: CoreDesign) -> CorePlan:
         step.config["STAGE"] = stage
     wmem = np.concatenate(wmem_parts) if wmem_parts else np.zeros(0, dtype=np.int8)
     ports = {p.port for p in [*inputs, *outputs]}
-    used = [{"name": name, "width": streams.width[name]} for name in _used_streams(steps) if name not in ports]
-    return CorePlan(top, inputs, outputs, steps, used, arrays, partitions, int(wmem.size), wmem)
+    depths = {slot: fifo_beats(held, streams.width[slot]) for tensor, slots in readers.items()
+              for slot, held in zip(slots, buffers[tensor], strict=True)}
+    used = [{"name": name, "width": streams.width[name], "depth": depths.get(name, PLAIN_BEATS)}
+            for name in _used_streams(steps) if name not in ports]
+    return CorePlan(top, inputs, outputs, steps, used, arrays, partitions, int(wmem.size), wmem, buffers)
 
 
 def _used_streams(steps: list[Step]) -> list[str]:

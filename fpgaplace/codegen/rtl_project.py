@@ -3,10 +3,10 @@
 ``render_core(record, arrays, macs_per_dsp)`` renders each layer of a core with the RTL op
 library (``fpgaplace.codegen.rtl.render_op``, the folding design.json records) and wires them into
 one top (``hls_templates/rtl/core.v.j2``) as the HLS top does: a tensor read by several layers
-is forked into FIFOs that hold a whole sample, and streams of different beat widths meet in a
-gearbox. ``write_rtl_project`` writes ``rtl/<core>/`` (Verilog, ROMs) and ``sim/`` (a cocotb
-job per core, each layer's ports for checking it alone, and ``run_rtl.py``, which runs them with
-cocotb's runner on Icarus) into a project;
+is forked, each reader behind a FIFO as deep as ``hw.buffers`` says it waits, and streams of
+different beat widths meet in a gearbox. ``write_rtl_project`` writes ``rtl/<core>/`` (Verilog,
+ROMs) and ``sim/`` (a cocotb job per core, each layer's ports for checking it alone, and
+``run_rtl.py``, which runs them with cocotb's runner on Icarus) into a project;
 ``fpgaplace.sim.rtl_project`` simulates what is written there.
 
 Rendering is O(weights).
@@ -26,6 +26,7 @@ import numpy as np
 from fpgaplace.board.model import Board, FpgaCore
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.buffers import fifo_beats
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
@@ -35,7 +36,6 @@ from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.templates import environment
 
 TESTBENCH_PACKAGE, RUNNER_SCRIPT = "fpgaplace.testbenches", "run_rtl.py"  # the repository's sim/; copied into sim/
-PLAIN_FIFO_BITS = 1  # a FIFO of two beats between two layers
 
 
 @dataclass(frozen=True)
@@ -108,17 +108,22 @@ def add_branches(net: Netlist, source: tuple[str, int], name: str, count: int) -
 
 
 def connect(net: Netlist, producers: dict[str, tuple[str, int]], consumers: dict[str, list[tuple[str, int]]],
-            lengths: dict[str, int], where: str) -> None:
+            lengths: dict[str, int], buffers: dict[str, list[int]], where: str) -> None:
     """Join every tensor's producing stream to its readers' streams (``name``, elements a beat):
-    forked when several read it, each branch through a FIFO (a whole sample of ``lengths[tensor]``
-    elements when forked, else two beats) and a gearbox to the reader's beat. O(streams)."""
+    forked when several read it, each branch through a FIFO of the elements ``buffers`` gives its
+    reader (``hw.buffers.reader_buffers``, in beats ``hw.buffers.fifo_beats`` rounded up to a power
+    of two; where the record has none, a whole sample of ``lengths[tensor]`` elements on a forked
+    branch, else two beats) and a gearbox to the reader's beat. O(streams)."""
     for t, (tensor, readers) in enumerate(consumers.items()):
         if tensor not in producers:
             raise FpgaplaceError(f"{where}: tensor {tensor} is read but not produced")
         branches = add_branches(net, producers[tensor], f"t{t}", len(readers))
-        whole = index_bits(math.ceil(lengths[tensor] / producers[tensor][1]))
+        held = buffers.get(tensor) or [lengths[tensor] if len(readers) > 1 else 0] * len(readers)
+        if len(held) != len(readers):
+            raise FpgaplaceError(f"{where}: buffers.{tensor} has {len(held)} readers' FIFOs, expected {len(readers)}")
         for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
-            buffered = add_fifo(net, branch, f"t{t}_r{b}", whole if len(readers) > 1 else PLAIN_FIFO_BITS)
+            beats = fifo_beats(held[b], producers[tensor][1])
+            buffered = add_fifo(net, branch, f"t{t}_r{b}", index_bits(beats))
             fitted = add_gearbox(net, buffered, f"t{t}_r{b}_w", elems)
             net.assigns.extend([(f"{reader}_tdata", f"{fitted[0]}_tdata"), (f"{reader}_tvalid", f"{fitted[0]}_tvalid"),
                                 (f"{fitted[0]}_tready", f"{reader}_tready")])
@@ -186,7 +191,7 @@ def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp:
         producers[tensor.name] = (f"s{k}_axis", inputs[-1].elems)
     lengths = {t.name: math.prod(t.sample_shape) for t in record.inputs} | {
         layer.output: op.output.length for layer, op in zip(record.layers, ops, strict=True)}
-    connect(net, producers, consumers, lengths, f"design.json core {record.name}")
+    connect(net, producers, consumers, lengths, record.buffers, f"design.json core {record.name}")
     for i, op in enumerate(ops):
         ports = bundle("m_axis", f"l{i}_out")
         for j, port in enumerate(op.inputs):

@@ -58,6 +58,19 @@ MAX_TABLE_BITS = 8  # a LUT lane of at most this many input bits is a table (few
 FIFO_DEPTH = 16  # output FIFO slots: above the results in flight, (issue-to-FIFO latency 7 + PE/RQ + 2) / SF + 1 <= 12
 
 
+ISSUE_TO_SUM = 4  # rtl/dense.v.j2: s1 operands, s2 products, s3 adder trees, s4 accumulate
+REQUANT_TO_BEAT = 3  # s6 dot * m + bm, s7 rounded and clamped, then the output FIFO's word
+
+
+def result_delay(pe: int, folds: int) -> int:
+    """Cycles from an output fold's last issue (its vector's last input beat, for the first fold)
+    to its PE results in the unit's output FIFO (``rtl/dense.v.j2``'s pipeline): the operand,
+    product, adder-tree and accumulate registers, the requantizers' PE / RQ groups of RQ_CYCLES
+    each (``requantize_plan``), the rounding register and the FIFO's write. O(PE)."""
+    units, cycles = requantize_plan(pe, folds)
+    return ISSUE_TO_SUM + pe // units * cycles + REQUANT_TO_BEAT
+
+
 class Dense(Kernel):
     name, template, uses_dsp = "dense", "hls/ops/dense.j2", True
 
@@ -87,10 +100,12 @@ class Dense(Kernel):
 
     def fill(self, g: Geometry, fold: Folding) -> Fill:
         """Each vector's whole input before its outputs: the unit takes a vector's SF beats during
-        its first output fold, so its first PE outputs follow the vector's last beat and the other
-        NF - 1 folds come after it (``unit_fill``, a vector a unit)."""
+        its first output fold, so its first PE outputs follow the vector's last beat by the unit's
+        pipeline (``result_delay``) and the other NF - 1 folds come after it (``unit_fill``, a
+        vector a unit)."""
         folds = g.reduction // fold.simd
-        return unit_fill(self.cycles(g, fold), g.pixels, folds, 0, (g.channels // fold.pe - 1) * folds)
+        delay = result_delay(fold.pe, folds)
+        return unit_fill(self.cycles(g, fold), g.pixels, folds, delay, (g.channels // fold.pe - 1) * folds + delay)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         c = config

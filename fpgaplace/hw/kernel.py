@@ -364,17 +364,30 @@ def window_fill(shape: dict[str, int], window_rows: int, cycles: int, row_beats:
                 work=cycles - rows * row_beats + STAGE_DELAY, tail=row_cycles + STAGE_DELAY)
 
 
-def pipeline_latency(stages: Iterable[tuple[Sequence[str], str, Fill]], outputs: Sequence[str]) -> float:
-    """Cycles from a sample's first input beat to its last output beat through a core's dataflow
-    stages (``(input tensors, output tensor, fill)`` in topological order, the core's inputs there
-    at cycle 0): each stage starts on its inputs' first beats and follows them at its own pace
-    (``Fill.outputs``; of several inputs, the latest first and the latest last beat count), so
-    the stages overlap and the latency is far below the sum of their cycles. O(stages + edges)."""
+def stage_times(stages: Iterable[tuple[Sequence[str], str, Fill]]) -> dict[str, tuple[float, float]]:
+    """(first, last) beat times of every stage's output tensor for one sample through a core's
+    dataflow stages (``(input tensors, output tensor, fill)`` in topological order, the core's
+    inputs there at cycle 0): each stage starts on its inputs' first beats (``stage_start``) and
+    follows them at its own pace (``Fill.outputs``; of several inputs, the latest first and the
+    latest last beat count). O(stages + edges)."""
     times: dict[str, tuple[float, float]] = {}
     for inputs, output, fill in stages:
         known = [times[t] for t in inputs if t in times]
-        times[output] = fill.outputs(max((t[0] for t in known), default=0.0),
-                                     max((t[1] for t in known), default=0.0))
+        times[output] = fill.outputs(stage_start(inputs, times), max((t[1] for t in known), default=0.0))
+    return times
+
+
+def stage_start(inputs: Sequence[str], times: dict[str, tuple[float, float]]) -> float:
+    """When a stage of ``inputs`` starts: the latest of its inputs' first beats (``stage_times``;
+    a core input's at cycle 0). O(inputs)."""
+    return max((times[t][0] for t in inputs if t in times), default=0.0)
+
+
+def pipeline_latency(stages: Iterable[tuple[Sequence[str], str, Fill]], outputs: Sequence[str]) -> float:
+    """Cycles from a sample's first input beat to its last output beat through a core's dataflow
+    stages (``stage_times``): the stages overlap, so the latency is far below the sum of their
+    cycles. O(stages + edges)."""
+    times = stage_times(stages)
     return max((times[t][1] for t in outputs if t in times), default=0.0)
 
 
@@ -485,6 +498,16 @@ def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
 
 
+def stream_memory(width_bits: int, depth: int, core: FpgaCore | None) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUTRAM LUTs) of one FIFO of ``depth`` words of ``width_bits`` as the core's
+    family maps it: on a family built from the RTL op library (ECP5) ``ecp5_memory`` (two EBRs a
+    BRAM36), elsewhere ``memory_blocks``. O(1)."""
+    if not _family(core).rtl_built:
+        return memory_blocks(width_bits, depth)
+    ebrs, luts = ecp5_memory(width_bits, depth)
+    return (math.ceil(ebrs / 2), 0, luts)
+
+
 class Kernel:
     """Base of every kernel; see the module docstring for the cost rules."""
 
@@ -561,6 +584,11 @@ class Kernel:
             return Fill()
         cycles = self.cycles(g, fold)
         return Fill(reading=cycles, first=STAGE_DELAY, work=cycles + STAGE_DELAY, tail=STAGE_DELAY)
+
+    def layer_fill(self, layer: Layer) -> Fill:
+        """The fill of one lowered layer (its geometry and folding set): ``fill``, but where an op
+        lowers to several layers each with its own part (a Split's slices), that layer's own. O(1)."""
+        return self.fill(layer.geometry, layer.folding)
 
     def reference(self, config: dict, arrays: dict, inputs: list[np.ndarray], rows: int = 1) -> np.ndarray:
         """The bit-exact int8 output of one sample (``fpgaplace.hw.reference``), inputs in stream layout."""

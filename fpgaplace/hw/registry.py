@@ -26,7 +26,7 @@ from fpgaplace.hw.dense import Dense, flatten_readers
 from fpgaplace.hw.elementwise import Add, Requant
 from fpgaplace.hw.free import Free
 from fpgaplace.hw.gather import Embedding
-from fpgaplace.hw.geometry import Geometry, Unsupported
+from fpgaplace.hw.geometry import Fill, Geometry, Unsupported
 from fpgaplace.hw.islands import islands
 from fpgaplace.hw.kernel import Kernel, activation_inputs, dataflow_latency
 from fpgaplace.hw.layernorm import LayerNorm
@@ -152,9 +152,14 @@ def core_latency(layers: Sequence[Layer], outputs: Sequence[str], interval: int)
     folded ``layers`` (each with its geometry and folding) as one dataflow: their kernels' fills
     overlapped, at least the core's ``interval`` (``dataflow_latency``, which the placement's
     latency objective reads too). O(layers + edges)."""
-    stages = ((layer.inputs, layer.output, KERNELS[layer.kernel].fill(layer.geometry, layer.folding))
-              for layer in layers if layer.geometry is not None)
-    return math.ceil(dataflow_latency(stages, outputs, interval))
+    return math.ceil(dataflow_latency(layer_stages(layers), outputs, interval))
+
+
+def layer_stages(layers: Sequence[Layer]) -> list[tuple[list[str], str, Fill]]:
+    """``(input tensors, output tensor, fill)`` of each folded layer (``Kernel.layer_fill``), the
+    stages ``core_latency`` and ``hw.buffers.reader_buffers`` read. O(layers)."""
+    return [(layer.inputs, layer.output, KERNELS[layer.kernel].layer_fill(layer))
+            for layer in layers if layer.geometry is not None]
 
 
 def colocated_groups(graph: OpGraph) -> list[list[str]]:

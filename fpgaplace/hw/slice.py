@@ -18,12 +18,13 @@ the C++ config of ``hls/ops/slice.j2`` and the RTL values (``rtl/slice.v.j2``). 
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Folding, Geometry, RtlUnit, Unsupported
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import Kernel, probe, tensor_shape
 from fpgaplace.hw.qdq import qdq_index
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, const_requant, index_bits, int_members
@@ -120,6 +121,11 @@ def split_windows(op: Op, x: tuple[int, ...], outs: list[tuple[int, ...]]) -> li
     return windows
 
 
+def window_offset(c: dict[str, Any]) -> int:
+    """Input elements before a window's first kept element (channels innermost). O(1)."""
+    return (c["H0"] * c["W"] + c["W0"]) * c["C"] + c["C0"]
+
+
 class Slice(Kernel):
     """A window of rows, pixels and channels of one stream; a Split is one per output."""
 
@@ -155,6 +161,15 @@ class Slice(Kernel):
     def cycles(self, g: Geometry, fold: Folding) -> int:
         """Every input beat takes a cycle, kept or dropped: ``N*H*W*C / PE``."""
         return g.stream_elements // fold.pe
+
+    def layer_fill(self, layer: Layer) -> Fill:
+        """A slice reads every beat but passes on only its window's: its first output waits for
+        the beats before its window (``window_offset``), then it streams (``Kernel.fill``). O(1)."""
+        fill = self.fill(layer.geometry, layer.folding)
+        c = layer.config
+        beats = math.ceil(c["H"] * c["W"] * c["C"] / layer.folding.pe)
+        offset = window_offset(c) / layer.folding.pe
+        return replace(fill, needs=offset / max(1, beats), lead=offset, work=fill.work - offset)
 
     def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
         """The lane share of each of its stages (a Split of k outputs reads its input k times)."""

@@ -375,6 +375,10 @@ class Core:
     planned_load_us: float
     planned_compute_us: float
     latency_cycles: int | None = None  # a sample's first input beat to its last output beat (hw.pipeline_latency)
+    # elements the FIFO in front of each reader of a tensor holds (hw.buffers.reader_buffers; readers:
+    # the layers' inputs in order, then the outputs); {} in a record written before it (a whole sample
+    # a forked branch, two beats elsewhere)
+    buffers: dict[str, list[int]] = field(default_factory=dict)
 
     @property
     def ports(self) -> list[BoundaryTensor]:
@@ -396,7 +400,8 @@ class Core:
                 "budget": self.budget, "compute_interval_cycles": self.compute_interval_cycles,
                 "dram_cycles": self.dram_cycles, "binding": self.binding, "interval_cycles": self.interval_cycles,
                 "interval_us": self.interval_us, "planned_load_us": self.planned_load_us,
-                "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles}
+                "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles,
+                "buffers": self.buffers}
 
 
 @dataclass
@@ -634,7 +639,8 @@ def _core(value: Any, path: str) -> Core:
         _get(data, "interval_cycles", path, _int(1, MAX_CYCLES)),
         _get(data, "interval_us", path, _number(0, MAX_US, above=True)),
         _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()),
-        _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None))
+        _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None),
+        _get(data, "buffers", path, _mapping(_list(_int(0, MAX_BYTES))), {}))
 
 
 def _transfer(value: Any, path: str) -> TransferInfo:

@@ -96,7 +96,7 @@ def fabric_netlist(document: DesignRecord, folder: Path) -> Netlist:
     source = in_core.inputs[in_port]
     producers[source.name], lengths[source.name] = ("s0_axis", 1), _sample_bytes(source)
     consumers.setdefault(out_core.outputs[out_port].name, []).append(("m0_axis", 1))
-    connect(net, producers, consumers, lengths, "ecp5 fabric")
+    connect(net, producers, consumers, lengths, {}, "ecp5 fabric")  # between cores: the default FIFOs
     return net
 
 
