@@ -128,7 +128,13 @@ def expected_cycles(layer: dict) -> int:
 
 
 def test_core_layers_record_folding_cycles_and_resources(cnn):
-    kernels = set()
+    """Each core's resources are its layers' plus the FIFOs deeper than two beats in front of its
+    readers (``hw.buffers``: the residual's forked branches hold a whole sample each)."""
+    from fpgaplace.board.load import load_board
+    from fpgaplace.hw.buffers import buffer_memory, producer_widths
+
+    cores = {core.name: core for core in load_board("zcu104").cores}
+    kernels, priced_fifos = set(), False
     for core in cnn.doc["cores"]:
         total = dict.fromkeys(RESOURCE_KEYS, 0)
         for layer in core["layers"]:
@@ -140,11 +146,15 @@ def test_core_layers_record_folding_cycles_and_resources(cnn):
                 assert layer["macs"] > 0 and layer["resources"]["dsp"] > 0
             for key in RESOURCE_KEYS:
                 total[key] += layer["resources"][key]
-        assert core["resources"] == total
+        beats = producer_widths((layer["inputs"], layer["output"], layer["beats"]["inputs"], layer["beats"]["output"])
+                                for layer in core["layers"])
+        fifos = buffer_memory(core["buffers"], beats, cores[core["name"]]).to_json()
+        assert core["resources"] == {key: total[key] + fifos[key] for key in RESOURCE_KEYS}
         assert all(total[key] <= core["budget"][key] for key in RESOURCE_KEYS)
+        priced_fifos |= fifos["bram36"] + fifos["lut"] > 0
         assert core["compute_interval_cycles"] == max(layer["cycles"] for layer in core["layers"])
         assert core["interval_us"] == pytest.approx(core["interval_cycles"] / core["clock_mhz"])
-    assert {"conv2d", "dense", "add"} <= kernels
+    assert {"conv2d", "dense", "add"} <= kernels and priced_fifos
     intervals = [core["interval_us"] for core in cnn.doc["cores"]]
     assert cnn.doc["interval_us"] >= max(intervals)
     assert cnn.doc["fps"] == pytest.approx(1e6 / cnn.doc["interval_us"])

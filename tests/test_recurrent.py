@@ -314,6 +314,48 @@ def test_an_lstm_in_rtl_runs_at_the_modelled_interval_and_latency(tmp_path):
         measured.latency_measured, core.latency_cycles)
 
 
+def test_quantize_writes_the_cell_bits_compile_reads_and_overrides_them(tmp_path):
+    """``quantize --lstm-cell-bits 16`` writes the model's metadata; ``compile`` of that QDQ model
+    builds the int16 cell stages, and ``lstm_cell_bits=8`` (compile's ``--lstm-cell-bits 8``)
+    overrides it back to onnxruntime's int8 state; ``--help`` says what each trades."""
+    from test_cli import run
+
+    from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
+
+    onnx.save(zoo.lstm_sequence(steps=2, inputs=6, hidden=4), tmp_path / "lstm.onnx")
+    quantized = run("quantize", str(tmp_path / "lstm.onnx"), "--out", str(tmp_path / "q.onnx"), "--random", "4",
+                    "--lstm-cell-bits", "16", "--json")
+    assert quantized.returncode == 0, quantized.stderr
+    qdq = onnx.load(tmp_path / "q.onnx")
+    assert {p.key: p.value for p in qdq.metadata_props}[CELL_BITS_KEY] == "16"
+    compiled = run("compile", str(tmp_path / "q.onnx"), "--out", str(tmp_path / "p16"), "--cpu-cost", "analytic",
+                   "--json")
+    assert compiled.returncode == 0, compiled.stderr
+    wide = json.loads((tmp_path / "p16" / "design.json").read_text())
+    assert "lstm_cell" in {layer["kernel"] for core in wide["cores"] for layer in core["layers"]}
+    result = Design(qdq, "zcu104", profile_cpu=False, lstm_cell_bits=8).compile(tmp_path / "p8")
+    assert "lstm_cell" not in {layer["kernel"] for core in result.design["cores"] for layer in core["layers"]}
+    for command in ("quantize", "compile"):
+        text = " ".join(run(command, "--help").stdout.split())
+        assert "--lstm-cell-bits" in text and "int16" in text and "QDQ" in text and "RMS" in text
+
+
+@pytest.mark.parametrize("where", ["metadata", "flag"])
+def test_lstm_cell_bits_other_than_8_or_16_is_a_one_line_error(tmp_path, where):
+    from test_cli import assert_one_line_error, run
+
+    from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
+
+    model = zoo.lstm_sequence(steps=2, inputs=6, hidden=4)
+    if where == "metadata":
+        helper.set_model_props(model, {CELL_BITS_KEY: "int16"})
+    onnx.save(model, tmp_path / "lstm.onnx")
+    flags = ["--lstm-cell-bits", "12"] if where == "flag" else []
+    result = run("quantize", str(tmp_path / "lstm.onnx"), "--out", str(tmp_path / "q.onnx"), "--random", "2", *flags)
+    assert_one_line_error(result, CELL_BITS_KEY if where == "metadata" else "lstm_cell_bits", "8, 16")
+    assert not (tmp_path / "q.onnx").exists()
+
+
 def onehot_model(depth: int = 40, steps: int = 6) -> onnx.ModelProto:
     """int32 ids [1, steps] -> OneHot (depth, values -0.5 / 1) -> [steps, depth] -> Gemm to 8."""
     rng = np.random.default_rng(depth)

@@ -40,6 +40,14 @@ PrecisionOption = Annotated[
                       "int4, int2 or binary (XNOR-popcount); compile and quantize build int8, or int4/int2 weights "
                       "(int8 activations) of a float model; a QONNX model compiles at its own widths.")
 ]
+LstmCellBitsOption = Annotated[
+    int | None, typer.Option("--lstm-cell-bits", min=8, max=16, help=(
+        "An LSTM's cell state, 8 or 16 bits (default: what the model's metadata says, else 8). int8 is "
+        "onnxruntime's QDQ model exactly (within 1 LSB); int16 holds the state wider, so it drifts less "
+        "over long sequences (lower RMS error against the float LSTM) but sits further from the QDQ "
+        "model (tens of LSB after 32 steps). Written into the model (metadata fpgaplace.lstm_cell_bits); "
+        "compile's overrides the model's."))
+]
 OptimizeOption = Annotated[
     bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first (on a QDQ model: fusion only).")
 ]
@@ -130,6 +138,7 @@ class ModelFlags:
     precision: PrecisionOption = "int8"
     cpu_cost: CpuCostOption = "profile"
     profile: ProfileOption = None
+    lstm_cell_bits: LstmCellBitsOption = None
 
     def input_shapes(self) -> dict[str, tuple[int, ...]] | None:
         return parse_input_shapes(self.input_shape)
@@ -141,7 +150,7 @@ class ModelFlags:
         """The ``Design`` keywords these flags set."""
         return {"input_shapes": self.input_shapes(), "batch": self.batch, "optimize": self.optimized,
                 "precision": self.precision, "profile_cpu": self.profile_cpu(), "progress": progress,
-                "source": source}
+                "source": source, "lstm_cell_bits": self.lstm_cell_bits}
 
     def design(self, model, board_name: str = "zcu104", source: str | None = None) -> Design:
         """The ``Design`` a model command works on."""

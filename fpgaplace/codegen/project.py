@@ -28,7 +28,7 @@ from fpgaplace.codegen.host import write_host_driver
 from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
 from fpgaplace.codegen.render import include_dir, layer_widths, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
-from fpgaplace.hw.buffers import buffer_memory
+from fpgaplace.hw.buffers import buffer_memory, producer_widths
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.hw.registry import core_latency
 from fpgaplace.model.ir import OpGraph
@@ -166,13 +166,8 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
 
 
 def _producer_widths(c: CoreDesign) -> dict[str, int]:
-    """Elements a beat of each tensor as its producer writes it (a core input: its first reader's
-    beat), the width the RTL top's FIFOs have."""
-    widths = {layer.output: layer_widths(layer)[1] for layer in c.layers}
-    for layer in c.layers:
-        for tensor, width in zip(layer.inputs, layer_widths(layer)[0], strict=True):
-            widths.setdefault(tensor, width)
-    return widths
+    """``hw.buffers.producer_widths`` of the core's layers (their beats, ``layer_widths``)."""
+    return producer_widths((layer.inputs, layer.output, *layer_widths(layer)) for layer in c.layers)
 
 
 def _beats(layer) -> dict:

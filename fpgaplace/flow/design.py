@@ -195,6 +195,9 @@ class Design:
     by default; ``cost.PRECISION_BYTES`` lists the others). ``profile_cpu`` measures CPU op
     times with onnxruntime (else analytic). ``progress`` receives one line per stage started
     and the solvers' progress. ``source`` names an in-memory model in messages.
+    ``lstm_cell_bits`` (8 or 16; None: what the model's metadata says, else 8) is the LSTM cell
+    state's width, written into the model's metadata (``hw.lstm_cell.CELL_BITS_KEY``): 16 holds
+    the state in int16 (nearer the float LSTM, further from onnxruntime's int8 QDQ model).
     """
 
     def __init__(
@@ -209,13 +212,19 @@ class Design:
         profile_cpu: bool = True,
         progress: Progress | None = None,
         source: str | None = None,
+        lstm_cell_bits: int | None = None,
     ) -> None:
         import onnx
 
+        from fpgaplace.hw.lstm_cell import CELL_BITS
         from fpgaplace.place.cost.fpga import PRECISION_BYTES
 
         if precision not in PRECISION_BYTES:
             raise FpgaplaceError(f"precision: expected one of {', '.join(PRECISION_BYTES)}, got {precision!r}")
+        if lstm_cell_bits is not None and lstm_cell_bits not in CELL_BITS:
+            raise FpgaplaceError(f"lstm_cell_bits: expected one of {', '.join(map(str, CELL_BITS))}, "
+                                 f"got {lstm_cell_bits!r}")
+        self.lstm_cell_bits = lstm_cell_bits
         self.model = model if isinstance(model, onnx.ModelProto) else Path(model)
         default_name = (model.graph.name or "<model>") if isinstance(model, onnx.ModelProto) else str(model)
         self.name = source or default_name
@@ -252,6 +261,7 @@ class Design:
         """The model as the front end reads it, before the graph optimizer."""
         import onnx
 
+        from fpgaplace.hw.lstm_cell import cell_bits, set_cell_bits
         from fpgaplace.model.frontend.load import from_model, load_onnx
 
         self._say(f"importing {self.name}")
@@ -260,6 +270,9 @@ class Design:
         else:
             graph = load_onnx(self.model, batch=self.batch, input_shapes=self.input_shapes)
         self._say_notes(graph.notes)
+        if self.lstm_cell_bits is not None:  # the bound model is the front end's own copy
+            set_cell_bits(graph.model, self.lstm_cell_bits)
+        cell_bits(graph.model)  # a one-line error for a value of the key it does not take
         return graph
 
     def _say_notes(self, notes: list[str], shown: int = 8) -> None:
@@ -574,6 +587,7 @@ class Design:
             profile_cpu=self.profile_cpu,
             progress=self.progress,
             source=f"{self.name} ({'QONNX as ' if self.is_qonnx else ''}int8 QDQ)",
+            lstm_cell_bits=self.lstm_cell_bits,
         )
         quantized.float_design = self
         if self._place_args is not None:

@@ -68,6 +68,18 @@ def fifo_beats(elements: int, width: int) -> int:
     return max(PLAIN_BEATS, math.ceil(elements / max(1, width)))
 
 
+def producer_widths(layers: Iterable[tuple[Sequence[str], str, Sequence[int], int]]) -> dict[str, int]:
+    """Elements a beat of each tensor as its producer writes it, the width of the RTL top's FIFOs,
+    from each layer's ``(input tensors, output tensor, input beats, output beat)``; a core input's
+    is its first reader's beat (the RTL top's input port). O(edges)."""
+    layers = list(layers)
+    widths = {output: beat for _, output, _, beat in layers}
+    for inputs, _, beats, _ in layers:
+        for tensor, width in zip(inputs, beats, strict=True):
+            widths.setdefault(tensor, width)
+    return widths
+
+
 def buffer_memory(buffers: Mapping[str, Sequence[int]], widths: Mapping[str, int], core: FpgaCore | None,
                   bits: int = 8) -> Resources:
     """The memory of a core's deeper-than-plain FIFOs (``reader_buffers``), each at its tensor's

@@ -20,6 +20,7 @@ from fpgaplace.hw.geometry import Folding, Geometry, Resources
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, QTensor, check_scale, qdq_index
 from fpgaplace.hw.quant import activation_bounds, quantize_multiplier
 from fpgaplace.model.ir import Op, OpGraph
+from fpgaplace.model.passes.recurrent import time_major_inputs
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -203,7 +204,11 @@ class LayerContext:
 
 
 def graph_batch(graph: OpGraph) -> int:
-    """Samples per run of the model: axis 0 of its first input. A core runs once per sample."""
+    """Samples per run of the model: axis 0 of its first input, but 1 where that axis is a
+    recurrence's time (``passes.recurrent.time_major_inputs``: an LSTM's ``X [T, B, I]`` read
+    directly; the run is one sample of its B sequences). A core runs once per sample."""
     first = graph.inputs[0] if graph.inputs else None
+    if first is not None and first in time_major_inputs(graph.model):
+        return 1
     info = graph.tensors.get(first) if first else None
     return info.shape[0] if info is not None and info.shape and info.shape[0] > 0 else 1

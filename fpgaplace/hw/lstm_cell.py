@@ -48,23 +48,49 @@ from fpgaplace.hw.geometry import Folding, Geometry, Resources, RtlUnit
 from fpgaplace.hw.lowering import Layer, multipliers
 from fpgaplace.hw.quant import shift_round_clip
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, int_members, smallest_divisor
+from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.qdq import QdqIndex
 
 CELL_BITS_KEY = "fpgaplace.lstm_cell_bits"
-"""Model ``metadata_props`` key asking for the wide cell state: ``16`` (else the QDQ model's int8).
-Opt-in for now: the outputs then differ from onnxruntime's QDQ model by more than its own
-rounding (its int8 state drifts; see the module docstring)."""
+"""Model ``metadata_props`` key of the LSTM cell state's bits: ``8`` (the QDQ model's int8, the
+default) or ``16`` (the wide state). Opt-in for now: the outputs then differ from onnxruntime's
+QDQ model by more than its own rounding (its int8 state drifts; see the module docstring).
+``quantize`` and ``compile --lstm-cell-bits`` write it (``set_cell_bits``)."""
+CELL_BITS = (8, 16)
 WIDE_SHIFT = 7  # the wide state's scale is the int8 state's over 2**7
 FIRST, STEP, NARROW = 0, 1, 2  # MODE
 INT16_MIN, INT16_MAX = -(2**15), 2**15 - 1
 
 
+def cell_bits(model) -> int:
+    """The LSTM cell state's bits ``model`` (an ONNX model, or None) asks for (``CELL_BITS_KEY``;
+    8 where it says nothing); a one-line error for any other value. O(metadata)."""
+    values = [p.value.strip() for p in model.metadata_props if p.key == CELL_BITS_KEY] if model is not None else []
+    if not values:
+        return 8
+    if values[-1] not in {str(bits) for bits in CELL_BITS}:
+        raise FpgaplaceError(f"model metadata {CELL_BITS_KEY}={values[-1]!r}: expected one of "
+                             f"{', '.join(map(str, CELL_BITS))} (the LSTM cell state's bits)")
+    return int(values[-1])
+
+
 def wide_cells(model) -> bool:
-    """Whether ``model`` (an ONNX model, or None) asks for the 16-bit cell state (``CELL_BITS_KEY``)."""
-    return model is not None and any(p.key == CELL_BITS_KEY and p.value.strip() == "16" for p in model.metadata_props)
+    """Whether ``model`` (an ONNX model, or None) asks for the 16-bit cell state (``cell_bits``)."""
+    return cell_bits(model) == 16
+
+
+def set_cell_bits(model, bits: int) -> None:
+    """Write ``bits`` (one of ``CELL_BITS``) as ``model``'s ``CELL_BITS_KEY``, in place; a one-line
+    error for any other value. O(metadata)."""
+    if bits not in CELL_BITS:
+        raise FpgaplaceError(f"lstm_cell_bits: expected one of {', '.join(map(str, CELL_BITS))}, got {bits!r}")
+    kept = [p for p in model.metadata_props if p.key != CELL_BITS_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    model.metadata_props.add(key=CELL_BITS_KEY, value=str(bits))
 
 
 def wide_bytes(w: np.ndarray) -> np.ndarray:

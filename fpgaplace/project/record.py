@@ -575,7 +575,8 @@ def _tensor(value: Any, path: str) -> BoundaryTensor:
     elements, per_sample = math.prod(tensor.shape), math.prod(tensor.sample_shape)
     if elements % per_sample:
         raise _fail(f"{path}.sample_shape", f"a divisor of shape {tensor.shape}", tensor.sample_shape)
-    if tensor.channels_last and (len(tensor.shape) != 4 or per_sample * tensor.shape[0] != elements):
+    if tensor.channels_last and (len(tensor.shape) != 4 or per_sample % math.prod(tensor.shape[1:])):
+        # a sample is whole images of axis 0 (one, or all of a recurrence's time steps)
         raise _fail(f"{path}.shape", "a 4-d NCHW shape for a channels-last tensor", tensor.shape)
     for index, view in enumerate(tensor.views):
         if math.prod(view.shape) != elements:

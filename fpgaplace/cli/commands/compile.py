@@ -37,7 +37,7 @@ def compile_project(
     random: RandomOption = None,
     input_range: InputRangeOption = None,
     flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile",
-                                      "precision")] = ModelFlags(),
+                                      "precision", "lstm_cell_bits")] = ModelFlags(),
     as_json: JsonOption = False,
 ) -> None:
     """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).

@@ -34,7 +34,7 @@ def quantize(
     random: RandomOption = None,
     input_range: InputRangeOption = None,
     seed: SeedOption = 0,
-    flags: Annotated[ModelFlags, Only("input_shape", "batch", "precision")] = ModelFlags(),
+    flags: Annotated[ModelFlags, Only("input_shape", "batch", "precision", "lstm_cell_bits")] = ModelFlags(),
     as_json: JsonOption = False,
 ) -> None:
     """Quantize a float model to int8 QDQ and print its drift from the float model.

@@ -50,6 +50,10 @@ from fpgaplace.model.passes.graph_tools import (
     tensor_types,
 )
 
+TIME_MAJOR_KEY = "fpgaplace.time_major_inputs"
+"""Model ``metadata_props`` key ``unroll_recurrent`` writes: the graph inputs (comma-separated) a
+recurrence reads as its ``X [T, B, I]`` directly, whose axis 0 is time, not the batch: a run of
+the model is one sample of them (``hw.lowering.graph_batch``)."""
 GATES = {"LSTM": 4, "GRU": 3}
 DEFAULT_ACTIVATIONS = {"LSTM": ["Sigmoid", "Tanh", "Tanh"], "GRU": ["Sigmoid", "Tanh"]}
 
@@ -303,10 +307,25 @@ def unroll_recurrent(model: onnx.ModelProto) -> int:
             model.graph.node.insert(position + offset, new)
         for tensor in rec.initializers:
             add_initializer(model, tensor)
+        if rec.node.input[0] in {i.name for i in model.graph.input}:
+            _mark_time_major(model, rec.node.input[0])
         changes += 1
     if changes:
         sort_nodes(model.graph)
     return changes
+
+
+def time_major_inputs(model: onnx.ModelProto) -> set[str]:
+    """The graph inputs whose axis 0 is a recurrence's time (``TIME_MAJOR_KEY``). O(metadata)."""
+    return {name for p in model.metadata_props if p.key == TIME_MAJOR_KEY for name in p.value.split(",") if name}
+
+
+def _mark_time_major(model: onnx.ModelProto, name: str) -> None:
+    names = sorted(time_major_inputs(model) | {name})
+    kept = [p for p in model.metadata_props if p.key != TIME_MAJOR_KEY]
+    del model.metadata_props[:]
+    model.metadata_props.extend(kept)
+    model.metadata_props.add(key=TIME_MAJOR_KEY, value=",".join(names))
 
 
 @rewrites_a_copy
