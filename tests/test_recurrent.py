@@ -288,6 +288,26 @@ def test_a_16_bit_cell_state_drifts_less_from_the_float_lstm(tmp_path):
     assert saved["ok"] and saved["outputs"][0]["max_abs_diff_lsb"] > 1  # the bound: the QDQ model's state drifted
 
 
+def test_a_standalone_lstm_over_its_graph_input_compiles_bit_exact(tmp_path):
+    """An LSTM reading the graph input ``X [T, B, I] = [5, 1, 6]`` directly (no reshape before it,
+    axis 0 is time, not the batch): every op on a core, csim bit-exact and equal to onnxruntime's
+    QDQ model; with B = 2, a one-line error before any placement."""
+    from fpgaplace.util.errors import FpgaplaceError
+
+    result = Design(recurrent_model("LSTM", "forward", steps=5, batch=1), "zcu104", profile_cpu=False).compile(
+        tmp_path / "p", random_samples=8)
+    assert result.cpu_ops == [] and not result.design.get("host_ops")
+    assert result.design["model"]["batch"] == 1
+    check = run_csim(tmp_path / "p", samples=2)
+    assert check.ok and all(core.bit_exact for core in check.cores)
+    assert {o.name for o in check.outputs} == {"Y", "Y_h", "Y_c"}
+    assert all(o.max_abs_diff_lsb is not None and o.max_abs_diff_lsb <= OUTPUT_BOUND_LSB for o in check.outputs)
+    with pytest.raises(FpgaplaceError, match=r"input X \[5, 2, 6\].*B=2.*expected B = 1"):
+        Design(recurrent_model("LSTM", "forward", steps=5, batch=2), "zcu104", profile_cpu=False).compile(
+            tmp_path / "b2", random_samples=2)
+    assert not (tmp_path / "b2").exists()
+
+
 RTL_TOLERANCE = 0.10
 
 

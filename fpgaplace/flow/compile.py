@@ -26,6 +26,7 @@ from fpgaplace.codegen.project import CompileResult, check_project_dir, write_pr
 from fpgaplace.flow.partition import Partitionable, choose_partition
 from fpgaplace.flow.refine import Refinable, planned_compute_us
 from fpgaplace.flow.settle import is_free, source_op
+from fpgaplace.hw.lowering import check_sequence_batch
 from fpgaplace.model.quantize import check_qdq
 from fpgaplace.project.layout import HOST_DEVICE
 from fpgaplace.project.record import TransferInfo, transfer_channel
@@ -49,6 +50,7 @@ def compile_design(design: Compilable, out_dir: Path, progress=None) -> CompileR
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
     check_qdq(design.graph.model)  # a bad scale or zero point is named by its Q/DQ node, before any work
+    check_sequence_batch(design.graph)
     refined, cut = choose_partition(design, progress)  # placed with the defaults first if it is not
     if refined.design is not design:
         design.take_placement(refined.design)

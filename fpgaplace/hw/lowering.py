@@ -203,6 +203,18 @@ class LayerContext:
         }
 
 
+def check_sequence_batch(graph: OpGraph) -> None:
+    """A one-line error where a recurrence reads a graph input ``X [T, B, I]`` directly with
+    ``B > 1`` (``passes.recurrent.time_major_inputs``): a core runs one sequence a run (its slice
+    and gate stages take one row a step). O(inputs)."""
+    for name in time_major_inputs(graph.model):
+        info = graph.tensors.get(name)
+        if info is not None and len(info.shape) == 3 and info.shape[1] > 1:
+            raise FpgaplaceError(f"input {name} {list(info.shape)}: an LSTM/GRU reads it as [T, B, I] with batch "
+                                 f"B={info.shape[1]}; compile builds one sequence a run, expected B = 1 (run the "
+                                 "sequences one after another)")
+
+
 def graph_batch(graph: OpGraph) -> int:
     """Samples per run of the model: axis 0 of its first input, but 1 where that axis is a
     recurrence's time (``passes.recurrent.time_major_inputs``: an LSTM's ``X [T, B, I]`` read
