@@ -26,10 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-from onnx import helper
 
 from fpgaplace.flow.design import Design
-from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
 from fpgaplace.model import zoo
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.sim.event import simulate
@@ -46,10 +44,9 @@ def top1_agreement(got: np.ndarray, want: np.ndarray) -> float:
 def measure(name: str, args: argparse.Namespace, folder: Path) -> dict:
     """One row: compile, csim and sim ``name`` (see the module docstring)."""
     model = zoo.lstm_sequence(steps=args.steps, hidden=16) if name == "lstm_sequence" else getattr(zoo, name)()
-    if args.cell_bits == 16:
-        helper.set_model_props(model, {CELL_BITS_KEY: "16"})
     start = time.perf_counter()
-    result = Design(model, args.board, profile_cpu=False).compile(folder / name, random_samples=args.random)
+    result = Design(model, args.board, profile_cpu=False, lstm_cell_bits=args.cell_bits).compile(
+        folder / name, random_samples=args.random)
     compiled = time.perf_counter() - start
     start = time.perf_counter()
     check = run_csim(folder / name, samples=args.samples)

@@ -23,10 +23,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from onnx import helper
-
 from fpgaplace.flow.design import Design
-from fpgaplace.hw.lstm_cell import CELL_BITS_KEY
 from fpgaplace.model import zoo
 from fpgaplace.sim.rtl_project import simulate_project_rtl
 
@@ -35,9 +32,8 @@ def measure(steps: int, args: argparse.Namespace, folder: Path) -> dict:
     """One row: compile the T-step LSTM and simulate its core's RTL."""
     project = folder / f"lstm_t{steps}"
     model = zoo.lstm_sequence(steps=steps, inputs=args.inputs, hidden=args.hidden)
-    if args.cell_bits == 16:
-        helper.set_model_props(model, {CELL_BITS_KEY: "16"})
-    result = Design(model, args.board, profile_cpu=False).compile(project, random_samples=24)
+    result = Design(model, args.board, profile_cpu=False, lstm_cell_bits=args.cell_bits).compile(
+        project, random_samples=24)
     cores = result.design["cores"]
     if len(cores) != 1 or result.cpu_ops:
         raise SystemExit(f"T={steps}: expected one core and no CPU op, got {len(cores)} cores, {result.cpu_ops}")
