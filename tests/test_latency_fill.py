@@ -18,7 +18,7 @@ from test_const_add import _tensor as float_tensor
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.hw.geometry import Fill
-from fpgaplace.hw.kernel import STAGE_DELAY, pipeline_latency, unit_fill
+from fpgaplace.hw.kernel import STAGE_DELAY, pipeline_latency, stage_times, unit_fill
 from fpgaplace.model import zoo
 from fpgaplace.place.solvers.evaluate import unit_compute
 from fpgaplace.project.record import load
@@ -59,6 +59,22 @@ def test_of_two_inputs_the_later_counts():
     """An add waits for its later input: a fast skip path does not shorten the slow branch."""
     stages = [(["x"], "slow", lane(900)), (["x"], "fast", lane(50)), (["slow", "fast"], "y", lane(60))]
     assert pipeline_latency(stages, ["y"]) >= 900
+
+
+def test_an_operand_that_waits_is_buffered_for_the_samples_in_flight():
+    """An add's early operand waits for its late one (``hw.buffers.reader_buffers``): its FIFO
+    holds what the early producer writes meanwhile, a sample every interval; the forked input
+    holds at least a whole sample a branch; a plain edge nothing beyond its two beats."""
+    from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, reader_buffers
+
+    stages = [(["x"], "fast", lane(8)), (["x"], "slow", unit_fill(8, 1, 8, 40, 40)), (["fast", "slow"], "y", lane(8))]
+    sizes = {"x": 8, "fast": 8, "slow": 8, "y": 8}
+    held = reader_buffers(stages, ["y"], sizes, interval=8)
+    assert held["x"] == [8, 8] and held["y"] == [0]
+    times = stage_times(stages)
+    wait = times["slow"][0] - times["fast"][0]  # the add starts on its later operand's first beat
+    assert held["fast"][0] >= 8 * (wait // 8) > 8 * 3 and held["slow"] == [0]
+    assert fifo_beats(held["fast"][0], 8) > PLAIN_BEATS == fifo_beats(held["y"][0], 1)
 
 
 @pytest.fixture(scope="module")
