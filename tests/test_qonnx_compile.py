@@ -6,6 +6,9 @@ QONNX model, on random inputs. The CNV networks are FINN's layer structure at fe
 
 from __future__ import annotations
 
+import math
+from pathlib import Path
+
 import numpy as np
 import onnx
 import pytest
@@ -14,9 +17,12 @@ from qonnx.core.onnx_exec import execute_onnx
 from qonnx.transformation.infer_shapes import InferShapes
 
 from fpgaplace import Design
+from fpgaplace.hw import KERNELS
 from fpgaplace.model import zoo
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.model.qonnx_qdq import int_quant, qonnx_to_qdq
+from fpgaplace.project.arrays import load_arrays
+from fpgaplace.project.record import load
 from fpgaplace.sim.csim import run_csim
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -38,6 +44,30 @@ def assert_every_op_lowers(result) -> None:
 
     reasons = {group["reason"] for group in result.left_on_cpus["groups"]}
     assert reasons <= {FOLLOWS_REASON, HOST_REASON, INPUT_REASON, PLACED_REASON}, reasons
+
+
+def packed_weight_layers(project: Path) -> dict[str, int]:
+    """Checks that every dot-product layer's weights are kept in C++ at its lane width
+    (``Kernel.width_members``' WB, what the folding prices them at): a resident layer's array in
+    weights.h of ``ceil(weights * WB / 8)`` bytes, the streamed ones' the core's wmem bytes. Returns
+    how many layers of each kernel keep them below 8 bits."""
+    packed: dict[str, int] = {}
+    for core in load(project).cores:
+        arrays = load_arrays(project, core)
+        header = (project / core.folder / "weights.h").read_text()
+        streamed = 0
+        for i, layer in enumerate(core.layers):
+            if not KERNELS[layer.kernel].uses_dsp or "w" not in arrays[i]:
+                continue
+            bits = KERNELS[layer.kernel].width_members(layer.widths and layer.widths.to_json(), arrays[i]).get("WB", 8)
+            size = math.ceil(arrays[i]["w"].size * bits / 8)
+            packed[layer.kernel] = packed.get(layer.kernel, 0) + (bits < 8)
+            if layer.resident:
+                assert f"static const int8_t l{i}_w[{size}] =" in header, (layer.op, bits, size)
+            else:
+                streamed += size
+        assert core.streamed_weight_bytes == streamed, (core.name, core.streamed_weight_bytes, streamed)
+    return packed
 
 
 def images(count: int, size: int = 32, seed: int = 0) -> np.ndarray:
@@ -110,10 +140,26 @@ def test_mobilenet_v1_w4a4_compiles_bit_exact_and_equal_to_qonnx(tmp_path):
     stages = {layer["widths"]["output_stage"] for core in result.design["cores"] for layer in core["layers"]
               if layer["widths"] and layer["widths"]["weights"] == 4}
     assert stages == {"thresholds"}  # a batch norm before every 4-bit activation quantizer
+    assert packed_weight_layers(tmp_path / "project")["conv2d"] >= 5  # the 4-bit convs' weights two a byte
     x = images(SAMPLES)
     simulated = run_csim(tmp_path / "project", inputs=x)
     assert simulated.cores and all(core.bit_exact for core in simulated.cores)
     assert np.array_equal(simulated.values["logits"], qonnx_outputs(model, x))
+
+
+def test_streamed_lowbit_weights_are_packed_and_bit_exact(tmp_path):
+    """A w4a4 MLP too large for a PYNQ-Z2's BRAM reads its hidden layers' weights from DRAM at
+    their 4 bits (two a byte in weights.bin, the bytes the cost model streams), bit-exact in C
+    simulation."""
+    model = zoo.qonnx_mlp(4, 4, image=8, hidden=(1024, 256))
+    Design(model, "pynq-z2", profile_cpu=False).compile(tmp_path / "project")
+    cores = load(tmp_path / "project").cores
+    assert sum(core.streamed_weight_bytes for core in cores) >= (192 * 1024 + 1024 * 256) // 2
+    assert packed_weight_layers(tmp_path / "project")["dense"] >= 2
+    for core in (core for core in cores if core.streamed_weight_bytes):
+        assert (tmp_path / "project" / core.folder / "weights.bin").stat().st_size == core.streamed_weight_bytes
+    simulated = run_csim(tmp_path / "project", inputs=images(2, 8))
+    assert simulated.cores and all(core.bit_exact for core in simulated.cores)
 
 
 def test_multithreshold_is_finns():

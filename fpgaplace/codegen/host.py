@@ -16,8 +16,9 @@ besides design.json and split/.
 * ``samples.npz``: ``SAMPLE_COUNT`` seeded random inputs (``fpgaplace.flow.split.random_inputs`` with
   seeds 0, 1, ..., as ``fpgaplace csim`` draws them) as ``input.<name>`` and the outputs
   onnxruntime computes for them from the whole QDQ model as ``expected.<name>``, one row per call;
-* ``weights_<core>.bin``: the int8 weights of a core that streams them from DRAM over m_axi (a copy
-  of the core's ``weights.bin``, the bytes its C simulation embeds).
+* ``weights_<core>.bin``: the weight bytes of a core that streams them from DRAM over m_axi (int8,
+  low-bit ones packed at their width; a copy of the core's ``weights.bin``, the bytes its C
+  simulation embeds).
 
 O(model run x SAMPLE_COUNT) for the expected outputs.
 """

@@ -274,24 +274,22 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
     if "thresholds" in layer.arrays:  # a threshold output stage (fpgaplace.hw.threshold): [C][T] on chip
         arrays.append(_array(f"{prefix}_thresholds", "int32_t", layer.arrays["thresholds"]))
-    w = fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd)
+    bits = stored_weight_bits(layer)
+    w = packed_weights(fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd), bits)
     if layer.resident:
-        bits = stored_weight_bits(layer)
-        arrays.append(_array(f"{prefix}_w", "int8_t", packed_weights(w, bits)))
+        arrays.append(_array(f"{prefix}_w", "int8_t", w))
         partitions.append({"name": f"{prefix}_w", "factor": max(1, layer.folding.pe * layer.folding.simd * bits // 8),
                            "impl": "uram" if layer.folding.uram else ""})
         return f"{prefix}_w", 0, offset
-    wmem_parts.append(w.astype(np.int8))
+    wmem_parts.append(w)
     return "", offset, offset + w.size
 
 
 def stored_weight_bits(layer: Layer) -> int:
-    """Bits a layer's weights are kept at on chip in C++: a resident dense layer's lane width
-    (``Dense.width_members``, what the folding prices its weight memory at), else 8 (convolutions'
-    weights, and streamed weights in wmem, are int8)."""
-    if layer.kernel != "dense" or not layer.resident:
-        return 8
-    return KERNELS["dense"].width_members(layer.widths, layer.arrays).get("WB", 8)
+    """Bits a dot-product layer's weights are kept at in C++, on chip or streamed from wmem: its
+    lane width (``Kernel.width_members``' ``WB``: a low-bit dense or conv layer's, what the folding
+    prices its weight memory and its streamed bytes at, ``Kernel.weight_bytes``), else 8. O(weights)."""
+    return KERNELS[layer.kernel].width_members(layer.widths, layer.arrays).get("WB", 8)
 
 
 def packed_weights(w: np.ndarray, bits: int) -> np.ndarray:
@@ -331,8 +329,8 @@ def _array(name: str, ctype: str, values: np.ndarray) -> dict:
 
 def render_core(design: CoreDesign, plan: CorePlan, folder: Path, context: dict) -> list[Path]:
     """Write the core's files into ``folder``; returns the paths of the text files (the streamed
-    weights, if any, go to ``WEIGHTS_FILE`` as raw int8 bytes: no C initializer of them is
-    written, the C entry takes the file itself)."""
+    weights, if any, go to ``WEIGHTS_FILE`` as raw bytes, low-bit ones packed (``packed_weights``):
+    no C initializer of them is written, the C entry takes the file itself)."""
     env = environment()
     common = {**context, "top": plan.top, "inputs": plan.inputs, "outputs": plan.outputs,
               "streamed": plan.streamed}

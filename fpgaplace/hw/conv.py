@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
+from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     LUTRAM_MAX_DEPTH,
@@ -204,6 +205,11 @@ class Conv2d(WindowKernel):
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
 
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """The lane widths ``WB, XB, XU`` of the layer, as a dense layer's (``dense.lane_widths``):
+        what the folding prices its lanes and weight memory at and C++ stores its weights at."""
+        return lane_widths(widths, arrays.get("w"))
+
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         c = config
         return c["HO"] * c["WO"] * c["COUT"] * c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"]
@@ -287,6 +293,9 @@ class Conv2d(WindowKernel):
         if missing:
             raise FpgaplaceError(f"rtl conv2d: arrays lack {', '.join(missing)}")
         threshold.refuse_rtl("conv2d", arrays)
+        if (int(c.get("WB", 8)), int(c.get("XB", 8))) != (8, 8):
+            raise FpgaplaceError(f"rtl conv2d: lanes of {c.get('WB', 8)}-bit weights and {c.get('XB', 8)}-bit inputs "
+                                 "are not built in RTL yet (the window unit's lanes are int8)")
         w = np.asarray(arrays["w"])
         if w.dtype != np.int8 or w.shape != (c["COUT"], c["KH"], c["KW"], c["CIN"] // c["GROUPS"]):
             raise FpgaplaceError(f"rtl conv2d: w must be int8 of shape (COUT, KH, KW, CIN/GROUPS), got {w.dtype} "

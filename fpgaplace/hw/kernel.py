@@ -118,13 +118,18 @@ PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 # widths, the requantizers, the weight ROM at one LUT per bit of a bank up to 64 deep) is within 10 %
 # of yosys on all 15; a term per output channel or per adder-tree level did not fit better (their
 # coefficients came out negative). ``scripts/bench_lowbit.py --kernels`` reruns the comparison.
+# DSP lanes of 2- or 4-bit weights by 8-bit inputs (a QONNX model's first layer): the lane cost alone
+# fitted (least squares of the relative error, the rest of the model as above) to yosys on pynq-z2's
+# core: 64 x 16 at 4 x 8, 4 x 16 and 8 x 8 (one requantizer), and the compiled ``zoo.qonnx_mlp``
+# first layer, 48 x 32 at 4 x 16 (two requantizers; at w2 also with a threshold stage); within 7 % on
+# all nine (the int8 fit they had was 18 to 36 % under yosys on the compiled layers).
 NARROW_LUT_BASE = 216.0  # counters, credits, output FIFO, input buffer, shallow channel ROM
 NARROW_REQUANT_LUTS = 526.0  # one fp_requant_var: the mean of its own stat block (498 to 557 LUTs)
 LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
     "xnor": 2.1,
     ("lut", 1, 2): 10.0, ("lut", 1, 4): 13.7, ("lut", 1, 8): 28.6,
     ("lut", 2, 2): 15.3, ("lut", 2, 4): 17.0, ("lut", 4, 4): 37.0,
-    ("dsp", 2, 2): 13.7, ("dsp", 4, 4): 17.1,
+    ("dsp", 2, 2): 13.7, ("dsp", 4, 4): 17.1, ("dsp", 2, 8): 12.8, ("dsp", 4, 8): 14.7,
 }
 LANE_LUT_PER_PRODUCT_BIT = {"lut": 4.6, "dsp": 2.5}  # an unmeasured pair: (4, 4)'s and (2, 2)'s rates per product bit
 
@@ -319,15 +324,18 @@ def lane_luts(lanes: Lanes) -> float:
 
 def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
     """Whether a dot product's LUTs follow ``narrow_dot_luts`` (binary, LUT or packed narrow
-    lanes), not the int8 DSP lanes' fit (``DOT_LUT_BASE``, ``DOT_LUT_PER_LANE``)."""
-    return g.lane_bits < 8 or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
+    lanes, and DSP lanes with an operand below 8 bits: the RTL dense unit's lanes at their widths),
+    not the int8 DSP lanes' fit (``DOT_LUT_BASE``, ``DOT_LUT_PER_LANE``)."""
+    narrow = min(g.weight_bits, g.activation_bits) < 8
+    return narrow or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
 
 
 def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None) -> float:
-    """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, or both at most 4
-    bits) but its weight ROM (``Kernel._memory``): ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane
-    and ``NARROW_REQUANT_LUTS`` per requantization unit (``units``, by default ``requantize_units``;
-    none behind a threshold stage) (fitted to yosys: see the constants). O(1)."""
+    """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, both at most 4
+    bits, or DSP lanes of one operand below 8 bits) but its weight ROM (``Kernel._memory``):
+    ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane and ``NARROW_REQUANT_LUTS`` per requantization
+    unit (``units``, by default ``requantize_units``; none behind a threshold stage) (fitted to
+    yosys: see the constants). O(1)."""
     if units is None:
         units = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd)
     return NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + units * NARROW_REQUANT_LUTS

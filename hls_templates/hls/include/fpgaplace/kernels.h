@@ -9,7 +9,8 @@
 //
 // Kernels and config members (STAGE: the stage's index, for the iteration counters below):
 //   conv2d<C>(in, out, w, bias, mult, shift)  H W CIN COUT KH KW SH SW PT PL PB PR DH DW GROUPS
-//                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE
+//                                            HO WO ZX ZY LO HI PE SIMD MMV IW OW STAGE (WB: weights
+//                                            packed at WB bits, detail::weight)
 //                                            in: beat<IW>, out: beat<OW> (PE*MMV, but see ConvStep)
 //   conv2d_transposed<C>(in, out, w, ...)     conv2d's, UH UW XH XW (a zero-inserting front, IW | CIN)
 //   dense<C>(in, out, w, bias, mult, shift)   K N ZX ZY LO HI PE SIMD STAGE (WB: weights packed at WB
@@ -156,7 +157,7 @@ inline int32_t weight(const int8_t* w, int idx) {
   }
 }
 
-// A config's weight bits: its member WB (a dense stage's packed weights), else 8.
+// A config's weight bits: its member WB (a dense or conv stage's packed weights), else 8.
 template <class C, class = void>
 struct WeightBits {
   static constexpr int value = 8;
@@ -357,8 +358,10 @@ struct ConvRowCsim {
     int16_t* plain = weights();
     for (int co = 0; co < C::COUT; ++co) {
       for (int k = 0; k < TERMS; ++k) {
-        plain[co * TERMS + k] =
-            k < S::KKG ? folded[((co / C::PE * S::SF + k / C::SIMD) * C::PE + co % C::PE) * C::SIMD + k % C::SIMD] : 0;
+        plain[co * TERMS + k] = k < S::KKG ? weight<WeightBits<C>::value>(
+                                                 folded, ((co / C::PE * S::SF + k / C::SIMD) * C::PE + co % C::PE) *
+                                                                 C::SIMD + k % C::SIMD)
+                                           : 0;
       }
     }
   }
@@ -490,12 +493,12 @@ struct ConvStep {
 #pragma HLS UNROLL
         const int co = nf * C::PE + p;
         const int channel0 = co / (C::COUT / C::GROUPS) * S::CG;
-        const int8_t* lane_w = w + ((nf * S::SF + t) * C::PE + p) * C::SIMD;
+        const int lane_w = ((nf * S::SF + t) * C::PE + p) * C::SIMD;  // the lane's first weight
         int32_t partial = 0;
         for (int s = 0; s < C::SIMD; ++s) {
 #pragma HLS UNROLL
           const int32_t x = inside[s] ? static_cast<int32_t>(line[slot[s]][col[s]][channel0 + chan[s]]) - C::ZX : 0;
-          partial += x * static_cast<int32_t>(lane_w[s]);
+          partial += x * weight<WeightBits<C>::value>(w, lane_w + s);
         }
         acc[m][p] = (t == 0 ? 0 : acc[m][p]) + partial;
         if (t == S::SF - 1) {
@@ -586,7 +589,9 @@ void conv2d(hls::stream<beat<C::IW>>& in, hls::stream<beat<C::OW>>& out,
   static_assert(S::KKG <= detail::MAX_DOT_LENGTH, "conv2d: dot product too long for an int32 accumulator");
   static_assert(detail::is_int8(C::ZX) && detail::valid_output(C::ZY, C::LO, C::HI),
                 "conv2d: zero points and LO <= HI must be int8");
-#pragma HLS ARRAY_PARTITION variable=w cyclic factor=LANES
+  // a cycle's PE x SIMD weights: LANES bytes, or LANES * WB / 8 of packed weights
+  [[maybe_unused]] constexpr int WORD_BYTES = detail::max_int(1, LANES * detail::WeightBits<C>::value / 8);
+#pragma HLS ARRAY_PARTITION variable=w cyclic factor=WORD_BYTES
 #pragma HLS ARRAY_PARTITION variable=bias cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=mult cyclic factor=PE
 #pragma HLS ARRAY_PARTITION variable=shift cyclic factor=PE
