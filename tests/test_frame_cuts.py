@@ -41,6 +41,8 @@ def test_cut_keeps_the_frame_bottom_and_the_module_but_its_height():
     assert KERNELS["dense"].frame_rows({"K": 4, "N": 2}) is None
     assert rtl_project.extrapolate((3, 4), (672.0, 864.0), 16) == 3168.0
     assert rtl_project.cut_heights(3) is None and rtl_project.cut_heights(None) is None
+    assert rtl_project.cut_heights(32, config) == (3, 4)
+    assert rtl_project.cut_heights(112, {"KH": 7, "SH": 2}) == (4, 5)  # a band clear of the 7-row window's top
 
 
 @pytest.mark.slow

@@ -127,14 +127,18 @@ def extrapolate(rows: tuple[int, int], cycles: tuple[float, float], frame_rows: 
     return cycles[0] + (frame_rows - rows[0]) * per_row
 
 
-def cut_heights(frame_rows: int | None, first: int = FIRST_CUT_ROWS) -> tuple[int, int] | None:
-    """The two bands (output rows) a stage of ``frame_rows`` rows is timed on, or None where
-    simulating the whole frame costs less: two bands cost about ``CUT_COST`` sample-times of
-    their rows against five of the frame's (a random phase of about two, three back to back)."""
+def cut_heights(frame_rows: int | None, config: dict[str, Any] | None = None) -> tuple[int, int] | None:
+    """The two bands (output rows) a stage of ``frame_rows`` rows is timed on: ``FIRST_CUT_ROWS``
+    and one more, or as many rows as the window spans in strides where that is more (so the first
+    band has a row clear of the top edge's padding); None where simulating the whole frame costs
+    less: two bands cost about ``CUT_COST`` sample-times of their rows against five of the
+    frame's (a random phase of about two, three back to back)."""
     if frame_rows is None:
         return None
-    rows = (first, first + 1)
-    return rows if rows[1] < frame_rows and CUT_COST[0] * rows[0] + CUT_COST[1] * rows[1] < CUT_WORTH * 5 * frame_rows else None
+    span = 0 if config is None else -(-(config.get("DH", 1) * (config["KH"] - 1) + 1) // config["SH"])
+    rows = (max(FIRST_CUT_ROWS, span), max(FIRST_CUT_ROWS, span) + 1)
+    cheaper = CUT_COST[0] * rows[0] + CUT_COST[1] * rows[1] < CUT_WORTH * 5 * frame_rows
+    return rows if rows[1] < frame_rows and cheaper else None
 
 
 def core_values(record: Core, arrays: list[dict[str, np.ndarray]], inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -254,7 +258,8 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
         for ref in refs:
             folder = Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}"
             whole = StageRun(modules[ref.core.name][ref.index], ports[ref.core.name][ref.index], None)
-            heights = cut_heights(KERNELS[ref.layer.kernel].frame_rows(ref.layer.config)) if cut else None
+            frame = KERNELS[ref.layer.kernel].frame_rows(ref.layer.config)
+            heights = cut_heights(frame, ref.layer.config) if cut else None
             bands = [cut(ref, rows) for rows in heights] if cut and heights else []
             runs = ([StageRun(band.module, band.ports, band) for band in bands] if bands and all(bands)
                     else [whole])
