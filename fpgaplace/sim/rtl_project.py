@@ -37,7 +37,8 @@ from fpgaplace.util.tools import default_jobs, interruptible, run_parallel
 
 RTL_RESULTS = "rtl.json"
 FIRST_CUT_ROWS = 3  # output rows of the first band a frame is timed on (``cut_heights``)
-CUT_COST = (5, 3)  # sample-times of each band's run: random phase and back to back, then back to back only
+BAND_STEADY = 2  # a band's back-to-back samples: its interval is the second's end less the first's
+CUT_COST = (4, 2)  # sample-times of each band's run: random phase and back to back, then back to back only
 CUT_WORTH = 0.7  # the bands are simulated where they cost less than this share of the whole frame
 
 
@@ -132,7 +133,7 @@ def cut_heights(frame_rows: int | None, config: dict[str, Any] | None = None) ->
     and one more, or as many rows as the window spans in strides where that is more (so the first
     band has a row clear of the top edge's padding); None where simulating the whole frame costs
     less: two bands cost about ``CUT_COST`` sample-times of their rows against five of the
-    frame's (a random phase of about two, three back to back)."""
+    frame's (a random phase of about two, three back to back; a band runs two)."""
     if frame_rows is None:
         return None
     span = 0 if config is None else -(-(config.get("DH", 1) * (config["KH"] - 1) + 1) // config["SH"])
@@ -311,8 +312,9 @@ def _simulate_stage(project: Path, ref: StageRef, runs: list[StageRun], arrays: 
                     simulator: str | None) -> StageResult:
     """One layer's module alone on its reference inputs (``simulate_project_stages``): the whole
     frame (one run), or two bands of it (each on the inputs' first rows, checked against the cut
-    layer's reference; the first band also with random gaps and backpressure) whose cycles give
-    the frame's (``extrapolate``). Each run's result is cached."""
+    layer's reference; the first band also with random gaps and backpressure; ``BAND_STEADY``
+    samples back to back, the interval between the first two ends) whose cycles give the
+    frame's (``extrapolate``). Each run's result is cached."""
     layer = ref.layer
     values = []
     for k, run in enumerate(runs):
@@ -324,8 +326,9 @@ def _simulate_stage(project: Path, ref: StageRef, runs: list[StageRun], arrays: 
             kernel = KERNELS[layer.kernel]
             expected = np.stack([kernel.reference(run.cut.config, arrays, list(vectors), rows=layer.rows).reshape(-1)
                                  for vectors in zip(*per_port, strict=True)]).astype(np.int64)
-        values.append(_stage_run(project, run, per_port, expected, folder / f"run{k}", seed, steady, simulator,
-                                 random_phase=k == 0, model_cycles=layer.cycles))
+        band_steady = (BAND_STEADY, 0) if run.cut else (steady, 1)
+        values.append(_stage_run(project, run, per_port, expected, folder / f"run{k}", seed, band_steady[0], simulator,
+                                 random_phase=k == 0, model_cycles=layer.cycles, warmup=band_steady[1]))
     bit_exact = all(value["bit_exact"] for value, _ in values)
     hit = all(cached_ for _, cached_ in values)
     if runs[0].cut is None:
