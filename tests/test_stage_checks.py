@@ -22,7 +22,7 @@ from fpgaplace.cli.app import app
 from fpgaplace.model import zoo
 from fpgaplace.project.layout import RESULTS_DIR
 from fpgaplace.project.record import load
-from fpgaplace.sim.rtl_project import simulate_project_stages
+from fpgaplace.sim.rtl_project import RTL_RESULTS, simulate_project_stages
 from fpgaplace.sim.stages import CACHE_DIR, select
 from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
 from fpgaplace.util.errors import FpgaplaceError
@@ -99,11 +99,11 @@ def test_rtl_per_stage_is_bit_exact_with_the_model_s_cycles(project: Path):
     assert again == result and all(stage.cached for stage in again.cores[0].stages)
 
 
-def _yosys_below(pid: int) -> list[int]:
+def _tools_below(pid: int, names: tuple[str, ...]) -> list[int]:
     found = []
     for child in descendants(pid):
         try:
-            if Path(f"/proc/{child}/comm").read_text().strip() == "yosys":
+            if Path(f"/proc/{child}/comm").read_text().strip() in names:
                 found.append(child)
         except OSError:
             pass
@@ -118,12 +118,15 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.slow
-def test_sigterm_ends_yosys_and_writes_nothing(project: Path, tmp_path: Path):
-    """SIGTERM to a real ``fpgaplace sim --resources`` while yosys runs: the command exits non-zero,
-    no yosys it started survives, and results/ holds no resources.json and no temporary file."""
+@pytest.mark.parametrize(("check", "tools", "result"), [
+    ("--resources", ("yosys",), RESOURCES_FILE), ("--rtl", ("vvp",), RTL_RESULTS)])
+def test_sigterm_ends_the_tools_and_writes_nothing(project: Path, check: str, tools: tuple[str, ...], result: str):
+    """SIGTERM to a real ``fpgaplace sim --resources`` (``--rtl``) while yosys (the simulator, vvp)
+    runs: the command exits non-zero, no tool it started survives, and results/ holds no result
+    file and no temporary file."""
     results = project / RESULTS_DIR
-    (results / RESOURCES_FILE).unlink(missing_ok=True)
-    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", "--resources",
+    (results / result).unlink(missing_ok=True)
+    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", check,
                "--jobs", "1", "--stages", "*/conv2d"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -131,9 +134,9 @@ def test_sigterm_ends_yosys_and_writes_nothing(project: Path, tmp_path: Path):
         deadline = time.monotonic() + 300
         seen: list[int] = []
         while not seen and time.monotonic() < deadline and process.poll() is None:
-            seen = _yosys_below(process.pid)
+            seen = _tools_below(process.pid, tools)
             time.sleep(0.2)
-        assert seen, f"no yosys started: {process.poll()}"
+        assert seen, f"no {tools[0]} started: {process.poll()}"
         process.send_signal(signal.SIGTERM)
         code = process.wait(timeout=60)
     finally:
@@ -141,8 +144,8 @@ def test_sigterm_ends_yosys_and_writes_nothing(project: Path, tmp_path: Path):
             process.kill()
     assert code != 0
     time.sleep(0.5)
-    assert not [pid for pid in seen if _alive(pid)], "a yosys outlived the interrupted run"
-    assert not (results / RESOURCES_FILE).exists()
+    assert not [pid for pid in seen if _alive(pid)], f"a {tools[0]} outlived the interrupted run"
+    assert not (results / result).exists()
     assert not [p for p in results.rglob("*") if p.name.startswith(".") or p.suffix == ".tmp"]
 
 

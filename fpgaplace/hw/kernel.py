@@ -655,6 +655,17 @@ class Kernel:
         one-line error for a kernel the RTL op library lacks."""
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
 
+    def frame_rows(self, config: dict[str, Any]) -> int | None:
+        """The output rows a sample of this layer streams, where its RTL takes the frame row by
+        row and a frame of fewer rows is the same unit with only its height changed
+        (``cut_rows``); None (the default): the layer is simulated whole."""
+        return None
+
+    def cut_rows(self, config: dict[str, Any], rows: int) -> dict[str, Any]:
+        """The layer's config cut to its first ``rows`` output rows (``frame_rows``), for simulating
+        a band of the frame instead of the whole; a one-line error where the kernel has none."""
+        raise FpgaplaceError(f"{self.name}: no frame cut (the layer is simulated whole)")
+
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
         """A smaller layer (config and arrays) whose RTL at ``fold`` has this layer's DSPs exactly, for

@@ -65,6 +65,23 @@ class WindowKernel(Kernel):
         ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
         return (math.ceil(buffer.copies * ebrs / 2), 0, buffer.copies * luts)
 
+    def frame_rows(self, config: dict[str, Any]) -> int | None:
+        """A windowed unit streams its ``HO`` output rows; none for a global pool (one output row),
+        behind a zero-inserting front (``UH``, its frame is the inserted one) or where a pool
+        excludes the padding (its per-position divisors are arrays of the whole frame)."""
+        if self.global_ or config.get("EXCLUDE_PAD") or any(key in config for key in ("UH", "UW", "XH", "XW")):
+            return None
+        return int(config["HO"]) if int(config["HO"]) > 1 else None
+
+    def cut_rows(self, config: dict[str, Any], rows: int) -> dict[str, Any]:
+        """The first ``rows`` output rows and the input rows they read, the frame's bottom kept as
+        it is (its padding and any row a stride leaves unread): ``H - (HO - rows) * SH`` input
+        rows. The unit's Verilog differs from the whole layer's only in ``H``, ``HO`` and the
+        widths of the counters over them. O(1)."""
+        if self.frame_rows(config) is None or not 1 <= rows <= config["HO"]:
+            raise FpgaplaceError(f"{self.name}: cannot cut a frame of {config.get('HO')} output rows to {rows}")
+        return {**config, "H": config["H"] - (config["HO"] - rows) * config["SH"], "HO": rows}
+
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
         """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency."""

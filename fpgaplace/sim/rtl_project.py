@@ -30,12 +30,16 @@ from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import JOB_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, STAGES_FILE, cell_name
 from fpgaplace.project.record import Core, load
 from fpgaplace.sim.rtl import phase_result, run_cocotb, stream_phases
-from fpgaplace.sim.stages import Module, StageRef, cached, layer_modules, module_key, select
+from fpgaplace.sim.stages import Cut, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
 from fpgaplace.util.tools import default_jobs, interruptible, run_parallel
 
 RTL_RESULTS = "rtl.json"
+FIRST_CUT_ROWS = 3  # output rows of the first band a frame is timed on (``cut_heights``)
+BAND_STEADY = 2  # a band's back-to-back samples: its interval is the second's end less the first's
+CUT_COST = (4, 2)  # sample-times of each band's run: random phase and back to back, then back to back only
+CUT_WORTH = 0.7  # the bands are simulated where they cost less than this share of the whole frame
 
 
 @dataclass(frozen=True)
@@ -67,10 +71,39 @@ class StageResult:
     cycles_measured: float
     cycles_model: int
     cached: bool = field(default=False, compare=False)
+    cut: FrameCut | None = None  # timed on two bands of the frame and extrapolated (``extrapolate``)
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kernel": self.kernel, "bit_exact": self.bit_exact,
-                "cycles_measured": self.cycles_measured, "cycles_model": self.cycles_model}
+                "cycles_measured": self.cycles_measured, "cycles_model": self.cycles_model} | (
+                    {"cut": self.cut.to_json()} if self.cut is not None else {})
+
+
+@dataclass(frozen=True)
+class FrameCut:
+    """A stage timed on its frame's first ``rows[0]`` and ``rows[1]`` output rows (steady cycles a
+    sample ``cycles``) instead of its ``frame_rows``: ``per_row`` and ``per_frame`` of the line
+    through the two, the frame's cycles ``per_frame + frame_rows * per_row`` (``extrapolate``)."""
+
+    rows: tuple[int, int]
+    cycles: tuple[float, float]
+    frame_rows: int
+
+    @property
+    def per_row(self) -> float:
+        return (self.cycles[1] - self.cycles[0]) / (self.rows[1] - self.rows[0])
+
+    @property
+    def per_frame(self) -> float:
+        return self.cycles[0] - self.rows[0] * self.per_row
+
+    @property
+    def frame_cycles(self) -> float:
+        return extrapolate(self.rows, self.cycles, self.frame_rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"rows": list(self.rows), "cycles": list(self.cycles), "frame_rows": self.frame_rows,
+                "per_row": self.per_row, "per_frame": self.per_frame}
 
 
 @dataclass(frozen=True)
@@ -83,6 +116,30 @@ class RtlResult:
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "cores": [core.to_json() for core in self.cores]}
+
+
+def extrapolate(rows: tuple[int, int], cycles: tuple[float, float], frame_rows: int) -> float:
+    """Steady cycles a sample of a frame of ``frame_rows`` output rows from those measured on two
+    bands of it (``rows``, ``cycles``): the line through the two points, ``c1 + (R - r1) * (c2 -
+    c1) / (r2 - r1)``. Exact where every row past the first band costs the same (a line-buffered
+    window unit: the rows inside the frame are alike, the top and bottom edges are in both
+    bands); ``test_frame_cuts`` checks it against whole frames. O(1)."""
+    per_row = (cycles[1] - cycles[0]) / (rows[1] - rows[0])
+    return cycles[0] + (frame_rows - rows[0]) * per_row
+
+
+def cut_heights(frame_rows: int | None, config: dict[str, Any] | None = None) -> tuple[int, int] | None:
+    """The two bands (output rows) a stage of ``frame_rows`` rows is timed on: ``FIRST_CUT_ROWS``
+    and one more, or as many rows as the window spans in strides where that is more (so the first
+    band has a row clear of the top edge's padding); None where simulating the whole frame costs
+    less: two bands cost about ``CUT_COST`` sample-times of their rows against five of the
+    frame's (a random phase of about two, three back to back; a band runs two)."""
+    if frame_rows is None:
+        return None
+    span = 0 if config is None else -(-(config.get("DH", 1) * (config["KH"] - 1) + 1) // config["SH"])
+    rows = (max(FIRST_CUT_ROWS, span), max(FIRST_CUT_ROWS, span) + 1)
+    cheaper = CUT_COST[0] * rows[0] + CUT_COST[1] * rows[1] < CUT_WORTH * 5 * frame_rows
+    return rows if rows[1] < frame_rows and cheaper else None
 
 
 def core_values(record: Core, arrays: list[dict[str, np.ndarray]], inputs: list[np.ndarray]) -> dict[str, np.ndarray]:
@@ -171,31 +228,46 @@ def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
 
 def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, steady: int = 3,
                             progress: Callable[[str], None] | None = None, simulator: str | None = None,
-                            jobs: int | None = None, stages: str | None = None) -> RtlResult:
+                            jobs: int | None = None, stages: str | None = None,
+                            cut: Callable[[StageRef, int], Cut | None] | None = None) -> RtlResult:
     """Every layer of ``project`` (or those ``stages`` picks, ``fpgaplace.sim.stages.select``) in RTL
     alone, at its folding: its module (``rtl/<core>/``) on its inputs from the integer reference of
     ``samples`` random core inputs (with random gaps and backpressure, then ``steady`` back to
     back), every output compared bit-exactly, its steady cycles per sample beside the op
-    library's. ``jobs`` simulations go side by side (default: this machine's cores), each result
-    cached by the module and its stimuli; an interrupt ends the simulators and writes nothing. A
-    core's result gathers its stages: bit-exact if all are, cycles the slowest stage's (its
-    interval), model cycles the slowest layer's. Writes ``results/rtl.json`` atomically.
-    O(sum over stages of cycles x lanes) simulator steps, the stages side by side."""
+    library's. With ``cut`` (a stage cut to a band of output rows, ``fpgaplace.flow.checks.frame_cuts``)
+    a stage that streams a frame of rows is simulated on two bands of it instead (``cut_heights``;
+    the inputs' first rows, every output checked against the cut layer's reference) and its
+    frame's cycles extrapolated (``extrapolate``). ``jobs`` simulations go side by side (default:
+    this machine's cores), each result cached by the module and its stimuli; an interrupt ends the
+    simulators and writes nothing. A core's result gathers its stages: bit-exact if all are,
+    cycles the slowest stage's (its interval), model cycles the slowest layer's. Writes
+    ``results/rtl.json`` atomically. O(sum over stages of cycles x lanes) simulator steps, the
+    stages side by side."""
     project = Path(project)
     design = load(project)
     refs = select(design, stages)
     cores = {ref.core.name: ref.core for ref in refs}
-    inputs = {name: _stage_stimuli(project, core, samples, seed) for name, core in cores.items()}
+    arrays = {name: load_arrays(project, core) for name, core in cores.items()}
+    inputs = {name: _stage_stimuli(core, arrays[name], samples, seed) for name, core in cores.items()}
     ports = {name: _stage_ports(project, core) for name, core in cores.items()}
     modules = {name: layer_modules(project, core) for name, core in cores.items()}
     jobs = jobs or default_jobs()
     if progress is not None:
         progress(f"RTL simulation: {len(refs)} stages alone, {jobs} at a time")
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch, interruptible():
-        tasks = [(f"RTL {ref.name} ({ref.layer.kernel})", partial(
-            _simulate_stage, project, ref, modules[ref.core.name][ref.index], ports[ref.core.name][ref.index],
-            inputs[ref.core.name], Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}", seed, steady, simulator))
-            for ref in refs]
+        tasks = []
+        for ref in refs:
+            folder = Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}"
+            whole = StageRun(modules[ref.core.name][ref.index], ports[ref.core.name][ref.index], None)
+            frame = KERNELS[ref.layer.kernel].frame_rows(ref.layer.config)
+            heights = cut_heights(frame, ref.layer.config) if cut else None
+            bands = [cut(ref, rows) for rows in heights] if cut and heights else []
+            runs = ([StageRun(band.module, band.ports, band) for band in bands] if bands and all(bands)
+                    else [whole])
+            bands_named = ", rows " + " and ".join(str(run.cut.rows) for run in runs if run.cut) if runs[0].cut else ""
+            label = f"RTL {ref.name} ({ref.layer.kernel}{bands_named})"
+            tasks.append((label, partial(_simulate_stage, project, ref, runs, arrays[ref.core.name][ref.index],
+                                         inputs[ref.core.name], folder, seed, steady, simulator)))
         results = run_parallel(tasks, jobs, progress)
     gathered = []
     for name, core in cores.items():
@@ -208,9 +280,18 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     return result
 
 
-def _stage_stimuli(project: Path, core: Core, samples: int, seed: int) -> list[dict[str, np.ndarray]]:
+@dataclass(frozen=True)
+class StageRun:
+    """One simulation of a stage: its module and ports, the whole layer's or a band's (``cut``)."""
+
+    module: Module
+    ports: dict[str, Any]
+    cut: Cut | None
+
+
+def _stage_stimuli(core: Core, arrays: list[dict[str, np.ndarray]], samples: int,
+                   seed: int) -> list[dict[str, np.ndarray]]:
     """Every tensor of ``samples`` random inputs of ``core`` through its integer reference."""
-    arrays = load_arrays(project, core)
     return [core_values(core, arrays, sample) for sample in random_samples(core, samples, seed)]
 
 
@@ -226,28 +307,56 @@ def _stage_ports(project: Path, core: Core) -> list[dict[str, Any]]:
     return ports
 
 
-def _simulate_stage(project: Path, ref: StageRef, module: Module, ports: dict[str, Any],
+def _simulate_stage(project: Path, ref: StageRef, runs: list[StageRun], arrays: dict[str, np.ndarray],
                     samples: list[dict[str, np.ndarray]], folder: Path, seed: int, steady: int,
-                    simulator: str | None, warmup: int = 1) -> StageResult:
-    """One layer's module alone on its reference inputs (``simulate_project_stages``), or its
-    cached result."""
+                    simulator: str | None) -> StageResult:
+    """One layer's module alone on its reference inputs (``simulate_project_stages``): the whole
+    frame (one run), or two bands of it (each on the inputs' first rows, checked against the cut
+    layer's reference; the first band also with random gaps and backpressure; ``BAND_STEADY``
+    samples back to back, the interval between the first two ends) whose cycles give the
+    frame's (``extrapolate``). Each run's result is cached."""
     layer = ref.layer
-    per_port = [np.stack([values[t].astype(np.int8) for values in samples]) for t in layer.inputs]
-    expected = np.stack([values[layer.output] for values in samples]).astype(np.int64)
-    job = {"inputs": ports["inputs"], "outputs": ports["outputs"],
-           "cycle_limit": 64 * max(1, layer.cycles) * (len(samples) + steady) + 5000,
-           "phases": stream_phases(per_port, steady)}
+    values = []
+    for k, run in enumerate(runs):
+        per_port = [np.stack([v[t].astype(np.int8)[:port["length"]] for v in samples])
+                    for t, port in zip(layer.inputs, run.ports["inputs"], strict=True)]
+        if run.cut is None:
+            expected = np.stack([v[layer.output] for v in samples]).astype(np.int64)
+        else:
+            kernel = KERNELS[layer.kernel]
+            expected = np.stack([kernel.reference(run.cut.config, arrays, list(vectors), rows=layer.rows).reshape(-1)
+                                 for vectors in zip(*per_port, strict=True)]).astype(np.int64)
+        band_steady = (BAND_STEADY, 0) if run.cut else (steady, 1)
+        values.append(_stage_run(project, run, per_port, expected, folder / f"run{k}", seed, band_steady[0], simulator,
+                                 random_phase=k == 0, model_cycles=layer.cycles, warmup=band_steady[1]))
+    bit_exact = all(value["bit_exact"] for value, _ in values)
+    hit = all(cached_ for _, cached_ in values)
+    if runs[0].cut is None:
+        return StageResult(ref.name, layer.kernel, bit_exact, values[0][0]["cycles"], layer.cycles, hit)
+    frame = FrameCut((runs[0].cut.rows, runs[1].cut.rows), (values[0][0]["cycles"], values[1][0]["cycles"]),
+                     KERNELS[layer.kernel].frame_rows(layer.config))
+    return StageResult(ref.name, layer.kernel, bit_exact, frame.frame_cycles, layer.cycles, hit, frame)
+
+
+def _stage_run(project: Path, run: StageRun, per_port: list[np.ndarray], expected: np.ndarray, folder: Path,
+               seed: int, steady: int, simulator: str | None, random_phase: bool, model_cycles: int,
+               warmup: int = 1) -> tuple[dict[str, Any], bool]:
+    """One simulation of a stage's module (``run``) on ``per_port`` (the random phase only where
+    ``random_phase``), its outputs against ``expected``: ``{"bit_exact", "cycles"}`` (steady cycles
+    a sample), cached by the module and the job; and whether it came from the cache."""
+    phases = stream_phases(per_port, steady)
+    phases = phases if random_phase else phases[1:]
+    job = {"inputs": run.ports["inputs"], "outputs": run.ports["outputs"],
+           "cycle_limit": 64 * max(1, model_cycles) * (len(expected) + steady) + 5000, "phases": phases}
     want = {"random": expected, "steady": np.resize(expected, (steady, expected.shape[1]))}
 
-    def run() -> dict[str, Any]:
-        results = run_cocotb(module.top, _write_module(module, folder), folder, job, seed, simulator)
-        phases = [phase_result(phase["name"], result, want[phase["name"]], warmup)
-                  for phase, result in zip(job["phases"], results, strict=True)]
-        return {"bit_exact": all(phase.bit_exact for phase in phases), "cycles": phases[1].cycles_per_vector}
+    def simulate() -> dict[str, Any]:
+        results = run_cocotb(run.module.top, _write_module(run.module, folder), folder, job, seed, simulator)
+        checked = [phase_result(phase["name"], result, want[phase["name"]], warmup)
+                   for phase, result in zip(job["phases"], results, strict=True)]
+        return {"bit_exact": all(phase.bit_exact for phase in checked), "cycles": checked[-1].cycles_per_vector}
 
-    key = module_key(module, "rtl", simulator or "default", job)
-    value, hit = cached(project, "rtl", key, run)
-    return StageResult(ref.name, layer.kernel, value["bit_exact"], value["cycles"], layer.cycles, hit)
+    return cached(project, "rtl", module_key(run.module, "rtl", simulator or "default", job), simulate)
 
 
 def _write_module(module: Module, folder: Path) -> list[Path]:

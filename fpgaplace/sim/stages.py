@@ -64,6 +64,18 @@ class StageRef:
         return (f"{core}/{self.layer.op}", f"{core}/{self.index}", f"{core}/{self.layer.kernel}")
 
 
+@dataclass(frozen=True)
+class Cut:
+    """A stage cut to the first ``rows`` output rows of its frame (``Kernel.cut_rows``): its config,
+    its module (the layer's own Verilog rendered again with only the frame height changed) and its
+    stream ports as ``sim/<core>/stages.json`` gives a layer's."""
+
+    rows: int
+    config: dict[str, Any]
+    module: Module
+    ports: dict[str, Any]
+
+
 def select(design: DesignRecord, patterns: str | None) -> list[StageRef]:
     """The stages of ``design`` (in core and layer order) matching any of the comma-separated
     ``patterns`` (every stage when None); a pattern that matches none is a one-line error."""

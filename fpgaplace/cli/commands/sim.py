@@ -31,6 +31,9 @@ def sim(
     whole_cores: Annotated[bool, typer.Option(
         "--whole-cores", help="--rtl simulates every core's top as one (its first-output latency too; slow for "
         "wide cores) instead of each layer alone.")] = False,
+    whole_frames: Annotated[bool, typer.Option(
+        "--whole-frames", help="--rtl simulates each layer on whole samples instead of timing two bands of a "
+        "frame's rows and extrapolating its cycles (slower).")] = False,
     dsp_only: Annotated[bool, typer.Option(
         "--dsp-only", help="--resources counts DSPs only: yosys stops once they are mapped, on each layer's DSP probe "
         "(fewer output channels, a smaller frame, the same lanes): exact DSPs in a fraction of the time "
@@ -59,9 +62,12 @@ def sim(
 
         if whole_cores and stages:
             raise FpgaplaceError("sim: --stages picks layers, --whole-cores simulates whole cores; give one")
+        from fpgaplace.flow.checks import frame_cuts
+
         document["rtl"] = (rtl_project.simulate_project_rtl(project, progress=progress) if whole_cores else
-                           rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs,
-                                                               stages=stages)).to_json()
+                           rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs, stages=stages,
+                                                               cut=None if whole_frames else frame_cuts(project))
+                           ).to_json()
     if resources:
         from fpgaplace.flow.checks import dsp_probes
         from fpgaplace.sim.yosys import project_resources
