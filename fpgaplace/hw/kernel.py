@@ -718,15 +718,21 @@ class Kernel:
         """Every DSP of the stage: MAC lanes and requantizers."""
         return self.mac_dsps(g, fold, core) + self.requantizer_dsps(g, fold, core)
 
-    def fixed_bytes(self, g: Geometry) -> int:
+    def fixed_bytes(self, g: Geometry, core: FpgaCore | None = None) -> int:
         """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
-        output channel, and its line buffer, which is byte-wide: a BRAM36 holds 4096 of its bytes
-        (4096 x 9 bits), so it is charged in whole blocks of 36 Kbit as it will occupy them."""
-        line = bits_to_bytes(g.linebuffer_bytes, g.activation_bits)
+        output channel, and its line buffer (``line_buffer_bytes`` on ``core``), which is
+        byte-wide: a BRAM36 holds 4096 of its bytes (4096 x 9 bits), so it is charged in whole
+        blocks of 36 Kbit as it will occupy them."""
+        line = self.line_buffer_bytes(g, core)
         if line:
             blocks, _, _ = memory_blocks(8, line)
             line = max(line, blocks * BRAM36_BYTES)
         return (CHANNEL_WORD_BITS // 8 * g.channels if self.uses_dsp else 0) + line
+
+    def line_buffer_bytes(self, g: Geometry, core: FpgaCore | None) -> int:
+        """The line buffer's bytes before a folding is chosen: the HLS kernel's
+        (``Geometry.linebuffer_bytes`` at the activations' width). O(1)."""
+        return bits_to_bytes(g.linebuffer_bytes, g.activation_bits)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         if self.free:

@@ -159,7 +159,7 @@ class MatMul(Kernel):
                          DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + REQUANT_LUTS + lutram,
                          DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
 
-    def fixed_bytes(self, g: Geometry) -> int:
+    def fixed_bytes(self, g: Geometry, core: FpgaCore | None = None) -> int:
         """The operand buffers, charged in whole BRAM36 blocks as they occupy them (byte-wide)."""
         blocks, _, _ = memory_blocks(8, g.linebuffer_bytes)
         return max(g.linebuffer_bytes, blocks * BRAM36_BYTES)

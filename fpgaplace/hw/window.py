@@ -82,6 +82,17 @@ class WindowKernel(Kernel):
             raise FpgaplaceError(f"{self.name}: cannot cut a frame of {config.get('HO')} output rows to {rows}")
         return {**config, "H": config["H"] - (config["HO"] - rows) * config["SH"], "HO": rows}
 
+    def line_buffer_bytes(self, g: Geometry, core: FpgaCore | None) -> int:
+        """On a family built from the RTL op library (ECP5), the window unit's line buffer as
+        ``line_buffer`` lays it out for one read lane (the folding is not chosen yet: a wider one
+        adds a copy per lane, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
+        of a row)."""
+        if self.global_ or not _family(core).rtl_built:
+            return super().line_buffer_bytes(g, core)
+        fold = Folding()
+        buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
+        return math.ceil(buffer.rows * buffer.row_elems * g.activation_bits / 8)
+
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
         """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency."""

@@ -102,15 +102,15 @@ def plan_at_precision(op: Op, graph: OpGraph, precision: float) -> tuple[hw.Kern
     return kernel, with_precision(geometry, *op_bits(op, graph, precision_bits(precision)))
 
 
-def kernel_bytes(op: Op, graph: OpGraph, precision: float) -> tuple[int, int]:
+def kernel_bytes(op: Op, graph: OpGraph, precision: float, core: FpgaCore | None = None) -> tuple[int, int]:
     """(weight bytes at the weights' width, fixed on-chip bytes) of ``op``'s kernel: what it keeps
-    on chip only when resident, and what it keeps wherever its weights are (line buffer,
-    per-channel words); (0, 0) for ops no core runs. O(1) per op."""
+    on chip only when resident, and what it keeps wherever its weights are (line buffer as
+    ``core``'s family lays it out, per-channel words); (0, 0) for ops no core runs. O(1) per op."""
     planned = plan_at_precision(op, graph, precision)
     if not planned:
         return 0, 0
     kernel, geometry = planned
-    return kernel.weight_bytes(geometry, bits=geometry.weight_bits), kernel.fixed_bytes(geometry)
+    return kernel.weight_bytes(geometry, bits=geometry.weight_bits), kernel.fixed_bytes(geometry, core)
 
 
 def kernel_weight_bytes(op: Op, graph: OpGraph, precision: float) -> int:
@@ -125,7 +125,8 @@ def resident_budget(graph: OpGraph, board: Board, precision: float) -> float:
     model with many of them, as DenseNet's 120 convs and 120 batch norms, keeps fewer weights on
     chip and the whole of it still fits the cores, with room for the DP's pieces to differ). O(n)."""
     areas = [weight_area(core.onchip_bytes) for core in board.cores]
-    fixed = (kernel_bytes(op, graph, precision)[1] for op in graph.ops.values())
+    core = board.cores[0] if board.cores else None  # a board's cores share its part's family
+    fixed = (kernel_bytes(op, graph, precision, core)[1] for op in graph.ops.values())
     held = sum(nbytes for nbytes in fixed if nbytes <= max(areas, default=0))
     return RESIDENT_BUDGET * max(0, sum(areas) - held)
 
@@ -147,11 +148,11 @@ def resident_ops(graph: OpGraph, board: Board, precision: float) -> set[str]:
     return chosen
 
 
-def on_chip_plan(op: Op, graph: OpGraph, precision: float, resident: bool) -> OnChipPlan:
+def on_chip_plan(op: Op, graph: OpGraph, precision: float, resident: bool, core: FpgaCore | None = None) -> OnChipPlan:
     """m(v): the kernel's fixed on-chip bytes (line buffer at the input's width, per-channel words)
     plus its weights at their width when they stay resident; weights that do not cross the DRAM
     link at every run."""
-    weights, fixed = kernel_bytes(op, graph, precision)
+    weights, fixed = kernel_bytes(op, graph, precision, core)
     return OnChipPlan(fixed + weights, 0) if resident else OnChipPlan(fixed, weights)
 
 
@@ -165,7 +166,7 @@ def fpga_latency_us(op: Op, graph: OpGraph, core: FpgaCore, board: Board, plan: 
     if not planned:
         return math.inf
     kernel, geometry = planned
-    if kernel.fixed_bytes(geometry) > weight_area(core.onchip_bytes):
+    if kernel.fixed_bytes(geometry, core) > weight_area(core.onchip_bytes):
         return math.inf
     cycles = max(kernel.ideal_cycles(geometry, core), streamed_cycles(plan.streamed_bytes, core, board.dram))
     return hw.cycles_to_us(cycles, core)

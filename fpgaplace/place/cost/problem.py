@@ -122,7 +122,7 @@ def op_costs(graph: OpGraph, board: Board, options: CostOptions = CostOptions())
     costs = []
     for name in graph.topological_order():
         op = graph.ops[name]
-        plan = on_chip_plan(op, graph, precision, name in resident)
+        plan = on_chip_plan(op, graph, precision, name in resident, board.cores[0] if board.cores else None)
         nbytes = output_bytes(op, graph, precision)
         latency = {kind: fpga_latency_us(op, graph, cores[0], board, plan, precision) for kind, cores in core_kinds}
         for kind, cpus in cpu_kinds(board):
