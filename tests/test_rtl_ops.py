@@ -251,3 +251,21 @@ def test_unknown_simulator_is_a_one_line_error():
 
     with pytest.raises(FpgaplaceError, match="expected one of icarus, verilator, got 'modelsim'"):
         simulator("modelsim")
+
+
+def test_a_build_failure_says_the_tools_words_after_its_folder_is_gone(tmp_path: Path):
+    """A Verilog syntax error stops the build with iverilog's own line in the message, so it still
+    says what went wrong when the (often temporary) build folder has been removed."""
+    import shutil
+
+    from fpgaplace.sim.rtl import run_cocotb
+
+    folder = tmp_path / "unit"
+    folder.mkdir()
+    (folder / "broken.v").write_text("module broken(input clk);\n  wire w = ;\nendmodule\n")
+    with pytest.raises(FpgaplaceError) as caught:
+        run_cocotb("broken", [folder / "broken.v"], folder, {}, seed=1)
+    shutil.rmtree(folder)
+    message = str(caught.value)
+    assert message.startswith("rtl: building broken failed") and "\n" not in message, message
+    assert "broken.v:2" in message and "syntax error" in message.lower(), message

@@ -99,6 +99,18 @@ def simulator(name: str | None = None) -> str:
     return chosen
 
 
+def first_error(log: Path) -> str:
+    """The tool's own words for a failure, so the message holds them after ``log``'s folder (often a
+    temporary one) is gone: the first line of ``log`` that says error (or fail), else its last line,
+    stripped. O(lines of the log)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"no log at {log}"
+    flagged = [line for line in lines if "error" in line.lower() or "fail" in line.lower()]
+    return (flagged or lines or [f"{log} is empty"])[0]
+
+
 def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any], seed: int,
                simulator_name: str | None = None, testbench: str = STREAM_TESTBENCH) -> Any:
     """Build the Verilog ``sources`` (in ``folder`` with their ROM files) with the simulator
@@ -126,13 +138,13 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     except FpgaplaceError:
         raise
     except SystemExit as error:
-        raise FpgaplaceError(f"rtl: simulation of {top} failed (exit {error.code}); see {log}") from None
+        raise FpgaplaceError(f"rtl: simulation of {top} failed (exit {error.code}): {first_error(log)}") from None
     except Exception as error:  # a build error raises CalledProcessError
-        raise FpgaplaceError(f"rtl: building {top} failed ({type(error).__name__}); "
-                             f"see {folder / 'build.log'}") from None
+        raise FpgaplaceError(f"rtl: building {top} failed ({type(error).__name__}): "
+                             f"{first_error(folder / 'build.log')}") from None
     tests, failed = get_results(xml)
     if failed or not results_file.exists():
-        raise FpgaplaceError(f"rtl: the testbench of {top} failed ({failed} of {tests}); see {log}")
+        raise FpgaplaceError(f"rtl: the testbench of {top} failed ({failed} of {tests}): {first_error(log)}")
     return json.loads(results_file.read_text())
 
 
