@@ -63,18 +63,22 @@ def test_of_two_inputs_the_later_counts():
 
 def test_an_operand_that_waits_is_buffered_for_the_samples_in_flight():
     """An add's early operand waits for its late one (``hw.buffers.reader_buffers``): its FIFO
-    holds what the early producer writes meanwhile, a sample every interval; the forked input
-    holds at least a whole sample a branch; a plain edge nothing beyond its two beats."""
+    holds what the early producer writes meanwhile, a sample every interval; a forked input
+    nothing more than its wait (no whole sample a branch); a concat's inputs a turn (a row of its
+    output) beyond their wait; a plain edge nothing beyond its two beats."""
     from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, reader_buffers
 
     stages = [(["x"], "fast", lane(8)), (["x"], "slow", unit_fill(8, 1, 8, 40, 40)), (["fast", "slow"], "y", lane(8))]
     sizes = {"x": 8, "fast": 8, "slow": 8, "y": 8}
     held = reader_buffers(stages, ["y"], sizes, interval=8)
-    assert held["x"] == [8, 8] and held["y"] == [0]
+    assert held["x"] == [0, 0] and held["y"] == [0]
     times = stage_times(stages)
     wait = times["slow"][0] - times["fast"][0]  # the add starts on its later operand's first beat
     assert held["fast"][0] >= 8 * (wait // 8) > 8 * 3 and held["slow"] == [0]
     assert fifo_beats(held["fast"][0], 8) > PLAIN_BEATS == fifo_beats(held["y"][0], 1)
+    turned = reader_buffers(stages, ["y"], sizes, interval=8, turns={"y": 6})
+    assert turned["fast"] == [held["fast"][0] + 6] and turned["slow"] == [6]
+    assert reader_buffers(stages, ["y"], sizes, interval=8, turns={"y": 20})["slow"] == [8]  # at most a sample
 
 
 @pytest.fixture(scope="module")
@@ -182,3 +186,30 @@ def test_conv_chain_latency_is_the_rtl_s(tmp_path: Path):
     (core,) = load(project).cores
     assert sum(layer.kernel == "conv2d" for layer in core.layers) == 5
     assert_sim_latency_is_the_rtl_s(project, tmp_path)
+
+
+def test_the_layers_are_folded_around_their_fifos(one_core_cnn_design, tmp_path):
+    """A core whose budget holds the layers as first folded but not the FIFOs beside them (the
+    residual skip's, ``hw.buffers``): compile folds the layers again in what the FIFOs leave, or
+    says in one line that no folding leaves room for them; it never writes a core over budget."""
+    from dataclasses import replace
+
+    from fpgaplace.util.errors import FpgaplaceError
+
+    folder, _ = one_core_cnn_design
+    (core,) = load(folder).cores
+    layers = {key: sum(layer.resources[key] for layer in core.layers) for key in core.resources}
+    key = next(key for key in ("bram36", "lut") if core.resources[key] > layers[key])  # the FIFOs' memory
+    tight = core.resources[key] - 1
+    board = load_board(ONE_CORE_BOARD)
+    board = replace(board, cores=[replace(c, **{key: tight}) for c in board.cores])
+    design = Design(zoo.cnn_residual(batch=1, image=16), board, profile_cpu=False)
+    try:
+        design.compile(tmp_path / "tight", random_samples=CALIBRATION)
+    except FpgaplaceError as error:
+        assert "FIFOs in front of its stages' readers" in str(error) and "\n" not in str(error), error
+        assert not (tmp_path / "tight").exists()
+    else:
+        (folded,) = load(tmp_path / "tight").cores
+        assert folded.resources[key] <= tight and folded.resources[key] > sum(
+            layer.resources[key] for layer in folded.layers)

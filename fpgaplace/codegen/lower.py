@@ -21,10 +21,13 @@ import numpy as np
 
 from fpgaplace.board.model import FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
+from fpgaplace.hw.buffers import buffer_memory, producer_widths, reader_buffers
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
+from fpgaplace.hw.geometry import Resources, core_budget
 from fpgaplace.hw.lowering import Layer, LayerContext
 from fpgaplace.hw.lstm_cell import wide_cells, widen_cell_states
 from fpgaplace.hw.qdq import QdqIndex
+from fpgaplace.hw.registry import layer_stages, layer_turns
 from fpgaplace.model.ir import Op, OpGraph
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -56,6 +59,13 @@ class CoreDesign:
     folding: CoreFolding
     batch: int
     aliases: dict[str, str] = field(default_factory=dict)  # int8 tensor -> the layer output it equals
+    # elements the FIFO in front of each reader of a tensor holds (hw.buffers.reader_buffers)
+    buffers: dict[str, list[int]] = field(default_factory=dict)
+
+    @property
+    def fifo_resources(self) -> Resources:
+        """The memory of the core's FIFOs deeper than two beats (``hw.buffers.buffer_memory``)."""
+        return fifo_memory(self.layers, self.buffers, self.core)
 
 
 def _lower(ctx: LayerContext, op: Op) -> Layer | list[Layer] | tuple[str, str] | None:
@@ -125,10 +135,6 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
         geometries = {k: _stage(layer, graph).geometry for k, layer in enumerate(layers)}
         layers = widen_cell_states(layers, index, geometries)
     stages = [_stage(layer, graph) for layer in layers]
-    folding = _fold_streaming_if_needed(stages, layers, core, dram)
-    for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
-        layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
-        layer.geometry = stage.geometry
     produced = {layer.output for layer in layers}
     inputs: dict[str, CoreTensor] = {}
     for layer in layers:
@@ -141,7 +147,65 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
             a for a, src in alias.items() if src == layer.output)])
         if _read_elsewhere(index, graph, q, placed, name)
     ]
-    return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias)
+    sizes = {t.name: numel(per_sample_shape(t, batch)) for t in inputs.values()}
+    read_out = [alias.get(t.name, t.name) for t in outputs]
+    folding, buffers = _fold_with_fifos(stages, layers, core, dram, sizes, read_out)
+    return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias,
+                      buffers)
+
+
+FIFO_FOLDS = 4  # foldings tried with the FIFOs' memory set aside before a core is said not to fit
+
+
+def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link, sizes: dict[str, int],
+                     outputs: list[str]) -> tuple[CoreFolding, dict[str, list[int]]]:
+    """The core's folding and its FIFOs (``hw.buffers.reader_buffers``), together within the
+    core's budget: the FIFOs' depths follow from the folding (its interval and the stages'
+    fills), so the layers are folded again in the budget less the FIFOs' memory until both fit
+    (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the layers'). Sets each
+    layer's folding, cycles, resources and geometry. Raises ``FpgaplaceError`` naming the core and
+    the resource when no folding leaves room for its FIFOs. O(``FIFO_FOLDS`` foldings)."""
+    budget, reserved = core_budget(core), Resources(0, 0, 0, 0, 0)
+    for _ in range(FIFO_FOLDS):
+        room = replace(core, bram36=core.bram36 - reserved.bram36, uram=core.uram - reserved.uram,
+                       lut=core.lut - reserved.lut)
+        if min(room.bram36, room.uram, room.lut) < 0:
+            break
+        folding = replace(_fold_streaming_if_needed(stages, layers, room, dram), core=core)
+        for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
+            layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
+            layer.geometry = stage.geometry
+        buffers = core_buffers(layers, sizes, outputs, folding.interval)
+        fifos = fifo_memory(layers, buffers, core)
+        if not (folding.resources + fifos).over(budget):
+            return folding, buffers
+        reserved = Resources(0, max(reserved.bram36, fifos.bram36), max(reserved.uram, fifos.uram),
+                             max(reserved.lut, fifos.lut), 0)
+    over = (folding.resources + fifos).over(budget)[0]
+    raise FpgaplaceError(f"{core.name}: the FIFOs in front of its stages' readers need {getattr(fifos, over)} "
+                         f"{over} beside the layers' {getattr(folding.resources, over)}, over the core's "
+                         f"{getattr(budget, over)} at every folding tried; place fewer ops on it")
+
+
+def layer_widths(layer: Layer) -> tuple[list[int], int]:
+    """Elements per beat of each input and of the output of a stage, from its folding (the
+    kernel's ``stream_widths``)."""
+    return KERNELS[layer.kernel].stream_widths(layer.geometry, layer.folding, len(layer.inputs))
+
+
+def core_buffers(layers: list[Layer], input_sizes: dict[str, int], outputs: list[str], interval: int
+                 ) -> dict[str, list[int]]:
+    """``hw.buffers.reader_buffers`` of a core's folded ``layers`` (``input_sizes``: elements a
+    sample of each core input; ``outputs``: the layer outputs the core sends out). O(layers + edges)."""
+    sizes = input_sizes | {layer.output: KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
+                           for layer in layers}
+    return reader_buffers(layer_stages(layers), outputs, sizes, interval, layer_turns(layers))
+
+
+def fifo_memory(layers: list[Layer], buffers: dict[str, list[int]], core: FpgaCore) -> Resources:
+    """The memory of ``buffers``' FIFOs, each at its producer's beat (``layer_widths``). O(edges)."""
+    return buffer_memory(buffers, producer_widths((layer.inputs, layer.output, *layer_widths(layer))
+                                                  for layer in layers), core)
 
 
 def _stage(layer: Layer, graph: OpGraph) -> Stage:

@@ -25,10 +25,9 @@ from fpgaplace import __version__, hw
 from fpgaplace.board.model import FpgaCore
 from fpgaplace.codegen.blockdesign.write import write_build_scripts
 from fpgaplace.codegen.host import write_host_driver
-from fpgaplace.codegen.lower import CoreDesign, layer_macs, per_sample_shape
-from fpgaplace.codegen.render import include_dir, layer_widths, plan_core, render_core
+from fpgaplace.codegen.lower import CoreDesign, layer_macs, layer_widths, per_sample_shape
+from fpgaplace.codegen.render import include_dir, plan_core, render_core
 from fpgaplace.codegen.rtl_project import write_rtl_project
-from fpgaplace.hw.buffers import buffer_memory, producer_widths
 from fpgaplace.hw.lowering import graph_batch
 from fpgaplace.hw.registry import core_latency
 from fpgaplace.model.ir import OpGraph
@@ -156,18 +155,12 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
         inputs=[_tensor(t, c.batch, p) for t, p in zip(c.inputs, plan.inputs, strict=True)],
         outputs=[_tensor(t, c.batch, p) for t, p in zip(c.outputs, plan.outputs, strict=True)],
         stages=[_stage(step, c.layers) for step in plan.steps], aliases=c.aliases,
-        streamed_weight_bytes=plan.streamed, resources=(c.folding.resources + buffer_memory(
-            plan.buffers, _producer_widths(c), core)).to_json(),
+        streamed_weight_bytes=plan.streamed, resources=(c.folding.resources + c.fifo_resources).to_json(),
         budget=hw.geometry.core_budget(core).to_json(), compute_interval_cycles=c.folding.compute_interval,
         dram_cycles=c.folding.dram_cycles, binding=c.folding.binding(), interval_cycles=interval,
         interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us,
         latency_cycles=core_latency(c.layers, [c.aliases.get(t.name, t.name) for t in c.outputs], interval),
         buffers=plan.buffers)
-
-
-def _producer_widths(c: CoreDesign) -> dict[str, int]:
-    """``hw.buffers.producer_widths`` of the core's layers (their beats, ``layer_widths``)."""
-    return producer_widths((layer.inputs, layer.output, *layer_widths(layer)) for layer in c.layers)
 
 
 def _beats(layer) -> dict:

@@ -16,14 +16,13 @@ from pathlib import Path
 
 import numpy as np
 
-from fpgaplace.codegen.lower import CoreDesign, numel, per_sample_shape
+from fpgaplace.codegen.lower import CoreDesign, layer_widths, numel, per_sample_shape
 from fpgaplace.hw import KERNELS
-from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, reader_buffers
+from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats
 from fpgaplace.hw.concat import constant_parts
 from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
-from fpgaplace.hw.registry import layer_stages
 from fpgaplace.project.layout import WEIGHTS_FILE
 from fpgaplace.util.templates import environment, template_dir
 
@@ -124,12 +123,6 @@ class _Streams:
         return steps
 
 
-def layer_widths(layer: Layer) -> tuple[list[int], int]:
-    """Elements per beat of each input and of the output of a stage, from its folding (the
-    kernel's ``stream_widths``)."""
-    return KERNELS[layer.kernel].stream_widths(layer.geometry, layer.folding, len(layer.inputs))
-
-
 def port_width(size: int, preferred: int) -> int:
     """The beat of a boundary stream: ``preferred`` when it fits an AXI-Stream port, else the
     widest width that does and divides the tensor."""
@@ -188,11 +181,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
             readers.setdefault(tensor, []).append(slot)
         layer_inputs.append(slots)
     produced = {layer.output: layer_widths(layer)[1] for layer in design.layers}
-    sizes = {t.name: numel(per_sample_shape(t, design.batch)) for t in design.inputs} | {
-        layer.output: KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
-        for layer in design.layers}
-    buffers = reader_buffers(layer_stages(design.layers), [design.aliases.get(t.name, t.name) for t in design.outputs],
-                             sizes, design.folding.interval)
+    buffers = design.buffers
     outputs = []
     for i, t in enumerate(design.outputs):
         size = numel(per_sample_shape(t, design.batch))

@@ -132,6 +132,11 @@ class Concat(Elementwise):
             arrays["constant"] = np.concatenate([stream_order(constants[j][0]) for j in sorted(constants)])
         return Layer(op.name, "concat", [x.name for j, x in enumerate(xs) if j not in constants], y.name, config,
                      arrays)
+    def turn_elements(self, layer: Layer) -> int:
+        """A turn reads one row's run of every input (``stream_parts``): a pixel's channels on a
+        channel concat, the whole sample where the runs are whole tensors. O(inputs)."""
+        return int(np.asarray(layer.arrays["channels"]).sum())
+
     # ---- HLS ----
 
     def output_size(self, config: dict[str, int], arrays: dict[str, np.ndarray], rows: int = 1) -> int:

@@ -593,6 +593,11 @@ class Kernel:
         cycles = self.cycles(g, fold)
         return Fill(reading=cycles, first=STAGE_DELAY, work=cycles + STAGE_DELAY, tail=STAGE_DELAY)
 
+    def turn_elements(self, layer: Layer) -> int:
+        """Elements this stage may leave in front of each input while it reads the others (0: it
+        reads its inputs side by side; ``hw.buffers``). O(1)."""
+        return 0
+
     def layer_fill(self, layer: Layer) -> Fill:
         """The fill of one lowered layer (its geometry and folding set): ``fill``, but where an op
         lowers to several layers each with its own part (a Split's slices), that layer's own. O(1)."""

@@ -162,6 +162,13 @@ def layer_stages(layers: Sequence[Layer]) -> list[tuple[list[str], str, Fill]]:
             for layer in layers if layer.geometry is not None]
 
 
+def layer_turns(layers: Sequence[Layer]) -> dict[str, int]:
+    """By output tensor, the turn of each folded layer that reads its inputs in turn
+    (``Kernel.turn_elements``), which ``hw.buffers.reader_buffers`` adds in front of its inputs. O(layers)."""
+    return {layer.output: turn for layer in layers if layer.geometry is not None
+            and (turn := KERNELS[layer.kernel].turn_elements(layer)) > 0}
+
+
 def colocated_groups(graph: OpGraph) -> list[list[str]]:
     """Ops that must share a device for their kernels to be right: an island's ops, and a
     flatten of a feature map with the path to the dense layers that read it in channels-last
