@@ -224,3 +224,15 @@ def test_ecp5_fixed_bytes_hold_the_rtl_line_buffer_not_the_hls_one():
     assert kernel.line_buffer_bytes(g, zynq) == g.linebuffer_bytes == 3 * 66 * 16
     channel_words = kernel.fixed_bytes(g, zynq) - BRAM36_BYTES
     assert kernel.fixed_bytes(g, ecp5) == channel_words + 2 * BRAM36_BYTES
+
+
+def test_ecp5_fifos_are_priced_in_ebrs_two_a_bram36_block():
+    """A reader FIFO of 256 x 8 bits is one 18 Kbit EBR on ECP5: six of them (the 8-px CNN's
+    residual branches) are three BRAM36 of EBR pairs, not six whole blocks; a Zynq puts each in a
+    block of its own."""
+    from fpgaplace.hw.buffers import buffer_memory
+
+    ecp5, zynq = load_board("ulx3s-85f").cores[0], load_board("zcu104").cores[0]
+    buffers, widths = {"a": [256, 256], "b": [256], "c": [222, 256, 256]}, {"a": 1, "b": 1, "c": 1}
+    assert buffer_memory(buffers, widths, ecp5).bram36 == 3
+    assert buffer_memory(buffers, widths, zynq).bram36 == 6
