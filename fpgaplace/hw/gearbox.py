@@ -18,12 +18,18 @@ The fit (``ECP5_GEARBOX_LUTS``): least squares of the relative error over 35 run
 CCU2C + 4 a TRELLIS_DPR16X4): with a free count, IN_E to 1 for IN_E = 2, 4, 8, 16, 24, 32, 48, 64
 (16 and 32 at two COUNT_W), to 2 for 12, 16, 32, 64, to 4 for 4, 16, 32, to 16 for 16 and 32, and 1
 to 2, 4, 8, 16; with the count tied to IN_E (full), IN_E to 1 for 2, 4, 16, 24, 32, 48, 64, to 2 for
-16, 32, 64, and 1 to 4 and 16. RMS error 15 %, the worst 32 % (ABC's own spread is of that order:
-32 to 1, 2 and 4, the same shifts, gave 3,271, 2,982 and 3,899). Debian's yosys 0.23 maps the
-free-count gearboxes 4 % smaller to 36 % larger (9,053 for 64 to 1). Only a family built from the
-RTL op library (``Family.rtl_built``: ECP5) prices it; a Xilinx project is built from the HLS
-kernels, which have no gearbox (yosys 0.23 ``synth_xilinx -family xc7`` maps the free-count shapes
-to about half the LUT4 count in LUT6s: 3,491 for 64 to 1). O(1).
+16, 32, 64, and 1 to 4 and 16 (``scripts/bench_gearbox.py`` reruns any of them). RMS error 15 %,
+the worst 32 % (ABC's own spread is of that order: 32 to 1, 2 and 4, the same shifts, gave 3,271,
+2,982 and 3,899). Debian's yosys 0.23 maps the free-count gearboxes 4 % smaller to 36 % larger
+(9,053 for 64 to 1). Inside a window unit yosys (flattening, as the ECP5 Makefile's synth does)
+maps less than the unit's parts alone: the 8-px CNN's conv_11 (32 to 1) 4,289 LUT4s flat against
+6,727 unflattened, its gearbox 4,233 of them; conv_18 (64 to 1) 7,173 against 8,873; those units'
+estimates are 14 to 30 % above the flat counts. The same CNN's foldings before the gearbox was
+priced now price at 52,379 LUT4s with the shell, where nextpnr placed 49,203 for a compile of
+about those foldings. Only a family built from the RTL op library (``Family.rtl_built``: ECP5)
+prices it; a Xilinx project is built from the HLS kernels, which have no gearbox (yosys 0.23
+``synth_xilinx -family xc7`` maps the free-count shapes to about half the LUT4 count in LUT6s:
+3,491 for 64 to 1). O(1).
 """
 
 from __future__ import annotations
