@@ -625,7 +625,7 @@ def test_weights_that_fit_no_folding_name_the_core_and_the_resource(tmp_path):
 # --------------------------------------------------------------------------- planned share vs folded interval
 
 FIXTURE_BOARDS = Path(__file__).resolve().parent / "boards"
-TOO_SMALL_FOR_THE_CNN = (str(FIXTURE_BOARDS / "ulx3s-45f-small.yaml"),)  # 16 DSPs a core, no CPU (see below)
+TOO_SMALL_FOR_THE_CNN = (str(FIXTURE_BOARDS / "ulx3s-45f-small.yaml"),)  # 13 DSPs a core, no CPU (see below)
 KV260_TWO_CORES = str(FIXTURE_BOARDS / "kv260-two-cores.yaml")  # the cut the refinement tests were written for
 
 

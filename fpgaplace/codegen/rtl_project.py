@@ -27,6 +27,7 @@ from fpgaplace.board.model import Board, FpgaCore
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.buffers import fifo_beats
+from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
@@ -82,11 +83,9 @@ def add_gearbox(net: Netlist, source: tuple[str, int], name: str, elems: int) ->
     if source[1] == elems:
         return source
     out = net.stream(name, elems)
-    count_bits = source[1].bit_length()
-    net.instance("fp_gearbox", f"{name}_gearbox",
-                 {"IN_E": source[1], "OUT_E": elems, "CAP_BITS": index_bits(2 * (source[1] + elems)),
-                  "COUNT_W": count_bits},
-                 bundle("s_axis", source[0]) | {"s_axis_tcount": f"{count_bits}'d{source[1]}"}
+    gearbox = Gearbox(source[1], elems, source[1].bit_length(), full=True)
+    net.instance("fp_gearbox", f"{name}_gearbox", gearbox.params(),
+                 bundle("s_axis", source[0]) | {"s_axis_tcount": f"{gearbox.count_bits}'d{source[1]}"}
                  | bundle("m_axis", out[0]))
     return out
 

@@ -92,12 +92,8 @@ def buffer_memory(buffers: Mapping[str, Sequence[int]], widths: Mapping[str, int
                   bits: int = 8) -> Resources:
     """The memory of a core's deeper-than-plain FIFOs (``reader_buffers``), each at its tensor's
     producer beat of ``widths[tensor]`` elements of ``bits`` (as the RTL top lays them out), mapped
-    as the family maps a FIFO (``hw.kernel.stream_memory``; LUTs at the family's scale). O(edges)."""
-    bram = uram = luts = 0
-    for tensor, held in buffers.items():
-        for elements in held:
-            beats = fifo_beats(elements, widths[tensor])
-            if beats > PLAIN_BEATS:
-                b, u, lut = stream_memory(bits * widths[tensor], beats, core)
-                bram, uram, luts = bram + b, uram + u, luts + lut
+    together as the family maps FIFOs (``hw.kernel.stream_memory``; LUTs at the family's scale). O(edges)."""
+    fifos = [(bits * widths[tensor], beats) for tensor, held in buffers.items() for elements in held
+             if (beats := fifo_beats(elements, widths[tensor])) > PLAIN_BEATS]
+    bram, uram, luts = stream_memory(fifos, core)
     return Resources(0, bram, uram, round(_family(core).lut_scale * luts), 0)

@@ -506,13 +506,19 @@ def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
 
 
-def stream_memory(width_bits: int, depth: int, core: FpgaCore | None) -> tuple[int, int, int]:
-    """(BRAM36, URAM, LUTRAM LUTs) of one FIFO of ``depth`` words of ``width_bits`` as the core's
-    family maps it: on a family built from the RTL op library (ECP5) ``ecp5_memory`` (two EBRs a
-    BRAM36), elsewhere ``memory_blocks``. O(1)."""
+def stream_memory(fifos: Iterable[tuple[int, int]], core: FpgaCore | None) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUTRAM LUTs) of FIFOs of ``(width_bits, depth)`` as the core's family maps
+    them: on a family built from the RTL op library (ECP5) ``ecp5_memory``, their EBRs summed and
+    then counted two a BRAM36 (a FIFO of one EBR is half a block, not a whole one), elsewhere
+    ``memory_blocks`` each. O(FIFOs)."""
+    fifos = list(fifos)
     if not _family(core).rtl_built:
-        return memory_blocks(width_bits, depth)
-    ebrs, luts = ecp5_memory(width_bits, depth)
+        blocks = [memory_blocks(width_bits, depth) for width_bits, depth in fifos]
+        return (sum(b[0] for b in blocks), sum(b[1] for b in blocks), sum(b[2] for b in blocks))
+    ebrs = luts = 0
+    for width_bits, depth in fifos:
+        e, lut = ecp5_memory(width_bits, depth)
+        ebrs, luts = ebrs + e, luts + lut
     return (math.ceil(ebrs / 2), 0, luts)
 
 

