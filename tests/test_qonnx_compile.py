@@ -175,6 +175,115 @@ def test_multithreshold_is_finns():
     assert np.array_equal(multithreshold(acc, table, -8), want - 8)
 
 
+def onnxruntime_batch_norm(u: np.ndarray, gamma, beta, mean, var) -> np.ndarray:
+    """onnxruntime's BatchNormalization (epsilon 1e-5) of ``u`` ([1, C, ...] float32), one node run
+    as qonnx's ``execute_onnx`` runs it."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from fpgaplace.util.onnxrt import session
+
+    params = {"gamma": gamma, "beta": beta, "mean": mean, "var": var}
+    node = helper.make_node("BatchNormalization", ["u", *params], ["v"], epsilon=1e-5)
+    graph = helper.make_graph([node], "bn", [helper.make_tensor_value_info("u", TensorProto.FLOAT, u.shape)],
+                              [helper.make_tensor_value_info("v", TensorProto.FLOAT, u.shape)],
+                              [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in params.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+    model.ir_version = 8
+    return session(model, "bn", optimized=False).run(None, {"u": u.astype(np.float32)})[0]
+
+
+def test_batch_norm_is_onnxruntimes():
+    """The threshold stage's BatchNormalization (``hw.threshold.batch_norm``) equals onnxruntime's
+    bit for bit on every value (ONNX's own formula in float32 differs in the last bit on about half
+    of them)."""
+    from fpgaplace.hw.threshold import batch_norm
+
+    rng = np.random.default_rng(5)
+    channels = 64
+    gamma, beta, mean = (rng.normal(0, 1, channels) for _ in range(3))
+    var = rng.uniform(0.01, 4, channels)
+    u = rng.normal(0, 2, (1, channels, 50, 20)).astype(np.float32)
+    want = onnxruntime_batch_norm(u, gamma, beta, mean, var)
+    assert np.array_equal(batch_norm(u[0], gamma, beta, mean, var, 1e-5), want[0])
+
+
+ACC_SCALE = 2.0**-12  # the test convolution's: input codes at 2^-7 times weight codes at 2^-5
+OUT_SCALE = 2.0**-3  # its 4-bit unsigned output quantizer's
+
+
+def near_tie_channels(count: int, candidates: int = 4096, seed: int = 0) -> list[np.ndarray]:
+    """Batch-norm parameters (gamma, beta, mean, var) of the ``count`` channels, of ``candidates``
+    random ones (a quarter with a negative scale), whose onnxruntime output on some accumulator
+    ``-2048 .. 2047`` at ``ACC_SCALE`` lands nearest a midpoint between two codes of the 4-bit
+    output quantizer (exactly on one for most): where one float32 rounding decides the code."""
+    rng = np.random.default_rng(seed)
+    params = [rng.uniform(0.5, 1.5, candidates) * np.where(rng.random(candidates) < 0.25, -1, 1),
+              rng.uniform(0.3, 1.2, candidates), rng.uniform(-0.1, 0.1, candidates),
+              rng.uniform(0.08, 0.15, candidates)]
+    params = [p.astype(np.float32) for p in params]
+    u = np.broadcast_to(np.arange(-2048, 2048, dtype=np.float32) * np.float32(ACC_SCALE), (1, candidates, 4096))
+    codes = onnxruntime_batch_norm(np.ascontiguousarray(u), *params)[0] / np.float32(OUT_SCALE)
+    off_midpoint = np.where((codes > 0) & (codes < 15), np.abs(codes - np.floor(codes) - 0.5), 1.0)
+    nearest = np.argsort(off_midpoint.min(axis=1), kind="stable")[:count]
+    return [p[nearest] for p in params]
+
+
+def batch_norm_conv(gamma, beta, mean, var) -> onnx.ModelProto:
+    """A QONNX model of one layer: an 8-bit image ``[1, 2, 64, 64]``, a 1x1 convolution whose every
+    output channel's weight codes are (1, 16), a BatchNormalization of the given parameters, a ReLU
+    and an unsigned 4-bit quantizer (the output). With input codes 0..15 on channel 0 and
+    -128..127 on channel 1 (``every_accumulator``) its accumulators are every integer of -2048..2047."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    from fpgaplace.model.zoo import QONNX_DOMAIN
+
+    channels = len(gamma)
+    constants = {"in_scale": 2.0**-7, "zero": 0.0, "bits8": 8.0, "bits4": 4.0, "out_scale": OUT_SCALE,
+                 "w_scale": 2.0**-5, "w": np.tile(np.array([1.0, 16.0]).reshape(1, 2, 1, 1), (channels, 1, 1, 1))
+                 * 2.0**-5, "gamma": gamma, "beta": beta, "mean": mean, "var": var}
+
+    def quant(x: str, scale: str, bits: str, out: str, signed: int) -> onnx.NodeProto:
+        return helper.make_node("Quant", [x, scale, "zero", bits], [out], domain=QONNX_DOMAIN, signed=signed,
+                                narrow=0, rounding_mode="ROUND")
+
+    nodes = [quant("image", "in_scale", "bits8", "x", 1), quant("w", "w_scale", "bits8", "wq", 1),
+             helper.make_node("Conv", ["x", "wq"], ["u"], kernel_shape=[1, 1]),
+             helper.make_node("BatchNormalization", ["u", "gamma", "beta", "mean", "var"], ["v"], epsilon=1e-5),
+             helper.make_node("Relu", ["v"], ["r"]), quant("r", "out_scale", "bits4", "y", 0)]
+    graph = helper.make_graph(
+        nodes, "near_ties", [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 2, 64, 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, channels, 64, 64])],
+        [numpy_helper.from_array(np.asarray(v, np.float32), k) for k, v in constants.items()])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13), helper.make_opsetid(QONNX_DOMAIN, 1)])
+    model.ir_version = 8
+    return model
+
+
+def every_accumulator() -> np.ndarray:
+    """The image giving ``batch_norm_conv`` every accumulator once: channel 0's codes 0..15 and
+    channel 1's -128..127 at every pairing."""
+    low, high = np.meshgrid(np.arange(16), np.arange(-128, 128))
+    return (np.stack([low.reshape(64, 64), high.reshape(64, 64)]) * 2.0**-7).astype(np.float32)[None]
+
+
+def test_threshold_stage_equals_qonnx_at_code_midpoints(tmp_path):
+    """A convolution, batch norm and 4-bit quantizer whose batch-norm outputs land on (or within a
+    float32 rounding of) midpoints between codes compiles into a threshold stage that equals
+    qonnx's execution on every accumulator, bit for bit (with ONNX's formula in place of
+    onnxruntime's, 3 of the 65,536 outputs were one code off: the 1-LSB step MobileNetV1 w4a4
+    at 224 carried to 6 LSB at its logits)."""
+    model = batch_norm_conv(*near_tie_channels(16))
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "project")
+    stages = [layer["widths"]["output_stage"] for core in result.design["cores"] for layer in core["layers"]]
+    assert stages == ["thresholds"] and not result.left_on_cpus["ops"]
+    x = every_accumulator()
+    want = qonnx_outputs(model, x)
+    assert np.unique(want).size == 16  # every code is reached
+    simulated = run_csim(tmp_path / "project", inputs=x)
+    assert simulated.cores and all(core.bit_exact for core in simulated.cores)
+    assert np.array_equal(simulated.values["y"], want)
+
+
 def test_trunc_is_named(tmp_path):
     """A quantizer the rewrite does not lower is one line naming the node."""
     model = zoo.cnv(4, 4, **SMALL_CNV)

@@ -9,10 +9,10 @@ reached from the smallest accumulator ``t[c][k]`` on. So the stage holds ``T = H
 per output channel and writes ``y = LO + #{i : acc >= t[c][i]}`` (FINN's compare-and-count, with
 the output range's lowest code as its bias). A channel whose map falls (a negative batch-norm
 scale) has its weights negated, so that it rises. The thresholds come from evaluating the float
-steps exactly as the model does (float32, ONNX's BatchNormalization formula, QuantizeLinear's
-round half to even) at every candidate accumulator by bisection, so the stage equals the model
-wherever onnxruntime computes those steps in the same order (within 1 LSB otherwise: a value
-within a float32 rounding of a code boundary).
+steps exactly as the model does (float32, onnxruntime's BatchNormalization kernel, ``batch_norm``,
+and QuantizeLinear's round half to even) at every candidate accumulator by bisection, so the
+stage equals the model's execution by onnxruntime and by qonnx (which runs these nodes in
+onnxruntime) also where a value lies within a float32 rounding of a code boundary.
 
 The stage is fused into the dot product's output (as FINN's MVAU with thresholds): the C++
 kernels select it by the config member ``T`` (``hls/include/fpgaplace/kernels.h``,
@@ -53,13 +53,28 @@ def _float32(value) -> np.ndarray:
     return np.asarray(value, dtype=np.float32)
 
 
+def batch_norm(v: np.ndarray, gamma, beta, mean, var, epsilon: float) -> np.ndarray:
+    """Inference BatchNormalization of ``v`` ([channels, ...] float32) as onnxruntime's CPU kernel
+    computes it, every step in float32 (``onnxruntime/core/providers/cpu/nn/batch_norm.h``): per
+    channel ``inv_std = 1 / sqrt(var + epsilon)``, ``a = inv_std * gamma``, ``b = beta - mean * a``,
+    then ``v * a + b``. That is the model's value: qonnx's ``execute_onnx`` runs the node in
+    onnxruntime, as the QDQ model's CPU pieces do. ONNX's formula ``(v - mean) / sqrt(var +
+    epsilon) * gamma + beta`` in float32 differs from it in the last bit on about half the values
+    (``tests/test_qonnx_compile.py::test_batch_norm_is_onnxruntimes``), which moved a threshold by
+    one accumulator where a value sat within that bit of a code's midpoint (MobileNetV1 w4a4 at 224:
+    one value of 401,408 in the first layer's output, 6 LSB at the logits). O(v)."""
+    shape = (-1, *([1] * (v.ndim - 1)))
+    gamma, beta, mean, var = (_float32(c).reshape(shape) for c in (gamma, beta, mean, var))
+    inv_std = np.float32(1) / np.sqrt(var + np.float32(epsilon))
+    scale = inv_std * gamma
+    return (_float32(v) * scale + (beta - mean * scale)).astype(np.float32)
+
+
 def _step(index: QdqIndex, node: onnx.NodeProto, v: np.ndarray, channel_axis: int) -> np.ndarray:
-    """``node`` (a ThresholdSink step) applied to ``v`` ([channels, ...] float32), as ONNX defines it."""
+    """``node`` (a ThresholdSink step) applied to ``v`` ([channels, ...] float32), as onnxruntime computes it."""
     const = [index.constant(t) if t else None for t in node.input]
     if node.op_type == "BatchNormalization":
-        eps = next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5)
-        gamma, beta, mean, var = (_float32(c).reshape(-1, *([1] * (v.ndim - 1))) for c in const[1:5])
-        return ((v - mean) / np.sqrt(var + np.float32(eps)) * gamma + beta).astype(np.float32)
+        return batch_norm(v, *const[1:5], next((a.f for a in node.attribute if a.name == "epsilon"), 1e-5))
     if node.op_type == "Relu":
         return np.maximum(v, np.float32(0))
     if node.op_type == "Clip":
