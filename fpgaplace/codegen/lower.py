@@ -19,7 +19,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from fpgaplace.board.model import FpgaCore, Link
+from fpgaplace.board.model import BRAM36_BYTES, URAM_BYTES, FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.buffers import buffer_memory, producer_widths, reader_buffers
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
@@ -163,8 +163,8 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
     core's budget: the FIFOs' depths follow from the folding (its interval and the stages'
     fills), so the layers are folded again in the budget less the FIFOs' memory until both fit
     (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the layers'). Sets each
-    layer's folding, cycles, resources and geometry. Raises ``FpgaplaceError`` naming the core and
-    the resource when no folding leaves room for its FIFOs. O(``FIFO_FOLDS`` foldings)."""
+    layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core and the
+    resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops on it). O(``FIFO_FOLDS`` foldings)."""
     budget, reserved = core_budget(core), Resources(0, 0, 0, 0, 0)
     for _ in range(FIFO_FOLDS):
         room = replace(core, bram36=core.bram36 - reserved.bram36, uram=core.uram - reserved.uram,
@@ -182,9 +182,26 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
         reserved = Resources(0, max(reserved.bram36, fifos.bram36), max(reserved.uram, fifos.uram),
                              max(reserved.lut, fifos.lut), 0)
     over = (folding.resources + fifos).over(budget)[0]
-    raise FpgaplaceError(f"{core.name}: the FIFOs in front of its stages' readers need {getattr(fifos, over)} "
-                         f"{over} beside the layers' {getattr(folding.resources, over)}, over the core's "
-                         f"{getattr(budget, over)} at every folding tried; place fewer ops on it")
+    needed, available = getattr(folding.resources + fifos, over), getattr(budget, over)
+    raise DoesNotFit(f"{core.name}: the FIFOs in front of its stages' readers need {getattr(fifos, over)} {over} "
+                     f"beside the layers' {getattr(folding.resources, over)}, over the core's {available} at "
+                     "every folding tried; place fewer ops on it", over, core.name, needed, available,
+                     fifo_bytes_by_op(layers, buffers, fifos.bram36 * BRAM36_BYTES + fifos.uram * URAM_BYTES))
+
+
+def fifo_bytes_by_op(layers: list[Layer], buffers: dict[str, list[int]], priced_bytes: float) -> dict[str, float]:
+    """The on-chip bytes of the FIFOs in front of each op's layers: ``priced_bytes`` (the FIFOs'
+    blocks) shared by the elements each holds (``buffers``: readers in stage order, as
+    ``reader_buffers`` lists them), so the placement can charge each op its own. O(edges)."""
+    read = dict.fromkeys(buffers, 0)
+    held: dict[str, int] = {}
+    for layer in layers:
+        for tensor in layer.inputs:
+            readers, k = buffers.get(tensor, []), read.get(tensor, 0)
+            read[tensor] = k + 1
+            held[layer.op] = held.get(layer.op, 0) + (readers[k] if k < len(readers) else 0)
+    total = sum(held.values())
+    return {op: priced_bytes * elements / total for op, elements in held.items() if elements} if total else {}
 
 
 def layer_widths(layer: Layer) -> tuple[list[int], int]:

@@ -54,7 +54,8 @@ class Refinable(PlacedDesign, Protocol):
 
     _place_args: dict[str, Any] | None
 
-    def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None) -> Refinable: ...
+    def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None,
+                added: dict[int, float] | None = None) -> Refinable: ...
 
     def place(self, **arguments: Any) -> Any: ...
 
@@ -197,6 +198,13 @@ def core_size_factors(design: Refinable, core: str, factor: float) -> dict[int, 
     return {index[op]: factor for op, device in design.op_devices().items() if device.name == core}
 
 
+def fifo_sizes(design: Refinable, fifo_bytes: dict[str, float]) -> dict[int, float]:
+    """node -> the bytes of the FIFOs in front of its layers (``DoesNotFit.fifo_bytes``), which
+    the placement charges it from then on. O(ops)."""
+    index = {name: v for v, name in enumerate(design.problem.names)}
+    return {index[op]: size for op, size in fifo_bytes.items() if op in index}
+
+
 def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lowered]:
     """``design`` and its lowered cores, placed again where a core's ops fit no folding.
 
@@ -204,7 +212,9 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     counts blocks in pools (a line buffer or per-channel words take BRAM or LUTRAM, never URAM; a
     bank takes whole blocks). Where a core's ops, every weight streamed, still need ``over`` times
     a resource the core has (``DoesNotFit``), the sizes of that core's ops are multiplied by
-    ``over``, at most ``MEMORY_GROWTH``, and the design placed again with its own arguments (the
+    ``over``, at most ``MEMORY_GROWTH`` (where the FIFOs in front of its stages' readers are what
+    does not fit, each op is charged its own FIFOs' bytes instead: ``fifo_sizes``), and the design
+    placed again with its own arguments (the
     memory counterpart of the latency refinement), at most ``MEMORY_ROUNDS`` times. The step is
     small because the sizes travel with the ops: grown all at once, they may outgrow every core
     together and send ops to a CPU, where a few ops moved to the next core would do. A placement
@@ -218,7 +228,8 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
             if not error.core:
                 raise
             say(progress, f"placing again: {error}")
-            design = design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH)))
+            design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
+                      design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
             buildable(design, progress)
     return design, lower_cores(design, progress)

@@ -51,11 +51,14 @@ from fpgaplace.util.errors import FpgaplaceError
 
 class DoesNotFit(FpgaplaceError):
     """The ops of core ``core`` need more of ``resource`` than the core has, at every folding:
-    ``needed`` of it where the core has ``available``."""
+    ``needed`` of it where the core has ``available``; ``fifo_bytes``: by op, the on-chip bytes of
+    the FIFOs in front of its layers where those FIFOs are what does not fit (else empty)."""
 
-    def __init__(self, message: str, resource: str, core: str = "", needed: float = 0, available: float = 0) -> None:
+    def __init__(self, message: str, resource: str, core: str = "", needed: float = 0, available: float = 0,
+                 fifo_bytes: dict[str, float] | None = None) -> None:
         super().__init__(message)
         self.resource, self.core, self.needed, self.available = resource, core, needed, available
+        self.fifo_bytes = fifo_bytes or {}
 
     @property
     def over(self) -> float:

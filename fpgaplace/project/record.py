@@ -379,6 +379,8 @@ class Core:
     # the layers' inputs in order, then the outputs); {} in a record written before it (a whole sample
     # a forked branch, two beats elsewhere)
     buffers: dict[str, list[int]] = field(default_factory=dict)
+    # the memory of those FIFOs (part of ``resources``); {} in a record written before it
+    fifo_resources: dict[str, int] = field(default_factory=dict)
 
     @property
     def ports(self) -> list[BoundaryTensor]:
@@ -401,7 +403,7 @@ class Core:
                 "dram_cycles": self.dram_cycles, "binding": self.binding, "interval_cycles": self.interval_cycles,
                 "interval_us": self.interval_us, "planned_load_us": self.planned_load_us,
                 "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles,
-                "buffers": self.buffers}
+                "buffers": self.buffers, "fifo_resources": self.fifo_resources}
 
 
 @dataclass
@@ -641,7 +643,8 @@ def _core(value: Any, path: str) -> Core:
         _get(data, "interval_us", path, _number(0, MAX_US, above=True)),
         _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()),
         _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None),
-        _get(data, "buffers", path, _mapping(_list(_int(0, MAX_BYTES))), {}))
+        _get(data, "buffers", path, _mapping(_list(_int(0, MAX_BYTES))), {}),
+        _get(data, "fifo_resources", path, _resources, {}))
 
 
 def _transfer(value: Any, path: str) -> TransferInfo:
