@@ -68,6 +68,7 @@ AGREEMENT = 0.1  # a core whose folded interval is within this share of its plan
 REFINE_TIME_LIMIT_S = 10.0  # time limit of each placement solved again (at most the first one's)
 MEMORY_ROUNDS = 6  # placements solved again with a core's ops grown by what its folding could not fit, at most
 MEMORY_GROWTH = 1.25  # the most a core's ops grow in one such round
+FIFO_ROUNDS = 8  # placements solved again with ops charged the FIFOs in front of them, at most
 
 
 @dataclass
@@ -215,19 +216,23 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     ``over``, at most ``MEMORY_GROWTH`` (where the FIFOs in front of its stages' readers are what
     does not fit, each op is charged its own FIFOs' bytes instead: ``fifo_sizes``), and the design
     placed again with its own arguments (the
-    memory counterpart of the latency refinement), at most ``MEMORY_ROUNDS`` times. The step is
+    memory counterpart of the latency refinement), at most ``MEMORY_ROUNDS`` times (and at most
+    ``FIFO_ROUNDS`` times for FIFOs: the charges add up over the rounds, as the ops that share a
+    core, and so their FIFOs, change with each placement). The growth's step is
     small because the sizes travel with the ops: grown all at once, they may outgrow every core
     together and send ops to a CPU, where a few ops moved to the next core would do. A placement
     that was set, not solved, raises at once. Cost per round: one placement and one lowering of
     every core."""
     arguments = design._place_args
-    for _ in range(MEMORY_ROUNDS if arguments is not None else 0):
+    rounds = {"grown": 0, "fifos": 0}
+    while arguments is not None and rounds["grown"] < MEMORY_ROUNDS and rounds["fifos"] < FIFO_ROUNDS:
         try:
             return design, lower_cores(design, progress)
         except DoesNotFit as error:
             if not error.core:
                 raise
             say(progress, f"placing again: {error}")
+            rounds["fifos" if error.fifo_bytes else "grown"] += 1
             design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
                       design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
