@@ -164,7 +164,8 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
     fills), so the layers are folded again in the budget less the FIFOs' memory until both fit
     (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the layers'). Sets each
     layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core and the
-    resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops on it). O(``FIFO_FOLDS`` foldings)."""
+    resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops on
+    it). O(``FIFO_FOLDS`` foldings)."""
     budget, reserved = core_budget(core), Resources(0, 0, 0, 0, 0)
     for _ in range(FIFO_FOLDS):
         room = replace(core, bram36=core.bram36 - reserved.bram36, uram=core.uram - reserved.uram,
