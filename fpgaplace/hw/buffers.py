@@ -7,7 +7,7 @@ over ``hw.kernel.stage_times``, the fill model's stage start times), so each ear
 when every branch takes it. An input that waits ``w`` cycles has the beats its producer wrote in
 those ``w`` cycles in flight: ``w // interval`` whole samples and the share of the next that
 the producer writes in the rest (its beats spread over its first-to-last output span; a core
-input's over its fastest reader's output span, as fast as a reader takes it). Unless
+input's over the cycles its fastest reader takes to read a sample, ``Fill.reading``). Unless
 the FIFO in front of it holds them, the producer stalls, through a fork every other branch with
 it, and the core's interval grows to the latency difference of the branches (an unrolled LSTM's
 gates wait a whole recurrence step for the previous hidden state: 28 cycles an interval in RTL
@@ -68,10 +68,10 @@ def reader_buffers(stages: Iterable[tuple[Sequence[str], str, Fill]], outputs: S
     for tensor in outputs:
         waits.setdefault(tensor, []).append((0.0, 0))
     spans = {tensor: times[tensor][1] - times[tensor][0] for tensor in times}
-    for inputs, output, _ in stages:  # a core input comes as fast as its fastest reader takes it
+    for inputs, output, fill in stages:  # a core input comes as fast as its fastest reader reads it
         for tensor in inputs:
             if tensor not in times:
-                spans[tensor] = min(spans.get(tensor, interval), spans[output])
+                spans[tensor] = min(spans.get(tensor, interval), fill.reading or spans[output])
     return {tensor: [held_elements(sizes[tensor], spans.get(tensor, interval), wait, interval, turn)
                      for wait, turn in each]
             for tensor, each in waits.items()}
