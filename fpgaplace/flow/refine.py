@@ -215,11 +215,10 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     a resource the core has (``DoesNotFit``), the sizes of that core's ops are multiplied by
     ``over``, at most ``MEMORY_GROWTH`` (where the FIFOs in front of its stages' readers are what
     does not fit, each op is charged its own FIFOs' bytes instead: ``fifo_sizes``), and the design
-    placed again with its own arguments (the
-    memory counterpart of the latency refinement), at most ``MEMORY_ROUNDS`` times (and at most
-    ``FIFO_ROUNDS`` times for FIFOs: the charges add up over the rounds, as the ops that share a
-    core, and so their FIFOs, change with each placement). The growth's step is
-    small because the sizes travel with the ops: grown all at once, they may outgrow every core
+    placed again with its own arguments (the memory counterpart of the latency refinement), at most
+    ``MEMORY_ROUNDS`` times (and at most ``FIFO_ROUNDS`` times for FIFOs: the charges add up over
+    the rounds, as the ops that share a core, and so their FIFOs, change with each placement). The
+    growth's step is small because the sizes travel with the ops: grown all at once, they may outgrow every core
     together and send ops to a CPU, where a few ops moved to the next core would do. A placement
     that was set, not solved, raises at once. Cost per round: one placement and one lowering of
     every core."""
