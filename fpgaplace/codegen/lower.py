@@ -23,7 +23,7 @@ from fpgaplace.board.model import BRAM36_BYTES, URAM_BYTES, FpgaCore, Link
 from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.buffers import buffer_memory, producer_widths, reader_buffers
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
-from fpgaplace.hw.geometry import Resources, core_budget
+from fpgaplace.hw.geometry import Folding, Resources, core_budget
 from fpgaplace.hw.lowering import Layer, LayerContext
 from fpgaplace.hw.lstm_cell import wide_cells, widen_cell_states
 from fpgaplace.hw.qdq import QdqIndex
@@ -61,11 +61,17 @@ class CoreDesign:
     aliases: dict[str, str] = field(default_factory=dict)  # int8 tensor -> the layer output it equals
     # elements the FIFO in front of each reader of a tensor holds (hw.buffers.reader_buffers)
     buffers: dict[str, list[int]] = field(default_factory=dict)
+    fifo_uram: bool = False  # deep FIFOs packed into URAM (hw.buffers.fifo_storage)
+
+    @property
+    def input_sizes(self) -> dict[str, int]:
+        """Elements a sample of each core input."""
+        return {t.name: numel(per_sample_shape(t, self.batch)) for t in self.inputs}
 
     @property
     def fifo_resources(self) -> Resources:
         """The memory of the core's FIFOs deeper than two beats (``hw.buffers.buffer_memory``)."""
-        return fifo_memory(self.layers, self.buffers, self.core)
+        return fifo_memory(self.layers, self.buffers, self.core, self.input_sizes, self.fifo_uram)
 
 
 def _lower(ctx: LayerContext, op: Op) -> Layer | list[Layer] | tuple[str, str] | None:
@@ -149,23 +155,63 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
     ]
     sizes = {t.name: numel(per_sample_shape(t, batch)) for t in inputs.values()}
     read_out = [alias.get(t.name, t.name) for t in outputs]
-    folding, buffers = _fold_with_fifos(stages, layers, core, dram, sizes, read_out)
+    folding, buffers, fifo_uram = _fold_with_fifos(stages, layers, core, dram, sizes, read_out)
     return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias,
-                      buffers)
+                      buffers, fifo_uram)
 
 
 FIFO_FOLDS = 4  # foldings tried with the FIFOs' memory set aside before a core is said not to fit
 
 
+@dataclass
+class _Folded:
+    """A core's folding with its FIFOs (``_fold_with_fifos``): each layer's folding, cycles and
+    resources, the FIFOs' depths and memory, and whether its deep FIFOs are packed into URAM."""
+
+    folding: CoreFolding
+    layers: list[tuple[Folding, int, Resources]]
+    buffers: dict[str, list[int]]
+    fifos: Resources
+    uram: bool
+    squeezed: bool = False  # the layers folded in less than the core's budget (room left for the FIFOs)
+
+    def apply(self, layers: list[Layer], stages: list[Stage]) -> None:
+        for layer, stage, (folding, cycles, resources) in zip(layers, stages, self.layers, strict=True):
+            layer.folding, layer.cycles, layer.resources, layer.geometry = folding, cycles, resources, stage.geometry
+
+
 def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link, sizes: dict[str, int],
-                     outputs: list[str]) -> tuple[CoreFolding, dict[str, list[int]]]:
-    """The core's folding and its FIFOs (``hw.buffers.reader_buffers``), together within the
-    core's budget: the FIFOs' depths follow from the folding (its interval and the stages'
-    fills), so the layers are folded again in the budget less the FIFOs' memory until both fit
-    (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the layers'). Sets each
-    layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core and the
-    resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops on
-    it). O(``FIFO_FOLDS`` foldings)."""
+                     outputs: list[str]) -> tuple[CoreFolding, dict[str, list[int]], bool]:
+    """The core's folding, its FIFOs (``hw.buffers.reader_buffers``) and where its deep FIFOs are
+    kept, together within the core's budget: the FIFOs' depths follow from the folding (its
+    interval and the stages' fills), so the layers are folded again in the budget less the FIFOs'
+    memory until both fit (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the
+    layers'). On a core with URAM both stores are tried, the deep FIFOs in BRAM and packed into URAM
+    (``hw.buffers.fifo_storage``) when BRAM alone squeezes the layers, and the one of the least
+    interval kept (BRAM on a tie).
+    Sets each layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core
+    and the resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops
+    on it). O(2 x ``FIFO_FOLDS`` foldings)."""
+    tried, refused = [], None
+    for uram in (False, True) if core.uram > 0 else (False,):
+        try:
+            tried.append(_fold_in_room(stages, layers, core, dram, sizes, outputs, uram))
+        except DoesNotFit as error:
+            refused = refused or error
+            continue
+        if not tried[-1].squeezed:
+            break  # the FIFOs fit beside the layers' best folding: no store does better
+    if not tried:
+        raise refused
+    best = min(tried, key=lambda f: (f.folding.interval, f.uram))
+    best.apply(layers, stages)
+    return best.folding, best.buffers, best.uram
+
+
+def _fold_in_room(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link, sizes: dict[str, int],
+                  outputs: list[str], uram: bool) -> _Folded:
+    """``_fold_with_fifos`` with the deep FIFOs in one store (``uram``): up to ``FIFO_FOLDS``
+    foldings, each in the budget less the largest FIFO memory seen so far. O(``FIFO_FOLDS`` foldings)."""
     budget, reserved = core_budget(core), Resources(0, 0, 0, 0, 0)
     for _ in range(FIFO_FOLDS):
         room = replace(core, bram36=core.bram36 - reserved.bram36, uram=core.uram - reserved.uram,
@@ -173,21 +219,22 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
         if min(room.bram36, room.uram, room.lut) < 0:
             break
         folding = replace(_fold_streaming_if_needed(stages, layers, room, dram), core=core)
-        for layer, stage, folded in zip(layers, stages, folding.stages, strict=True):
-            layer.folding, layer.cycles, layer.resources = folded.folding, folded.cycles, folded.resources
-            layer.geometry = stage.geometry
-        buffers = core_buffers(layers, sizes, outputs, folding.interval)
-        fifos = fifo_memory(layers, buffers, core)
-        if not (folding.resources + fifos).over(budget):
-            return folding, buffers
-        reserved = Resources(0, max(reserved.bram36, fifos.bram36), max(reserved.uram, fifos.uram),
-                             max(reserved.lut, fifos.lut), 0)
-    over = (folding.resources + fifos).over(budget)[0]
-    needed, available = getattr(folding.resources + fifos, over), getattr(budget, over)
+        folded = _Folded(folding, [(f.folding, f.cycles, f.resources) for f in folding.stages], {}, reserved, uram,
+                         reserved != Resources(0, 0, 0, 0, 0))
+        folded.apply(layers, stages)
+        folded.buffers = core_buffers(layers, sizes, outputs, folding.interval)
+        folded.fifos = fifo_memory(layers, folded.buffers, core, sizes, uram)
+        if not (folding.resources + folded.fifos).over(budget):
+            return folded
+        reserved = Resources(0, max(reserved.bram36, folded.fifos.bram36), max(reserved.uram, folded.fifos.uram),
+                             max(reserved.lut, folded.fifos.lut), 0)
+    fifos, used = folded.fifos, folding.resources + folded.fifos
+    over = used.over(budget)[0]
+    needed, available = getattr(used, over), getattr(budget, over)
     raise DoesNotFit(f"{core.name}: the FIFOs in front of its stages' readers need {getattr(fifos, over)} {over} "
                      f"beside the layers' {getattr(folding.resources, over)}, over the core's {available} at "
                      "every folding tried; place fewer ops on it", over, core.name, needed, available,
-                     fifo_bytes_by_op(layers, buffers, fifos.bram36 * BRAM36_BYTES + fifos.uram * URAM_BYTES))
+                     fifo_bytes_by_op(layers, folded.buffers, fifos.bram36 * BRAM36_BYTES + fifos.uram * URAM_BYTES))
 
 
 def fifo_bytes_by_op(layers: list[Layer], buffers: dict[str, list[int]], priced_bytes: float) -> dict[str, float]:
@@ -211,19 +258,28 @@ def layer_widths(layer: Layer) -> tuple[list[int], int]:
     return KERNELS[layer.kernel].stream_widths(layer.geometry, layer.folding, len(layer.inputs))
 
 
+def tensor_sizes(layers: list[Layer], input_sizes: dict[str, int]) -> dict[str, int]:
+    """Elements a sample of every tensor of a core: its inputs' (``input_sizes``) and its layers'
+    outputs. O(layers)."""
+    return input_sizes | {layer.output: KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
+                          for layer in layers}
+
+
 def core_buffers(layers: list[Layer], input_sizes: dict[str, int], outputs: list[str], interval: int
                  ) -> dict[str, list[int]]:
     """``hw.buffers.reader_buffers`` of a core's folded ``layers`` (``input_sizes``: elements a
     sample of each core input; ``outputs``: the layer outputs the core sends out). O(layers + edges)."""
-    sizes = input_sizes | {layer.output: KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
-                           for layer in layers}
-    return reader_buffers(layer_stages(layers), outputs, sizes, interval, layer_turns(layers))
+    return reader_buffers(layer_stages(layers), outputs, tensor_sizes(layers, input_sizes), interval,
+                          layer_turns(layers))
 
 
-def fifo_memory(layers: list[Layer], buffers: dict[str, list[int]], core: FpgaCore) -> Resources:
-    """The memory of ``buffers``' FIFOs, each at its producer's beat (``layer_widths``). O(edges)."""
+def fifo_memory(layers: list[Layer], buffers: dict[str, list[int]], core: FpgaCore, input_sizes: dict[str, int],
+                uram: bool) -> Resources:
+    """The memory of ``buffers``' FIFOs, each at its producer's beat (``layer_widths``), the deep
+    ones packed into URAM where ``uram`` (``hw.buffers.fifo_storage``). O(edges)."""
     return buffer_memory(buffers, producer_widths((layer.inputs, layer.output, *layer_widths(layer))
-                                                  for layer in layers), core)
+                                                  for layer in layers), core,
+                         sizes=tensor_sizes(layers, input_sizes), uram=uram)
 
 
 def _stage(layer: Layer, graph: OpGraph) -> Stage:

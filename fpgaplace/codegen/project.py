@@ -160,7 +160,7 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
         dram_cycles=c.folding.dram_cycles, binding=c.folding.binding(), interval_cycles=interval,
         interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us,
         latency_cycles=core_latency(c.layers, [c.aliases.get(t.name, t.name) for t in c.outputs], interval),
-        buffers=plan.buffers, fifo_resources=c.fifo_resources.to_json())
+        buffers=plan.buffers, fifo_resources=c.fifo_resources.to_json(), fifo_uram=c.fifo_uram)
 
 
 def _beats(layer) -> dict:

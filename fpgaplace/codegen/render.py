@@ -18,7 +18,7 @@ import numpy as np
 
 from fpgaplace.codegen.lower import CoreDesign, layer_widths, numel, per_sample_shape
 from fpgaplace.hw import KERNELS
-from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats
+from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, fifo_storage
 from fpgaplace.hw.concat import constant_parts
 from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
@@ -82,8 +82,11 @@ class _Streams:
     """Names and widths of the streams between stages, and the forks and converters that feed
     a tensor's readers."""
 
-    def __init__(self) -> None:
+    def __init__(self, uram: bool = False) -> None:
         self.width: dict[str, int] = {}
+        self.depth: dict[str, int] = {}  # a packed URAM FIFO's words (hw.buffers.fifo_storage)
+        self.uram = uram  # the core's deep FIFOs are packed into URAM
+        self.packed: set[str] = set()  # readers' streams behind a packed FIFO (two beats themselves)
         self.forks = 0
         self.converters = 0
 
@@ -92,24 +95,38 @@ class _Streams:
         self.width[name] = width
         return name
 
-    def feed(self, targets: list[str], size: int, width: int, base: str) -> tuple[str, list[Step]]:
+    def feed(self, targets: list[str], size: int, width: int, base: str, held: list[int] | None = None
+             ) -> tuple[str, list[Step]]:
         """The stream a tensor's producer writes (beats of ``width``) and the steps that copy it
         into every reader's stream: a regroup before each reader of another width, and forks
-        between them. A single reader of the producer's width reads its stream directly."""
+        between them. A single reader of the producer's width reads its stream directly. A reader
+        whose FIFO (``held`` elements, by reader) is packed into URAM (``hw.buffers.fifo_storage``)
+        reads it through a regroup to the packed words, the packed stream and a regroup back."""
         direct, converters = [], []
-        for target in targets:
-            if self.width[target] == width:
+        for target, elements in zip(targets, held or [0] * len(targets), strict=True):
+            storage = fifo_storage(elements, width, size, self.uram)
+            if storage.uram:
+                staging = self.new(f"pack_{base}", width)
+                packed = self.new(f"uram_{base}", storage.pack)
+                self.depth[packed] = storage.words
+                self.packed.add(target)
+                converters += [self._regroup(size, staging, packed), self._regroup(size, packed, target)]
+                direct.append(staging)
+            elif self.width[target] == width:
                 direct.append(target)
-                continue
-            staging = self.new(f"to{self.width[target]}_{base}", width)
-            self.converters += 1
-            converters.append(Step("regroup", "hls/ops/regroup.j2", f"regroup{self.converters}_cfg",
-                                   {"SIZE": size, "A": width, "B": self.width[target]}, [staging], out=target))
-            direct.append(staging)
+            else:
+                staging = self.new(f"to{self.width[target]}_{base}", width)
+                converters.append(self._regroup(size, staging, target))
+                direct.append(staging)
         if len(direct) == 1:
             return direct[0], converters
         source = self.new(base, width)
         return source, self._fan_out(source, direct, size, width) + converters
+
+    def _regroup(self, size: int, source: str, target: str) -> Step:
+        self.converters += 1
+        return Step("regroup", "hls/ops/regroup.j2", f"regroup{self.converters}_cfg",
+                    {"SIZE": size, "A": self.width[source], "B": self.width[target]}, [source], out=target)
 
     def _fan_out(self, source: str, targets: list[str], size: int, width: int) -> list[Step]:
         steps = []
@@ -171,7 +188,7 @@ def _concat_steps(layer: Layer, index: int, ins: list[str], out: str, streams: _
 def plan_core(design: CoreDesign) -> CorePlan:
     """Steps, streams, ports and arrays of one core (see the module docstring)."""
     top = identifier(f"{design.name}_top")
-    streams = _Streams()
+    streams = _Streams(design.fifo_uram)
     readers: dict[str, list[str]] = {}  # tensor -> stream of each reader, in reader order
     layer_inputs: list[list[str]] = []
     for layer in design.layers:
@@ -196,7 +213,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
         targets = readers.get(t.name, [])
         port = Port(t.name, f"in{i}_{identifier(t.name)}"[:48], size,
                     port_width(size, streams.width[targets[0]] if targets else 1))
-        stream, feeding = streams.feed(targets, size, port.width, port.port)
+        stream, feeding = streams.feed(targets, size, port.width, port.port, buffers.get(t.name))
         _rename(stream, port.port, layer_inputs, feeding)  # the port is the producer's stream
         streams.width[port.port] = port.width
         inputs.append(port)
@@ -204,7 +221,8 @@ def plan_core(design: CoreDesign) -> CorePlan:
     arrays, partitions, wmem_parts, offset = [], [], [], 0
     for i, (layer, ins) in enumerate(zip(design.layers, layer_inputs, strict=True)):
         size = KERNELS[layer.kernel].output_size(layer.config, layer.arrays, layer.rows)
-        out, feeding = streams.feed(readers.get(layer.output, []), size, produced[layer.output], layer.output)
+        out, feeding = streams.feed(readers.get(layer.output, []), size, produced[layer.output], layer.output,
+                                    buffers.get(layer.output))
         if layer.kernel == "concat":
             constants, ins = _concat_constants(layer, i, ins, streams, arrays)
             steps += constants + _concat_steps(layer, i, ins, out, streams)
@@ -234,8 +252,10 @@ def plan_core(design: CoreDesign) -> CorePlan:
     wmem = np.concatenate(wmem_parts) if wmem_parts else np.zeros(0, dtype=np.int8)
     ports = {p.port for p in [*inputs, *outputs]}
     depths = {slot: fifo_beats(held, streams.width[slot]) for tensor, slots in readers.items()
-              for slot, held in zip(slots, buffers[tensor], strict=True)}
-    used = [{"name": name, "width": streams.width[name], "depth": depths.get(name, PLAIN_BEATS)}
+              for slot, held in zip(slots, buffers[tensor], strict=True) if slot not in streams.packed}
+    depths |= streams.depth
+    used = [{"name": name, "width": streams.width[name], "depth": depths.get(name, PLAIN_BEATS),
+             "impl": "uram" if name in streams.depth else ""}
             for name in _used_streams(steps) if name not in ports]
     return CorePlan(top, inputs, outputs, steps, used, arrays, partitions, int(wmem.size), wmem, buffers)
 

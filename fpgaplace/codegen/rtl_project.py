@@ -26,7 +26,7 @@ import numpy as np
 from fpgaplace.board.model import Board, FpgaCore
 from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
-from fpgaplace.hw.buffers import fifo_beats
+from fpgaplace.hw.buffers import fifo_storage
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.rtl_values import index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
@@ -71,9 +71,13 @@ def bundle(port: str, stream: str) -> dict[str, str]:
             f"{port}_tready": f"{stream}_tready"}
 
 
-def add_fifo(net: Netlist, source: tuple[str, int], name: str, depth_bits: int) -> tuple[str, int]:
+def add_fifo(net: Netlist, source: tuple[str, int], name: str, depth_bits: int, uram: bool = False
+             ) -> tuple[str, int]:
+    """A FIFO of ``2^depth_bits`` beats after ``source`` (``fp_fifo``; ``fp_fifo_uram``, its words
+    in URAM, where ``uram``)."""
     out = net.stream(name, source[1])
-    net.instance("fp_fifo", f"{name}_fifo", {"WIDTH": source[1] * 8, "DEPTH_BITS": depth_bits},
+    net.instance("fp_fifo_uram" if uram else "fp_fifo", f"{name}_fifo",
+                 {"WIDTH": source[1] * 8, "DEPTH_BITS": depth_bits},
                  bundle("s_axis", source[0]) | bundle("m_axis", out[0]))
     return out
 
@@ -107,12 +111,13 @@ def add_branches(net: Netlist, source: tuple[str, int], name: str, count: int) -
 
 
 def connect(net: Netlist, producers: dict[str, tuple[str, int]], consumers: dict[str, list[tuple[str, int]]],
-            lengths: dict[str, int], buffers: dict[str, list[int]], where: str) -> None:
+            lengths: dict[str, int], buffers: dict[str, list[int]], where: str, uram: bool = False) -> None:
     """Join every tensor's producing stream to its readers' streams (``name``, elements a beat):
     forked when several read it, each branch through a FIFO of the elements ``buffers`` gives its
-    reader (``hw.buffers.reader_buffers``, in beats ``hw.buffers.fifo_beats`` rounded up to a power
-    of two; where the record has none, a whole sample of ``lengths[tensor]`` elements on a forked
-    branch, else two beats) and a gearbox to the reader's beat. O(streams)."""
+    reader (``hw.buffers.reader_buffers``, stored as ``hw.buffers.fifo_storage`` says: in its
+    words rounded up to a power of two, packed through gearboxes where ``uram`` puts it in URAM;
+    where the record has none, a whole sample of ``lengths[tensor]`` elements on a forked branch,
+    else two beats) and a gearbox to the reader's beat. O(streams)."""
     for t, (tensor, readers) in enumerate(consumers.items()):
         if tensor not in producers:
             raise FpgaplaceError(f"{where}: tensor {tensor} is read but not produced")
@@ -121,8 +126,9 @@ def connect(net: Netlist, producers: dict[str, tuple[str, int]], consumers: dict
         if len(held) != len(readers):
             raise FpgaplaceError(f"{where}: buffers.{tensor} has {len(held)} readers' FIFOs, expected {len(readers)}")
         for b, ((reader, elems), branch) in enumerate(zip(readers, branches, strict=True)):
-            beats = fifo_beats(held[b], producers[tensor][1])
-            buffered = add_fifo(net, branch, f"t{t}_r{b}", index_bits(beats))
+            storage = fifo_storage(held[b], producers[tensor][1], lengths[tensor], uram)
+            packed = add_gearbox(net, branch, f"t{t}_r{b}_p", storage.pack)
+            buffered = add_fifo(net, packed, f"t{t}_r{b}", index_bits(storage.words), storage.uram)
             fitted = add_gearbox(net, buffered, f"t{t}_r{b}_w", elems)
             net.assigns.extend([(f"{reader}_tdata", f"{fitted[0]}_tdata"), (f"{reader}_tvalid", f"{fitted[0]}_tvalid"),
                                 (f"{fitted[0]}_tready", f"{reader}_tready")])
@@ -190,7 +196,7 @@ def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp:
         producers[tensor.name] = (f"s{k}_axis", inputs[-1].elems)
     lengths = {t.name: math.prod(t.sample_shape) for t in record.inputs} | {
         layer.output: op.output.length for layer, op in zip(record.layers, ops, strict=True)}
-    connect(net, producers, consumers, lengths, record.buffers, f"design.json core {record.name}")
+    connect(net, producers, consumers, lengths, record.buffers, f"design.json core {record.name}", record.fifo_uram)
     for i, op in enumerate(ops):
         ports = bundle("m_axis", f"l{i}_out")
         for j, port in enumerate(op.inputs):

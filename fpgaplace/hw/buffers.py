@@ -28,10 +28,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 
 from fpgaplace.board.model import FpgaCore
 from fpgaplace.hw.geometry import Fill, Resources
-from fpgaplace.hw.kernel import _family, stage_start, stage_times, stream_memory
+from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, URAM_SHAPE, _family, stage_start, stage_times, stream_memory
 
 PLAIN_BEATS = 2  # a FIFO of two beats: the hand-off between two stages, not priced (the stage's own LUTs)
 
@@ -82,6 +83,46 @@ def fifo_beats(elements: int, width: int) -> int:
     return max(PLAIN_BEATS, math.ceil(elements / max(1, width)))
 
 
+URAM_WORD_BITS = URAM_SHAPE[0]  # a URAM word: the widest a packed FIFO's word is
+URAM_FIFO_MIN_WORDS = LUTRAM_MAX_DEPTH + 1  # fewer words are LUTRAM in either store
+
+
+@dataclass(frozen=True)
+class FifoStorage:
+    """How a reader's FIFO keeps what it holds: ``words`` words of ``pack`` elements, in URAM
+    (``uram``: its producer's beats regrouped ``pack`` a word on the way in and back to the
+    reader's on the way out) or at its producer's beat as the family maps memories (BRAM, LUTRAM)."""
+
+    pack: int
+    words: int
+    uram: bool = False
+
+
+def fifo_storage(held: int, width: int, size: int, uram: bool, bits: int = 8) -> FifoStorage:
+    """The storage of a FIFO holding ``held`` elements of ``bits`` whose producer writes ``width``
+    a beat (``size`` a sample). With ``uram`` (the core's FIFO choice, ``codegen.lower``, made when
+    BRAM is short), a FIFO too deep for LUTRAM once packed (``URAM_FIFO_MIN_WORDS``) goes to URAM,
+    its words as wide as a URAM word allows (``packed_elements``): ResNet-50's residual skips hold 61,032
+    one-element beats, 15 BRAM36 each, 2 URAM packed eight a word (15 in one-byte words). Read by the priced
+    memory (``buffer_memory``), the HLS top (``codegen.render``) and the RTL top
+    (``codegen.rtl_project``). O(URAM word / ``bits``)."""
+    beats = fifo_beats(held, width)
+    if uram and beats > PLAIN_BEATS:
+        pack = packed_elements(width, size, bits)
+        words = fifo_beats(held, pack)
+        if words >= URAM_FIFO_MIN_WORDS:
+            return FifoStorage(pack, words, True)
+    return FifoStorage(width, beats)
+
+
+def packed_elements(width: int, size: int, bits: int = 8) -> int:
+    """Elements a packed FIFO word holds: the most whole beats of ``width`` that fit a URAM word
+    of ``URAM_WORD_BITS`` and divide a sample of ``size`` elements (so a sample ends on a whole
+    word and nothing waits in the packer); the beat itself when it is as wide already. O(URAM word / ``bits``)."""
+    beats_a_word = URAM_WORD_BITS // (bits * width)
+    return max((k * width for k in range(1, beats_a_word + 1) if size % (k * width) == 0), default=width)
+
+
 def producer_widths(layers: Iterable[tuple[Sequence[str], str, Sequence[int], int]]) -> dict[str, int]:
     """Elements a beat of each tensor as its producer writes it, the width of the RTL top's FIFOs,
     from each layer's ``(input tensors, output tensor, input beats, output beat)``; a core input's
@@ -95,11 +136,15 @@ def producer_widths(layers: Iterable[tuple[Sequence[str], str, Sequence[int], in
 
 
 def buffer_memory(buffers: Mapping[str, Sequence[int]], widths: Mapping[str, int], core: FpgaCore | None,
-                  bits: int = 8) -> Resources:
-    """The memory of a core's deeper-than-plain FIFOs (``reader_buffers``), each at its tensor's
-    producer beat of ``widths[tensor]`` elements of ``bits`` (as the RTL top lays them out), mapped
-    together as the family maps FIFOs (``hw.kernel.stream_memory``; LUTs at the family's scale). O(edges)."""
-    fifos = [(bits * widths[tensor], beats) for tensor, held in buffers.items() for elements in held
-             if (beats := fifo_beats(elements, widths[tensor])) > PLAIN_BEATS]
-    bram, uram, luts = stream_memory(fifos, core)
-    return Resources(0, bram, uram, round(_family(core).lut_scale * luts), 0)
+                  bits: int = 8, sizes: Mapping[str, int] | None = None, uram: bool = False) -> Resources:
+    """The memory of a core's deeper-than-plain FIFOs (``reader_buffers``), each stored as
+    ``fifo_storage`` says (``sizes``: elements a sample of each tensor; ``uram``: the core's deep
+    FIFOs in URAM), at its tensor's producer beat of ``widths[tensor]`` elements of ``bits`` (as the
+    RTL top lays them out), mapped together as the family maps FIFOs (``hw.kernel.stream_memory``;
+    LUTs at the family's scale). O(edges)."""
+    sizes = sizes or {}
+    fifos = [(bits * storage.pack, storage.words, storage.uram) for tensor, held in buffers.items() for elements in held
+             if (storage := fifo_storage(elements, widths[tensor], sizes.get(tensor, widths[tensor]), uram,
+                                         bits)).words > PLAIN_BEATS]
+    bram, uram_blocks, luts = stream_memory(fifos, core)
+    return Resources(0, bram, uram_blocks, round(_family(core).lut_scale * luts), 0)

@@ -478,9 +478,14 @@ def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int,
     if depth <= LUTRAM_MAX_DEPTH:
         return (0, 0, width_bits * math.ceil(depth / 64))
     if uram and depth >= URAM_MIN_DEPTH:
-        w, d = URAM_SHAPE
-        return (0, math.ceil(width_bits / w) * math.ceil(depth / d), 0)
+        return (0, uram_blocks(width_bits, depth), 0)
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
+
+
+def uram_blocks(width_bits: int, depth: int) -> int:
+    """URAMs (4096 x 72 words, one aspect) of a bank of ``depth`` words of ``width_bits``. O(1)."""
+    w, d = URAM_SHAPE
+    return math.ceil(width_bits / w) * math.ceil(depth / d)
 
 
 EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # ECP5 DP16KD / PDPW16KD
@@ -506,17 +511,18 @@ def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
 
 
-def stream_memory(fifos: Iterable[tuple[int, int]], core: FpgaCore | None) -> tuple[int, int, int]:
-    """(BRAM36, URAM, LUTRAM LUTs) of FIFOs of ``(width_bits, depth)`` as the core's family maps
-    them: on a family built from the RTL op library (ECP5) ``ecp5_memory``, their EBRs summed and
-    then counted two a BRAM36 (a FIFO of one EBR is half a block, not a whole one), elsewhere
-    ``memory_blocks`` each. O(FIFOs)."""
+def stream_memory(fifos: Iterable[tuple[int, int, bool]], core: FpgaCore | None) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUTRAM LUTs) of FIFOs of ``(width_bits, depth, in_uram)`` as the core's
+    family maps them: on a family built from the RTL op library (ECP5, no URAM) ``ecp5_memory``,
+    their EBRs summed and then counted two a BRAM36 (a FIFO of one EBR is half a block, not a whole
+    one), elsewhere ``memory_blocks`` each, or ``uram_blocks`` where ``in_uram``. O(FIFOs)."""
     fifos = list(fifos)
     if not _family(core).rtl_built:
-        blocks = [memory_blocks(width_bits, depth) for width_bits, depth in fifos]
+        blocks = [(0, uram_blocks(width_bits, depth), 0) if in_uram else memory_blocks(width_bits, depth)
+                  for width_bits, depth, in_uram in fifos]
         return (sum(b[0] for b in blocks), sum(b[1] for b in blocks), sum(b[2] for b in blocks))
     ebrs = luts = 0
-    for width_bits, depth in fifos:
+    for width_bits, depth, _ in fifos:
         e, lut = ecp5_memory(width_bits, depth)
         ebrs, luts = ebrs + e, luts + lut
     return (math.ceil(ebrs / 2), 0, luts)

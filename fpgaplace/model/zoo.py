@@ -126,6 +126,24 @@ def cnn_residual(batch: int | str = "N", image: int = 32, classes: int = 10, see
     )
 
 
+def bottleneck(batch: int | str = 1, image: int = 8, channels: int = 256, inner: int = 32,
+               classes: int = 10, seed: int = 5) -> onnx.ModelProto:
+    """One ResNet bottleneck block (He et al., 2016) on a wide tensor: stem conv3x3-bn-relu to
+    ``channels``, conv1x1-bn-relu to ``inner``, conv3x3-bn-relu, conv1x1-bn to ``channels``, plus
+    the identity, relu, global pool, Gemm. Its skip waits the branch's four rows of a sample of
+    ``image`` x ``image`` x ``channels`` (a deep FIFO on a small model)."""
+    b = _Builder(seed)
+    x = b.node("Relu", [_conv_bn(b, "image", "stem", 3, channels, 3)])
+    y = b.node("Relu", [_conv_bn(b, x, "reduce", channels, inner, 1)])
+    y = b.node("Relu", [_conv_bn(b, y, "middle", inner, inner, 3)])
+    y = b.node("Relu", [b.node("Add", [_conv_bn(b, y, "expand", inner, channels, 1), x])])
+    y = b.node("Flatten", [b.node("GlobalAveragePool", [y])], axis=1)
+    b.node("Gemm", [y, b.weight("fc_w", (classes, channels)), b.weight("fc_b", (classes,), scale=0.1)],
+           output="logits", transB=1)
+    return b.model("bottleneck", [_float_input("image", [batch, 3, image, image])],
+                   [_float_input("logits", [batch, classes])])
+
+
 def _inverted_residual(b: _Builder, x: str, prefix: str, cin: int, cout: int, stride: int, expand: int) -> str:
     """MobileNetV2 block: 1x1 expand-bn-relu6, 3x3 depthwise-bn-relu6, 1x1 project-bn (+ x)."""
     hidden = cin * expand

@@ -381,6 +381,8 @@ class Core:
     buffers: dict[str, list[int]] = field(default_factory=dict)
     # the memory of those FIFOs (part of ``resources``); {} in a record written before it
     fifo_resources: dict[str, int] = field(default_factory=dict)
+    # the deep FIFOs packed into URAM (hw.buffers.fifo_storage); False in a record written before it
+    fifo_uram: bool = False
 
     @property
     def ports(self) -> list[BoundaryTensor]:
@@ -403,7 +405,7 @@ class Core:
                 "dram_cycles": self.dram_cycles, "binding": self.binding, "interval_cycles": self.interval_cycles,
                 "interval_us": self.interval_us, "planned_load_us": self.planned_load_us,
                 "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles,
-                "buffers": self.buffers, "fifo_resources": self.fifo_resources}
+                "buffers": self.buffers, "fifo_resources": self.fifo_resources, "fifo_uram": self.fifo_uram}
 
 
 @dataclass
@@ -644,7 +646,7 @@ def _core(value: Any, path: str) -> Core:
         _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()),
         _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None),
         _get(data, "buffers", path, _mapping(_list(_int(0, MAX_BYTES))), {}),
-        _get(data, "fifo_resources", path, _resources, {}))
+        _get(data, "fifo_resources", path, _resources, {}), _get(data, "fifo_uram", path, _bool, False))
 
 
 def _transfer(value: Any, path: str) -> TransferInfo:
