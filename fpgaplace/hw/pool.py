@@ -5,7 +5,9 @@ its window's non-padded elements: a rescale per count, from a table (``mult``, `
 
 Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
-reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``),
+reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``; on a
+family built from the RTL op library, ECP5, the window unit's as ``fpgaplace.hw.window`` prices it
+and a GlobalAveragePool's as ``rtl/globalpool.v.j2`` builds it, ``global_pool_resources``),
 the integer reference (``fpgaplace.hw.reference.maxpool``/``avgpool``), the C++ config of
 ``hls/ops/pool.j2`` and the RTL values: the window unit (``rtl/window.v.j2``, a depthwise window
 of SIMD = window length, ``fpgaplace.hw.window``) or the global pool (``rtl/globalpool.v.j2``),
