@@ -108,6 +108,7 @@ POOLS = {  # kernel, (H, W, C, K, stride, pad, folding)
     "avg2x2": ("avgpool", (16, 16, 4, 2, 2, 0, F(2, 1, 1))),
     "avg3x3-padded": ("avgpool", (24, 12, 2, 3, 1, 1, F(2, 1, 3))),
     "global": ("globalavgpool", (8, 8, 8, 0, 0, 0, F(2, 1, 1))),
+    "global-one-word": ("globalavgpool", (2, 2, 16, 0, 0, 0, F(16, 1, 1))),  # C/PE = 1: the sums in the head register
 }
 
 

