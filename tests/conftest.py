@@ -58,17 +58,23 @@ def vgg19_graph() -> OpGraph:
 @pytest.fixture(scope="session", autouse=True)
 def private_cache(tmp_path_factory) -> Path:
     """Keep the CPU-cost cache of every test (and of the CLI processes they start) out of the
-    user's ~/.cache: a session-wide temporary XDG_CACHE_HOME."""
+    user's ~/.cache: a session-wide temporary XDG_CACHE_HOME. YoWASP's machine code of the ECP5
+    tools (compiled from their WebAssembly once, minutes of CPU; ``scripts/warm_caches.py`` does it
+    at set-up) stays where it was: it is the tools' own, not a result of ours."""
     import os
 
+    import platformdirs
+
     folder = tmp_path_factory.mktemp("xdg-cache")
-    previous = os.environ.get("XDG_CACHE_HOME")
+    previous = {key: os.environ.get(key) for key in ("XDG_CACHE_HOME", "YOWASP_CACHE_DIR")}
+    os.environ.setdefault("YOWASP_CACHE_DIR", platformdirs.user_cache_dir("YoWASP", appauthor=False))
     os.environ["XDG_CACHE_HOME"] = str(folder)
     yield folder
-    if previous is None:
-        os.environ.pop("XDG_CACHE_HOME", None)
-    else:
-        os.environ["XDG_CACHE_HOME"] = previous
+    for key, value in previous.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
 
 
 @pytest.fixture(scope="session")
