@@ -161,6 +161,7 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
 
 
 FIFO_FOLDS = 4  # foldings tried with the FIFOs' memory set aside before a core is said not to fit
+FIFO_STORES = (False, True)  # where a core's deep FIFOs may live: BRAM (False), packed into URAM (True)
 
 
 @dataclass
@@ -193,7 +194,7 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
     and the resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops
     on it). O(2 x ``FIFO_FOLDS`` foldings)."""
     tried, refused = [], None
-    for uram in (False, True) if core.uram > 0 else (False,):
+    for uram in [store for store in FIFO_STORES if not store or core.uram > 0]:
         try:
             tried.append(_fold_in_room(stages, layers, core, dram, sizes, outputs, uram))
         except DoesNotFit as error:
