@@ -18,8 +18,8 @@ from fpgaplace.codegen.rtl import RtlModule, library, render_op
 from fpgaplace.flow.design import Design
 from fpgaplace.hw import KERNELS, Folding, plan_op, reference
 from fpgaplace.hw.affine import MULT_MAGNITUDE_BITS, WORD_BITS, fixed_point
-from fpgaplace.hw.kernel import memory_blocks
 from fpgaplace.hw.lowering import LayerContext
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.quant import quantize_multiplier
 from fpgaplace.model.frontend.load import from_model
 from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise

@@ -15,7 +15,7 @@ from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.board.model import BRAM36_BYTES
 from fpgaplace.hw.buffers import URAM_FIFO_MIN_WORDS, URAM_WORD_BITS, buffer_memory, fifo_storage
-from fpgaplace.hw.kernel import URAM_SHAPE, memory_blocks
+from fpgaplace.hw.memory import URAM_SHAPE, memory_blocks
 from fpgaplace.model import zoo
 from fpgaplace.project.record import load
 from fpgaplace.sim.csim import run_csim

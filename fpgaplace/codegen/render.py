@@ -17,9 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from fpgaplace.codegen.lower import CoreDesign, layer_widths, numel, per_sample_shape
-from fpgaplace.hw import KERNELS
+from fpgaplace.hw import KERNELS, threshold
 from fpgaplace.hw.buffers import PLAIN_BEATS, fifo_beats, fifo_storage
 from fpgaplace.hw.concat import constant_parts
+from fpgaplace.hw.dense import lane_thresholds
 from fpgaplace.hw.kernel import divisors
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.reference import fold_weights
@@ -241,6 +242,7 @@ def plan_core(design: CoreDesign) -> CorePlan:
                 step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
                 if stored_weight_bits(layer) < 8:
                     step.config["WB"] = stored_weight_bits(layer)
+                step.config.update(_threshold_members(layer))
             else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
                 # pool's rescale per count)
                 arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
@@ -278,11 +280,15 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
              offset: int) -> tuple[str, int, int]:
     """Register a dot-product layer's arrays; returns the name of its on-chip weight array (""
     when streamed), its offset in wmem and the next free offset there."""
+    channel = {name: layer.arrays[name] for name in ("bias", "mult", "shift")}
+    if "thresholds" in layer.arrays:  # a threshold output stage (fpgaplace.hw.threshold), one word a fold
+        stored, offsets, dot = lane_thresholds(layer.config, layer.arrays,
+                                               KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
+        channel["bias"] = (np.asarray(layer.arrays["bias"], np.int64) - offsets).astype(np.int32)
+        arrays.append(_array(f"{prefix}_thresholds", "uint8_t", threshold.table_bytes(stored, dot, layer.folding.pe)))
     for name, ctype in (("bias", "int32_t"), ("mult", "int32_t"), ("shift", "int8_t")):
-        arrays.append(_array(f"{prefix}_{name}", ctype, layer.arrays[name]))
+        arrays.append(_array(f"{prefix}_{name}", ctype, channel[name]))
         partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
-    if "thresholds" in layer.arrays:  # a threshold output stage (fpgaplace.hw.threshold): [C][T] on chip
-        arrays.append(_array(f"{prefix}_thresholds", "int32_t", layer.arrays["thresholds"]))
     bits = stored_weight_bits(layer)
     w = packed_weights(fold_weights(layer.arrays["w"], layer.folding.pe, layer.folding.simd), bits)
     if layer.resident:
@@ -292,6 +298,18 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         return f"{prefix}_w", 0, offset
     wmem_parts.append(w)
     return "", offset, offset + w.size
+
+
+def _threshold_members(layer: Layer) -> dict[str, int]:
+    """The C++ members of a threshold stage's table (``fp::OutputStage``): ``TH_W`` bits a threshold,
+    ``TH_PE`` channels and ``TH_BYTES`` bytes a word (``threshold.table_bytes``); none without one."""
+    if "thresholds" not in layer.arrays:
+        return {}
+    _, _, dot = lane_thresholds(layer.config, layer.arrays,
+                                KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
+    count = int(np.shape(layer.arrays["thresholds"])[1])
+    return {"TH_W": threshold.stored_bits(dot), "TH_PE": layer.folding.pe,
+            "TH_BYTES": threshold.word_bits(layer.folding.pe, count, dot) // 8}
 
 
 def stored_weight_bits(layer: Layer) -> int:

@@ -44,8 +44,9 @@ import numpy as np
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise, lane_geometry, per_channel_period
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import activation_inputs, memory_blocks, probe, tensor_shape
+from fpgaplace.hw.kernel import activation_inputs, probe, tensor_shape
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.qdq import qdq_index
 from fpgaplace.hw.quant import MULTIPLIER_BITS
 from fpgaplace.hw.rtl_values import (

@@ -38,8 +38,9 @@ import numpy as np
 from fpgaplace.hw import reference
 from fpgaplace.hw.elementwise import Elementwise
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import STAGE_DELAY, memory_blocks, probe
+from fpgaplace.hw.kernel import STAGE_DELAY, probe
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError
 

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 
 from fpgaplace.board.model import FpgaCore
 from fpgaplace.hw.geometry import Fill, Resources
-from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, URAM_SHAPE, _family, stage_start, stage_times, stream_memory
+from fpgaplace.hw.kernel import _family, stage_start, stage_times, stream_memory
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, URAM_SHAPE
 
 PLAIN_BEATS = 2  # a FIFO of two beats: the hand-off between two stages, not priced (the stage's own LUTs)
 

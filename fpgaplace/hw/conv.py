@@ -25,7 +25,6 @@ from fpgaplace.hw import reference, threshold
 from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
-    LUTRAM_MAX_DEPTH,
     MAX_LINE_WIDTH,
     divisors,
     dot_bits,
@@ -38,6 +37,7 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
     PORT_IN,

@@ -8,7 +8,7 @@ config of ``hls/ops/dense.j2`` and the values of the RTL unit (``rtl/dense.v.j2`
 MACs a cycle at the layer's widths, built as ``hw.kernel.lane_choice`` says: XNOR-popcount for
 +-1 by +-1, product tables in LUTs, or channels packed into one multiplier (two int8 MACs to a
 DSP48E2 with ``macs_per_dsp=2``); ``requantize_plan(PE, K/SIMD)`` requantizers shared among
-the PE lanes, or a threshold stage in their place, ``rtl/threshold.v.j2``, ``threshold_rom``) with
+the PE lanes, or a threshold stage in their place, ``rtl/threshold.v.j2``, ``threshold.table_words``) with
 its weight ROM at the weights' width and its channel ROM. O(N*K) for the RTL values.
 """
 
@@ -23,7 +23,6 @@ import numpy as np
 from fpgaplace.hw import reference, threshold
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
-    LUTRAM_MAX_DEPTH,
     Kernel,
     Lanes,
     check_bits,
@@ -36,6 +35,7 @@ from fpgaplace.hw.kernel import (
     unit_fill,
 )
 from fpgaplace.hw.lowering import Layer
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
@@ -224,8 +224,9 @@ class Dense(Kernel):
         dot_w = dot_bits(k, lane["WB"], lane["XB"])
         stage = {"T": 0}
         if "thresholds" in arrays:  # the channel ROM holds thresholds in place of the requantizers' words
-            offset = checked["bias"] - (zx - lane["XOFF"]) * w.astype(np.int64).sum(axis=1)
-            channel_words, th_bits = threshold_rom(checked["thresholds"], offset, dot_w, pe)
+            stored, _, _ = lane_thresholds(config, checked, lane)
+            channel_words = threshold.table_words(stored, dot_w, pe)
+            th_bits = threshold.stored_bits(dot_w)
             stage = {"T": int(checked["thresholds"].shape[1]), "TH_W": th_bits}
             channel_bits = stage["T"] * th_bits
         weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
@@ -267,17 +268,24 @@ def lane_widths(widths: dict[str, Any] | None, w: np.ndarray | None) -> dict[str
     return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
 
 
-def threshold_rom(table: np.ndarray, offset: np.ndarray, dot_bits: int, pe: int) -> tuple[list[int], int]:
-    """The threshold ROM of the RTL dense unit (``rtl/threshold.v.j2``: ``hw.threshold``'s stage)
-    whose dot product of ``dot_bits`` signed bits leaves out each channel's ``offset`` (the bias):
-    the thresholds ``table[C][T]`` less the offset, clamped to ``[-2^(dot_bits-1),
-    2^(dot_bits-1)]`` (below every dot product: always reached; above: never, as before), each
-    ``dot_bits + 1`` bits; per output fold, PE lanes of T thresholds (lane p's i-th in bits
-    ``[TH_W*(T*p + i) +: TH_W]``). Returns the words and the bits of one threshold. O(C*T)."""
-    limit = 2 ** (dot_bits - 1)
-    shifted = np.clip(np.asarray(table, np.int64) - np.asarray(offset, np.int64).reshape(-1, 1), -limit, limit)
-    bits = dot_bits + 1
-    return [pack_lanes(shifted[f * pe:(f + 1) * pe].reshape(-1), bits) for f in range(shifted.shape[0] // pe)], bits
+def lane_offset(xb: int, xu: int) -> int:
+    """What an unsigned input's ``XB``-bit lanes subtract from its codes (``XU = 1``: ``2^(XB-1)``,
+    so each lane holds a signed value of its width), else 0."""
+    return xu * 2 ** (xb - 1)
+
+
+def lane_thresholds(config: dict[str, Any], arrays: dict[str, Any],
+                    members: dict[str, int]) -> tuple[np.ndarray, np.ndarray, int]:
+    """A dot product's threshold table as its units store it (``threshold.stored_table``), for the
+    dot product of its lane values at the lane widths ``members`` (``WB``, ``XB``, ``XU``; 8-bit
+    signed lanes where absent): the table, each channel's offset (``threshold.dot_offsets``; the
+    C++ kernels take the bias less it) and the dot product's bits. The RTL dense unit and the HLS kernels both read it,
+    and the folding prices its bits (``threshold.stage_resources``). O(weights + C*T)."""
+    w = np.asarray(arrays["w"])
+    xb, xu = int(members.get("XB", 8)), int(members.get("XU", 0))
+    bits = dot_bits(w.reshape(w.shape[0], -1).shape[1], int(members.get("WB", 8)), xb)
+    offsets = threshold.dot_offsets(w, arrays["bias"], int(config["ZX"]), lane_offset(xb, xu))
+    return threshold.stored_table(arrays["thresholds"], offsets, bits), offsets, bits
 
 
 def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
@@ -306,7 +314,7 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
     groups = [(first, min(lanes.pack, pe - first)) for first in range(0, pe, lanes.pack)]
     (bw, b_operand), (aw, a_operand) = sorted([(wb, "s1_w[WB*j +: WB]"), (xb, "s1_x[XB*(j % SIMD) +: XB]")],
                                               key=lambda pair: pair[0])
-    return {"WB": wb, "XB": xb, "XU": xu, "XOFF": xu * 2 ** (xb - 1), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
+    return {"WB": wb, "XB": xb, "XU": xu, "XOFF": lane_offset(xb, xu), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
             "FIELD": lanes.field, "PW": lanes.product_bits, "AW": aw, "BW": bw, "a_operand": a_operand,
             "b_operand": b_operand, "groups": groups, "extend": "" if lanes.kind == "xnor" else "$signed",
             "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],

@@ -30,8 +30,9 @@ import onnx
 from onnx import TensorProto, helper
 
 from fpgaplace.hw.geometry import Folding, Geometry, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import LUTRAM_MAX_DEPTH, Kernel, tensor_shape
+from fpgaplace.hw.kernel import Kernel, tensor_shape
 from fpgaplace.hw.lowering import Layer
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH
 from fpgaplace.hw.qdq import qdq_index
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError

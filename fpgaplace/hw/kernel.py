@@ -68,6 +68,7 @@ import numpy as np
 
 from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, Family
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
+from fpgaplace.hw.memory import ecp5_memory, memory_blocks, uram_blocks
 from fpgaplace.model.ir import Op, TensorInfo
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -91,19 +92,7 @@ LUTS_PER_LANE_BUDGET = 64  # LUTs one lane of a lane kernel is taken to need, fo
 MAX_LINE_WIDTH = 256  # int8 elements a line buffer takes in per cycle
 
 
-LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
-
-
-URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
-
-
 CHANNEL_WORD_BITS = 72  # bias (32) + multiplier (32) + shift (8) per output channel
-
-
-BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
-
-
-URAM_SHAPE = (72, 4096)
 
 
 PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
@@ -466,49 +455,6 @@ def divisors(n: int) -> tuple[int, ...]:
     """Divisors of ``n`` in increasing order, O(sqrt(n))."""
     small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
     return tuple(sorted({*small, *(n // d for d in small)}))
-
-
-@cache
-def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int, int, int]:
-    """(BRAM36, URAM, LUT) for one bank of ``depth`` words of ``width_bits``: LUTRAM when
-    shallow, URAM (4096 x 72 words) when asked for and the bank is deep, else BRAM36 of the
-    cheapest aspect ratio."""
-    if depth <= 0 or width_bits <= 0:
-        return (0, 0, 0)
-    if depth <= LUTRAM_MAX_DEPTH:
-        return (0, 0, width_bits * math.ceil(depth / 64))
-    if uram and depth >= URAM_MIN_DEPTH:
-        return (0, uram_blocks(width_bits, depth), 0)
-    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
-
-
-def uram_blocks(width_bits: int, depth: int) -> int:
-    """URAMs (4096 x 72 words, one aspect) of a bank of ``depth`` words of ``width_bits``. O(1)."""
-    w, d = URAM_SHAPE
-    return math.ceil(width_bits / w) * math.ceil(depth / d)
-
-
-EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # ECP5 DP16KD / PDPW16KD
-EBR_COST, LUTRAM_COST, LUTRAM_MUX_COST = 128, 4, 0.39  # yosys' memory_libmap: an EBR, a DPR16X4, a mux bit
-
-
-@cache
-def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
-    """(EBRs of 18 Kbit, LUTs) of one ECP5 memory of ``depth`` words of ``width_bits`` with one
-    write and one read port, as yosys 0.70's ``memory_libmap`` maps it: LUTRAM (TRELLIS_DPR16X4,
-    16 x 4 bits; one op-library LUT each, as 64 bits of a LUT6) while its cost, 4 a DPR16X4 plus
-    0.39 per bit of the read mux over the 16-word chunks, is at most an EBR's 128, else EBRs of the
-    cheapest aspect ratio. The 0.39 is fitted to yosys' choice on 22 shapes (``synth_ecp5 -run
-    begin:map_ffram`` of one such memory, 2 .. 32 bits by 48 .. 512 words: 8 x 176, 16 x 96, 24 x 64
-    and 32 x 48 LUTRAM; 8 x 184, 12 x 128, 4 x 384 and 32 x 64 one EBR; any value in (0.381, 0.4]
-    fits them all). Sources: yosys techlibs/lattice/brams_16kd.txt, lutrams_trellis.txt. O(1)."""
-    if depth <= 0 or width_bits <= 0:
-        return (0, 0)
-    chunks = math.ceil(depth / 16)
-    luts = math.ceil(width_bits / 4) * chunks
-    if LUTRAM_COST * luts + LUTRAM_MUX_COST * (chunks - 1) * width_bits <= EBR_COST:
-        return (0, luts)
-    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
 
 
 def stream_memory(fifos: Iterable[tuple[int, int, bool]], core: FpgaCore | None) -> tuple[int, int, int]:

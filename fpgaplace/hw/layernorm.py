@@ -55,10 +55,10 @@ from fpgaplace.hw.kernel import (
     LANE_LUT_BASE,
     LANE_LUT_PER_PE,
     LUTS_PER_LANE_BUDGET,
-    memory_blocks,
     product_dsps,
 )
 from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.quant import requantize_affine
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members, pack_lanes
 from fpgaplace.hw.softmax import RowKernel

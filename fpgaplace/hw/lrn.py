@@ -38,8 +38,9 @@ import numpy as np
 
 from fpgaplace.hw.elementwise import Elementwise, lane_geometry
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
-from fpgaplace.hw.kernel import memory_blocks, tensor_shape, unit_fill
+from fpgaplace.hw.kernel import tensor_shape, unit_fill
 from fpgaplace.hw.lowering import Layer, bounds
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.qdq import check_scale, qdq_index
 from fpgaplace.hw.quant import requantize
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members

@@ -48,12 +48,12 @@ from fpgaplace.hw.kernel import (
     Kernel,
     activation_inputs,
     macs_per_dsp,
-    memory_blocks,
     probe,
     tensor_shape,
     unit_fill,
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.quant import requantize
 from fpgaplace.hw.rtl_values import PORT_OUT, check_int8_members, const_requant, index_bits, int_members, signed_bits
 from fpgaplace.util.errors import FpgaplaceError

@@ -25,7 +25,6 @@ from fpgaplace.hw import reference
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     _family,
-    ecp5_memory,
     ints,
     probe,
     sliding_cycles,
@@ -35,6 +34,7 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer, multipliers
+from fpgaplace.hw.memory import ecp5_memory
 from fpgaplace.hw.quant import tie_bits
 from fpgaplace.hw.rtl_values import (
     PORT_IN,

@@ -35,12 +35,12 @@ from fpgaplace.hw.kernel import (
     Kernel,
     activation_inputs,
     divisors,
-    memory_blocks,
     multiplier_dsps,
     tensor_shape,
     unit_fill,
 )
 from fpgaplace.hw.lowering import Layer, bounds, multipliers
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.quant import requantize
 from fpgaplace.hw.rtl_values import PORT_IN, PORT_OUT, check_int8_members, index_bits, int_members
 from fpgaplace.util.errors import FpgaplaceError

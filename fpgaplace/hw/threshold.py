@@ -16,8 +16,13 @@ onnxruntime) also where a value lies within a float32 rounding of a code boundar
 
 The stage is fused into the dot product's output (as FINN's MVAU with thresholds): the C++
 kernels select it by the config member ``T`` (``hls/include/fpgaplace/kernels.h``,
-``fp::OutputStage``). Its extra resources are the threshold memory and the comparators
-(``resources``). O(channels * T * log(range)) to compute the thresholds.
+``fp::OutputStage``), the RTL dense unit by its threshold ROM (``rtl/threshold.v.j2``). Both store
+a table as the hardware compares it (``stored_table``): each threshold less its channel's offset
+(the bias and the inputs' zero point, ``dot_offsets``), so it is compared with the bare dot product
+of lane values, clamped to that dot product's range and kept at its width and one bit more
+(``stored_bits``); one word per output fold holds its PE channels' thresholds (``table_words``).
+Its extra resources are that memory, priced as the word and depth it is (``table_memory``), and
+the comparators (``resources``). O(channels * T * log(range)) to compute the thresholds.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.hw.geometry import Folding, Geometry, Resources
+from fpgaplace.hw.memory import memory_blocks
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, ThresholdSink, qdq_index
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
@@ -35,11 +41,7 @@ from fpgaplace.util.errors import FpgaplaceError
 if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
-THRESHOLD_BITS = 32  # a threshold's storage width (the accumulator's C++ type)
 LUTS_PER_COMPARE_BIT = 0.5  # a carry-chain comparator: one LUT6 for two bits
-LUTRAM_BITS_PER_LUT = 64
-BRAM36_BITS = 36 * 1024
-LUTRAM_MAX_BITS = 64 * 1024  # threshold tables up to this size stay in LUTRAM
 # LUTs of the requantizers' channel ROM and its glue that a dot product's fitted fixed part holds
 # (``hw.kernel.NARROW_LUT_BASE``) and a unit with a threshold stage has not (its ROM holds the
 # thresholds, counted here): yosys 0.23 synth_xilinx -family xc7 of the RTL dense unit with a
@@ -131,17 +133,71 @@ def multithreshold(acc: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
     return (lo + (acc[..., None] >= table).sum(axis=-1)).astype(np.int8)
 
 
-def resources(channels: int, count: int, pe: int, acc_bits: int) -> Resources:
-    """What a threshold stage adds to a dot product folded ``pe`` channels wide: ``pe * count``
-    comparators of ``acc_bits`` bits (each half a LUT per bit, a carry chain) and the ``channels x
-    count`` thresholds in LUTRAM, or in BRAM36 when larger than ``LUTRAM_MAX_BITS``. A convolution
-    leaves the requantizer it replaces in its count (an upper bound); the dense unit drops it and
-    the ``FREED_CHANNEL_LUTS`` of its channel ROM (``Dense.resources``). O(1)."""
-    bits = channels * count * THRESHOLD_BITS
-    compare = int(np.ceil(pe * count * acc_bits * LUTS_PER_COMPARE_BIT))
-    if bits <= LUTRAM_MAX_BITS:
-        return Resources(lut=compare + int(np.ceil(bits / LUTRAM_BITS_PER_LUT)))
-    return Resources(lut=compare, bram36=int(np.ceil(bits / BRAM36_BITS)))
+def stored_bits(dot_bits: int) -> int:
+    """Bits of one stored threshold for a dot product of ``dot_bits`` signed bits: one more, for the
+    clamp's top value ``2^(dot_bits-1)`` (never reached; ``stored_table``). O(1)."""
+    return dot_bits + 1
+
+
+def word_bits(pe: int, count: int, dot_bits: int) -> int:
+    """Bits of one word of the table: ``pe`` channels of ``count`` thresholds, padded to whole bytes
+    (the C++ array's bytes; the RTL ROM's word is the same but for that padding). O(1)."""
+    return 8 * -(-pe * count * stored_bits(dot_bits) // 8)
+
+
+def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUTRAM LUTs) of the table: one bank of ``word_bits`` words, one per output
+    fold (``ceil(channels / pe)`` deep), as ``memory_blocks`` maps it: the word is read whole once
+    per fold, so a wide table is as many blocks as its width needs. O(1)."""
+    return memory_blocks(word_bits(pe, count, dot_bits), -(-channels // pe))
+
+
+def resources(channels: int, count: int, pe: int, dot_bits: int) -> Resources:
+    """What a threshold stage adds to a dot product of ``dot_bits`` bits folded ``pe`` channels wide:
+    ``pe * count`` comparators of that width (each half a LUT per bit, a carry chain) and the table
+    (``table_memory``). A convolution leaves the requantizer it replaces in its count (an upper
+    bound); the dense unit drops it and the ``FREED_CHANNEL_LUTS`` of its channel ROM
+    (``Dense.resources``). O(1)."""
+    bram, uram, lutram = table_memory(channels, count, pe, dot_bits)
+    compare = int(np.ceil(pe * count * dot_bits * LUTS_PER_COMPARE_BIT))
+    return Resources(bram36=bram, uram=uram, lut=compare + lutram)
+
+
+def dot_offsets(w: np.ndarray, bias: np.ndarray, zero_point: int, lane_offset: int) -> np.ndarray:
+    """Per output channel, what the accumulator ``bias + sum (x - zero_point) * w`` (the integer
+    reference's, against which ``thresholds`` are found) holds beyond the dot product of lane values
+    ``sum (x - lane_offset) * w`` (``lane_offset``: the ``XOFF`` an unsigned input's lanes subtract,
+    else 0): ``bias - (zero_point - lane_offset) * sum w``. O(weights)."""
+    w = np.asarray(w, np.int64).reshape(len(bias), -1)
+    return np.asarray(bias, np.int64) - (int(zero_point) - int(lane_offset)) * w.sum(axis=1)
+
+
+def stored_table(table: np.ndarray, offsets: np.ndarray, dot_bits: int) -> np.ndarray:
+    """The thresholds ``table[C][T]`` as the hardware compares them with a dot product of ``dot_bits``
+    signed bits: less each channel's offset, clamped to ``[-2^(dot_bits-1), 2^(dot_bits-1)]`` (below
+    every dot product: always reached; above: never, as before), each fits ``stored_bits``. O(C*T)."""
+    limit = 2 ** (dot_bits - 1)
+    return np.clip(np.asarray(table, np.int64) - np.asarray(offsets, np.int64).reshape(-1, 1), -limit, limit)
+
+
+def table_words(stored: np.ndarray, dot_bits: int, pe: int) -> list[int]:
+    """One word per output fold of ``pe`` channels (``stored_table``'s rows): lane ``p``'s ``i``-th
+    threshold in bits ``[TH_W*(T*p + i) +: TH_W]``, ``TH_W = stored_bits(dot_bits)``, two's
+    complement; the RTL ROM's words and, as little-endian bytes, the C++ array's. O(C*T)."""
+    bits = stored_bits(dot_bits)
+    fields = np.asarray(stored, np.int64) & ((1 << bits) - 1)  # two's complement codes
+    return [sum(int(v) << (bits * j) for j, v in enumerate(fields[f:f + pe].reshape(-1)))
+            for f in range(0, fields.shape[0], pe)]
+
+
+def table_bytes(stored: np.ndarray, dot_bits: int, pe: int) -> np.ndarray:
+    """``table_words`` as the C++ array ``fp::OutputStage`` reads (uint8): ``word_bits / 8`` bytes a
+    word, little-endian, and 8 zero bytes after the last word, so a field is always read as a whole
+    eight-byte window. O(C*T)."""
+    count = stored.shape[1]
+    size = word_bits(pe, count, dot_bits) // 8
+    data = b"".join(word.to_bytes(size, "little") for word in table_words(stored, dot_bits, pe)) + bytes(8)
+    return np.frombuffer(data, dtype=np.uint8)
 
 
 def refuse_rtl(kernel: str, arrays: dict) -> None:
@@ -167,8 +223,8 @@ def count(op: Op, graph: OpGraph) -> int:
     return 2**bits - 1
 
 
-def stage_resources(g: Geometry, fold: Folding, acc_bits: int) -> Resources:
+def stage_resources(g: Geometry, fold: Folding, dot_bits: int) -> Resources:
     """``resources`` of the threshold stage a dot product's geometry names (``shape["T"]``) on its
-    ``acc_bits``-bit accumulator; nothing without one."""
+    ``dot_bits``-bit dot product; nothing without one."""
     thresholds = int(g.shape.get("T", 0))
-    return resources(g.channels, thresholds, fold.pe, acc_bits) if thresholds else Resources()
+    return resources(g.channels, thresholds, fold.pe, dot_bits) if thresholds else Resources()

@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Any
 
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
-from fpgaplace.hw.kernel import Kernel, _family, ecp5_memory
+from fpgaplace.hw.kernel import Kernel, _family
+from fpgaplace.hw.memory import ecp5_memory
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,

@@ -178,7 +178,10 @@ inline int8_t requantize(int64_t acc, int32_t m, int s, int zp, int lo, int hi, 
 
 // The output stage of a dot product (conv2d, dense) of config C on channel co's accumulator acc
 // (bias included): requantize(acc, mult[co], shift[co], ZY, LO, HI), or, when C has T thresholds
-// per channel (fpgaplace.hw.threshold), FINN's multithreshold: ZY + #{i : acc >= thresholds[co][i]}.
+// per channel (fpgaplace.hw.threshold), FINN's multithreshold: ZY + #{i : acc >= t[co][i]}. There
+// the bias is what turns the accumulator into the dot product of lane values, and the table holds
+// each threshold as that dot product meets it (threshold.stored_table): TH_W-bit two's complement
+// fields, TH_PE channels' T thresholds a word of TH_BYTES bytes (threshold.table_bytes).
 template <class C, class = void>
 struct OutputStage {
   static int8_t apply(int64_t acc, int co, const int32_t* mult, const int8_t* shift) {
@@ -187,15 +190,35 @@ struct OutputStage {
   }
 };
 
+namespace detail {
+// The W-bit two's complement field at bit `bit` of the little-endian bytes `bytes` (W <= 56; the
+// eight bytes from the field's first are read, so an array of fields ends in eight spare bytes).
+template <int W>
+inline int64_t signed_field(const uint8_t* bytes, int bit) {
+#pragma HLS INLINE
+  static_assert(W >= 1 && W <= 56, "fields of 1 to 56 bits");
+  const uint8_t* first = bytes + bit / 8;
+  uint64_t window = 0;
+  for (int b = 0; b < 8; ++b) {
+#pragma HLS UNROLL
+    window |= static_cast<uint64_t>(first[b]) << (8 * b);
+  }
+  const uint64_t field = (window >> (bit % 8)) & ((uint64_t{1} << W) - 1);
+  return field >= (uint64_t{1} << (W - 1)) ? static_cast<int64_t>(field) - (int64_t{1} << W)
+                                           : static_cast<int64_t>(field);
+}
+}  // namespace detail
+
 template <class C>
 struct OutputStage<C, std::void_t<decltype(C::T)>> {
   static int8_t apply(int64_t acc, int co, const int32_t*, const int8_t*) {
 #pragma HLS INLINE
-    const int32_t* t = C::thresholds() + co * C::T;
+    const uint8_t* word = C::thresholds() + (co / C::TH_PE) * C::TH_BYTES;
+    const int first = (co % C::TH_PE) * C::T * C::TH_W;
     int count = 0;
     for (int i = 0; i < C::T; ++i) {
 #pragma HLS UNROLL
-      count += acc >= t[i] ? 1 : 0;
+      count += acc >= detail::signed_field<C::TH_W>(word, first + i * C::TH_W) ? 1 : 0;
     }
     return static_cast<int8_t>(C::ZY + count);
   }

@@ -1,0 +1,69 @@
+"""On-chip memories: how a bank of ``depth`` words of ``width_bits`` maps onto a family's blocks.
+
+UltraScale+ and 7-series (``memory_blocks``): LUTRAM up to 64 words deep (one LUT6 holds 64 x 1
+bit), URAM (4096 x 72) where asked for and deep, else BRAM36 in the aspect ratio that takes the
+fewest blocks (UG573: 512 x 72 to 32K x 1). ECP5 (``ecp5_memory``): yosys' ``memory_libmap``
+choice between LUTRAM and DP16KD/PDPW16KD EBRs. Every price of a weight bank, line buffer, table
+or FIFO reads these, so the cost model, the report and the generated designs count blocks alike.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
+
+
+URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
+
+
+BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
+
+
+URAM_SHAPE = (72, 4096)
+
+
+@cache
+def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUT) for one bank of ``depth`` words of ``width_bits``: LUTRAM when
+    shallow, URAM (4096 x 72 words) when asked for and the bank is deep, else BRAM36 of the
+    cheapest aspect ratio."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0, 0)
+    if depth <= LUTRAM_MAX_DEPTH:
+        return (0, 0, width_bits * math.ceil(depth / 64))
+    if uram and depth >= URAM_MIN_DEPTH:
+        return (0, uram_blocks(width_bits, depth), 0)
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
+
+
+def uram_blocks(width_bits: int, depth: int) -> int:
+    """URAMs (4096 x 72 words, one aspect) of a bank of ``depth`` words of ``width_bits``. O(1)."""
+    w, d = URAM_SHAPE
+    return math.ceil(width_bits / w) * math.ceil(depth / d)
+
+
+EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # ECP5 DP16KD / PDPW16KD
+EBR_COST, LUTRAM_COST, LUTRAM_MUX_COST = 128, 4, 0.39  # yosys' memory_libmap: an EBR, a DPR16X4, a mux bit
+
+
+@cache
+def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
+    """(EBRs of 18 Kbit, LUTs) of one ECP5 memory of ``depth`` words of ``width_bits`` with one
+    write and one read port, as yosys 0.70's ``memory_libmap`` maps it: LUTRAM (TRELLIS_DPR16X4,
+    16 x 4 bits; one op-library LUT each, as 64 bits of a LUT6) while its cost, 4 a DPR16X4 plus
+    0.39 per bit of the read mux over the 16-word chunks, is at most an EBR's 128, else EBRs of the
+    cheapest aspect ratio. The 0.39 is fitted to yosys' choice on 22 shapes (``synth_ecp5 -run
+    begin:map_ffram`` of one such memory, 2 .. 32 bits by 48 .. 512 words: 8 x 176, 16 x 96, 24 x 64
+    and 32 x 48 LUTRAM; 8 x 184, 12 x 128, 4 x 384 and 32 x 64 one EBR; any value in (0.381, 0.4]
+    fits them all). Sources: yosys techlibs/lattice/brams_16kd.txt, lutrams_trellis.txt. O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0)
+    chunks = math.ceil(depth / 16)
+    luts = math.ceil(width_bits / 4) * chunks
+    if LUTRAM_COST * luts + LUTRAM_MUX_COST * (chunks - 1) * width_bits <= EBR_COST:
+        return (0, luts)
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
+
+
