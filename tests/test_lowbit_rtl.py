@@ -19,7 +19,7 @@ from fpgaplace.codegen.rtl import render_dense
 from fpgaplace.codegen.rtl_project import probe_module
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
-from fpgaplace.hw.kernel import lane_choice
+from fpgaplace.hw.kernel import dot_bits, lane_choice
 from fpgaplace.model import zoo
 from fpgaplace.project.arrays import load_arrays
 from fpgaplace.project.layout import RTL_DIR, cell_name
@@ -187,17 +187,28 @@ def test_threshold_tables_that_do_not_fit_are_one_line_errors():
 @pytest.mark.parametrize("name", ["w1a1 (bipolar: thresholds)", "w4a4 unsigned"])
 def test_hls_keeps_lowbit_dense_weights_packed_and_csim_is_bit_exact(tmp_path, name):
     """The C++ core keeps a resident low-bit dense layer's weights at their lane width (the width
-    the folding priced its memory at): ``N * K * WB / 8`` bytes read by ``fp::detail::weight``, and
-    C simulation is bit-exact against the integer reference."""
+    the folding priced its memory at): ``N * K * WB / 8`` bytes read by ``fp::detail::weight``; a
+    threshold stage's table at the dot product's width and one bit more, a word per fold (the RTL
+    ROM's words, ``threshold.table_bytes``); and C simulation is bit-exact against the integer
+    reference."""
     from fpgaplace.sim.csim import run_csim
 
     weight_bits, act_bits, signed, batch_norm = COMPILED[name]
     project = compiled(tmp_path, weight_bits, act_bits, signed, batch_norm)
     header = "\n".join(path.read_text() for path in project.rglob("weights.h"))
+    tables = 0
     for _core, i, layer, arrays in dense_layers(project):
         assert layer.resident
         size = math.ceil(arrays["w"].size * lane_widths(layer.widths.to_json(), arrays["w"])["WB"] / 8)
         assert f"static const int8_t l{i}_w[{size}] =" in header, (layer.op, size)
+        if "thresholds" in arrays:  # the table at the dot product's width + 1, one word a fold of PE channels
+            table, members = arrays["thresholds"], lane_widths(layer.widths.to_json(), arrays["w"])
+            bits = dot_bits(arrays["w"].shape[1], members["WB"], members["XB"]) + 1
+            word = math.ceil(layer.pe * table.shape[1] * bits / 8)
+            assert f"static const uint8_t l{i}_thresholds[{table.shape[0] // layer.pe * word + 8}] =" in header
+            assert bits < 32, "stored narrower than the accumulator's C++ type"
+            tables += 1
+    assert tables == (2 if "thresholds" in name else 0), tables
     images = np.random.default_rng(0).uniform(-1, 1, (3, 3, 4, 4)).astype(np.float32)
     simulated = run_csim(project, inputs=images)
     assert simulated.cores and all(core.bit_exact for core in simulated.cores)
