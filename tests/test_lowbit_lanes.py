@@ -17,7 +17,15 @@ from fpgaplace.board.load import load_board
 from fpgaplace.board.model import FAMILIES
 from fpgaplace.codegen.rtl import render_dense, render_op
 from fpgaplace.hw import KERNELS, Folding
-from fpgaplace.hw.kernel import Lanes, lane_choice, macs_per_dsp, narrow_pack, packed_dsps, with_precision
+from fpgaplace.hw.kernel import (
+    Lanes,
+    lane_choice,
+    lane_share,
+    macs_per_dsp,
+    narrow_pack,
+    packed_dsps,
+    with_precision,
+)
 from fpgaplace.hw.registry import dense_geometry
 from fpgaplace.sim import yosys
 from fpgaplace.util.errors import FpgaplaceError
@@ -74,11 +82,12 @@ def test_weights_outside_their_width_are_a_one_line_error():
         render_dense(config | {"PE": 3, "SIMD": 4, "XB": 3}, arrays)
 
 
-def test_lane_choice_prices_a_dsp_in_luts():
+def test_lane_choice_takes_the_smaller_share_of_the_core():
     """Binary lanes are XNORs, a +-1 operand makes LUT lanes, 8 bits keep the int8 DSP rule, and
-    2-4-bit lanes go to DSPs only where a DSP is cheap in LUTs; the cost model follows."""
-    core = load_board("pynq-z2").cores[0]  # 19,680 LUTs / 88 DSPs: a DSP is worth 224 LUTs
-    dsp_rich = replace(core, lut=core.dsp * 10)  # a DSP worth 10 LUTs
+    2-4-bit lanes go to DSPs only where a packed lane takes a smaller share of the core's DSPs than
+    a LUT lane of its LUTs; the cost model follows."""
+    core = load_board("pynq-z2").cores[0]  # 19,680 LUTs / 88 DSPs: a third of a DSP is the larger share
+    dsp_rich = replace(core, lut=core.dsp * 10)  # 880 LUTs: a LUT lane's 37 is the larger share
     assert lane_choice(core, 1, 1).kind == "xnor" and lane_choice(core, 1, 4).kind == "lut"
     assert lane_choice(core, 8, 8) == Lanes("dsp", 8, 8, core.macs_per_dsp)
     g = with_precision(dense_geometry(64, 16), 4, 4)
@@ -90,6 +99,9 @@ def test_lane_choice_prices_a_dsp_in_luts():
     assert KERNELS["dense"].mac_dsps(g, fold, dsp_rich) == 8 * packed_dsps(choice, 8, dsp_rich) == 8 * 3
     assert KERNELS["dense"].ideal_cycles(g, dsp_rich) < KERNELS["dense"].ideal_cycles(
         with_precision(g, 8, 8), dsp_rich), "packed narrow lanes cost less than int8 ones"
+    kv260 = load_board("kv260").cores[0]  # 87,296 LUTs, 998 DSPs: a DSP is worth 87 LUTs by their ratio
+    assert lane_choice(kv260, 4, 4).kind == "dsp", "a third of a DSP there is a smaller share than 37 LUTs"
+    assert lane_share(lane_choice(kv260, 4, 4), kv260) < lane_share(Lanes("lut", 4, 4), kv260)
 
 
 @pytest.mark.slow
@@ -136,7 +148,7 @@ def test_yosys_dsps_equal_and_luts_within_a_quarter_of_the_estimate(tmp_path, na
 
 def test_a_layer_rendered_for_its_core_has_the_lanes_and_dsps_the_cost_model_priced(tmp_path):
     """``rtl.render_op`` on a core (as compile and the per-stage checks render each layer) builds
-    the lanes ``lane_choice`` picks at that core's price of a DSP, not at the default price: on a
+    the lanes ``lane_choice`` picks for that core's budgets, not for the default ones: on a
     DSP-rich core w4a4 lanes are packed into multipliers where the default puts them in LUTs, and
     yosys maps exactly the op library's DSPs of the layer on that core."""
     core = load_board("pynq-z2").cores[0]

@@ -31,7 +31,7 @@ from fpgaplace.sim import yosys
 
 def test_every_core_record_finds_the_board_core_it_was_priced_on(cnn_project):
     """compile and the DSP probes render each core's layers for the board core of the record's
-    name (``board_cores``; its price of a DSP picks the lanes): every record finds one, and it is
+    name (``board_cores``; its budgets pick the lanes): every record finds one, and it is
     the core the placement budgeted (design.json's ``budget``), on a board cut into two cores."""
     design = load(cnn_project)
     cores = board_cores(project_board(design))

@@ -172,7 +172,7 @@ def probe_module(record: Core, index: int, arrays: dict[str, np.ndarray], macs_p
 def render_core(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int = 1,
                 fpga_core: FpgaCore | None = None) -> CoreRtl:
     """The RTL top ``<core>_rtl`` of a design.json core record built for ``fpga_core`` (None: the
-    default price of a DSP, ``hw.kernel.lane_choice``); O(weights)."""
+    default budgets, ``hw.kernel.lane_choice``); O(weights)."""
     core = cell_name(record.name)
     ops = render_layers(record, arrays, macs_per_dsp, fpga_core)
     net = Netlist()

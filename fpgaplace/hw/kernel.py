@@ -38,8 +38,8 @@ lanes are built is one decision, ``lane_choice`` (the cost model, the RTL and th
 * 8 bits: DSPs, the board's ``macs_per_dsp`` (1 on a DSP48E1; 2 on a DSP48E2, two int8 MACs
   sharing an operand in one 27 x 18 multiplier: Xilinx WP486, "Deep Learning with INT8
   Optimization on Xilinx Devices", 2017; 1 on an ECP5 MULT18X18D);
-* 2 to 4 bits both: packed into DSPs or on LUTs, whichever costs less at the core's price of a DSP
-  in LUTs (``luts_per_dsp``: its LUTs over its DSPs). Packed, ``narrow_pack`` channels sharing an
+* 2 to 4 bits both: packed into DSPs or on LUTs, whichever takes the smaller share of the core's
+  LUT or DSP budget (``lane_share``). Packed, ``narrow_pack`` channels sharing an
   input put their weights ``wb + ab`` bits apart on the multiplier's A port (3 int4 MACs on a
   DSP48E1 or DSP48E2, 2 on a MULT18X18D; Xilinx WP521, "Convolutional Neural Network with INT4
   Optimization on Xilinx Devices", 2020, reaches four on a DSP48E2 by packing two inputs too),
@@ -219,7 +219,7 @@ XILINX_DSP_Y_MIN_BITS = 9  # synth_xilinx's mul2dsp -D DSP_Y_MINWIDTH=9: a narro
 INT8_FIELD_BITS = 18  # two int8 products share a DSP48E2 18 bits apart (WP486)
 
 
-DEFAULT_LUTS_PER_DSP = 53200 / 220  # the LUTs a DSP is worth when no core is given (xc7z020's ratio)
+DEFAULT_LANE_BUDGET = (53200, 220)  # (LUTs, DSPs) lanes are weighed against when no core is given (an xc7z020)
 
 
 @dataclass(frozen=True)
@@ -273,21 +273,27 @@ def packed_dsps(lanes: Lanes, channels: int, core: FpgaCore | None) -> int:
     return full * group_dsps(lanes, lanes.pack, core) + (group_dsps(lanes, rest, core) if rest else 0)
 
 
-def luts_per_dsp(core: FpgaCore | None) -> float:
-    """What one DSP is worth in LUTs on the core: its LUTs over its DSPs (the price by which
-    ``lane_choice`` compares a DSP lane with a LUT lane)."""
-    if core is None:
-        return DEFAULT_LUTS_PER_DSP
-    return core.lut / core.dsp if core.dsp else math.inf
+def lane_share(lanes: Lanes, core: FpgaCore | None) -> float:
+    """The largest share of the core's LUTs or DSPs one MAC lane of ``lanes`` takes: a packed lane
+    its ``group_dsps`` over its pack and ``lane_luts`` (its field extraction), a LUT lane its
+    ``lane_luts``. The lanes a core holds side by side are its budget over this share, so the
+    lanes with the least share are the most a core can hold (``DEFAULT_LANE_BUDGET`` without a
+    core). O(1)."""
+    luts, dsps = (core.lut, core.dsp) if core is not None else DEFAULT_LANE_BUDGET
+    dsp = group_dsps(lanes, lanes.pack, core) / lanes.pack if lanes.kind == "dsp" else 0.0
+    lut_share = lane_luts(lanes) / luts if luts else math.inf
+    return max(lut_share, (dsp / dsps if dsps else math.inf) if dsp else 0.0)
 
 
 def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: int = 8) -> Lanes:
     """The one decision how a dot product's lanes are built (cost model, codegen and report read
     it): +-1 by +-1 an XNOR; a +-1 operand with a wider one a LUT lane; 8 bits or more the int8
     DSP rule (``macs_per_dsp``); 2 to 4 bits both, packed in DSPs (``narrow_pack``) or LUT lanes,
-    whichever costs less at the core's price of a DSP (``luts_per_dsp``): a packed lane costs
-    ``luts_per_dsp / pack`` plus ``lane_luts`` of its field extraction,
-    a LUT lane ``lane_luts``. O(1)."""
+    whichever takes the smaller share of the core's scarcer budget (``lane_share``), so that more
+    of them fit: a core rich in DSPs packs them, one rich in LUTs keeps them in LUTs (a DSP-poor
+    Zynq-7020 core: 1/3 of its 88 DSPs' share against 37 of its 19,680 LUTs). A rate of exchange
+    between the two (LUTs per DSP) chose LUTs on a KV260 whose LUTs bound a MobileNetV1 w4a4 while
+    93 % of its DSPs were idle. O(1)."""
     if weight_bits == activation_bits == 1:
         return Lanes("xnor", 1, 1)
     if min(weight_bits, activation_bits) == 1:
@@ -298,8 +304,7 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
     packed = Lanes("dsp", weight_bits, activation_bits, narrow_pack(core, weight_bits, activation_bits),
                    weight_bits + activation_bits)
     on_luts = Lanes("lut", weight_bits, activation_bits)
-    dsp_price = luts_per_dsp(core) * group_dsps(packed, packed.pack, core) / packed.pack + lane_luts(packed)
-    return packed if dsp_price < lane_luts(on_luts) else on_luts
+    return packed if lane_share(packed, core) < lane_share(on_luts, core) else on_luts
 
 
 def lane_luts(lanes: Lanes) -> float:
@@ -613,8 +618,8 @@ class Kernel:
             macs_per_dsp: int = 1, core: FpgaCore | None = None) -> RtlUnit:
         """The op's Verilog unit named ``top`` for a layer's ``config`` and ``arrays`` folded as
         ``fold`` (``model_cycles``: the cycles the op library gives it; ``macs_per_dsp``: the
-        board's; ``core``: the core it runs on, whose price of a DSP picks a dot product's lanes
-        as the cost model does, ``lane_choice``; None where unknown: the default price); a
+        board's; ``core``: the core it runs on, whose budgets pick a dot product's lanes as the
+        cost model does, ``lane_choice``; None where unknown: the default budgets); a
         one-line error for a kernel the RTL op library lacks."""
         raise FpgaplaceError(f"rtl {top}: no RTL template for kernel {self.name!r}")
 
