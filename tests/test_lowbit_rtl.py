@@ -16,7 +16,7 @@ from rtl_cases import simulate_dense, threshold_dense_case
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen.rtl import render_dense
-from fpgaplace.codegen.rtl_project import probe_module
+from fpgaplace.codegen.rtl_project import board_cores, probe_module
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.kernel import dot_bits, lane_choice
@@ -81,15 +81,18 @@ COMPILED = {  # name: (weight bits, activation bits, signed activations, batch n
 @pytest.mark.parametrize("name", sorted(COMPILED))
 def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tmp_path, name):
     """Each dense layer's RTL unit has the lanes of its recorded widths (the weight ROM's words
-    PE x SIMD weights of WB bits, the lane kind ``lane_choice`` gives on the board's core) and
+    PE x SIMD weights of WB bits, the lane kind ``lane_choice`` gives on the board's core with the
+    lanes compile chose for it) and
     its output stage (thresholds where the record says so), the record's resources are the op
     library's at those lanes, and the whole core is bit-exact in Icarus with the model's cycles."""
     weight_bits, act_bits, signed, batch_norm = COMPILED[name]
     project = compiled(tmp_path, weight_bits, act_bits, signed, batch_norm)
     thresholds = 0
-    core_model = load_board(BOARD).cores[0]
+    design = load(project)
+    models = board_cores(load_board(BOARD), design)  # with the lanes compile chose for each core
     narrow = 0
     for core, i, layer, arrays in dense_layers(project):
+        core_model = models[core.name]
         assert layer.widths is not None and layer.widths.inputs_signed is not None
         members = lane_widths(layer.widths.to_json(), arrays["w"])
         assert members["WB"] == weight_bits, (layer.op, members)

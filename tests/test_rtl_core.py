@@ -34,7 +34,7 @@ def test_every_core_record_finds_the_board_core_it_was_priced_on(cnn_project):
     name (``board_cores``; its budgets pick the lanes): every record finds one, and it is
     the core the placement budgeted (design.json's ``budget``), on a board cut into two cores."""
     design = load(cnn_project)
-    cores = board_cores(project_board(design))
+    cores = board_cores(project_board(design), design)
     assert len(design.cores) == 2
     for record in design.cores:
         assert record.name in cores, (record.name, sorted(cores))
@@ -55,7 +55,7 @@ def test_a_mixed_cluster_s_cores_pair_macs_as_their_own_family_does(tmp_path):
     project = tmp_path / "cnn"
     Design(models.cnn_residual(batch=1), load_board(MIXED_CLUSTER), profile_cpu=False).compile(project)
     design = load(project)
-    cores = board_cores(project_board(design))
+    cores = board_cores(project_board(design), design)
     assert {cores[record.name].macs_per_dsp for record in design.cores} == {2}  # the ZCU104's cores
     assert project_board(design).cores[0].macs_per_dsp == 1
     paired = [s for s in select(design, "*/conv2d")

@@ -88,6 +88,9 @@ class FpgaCore:
     region: int  # the SLR the core sits in
     node: str  # the cluster node (board) the core belongs to
     family: str = "xcup"  # a key of FAMILIES (the board's part decides it)
+    # how its 2-4-bit MAC lanes are built: "" by their share of its budgets (``hw.kernel.lane_choice``),
+    # "dsp" or "lut" as compile chose for the core's folding (``codegen.lower``, design.json's core)
+    narrow_lanes: str = ""
 
     @property
     def onchip_bytes(self) -> int:

@@ -207,8 +207,11 @@ def print_compile(document: dict, board) -> None:
         interval, plan = core.get("interval_us"), core.get("planned_compute_us")
         if isinstance(interval, int | float) and plan:
             binding = ", ".join(core.get("binding", [])) or "nothing (every stage at its fastest folding)"
+            lanes = {"dsp": "; its 2-4-bit lanes packed into DSPs (faster than on LUTs here)",
+                     "lut": "; its 2-4-bit lanes on LUTs (faster than packed into DSPs here)"}.get(
+                core.get("narrow_lanes"), "")
             out.print(f"{core['name']}: folded interval {interval:.4g} us, {interval / plan - 1:+.0%} against the "
-                      f"plan; bound by {binding}")
+                      f"plan; bound by {binding}{lanes}")
     print_layer_widths(document.get("layers", []))
     print_left_on_cpus(document.get("left_on_cpus") or {"ops": len(document.get("cpu_ops", [])), "groups": []})
     if isinstance(document.get("fps"), int | float):

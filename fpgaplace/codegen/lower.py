@@ -24,6 +24,7 @@ from fpgaplace.hw import KERNELS, plan_op
 from fpgaplace.hw.buffers import buffer_memory, producer_widths, reader_buffers
 from fpgaplace.hw.folding import CoreFolding, DoesNotFit, Stage, fold_core
 from fpgaplace.hw.geometry import Folding, Resources, core_budget
+from fpgaplace.hw.kernel import NARROW_LANE_KINDS, lane_choice, open_lane_choice
 from fpgaplace.hw.lowering import Layer, LayerContext
 from fpgaplace.hw.lstm_cell import wide_cells, widen_cell_states
 from fpgaplace.hw.qdq import QdqIndex
@@ -156,8 +157,8 @@ def lower_core(name: str, core: FpgaCore, op_names: list[str], graph: OpGraph, p
     sizes = {t.name: numel(per_sample_shape(t, batch)) for t in inputs.values()}
     read_out = [alias.get(t.name, t.name) for t in outputs]
     folding, buffers, fifo_uram = _fold_with_fifos(stages, layers, core, dram, sizes, read_out)
-    return CoreDesign(name, core, list(op_names), layers, list(inputs.values()), outputs, folding, batch, alias,
-                      buffers, fifo_uram)
+    return CoreDesign(name, folding.core, list(op_names), layers, list(inputs.values()), outputs, folding, batch,
+                      alias, buffers, fifo_uram)
 
 
 FIFO_FOLDS = 4  # foldings tried with the FIFOs' memory set aside before a core is said not to fit
@@ -167,7 +168,8 @@ FIFO_STORES = (False, True)  # where a core's deep FIFOs may live: BRAM (False),
 @dataclass
 class _Folded:
     """A core's folding with its FIFOs (``_fold_with_fifos``): each layer's folding, cycles and
-    resources, the FIFOs' depths and memory, and whether its deep FIFOs are packed into URAM."""
+    resources, the FIFOs' depths and memory, and whether its deep FIFOs are packed into URAM (the
+    folding's core says how its narrow lanes are built, ``FpgaCore.narrow_lanes``)."""
 
     folding: CoreFolding
     layers: list[tuple[Folding, int, Resources]]
@@ -188,25 +190,40 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
     interval and the stages' fills), so the layers are folded again in the budget less the FIFOs'
     memory until both fit (ResNet-50 on zcu104: its residual skips take 215 BRAM36 beside the
     layers'). On a core with URAM both stores are tried, the deep FIFOs in BRAM and packed into URAM
-    (``hw.buffers.fifo_storage``) when BRAM alone squeezes the layers, and the one of the least
-    interval kept (BRAM on a tie).
+    (``hw.buffers.fifo_storage``) when BRAM alone squeezes the layers. A core with 2-4-bit lanes
+    is folded with them as ``lane_choice`` prices them and with each kind it did not choose
+    everywhere (``lane_cores``): that price weighs a lane against the core's whole budget, while
+    the layers' other LUTs (threshold tables, line buffers) may leave the DSPs the better home
+    (MobileNetV1 w4a4 on zcu104: 2,930 fps on packed DSP lanes against 1,660 on LUT lanes). The
+    folding of the least interval is kept (on a tie: BRAM, then the priced lanes).
     Sets each layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core
     and the resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops
-    on it). O(2 x ``FIFO_FOLDS`` foldings)."""
+    on it). O(2 x ``FIFO_FOLDS`` foldings for each of at most three lane kinds)."""
     tried, refused = [], None
-    for uram in [store for store in FIFO_STORES if not store or core.uram > 0]:
-        try:
-            tried.append(_fold_in_room(stages, layers, core, dram, sizes, outputs, uram))
-        except DoesNotFit as error:
-            refused = refused or error
-            continue
-        if not tried[-1].squeezed:
-            break  # the FIFOs fit beside the layers' best folding: no store does better
+    for rank, lanes in enumerate(lane_cores(core, stages)):
+        for uram in [store for store in FIFO_STORES if not store or core.uram > 0]:
+            try:
+                tried.append((_fold_in_room(stages, layers, lanes, dram, sizes, outputs, uram), rank))
+            except DoesNotFit as error:
+                refused = refused or error
+                continue
+            if not tried[-1][0].squeezed:
+                break  # the FIFOs fit beside the layers' best folding: no store does better
     if not tried:
         raise refused
-    best = min(tried, key=lambda f: (f.folding.interval, f.uram))
+    best, _ = min(tried, key=lambda pair: (pair[0].folding.interval, pair[0].uram, pair[1]))
     best.apply(layers, stages)
     return best.folding, best.buffers, best.uram
+
+
+def lane_cores(core: FpgaCore, stages: list[Stage]) -> list[FpgaCore]:
+    """``core`` and, where its dot products have lanes of 2-4 bits both (``hw.kernel.lane_choice``'s
+    open choice), the core with all of them packed into DSPs and with all on LUTs, each only where
+    it differs from the priced choice. O(stages)."""
+    pairs = {(s.geometry.weight_bits, s.geometry.activation_bits) for s in stages if s.kernel.uses_dsp}
+    narrow = [pair for pair in pairs if open_lane_choice(*pair)]
+    return [core] + [replace(core, narrow_lanes=kind) for kind in NARROW_LANE_KINDS
+                     if any(lane_choice(core, *pair).kind != kind for pair in narrow)]
 
 
 def _fold_in_room(stages: list[Stage], layers: list[Layer], core: FpgaCore, dram: Link, sizes: dict[str, int],

@@ -160,7 +160,8 @@ def _core_record(c: CoreDesign, plan, design: PlacedDesign, compute_us: float) -
         dram_cycles=c.folding.dram_cycles, binding=c.folding.binding(), interval_cycles=interval,
         interval_us=hw.cycles_to_us(interval, core), planned_load_us=planned_us, planned_compute_us=compute_us,
         latency_cycles=core_latency(c.layers, [c.aliases.get(t.name, t.name) for t in c.outputs], interval),
-        buffers=plan.buffers, fifo_resources=c.fifo_resources.to_json(), fifo_uram=c.fifo_uram)
+        buffers=plan.buffers, fifo_resources=c.fifo_resources.to_json(), fifo_uram=c.fifo_uram,
+        narrow_lanes=c.core.narrow_lanes)
 
 
 def _beats(layer) -> dict:
@@ -291,4 +292,4 @@ def _summary(core: record.Core) -> dict:
             "bram36": r["bram36"], "uram": r["uram"], "lut": r["lut"], "cycles": core.interval_cycles,
             "interval_us": core.interval_us, "planned_us": core.planned_load_us,
             "planned_compute_us": core.planned_compute_us, "binding": core.binding,
-            "fps": 1e6 / core.interval_us if core.interval_us else None}
+            "narrow_lanes": core.narrow_lanes, "fps": 1e6 / core.interval_us if core.interval_us else None}

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from importlib.resources import files
 from pathlib import Path
 from typing import Any
@@ -248,10 +248,12 @@ def stage_ports(core: CoreRtl) -> list[dict[str, Any]]:
             for op in core.layers]
 
 
-def board_cores(board: Board) -> dict[str, FpgaCore]:
-    """The board's cores by name, as design.json's core records name them (each layer's lanes are
-    built for its core, ``rtl.render_op``). O(cores)."""
-    return {c.name: c for c in board.cores}
+def board_cores(board: Board, design: DesignRecord) -> dict[str, FpgaCore]:
+    """The board's cores by name, as ``design``'s core records name them, each with the lanes its
+    record says compile chose (``narrow_lanes``): each layer's lanes are built for its core as the
+    folding priced them (``rtl.render_op``). O(cores)."""
+    chosen = {record.name: record.narrow_lanes for record in design.cores}
+    return {c.name: replace(c, narrow_lanes=chosen.get(c.name, c.narrow_lanes)) for c in board.cores}
 
 
 def core_macs_per_dsp(core: FpgaCore | None) -> int:
@@ -268,7 +270,7 @@ def write_rtl_project(design: DesignRecord, folder: Path) -> None:
     folder = Path(folder)
     try:
         board = project_board(design)
-        cores = board_cores(board)
+        cores = board_cores(board, design)
     except FpgaplaceError:
         cores = {}
     for record in design.cores:

@@ -24,7 +24,7 @@ def dsp_probes(project: Path) -> Callable[[StageRef], Module | None]:
     arrays are read once, when its first stage is asked for. O(PE weights) a stage."""
     design = load(project)
     board = project_board(design)
-    cores = board_cores(board)
+    cores = board_cores(board, design)
     arrays: dict[str, list] = {}
 
     def probe(stage: StageRef) -> Module | None:
@@ -45,7 +45,7 @@ def frame_cuts(project: Path) -> Callable[[StageRef, int], Cut | None]:
     is rendered once a stage and compared file by file, so a cut is the project's module with only
     its height changed. O(weights) a stage."""
     design = load(project)
-    cores = board_cores(project_board(design))
+    cores = board_cores(project_board(design), design)
     arrays: dict[str, list] = {}
     modules: dict[str, list[Module]] = {}
     same: dict[str, bool] = {}

@@ -285,25 +285,38 @@ def lane_share(lanes: Lanes, core: FpgaCore | None) -> float:
     return max(lut_share, (dsp / dsps if dsps else math.inf) if dsp else 0.0)
 
 
+NARROW_LANE_KINDS = ("dsp", "lut")  # how 2-4-bit lanes may be built (``FpgaCore.narrow_lanes``)
+
+
+def open_lane_choice(weight_bits: int, activation_bits: int) -> bool:
+    """Whether lanes of these widths may go either way, packed into DSPs or on LUTs (2 to 4 bits
+    both; ``lane_choice``). O(1)."""
+    return min(weight_bits, activation_bits) >= 2 and max(weight_bits, activation_bits) < 8
+
+
 def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: int = 8) -> Lanes:
     """The one decision how a dot product's lanes are built (cost model, codegen and report read
     it): +-1 by +-1 an XNOR; a +-1 operand with a wider one a LUT lane; 8 bits or more the int8
     DSP rule (``macs_per_dsp``); 2 to 4 bits both, packed in DSPs (``narrow_pack``) or LUT lanes,
     whichever takes the smaller share of the core's scarcer budget (``lane_share``), so that more
     of them fit: a core rich in DSPs packs them, one rich in LUTs keeps them in LUTs (a DSP-poor
-    Zynq-7020 core: 1/3 of its 88 DSPs' share against 37 of its 19,680 LUTs). A rate of exchange
-    between the two (LUTs per DSP) chose LUTs on a KV260 whose LUTs bound a MobileNetV1 w4a4 while
-    93 % of its DSPs were idle. O(1)."""
+    Zynq-7020 core: a third of one of its 88 DSPs is the larger share against 37 of its 19,680
+    LUTs). A rate of exchange between the two (LUTs per DSP) chose LUTs on a KV260 whose LUTs bound
+    a MobileNetV1 w4a4 while 93 % of its DSPs were idle. A core may say which instead
+    (``FpgaCore.narrow_lanes``: compile folds a core each way where the layers' other LUTs make the
+    other kind faster, ``codegen.lower.lane_cores``). O(1)."""
     if weight_bits == activation_bits == 1:
         return Lanes("xnor", 1, 1)
     if min(weight_bits, activation_bits) == 1:
         return Lanes("lut", weight_bits, activation_bits)
-    if max(weight_bits, activation_bits) >= 8:
+    if not open_lane_choice(weight_bits, activation_bits):
         pack = core.macs_per_dsp if core is not None and max(weight_bits, activation_bits) == 8 else 1
         return Lanes("dsp", weight_bits, activation_bits, pack)
     packed = Lanes("dsp", weight_bits, activation_bits, narrow_pack(core, weight_bits, activation_bits),
                    weight_bits + activation_bits)
     on_luts = Lanes("lut", weight_bits, activation_bits)
+    if core is not None and core.narrow_lanes:  # the kind compile chose for this core's folding
+        return packed if core.narrow_lanes == "dsp" else on_luts
     return packed if lane_share(packed, core) < lane_share(on_luts, core) else on_luts
 
 

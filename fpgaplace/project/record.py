@@ -383,6 +383,9 @@ class Core:
     fifo_resources: dict[str, int] = field(default_factory=dict)
     # the deep FIFOs packed into URAM (hw.buffers.fifo_storage); False in a record written before it
     fifo_uram: bool = False
+    # how its 2-4-bit lanes are built (FpgaCore.narrow_lanes: "dsp", "lut", or "" as the op library
+    # prices them); "" in a record written before it
+    narrow_lanes: str = ""
 
     @property
     def ports(self) -> list[BoundaryTensor]:
@@ -405,7 +408,8 @@ class Core:
                 "dram_cycles": self.dram_cycles, "binding": self.binding, "interval_cycles": self.interval_cycles,
                 "interval_us": self.interval_us, "planned_load_us": self.planned_load_us,
                 "planned_compute_us": self.planned_compute_us, "latency_cycles": self.latency_cycles,
-                "buffers": self.buffers, "fifo_resources": self.fifo_resources, "fifo_uram": self.fifo_uram}
+                "buffers": self.buffers, "fifo_resources": self.fifo_resources, "fifo_uram": self.fifo_uram,
+                "narrow_lanes": self.narrow_lanes}
 
 
 @dataclass
@@ -609,6 +613,8 @@ def _layer(value: Any, path: str) -> Layer:
 WIDTH_BITS = _int(1, 32)
 OUTPUT_STAGES = ("requantize", "thresholds")
 _output_stage = _reader(" or ".join(OUTPUT_STAGES), lambda v: v in OUTPUT_STAGES)
+NARROW_LANES = ("", "dsp", "lut")  # FpgaCore.narrow_lanes
+_narrow_lanes = _reader('"dsp", "lut" or ""', lambda v: v in NARROW_LANES)
 
 
 def _widths(value: Any, path: str) -> LayerWidths:
@@ -646,7 +652,8 @@ def _core(value: Any, path: str) -> Core:
         _get(data, "planned_load_us", path, _number()), _get(data, "planned_compute_us", path, _number()),
         _get(data, "latency_cycles", path, _optional(_int(1, MAX_CYCLES)), None),
         _get(data, "buffers", path, _mapping(_list(_int(0, MAX_BYTES))), {}),
-        _get(data, "fifo_resources", path, _resources, {}), _get(data, "fifo_uram", path, _bool, False))
+        _get(data, "fifo_resources", path, _resources, {}), _get(data, "fifo_uram", path, _bool, False),
+        _get(data, "narrow_lanes", path, _narrow_lanes, ""))
 
 
 def _transfer(value: Any, path: str) -> TransferInfo:
