@@ -17,7 +17,10 @@ from qonnx.core.onnx_exec import execute_onnx
 from qonnx.transformation.infer_shapes import InferShapes
 
 from fpgaplace import Design
-from fpgaplace.hw import KERNELS
+from fpgaplace.board.load import load_board
+from fpgaplace.codegen.rtl_project import board_cores
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.kernel import lane_choice
 from fpgaplace.model import zoo
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.model.qonnx_qdq import int_quant, qonnx_to_qdq
@@ -145,6 +148,40 @@ def test_mobilenet_v1_w4a4_compiles_bit_exact_and_equal_to_qonnx(tmp_path):
     simulated = run_csim(tmp_path / "project", inputs=x)
     assert simulated.cores and all(core.bit_exact for core in simulated.cores)
     assert np.array_equal(simulated.values["logits"], qonnx_outputs(model, x))
+
+
+def test_a_core_whose_luts_go_elsewhere_packs_its_narrow_lanes_into_dsps(tmp_path):
+    """pynq-z2's share rule keeps 4 x 4 lanes on LUTs (a third of one of a core's 88 DSPs is a larger
+    share than 37 of its 19,680 LUTs), but the small MobileNetV1's threshold tables and line
+    buffers take LUTs too: compile folds the core each way (``codegen.lower.lane_cores``), keeps
+    the DSP lanes there, records them (design.json ``narrow_lanes``), and the record's resources are
+    the op library's on the board core with those lanes (``board_cores``), which the RTL and the
+    checks build for. A malformed choice in design.json is a one-line error."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=32, width=0.25, classes=10, blocks=5)
+    Design(model, "pynq-z2", profile_cpu=False).compile(tmp_path / "project")
+    design = load(tmp_path / "project")
+    board = load_board("pynq-z2")
+    assert lane_choice(board.cores[0], 4, 4).kind == "lut", "the share rule must disagree here"
+    chosen = board_cores(board, design)
+    flipped = [core for core in design.cores if core.narrow_lanes == "dsp"]
+    assert flipped, [(core.name, core.narrow_lanes) for core in design.cores]
+    for core in flipped:
+        assert lane_choice(chosen[core.name], 4, 4).kind == "dsp"
+        four_bit, layer_arrays = 0, load_arrays(tmp_path / "project", core)
+        for layer in core.layers:
+            if layer.widths is None or layer.kernel not in ("conv2d", "dense"):
+                continue
+            kernel, arrays = KERNELS[layer.kernel], layer_arrays[core.layers.index(layer)]
+            geometry = kernel.priced_geometry(kernel.config_geometry(layer.config), layer.widths.to_json(), arrays)
+            priced = kernel.resources(geometry, Folding(layer.pe, layer.simd, layer.mmv, layer.uram), chosen[core.name],
+                                      layer.resident)
+            assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
+            four_bit += (geometry.weight_bits, geometry.activation_bits) == (4, 4)
+        assert four_bit, core.name
+    record = tmp_path / "project" / "design.json"
+    record.write_text(record.read_text().replace('"narrow_lanes": "dsp"', '"narrow_lanes": "fpga"', 1))
+    with pytest.raises(FpgaplaceError, match=r'cores\.core\d\.narrow_lanes: expected "dsp", "lut" or ""'):
+        load(tmp_path / "project")
 
 
 def test_streamed_lowbit_weights_are_packed_and_bit_exact(tmp_path):
