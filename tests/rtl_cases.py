@@ -45,6 +45,25 @@ def conv_case(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     return config, arrays, inputs, folding
 
 
+def threshold_conv_case(h: int, cin: int, cout: int, k: int, stride: int, pad: int, folding: Folding, lo: int,
+                        count: int, seed: int, samples: int = 3):
+    """A ``conv_case`` with a threshold output stage in place of its requantizer: ``count`` ascending
+    thresholds per channel on the accumulator (``bias + sum (x - ZX) w``) drawn over the accumulators
+    the inputs reach, one channel's far outside the int32 range (clamped by the RTL to its dot
+    product's); outputs ``lo .. lo + count`` (``ZY = LO``), as a MobileNetV1 w4a4's first layer
+    (int8 in, a BatchNorm and a 4-bit unsigned quantizer after it: 15 thresholds from 0)."""
+    rng = np.random.default_rng(seed)
+    config, arrays, inputs, _ = conv_case(h, h, cin, cout, k, stride, pad, 1, folding, seed, samples)
+    acc = np.stack([reference.conv2d_accumulate(x.reshape(h, h, cin), arrays["w"], arrays["bias"], zx=config["ZX"],
+                                                stride=(stride, stride), pads=(pad,) * 4) for x in inputs])
+    spread = acc.reshape(-1, cout)
+    table = np.sort(np.stack([rng.integers(spread[:, c].min() - 2, spread[:, c].max() + 3, count)
+                              for c in range(cout)]), axis=1)
+    table[0] = np.linspace(-(2**31) + 1, 2**31 - 1, count).astype(np.int64)
+    config |= {"ZY": lo, "LO": lo, "HI": lo + count, "T": count}
+    return config, arrays | {"thresholds": table.astype(np.int32)}, inputs, folding
+
+
 def pool_case(kernel: str, h: int, w: int, c: int, k: int, stride: int, pad: int, folding: Folding, seed: int,
               samples: int = 3):
     """A random max or average pool (``kernel`` maxpool / avgpool / globalavgpool)."""

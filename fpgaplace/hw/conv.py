@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.dense import lane_widths
+from fpgaplace.hw.dense import lane_thresholds, lane_widths
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
@@ -231,12 +231,14 @@ class Conv2d(WindowKernel):
     # ---- RTL ----
 
     def config_geometry(self, c: dict[str, Any]) -> Geometry:
-        """The geometry of a one-sample conv with the config members ``c``."""
+        """The geometry of a one-sample conv with the config members ``c`` (and T, thresholds per
+        channel, where the config has them)."""
         pads = [c.get(p, 0) for p in ("PT", "PL", "PB", "PR")]
         shapes = {"x": (1, c["CIN"], c["H"], c["W"]), "w": (c["COUT"], c["CIN"] // c["GROUPS"], c["KH"], c["KW"]),
                   "y": (1, c["COUT"], c["HO"], c["WO"])}
         attrs = {"strides": [c["SH"], c["SW"]], "pads": pads, "dilations": [c["DH"], c["DW"]], "group": c["GROUPS"]}
-        return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+        g = probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+        return replace(g, shape={**g.shape, "T": int(c.get("T", 0))})
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -284,7 +286,10 @@ class Conv2d(WindowKernel):
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
         """The MAC packing (pixel pairs when MMV >= 2, else channel pairs of an ungrouped conv, on
-        a DSP48E2), accumulator widths and the weight and channel ROMs."""
+        a DSP48E2), accumulator widths and the weight and channel ROMs: per output fold the PE
+        requantizers' words (``requant_channels``), or with a threshold stage its table
+        (``dense.lane_thresholds``, ``threshold.table_words``: the dense unit's words), compared
+        by ``rtl/threshold.v.j2`` with the PE x MMV dot products of a fold."""
         if macs_per_dsp not in (1, 2):
             raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
         pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
@@ -292,7 +297,6 @@ class Conv2d(WindowKernel):
         missing = [a for a in DOT_ARRAYS if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl conv2d: arrays lack {', '.join(missing)}")
-        threshold.refuse_rtl("conv2d", arrays)
         if (int(c.get("WB", 8)), int(c.get("XB", 8))) != (8, 8):
             raise FpgaplaceError(f"rtl conv2d: lanes of {c.get('WB', 8)}-bit weights and {c.get('XB', 8)}-bit inputs "
                                  "are not built in RTL yet (the window unit's lanes are int8)")
@@ -300,9 +304,16 @@ class Conv2d(WindowKernel):
         if w.dtype != np.int8 or w.shape != (c["COUT"], c["KH"], c["KW"], c["CIN"] // c["GROUPS"]):
             raise FpgaplaceError(f"rtl conv2d: w must be int8 of shape (COUT, KH, KW, CIN/GROUPS), got {w.dtype} "
                                  f"{w.shape}")
-        per_channel = per_channel_arrays(arrays, c["COUT"])
+        per_channel = per_channel_arrays(arrays, c["COUT"]) | threshold.checked_table(c, arrays, c["COUT"], "conv2d")
         acc_bits, channel_words, channel_bits = requant_channels(w.reshape(c["COUT"], -1), per_channel, c["ZX"], pe,
                                                                 "conv2d")
+        dot_w = dot_bits(reduction)
+        stage: dict[str, int] = {"T": 0}
+        if "thresholds" in per_channel:  # the channel ROM holds thresholds in place of the requantizers' words
+            stored, _, _ = lane_thresholds(c, per_channel | {"w": w}, {})
+            channel_words = threshold.table_words(stored, dot_w, pe)
+            stage = {"T": int(stored.shape[1]), "TH_W": threshold.stored_bits(dot_w), "TH_LANES": pe * mmv}
+            channel_bits = stage["T"] * stage["TH_W"]
         roms[f"{top}_weights.mem"] = Rom(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd))
         roms[f"{top}_channels.mem"] = Rom(channel_words, channel_bits * pe)
         pack, packed = "none", 0
@@ -310,8 +321,8 @@ class Conv2d(WindowKernel):
             pack, packed = "pixel", mmv // 2 * 2
         elif macs_per_dsp == 2 and pe >= 2 and xp == 1:
             pack, packed = "channel", pe // 2 * 2
-        units, cycles = requantize_plan(pe * mmv, sf)
-        values = {"DOT_W": dot_bits(reduction), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
+        units, cycles = requantize_plan(pe * mmv, sf) if not stage["T"] else (pe * mmv, 1)
+        values = stage | {"DOT_W": dot_w, "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
                   "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
                   "SLICE_BITS": index_bits(pe * mmv // units),
                   "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",

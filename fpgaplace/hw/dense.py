@@ -144,11 +144,6 @@ class Dense(Kernel):
         lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)
         return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)
 
-    def requantizers(self, g: Geometry, fold: Folding) -> int:
-        """None behind a threshold stage (its comparators take the requantizers' place, in the RTL
-        unit and the HLS kernel's ``fp::OutputStage``), else ``Kernel.requantizers``."""
-        return 0 if g.shape.get("T") else super().requantizers(g, fold)
-
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]
 
@@ -397,18 +392,4 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
     if not all(-128 <= int(config[z]) <= 127 for z in ("ZX", "ZY")) or not -128 <= int(config["LO"]) <= int(
             config["HI"]) <= 127:
         raise FpgaplaceError("rtl dense: ZX, ZY and LO <= HI must be int8")
-    return {"w": w, **per_channel, **_checked_thresholds(config, arrays, n)}
-
-
-def _checked_thresholds(config: dict[str, Any], arrays: dict[str, Any], n: int) -> dict[str, np.ndarray]:
-    """A threshold stage's table ``[N, T]`` (T = HI - LO, at most 255; none without one), or a
-    one-line error."""
-    if "thresholds" not in arrays:
-        return {}
-    table = np.asarray(arrays["thresholds"])
-    count = int(config["HI"]) - int(config["LO"])
-    if table.ndim != 2 or table.shape != (n, count) or not 1 <= count <= 255 or int(config["ZY"]) != int(
-            config["LO"]):
-        raise FpgaplaceError(f"rtl dense: thresholds of shape {list(table.shape)} with LO={config['LO']}, "
-                             f"HI={config['HI']}, ZY={config['ZY']}; expected [{n}, HI - LO] with ZY = LO")
-    return {"thresholds": table.astype(np.int64)}
+    return {"w": w, **per_channel, **threshold.checked_table(config, arrays, n, "dense")}

@@ -679,8 +679,12 @@ class Kernel:
         return self.requantizers(g, fold) * requantizer_dsps(g.reduction, core, g, cycles)
 
     def requantizers(self, g: Geometry, fold: Folding) -> int:
-        """Requantization units of a dot-product stage (``requantize_plan``; none for other kernels)."""
-        return requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)[0] if self.uses_dsp else 0
+        """Requantization units of a dot-product stage (``requantize_plan``); none behind a threshold
+        stage (``shape["T"]``: its comparators take their place, in the RTL dense and window units
+        and the HLS kernels' ``fp::OutputStage``) and none for other kernels."""
+        if not self.uses_dsp or g.shape.get("T"):
+            return 0
+        return requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)[0]
 
     def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
         """Every DSP of the stage: MAC lanes and requantizers."""
