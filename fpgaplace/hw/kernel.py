@@ -52,7 +52,9 @@ lanes are built is one decision, ``lane_choice`` (the cost model, the RTL and th
 
 The LUTs of a stage with narrow or binary lanes are ``narrow_dot_luts`` (fitted to yosys, see the
 constants); the int8 stage keeps the linear ``DOT_LUT_*`` estimate. The RTL op library builds
-every lane kind in the dense unit (``rtl/dense.v.j2``); the conv window unit is int8 only.
+every lane kind in the dense unit (``rtl/dense.v.j2``) and the conv window unit
+(``rtl/window.v.j2``), both from ``rtl/lanes.v.j2`` (a grouped conv's packed lanes one a
+multiplier, ``Conv2d.mac_dsps``).
 """
 
 from __future__ import annotations
