@@ -14,13 +14,20 @@ import numpy as np
 import pytest
 from rtl_cases import conv_case, lowbit_conv_case, threshold_conv_case, with_conv_thresholds
 
+from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.codegen.rtl import render_op
 from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.kernel import lane_choice, with_precision
 from fpgaplace.hw.registry import window_geometry
+from fpgaplace.model import zoo
+from fpgaplace.project.arrays import input_codes, load_arrays, random_samples
+from fpgaplace.project.layout import RTL_DIR, cell_name
+from fpgaplace.project.record import load
 from fpgaplace.sim import yosys
 from fpgaplace.sim.rtl import simulate_stream
+from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10  # the window unit's steady state against the op library's model (test_rtl_ops)
@@ -123,3 +130,64 @@ def test_lowbit_conv_dsps_equal_yosys(tmp_path, name):
     geometry = with_precision(KERNELS["conv2d"].config_geometry(config), args[8], args[9])
     assert got.dsp == KERNELS["conv2d"].dsps(geometry, fold, core), (name, got)
     assert KERNELS["conv2d"].requantizer_dsps(geometry, fold, core) > 0
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "kv260"])
+def test_compiled_mobilenet_v1_w4a4_is_bit_exact_in_rtl_at_the_models_cycles(tmp_path, board):
+    """A tiny MobileNetV1 w4a4 as QONNX (an 8-bit first layer, a depthwise and a pointwise 4-bit
+    conv on unsigned 4-bit activations, every conv behind a batch norm: threshold stages; global
+    average pooling and an 8-bit classifier) compiled for a LUT-poor and a DSP-rich board: each conv
+    unit has the lanes of its recorded widths as ``lane_choice`` picks them on the board's core
+    (LUT lanes on pynq-z2, packed DSPs on kv260; int8 products for the first), its threshold stage,
+    the record's resources the op library's at those lanes, and the core is bit-exact in Icarus
+    at the model's cycles."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=8, width=0.125, classes=4, blocks=1)
+    project = tmp_path / "project"
+    result = Design(model, board, profile_cpu=False).compile(project, random_samples=2)
+    assert result.cpu_ops == [], result.cpu_ops
+    core_model = load_board(board).cores[0]
+    convs = 0
+    for core in load(project).cores:
+        arrays = load_arrays(project, core)
+        for i, layer in enumerate(core.layers):
+            if layer.kernel != "conv2d":
+                continue
+            members = lane_widths(layer.widths.to_json(), arrays[i]["w"])
+            verilog = (project / RTL_DIR / cell_name(core.name) / f"{cell_name(core.name)}_{i}_conv2d.v").read_text()
+            built = verilog.split("// Lanes of ")[1].split("\n")[0]
+            if members:
+                assert (members["WB"], members["XB"], members["XU"]) == (4, 4, 1), (layer.op, members)
+                assert built.endswith(": " + lane_choice(core_model, 4, 4).kind), (layer.op, built)
+            else:
+                assert built.endswith("int8 products"), (layer.op, built)
+            assert layer.widths.output_stage == "thresholds" and "_threshold thresholds (" in verilog
+            conv = KERNELS["conv2d"]
+            geometry = conv.priced_geometry(conv.config_geometry(layer.config), layer.widths.to_json(), arrays[i])
+            priced = conv.resources(geometry, Folding(layer.pe, layer.simd, layer.mmv), core_model, layer.resident)
+            assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
+            convs += 1
+    assert convs == 3
+    rtl = simulate_project_rtl(project, samples=1)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert core.cycles_measured == core.cycles_model, core
+
+
+def test_rtl_stimulus_of_a_core_follows_its_inputs_widths(tmp_path):
+    """A core whose first layer reads low-bit codes (as a CNV w2a2's second core, cut after its first
+    conv, does: it was not bit-exact on int8 stimulus) gets random samples in their range
+    (``arrays.input_codes``; the first layer's recorded widths narrowed here): its lanes hold only
+    those bits, so int8 values were wrong stimulus, not wrong hardware; an int8 input keeps the
+    int8 range."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=8, width=0.125, classes=4, blocks=1)
+    project = tmp_path / "project"
+    Design(model, "pynq-z2", profile_cpu=False).compile(project, random_samples=2)
+    core = load(project).cores[0]
+    first = core.layers[0]
+    assert input_codes(core, core.inputs[0].name) is None  # the image: int8
+    for bits, signed, values in ((2, True, {-2, -1, 0, 1}), (1, True, {-1, 1}), (4, False, set(range(16)))):
+        narrowed = replace(first, widths=replace(first.widths, inputs=[bits], inputs_signed=[signed]))
+        cut = replace(core, layers=[narrowed, *core.layers[1:]])
+        sample = random_samples(cut, 2, seed=0)
+        assert set(np.unique(np.concatenate([s[0] for s in sample]))) == values, (bits, signed)
