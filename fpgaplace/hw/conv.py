@@ -343,8 +343,9 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
     products, narrower operands sign-extended, with the pairing ``PACK``: pixel pairs sharing the
     weight when MMV >= 2, else channel pairs of an ungrouped conv, two MACs to a DSP48E2; the op
     library's ``paired_lanes``). Packed narrow lanes group channels sharing an input, so a grouped
-    conv's (each channel its own input, ``xp > 1``) are one a group (``Conv2d.mac_dsps``). Padding
-    reads ZX into the lanes: a one-line error where their width cannot hold it. O(weights)."""
+    conv's (each channel its own input, ``xp > 1``) are one a group (``Conv2d.mac_dsps``). The line
+    buffer holds the lanes' XB-bit codes (``EB``, its padding ``PAD``: ZX's code), so padding reads
+    ZX into the lanes: a one-line error where their width cannot hold it. O(weights)."""
     if macs_per_dsp not in (1, 2):
         raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
     lane = lane_values(c, w.reshape(w.shape[0], -1), c["PE"], macs_per_dsp, None, core, "conv2d")
@@ -363,7 +364,17 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
         pack, packed = "channel", c["PE"] // 2 * 2
     groups = [(p, 1) for p in range(c["PE"])] if xp > 1 else lane["groups"]
     return lane | {"INT8_LANES": int8_lanes, "PW": 16 if int8_lanes else lane["PW"], "PACK": pack,
-                   "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp}
+                   "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
+                   "EB": xb, "PAD": f"{xb}'h{lane_code(c['ZX'], xb, xu):x}"}
+
+
+def lane_code(value: int, xb: int, xu: int) -> int:
+    """The ``XB``-bit code a lane holds for the int8 ``value`` (``rtl/lanes.v.j2``'s ``narrow``): +-1
+    as its sign bit inverted, an unsigned value with its top bit flipped, a signed one as its low
+    bits. O(1)."""
+    if xb == 1:
+        return int(value >= 0)
+    return (value ^ (xu << (xb - 1))) & ((1 << xb) - 1)
 
 
 UPSAMPLING = ("UH", "UW", "XH", "XW")
