@@ -94,7 +94,7 @@ def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
     assert result.random.mismatches == 0 and result.steady.mismatches == 0, name
     assert abs(result.cycle_error) <= CYCLE_TOLERANCE, (result.steady.cycles_per_vector, result.model_cycles)
     verilog = op.module.files["fp_conv2d.v"]
-    assert f"localparam WB = {wb}, XB = {xb}," in verilog
+    assert f"localparam WB = {wb}, XB = {xb}," in verilog and f"localparam EB = {xb};" in verilog, "XB-bit lines"
     built = verilog.split("// Lanes of ")[1].split("\n")[0]
     assert built.endswith("int8 products" if kind == "int8" else f": {kind}"), built
     assert ("(unsigned: code - " in built) == unsigned
