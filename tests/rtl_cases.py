@@ -45,6 +45,56 @@ def conv_case(h: int, w: int, cin: int, cout: int, k: int, stride: int, pad: int
     return config, arrays, inputs, folding
 
 
+def lowbit_conv_case(h: int, cin: int, cout: int, k: int, stride: int, pad: int, groups: int, folding: Folding,
+                     weight_bits: int, activation_bits: int, unsigned: bool, seed: int, samples: int = 3):
+    """A random square convolution (``conv_case``) with ``weight_bits`` weights and ``activation_bits``
+    inputs (``unsigned``: 0 .. 2^bits - 1; 1 bit: +-1), the widths in the config (``WB, XB, XU``),
+    its zero point a value of the inputs' range (padding reads it into the lanes)."""
+    rng = np.random.default_rng(seed)
+    config, arrays, _, _ = conv_case(h, h, cin, cout, k, stride, pad, groups, folding, seed, samples)
+    w = rng.choice(value_range(weight_bits), arrays["w"].shape).astype(np.int8)
+    values = value_range(activation_bits, unsigned)
+    inputs = rng.choice(values, (samples, h * h * cin)).astype(np.int8)
+    zx = int(rng.choice(values)) if activation_bits > 1 else 0
+    bias = rng.integers(-4 * w[0].size, 4 * w[0].size + 1, cout).astype(np.int32)
+    acc = np.stack([reference.conv2d_accumulate(x.reshape(h, h, cin), w, bias, zx=zx, stride=(stride, stride),
+                                                pads=(pad,) * 4, groups=groups) for x in inputs])
+    largest = np.abs(acc).reshape(-1, cout).max(axis=0)
+    pairs = [quantize_multiplier(float(r)) for r in rng.uniform(0.5, 1.5, cout) * 100 / (largest + 1)]
+    config |= {"ZX": zx, "WB": weight_bits, "XB": activation_bits, "XU": int(unsigned)}
+    arrays = {"w": w, "bias": bias, "mult": np.array([m for m, _ in pairs], dtype=np.int64),
+              "shift": np.array([s for _, s in pairs], dtype=np.int64)}
+    return config, arrays, inputs, folding
+
+
+def threshold_conv_case(h: int, cin: int, cout: int, k: int, stride: int, pad: int, folding: Folding, lo: int,
+                        count: int, seed: int, samples: int = 3):
+    """A ``conv_case`` with a threshold output stage (``with_conv_thresholds``), as a MobileNetV1
+    w4a4's first layer (int8 in, a BatchNorm and a 4-bit unsigned quantizer after it: 15
+    thresholds from 0)."""
+    case = conv_case(h, h, cin, cout, k, stride, pad, 1, folding, seed, samples)
+    return with_conv_thresholds(case, lo, count, seed)
+
+
+def with_conv_thresholds(case, lo: int, count: int, seed: int):
+    """The conv ``case`` with a threshold output stage in place of its requantizer: ``count``
+    ascending thresholds per channel on the accumulator (``bias + sum (x - ZX) w``) drawn over the
+    accumulators the inputs reach, one channel's far outside the int32 range (clamped by the RTL
+    to its dot product's); outputs ``lo .. lo + count`` (``ZY = LO``)."""
+    config, arrays, inputs, folding = case
+    rng = np.random.default_rng(seed)
+    c = config
+    acc = np.stack([reference.conv2d_accumulate(x.reshape(c["H"], c["W"], c["CIN"]), arrays["w"], arrays["bias"],
+                                                zx=c["ZX"], stride=(c["SH"], c["SW"]), pads=(c["PT"],) * 4,
+                                                groups=c["GROUPS"]) for x in inputs])
+    spread = acc.reshape(-1, c["COUT"])
+    table = np.sort(np.stack([rng.integers(spread[:, j].min() - 2, spread[:, j].max() + 3, count)
+                              for j in range(c["COUT"])]), axis=1)
+    table[0] = np.linspace(-(2**31) + 1, 2**31 - 1, count).astype(np.int64)
+    config = config | {"ZY": lo, "LO": lo, "HI": lo + count, "T": count}
+    return config, arrays | {"thresholds": table.astype(np.int32)}, inputs, folding
+
+
 def pool_case(kernel: str, h: int, w: int, c: int, k: int, stride: int, pad: int, folding: Folding, seed: int,
               samples: int = 3):
     """A random max or average pool (``kernel`` maxpool / avgpool / globalavgpool)."""

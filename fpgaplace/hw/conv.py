@@ -7,8 +7,10 @@ output row the larger of its compute steps and its refill), fill latency, resour
 dot-product rules of ``fpgaplace.hw.kernel``; the MAC pairing of ``paired_lanes``), the integer
 reference (``fpgaplace.hw.reference.conv2d``), the C++ config of ``hls/ops/conv2d.j2`` and the
 values of the RTL window unit (``rtl/window.v.j2``, ``fpgaplace.hw.window``) with its weight and
-channel ROMs. A transposed convolution (ONNX ConvTranspose) is this kernel behind a zero-inserting
-front (``transposed_window``): the conv of stride 1 over the input with zeros inserted, every cost
+channel ROMs, its lanes at the layer's widths as the dense unit builds them (``window_lanes``:
+XNOR, LUT or packed DSP lanes, or int8 products) and its requantizers or threshold stage. A
+transposed convolution (ONNX ConvTranspose) is this kernel behind a zero-inserting front
+(``transposed_window``): the conv of stride 1 over the input with zeros inserted, every cost
 counted on that input (its zeros are multiplied too); in the RTL the front is a wrapper's
 second module (``rtl/conv_transposed.v.j2``). Cycles are O(HO); the RTL values O(weights).
 """
@@ -22,13 +24,15 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.dense import lane_widths
+from fpgaplace.hw.dense import lane_thresholds, lane_values, lane_widths, weight_words
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
     divisors,
     dot_bits,
+    group_dsps,
     ints,
+    lane_choice,
     probe,
     requantize_plan,
     sliding_cycles,
@@ -104,6 +108,15 @@ class Conv2d(WindowKernel):
         if fold.pe >= 2 and g.shape["GROUPS"] == 1:
             return math.ceil(fold.pe / 2) * fold.simd
         return fold.lanes
+
+    def mac_dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
+        """``Kernel.mac_dsps``, but packed narrow lanes of a grouped conv are one a multiplier:
+        every channel reads its own group's input, so no two share one (``window_lanes``), each
+        ``group_dsps`` of one product (none on Xilinx below 9 product bits: LUTs)."""
+        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        if g.shape.get("GROUPS", 1) > 1 and lanes.kind == "dsp" and g.lane_bits < 8:
+            return fold.simd * fold.mmv * fold.pe * group_dsps(lanes, 1, core)
+        return super().mac_dsps(g, fold, core)
 
     def row_steps(self, g: Geometry, fold: Folding) -> int:
         """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""
@@ -231,12 +244,14 @@ class Conv2d(WindowKernel):
     # ---- RTL ----
 
     def config_geometry(self, c: dict[str, Any]) -> Geometry:
-        """The geometry of a one-sample conv with the config members ``c``."""
+        """The geometry of a one-sample conv with the config members ``c`` (and T, thresholds per
+        channel, where the config has them)."""
         pads = [c.get(p, 0) for p in ("PT", "PL", "PB", "PR")]
         shapes = {"x": (1, c["CIN"], c["H"], c["W"]), "w": (c["COUT"], c["CIN"] // c["GROUPS"], c["KH"], c["KW"]),
                   "y": (1, c["COUT"], c["HO"], c["WO"])}
         attrs = {"strides": [c["SH"], c["SW"]], "pads": pads, "dilations": [c["DH"], c["DW"]], "group": c["GROUPS"]}
-        return probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+        g = probe(self, "Conv", attrs, ["x", "w"], shapes, ("w",))
+        return replace(g, shape={**g.shape, "T": int(c.get("T", 0))})
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
@@ -282,41 +297,84 @@ class Conv2d(WindowKernel):
         return self.input_width(replace(g, shape={**g.shape, **{k: c[k] for k in UPSAMPLING if k in c}}), fold)
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
-                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
-        """The MAC packing (pixel pairs when MMV >= 2, else channel pairs of an ungrouped conv, on
-        a DSP48E2), accumulator widths and the weight and channel ROMs."""
-        if macs_per_dsp not in (1, 2):
-            raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom],
+                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
+        """The MAC lanes (``window_lanes``), accumulator widths and the weight ROM (at the weights'
+        width, ``dense.weight_words``) and channel ROM: per output fold the PE requantizers' words
+        (``requant_channels``), or with a threshold stage its table (``dense.lane_thresholds``,
+        ``threshold.table_words``: the dense unit's words), compared by ``rtl/threshold.v.j2`` with
+        the PE x MMV dot products of a fold. O(weights)."""
         pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
-        reduction = sf * simd
         missing = [a for a in DOT_ARRAYS if a not in arrays]
         if missing:
             raise FpgaplaceError(f"rtl conv2d: arrays lack {', '.join(missing)}")
-        threshold.refuse_rtl("conv2d", arrays)
-        if (int(c.get("WB", 8)), int(c.get("XB", 8))) != (8, 8):
-            raise FpgaplaceError(f"rtl conv2d: lanes of {c.get('WB', 8)}-bit weights and {c.get('XB', 8)}-bit inputs "
-                                 "are not built in RTL yet (the window unit's lanes are int8)")
         w = np.asarray(arrays["w"])
         if w.dtype != np.int8 or w.shape != (c["COUT"], c["KH"], c["KW"], c["CIN"] // c["GROUPS"]):
             raise FpgaplaceError(f"rtl conv2d: w must be int8 of shape (COUT, KH, KW, CIN/GROUPS), got {w.dtype} "
                                  f"{w.shape}")
-        per_channel = per_channel_arrays(arrays, c["COUT"])
-        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(c["COUT"], -1), per_channel, c["ZX"], pe,
-                                                                "conv2d")
-        roms[f"{top}_weights.mem"] = Rom(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd))
+        lane = window_lanes(c, w, macs_per_dsp, xp, core)
+        per_channel = per_channel_arrays(arrays, c["COUT"]) | threshold.checked_table(c, arrays, c["COUT"], "conv2d")
+        acc_bits, channel_words, channel_bits = requant_channels(w.reshape(c["COUT"], -1), per_channel,
+                                                                c["ZX"] - lane["XOFF"], pe, "conv2d")
+        dot_w = dot_bits(sf * simd, lane["WB"], lane["XB"])
+        stage: dict[str, int] = {"T": 0}
+        if "thresholds" in per_channel:  # the channel ROM holds thresholds in place of the requantizers' words
+            stored, _, _ = lane_thresholds(c, per_channel | {"w": w}, lane)
+            channel_words = threshold.table_words(stored, dot_w, pe)
+            stage = {"T": int(stored.shape[1]), "TH_W": threshold.stored_bits(dot_w), "TH_LANES": pe * mmv}
+            channel_bits = stage["T"] * stage["TH_W"]
+        roms[f"{top}_weights.mem"] = weight_words(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd),
+                                                  lane["WB"])
         roms[f"{top}_channels.mem"] = Rom(channel_words, channel_bits * pe)
-        pack, packed = "none", 0
-        if macs_per_dsp == 2 and mmv >= 2:
-            pack, packed = "pixel", mmv // 2 * 2
-        elif macs_per_dsp == 2 and pe >= 2 and xp == 1:
-            pack, packed = "channel", pe // 2 * 2
-        units, cycles = requantize_plan(pe * mmv, sf)
-        values = {"DOT_W": dot_bits(reduction), "ACC_W": acc_bits, "PACK": pack, "PACKED": packed,
-                  "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
-                  "SLICE_BITS": index_bits(pe * mmv // units),
-                  "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
-                  "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
+        units, cycles = requantize_plan(pe * mmv, sf) if not stage["T"] else (pe * mmv, 1)
+        values = lane | stage | {
+            "DOT_W": dot_w, "ACC_W": acc_bits, "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
+            "SLICE_BITS": index_bits(pe * mmv // units),
+            "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
+            "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
         return values, 9 + values["SLICES"]
+
+
+def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
+                 core: FpgaCore | None) -> dict[str, Any]:
+    """The window unit's MAC lanes for the members ``c`` (widths ``WB, XB, XU``, 8-bit signed where
+    absent): the dense unit's lane values (``dense.lane_values``: ``lane_choice`` on ``core``, the
+    cost model's decision) and ``INT8_LANES`` where an operand is 8 bits and neither is 1 (the int8
+    products, narrower operands sign-extended, with the pairing ``PACK``: pixel pairs sharing the
+    weight when MMV >= 2, else channel pairs of an ungrouped conv, two MACs to a DSP48E2; the op
+    library's ``paired_lanes``). Packed narrow lanes group channels sharing an input, so a grouped
+    conv's (each channel its own input, ``xp > 1``) are one a group (``Conv2d.mac_dsps``). The line
+    buffer holds the lanes' XB-bit codes (``EB``, its padding ``PAD``: ZX's code), so padding reads
+    ZX into the lanes: a one-line error where their width cannot hold it. O(weights)."""
+    if macs_per_dsp not in (1, 2):
+        raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
+    lane = lane_values(c, w.reshape(w.shape[0], -1), c["PE"], macs_per_dsp, None, core, "conv2d")
+    xb, xu = lane["XB"], lane["XU"]
+    padded = any(c.get(side, 0) for side in ("PT", "PL", "PB", "PR")) or upsampled(c)
+    low, high = (0, 2**xb - 1) if xu else (-(2 ** (xb - 1)), 2 ** (xb - 1) - 1)
+    if padded and (xb == 1 or not low <= c["ZX"] <= high):
+        raise FpgaplaceError(f"rtl conv2d: padding reads ZX={c['ZX']}, which {xb}-bit{' unsigned' if xu else ''} "
+                             f"lanes cannot hold{' (+-1)' if xb == 1 else ''}; expected an unpadded layer or ZX "
+                             "in the lanes' range")
+    int8_lanes = max(lane["WB"], xb) == 8 and min(lane["WB"], xb) > 1
+    pack, packed = "none", 0
+    if int8_lanes and macs_per_dsp == 2 and c["MMV"] >= 2:
+        pack, packed = "pixel", c["MMV"] // 2 * 2
+    elif int8_lanes and macs_per_dsp == 2 and c["PE"] >= 2 and xp == 1:
+        pack, packed = "channel", c["PE"] // 2 * 2
+    groups = [(p, 1) for p in range(c["PE"])] if xp > 1 else lane["groups"]
+    return lane | {"INT8_LANES": int8_lanes, "PW": 16 if int8_lanes else lane["PW"], "PACK": pack,
+                   "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
+                   "EB": xb, "PAD": f"{xb}'h{lane_code(c['ZX'], xb, xu):x}"}
+
+
+def lane_code(value: int, xb: int, xu: int) -> int:
+    """The ``XB``-bit code a lane holds for the int8 ``value`` (``rtl/lanes.v.j2``'s ``narrow``): +-1
+    as its sign bit inverted, an unsigned value with its top bit flipped, a signed one as its low
+    bits. O(1)."""
+    if xb == 1:
+        return int(value >= 0)
+    return (value ^ (xu << (xb - 1))) & ((1 << xb) - 1)
 
 
 UPSAMPLING = ("UH", "UW", "XH", "XW")

@@ -144,11 +144,6 @@ class Dense(Kernel):
         lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)
         return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)
 
-    def requantizers(self, g: Geometry, fold: Folding) -> int:
-        """None behind a threshold stage (its comparators take the requantizers' place, in the RTL
-        unit and the HLS kernel's ``fp::OutputStage``), else ``Kernel.requantizers``."""
-        return 0 if g.shape.get("T") else super().requantizers(g, fold)
-
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
         return rows * config["N"] * config["K"]
 
@@ -216,9 +211,7 @@ class Dense(Kernel):
         nf, sf = n // pe, k // simd
         units, cycles = requantize_plan(pe, sf)
         lane = lane_values(config, w, pe, macs_per_dsp, lanes, core)
-        folded = reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd)
-        weight_rom = Rom(folded) if lane["WB"] == 8 else Rom(
-            [pack_lanes(row > 0 if lane["WB"] == 1 else row, lane["WB"]) for row in folded], lane["WB"] * pe * simd)
+        weight_rom = weight_words(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd), lane["WB"])
         acc_bits, channel_words, channel_bits = requant_channels(w.reshape(n, -1), checked, zx - lane["XOFF"], pe,
                                                                  "dense")
         dot_w = dot_bits(k, lane["WB"], lane["XB"])
@@ -268,6 +261,15 @@ def lane_widths(widths: dict[str, Any] | None, w: np.ndarray | None) -> dict[str
     return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
 
 
+def weight_words(folded: np.ndarray, wb: int) -> Rom:
+    """The weight ROM of a dot-product unit from its folded weights (a row a MAC step): int8 byte
+    lanes at 8 bits, else each row's weights packed at ``wb`` bits (``pack_lanes``; a 1-bit weight
+    +-1 as 1 / 0), as the dense and window units read them. O(weights)."""
+    if wb == 8:
+        return Rom(folded)
+    return Rom([pack_lanes(row > 0 if wb == 1 else row, wb) for row in folded], wb * folded.shape[1])
+
+
 def lane_offset(xb: int, xu: int) -> int:
     """What an unsigned input's ``XB``-bit lanes subtract from its codes (``XU = 1``: ``2^(XB-1)``,
     so each lane holds a signed value of its width), else 0."""
@@ -289,34 +291,33 @@ def lane_thresholds(config: dict[str, Any], arrays: dict[str, Any],
 
 
 def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
-                lanes: Lanes | None, core: FpgaCore | None = None) -> dict[str, Any]:
+                lanes: Lanes | None, core: FpgaCore | None = None, what: str = "dense") -> dict[str, Any]:
     """The lane members of the dense template: widths ``WB``, ``XB``, ``XU`` and the offset
     ``XOFF`` an unsigned input's lanes subtract, the lane kind, the product bits ``PW``, the
     operands of a LUT lane's shift-and-add (``AW`` the wider, ``BW`` the narrower), a DSP lane's
     channel groups ``[(first, count)]`` and the SIMD adder tree's levels ``[(count, bits)]``
     (``adder_tree``); the lanes ``lane_choice(core, WB, XB)`` unless given, the decision the
-    cost model prices (``Kernel.mac_dsps``); a one-line error for weights outside their width. O(N*K)."""
+    cost model prices (``Kernel.mac_dsps``); a one-line error naming the unit ``what`` (the dense
+    unit's, or the window unit's ``conv2d``) for weights outside their width. O(N*K)."""
     wb, xb, xu = int(config.get("WB", 8)), int(config.get("XB", 8)), int(config.get("XU", 0))
-    check_bits(wb, "rtl dense WB")
-    check_bits(xb, "rtl dense XB")
+    check_bits(wb, f"rtl {what} WB")
+    check_bits(xb, f"rtl {what} XB")
     if wb > 8 or xb > 8 or xu not in (0, 1) or (xu and xb in (1, 8)):
-        raise FpgaplaceError(f"rtl dense: WB={wb} and XB={xb} must be at most 8 bits, XU 0 or 1 (1 only for 2-4 bits)")
+        raise FpgaplaceError(f"rtl {what}: WB={wb} and XB={xb} must be at most 8 bits, XU 0 or 1 (1 only for 2-4 bits)")
     allowed = {-1, 1} if wb == 1 else range(-2 ** (wb - 1), 2 ** (wb - 1))
     if not np.isin(w, list(allowed)).all():
-        raise FpgaplaceError(f"rtl dense: w holds values outside {wb}-bit weights "
+        raise FpgaplaceError(f"rtl {what}: w holds values outside {wb}-bit weights "
                              f"({'+-1' if wb == 1 else f'[{-2 ** (wb - 1)}, {2 ** (wb - 1) - 1}]'})")
     if lanes is None:
         lanes = Lanes("dsp", wb, xb, macs_per_dsp) if max(wb, xb) == 8 and min(wb, xb) > 1 else \
             lane_choice(core, wb, xb)
     if (lanes.weight_bits, lanes.activation_bits) != (wb, xb):
-        raise FpgaplaceError(f"rtl dense: lanes of {lanes.weight_bits} x {lanes.activation_bits} bits "
+        raise FpgaplaceError(f"rtl {what}: lanes of {lanes.weight_bits} x {lanes.activation_bits} bits "
                              f"for WB={wb}, XB={xb}")
     groups = [(first, min(lanes.pack, pe - first)) for first in range(0, pe, lanes.pack)]
-    (bw, b_operand), (aw, a_operand) = sorted([(wb, "s1_w[WB*j +: WB]"), (xb, "s1_x[XB*(j % SIMD) +: XB]")],
-                                              key=lambda pair: pair[0])
     return {"WB": wb, "XB": xb, "XU": xu, "XOFF": lane_offset(xb, xu), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
-            "FIELD": lanes.field, "PW": lanes.product_bits, "AW": aw, "BW": bw, "a_operand": a_operand,
-            "b_operand": b_operand, "groups": groups, "extend": "" if lanes.kind == "xnor" else "$signed",
+            "FIELD": lanes.field, "PW": lanes.product_bits, "AW": max(wb, xb), "BW": min(wb, xb), "groups": groups,
+            "extend": "" if lanes.kind == "xnor" else "$signed",
             "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],
             "tree": adder_tree(int(config["SIMD"]), lanes.product_bits)}
 
@@ -397,18 +398,4 @@ def _check_dense(config: dict[str, Any], arrays: dict[str, Any]) -> dict[str, np
     if not all(-128 <= int(config[z]) <= 127 for z in ("ZX", "ZY")) or not -128 <= int(config["LO"]) <= int(
             config["HI"]) <= 127:
         raise FpgaplaceError("rtl dense: ZX, ZY and LO <= HI must be int8")
-    return {"w": w, **per_channel, **_checked_thresholds(config, arrays, n)}
-
-
-def _checked_thresholds(config: dict[str, Any], arrays: dict[str, Any], n: int) -> dict[str, np.ndarray]:
-    """A threshold stage's table ``[N, T]`` (T = HI - LO, at most 255; none without one), or a
-    one-line error."""
-    if "thresholds" not in arrays:
-        return {}
-    table = np.asarray(arrays["thresholds"])
-    count = int(config["HI"]) - int(config["LO"])
-    if table.ndim != 2 or table.shape != (n, count) or not 1 <= count <= 255 or int(config["ZY"]) != int(
-            config["LO"]):
-        raise FpgaplaceError(f"rtl dense: thresholds of shape {list(table.shape)} with LO={config['LO']}, "
-                             f"HI={config['HI']}, ZY={config['ZY']}; expected [{n}, HI - LO] with ZY = LO")
-    return {"thresholds": table.astype(np.int64)}
+    return {"w": w, **per_channel, **threshold.checked_table(config, arrays, n, "dense")}

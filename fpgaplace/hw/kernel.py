@@ -52,7 +52,9 @@ lanes are built is one decision, ``lane_choice`` (the cost model, the RTL and th
 
 The LUTs of a stage with narrow or binary lanes are ``narrow_dot_luts`` (fitted to yosys, see the
 constants); the int8 stage keeps the linear ``DOT_LUT_*`` estimate. The RTL op library builds
-every lane kind in the dense unit (``rtl/dense.v.j2``); the conv window unit is int8 only.
+every lane kind in the dense unit (``rtl/dense.v.j2``) and the conv window unit
+(``rtl/window.v.j2``), both from ``rtl/lanes.v.j2`` (a grouped conv's packed lanes one a
+multiplier, ``Conv2d.mac_dsps``).
 """
 
 from __future__ import annotations
@@ -692,8 +694,12 @@ class Kernel:
         return self.requantizers(g, fold) * requantizer_dsps(g.reduction, core, g, cycles)
 
     def requantizers(self, g: Geometry, fold: Folding) -> int:
-        """Requantization units of a dot-product stage (``requantize_plan``; none for other kernels)."""
-        return requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)[0] if self.uses_dsp else 0
+        """Requantization units of a dot-product stage (``requantize_plan``); none behind a threshold
+        stage (``shape["T"]``: its comparators take their place, in the RTL dense and window units
+        and the HLS kernels' ``fp::OutputStage``) and none for other kernels."""
+        if not self.uses_dsp or g.shape.get("T"):
+            return 0
+        return requantize_plan(fold.pe * fold.mmv, g.reduction // fold.simd)[0]
 
     def dsps(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> int:
         """Every DSP of the stage: MAC lanes and requantizers."""

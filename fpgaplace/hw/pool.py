@@ -187,7 +187,8 @@ class Pool(WindowKernel):
         return c["PE"] * c["MMV"]
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
-                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom],
+                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
         """The pool's accumulator width and constant requantization."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
         rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"],

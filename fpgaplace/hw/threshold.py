@@ -16,7 +16,7 @@ onnxruntime) also where a value lies within a float32 rounding of a code boundar
 
 The stage is fused into the dot product's output (as FINN's MVAU with thresholds): the C++
 kernels select it by the config member ``T`` (``hls/include/fpgaplace/kernels.h``,
-``fp::OutputStage``), the RTL dense unit by its threshold ROM (``rtl/threshold.v.j2``). Both store
+``fp::OutputStage``), the RTL dense and window (conv) units by their threshold ROM (``rtl/threshold.v.j2``). Both store
 a table as the hardware compares it (``stored_table``): each threshold less its channel's offset
 (the bias and the inputs' zero point, ``dot_offsets``), so it is compared with the bare dot product
 of lane values, clamped to that dot product's range and kept at its width and one bit more
@@ -155,9 +155,9 @@ def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int
 def resources(channels: int, count: int, pe: int, dot_bits: int) -> Resources:
     """What a threshold stage adds to a dot product of ``dot_bits`` bits folded ``pe`` channels wide:
     ``pe * count`` comparators of that width (each half a LUT per bit, a carry chain) and the table
-    (``table_memory``). A convolution leaves the requantizer it replaces in its count (an upper
-    bound); the dense unit drops it and the ``FREED_CHANNEL_LUTS`` of its channel ROM
-    (``Dense.resources``). O(1)."""
+    (``table_memory``). The comparators take the requantizers' place (``Kernel.requantizers``: none
+    behind a threshold stage); the dense unit also drops the ``FREED_CHANNEL_LUTS`` of its channel
+    ROM (``Dense.resources``). O(1)."""
     bram, uram, lutram = table_memory(channels, count, pe, dot_bits)
     compare = int(np.ceil(pe * count * dot_bits * LUTS_PER_COMPARE_BIT))
     return Resources(bram36=bram, uram=uram, lut=compare + lutram)
@@ -200,13 +200,18 @@ def table_bytes(stored: np.ndarray, dot_bits: int, pe: int) -> np.ndarray:
     return np.frombuffer(data, dtype=np.uint8)
 
 
-def refuse_rtl(kernel: str, arrays: dict) -> None:
-    """A one-line error for a layer with a threshold stage asked for its RTL unit where the kernel's
-    RTL requantizes only (the window unit's convolutions; the dense unit takes thresholds, and the
-    HLS kernels and C simulation take them everywhere)."""
-    if "thresholds" in arrays:
-        raise FpgaplaceError(f"rtl {kernel}: a threshold output stage has no RTL unit yet; expected a requantizing "
-                             "layer (generate HLS for this core)")
+def checked_table(config: dict, arrays: dict, channels: int, what: str) -> dict[str, np.ndarray]:
+    """A threshold stage's table ``[channels, T]`` as int64 (T = HI - LO, at most 255, ZY = LO: the
+    RTL units count from ZY; none without one), or a one-line error naming the unit ``what``."""
+    if "thresholds" not in arrays:
+        return {}
+    table = np.asarray(arrays["thresholds"])
+    size = int(config["HI"]) - int(config["LO"])
+    if table.ndim != 2 or table.shape != (channels, size) or not 1 <= size <= 255 or int(config["ZY"]) != int(
+            config["LO"]):
+        raise FpgaplaceError(f"rtl {what}: thresholds of shape {list(table.shape)} with LO={config['LO']}, "
+                             f"HI={config['HI']}, ZY={config['ZY']}; expected [{channels}, HI - LO] with ZY = LO")
+    return {"thresholds": table.astype(np.int64)}
 
 
 def count(op: Op, graph: OpGraph) -> int:

@@ -2,7 +2,7 @@
 (``hls_templates/rtl/window.v.j2``): its template values for a layer's config and folding.
 
 A pool is a depthwise window of SIMD = window length; the kernel adds what is its own
-(``WindowKernel.window_values``: a conv's MAC packing and ROMs, a pool's requantizer) and
+(``WindowKernel.window_values``: a conv's lanes at its widths, ROMs and output stage, a pool's requantizer) and
 the input beat it chose with the folding (``WindowKernel.window_input_width``). O(weights +
 SF * SIMD) for the ROMs.
 """
@@ -106,8 +106,10 @@ class WindowKernel(Kernel):
         return math.ceil(buffer.rows * buffer.row_elems * g.activation_bits / 8)
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
-                      macs_per_dsp: int, xp: int, roms: dict[str, Rom]) -> tuple[dict[str, Any], int]:
-        """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency."""
+                      macs_per_dsp: int, xp: int, roms: dict[str, Rom],
+                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
+        """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency
+        (``core``: the core it runs on, whose budgets choose a conv's lanes, ``lane_choice``)."""
         raise NotImplementedError
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
@@ -117,7 +119,7 @@ class WindowKernel(Kernel):
         every PE lane."""
         c = self.window_shape(config, fold)
         check_int8_members(c, ("ZX", "ZY"), self.name)
-        return window_unit(self, c, arrays, fold, top, macs_per_dsp)
+        return window_unit(self, c, arrays, fold, top, macs_per_dsp, core)
 
 
 def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str, int]) -> dict[str, int]:
@@ -180,7 +182,7 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
 
 
 def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any], fold: Folding, top: str,
-                macs_per_dsp: int) -> RtlUnit:
+                macs_per_dsp: int, core: FpgaCore | None = None) -> RtlUnit:
     """The window unit's values for the members ``c`` (``WindowKernel.window_shape``)."""
     cin_g = c["CIN"] // c["GROUPS"]
     pe, simd, mmv = c["PE"], c["SIMD"], c["MMV"]
@@ -210,7 +212,7 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "name": top, "kind": kernel.window_kind, "CIN_G": cin_g, "NF": nf, "SF": sf, "WG": wg, "KH_EFF": kh_eff,
         "ROWS": rows, "ROW_ELEMS": row_elems, "XP": xp, "IN_E": in_e, "OUT_E": out_e,
         "DR_W": dr_w, "DC_W": dc_w, "DO_W": do_w, "GO_W": go_w,
-        "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
+        "EB": 8, "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
         "LB_BITS": index_bits(rows * row_elems), "LINE_COPIES": in_e & (in_e - 1) == 0,
         "IN_LOG": in_e.bit_length() - 1, "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
@@ -229,7 +231,7 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
                            for f in range(nf)]
         roms[f"{top}_groups.mem"] = Rom(channel_offsets, go_w * pe)
         values["groups_file"] = f"{top}_groups.mem"
-    own, latency = kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms)
+    own, latency = kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms, core)
     values |= own
     values["FIFO_BITS"] = max(1, (math.ceil(latency / (nf * sf)) + 2).bit_length())
     return RtlUnit(WINDOW_TEMPLATE, values, roms, ((PORT_IN, in_e, c["H"] * row_elems),),

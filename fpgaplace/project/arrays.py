@@ -64,7 +64,29 @@ def _npy_data_bytes(archive: zipfile.ZipFile, info: zipfile.ZipInfo) -> int:
 
 
 def random_samples(record: Core, count: int, seed: int) -> list[list[np.ndarray]]:
-    """``count`` random int8 samples for the core's input ports (the RTL tests' stimulus), seeded."""
+    """``count`` random int8 samples for the core's input ports (the RTL tests' stimulus), seeded:
+    each port's values the codes its layers read (``input_codes``: a low-bit input's range, as the
+    layer before it on another core writes them), else the whole int8 range."""
     rng = np.random.default_rng(seed)
-    return [[rng.integers(-128, 128, math.prod(t.sample_shape), dtype=np.int8) for t in record.inputs]
-            for _ in range(count)]
+    codes = [input_codes(record, t.name) for t in record.inputs]
+    return [[rng.integers(-128, 128, math.prod(t.sample_shape), dtype=np.int8) if values is None else
+             rng.choice(values, math.prod(t.sample_shape)).astype(np.int8)
+             for t, values in zip(record.inputs, codes, strict=True)] for _ in range(count)]
+
+
+def input_codes(record: Core, tensor: str) -> np.ndarray | None:
+    """The codes the core's layers read from ``tensor`` where their recorded widths
+    (``LayerWidths``) narrow it below 8 bits: +-1 at one signed bit, ``[-2^(b-1), 2^(b-1))`` signed,
+    ``[0, 2^b)`` unsigned (the narrowest reader's); None for int8. O(layers)."""
+    ranges = []
+    for layer in record.layers:
+        widths = layer.widths
+        if widths is None or tensor not in layer.inputs:
+            continue
+        k = layer.inputs.index(tensor)
+        bits = widths.inputs[k] if k < len(widths.inputs) else 8
+        signed = widths.inputs_signed[k] if widths.inputs_signed and k < len(widths.inputs_signed) else True
+        if bits < 8:
+            ranges.append(np.array([-1, 1]) if bits == 1 and signed else
+                          np.arange(-(2 ** (bits - 1)), 2 ** (bits - 1)) if signed else np.arange(2**bits))
+    return min(ranges, key=len) if ranges else None

@@ -1,0 +1,193 @@
+"""The RTL window unit's convolutions below int8 (issue 20): a threshold output stage in place of
+the requantizers (``rtl/threshold.v.j2``, the dense unit's, with the same ROM words), and lanes at
+the layer's widths (1-, 2-, 4-bit weights and inputs, unsigned inputs in XU lanes: XNOR, LUT or
+packed DSP lanes from ``rtl/lanes.v.j2``, the dense unit's, as ``lane_choice`` picks them on the
+core), bit-exact in cocotb/Icarus against the integer reference under backpressure; yosys maps
+exactly the op library's DSPs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from rtl_cases import conv_case, lowbit_conv_case, threshold_conv_case, with_conv_thresholds
+
+from fpgaplace import Design
+from fpgaplace.board.load import load_board
+from fpgaplace.codegen.rtl import render_op
+from fpgaplace.hw import KERNELS, Folding
+from fpgaplace.hw.dense import lane_widths
+from fpgaplace.hw.kernel import lane_choice, with_precision
+from fpgaplace.hw.registry import window_geometry
+from fpgaplace.model import zoo
+from fpgaplace.project.arrays import input_codes, load_arrays, random_samples
+from fpgaplace.project.layout import RTL_DIR, cell_name
+from fpgaplace.project.record import load
+from fpgaplace.sim import yosys
+from fpgaplace.sim.rtl import simulate_stream
+from fpgaplace.sim.rtl_project import simulate_project_rtl
+from fpgaplace.util.errors import FpgaplaceError
+
+CYCLE_TOLERANCE = 0.10  # the window unit's steady state against the op library's model (test_rtl_ops)
+
+
+def simulated(config, arrays, inputs, fold, folder, core=None):
+    """The conv unit rendered for ``core`` (its lanes ``lane_choice`` on it) simulated on ``inputs``
+    against ``Conv2d.reference`` (the kernel's integer reference: ``threshold.multithreshold`` of the
+    accumulator behind a threshold stage)."""
+    model = KERNELS["conv2d"].cycles(window_geometry("conv2d", config), fold)
+    op = render_op("conv2d", config, arrays, fold, model, macs_per_dsp=core.macs_per_dsp if core else 1, core=core)
+    expected = np.stack([KERNELS["conv2d"].reference(config, arrays, [x]).reshape(-1) for x in inputs])
+    result = simulate_stream(op, [inputs], expected, folder, model, config, seed=1, steady_vectors=4)
+    return op, expected, result
+
+
+def test_conv_threshold_stage_bit_exact_under_backpressure(tmp_path):
+    """MobileNetV1 w4a4's first layer in small: int8 lanes, 15 thresholds a channel (4-bit unsigned
+    out), two pixels and two channels a fold: every output equals the integer reference under
+    input gaps and backpressure and back to back; comparators replace the requantizers; the
+    steady state takes the int8 unit's cycles for the same folding (within the model's tolerance)."""
+    fold = Folding(2, 9, 2)
+    config, arrays, inputs, _ = threshold_conv_case(6, 3, 4, 3, 1, 1, fold, 0, 15, seed=3)
+    op, expected, result = simulated(config, arrays, inputs, fold, tmp_path / "thresholds")
+    assert len(np.unique(expected)) >= 12, "the case spreads the codes"
+    assert result.random.mismatches == 0 and result.steady.mismatches == 0
+    unit, stage = op.module.files["fp_conv2d.v"].split("module fp_conv2d_threshold")
+    assert "fp_requant_var #(" not in unit and "fp_conv2d_threshold thresholds (" in unit and "T = 15" in stage
+    int8 = conv_case(6, 6, 3, 4, 3, 1, 1, 1, fold, seed=3)
+    _, _, requantized = simulated(*int8[:3], fold, tmp_path / "int8")
+    assert requantized.random.mismatches == 0
+    assert result.steady.cycles_per_vector == requantized.steady.cycles_per_vector
+    assert abs(result.cycle_error) <= CYCLE_TOLERANCE, (result.steady.cycles_per_vector, result.model_cycles)
+    g = KERNELS["conv2d"].config_geometry(config)
+    assert g.shape["T"] == 15 and KERNELS["conv2d"].requantizers(g, fold) == 0
+    assert KERNELS["conv2d"].dsps(g, fold, None) == KERNELS["conv2d"].mac_dsps(g, fold, None)
+
+
+PYNQ = load_board("pynq-z2").cores[0]
+DSP_RICH = replace(PYNQ, lut=PYNQ.dsp * 10)  # a DSP worth 10 LUTs: w4a4 lanes packed into multipliers
+F = Folding
+LANE_CASES = {  # name: (H, CIN, COUT, K, stride, pad, groups, folding, WB, XB, unsigned, core, thresholds, kind)
+    "w1a1 xnor, thresholds (CNV w1a1)": (6, 4, 4, 3, 1, 0, 1, F(2, 6, 2), 1, 1, False, None, True, "xnor"),
+    "w2a2 unsigned LUT lanes, padded": (6, 4, 4, 3, 1, 1, 1, F(2, 6, 2), 2, 2, True, None, False, "lut"),
+    "w1a8 shift-and-add (CNV's first layer)": (6, 4, 4, 3, 1, 0, 1, F(2, 6, 1), 1, 8, False, None, False, "lut"),
+    "w4a4 packed three to a DSP": (6, 4, 6, 3, 1, 1, 1, F(6, 6, 2), 4, 4, False, DSP_RICH, False, "dsp"),
+    "w4a4 unsigned depthwise, thresholds": (6, 4, 4, 3, 1, 1, 4, F(2, 9, 2), 4, 4, True, DSP_RICH, True, "dsp"),
+    "w2a8 int8 lanes, pixel pairs": (6, 4, 4, 3, 1, 1, 1, F(2, 6, 2), 2, 8, False, load_board("zcu104").cores[0],
+                                     False, "int8"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LANE_CASES))
+def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
+    """Each lane kind of the window unit at the layer's widths (the dense unit's lanes, chosen by
+    ``lane_choice`` on the core; int8 products where an operand is 8 bits) is bit-exact against
+    the integer reference under gaps and backpressure and back to back, its weight ROM at WB bits
+    a weight, at the int8 unit's cycles (the model's within tolerance)."""
+    *shape, fold, wb, xb, unsigned, core, thresholds, kind = LANE_CASES[name]
+    case = lowbit_conv_case(*shape, fold, wb, xb, unsigned, seed=5)
+    config, arrays, inputs, _ = with_conv_thresholds(case, -1 if xb == 1 else 0, 3, seed=5) if thresholds else case
+    op, expected, result = simulated(config, arrays, inputs, fold, tmp_path, core)
+    assert len(np.unique(expected)) >= (4 if thresholds else 20), "the case spreads the outputs"
+    assert result.random.mismatches == 0 and result.steady.mismatches == 0, name
+    assert abs(result.cycle_error) <= CYCLE_TOLERANCE, (result.steady.cycles_per_vector, result.model_cycles)
+    verilog = op.module.files["fp_conv2d.v"]
+    assert f"localparam WB = {wb}, XB = {xb}," in verilog and f"localparam EB = {xb};" in verilog, "XB-bit lines"
+    built = verilog.split("// Lanes of ")[1].split("\n")[0]
+    assert built.endswith("int8 products" if kind == "int8" else f": {kind}"), built
+    assert ("(unsigned: code - " in built) == unsigned
+    assert kind == "int8" or kind == lane_choice(core, wb, xb).kind
+    words = op.module.files["fp_conv2d_weights.mem"].split()
+    assert {len(word) for word in words} == {-(-fold.pe * fold.simd * wb // 4)}, "WB bits a weight"
+    assert ("fp_requant_var #(" in verilog) != thresholds
+
+
+def test_one_bit_lanes_cannot_read_padding():
+    """Padding reads ZX into the lanes, which +-1 lanes cannot hold: a one-line error, not a wrong build."""
+    config, arrays, _, fold = lowbit_conv_case(6, 4, 4, 3, 1, 1, 1, F(2, 6, 1), 1, 1, False, seed=5)
+    with pytest.raises(FpgaplaceError, match=r"rtl conv2d: padding reads ZX=0, which 1-bit lanes cannot hold"):
+        render_op("conv2d", config, arrays, fold, 1)
+
+
+YOSYS_CASES = {  # name: (case args, core); about 40 s of yosys each
+    "w4a4 packed, a short group": ((6, 4, 4, 3, 1, 1, 1, F(4, 6, 2), 4, 4, False), DSP_RICH),
+    "w4a4 unsigned depthwise": ((6, 4, 4, 3, 1, 1, 4, F(2, 9, 1), 4, 4, True), DSP_RICH),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", sorted(YOSYS_CASES))
+def test_lowbit_conv_dsps_equal_yosys(tmp_path, name):
+    """synth_xilinx (xc7) of the window unit with packed narrow lanes maps exactly the op library's
+    DSPs (``Conv2d.dsps``: ``packed_dsps`` per pixel and SIMD lane, a lone 4 x 4 product in LUTs, a
+    grouped conv's lanes one a multiplier; its requantizers)."""
+    args, core = YOSYS_CASES[name]
+    config, arrays, _, fold = lowbit_conv_case(*args, seed=5)
+    op = render_op("conv2d", config, arrays, fold, 1, macs_per_dsp=core.macs_per_dsp, core=core)
+    got = yosys.synthesize(op.module, Path(tmp_path), "xc7", dsp_only=True)
+    geometry = with_precision(KERNELS["conv2d"].config_geometry(config), args[8], args[9])
+    assert got.dsp == KERNELS["conv2d"].dsps(geometry, fold, core), (name, got)
+    assert KERNELS["conv2d"].requantizer_dsps(geometry, fold, core) > 0
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "kv260"])
+def test_compiled_mobilenet_v1_w4a4_is_bit_exact_in_rtl_at_the_models_cycles(tmp_path, board):
+    """A tiny MobileNetV1 w4a4 as QONNX (an 8-bit first layer, a depthwise and a pointwise 4-bit
+    conv on unsigned 4-bit activations, every conv behind a batch norm: threshold stages; global
+    average pooling and an 8-bit classifier) compiled for a LUT-poor and a DSP-rich board: each conv
+    unit has the lanes of its recorded widths as ``lane_choice`` picks them on the board's core
+    (LUT lanes on pynq-z2, packed DSPs on kv260; int8 products for the first), its threshold stage,
+    the record's resources the op library's at those lanes, and the core is bit-exact in Icarus
+    at the model's cycles."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=8, width=0.125, classes=4, blocks=1)
+    project = tmp_path / "project"
+    result = Design(model, board, profile_cpu=False).compile(project, random_samples=2)
+    assert result.cpu_ops == [], result.cpu_ops
+    core_model = load_board(board).cores[0]
+    convs = 0
+    for core in load(project).cores:
+        arrays = load_arrays(project, core)
+        for i, layer in enumerate(core.layers):
+            if layer.kernel != "conv2d":
+                continue
+            members = lane_widths(layer.widths.to_json(), arrays[i]["w"])
+            verilog = (project / RTL_DIR / cell_name(core.name) / f"{cell_name(core.name)}_{i}_conv2d.v").read_text()
+            built = verilog.split("// Lanes of ")[1].split("\n")[0]
+            if members:
+                assert (members["WB"], members["XB"], members["XU"]) == (4, 4, 1), (layer.op, members)
+                assert built.endswith(": " + lane_choice(core_model, 4, 4).kind), (layer.op, built)
+            else:
+                assert built.endswith("int8 products"), (layer.op, built)
+            assert layer.widths.output_stage == "thresholds" and "_threshold thresholds (" in verilog
+            conv = KERNELS["conv2d"]
+            geometry = conv.priced_geometry(conv.config_geometry(layer.config), layer.widths.to_json(), arrays[i])
+            priced = conv.resources(geometry, Folding(layer.pe, layer.simd, layer.mmv), core_model, layer.resident)
+            assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
+            convs += 1
+    assert convs == 3
+    rtl = simulate_project_rtl(project, samples=1)
+    assert rtl.ok and rtl.cores
+    for core in rtl.cores:
+        assert core.bit_exact, core
+        assert core.cycles_measured == core.cycles_model, core
+
+
+def test_rtl_stimulus_of_a_core_follows_its_inputs_widths(tmp_path):
+    """A core whose first layer reads low-bit codes (as a CNV w2a2's second core, cut after its first
+    conv, does: it was not bit-exact on int8 stimulus) gets random samples in their range
+    (``arrays.input_codes``; the first layer's recorded widths narrowed here): its lanes hold only
+    those bits, so int8 values were wrong stimulus, not wrong hardware; an int8 input keeps the
+    int8 range."""
+    model = zoo.mobilenet_v1_lowbit(4, 4, image=8, width=0.125, classes=4, blocks=1)
+    project = tmp_path / "project"
+    Design(model, "pynq-z2", profile_cpu=False).compile(project, random_samples=2)
+    core = load(project).cores[0]
+    first = core.layers[0]
+    assert input_codes(core, core.inputs[0].name) is None  # the image: int8
+    for bits, signed, values in ((2, True, {-2, -1, 0, 1}), (1, True, {-1, 1}), (4, False, set(range(16)))):
+        narrowed = replace(first, widths=replace(first.widths, inputs=[bits], inputs_signed=[signed]))
+        cut = replace(core, layers=[narrowed, *core.layers[1:]])
+        sample = random_samples(cut, 2, seed=0)
+        assert set(np.unique(np.concatenate([s[0] for s in sample]))) == values, (bits, signed)
