@@ -5,6 +5,7 @@ the integer reference; and yosys synth_xilinx DSPs of the op templates beside th
 from __future__ import annotations
 
 import json
+import math
 import subprocess
 from pathlib import Path
 
@@ -184,6 +185,23 @@ def test_yosys_ecp5_line_buffer_ebrs_are_the_estimate(tmp_path):
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.bram36 == estimate.bram36 == 2, (got, estimate)
+
+
+@pytest.mark.slow
+def test_yosys_ecp5_weight_and_offset_roms_are_the_estimate(tmp_path):
+    """On ECP5 the window unit's weights are one ROM of PE x SIMD weights a word (here 32 bits x
+    1,152 words: three 36 x 512 EBRs), its window offsets another (288 words of 11 bits, one EBR, a
+    block ROM by the same depth rule, ``memory.rom_style``), beside the line buffer's EBR: yosys'
+    five DP16KDs are the 2.5 BRAM36 the op library rounds up to 3 for the op. Priced as PE banks
+    of SIMD weights (the HLS kernel's partition), each a whole block, it was 5."""
+    core = load_board("ulx3s-85f").cores[0]
+    folding = Folding(4, 1, 1)
+    config, arrays, _, _ = conv_case(4, 4, 32, 16, 3, 1, 1, 1, folding, seed=1)
+    op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
+    assert '(* rom_style = "block" *) reg [SIMD*OFF_W-1:0] offsets' in op.module.files[f"{op.module.top}.v"]
+    got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
+    estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
+    assert got.bram36 == 2.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
 
 
 def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):

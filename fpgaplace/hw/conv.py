@@ -41,7 +41,7 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer
-from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH
+from fpgaplace.hw.memory import rom_style
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
     PORT_IN,
@@ -331,7 +331,7 @@ class Conv2d(WindowKernel):
             "DOT_W": dot_w, "ACC_W": acc_bits, "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
             "SLICE_BITS": index_bits(pe * mmv // units),
             "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
-            "weights_attribute": "" if nf * sf <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '}
+            "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf)}
         return values, 9 + values["SLICES"]
 
 

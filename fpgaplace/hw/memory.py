@@ -48,6 +48,27 @@ EBR_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384)
 EBR_COST, LUTRAM_COST, LUTRAM_MUX_COST = 128, 4, 0.39  # yosys' memory_libmap: an EBR, a DPR16X4, a mux bit
 
 
+def rom_style(depth: int) -> str:
+    """The Verilog attribute an RTL unit puts on a ROM of ``depth`` words: none up to
+    ``LUTRAM_MAX_DEPTH`` (LUTs), else block RAM, so that the synthesiser maps every ROM as
+    ``ecp5_rom`` prices it (without it yosys 0.70 kept a window unit's 72-word offsets ROM in logic
+    and put a 288-word one in an EBR). O(1)."""
+    return "" if depth <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '
+
+
+def ecp5_rom(width_bits: int, depth: int) -> tuple[int, int]:
+    """(EBRs of 18 Kbit, LUTs) of one ECP5 ROM of ``depth`` words of ``width_bits``, as the RTL op
+    library declares its weight, channel and offset ROMs: up to ``LUTRAM_MAX_DEPTH`` words a LUT
+    ROM (one op-library LUT a bit for each 64 words, as ``memory_blocks``), deeper ones
+    ``rom_style = "block"``, EBRs of the cheapest aspect ratio (yosys 0.70 maps a 32 x 1152 weight
+    ROM to three PDPW16KD of 36 x 512, its initial contents in them). O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0)
+    if depth <= LUTRAM_MAX_DEPTH:
+        return (0, width_bits * math.ceil(depth / 64))
+    return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in EBR_SHAPES), 0)
+
+
 @cache
 def ecp5_memory(width_bits: int, depth: int) -> tuple[int, int]:
     """(EBRs of 18 Kbit, LUTs) of one ECP5 memory of ``depth`` words of ``width_bits`` with one

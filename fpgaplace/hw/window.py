@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, _family
-from fpgaplace.hw.memory import ecp5_memory
+from fpgaplace.hw.memory import ecp5_memory, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -61,11 +61,32 @@ class WindowKernel(Kernel):
         and a spare, a 1 x 1 window's too) and mapped (``ecp5_memory``), its EBRs counted in
         BRAM36 (two EBRs each, the op's total rounded up); elsewhere the HLS kernel's partitioned
         buffer (``Kernel.line_buffer_memory``). O(divisors of a row)."""
-        if self.global_ or not _family(core).rtl_built:
+        ebrs = self.line_buffer_ebrs(g, fold, core)
+        if ebrs is None:
             return super().line_buffer_memory(g, fold, core)
+        return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+
+    def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
+        """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
+        one word per window fold) and, for grouped windows, each PE lane's group offset (one word
+        per output fold), as ``window_unit`` writes them. O(1)."""
+        if self.global_:
+            return super().rtl_roms(g, fold, resident)
+        c = self.window_shape(g.shape, fold)
+        nf, sf = window_folds(c)
+        roms = [*super().rtl_roms(g, fold, resident), (sum(offset_widths(c)) * c["SIMD"], sf)]
+        if c["GROUPS"] > 1:
+            roms.append((max(1, c["CIN"].bit_length()) * c["PE"], nf))
+        return roms
+
+    def line_buffer_ebrs(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int] | None:
+        """(EBRs, LUTs) of the window unit's line buffer on a family built from the RTL op library
+        (``line_buffer_memory``), None elsewhere. O(divisors of a row)."""
+        if self.global_ or not _family(core).rtl_built:
+            return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
-        return (math.ceil(buffer.copies * ebrs / 2), 0, buffer.copies * luts)
+        return (buffer.copies * ebrs, buffer.copies * luts)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
@@ -181,6 +202,16 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
     return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1))
 
 
+def offset_widths(c: dict[str, int]) -> tuple[int, int, int]:
+    """Bits of a window element's row, column and element offsets in the unit's offsets ROM (one
+    word per window fold, SIMD offsets a word): the window's reach in rows and columns and its
+    largest element ``(KW - 1) * DW * CIN + CIN / GROUPS - 1`` within a row. O(1)."""
+    kh_eff = c["DH"] * (c["KH"] - 1) + 1
+    largest = (c["KW"] - 1) * c["DW"] * c["CIN"] + c["CIN"] // c["GROUPS"] - 1
+    return (max(1, (kh_eff - 1).bit_length()), max(1, ((c["KW"] - 1) * c["DW"]).bit_length()),
+            max(1, largest.bit_length()))
+
+
 def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any], fold: Folding, top: str,
                 macs_per_dsp: int, core: FpgaCore | None = None) -> RtlUnit:
     """The window unit's values for the members ``c`` (``WindowKernel.window_shape``)."""
@@ -197,10 +228,8 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
     # window offsets: element k = sf*SIMD + i of the window is (kh, kw, ci) in the weights' order
     reach = [(k // (c["KW"] * cin_g) * c["DH"], k // cin_g % c["KW"] * c["DW"], k % cin_g)
              for k in range(sf * simd)]
-    dr_w = max(1, (kh_eff - 1).bit_length())
-    dc_w = max(1, ((c["KW"] - 1) * c["DW"]).bit_length())
+    dr_w, dc_w, do_w = offset_widths(c)
     element = [dc * c["CIN"] + ci for _, dc, ci in reach]
-    do_w = max(1, max(element).bit_length())
     off_w = dr_w + dc_w + do_w
     offsets = [sum((dr | dc << dr_w | e << (dr_w + dc_w)) << (off_w * i)
                    for i, ((dr, dc, _), e) in enumerate(zip(reach[f * simd:(f + 1) * simd],
@@ -222,7 +251,8 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "CNT_BITS": gearbox.count_bits,
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
-        "GEAR_BITS": gearbox.cap_bits, "offsets_file": f"{top}_offsets.mem",
+        "GEAR_BITS": gearbox.cap_bits, "offsets_file": f"{top}_offsets.mem", "offsets_attribute": rom_style(sf),
+        "groups_attribute": rom_style(nf),
         "macs_per_dsp": macs_per_dsp,
     }
     if c["GROUPS"] > 1:  # every PE lane reads its own group's input channels
