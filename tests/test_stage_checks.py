@@ -20,11 +20,21 @@ from typer.testing import CliRunner
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
+from fpgaplace.cli.commands.sim import extrapolation_notes
 from fpgaplace.hw import KERNELS
 from fpgaplace.model import zoo
 from fpgaplace.project.layout import RESULTS_DIR
 from fpgaplace.project.record import load
-from fpgaplace.sim.rtl_project import RTL_RESULTS, StageRun, run_cost, simulate_project_stages
+from fpgaplace.sim.rtl_project import (
+    RTL_RESULTS,
+    CoreResult,
+    FrameCut,
+    RtlResult,
+    StageResult,
+    StageRun,
+    run_cost,
+    simulate_project_stages,
+)
 from fpgaplace.sim.stages import CACHE_DIR, Cut, LayerModule, select
 from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
 from fpgaplace.util.errors import FpgaplaceError
@@ -208,3 +218,13 @@ def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
         whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
         probed = synthesize(module, tmp_path / f"{stage.name}_probe", family, True)
         assert probed.dsp == whole.dsp == stage.layer.resources["dsp"], (stage.name, probed, whole)
+
+
+def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
+    cut = FrameCut((3, 4), (200.0, 248.0), 16)
+    banded = StageResult("core0/conv_5", "conv2d", True, cut.frame_cycles, 832, cut=cut)
+    whole = StageResult("core0/add_13", "add", True, 512.0, 512)
+    document = RtlResult([CoreResult("core0", True, 832.0, 832, stages=[banded, whole])]).to_json()
+    (note,) = extrapolation_notes(document)
+    assert "1 of 2 stages" in note and "core0/conv_5 (rows 3 and 4 of 16)" in note and "add_13" not in note
+    assert extrapolation_notes(RtlResult([CoreResult("core0", True, 512.0, 512, stages=[whole])]).to_json()) == []
