@@ -254,8 +254,6 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     ports = {name: _stage_ports(project, core) for name, core in cores.items()}
     modules = {name: layer_modules(project, core) for name, core in cores.items()}
     jobs = jobs or default_jobs()
-    if progress is not None:
-        progress(f"RTL simulation: {len(refs)} stages alone, {jobs} at a time")
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch, interruptible():
         stage_runs, tasks, costs = [], [], []
         for ref in refs:
@@ -273,6 +271,9 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
                               partial(_simulate_run, project, ref, run, k, arrays[ref.core.name][ref.index],
                                       inputs[ref.core.name], folder / f"run{k}", seed, steady, simulator)))
                 costs.append(run_cost(ref.layer, run, k, samples, steady, frame))
+        if progress is not None:
+            progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two), "
+                     f"{jobs} at a time, the longest first")
         values = iter(run_parallel(tasks, jobs, progress, costs))
         results = [_stage_result(ref, runs, [next(values) for _ in runs]) for ref, runs in zip(refs, stage_runs,
                                                                                                strict=True)]
