@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -19,14 +20,25 @@ from typer.testing import CliRunner
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
 from fpgaplace.cli.app import app
+from fpgaplace.cli.commands.sim import extrapolation_notes
+from fpgaplace.hw import KERNELS
 from fpgaplace.model import zoo
 from fpgaplace.project.layout import RESULTS_DIR
 from fpgaplace.project.record import load
-from fpgaplace.sim.rtl_project import RTL_RESULTS, simulate_project_stages
-from fpgaplace.sim.stages import CACHE_DIR, select
+from fpgaplace.sim.rtl_project import (
+    RTL_RESULTS,
+    CoreResult,
+    FrameCut,
+    RtlResult,
+    StageResult,
+    StageRun,
+    run_cost,
+    simulate_project_stages,
+)
+from fpgaplace.sim.stages import CACHE_DIR, Cut, LayerModule, select
 from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
 from fpgaplace.util.errors import FpgaplaceError
-from fpgaplace.util.tools import descendants, run_parallel, stopping
+from fpgaplace.util.tools import descendants, longest_first, run_parallel, stopping
 
 ONE_CORE_BOARD = Path(__file__).parent / "boards" / "pynq-z2-one-core.yaml"
 CYCLE_TOLERANCE = 0.10
@@ -67,6 +79,30 @@ def test_run_parallel_keeps_task_order_and_raises_the_first_failure():
     assert not stopping.is_set(), "a failed run must not keep later tools from starting"
     with pytest.raises(FpgaplaceError, match="jobs"):
         run_parallel([("ok", lambda: 1)], 0)
+
+
+def test_run_parallel_starts_the_costliest_first_and_keeps_task_order():
+    started: list[str] = []
+    tasks = [(name, lambda name=name: (started.append(name), name.upper())[1]) for name in ("a", "b", "c", "d")]
+    assert run_parallel(tasks, 1, costs=[1.0, 5.0, 1.0, 3.0]) == ["A", "B", "C", "D"]
+    assert started == ["b", "d", "a", "c"]  # largest first, ties in task order
+    assert longest_first([2, 2, 7]) == [2, 0, 1]
+    with pytest.raises(FpgaplaceError, match="2 costs for 4 tasks"):
+        run_parallel(tasks, 1, costs=[1.0, 2.0])
+
+
+def test_rtl_runs_are_costed_by_netlist_cycles_and_rows(project: Path):
+    """A band's run costs its share of the frame's rows; the first band's random phase counts."""
+    stage = next(s for s in select(load(project), None) if s.layer.kernel == "conv2d")
+    band = Cut(3, {}, LayerModule("m", {}), {})
+    frame = KERNELS[stage.layer.kernel].frame_rows(stage.layer.config)
+    whole = run_cost(stage.layer, StageRun(LayerModule("m", {}), {}, None), 0, 1, 3, frame)
+    first, second = (run_cost(stage.layer, StageRun(LayerModule("m", {}), {}, replace(band, rows=rows)), k, 1, 3, frame)
+                     for k, rows in ((0, 3), (1, 4)))
+    size = 1 + stage.layer.resources["lut"] + stage.layer.resources["ff"]
+    assert whole == size * stage.layer.cycles * 5
+    assert first == pytest.approx(size * stage.layer.cycles * 4 * 3 / frame)
+    assert second == pytest.approx(size * stage.layer.cycles * 2 * 4 / frame)
 
 
 @pytest.mark.slow
@@ -182,3 +218,13 @@ def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
         whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
         probed = synthesize(module, tmp_path / f"{stage.name}_probe", family, True)
         assert probed.dsp == whole.dsp == stage.layer.resources["dsp"], (stage.name, probed, whole)
+
+
+def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
+    cut = FrameCut((3, 4), (200.0, 248.0), 16)
+    banded = StageResult("core0/conv_5", "conv2d", True, cut.frame_cycles, 832, cut=cut)
+    whole = StageResult("core0/add_13", "add", True, 512.0, 512)
+    document = RtlResult([CoreResult("core0", True, 832.0, 832, stages=[banded, whole])]).to_json()
+    (note,) = extrapolation_notes(document)
+    assert "1 of 2 stages" in note and "core0/conv_5 (rows 3 and 4 of 16)" in note and "add_13" not in note
+    assert extrapolation_notes(RtlResult([CoreResult("core0", True, 512.0, 512, stages=[whole])]).to_json()) == []

@@ -28,7 +28,7 @@ import numpy as np
 from fpgaplace.hw import KERNELS
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import JOB_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, STAGES_FILE, cell_name
-from fpgaplace.project.record import Core, load
+from fpgaplace.project.record import Core, Layer, load
 from fpgaplace.sim.rtl import phase_result, run_cocotb, stream_phases
 from fpgaplace.sim.stages import Cut, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
@@ -237,8 +237,10 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     library's. With ``cut`` (a stage cut to a band of output rows, ``fpgaplace.flow.checks.frame_cuts``)
     a stage that streams a frame of rows is simulated on two bands of it instead (``cut_heights``;
     the inputs' first rows, every output checked against the cut layer's reference) and its
-    frame's cycles extrapolated (``extrapolate``). ``jobs`` simulations go side by side (default:
-    this machine's cores), each result cached by the module and its stimuli; an interrupt ends the
+    frame's cycles extrapolated (``extrapolate``). Every run (a whole layer, or each band) is a
+    task of its own, ``jobs`` side by side (default: this machine's cores), the longest first
+    (``run_cost``: a stage's two bands need not wait on each other), each result cached by the
+    module and its stimuli; an interrupt ends the
     simulators and writes nothing. A core's result gathers its stages: bit-exact if all are,
     cycles the slowest stage's (its interval), model cycles the slowest layer's. Writes
     ``results/rtl.json`` atomically. O(sum over stages of cycles x lanes) simulator steps, the
@@ -252,10 +254,8 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     ports = {name: _stage_ports(project, core) for name, core in cores.items()}
     modules = {name: layer_modules(project, core) for name, core in cores.items()}
     jobs = jobs or default_jobs()
-    if progress is not None:
-        progress(f"RTL simulation: {len(refs)} stages alone, {jobs} at a time")
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch, interruptible():
-        tasks = []
+        stage_runs, tasks, costs = [], [], []
         for ref in refs:
             folder = Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}"
             whole = StageRun(modules[ref.core.name][ref.index], ports[ref.core.name][ref.index], None)
@@ -264,11 +264,19 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
             bands = [cut(ref, rows) for rows in heights] if cut and heights else []
             runs = ([StageRun(band.module, band.ports, band) for band in bands] if bands and all(bands)
                     else [whole])
-            bands_named = ", rows " + " and ".join(str(run.cut.rows) for run in runs if run.cut) if runs[0].cut else ""
-            label = f"RTL {ref.name} ({ref.layer.kernel}{bands_named})"
-            tasks.append((label, partial(_simulate_stage, project, ref, runs, arrays[ref.core.name][ref.index],
-                                         inputs[ref.core.name], folder, seed, steady, simulator)))
-        results = run_parallel(tasks, jobs, progress)
+            stage_runs.append(runs)
+            for k, run in enumerate(runs):
+                rows = f", rows {run.cut.rows}" if run.cut else ""
+                tasks.append((f"RTL {ref.name} ({ref.layer.kernel}{rows})",
+                              partial(_simulate_run, project, ref, run, k, arrays[ref.core.name][ref.index],
+                                      inputs[ref.core.name], folder / f"run{k}", seed, steady, simulator)))
+                costs.append(run_cost(ref.layer, run, k, samples, steady, frame))
+        if progress is not None:
+            progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two), "
+                     f"{jobs} at a time, the longest first")
+        values = iter(run_parallel(tasks, jobs, progress, costs))
+        results = [_stage_result(ref, runs, [next(values) for _ in runs]) for ref, runs in zip(refs, stage_runs,
+                                                                                               strict=True)]
     gathered = []
     for name, core in cores.items():
         mine = [result for ref, result in zip(refs, results, strict=True) if ref.core.name == name]
@@ -307,28 +315,46 @@ def _stage_ports(project: Path, core: Core) -> list[dict[str, Any]]:
     return ports
 
 
-def _simulate_stage(project: Path, ref: StageRef, runs: list[StageRun], arrays: dict[str, np.ndarray],
-                    samples: list[dict[str, np.ndarray]], folder: Path, seed: int, steady: int,
-                    simulator: str | None) -> StageResult:
-    """One layer's module alone on its reference inputs (``simulate_project_stages``): the whole
-    frame (one run), or two bands of it (each on the inputs' first rows, checked against the cut
-    layer's reference; the first band also with random gaps and backpressure; ``BAND_STEADY``
-    samples back to back, the interval between the first two ends) whose cycles give the
-    frame's (``extrapolate``). Each run's result is cached."""
+def run_cost(layer: Layer, run: StageRun, k: int, samples: int, steady: int, frame_rows: int | None) -> float:
+    """A guess of one run's simulator time, to start the longest runs first (``run_parallel``'s
+    ``costs``): the layer's LUTs and FFs (the netlist an event simulator evaluates a cycle) times
+    the cycles it runs, its samples (random phase counted twice, for its gaps) of the layer's
+    cycles, a band's share of the frame's rows. O(1)."""
+    size = 1 + layer.resources.get("lut", 0) + layer.resources.get("ff", 0)
+    if run.cut is None:
+        sample_times = 2 * samples + steady
+        share = 1.0
+    else:
+        sample_times = (2 * samples if k == 0 else 0) + BAND_STEADY
+        share = run.cut.rows / frame_rows if frame_rows else 1.0
+    return size * max(1, layer.cycles) * sample_times * share
+
+
+def _simulate_run(project: Path, ref: StageRef, run: StageRun, k: int, arrays: dict[str, np.ndarray],
+                  samples: list[dict[str, np.ndarray]], folder: Path, seed: int, steady: int,
+                  simulator: str | None) -> tuple[dict[str, Any], bool]:
+    """Run ``k`` of a layer's module alone on its reference inputs (``simulate_project_stages``):
+    the whole frame, or a band of it (on the inputs' first rows, checked against the cut layer's
+    reference; the first band also with random gaps and backpressure; ``BAND_STEADY`` samples
+    back to back, the interval between the first two ends). Cached (``_stage_run``)."""
     layer = ref.layer
-    values = []
-    for k, run in enumerate(runs):
-        per_port = [np.stack([v[t].astype(np.int8)[:port["length"]] for v in samples])
-                    for t, port in zip(layer.inputs, run.ports["inputs"], strict=True)]
-        if run.cut is None:
-            expected = np.stack([v[layer.output] for v in samples]).astype(np.int64)
-        else:
-            kernel = KERNELS[layer.kernel]
-            expected = np.stack([kernel.reference(run.cut.config, arrays, list(vectors), rows=layer.rows).reshape(-1)
-                                 for vectors in zip(*per_port, strict=True)]).astype(np.int64)
-        band_steady = (BAND_STEADY, 0) if run.cut else (steady, 1)
-        values.append(_stage_run(project, run, per_port, expected, folder / f"run{k}", seed, band_steady[0], simulator,
-                                 random_phase=k == 0, model_cycles=layer.cycles, warmup=band_steady[1]))
+    per_port = [np.stack([v[t].astype(np.int8)[:port["length"]] for v in samples])
+                for t, port in zip(layer.inputs, run.ports["inputs"], strict=True)]
+    if run.cut is None:
+        expected = np.stack([v[layer.output] for v in samples]).astype(np.int64)
+    else:
+        kernel = KERNELS[layer.kernel]
+        expected = np.stack([kernel.reference(run.cut.config, arrays, list(vectors), rows=layer.rows).reshape(-1)
+                             for vectors in zip(*per_port, strict=True)]).astype(np.int64)
+    band_steady = (BAND_STEADY, 0) if run.cut else (steady, 1)
+    return _stage_run(project, run, per_port, expected, folder, seed, band_steady[0], simulator,
+                      random_phase=k == 0, model_cycles=layer.cycles, warmup=band_steady[1])
+
+
+def _stage_result(ref: StageRef, runs: list[StageRun], values: list[tuple[dict[str, Any], bool]]) -> StageResult:
+    """A layer's result from its runs (``_simulate_run``): the whole frame's, or the frame's cycles
+    extrapolated from two bands' (``extrapolate``)."""
+    layer = ref.layer
     bit_exact = all(value["bit_exact"] for value, _ in values)
     hit = all(cached_ for _, cached_ in values)
     if runs[0].cut is None:

@@ -160,7 +160,8 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
                       probe: Callable[[StageRef], Module | None] | None = None) -> ProjectResources:
     """yosys resources of each layer of ``project`` beside design.json's estimate: every layer, or
     those ``stages`` picks (``fpgaplace.sim.stages.select``), each layer's module synthesised alone
-    at its folding, ``jobs`` yosys runs side by side (default: this machine's cores), each result
+    at its folding, ``jobs`` yosys runs side by side (default: this machine's cores; the largest
+    first, ``synthesis_cost``), each result
     cached by the module's content (``fpgaplace.sim.stages.cached``: an identical layer, or a run
     again, costs nothing); an interrupt (SIGINT, SIGTERM) ends the yosys runs and writes nothing.
     With ``dsp_only`` and ``probe`` (a stage's DSP probe module, ``fpgaplace.flow.checks.dsp_probes``:
@@ -181,7 +182,7 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
                   _stage_task(project, ref, probed or modules[ref.core.name][ref.index], family, dsp_only,
                               Path(scratch), probed is not None))
                  for ref, probed in zip(refs, probes, strict=True)]
-        layers = run_parallel(tasks, jobs, progress)
+        layers = run_parallel(tasks, jobs, progress, [synthesis_cost(ref) for ref in refs])
     cores = [CoreResources(name, [layer for ref, layer in zip(refs, layers, strict=True) if ref.core.name == name])
              for name in dict.fromkeys(ref.core.name for ref in refs)]
     result = ProjectResources(family, cores)
@@ -189,6 +190,13 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
         (project / RESULTS_DIR).mkdir(exist_ok=True)
         write_file(project / RESULTS_DIR / RESOURCES_FILE, json.dumps(result.to_json(), indent=2) + "\n")
     return result
+
+
+def synthesis_cost(ref: StageRef) -> float:
+    """A guess of a stage's yosys time, to start the largest first (``run_parallel``'s ``costs``):
+    its estimated LUTs, FFs and DSPs (the netlist yosys maps). O(1)."""
+    resources = ref.layer.resources
+    return 1 + resources.get("lut", 0) + resources.get("ff", 0) + resources.get("dsp", 0)
 
 
 def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, dsp_only: bool,

@@ -140,6 +140,22 @@ def print_rtl(document: dict) -> None:
             f"{measured / model - 1:+.1%}" if measured and model else "—")]
         table.add_row(escape(core["name"]), "[green]yes[/]" if core["bit_exact"] else "[red]no[/]", *cells)
     out.print(table)
+    for line in extrapolation_notes(document):
+        out.print(line)
+
+
+def extrapolation_notes(document: dict) -> list[str]:
+    """What the RTL check measured on part of a frame: the stages timed on two bands of their
+    frame's rows whose frame cycles are extrapolated (``fpgaplace.sim.rtl_project.FrameCut``)."""
+    stages = [stage for core in document["cores"] for stage in core.get("stages") or []]
+    cut = [stage for stage in stages if stage.get("cut")]
+    if not cut:
+        return []
+    names = ", ".join(f"{escape(stage['name'])} (rows {' and '.join(map(str, stage['cut']['rows']))} of "
+                      f"{stage['cut']['frame_rows']})" for stage in cut)
+    return [f"[dim]{len(cut)} of {len(stages)} stages simulated on two bands of their frame's rows (bit-exact on "
+            f"those), their frame cycles extrapolated on the line through the two: {names}; --whole-frames "
+            "simulates whole frames[/]"]
 
 
 def print_resources(document: dict) -> None:
@@ -152,3 +168,8 @@ def print_resources(document: dict) -> None:
         counts = [str(total.get(key, "—")) for key in ("lut", "ff", "dsp", "bram36")]
         table.add_row(escape(str(core.get("name"))), *counts, str(estimate.get("dsp", "—")))
     out.print(table)
+    layers = [layer for core in document.get("cores", []) for layer in core.get("layers", [])]
+    probed = [layer for layer in layers if layer.get("probed")]
+    if probed:
+        out.print(f"[dim]{len(probed)} of {len(layers)} layers counted on their DSP probe (fewer output channels, a "
+                  "smaller frame, the same lanes): their DSPs are the layer's, their LUT/FF/BRAM36 are not[/]")
