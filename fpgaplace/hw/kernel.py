@@ -730,7 +730,10 @@ class Kernel:
         if self.uses_dsp:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
             if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
-                unbuilt = requantize_units(fold.pe * fold.mmv, g.reduction // fold.simd) - self.requantizers(g, fold)
+                # those the plan shares away; a threshold stage's comparators are priced in their
+                # place (``threshold.resources``) and the fit's share of them kept, an upper bound
+                results, folds = fold.pe * fold.mmv, g.reduction // fold.simd
+                unbuilt = requantize_units(results, folds) - requantize_plan(results, folds)[0]
                 luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * NARROW_REQUANT_LUTS
             else:  # the fitted estimate holds the shallow channel ROM in its fixed part
                 channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
