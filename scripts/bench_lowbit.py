@@ -17,9 +17,9 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--compil
   w1a2, w1a1 and w2a2 with batch norms, the last two with threshold stages) compiled for the board;
   per dense layer its widths, lanes and output stage, design.json's DSPs and LUTs beside yosys of
   the layer's RTL as compile wrote it (``sim.yosys.project_resources``). About a minute of yosys a layer.
-* ``--sim-models`` (``cnv_sim_rows``): TO ENABLE AFTER THE QONNX BRANCH IS MERGED. The same rows
-  from a compiled project (``fpgaplace.model.zoo.cnv(weight_bits, act_bits)``, placed, compiled,
-  ``sim`` for fps, design.json for the resources). Until ``zoo.cnv`` exists it prints why not.
+* ``--sim-models`` (``cnv_sim_rows``): the same rows from a compiled project
+  (``fpgaplace.model.zoo.cnv(weight_bits, act_bits)``, placed, compiled, ``sim`` for fps,
+  design.json for the resources).
 
 The anchor (FINN, binary CNV on CIFAR-10):
 

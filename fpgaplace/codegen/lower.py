@@ -194,13 +194,16 @@ def _fold_with_fifos(stages: list[Stage], layers: list[Layer], core: FpgaCore, d
     is folded with them as ``lane_choice`` prices them and with each kind it did not choose
     everywhere (``lane_cores``): that price weighs a lane against the core's whole budget, while
     the layers' other LUTs (threshold tables, line buffers) may leave the DSPs the better home
-    (MobileNetV1 w4a4 on zcu104: 2,930 fps on packed DSP lanes against 1,660 on LUT lanes). The
+    (MobileNetV1 w4a4 on zcu104: 2,930 fps on packed DSP lanes against 1,660 on LUT lanes); only
+    where LUTs or DSPs bind the priced folding (``CoreFolding.binding``). The
     folding of the least interval is kept (on a tie: BRAM, then the priced lanes).
     Sets each layer's folding, cycles, resources and geometry. Raises ``DoesNotFit`` naming the core
     and the resource when no folding leaves room for its FIFOs (so ``flow.refine`` places fewer ops
     on it). O(2 x ``FIFO_FOLDS`` foldings for each of at most three lane kinds)."""
     tried, refused = [], None
     for rank, lanes in enumerate(lane_cores(core, stages)):
+        if rank and tried and not {"lut", "dsp"} & set(tried[0][0].folding.binding()):
+            break  # neither budget holds the priced lanes' interval: the other kinds cannot shorten it
         for uram in [store for store in FIFO_STORES if not store or core.uram > 0]:
             try:
                 tried.append((_fold_in_room(stages, layers, lanes, dram, sizes, outputs, uram), rank))
