@@ -180,6 +180,26 @@ def test_threshold_stage_bit_exact_under_backpressure(tmp_path, name):
     assert "fp_requant_var #(" not in unit and "fp_dense_threshold thresholds (" in unit and stage
 
 
+def test_ecp5_prices_a_threshold_stage_s_table_as_its_one_channel_rom(tmp_path):
+    """On ECP5 (built from the RTL op library) a dense unit's threshold stage reads one channel
+    ROM, its table (PE x T thresholds of ``stored_bits`` a word, ``threshold.rom_word_bits``), mapped
+    with the weight ROM: yosys' three DP16KDs (1.5 BRAM36) are the 2 the op library rounds up to.
+    Priced as the requantizers' channel ROM and the table beside it (through ``memory_blocks``,
+    the HLS families' blocks) it was 4."""
+    from fpgaplace.codegen.rtl import RtlModule, library, render_op
+    from fpgaplace.hw.kernel import with_precision
+
+    core = load_board("ulx3s-85f").cores[0]
+    config, arrays, _ = threshold_dense_case(16, 256, 2, 2, False, -2, 3, seed=1)
+    config |= {"PE": 2, "SIMD": 8}
+    folding = Folding(2, 8, 1)
+    op = render_op("dense", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp, core=core)
+    got = yosys.synthesize(RtlModule(op.module.top, {**library(), **op.module.files}), tmp_path, "ecp5")
+    geometry = with_precision(KERNELS["dense"].config_geometry(config), 2, 2)
+    estimate = KERNELS["dense"].resources(geometry, folding, core)
+    assert geometry.shape["T"] == 3 and got.bram36 == 1.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
+
+
 def test_threshold_tables_that_do_not_fit_are_one_line_errors():
     config, arrays, _ = threshold_dense_case(16, 6, 2, 2, False, -2, 3, seed=1)
     config |= {"PE": 3, "SIMD": 4}

@@ -37,6 +37,7 @@ from fpgaplace.hw.kernel import (
     requantize_plan,
     sliding_cycles,
     tensor_shape,
+    threshold_table_apart,
     window_fill,
     window_members,
 )
@@ -216,7 +217,8 @@ class Conv2d(WindowKernel):
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
         """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-        return super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
+        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
+        return super().resources(g, fold, core, resident) + stage
 
     def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
         """The lane widths ``WB, XB, XU`` of the layer, as a dense layer's (``dense.lane_widths``):

@@ -32,6 +32,7 @@ from fpgaplace.hw.kernel import (
     probe,
     requantize_plan,
     tensor_shape,
+    threshold_table_apart,
     unit_fill,
 )
 from fpgaplace.hw.lowering import Layer
@@ -138,7 +139,8 @@ class Dense(Kernel):
         its comparators and table in place of the requantizers, ``requantizers``, and their channel
         ROM, ``threshold.FREED_CHANNEL_LUTS``), as the RTL unit builds it."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-        total = super().resources(g, fold, core, resident) + threshold.stage_resources(g, fold, acc_bits)
+        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
+        total = super().resources(g, fold, core, resident) + stage
         if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds that ROM
             return total
         lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)

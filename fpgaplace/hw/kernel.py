@@ -69,6 +69,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, Family
+from fpgaplace.hw import threshold
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
 from fpgaplace.hw.memory import ecp5_memory, ecp5_rom, memory_blocks, uram_blocks
 from fpgaplace.model.ir import Op, TensorInfo
@@ -320,6 +321,25 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
     if core is not None and core.narrow_lanes:  # the kind compile chose for this core's folding
         return packed if core.narrow_lanes == "dsp" else on_luts
     return packed if lane_share(packed, core) < lane_share(on_luts, core) else on_luts
+
+
+def channel_rom_bits(g: Geometry, fold: Folding) -> int:
+    """Bits of one word of a dot product's channel ROM in the RTL units, PE channels a word: the
+    requantizers' words, or behind a threshold stage (``shape["T"]``) its thresholds at the dot
+    product's width and one bit more (``threshold.rom_word_bits``), the only ROM that stage reads
+    (on ECP5 it was priced as both, the table through ``memory_blocks`` as well). O(1)."""
+    count = int(g.shape.get("T", 0))
+    if count:
+        return threshold.rom_word_bits(fold.pe, count, dot_bits(g.reduction, g.weight_bits, g.activation_bits))
+    return CHANNEL_WORD_BITS * fold.pe
+
+
+def threshold_table_apart(core: FpgaCore | None) -> bool:
+    """Whether a threshold stage's table is priced apart from the dot product's memories
+    (``threshold.stage_resources``): on a family built from HLS, its own array; on one built from
+    the RTL op library the table is the unit's channel ROM (``channel_rom_bits``), mapped with its
+    other ROMs (``Kernel._rtl_memory``). O(1)."""
+    return not _family(core).rtl_built
 
 
 def lane_luts(lanes: Lanes) -> float:
@@ -781,12 +801,12 @@ class Kernel:
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """(word bits, words) of each ROM the RTL unit declares: a dot product's weights (PE x SIMD
-        a word, when resident) and channel words (PE a word). O(1)."""
+        a word, when resident) and channel words (PE a word, ``channel_rom_bits``). O(1)."""
         roms = []
         if g.weights and resident:
             roms.append((g.weight_bits * fold.simd * fold.pe, math.ceil(g.weights / (fold.pe * fold.simd))))
         if self.uses_dsp:
-            roms.append((CHANNEL_WORD_BITS * fold.pe, math.ceil(g.channels / fold.pe)))
+            roms.append((channel_rom_bits(g, fold), math.ceil(g.channels / fold.pe)))
         return roms
 
     def line_buffer_ebrs(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int] | None:

@@ -139,10 +139,16 @@ def stored_bits(dot_bits: int) -> int:
     return dot_bits + 1
 
 
+def rom_word_bits(pe: int, count: int, dot_bits: int) -> int:
+    """Bits of one word of the RTL unit's table ROM (``rtl/threshold.v.j2``, ``rtl/window.v.j2``:
+    ``PE * T * TH_W``): ``pe`` channels of ``count`` thresholds of ``stored_bits``. O(1)."""
+    return pe * count * stored_bits(dot_bits)
+
+
 def word_bits(pe: int, count: int, dot_bits: int) -> int:
-    """Bits of one word of the table: ``pe`` channels of ``count`` thresholds, padded to whole bytes
-    (the C++ array's bytes; the RTL ROM's word is the same but for that padding). O(1)."""
-    return 8 * -(-pe * count * stored_bits(dot_bits) // 8)
+    """Bits of one word of the table: ``rom_word_bits`` padded to whole bytes (the C++ array's
+    bytes). O(1)."""
+    return 8 * -(-rom_word_bits(pe, count, dot_bits) // 8)
 
 
 def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int, int, int]:
@@ -228,8 +234,15 @@ def count(op: Op, graph: OpGraph) -> int:
     return 2**bits - 1
 
 
-def stage_resources(g: Geometry, fold: Folding, dot_bits: int) -> Resources:
+def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = True) -> Resources:
     """``resources`` of the threshold stage a dot product's geometry names (``shape["T"]``) on its
-    ``dot_bits``-bit dot product; nothing without one."""
+    ``dot_bits``-bit dot product; nothing without one. Without its ``table``: the comparators
+    only, where the unit's channel ROM is the table (a family built from the RTL op library,
+    whose ROMs ``Kernel.rtl_roms`` maps)."""
     thresholds = int(g.shape.get("T", 0))
-    return resources(g.channels, thresholds, fold.pe, dot_bits) if thresholds else Resources()
+    if not thresholds:
+        return Resources()
+    stage = resources(g.channels, thresholds, fold.pe, dot_bits)
+    if table:
+        return stage
+    return Resources(lut=stage.lut - table_memory(g.channels, thresholds, fold.pe, dot_bits)[2])
