@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
@@ -163,20 +166,44 @@ def window_folds(c: dict[str, int]) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class LineBuffer:
-    """The window unit's line buffer (``window.v.j2``): ``copies`` of it, one per read lane (MMV x
-    XP x SIMD), each ``rows`` rows of ``row_elems`` elements in words of ``in_e`` (the input beat)."""
+    """The window unit's line buffer (``window.v.j2``): ``rows`` rows of ``row_elems`` elements in
+    words of ``in_e`` (the input beat), kept as ``memories`` (copy, bank) of one write and one read
+    port each: a copy is the buffer split cyclically by word index into ``banks`` banks, and the
+    read lanes (MMV x XP x SIMD) are grouped by the word they read together (``read_groups``), one
+    group a memory; ``lane_memory[lane]`` is the memory whose word the lane picks its element from.
+    Without a power-of-two beat (``banked`` False) the buffer is one memory of every lane's read
+    port, which synthesis copies once a lane (``copies``)."""
 
-    copies: int
     rows: int
     row_elems: int
     in_e: int
+    banks: int = 1
+    memories: tuple[tuple[int, int, int], ...] = ()  # (copy, bank, leader lane: its address is read)
+    lane_memory: tuple[int, ...] = ()
+    banked: bool = True
+    reads: int = 1
+
+    @property
+    def copies(self) -> int:
+        """Copies of the whole buffer the memories amount to (a bank no lane reads is not kept):
+        the banks' total over one buffer's, rounded up; every read lane's own copy without a
+        banked layout."""
+        if not self.banked:
+            return self.reads
+        return math.ceil(len(self.memories) / self.banks)
+
+    @property
+    def bank_words(self) -> int:
+        """Words of ``in_e`` elements in one bank."""
+        return self.rows * self.row_elems // self.in_e // self.banks
 
 
 def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     """The line buffer of the window members ``c`` (``WindowKernel.window_shape``) whose op
     library input beat is ``width`` (0: none): ROWS = the window's rows + SH + SPARE_ROWS; the
     beat is ``width`` when it divides an input row, else the narrowest divisor of the row whose SH
-    rows arrive within RATE_MARGIN of an output row's steps. O(divisors of a row)."""
+    rows arrive within RATE_MARGIN of an output row's steps; with a power-of-two beat its banks and
+    memories as ``read_groups`` lays them out. O(divisors of a row + ``read_groups``)."""
     row_elems = c["W"] * c["CIN"]
     rows = c["DH"] * (c["KH"] - 1) + 1 + c["SH"] + SPARE_ROWS
     xp = c["PE"] if c["GROUPS"] > 1 else 1
@@ -184,7 +211,68 @@ def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     row_cycles = math.ceil(c["WO"] / c["MMV"]) * folds
     if not (width and row_elems % width == 0):
         width = smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
-    return LineBuffer(c["MMV"] * xp * c["SIMD"], rows, row_elems, width)
+    reads = c["MMV"] * xp * c["SIMD"]
+    if width & (width - 1):
+        return LineBuffer(rows, row_elems, width, banked=False, reads=reads)
+    keys = ("W", "CIN", "KH", "KW", "SH", "SW", "PL", "DH", "DW", "GROUPS", "COUT", "PE", "SIMD", "MMV", "WO")
+    banks, memories, lane_memory = read_groups(tuple(c[k] for k in keys), width)
+    return LineBuffer(rows, row_elems, width, banks, memories, lane_memory, reads=reads)
+
+
+@cache
+def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[int, int, int], ...], tuple[int, ...]]:
+    """(banks, memories, lane_memory) of the window unit's line buffer (``LineBuffer``) for the
+    members ``W, CIN, KH, KW, SH, SW, PL, DH, DW, GROUPS, COUT, PE, SIMD, MMV, WO`` and a beat of
+    ``in_e`` elements (a power of two). Lane (m, xp, i) reads, at output group wg, output fold nf
+    and window fold sf, the element ``(wg*MMV*SW - PL)*CIN + m*SW*CIN + dc*CIN + ci + goff`` of row
+    ``dr`` (``window_unit``'s offsets; goff the group offset of PE lane xp): its word is that over
+    ``in_e``. Lanes that read the same row and word at every step form a group and share one read
+    port (the PE lanes of a pool, the SIMD lanes of a conv whose SIMD channels lie in one word).
+    The buffer is then split cyclically by word index into ``banks`` (a power of two dividing a
+    row's words: the most for which every group reads a fixed bank), and the groups are dealt to
+    copies of it, a group per bank of a copy: copies = the most groups reading one bank. Where
+    groups read words of one row whose bank turns with the output group (a conv whose SIMD lanes
+    span window positions, MMV pixels of one row), they are copies: a lane then needs no crossbar
+    between banks. O(lanes x NF' x SF x WG) with numpy (NF' = NF for grouped windows, else 1)."""
+    w, cin, kh, kw, sh, sw, pl, dh, dw, groups, cout, pe, simd, mmv, wo = members
+    cin_g, xp = cin // groups, (pe if groups > 1 else 1)
+    nf, sf = (cout // pe if groups > 1 else 1), kh * kw * cin_g // simd
+    k = np.arange(sf * simd).reshape(sf, 1, simd)  # window element of fold s, lane i
+    dr = k // (kw * cin_g) * dh
+    element = (k // cin_g % kw * dw) * cin + k % cin_g
+    co = np.arange(nf * pe).reshape(nf, pe)[:, :xp] if groups > 1 else np.zeros((1, 1), dtype=np.int64)
+    goff = co // (cout // groups) * cin_g  # (nf, xp)
+    col = (np.arange(math.ceil(wo / mmv)) * mmv * sw - pl) * cin  # (wg,)
+    m = np.arange(mmv) * sw * cin
+    # address (m, xp, i) x (nf, sf, wg): the lane order of the template, LANE = (m*XP + xp)*SIMD + i
+    address = (m[:, None, None, None, None, None] + goff.T[None, :, None, :, None, None]
+               + element.transpose(1, 2, 0)[None, :, :, None, :, None]
+               + col[None, None, None, None, None, :])
+    lanes = mmv * xp * simd
+    word = np.floor_divide(address, in_e).reshape(lanes, -1)
+    row = np.broadcast_to(dr.transpose(1, 2, 0)[None, :, :, None, :, None], address.shape).reshape(lanes, -1)
+    _, leaders, lane_group = np.unique(np.concatenate([row, word], axis=1), axis=0, return_index=True,
+                                       return_inverse=True)
+    lane_group = np.asarray(lane_group).reshape(-1)
+    order = np.argsort(leaders)  # groups numbered by their first lane
+    rank = np.empty_like(order)
+    rank[order] = np.arange(len(order))
+    leaders, lane_group = leaders[order], rank[lane_group]
+    words = word[leaders]
+    row_words = w * cin // in_e
+    banks = max((b for b in (1 << e for e in range(row_words.bit_length())) if row_words % b == 0
+                 and ((words - words[:, :1]) % b == 0).all()), default=1)
+    residue = words[:, 0] % banks
+    best = max(np.bincount(residue, minlength=banks))
+    while banks > 1 and max(np.bincount(words[:, 0] % (banks // 2), minlength=banks // 2)) == best:
+        banks //= 2  # no fewer copies from more banks: fewer, larger memories
+        residue = words[:, 0] % banks
+    copy, seen = [], [0] * banks
+    for r in residue:
+        copy.append(seen[r])
+        seen[r] += 1
+    memories = tuple((copy[g], int(residue[g]), int(leaders[g])) for g in range(len(leaders)))
+    return banks, memories, tuple(int(g) for g in lane_group)
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
@@ -242,7 +330,9 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "ROWS": rows, "ROW_ELEMS": row_elems, "XP": xp, "IN_E": in_e, "OUT_E": out_e,
         "DR_W": dr_w, "DC_W": dc_w, "DO_W": do_w, "GO_W": go_w,
         "EB": 8, "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
-        "LB_BITS": index_bits(rows * row_elems), "LINE_COPIES": in_e & (in_e - 1) == 0,
+        "LB_BITS": index_bits(rows * row_elems), "LINE_BANKS": buffer.banked, "BANKS": buffer.banks,
+        "BANK_LOG": buffer.banks.bit_length() - 1, "BANK_WORDS": buffer.bank_words,
+        "LINE_MEMORIES": buffer.memories, "LANE_MEMORY": buffer.lane_memory,
         "IN_LOG": in_e.bit_length() - 1, "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
         "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
