@@ -19,7 +19,7 @@ import numpy as np
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, _family
-from fpgaplace.hw.memory import ecp5_memory, rom_style
+from fpgaplace.hw.memory import ecp5_memory, memory_blocks, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -59,15 +59,29 @@ class WindowKernel(Kernel):
         return self.window_input_width(self.window_shape(g.shape, fold), fold)
 
     def line_buffer_memory(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int]:
-        """On a family built from the RTL op library (ECP5), the window unit's line buffer as it
-        is laid out (``line_buffer``: a whole copy per read lane, the window's rows and a stride's
-        and a spare, a 1 x 1 window's too) and mapped (``ecp5_memory``), its EBRs counted in
-        BRAM36 (two EBRs each, the op's total rounded up); elsewhere the HLS kernel's partitioned
-        buffer (``Kernel.line_buffer_memory``). O(divisors of a row)."""
+        """(BRAM36, URAM, LUTRAM LUTs) of the line buffer. On a family built from the RTL op library
+        (ECP5) the window unit's as it is laid out (``line_buffer``: its memories, banks of the
+        window's rows and a stride's and a spare) and mapped (``ecp5_memory``), its EBRs counted
+        in BRAM36 (two EBRs each, the op's total rounded up). Elsewhere the HLS kernel's
+        partitioned buffer (``Kernel.line_buffer_memory``: one buffer in a bank per lane), which
+        is what Vivado builds; but where the RTL unit keeps more than one buffer (lanes whose
+        reads no fixed bank serves: a SIMD spanning window positions or channels that it does
+        not divide, MMV pixels of one row, ``read_groups``), the larger of that and the RTL's
+        memories (``memory_blocks`` each), so that the RTL the project simulates and synthesises
+        in its checks (``sim --rtl``, ``sim --resources``) is not far above its price. O(lanes x
+        folds, cached)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
-        if ebrs is None:
-            return super().line_buffer_memory(g, fold, core)
-        return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        if ebrs is not None:
+            return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        hls = super().line_buffer_memory(g, fold, core)
+        if self.global_:
+            return hls
+        buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
+        if buffer.copies <= 1:
+            return hls
+        count, (width, depth) = buffer.layout(g.activation_bits)
+        rtl = tuple(count * part for part in memory_blocks(width, depth))
+        return (max(hls[0], rtl[0]), max(hls[1], rtl[1]), max(hls[2], rtl[2]))
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
@@ -84,12 +98,14 @@ class WindowKernel(Kernel):
 
     def line_buffer_ebrs(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int] | None:
         """(EBRs, LUTs) of the window unit's line buffer on a family built from the RTL op library
-        (``line_buffer_memory``), None elsewhere. O(divisors of a row)."""
+        (``line_buffer_memory``): its memories (``LineBuffer.layout``), each ``ecp5_memory``; None
+        elsewhere. O(lanes x folds, cached)."""
         if self.global_ or not _family(core).rtl_built:
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
-        ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
-        return (buffer.copies * ebrs, buffer.copies * luts)
+        count, (width, depth) = buffer.layout(g.activation_bits)
+        ebrs, luts = ecp5_memory(width, depth)
+        return (count * ebrs, count * luts)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
@@ -121,7 +137,7 @@ class WindowKernel(Kernel):
     def line_buffer_bytes(self, g: Geometry, core: FpgaCore | None) -> int:
         """On a family built from the RTL op library (ECP5), the window unit's line buffer as
         ``line_buffer`` lays it out for one read lane (the folding is not chosen yet: a wider one
-        adds a copy per lane, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
+        may add copies, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
         of a row)."""
         if self.global_ or not _family(core).rtl_built:
             return super().line_buffer_bytes(g, core)
@@ -170,7 +186,8 @@ class LineBuffer:
     words of ``in_e`` (the input beat), kept as ``memories`` (copy, bank) of one write and one read
     port each: a copy is the buffer split cyclically by word index into ``banks`` banks, and the
     read lanes (MMV x XP x SIMD) are grouped by the word they read together (``read_groups``), one
-    group a memory; ``lane_memory[lane]`` is the memory whose word the lane picks its element from.
+    group a memory; ``lane_element[lane]`` = (the memory whose word the lane picks its element
+    from, the element index's bits that vary, the value of the fixed ones).
     Without a power-of-two beat (``banked`` False) the buffer is one memory of every lane's read
     port, which synthesis copies once a lane (``copies``)."""
 
@@ -179,7 +196,7 @@ class LineBuffer:
     in_e: int
     banks: int = 1
     memories: tuple[tuple[int, int, int], ...] = ()  # (copy, bank, leader lane: its address is read)
-    lane_memory: tuple[int, ...] = ()
+    lane_element: tuple[tuple[int, int, int], ...] = ()
     banked: bool = True
     reads: int = 1
 
@@ -191,6 +208,14 @@ class LineBuffer:
         if not self.banked:
             return self.reads
         return math.ceil(len(self.memories) / self.banks)
+
+    def layout(self, element_bits: int) -> tuple[int, tuple[int, int]]:
+        """(memories, (word bits, words) of each): one of one write and one read port per
+        ``memories`` entry, or without a banked layout a whole buffer per read lane (one memory
+        of every lane's read port, which synthesis copies once a port). O(1)."""
+        if not self.banked:
+            return self.reads, (self.in_e * element_bits, self.rows * self.row_elems // self.in_e)
+        return len(self.memories), (self.in_e * element_bits, self.bank_words)
 
     @property
     def bank_words(self) -> int:
@@ -215,13 +240,14 @@ def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     if width & (width - 1):
         return LineBuffer(rows, row_elems, width, banked=False, reads=reads)
     keys = ("W", "CIN", "KH", "KW", "SH", "SW", "PL", "DH", "DW", "GROUPS", "COUT", "PE", "SIMD", "MMV", "WO")
-    banks, memories, lane_memory = read_groups(tuple(c[k] for k in keys), width)
-    return LineBuffer(rows, row_elems, width, banks, memories, lane_memory, reads=reads)
+    banks, memories, lane_element = read_groups(tuple(c[k] for k in keys), width)
+    return LineBuffer(rows, row_elems, width, banks, memories, lane_element, reads=reads)
 
 
 @cache
-def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[int, int, int], ...], tuple[int, ...]]:
-    """(banks, memories, lane_memory) of the window unit's line buffer (``LineBuffer``) for the
+def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[int, int, int], ...],
+                                                              tuple[tuple[int, int, int], ...]]:
+    """(banks, memories, lane_element) of the window unit's line buffer (``LineBuffer``) for the
     members ``W, CIN, KH, KW, SH, SW, PL, DH, DW, GROUPS, COUT, PE, SIMD, MMV, WO`` and a beat of
     ``in_e`` elements (a power of two). Lane (m, xp, i) reads, at output group wg, output fold nf
     and window fold sf, the element ``(wg*MMV*SW - PL)*CIN + m*SW*CIN + dc*CIN + ci + goff`` of row
@@ -233,7 +259,10 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
     copies of it, a group per bank of a copy: copies = the most groups reading one bank. Where
     groups read words of one row whose bank turns with the output group (a conv whose SIMD lanes
     span window positions, MMV pixels of one row), they are copies: a lane then needs no crossbar
-    between banks. O(lanes x NF' x SF x WG) with numpy (NF' = NF for grouped windows, else 1)."""
+    between banks. ``lane_element[lane]`` = (memory, varying, fixed): the bits of the lane's element
+    index in the word that change from step to step, and the value of the others (a pool's PE lane
+    picks a fixed byte of its word: no multiplexer). O(lanes x NF' x SF x WG) with numpy (NF' = NF
+    for grouped windows, else 1)."""
     w, cin, kh, kw, sh, sw, pl, dh, dw, groups, cout, pe, simd, mmv, wo = members
     cin_g, xp = cin // groups, (pe if groups > 1 else 1)
     nf, sf = (cout // pe if groups > 1 else 1), kh * kw * cin_g // simd
@@ -272,7 +301,11 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
         copy.append(seen[r])
         seen[r] += 1
     memories = tuple((copy[g], int(residue[g]), int(leaders[g])) for g in range(len(leaders)))
-    return banks, memories, tuple(int(g) for g in lane_group)
+    element = np.asarray(address).reshape(lanes, -1) % in_e  # each lane's element of its word
+    varying = np.bitwise_or.reduce(element ^ element[:, :1], axis=1)
+    lane_element = tuple((int(g), int(v), int(e & ~v)) for g, v, e in zip(lane_group, varying, element[:, 0],
+                                                                         strict=True))
+    return banks, memories, lane_element
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
@@ -332,7 +365,7 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "EB": 8, "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
         "LB_BITS": index_bits(rows * row_elems), "LINE_BANKS": buffer.banked, "BANKS": buffer.banks,
         "BANK_LOG": buffer.banks.bit_length() - 1, "BANK_WORDS": buffer.bank_words,
-        "LINE_MEMORIES": buffer.memories, "LANE_MEMORY": buffer.lane_memory,
+        "LINE_MEMORIES": buffer.memories, "LANE_ELEMENT": buffer.lane_element,
         "IN_LOG": in_e.bit_length() - 1, "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
         "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
