@@ -265,6 +265,25 @@ def test_channel_parallel_window_lanes_read_banks_of_one_line_buffer(tmp_path, s
     assert sum(words * bits for words, bits, _ in memories) == rows * config["W"] * config["CIN"] * 8, memories
 
 
+def test_a_pools_pe_lanes_share_the_word_they_read_and_pick_fixed_elements():
+    """The small CNN's 2 x 2 max pool at PE 16, MMV 2 (beats of 32 elements): its 128 read lanes
+    (MMV x PE x 4 window positions) read 4 words a step, the two pixels' in banks of their own
+    (even and odd words) and the two window rows each a copy: 4 memories, 2 buffers (it kept 128
+    whole copies, 512 RAMB36 in yosys), and every lane takes one fixed element of its word (no
+    multiplexer: ``read_groups``' varying bits are 0)."""
+    from fpgaplace.hw.window import line_buffer
+
+    folding = Folding(16, 1, 2)
+    config, _, _, _ = pool_case("maxpool", 32, 32, 16, 2, 2, 0, folding, seed=1)
+    kernel = KERNELS["maxpool"]
+    members = kernel.window_shape(config, folding)
+    buffer = line_buffer(members, kernel.window_input_width(members, folding))
+    assert (buffer.reads, buffer.in_e, buffer.banks, len(buffer.memories), buffer.copies) == (128, 32, 2, 4, 2)
+    assert sorted(bank for _, bank, _ in buffer.memories) == [0, 0, 1, 1]
+    assert all(varying == 0 for _, varying, _ in buffer.lane_element)
+    assert len({(memory, fixed) for memory, _, fixed in buffer.lane_element}) == 128  # no two lanes alike
+
+
 def test_ecp5_fixed_bytes_hold_the_rtl_line_buffer_not_the_hls_one():
     """The cost model's fixed on-chip bytes of a window unit on ECP5 are the line buffer the RTL
     lays out (``hw.window.line_buffer`` for one read lane: 3 + 1 + 1 = 5 rows of 64 x 16 bytes
