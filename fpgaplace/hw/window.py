@@ -274,17 +274,21 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
     lanes = mmv * xp * simd
     word = np.floor_divide(address, in_e).reshape(lanes, -1)
     row = np.broadcast_to(dr.transpose(1, 2, 0)[None, :, :, None, :, None], address.shape).reshape(lanes, -1)
-    _, leaders, lane_group = np.unique(np.concatenate([row, word], axis=1), axis=0, return_index=True,
-                                       return_inverse=True)
-    lane_group = np.asarray(lane_group).reshape(-1)
-    order = np.argsort(leaders)  # groups numbered by their first lane
-    rank = np.empty_like(order)
-    rank[order] = np.arange(len(order))
-    leaders, lane_group = leaders[order], rank[lane_group]
+    steps = np.ascontiguousarray(np.concatenate([row, word], axis=1))
+    group_of: dict[bytes, int] = {}  # a lane's (row, word) at every step -> its group, numbered by first lane
+    first_lanes: list[int] = []
+    groups = []
+    for lane in range(lanes):
+        key = steps[lane].tobytes()
+        if key not in group_of:
+            group_of[key] = len(first_lanes)
+            first_lanes.append(lane)
+        groups.append(group_of[key])
+    leaders, lane_group = np.array(first_lanes), np.array(groups)
     words = word[leaders]
     row_words = w * cin // in_e
-    banks = max((b for b in (1 << e for e in range(row_words.bit_length())) if row_words % b == 0
-                 and ((words - words[:, :1]) % b == 0).all()), default=1)
+    turns = math.gcd(int(np.gcd.reduce((words - words[:, :1]).ravel())), row_words)
+    banks = turns & -turns  # the largest power of two dividing a row's words and every group's word steps
     residue = words[:, 0] % banks
     best = max(np.bincount(residue, minlength=banks))
     while banks > 1 and max(np.bincount(words[:, 0] % (banks // 2), minlength=banks // 2)) == best:
