@@ -174,17 +174,19 @@ def test_stat_parsing_counts_ecp5_cells():
 
 
 def test_yosys_ecp5_line_buffer_ebrs_are_the_estimate(tmp_path):
-    """On ECP5 (built from the RTL) the window unit keeps a whole line buffer per read lane (SIMD
-    x MMV = 4 copies of 5 rows of 8 x 16 bytes, an EBR each) and the op library prices it so:
-    yosys' DP16KDs are its bram36 twice (the weights, 36 words, and the channel words are
-    LUTRAM). The HLS kernel's price, a quarter of 3 padded rows per lane, was 4 whole BRAM36."""
+    """On ECP5 (built from the RTL) the window unit keeps its line buffer as ``read_groups`` lays
+    it out and the op library prices it so: at SIMD 4 of 16 channels the lanes read 4 banks of
+    one buffer, and the MMV = 2 pixels, whose banks turn with the output group, a copy each (2 x 4
+    memories of 1,280 bytes, an EBR each): yosys' DP16KDs are its bram36 twice (the weights, 36
+    words, and the channel words are LUTRAM). It kept a whole buffer per lane before (8 copies
+    of 5,120 bytes, 3 EBRs each: 12 BRAM36)."""
     core = load_board("ulx3s-85f").cores[0]
-    folding = Folding(2, 4, 1)
-    config, arrays, _, _ = conv_case(8, 8, 16, 2, 3, 1, 1, 1, folding, seed=1)
+    folding = Folding(2, 4, 2)
+    config, arrays, _, _ = conv_case(4, 64, 16, 2, 3, 1, 1, 1, folding, seed=1)
     op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
-    assert got.bram36 == estimate.bram36 == 2, (got, estimate)
+    assert got.bram36 == estimate.bram36 == 4, (got, estimate)
 
 
 @pytest.mark.slow
@@ -224,6 +226,62 @@ def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):
     estimate = kernel.resources(g, folding, core)
     assert got.dsp == 0 and got.ff > 0, got
     assert 0.7 <= got.lut / estimate.lut <= 1.3, (got, estimate)
+
+
+def line_buffer_memories(op, folder: Path) -> list[tuple[int, int, int]]:
+    """(words, word bits, read ports) of each memory the window unit ``op`` writes (its line
+    buffer's; the ROMs have no write port, the FIFO and gearbox are submodules), as yosys
+    elaborates it (``proc; memory_collect``: generate loops unrolled, under a second)."""
+    for name, text in {**rtl.library(), **op.module.files}.items():
+        (folder / name).write_text(text)
+    top = op.module.top
+    subprocess.run(["nice", "-n", "19", "yosys", "-q", "-p", f"read_verilog fp_lib.v {top}.v; hierarchy -top {top}; "
+                    "proc; memory_collect; write_json memories.json"], cwd=folder, check=True)
+    cells = json.loads((folder / "memories.json").read_text())["modules"][top]["cells"].values()
+    return [(int(p["SIZE"], 2), int(p["WIDTH"], 2), int(p["RD_PORTS"], 2))
+            for p in (cell["parameters"] for cell in cells if cell["type"] == "$mem_v2") if int(p["WR_PORTS"], 2)]
+
+
+@pytest.mark.parametrize("shape, folding, banks", [((8, 8, 16, 2, 3, 1, 1, 1), Folding(2, 4, 1), 4),
+                                                   ((4, 4, 32, 4, 1, 1, 0, 1), Folding(2, 16, 1), 2)])
+def test_channel_parallel_window_lanes_read_banks_of_one_line_buffer(tmp_path, shape, folding, banks):
+    """SIMD lanes reading SIMD consecutive channels of one window position (SIMD divides CIN) read
+    distinct banks of one line buffer split cyclically by word (``hw.window.read_groups``): a 3 x 3
+    conv over 16 channels at SIMD 4 with a beat of one element keeps 4 banks of 160 bytes, a 1 x 1
+    conv over 32 at SIMD 16 with beats of 8 two banks of 8 x 8 bytes; each memory one read port,
+    the banks one buffer of ROWS rows, and the op library prices that (``LineBuffer.copies``).
+    The unit kept a whole copy per SIMD lane before (4 and 16 buffers)."""
+    from fpgaplace.hw.window import line_buffer
+
+    config, arrays, _, _ = conv_case(*shape, folding, seed=1)
+    op = rtl.render_op("conv2d", config, arrays, folding, 100)
+    kernel = KERNELS["conv2d"]
+    members = kernel.window_shape(config, folding)
+    buffer = line_buffer(members, kernel.window_input_width(members, folding))
+    memories = line_buffer_memories(op, tmp_path)
+    assert len(memories) == banks == buffer.banks and buffer.copies == 1, (memories, buffer)
+    assert all(ports == 1 for _, _, ports in memories), memories
+    rows = config["KH"] + config["SH"] + 1  # the window's, a stride's, a spare
+    assert sum(words * bits for words, bits, _ in memories) == rows * config["W"] * config["CIN"] * 8, memories
+
+
+def test_a_pools_pe_lanes_share_the_word_they_read_and_pick_fixed_elements():
+    """The small CNN's 2 x 2 max pool at PE 16, MMV 2 (beats of 32 elements): its 128 read lanes
+    (MMV x PE x 4 window positions) read 4 words a step, the two pixels' in banks of their own
+    (even and odd words) and the two window rows each a copy: 4 memories, 2 buffers (it kept 128
+    whole copies, 512 RAMB36 in yosys), and every lane takes one fixed element of its word (no
+    multiplexer: ``read_groups``' varying bits are 0)."""
+    from fpgaplace.hw.window import line_buffer
+
+    folding = Folding(16, 1, 2)
+    config, _, _, _ = pool_case("maxpool", 32, 32, 16, 2, 2, 0, folding, seed=1)
+    kernel = KERNELS["maxpool"]
+    members = kernel.window_shape(config, folding)
+    buffer = line_buffer(members, kernel.window_input_width(members, folding))
+    assert (buffer.reads, buffer.in_e, buffer.banks, len(buffer.memories), buffer.copies) == (128, 32, 2, 4, 2)
+    assert sorted(bank for _, bank, _ in buffer.memories) == [0, 0, 1, 1]
+    assert all(varying == 0 for _, varying, _ in buffer.lane_element)
+    assert len({(memory, fixed) for memory, _, fixed in buffer.lane_element}) == 128  # no two lanes alike
 
 
 def test_ecp5_fixed_bytes_hold_the_rtl_line_buffer_not_the_hls_one():

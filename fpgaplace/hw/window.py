@@ -11,7 +11,10 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import TYPE_CHECKING, Any
+
+import numpy as np
 
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
@@ -56,11 +59,19 @@ class WindowKernel(Kernel):
         return self.window_input_width(self.window_shape(g.shape, fold), fold)
 
     def line_buffer_memory(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int]:
-        """On a family built from the RTL op library (ECP5), the window unit's line buffer as it
-        is laid out (``line_buffer``: a whole copy per read lane, the window's rows and a stride's
-        and a spare, a 1 x 1 window's too) and mapped (``ecp5_memory``), its EBRs counted in
-        BRAM36 (two EBRs each, the op's total rounded up); elsewhere the HLS kernel's partitioned
-        buffer (``Kernel.line_buffer_memory``). O(divisors of a row)."""
+        """(BRAM36, URAM, LUTRAM LUTs) of the line buffer. On a family built from the RTL op library
+        (ECP5) the window unit's as it is laid out (``line_buffer``: its memories, banks of the
+        window's rows and a stride's and a spare) and mapped (``ecp5_memory``), its EBRs counted
+        in BRAM36 (two EBRs each, the op's total rounded up). Elsewhere the HLS kernel's
+        partitioned buffer (``Kernel.line_buffer_memory``: one buffer in a bank per lane): Vivado
+        builds the HLS kernel there, and the RTL is the project's check. The two agree where the
+        RTL's lanes read banks of one buffer (``LineBuffer.copies`` 1: SIMD or PE lanes over
+        channels that they divide, MMV pixels whose words keep their banks); where they cannot
+        (a SIMD spanning window positions or channels it does not divide, MMV pixels whose bank
+        turns with the output group: ``read_groups``) the RTL keeps copies the price does not
+        hold. Pricing them (the larger of the two) moved the placement's foldings off its plan
+        (MobileNetV2 on zcu104: a 25 % longer interval than SCIP's), so the price follows the
+        hardware built. O(1)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
         if ebrs is None:
             return super().line_buffer_memory(g, fold, core)
@@ -81,12 +92,14 @@ class WindowKernel(Kernel):
 
     def line_buffer_ebrs(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int] | None:
         """(EBRs, LUTs) of the window unit's line buffer on a family built from the RTL op library
-        (``line_buffer_memory``), None elsewhere. O(divisors of a row)."""
+        (``line_buffer_memory``): its memories (``LineBuffer.layout``), each ``ecp5_memory``; None
+        elsewhere. O(lanes x folds, cached)."""
         if self.global_ or not _family(core).rtl_built:
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
-        ebrs, luts = ecp5_memory(buffer.in_e * g.activation_bits, buffer.rows * buffer.row_elems // buffer.in_e)
-        return (buffer.copies * ebrs, buffer.copies * luts)
+        count, (width, depth) = buffer.layout(g.activation_bits)
+        ebrs, luts = ecp5_memory(width, depth)
+        return (count * ebrs, count * luts)
 
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
@@ -118,7 +131,7 @@ class WindowKernel(Kernel):
     def line_buffer_bytes(self, g: Geometry, core: FpgaCore | None) -> int:
         """On a family built from the RTL op library (ECP5), the window unit's line buffer as
         ``line_buffer`` lays it out for one read lane (the folding is not chosen yet: a wider one
-        adds a copy per lane, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
+        may add copies, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
         of a row)."""
         if self.global_ or not _family(core).rtl_built:
             return super().line_buffer_bytes(g, core)
@@ -163,20 +176,53 @@ def window_folds(c: dict[str, int]) -> tuple[int, int]:
 
 @dataclass(frozen=True)
 class LineBuffer:
-    """The window unit's line buffer (``window.v.j2``): ``copies`` of it, one per read lane (MMV x
-    XP x SIMD), each ``rows`` rows of ``row_elems`` elements in words of ``in_e`` (the input beat)."""
+    """The window unit's line buffer (``window.v.j2``): ``rows`` rows of ``row_elems`` elements in
+    words of ``in_e`` (the input beat), kept as ``memories`` (copy, bank) of one write and one read
+    port each: a copy is the buffer split cyclically by word index into ``banks`` banks, and the
+    read lanes (MMV x XP x SIMD) are grouped by the word they read together (``read_groups``), one
+    group a memory; ``lane_element[lane]`` = (the memory whose word the lane picks its element
+    from, the element index's bits that vary, the value of the fixed ones).
+    Without a power-of-two beat (``banked`` False) the buffer is one memory of every lane's read
+    port, which synthesis copies once a lane (``copies``)."""
 
-    copies: int
     rows: int
     row_elems: int
     in_e: int
+    banks: int = 1
+    memories: tuple[tuple[int, int, int], ...] = ()  # (copy, bank, leader lane: its address is read)
+    lane_element: tuple[tuple[int, int, int], ...] = ()
+    banked: bool = True
+    reads: int = 1
+
+    @property
+    def copies(self) -> int:
+        """Copies of the whole buffer the memories amount to (a bank no lane reads is not kept):
+        the banks' total over one buffer's, rounded up; every read lane's own copy without a
+        banked layout."""
+        if not self.banked:
+            return self.reads
+        return math.ceil(len(self.memories) / self.banks)
+
+    def layout(self, element_bits: int) -> tuple[int, tuple[int, int]]:
+        """(memories, (word bits, words) of each): one of one write and one read port per
+        ``memories`` entry, or without a banked layout a whole buffer per read lane (one memory
+        of every lane's read port, which synthesis copies once a port). O(1)."""
+        if not self.banked:
+            return self.reads, (self.in_e * element_bits, self.rows * self.row_elems // self.in_e)
+        return len(self.memories), (self.in_e * element_bits, self.bank_words)
+
+    @property
+    def bank_words(self) -> int:
+        """Words of ``in_e`` elements in one bank."""
+        return self.rows * self.row_elems // self.in_e // self.banks
 
 
 def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     """The line buffer of the window members ``c`` (``WindowKernel.window_shape``) whose op
     library input beat is ``width`` (0: none): ROWS = the window's rows + SH + SPARE_ROWS; the
     beat is ``width`` when it divides an input row, else the narrowest divisor of the row whose SH
-    rows arrive within RATE_MARGIN of an output row's steps. O(divisors of a row)."""
+    rows arrive within RATE_MARGIN of an output row's steps; with a power-of-two beat its banks and
+    memories as ``read_groups`` lays them out. O(divisors of a row + ``read_groups``)."""
     row_elems = c["W"] * c["CIN"]
     rows = c["DH"] * (c["KH"] - 1) + 1 + c["SH"] + SPARE_ROWS
     xp = c["PE"] if c["GROUPS"] > 1 else 1
@@ -184,7 +230,80 @@ def line_buffer(c: dict[str, int], width: int) -> LineBuffer:
     row_cycles = math.ceil(c["WO"] / c["MMV"]) * folds
     if not (width and row_elems % width == 0):
         width = smallest_divisor(row_elems, lambda d: c["SH"] * row_elems / d <= RATE_MARGIN * row_cycles)
-    return LineBuffer(c["MMV"] * xp * c["SIMD"], rows, row_elems, width)
+    reads = c["MMV"] * xp * c["SIMD"]
+    if width & (width - 1):
+        return LineBuffer(rows, row_elems, width, banked=False, reads=reads)
+    keys = ("W", "CIN", "KH", "KW", "SH", "SW", "PL", "DH", "DW", "GROUPS", "COUT", "PE", "SIMD", "MMV", "WO")
+    banks, memories, lane_element = read_groups(tuple(c[k] for k in keys), width)
+    return LineBuffer(rows, row_elems, width, banks, memories, lane_element, reads=reads)
+
+
+@cache
+def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[int, int, int], ...],
+                                                              tuple[tuple[int, int, int], ...]]:
+    """(banks, memories, lane_element) of the window unit's line buffer (``LineBuffer``) for the
+    members ``W, CIN, KH, KW, SH, SW, PL, DH, DW, GROUPS, COUT, PE, SIMD, MMV, WO`` and a beat of
+    ``in_e`` elements (a power of two). Lane (m, xp, i) reads, at output group wg, output fold nf
+    and window fold sf, the element ``(wg*MMV*SW - PL)*CIN + m*SW*CIN + dc*CIN + ci + goff`` of row
+    ``dr`` (``window_unit``'s offsets; goff the group offset of PE lane xp): its word is that over
+    ``in_e``. Lanes that read the same row and word at every step form a group and share one read
+    port (the PE lanes of a pool, the SIMD lanes of a conv whose SIMD channels lie in one word).
+    The buffer is then split cyclically by word index into ``banks`` (a power of two dividing a
+    row's words: the most for which every group reads a fixed bank), and the groups are dealt to
+    copies of it, a group per bank of a copy: copies = the most groups reading one bank. Where
+    groups read words of one row whose bank turns with the output group (a conv whose SIMD lanes
+    span window positions, MMV pixels of one row), they are copies: a lane then needs no crossbar
+    between banks. ``lane_element[lane]`` = (memory, varying, fixed): the bits of the lane's element
+    index in the word that change from step to step, and the value of the others (a pool's PE lane
+    picks a fixed byte of its word: no multiplexer). O(lanes x NF' x SF x WG) with numpy (NF' = NF
+    for grouped windows, else 1)."""
+    w, cin, kh, kw, sh, sw, pl, dh, dw, groups, cout, pe, simd, mmv, wo = members
+    cin_g, xp = cin // groups, (pe if groups > 1 else 1)
+    nf, sf = (cout // pe if groups > 1 else 1), kh * kw * cin_g // simd
+    k = np.arange(sf * simd).reshape(sf, 1, simd)  # window element of fold s, lane i
+    dr = k // (kw * cin_g) * dh
+    element = (k // cin_g % kw * dw) * cin + k % cin_g
+    co = np.arange(nf * pe).reshape(nf, pe)[:, :xp] if groups > 1 else np.zeros((1, 1), dtype=np.int64)
+    goff = co // (cout // groups) * cin_g  # (nf, xp)
+    col = (np.arange(math.ceil(wo / mmv)) * mmv * sw - pl) * cin  # (wg,)
+    m = np.arange(mmv) * sw * cin
+    # address (m, xp, i) x (nf, sf, wg): the lane order of the template, LANE = (m*XP + xp)*SIMD + i
+    address = (m[:, None, None, None, None, None] + goff.T[None, :, None, :, None, None]
+               + element.transpose(1, 2, 0)[None, :, :, None, :, None]
+               + col[None, None, None, None, None, :])
+    lanes = mmv * xp * simd
+    word = np.floor_divide(address, in_e).reshape(lanes, -1)
+    row = np.broadcast_to(dr.transpose(1, 2, 0)[None, :, :, None, :, None], address.shape).reshape(lanes, -1)
+    steps = np.ascontiguousarray(np.concatenate([row, word], axis=1))
+    group_of: dict[bytes, int] = {}  # a lane's (row, word) at every step -> its group, numbered by first lane
+    first_lanes: list[int] = []
+    groups = []
+    for lane in range(lanes):
+        key = steps[lane].tobytes()
+        if key not in group_of:
+            group_of[key] = len(first_lanes)
+            first_lanes.append(lane)
+        groups.append(group_of[key])
+    leaders, lane_group = np.array(first_lanes), np.array(groups)
+    words = word[leaders]
+    row_words = w * cin // in_e
+    turns = math.gcd(int(np.gcd.reduce((words - words[:, :1]).ravel())), row_words)
+    banks = turns & -turns  # the largest power of two dividing a row's words and every group's word steps
+    residue = words[:, 0] % banks
+    best = max(np.bincount(residue, minlength=banks))
+    while banks > 1 and max(np.bincount(words[:, 0] % (banks // 2), minlength=banks // 2)) == best:
+        banks //= 2  # no fewer copies from more banks: fewer, larger memories
+        residue = words[:, 0] % banks
+    copy, seen = [], [0] * banks
+    for r in residue:
+        copy.append(seen[r])
+        seen[r] += 1
+    memories = tuple((copy[g], int(residue[g]), int(leaders[g])) for g in range(len(leaders)))
+    element = np.asarray(address).reshape(lanes, -1) % in_e  # each lane's element of its word
+    varying = np.bitwise_or.reduce(element ^ element[:, :1], axis=1)
+    lane_element = tuple((int(g), int(v), int(e & ~v)) for g, v, e in zip(lane_group, varying, element[:, 0],
+                                                                         strict=True))
+    return banks, memories, lane_element
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
@@ -242,7 +361,9 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "ROWS": rows, "ROW_ELEMS": row_elems, "XP": xp, "IN_E": in_e, "OUT_E": out_e,
         "DR_W": dr_w, "DC_W": dc_w, "DO_W": do_w, "GO_W": go_w,
         "EB": 8, "PAD": "8'h80" if kernel.window_kind == "max" else f"8'h{c['ZX'] & 0xFF:02x}",
-        "LB_BITS": index_bits(rows * row_elems), "LINE_COPIES": in_e & (in_e - 1) == 0,
+        "LB_BITS": index_bits(rows * row_elems), "LINE_BANKS": buffer.banked, "BANKS": buffer.banks,
+        "BANK_LOG": buffer.banks.bit_length() - 1, "BANK_WORDS": buffer.bank_words,
+        "LINE_MEMORIES": buffer.memories, "LANE_ELEMENT": buffer.lane_element,
         "IN_LOG": in_e.bit_length() - 1, "SLOT_BITS": index_bits(rows), "POS_BITS": index_bits(row_elems),
         "HELD_BITS": rows.bit_length() + 1, "DONE_BITS": (c["H"] + rows + kh_eff).bit_length() + 1,
         "HO_BITS": index_bits(c["HO"]), "FRAME_ROW_BITS": index_bits(c["H"]), "WG_BITS": index_bits(wg),
