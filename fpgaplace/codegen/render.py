@@ -239,10 +239,11 @@ def plan_core(design: CoreDesign) -> CorePlan:
             step = Step(layer.kernel, KERNELS[layer.kernel].template, f"l{i}_cfg", _layer_config(layer), ins, out=out,
                         prefix=f"l{i}", rows=layer.rows, op=layer.op)
             if KERNELS[layer.kernel].uses_dsp and "w" in layer.arrays:  # a weight matrix (not matmul's operands)
-                step.w, step.w_offset, offset = _weights(layer, step.prefix, arrays, partitions, wmem_parts, offset)
+                step.w, step.w_offset, offset, members = _weights(layer, step.prefix, arrays, partitions, wmem_parts,
+                                                                  offset)
                 if stored_weight_bits(layer) < 8:
                     step.config["WB"] = stored_weight_bits(layer)
-                step.config.update(_threshold_members(layer))
+                step.config.update(members)
             else:  # a lane stage's constant arrays (a table's 256 values, a shuffle's permutation, an average
                 # pool's rescale per count)
                 arrays += [_array(f"{step.prefix}_{name}", C_TYPES[np.asarray(values).dtype.name], values)
@@ -277,15 +278,12 @@ def _rename(stream: str, port: str, layer_inputs: list[list[str]], steps: list[S
 
 
 def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_parts: list,
-             offset: int) -> tuple[str, int, int]:
+             offset: int) -> tuple[str, int, int, dict[str, int]]:
     """Register a dot-product layer's arrays; returns the name of its on-chip weight array (""
-    when streamed), its offset in wmem and the next free offset there."""
+    when streamed), its offset in wmem, the next free offset there and its threshold stage's C++
+    members (``_thresholds``; none without one)."""
     channel = {name: layer.arrays[name] for name in ("bias", "mult", "shift")}
-    if "thresholds" in layer.arrays:  # a threshold output stage (fpgaplace.hw.threshold), one word a fold
-        stored, offsets, dot = lane_thresholds(layer.config, layer.arrays,
-                                               KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
-        channel["bias"] = (np.asarray(layer.arrays["bias"], np.int64) - offsets).astype(np.int32)
-        arrays.append(_array(f"{prefix}_thresholds", "uint8_t", threshold.table_bytes(stored, dot, layer.folding.pe)))
+    members = _thresholds(layer, prefix, arrays, channel) if "thresholds" in layer.arrays else {}
     for name, ctype in (("bias", "int32_t"), ("mult", "int32_t"), ("shift", "int8_t")):
         arrays.append(_array(f"{prefix}_{name}", ctype, channel[name]))
         partitions.append({"name": f"{prefix}_{name}", "factor": layer.folding.pe, "impl": ""})
@@ -295,21 +293,22 @@ def _weights(layer: Layer, prefix: str, arrays: list, partitions: list, wmem_par
         arrays.append(_array(f"{prefix}_w", "int8_t", w))
         partitions.append({"name": f"{prefix}_w", "factor": max(1, layer.folding.pe * layer.folding.simd * bits // 8),
                            "impl": "uram" if layer.folding.uram else ""})
-        return f"{prefix}_w", 0, offset
+        return f"{prefix}_w", 0, offset, members
     wmem_parts.append(w)
-    return "", offset, offset + w.size
+    return "", offset, offset + w.size, members
 
 
-def _threshold_members(layer: Layer) -> dict[str, int]:
-    """The C++ members of a threshold stage's table (``fp::OutputStage``): ``TH_W`` bits a threshold,
-    ``TH_PE`` channels and ``TH_BYTES`` bytes a word (``threshold.table_bytes``); none without one."""
-    if "thresholds" not in layer.arrays:
-        return {}
-    _, _, dot = lane_thresholds(layer.config, layer.arrays,
-                                KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
-    count = int(np.shape(layer.arrays["thresholds"])[1])
+def _thresholds(layer: Layer, prefix: str, arrays: list, channel: dict[str, np.ndarray]) -> dict[str, int]:
+    """Register a threshold output stage's table (``fpgaplace.hw.threshold``, one word a fold) and
+    set ``channel["bias"]`` to the bias less each channel's offset (``dense.lane_thresholds``);
+    returns the stage's C++ members (``fp::OutputStage``): ``TH_W`` bits a threshold, ``TH_PE``
+    channels and ``TH_BYTES`` bytes a word (``threshold.table_bytes``). O(weights + C*T)."""
+    stored, offsets, dot = lane_thresholds(layer.config, layer.arrays,
+                                           KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
+    channel["bias"] = (np.asarray(layer.arrays["bias"], np.int64) - offsets).astype(np.int32)
+    arrays.append(_array(f"{prefix}_thresholds", "uint8_t", threshold.table_bytes(stored, dot, layer.folding.pe)))
     return {"TH_W": threshold.stored_bits(dot), "TH_PE": layer.folding.pe,
-            "TH_BYTES": threshold.word_bits(layer.folding.pe, count, dot) // 8}
+            "TH_BYTES": threshold.word_bits(layer.folding.pe, int(stored.shape[1]), dot) // 8}
 
 
 def stored_weight_bits(layer: Layer) -> int:

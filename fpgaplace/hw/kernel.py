@@ -751,7 +751,7 @@ class Kernel:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
             if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
                 # those the plan shares away; a threshold stage's comparators are priced in their
-                # place (``threshold.resources``) and the fit's share of them kept, an upper bound
+                # place (``threshold.stage_resources``) and the fit's share of them kept, an upper bound
                 results, folds = fold.pe * fold.mmv, g.reduction // fold.simd
                 unbuilt = requantize_units(results, folds) - requantize_plan(results, folds)[0]
                 luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * NARROW_REQUANT_LUTS

@@ -158,15 +158,12 @@ def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int
     return memory_blocks(word_bits(pe, count, dot_bits), -(-channels // pe))
 
 
-def resources(channels: int, count: int, pe: int, dot_bits: int) -> Resources:
-    """What a threshold stage adds to a dot product of ``dot_bits`` bits folded ``pe`` channels wide:
-    ``pe * count`` comparators of that width (each half a LUT per bit, a carry chain) and the table
-    (``table_memory``). The comparators take the requantizers' place (``Kernel.requantizers``: none
-    behind a threshold stage); the dense unit also drops the ``FREED_CHANNEL_LUTS`` of its channel
-    ROM (``Dense.resources``). O(1)."""
-    bram, uram, lutram = table_memory(channels, count, pe, dot_bits)
-    compare = int(np.ceil(pe * count * dot_bits * LUTS_PER_COMPARE_BIT))
-    return Resources(bram36=bram, uram=uram, lut=compare + lutram)
+def comparator_luts(results: int, count: int, dot_bits: int) -> int:
+    """LUTs of a threshold stage's comparators: ``count`` per result of ``dot_bits`` bits, each
+    half a LUT per bit (a carry chain). A unit compares every dot product it finishes at once: a
+    dense unit's PE, a window unit's PE x MMV (``rtl/threshold.v.j2``'s lanes, as the HLS kernel's
+    unrolled loop over them). O(1)."""
+    return int(np.ceil(results * count * dot_bits * LUTS_PER_COMPARE_BIT))
 
 
 def dot_offsets(w: np.ndarray, bias: np.ndarray, zero_point: int, lane_offset: int) -> np.ndarray:
@@ -235,14 +232,18 @@ def count(op: Op, graph: OpGraph) -> int:
 
 
 def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = True) -> Resources:
-    """``resources`` of the threshold stage a dot product's geometry names (``shape["T"]``) on its
-    ``dot_bits``-bit dot product; nothing without one. Without its ``table``: the comparators
-    only, where the unit's channel ROM is the table (a family built from the RTL op library,
-    whose ROMs ``Kernel.rtl_roms`` maps)."""
+    """What the threshold stage a dot product's geometry names (``shape["T"]``) adds to it on its
+    ``dot_bits``-bit dot product, nothing without one: the comparators of its PE x MMV results
+    (``comparator_luts``) and, with its ``table``, the table (``table_memory``). Without it: the
+    comparators only, where the unit's channel ROM is the table (a family built from the RTL op
+    library, whose ROMs ``Kernel.rtl_roms`` maps). The comparators take the requantizers' place
+    (``Kernel.requantizers``: none behind a threshold stage); the dense unit also drops the
+    ``FREED_CHANNEL_LUTS`` of its channel ROM (``Dense.resources``). O(1)."""
     thresholds = int(g.shape.get("T", 0))
     if not thresholds:
         return Resources()
-    stage = resources(g.channels, thresholds, fold.pe, dot_bits)
-    if table:
-        return stage
-    return Resources(lut=stage.lut - table_memory(g.channels, thresholds, fold.pe, dot_bits)[2])
+    compare = comparator_luts(fold.pe * fold.mmv, thresholds, dot_bits)
+    if not table:
+        return Resources(lut=compare)
+    bram, uram, lutram = table_memory(g.channels, thresholds, fold.pe, dot_bits)
+    return Resources(bram36=bram, uram=uram, lut=compare + lutram)
