@@ -197,8 +197,9 @@ def test_cli_stages_and_jobs_errors(project: Path):
 def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
     """On zcu104 cut into two cores (two int8 MACs a DSP48E2; half the DSPs a core keeps the
     lanes few): a conv whose channel pairs share multipliers, one whose pixel pairs do (an odd
-    MMV) and a dense layer, each synthesised whole and as its DSP probe (fewer output channels,
-    a two-row frame of one pixel group): yosys maps the same DSPs, the op library's count."""
+    MMV), a dense layer, a max pool and the global pool, each synthesised whole and as its DSP
+    probe (fewer output channels, a two-row frame of one pixel group; PE channels of a pool):
+    yosys maps the same DSPs, the op library's count."""
     from fpgaplace.board.model import family_of
     from fpgaplace.flow.checks import dsp_probes
     from fpgaplace.sim.stages import layer_modules
@@ -220,7 +221,9 @@ def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
               for kind in dict.fromkeys(map(pairing, candidates))]  # the smallest layer of each kind
     assert {pairing(s) for s in chosen} >= {("conv2d", "channel pairs"), ("conv2d", "odd MMV"),
                                             ("dense", "channel pairs")}, [s.name for s in candidates]
-    for stage in chosen:
+    pools = [min(select(design, f"*/{kind}"), key=lambda s: s.layer.pe * s.layer.mmv)
+             for kind in ("maxpool", "globalavgpool")]  # no DSPs, and their probes show yosys maps none
+    for stage in chosen + pools:
         module = probe(stage)
         assert module is not None and module.top.endswith("_probe")
         whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)

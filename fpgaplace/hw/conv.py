@@ -51,7 +51,7 @@ from fpgaplace.hw.rtl_values import (
     per_channel_arrays,
     requant_channels,
 )
-from fpgaplace.hw.window import WindowKernel, checked_window_shape
+from fpgaplace.hw.window import WindowKernel, checked_window_shape, probe_frame
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -60,7 +60,6 @@ if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
 
-PROBE_ROWS = 2  # output rows of the frame a DSP probe (``Conv2d.probe_layer``) keeps
 
 
 class Conv2d(WindowKernel):
@@ -257,20 +256,16 @@ class Conv2d(WindowKernel):
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:
-        """The conv cut to ``PROBE_ROWS`` output rows of one MMV pixel group each (the input frame
-        they read) and, ungrouped, to PE output channels (the weights' first PE filters): the same
-        lanes, pairing and requantizers (``Kernel.probe_layer``). None behind a zero-inserting front
-        or where the frame would have no input row or column."""
+        """The conv cut to ``probe_frame`` (a few output rows of one MMV pixel group each) and,
+        ungrouped, to PE output channels (the weights' first PE filters): the same lanes, pairing
+        and requantizers (``Kernel.probe_layer``). None behind a zero-inserting front or where the
+        frame would have no input row or column."""
         c = config
-        if upsampled(c):
-            return None
-        ho, wo = min(c["HO"], PROBE_ROWS), min(c["WO"], fold.mmv)
-        h = (ho - 1) * c["SH"] + c["DH"] * (c["KH"] - 1) + 1 - c["PT"] - c["PB"]
-        w = (wo - 1) * c["SW"] + c["DW"] * (c["KW"] - 1) + 1 - c["PL"] - c["PR"]
-        if h < 1 or w < 1:
+        frame = probe_frame(c, fold)
+        if upsampled(c) or frame is None:
             return None
         cout = fold.pe if c["GROUPS"] == 1 else c["COUT"]
-        return ({**c, "H": h, "W": w, "HO": ho, "WO": wo, "COUT": cout},
+        return ({**c, **frame, "COUT": cout},
                 {name: (np.asarray(value)[:cout] if name in DOT_ARRAYS else value) for name, value in arrays.items()})
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:

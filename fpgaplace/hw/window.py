@@ -156,6 +156,20 @@ class WindowKernel(Kernel):
         return window_unit(self, c, arrays, fold, top, macs_per_dsp, core)
 
 
+PROBE_ROWS = 2  # output rows of the frame a DSP probe keeps (``probe_frame``)
+
+
+def probe_frame(c: dict[str, Any], fold: Folding) -> dict[str, int] | None:
+    """The frame members ``H, W, HO, WO`` of a window layer's DSP probe (``Kernel.probe_layer``):
+    ``PROBE_ROWS`` output rows of one group of MMV pixels each and the input they read, its
+    padding kept; the lanes and requantizers, which depend on the folding alone, are the layer's.
+    None where that frame would have no input row or column (the padding alone). O(1)."""
+    ho, wo = min(c["HO"], PROBE_ROWS), min(c["WO"], fold.mmv)
+    h = (ho - 1) * c["SH"] + c.get("DH", 1) * (c["KH"] - 1) + 1 - c["PT"] - c["PB"]
+    w = (wo - 1) * c["SW"] + c.get("DW", 1) * (c["KW"] - 1) + 1 - c["PL"] - c["PR"]
+    return {"H": h, "W": w, "HO": ho, "WO": wo} if h >= 1 and w >= 1 else None
+
+
 def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str, int]) -> dict[str, int]:
     """The integer members of ``config`` with ``members`` (convolution terms, PE, SIMD, MMV)
     after the checks every window unit needs (PE, SIMD, GROUPS and MMV fit the shape)."""
