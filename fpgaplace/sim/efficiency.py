@@ -2,7 +2,10 @@
 where the rest of the DSP cycles go, stage by stage. Reads design.json only.
 
 At an interval of ``I`` cycles per run, the cores' DSPs offer ``sum(budget DSPs) * I`` DSP-cycles a
-run, and the model's MACs need ``MACs / macs_per_dsp`` of them. Every DSP-cycle offered is either
+run, and the model's MACs need some of them (``mac_dsp_cycles``): an int8 layer's ``MACs /
+macs_per_dsp``, a layer whose narrow lanes are packed several to a DSP its MACs at that packing, and
+one whose lanes are LUTs (XNOR, LUT lanes) none: those MACs are counted apart (``lut_macs``), so
+the efficiency of a low-bit design is its DSPs', never above 100 %. Every DSP-cycle offered is either
 useful or lost in one of these ways (an exact account: they sum to the offer):
 
 * ``unused``: a core's DSPs no stage took (its budget less its stages' DSPs), all interval long;
@@ -71,9 +74,8 @@ class Efficiency:
     stages: list[StageLoss]
     unused: dict[str, float] = field(default_factory=dict)  # core -> DSP-cycles no stage took
 
-    @property
-    def useful(self) -> float:
-        return self.macs / self.macs_per_dsp
+    useful: float = 0.0  # DSP-cycles a run the MACs on DSP lanes need (``mac_dsp_cycles``)
+    lut_macs: int = 0  # per run, the MACs done on LUT lanes (no DSP-cycles)
 
     @property
     def cores_fraction(self) -> float:
@@ -96,7 +98,8 @@ class Efficiency:
                 **{way: sum(s.losses[way] for s in self.stages) for way in LOSSES}}
 
     def to_json(self) -> dict:
-        return {"macs": self.macs, "interval_cycles": self.interval_cycles, "offered_dsp_cycles": self.offered,
+        return {"macs": self.macs, "lut_macs": self.lut_macs, "interval_cycles": self.interval_cycles,
+                "offered_dsp_cycles": self.offered, "useful_dsp_cycles": self.useful,
                 "cores_fraction": self.cores_fraction, "chip_fraction": self.chip_fraction,
                 "lost": self.by_way(), "largest": [s.to_json() for s in self.largest()]}
 
@@ -118,6 +121,21 @@ def mac_dsps(layer: Layer, core, batch: int, where: str) -> tuple[int, int, int]
     requant = kernel.requantizer_dsps(g, fold, core)
     steps = Kernel.cycles(kernel, g, fold) * batch * max(1, layer.macs // max(1, g.macs))
     return layer.resources.get("dsp", 0) - requant, requant, min(layer.cycles, steps)
+
+
+def mac_dsp_cycles(layer: Layer, core, per_dsp: float, batch: int, where: str) -> float:
+    """DSP-cycles a run the MACs of ``layer`` need on its DSP lanes: ``MACs / per_dsp`` (the core's
+    int8 rule) for a layer at 8 x 8 bits; below, its MACs at the rate its lanes run on its MAC DSPs
+    (``mac_dsps``: PE x SIMD x MMV lanes on them, several packed to a DSP), none where its lanes
+    are LUTs (no MAC DSPs). O(1)."""
+    if not layer.macs:
+        return 0.0
+    widths = layer.widths
+    if widths is None or (widths.weights or 8) >= 8 and min(widths.inputs or [8]) >= 8:
+        return batch * layer.macs / per_dsp
+    macs_dsp, _, _ = mac_dsps(layer, core, batch, where)
+    lanes = layer.pe * layer.simd * layer.mmv
+    return batch * layer.macs * max(0, macs_dsp) / lanes if lanes else 0.0
 
 
 def config_geometry(build, layer: Layer, where: str) -> Geometry:
@@ -148,7 +166,7 @@ def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
     interval = (interval_us if interval_us is not None else document.interval_us) * clock
     reference = board.cores[0] if board.cores else None
     batch = document.model.batch
-    stages, unused, offered = [], {}, 0.0
+    stages, unused, offered, useful, lut_macs = [], {}, 0.0, 0.0, 0
     for c, core in enumerate(document.cores):
         budget = core.budget.get("dsp", 0)
         offered += budget * interval
@@ -156,22 +174,26 @@ def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
         for i, layer in enumerate(core.layers):
             dsp = layer.resources.get("dsp", 0)
             used += dsp
+            where = f"{Path(project) / DESIGN_FILE}: cores[{c}].layers[{i}]"
+            on_dsps = mac_dsp_cycles(layer, reference, per_dsp, batch, where)
+            useful += on_dsps
+            lut_macs += batch * layer.macs if layer.macs and not on_dsps else 0
             if dsp:
-                where = f"{Path(project) / DESIGN_FILE}: cores[{c}].layers[{i}]"
-                stages.append(_stage_loss(core.name, layer, reference, interval, per_dsp, batch, where))
+                stages.append(_stage_loss(core.name, layer, reference, interval, on_dsps, batch, where))
         unused[core.name] = max(0, budget - used) * interval
     return Efficiency(batch * sum(layer.macs for c in document.cores for layer in c.layers), interval, per_dsp,
-                      offered, board.fabric.get("dsp", 0), stages, unused)
+                      offered, board.fabric.get("dsp", 0), stages, unused, useful, lut_macs)
 
 
-def _stage_loss(core: str, layer: Layer, reference, interval: float, per_dsp: float, batch: int,
+def _stage_loss(core: str, layer: Layer, reference, interval: float, useful: float, batch: int,
                 where: str) -> StageLoss:
-    """The DSP-cycles ``layer`` loses a run of ``interval`` cycles, by way (module docstring)."""
+    """The DSP-cycles ``layer`` loses a run of ``interval`` cycles, by way (module docstring); its
+    MACs need ``useful`` of them (``mac_dsp_cycles``)."""
     losses = dict.fromkeys(LOSSES, 0.0)
     if not layer.macs:
         losses["other"] = layer.resources.get("dsp", 0) * interval
         return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, 0, losses)
     macs_dsp, requant, steps = mac_dsps(layer, reference, batch, where)
     losses |= {"requantizers": requant * interval, "idle": macs_dsp * max(0.0, interval - layer.cycles),
-              "fill": macs_dsp * (layer.cycles - steps), "folding": macs_dsp * steps - batch * layer.macs / per_dsp}
+              "fill": macs_dsp * (layer.cycles - steps), "folding": macs_dsp * steps - useful}
     return StageLoss(core, layer.op, layer.kernel, layer.resources.get("dsp", 0), layer.cycles, layer.macs, losses)

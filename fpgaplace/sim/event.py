@@ -61,6 +61,7 @@ from fpgaplace.project.board import clocked_board, project_board
 from fpgaplace.project.layout import DESIGN_FILE, HOST_DEVICE, MANIFEST_FILE
 from fpgaplace.project.manifest import Manifest
 from fpgaplace.project.record import DesignRecord, DeviceInfo, load, transfer_channel
+from fpgaplace.sim.efficiency import mac_dsp_cycles
 from fpgaplace.util.errors import FpgaplaceError
 
 MAX_SAMPLES = 10**6
@@ -120,6 +121,7 @@ class Pipeline:
     clock_mhz: float
     us_per_cycle: float
     macs: int  # per sample, of the ops on FPGA cores
+    dsp_macs: float  # per sample, the MACs on DSP lanes at the int8 rate (``efficiency.mac_dsp_cycles``)
     cpu_ops: int
     roofline_macs_per_us: float
     fabric_macs_per_us: float
@@ -323,12 +325,22 @@ def _pipeline(document: DesignRecord, path: Path, board: Board, manifest, buffer
         stages, edges, servers, batch=document.model.batch, clock_mhz=clock,
         us_per_cycle=hw.cycles_to_us(1, reference) if reference else (1 / clock if clock else 0.0),
         macs=sum(layer.macs for c in document.cores for layer in c.layers),
+        dsp_macs=_dsp_macs(document, reference, path),
         cpu_ops=len(document.cpu_ops),
         roofline_macs_per_us=sum(c.dsp * c.macs_per_dsp * c.clock_mhz for c in board.cores),
         fabric_macs_per_us=(board.fabric.get("dsp", 0) * board.cores[0].macs_per_dsp * board.cores[0].clock_mhz
                             if board.cores else 0.0),
         dram=_dram_traffic(document, manifest, board, nodes),
     )
+
+
+def _dsp_macs(document: DesignRecord, reference, path: Path) -> float:
+    """A sample's MACs on the cores' DSP lanes at the int8 rate (``macs_per_dsp`` a DSP-cycle), what
+    the DSP roofline bounds: ``efficiency.mac_dsp_cycles`` of each layer times that rate (a low-bit
+    layer's MACs on LUT lanes not at all, its packed lanes' at their packing). O(layers)."""
+    per_dsp = reference.macs_per_dsp if reference is not None else 1
+    return per_dsp * sum(mac_dsp_cycles(layer, reference, per_dsp, 1, f"{path}: cores[{c}].layers[{i}]")
+                         for c, core in enumerate(document.cores) for i, layer in enumerate(core.layers))
 
 
 def _host_stage(transfer, manifest, piece_index: dict[str, int], stages: list[Stage], channel: str,
@@ -566,8 +578,8 @@ def simulate(project: Path, samples: int = 256, buffer: int = BUFFER_SAMPLES) ->
     batch = pipeline.batch
     fps = batch * 1e6 / interval if interval > 0 else math.inf
 
-    def bound(macs_per_us: float) -> float | None:  # inputs per second at that many MACs per us
-        return 1e6 * macs_per_us / pipeline.macs if pipeline.macs and macs_per_us else None
+    def bound(macs_per_us: float) -> float | None:  # inputs per second at that many DSP MACs per us
+        return 1e6 * macs_per_us / pipeline.dsp_macs if pipeline.dsp_macs and macs_per_us else None
 
     worst_dram = max((nbytes / (gbps * 1e3) for nbytes, gbps in pipeline.dram.values() if nbytes), default=0.0)
     return SimResult(

@@ -118,6 +118,9 @@ def print_efficiency(document: dict) -> None:
         return
     out.print(f"MAC efficiency: {document['cores_fraction']:.1%} of the cores' DSP roofline, "
               f"{document['chip_fraction']:.1%} of the chip's")
+    if document.get("lut_macs"):
+        out.print(f"  {document['lut_macs'] / document['macs']:.1%} of the MACs run on LUT lanes, outside the DSP "
+                  "roofline")
     lost = ", ".join(f"{way} {cycles / offered:.1%}" for way, cycles in document["lost"].items() if cycles > 0)
     out.print(f"DSP-cycles lost: {lost or 'none'}")
     for rank, stage in enumerate(document["largest"], start=1):
