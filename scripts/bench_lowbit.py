@@ -2,14 +2,20 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--models] [--compiled] [--sim-models] [--board pynq-z2]
-[--json out.json] (no flag: --kernels and --models). Prints markdown tables.
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--models] [--compiled] [--sim-models]
+[--board pynq-z2] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
   (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
   of packed lanes (estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where
   ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 19 rows.
+* ``--convs`` (``conv_rows``): the window unit's convolution with low-bit lanes and a threshold
+  stage (``tests/rtl_cases.lowbit_conv_case``) on frames of 16 x 16 pixels: yosys' LUTs per module
+  of the rendered unit (the window unit, its threshold stage, FIFO and output gearbox, which the
+  Xilinx price does not hold: the HLS kernel has none) beside the estimate, and the line buffer's
+  memories against its banks (more memories than banks: copies the Xilinx price does not hold,
+  ``WindowKernel.line_buffer_memory``). 1 to 3 min of yosys per row; 9 rows.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -39,6 +45,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import tempfile
 from dataclasses import replace
@@ -47,20 +54,30 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 
-from rtl_cases import lowbit_dense_module  # noqa: E402
+from rtl_cases import lowbit_conv_case, lowbit_dense_module, with_conv_thresholds  # noqa: E402
 
 from fpgaplace.board.load import load_board  # noqa: E402
 from fpgaplace.board.model import FAMILIES, Board, FpgaCore  # noqa: E402
+from fpgaplace.codegen.rtl import render_op  # noqa: E402
 from fpgaplace.hw import KERNELS, Folding  # noqa: E402
 from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
 from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
 from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
+from fpgaplace.hw.window import line_buffer  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
 FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (512, 64, 2, 8)]  # K, N, PE, SIMD (the last: a BRAM ROM)
 PACKED = [(48, 12, 3, 8, 4, 4), (48, 12, 6, 8, 4, 4), (64, 14, 7, 8, 2, 2)]  # K, N, PE, SIMD, bits: packed lanes
 DSP_RICH_LUTS_PER_DSP = 5  # the packed rows' core: the board's core with 5 LUTs a DSP, so DSP lanes win
+# the --convs rows: H, CIN, COUT, K, stride, pad, groups, (PE, SIMD, MMV), weight and input bits, unsigned
+CONV_CASES = [
+    (16, 16, 16, 3, 1, 1, 1, (4, 16, 1), 4, 4, True), (16, 16, 16, 3, 1, 1, 1, (4, 16, 2), 4, 4, True),
+    (16, 16, 16, 3, 1, 1, 1, (2, 8, 1), 4, 4, True), (16, 32, 32, 1, 1, 0, 1, (4, 32, 1), 4, 4, True),
+    (16, 32, 32, 3, 1, 1, 1, (8, 16, 1), 2, 2, True), (16, 32, 16, 3, 1, 0, 1, (4, 32, 1), 1, 1, False),
+    (16, 32, 16, 3, 1, 0, 1, (8, 32, 2), 1, 1, False), (16, 16, 16, 3, 1, 0, 1, (4, 48, 1), 1, 1, False),
+    (16, 16, 16, 3, 1, 1, 16, (4, 9, 1), 4, 4, True)]
+CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
 
@@ -88,6 +105,51 @@ def kernel_rows(board: str) -> list[dict[str, Any]]:
                          "dsp est": estimate.dsp, "dsp yosys": got.dsp, "lut est": estimate.lut,
                          "lut yosys": got.lut, "lut ratio": round(got.lut / estimate.lut, 2),
                          "bram est": estimate.bram36, "bram yosys": got.bram36})
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
+    return rows
+
+
+def module_luts(stat: Path, family) -> dict[str, int]:
+    """LUTs of each module of a yosys ``stat.txt`` (its per-module blocks, the hierarchy's total
+    left out), named by the part of the unit it is. O(cells)."""
+    blocks = re.split(r"^=== (.+?) ===$", stat.read_text(), flags=re.MULTILINE)
+    parts: dict[str, int] = {}
+    for title, body in zip(blocks[1::2], blocks[2::2], strict=True):
+        if title == "design hierarchy":
+            continue
+        part = next((name for key, name in (("gearbox", "gearbox"), ("fp_fifo", "fifo"), ("threshold", "threshold"))
+                     if key in title), "window unit")
+        cells = {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", body, flags=re.MULTILINE)}
+        parts[part] = parts.get(part, 0) + yosys.count_cells(cells, family).lut
+    return parts
+
+
+def conv_rows(board: str) -> list[dict[str, Any]]:
+    """Per low-bit conv case: yosys' LUTs by module beside the estimate, and the line buffer's
+    memories and banks (see the docstring)."""
+    core = load_board(board).cores[0]
+    family = FAMILIES[core.family]
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bench-lowbit-conv-") as scratch:
+        for h, cin, cout, k, stride, pad, groups, fold, wb, xb, unsigned in CONV_CASES:
+            case = lowbit_conv_case(h, cin, cout, k, stride, pad, groups, Folding(*fold), wb, xb, unsigned, seed=5)
+            config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[xb], 5)
+            module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
+            folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_{'x'.join(map(str, fold))}"
+            total = yosys.synthesize(module, folder, family)
+            parts = module_luts(folder / "stat.txt", family)
+            geometry = with_precision(KERNELS["conv2d"].config_geometry(config), wb, xb)
+            estimate = KERNELS["conv2d"].resources(geometry, folding, core)
+            buffer = line_buffer(KERNELS["conv2d"].window_shape(geometry.shape, folding),
+                                 KERNELS["conv2d"].priced_input_width(geometry, folding))
+            built = total.lut - (0 if family.rtl_built else parts.get("gearbox", 0))
+            rows.append({"width": f"w{wb}a{xb}", "conv": f"{cin}->{cout} {k}x{k}" + (" dw" if groups > 1 else ""),
+                         "PE x SIMD x MMV": "x".join(map(str, fold)), "lanes": lane_choice(core, wb, xb).kind,
+                         "lut yosys": total.lut, **{f"lut {part}": parts.get(part, 0) for part in
+                                                    ("window unit", "threshold", "fifo", "gearbox")},
+                         "lut est": estimate.lut, "priced part / est": round(built / estimate.lut, 2),
+                         "memories / banks": f"{buffer.layout(xb)[0]} / {buffer.banks}",
+                         "bram est": estimate.bram36, "bram yosys": total.bram36})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
@@ -212,17 +274,21 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", action="store_true")
+    parser.add_argument("--convs", action="store_true")
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--sim-models", action="store_true")
     parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    everything = not (args.kernels or args.models or args.compiled or args.sim_models)
+    everything = not (args.kernels or args.convs or args.models or args.compiled or args.sim_models)
     out: dict[str, Any] = {}
     if args.kernels or everything:
         out["kernels"] = kernel_rows(args.board)
         print(f"## Dense unit at its widths on {args.board}: op library beside yosys\n\n{markdown(out['kernels'])}")
+    if args.convs:
+        out["convs"] = conv_rows(args.board)
+        print(f"## Low-bit conv units on {args.board}: yosys by module beside the estimate\n\n{markdown(out['convs'])}")
     if args.models or everything:
         out["models"] = cnv_cost_rows(BOARDS)
         print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "
