@@ -257,20 +257,25 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
                                                               tuple[tuple[int, int, int], ...]]:
     """(banks, memories, lane_element) of the window unit's line buffer (``LineBuffer``) for the
     members ``W, CIN, KH, KW, SH, SW, PL, DH, DW, GROUPS, COUT, PE, SIMD, MMV, WO`` and a beat of
-    ``in_e`` elements (a power of two). Lane (m, xp, i) reads, at output group wg, output fold nf
-    and window fold sf, the element ``(wg*MMV*SW - PL)*CIN + m*SW*CIN + dc*CIN + ci + goff`` of row
-    ``dr`` (``window_unit``'s offsets; goff the group offset of PE lane xp): its word is that over
-    ``in_e``. Lanes that read the same row and word at every step form a group and share one read
-    port (the PE lanes of a pool, the SIMD lanes of a conv whose SIMD channels lie in one word).
-    The buffer is then split cyclically by word index into ``banks`` (a power of two dividing a
-    row's words: the most for which every group reads a fixed bank), and the groups are dealt to
-    copies of it, a group per bank of a copy: copies = the most groups reading one bank. Where
-    groups read words of one row whose bank turns with the output group (a conv whose SIMD lanes
-    span window positions, MMV pixels of one row), they are copies: a lane then needs no crossbar
-    between banks. ``lane_element[lane]`` = (memory, varying, fixed): the bits of the lane's element
-    index in the word that change from step to step, and the value of the others (a pool's PE lane
-    picks a fixed byte of its word: no multiplexer). O(lanes x NF' x SF x WG) with numpy (NF' = NF
-    for grouped windows, else 1)."""
+    ``in_e`` elements (a power of two). Lanes that read the same row and word at every step form a
+    group and share one read port (``lane_groups``: the PE lanes of a pool, the SIMD lanes of a
+    conv whose SIMD channels lie in one word); the buffer is split into banks and the groups dealt
+    to copies of it (``bank_layout``); ``lane_element[lane]`` = (memory, varying, fixed), the lane's
+    element of its memory's word (``lane_elements``). O(lanes x NF' x SF x WG) with numpy (NF' =
+    NF for grouped windows, else 1)."""
+    w, cin = members[0], members[1]
+    address, row = lane_addresses(members)
+    leaders, lane_group = lane_groups(np.concatenate([row, np.floor_divide(address, in_e)], axis=1))
+    banks, memories = bank_layout(np.floor_divide(address[leaders], in_e), leaders, w * cin // in_e)
+    return banks, memories, lane_elements(address % in_e, lane_group)
+
+
+def lane_addresses(members: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Each read lane's element address in its row and the row, at every step: arrays of (lanes,
+    NF' x SF x WG) for the members of ``read_groups``. Lane (m, xp, i) (the template's order,
+    ``LANE = (m*XP + xp)*SIMD + i``) reads, at output group wg, output fold nf and window fold sf,
+    the element ``(wg*MMV*SW - PL)*CIN + m*SW*CIN + dc*CIN + ci + goff`` of row ``dr``
+    (``window_unit``'s offsets; goff the group offset of PE lane xp). O(lanes x steps)."""
     w, cin, kh, kw, sh, sw, pl, dh, dw, groups, cout, pe, simd, mmv, wo = members
     cin_g, xp = cin // groups, (pe if groups > 1 else 1)
     nf, sf = (cout // pe if groups > 1 else 1), kh * kw * cin_g // simd
@@ -281,26 +286,34 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
     goff = co // (cout // groups) * cin_g  # (nf, xp)
     col = (np.arange(math.ceil(wo / mmv)) * mmv * sw - pl) * cin  # (wg,)
     m = np.arange(mmv) * sw * cin
-    # address (m, xp, i) x (nf, sf, wg): the lane order of the template, LANE = (m*XP + xp)*SIMD + i
     address = (m[:, None, None, None, None, None] + goff.T[None, :, None, :, None, None]
                + element.transpose(1, 2, 0)[None, :, :, None, :, None]
                + col[None, None, None, None, None, :])
     lanes = mmv * xp * simd
-    word = np.floor_divide(address, in_e).reshape(lanes, -1)
-    row = np.broadcast_to(dr.transpose(1, 2, 0)[None, :, :, None, :, None], address.shape).reshape(lanes, -1)
-    steps = np.ascontiguousarray(np.concatenate([row, word], axis=1))
-    group_of: dict[bytes, int] = {}  # a lane's (row, word) at every step -> its group, numbered by first lane
-    first_lanes: list[int] = []
-    groups = []
-    for lane in range(lanes):
-        key = steps[lane].tobytes()
-        if key not in group_of:
-            group_of[key] = len(first_lanes)
-            first_lanes.append(lane)
-        groups.append(group_of[key])
-    leaders, lane_group = np.array(first_lanes), np.array(groups)
-    words = word[leaders]
-    row_words = w * cin // in_e
+    row = np.broadcast_to(dr.transpose(1, 2, 0)[None, :, :, None, :, None], address.shape)
+    return address.reshape(lanes, -1), row.reshape(lanes, -1)
+
+
+def lane_groups(steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(leaders, group of each lane): lanes whose ``steps`` rows (their row and word at every step)
+    are equal form a group, numbered in the order of its first lane, its leader. O(lanes x steps)."""
+    group_of: dict[bytes, int] = {}
+    leaders, groups = [], []
+    for lane, key in enumerate(np.ascontiguousarray(steps)):
+        groups.append(group_of.setdefault(key.tobytes(), len(leaders)))
+        if groups[-1] == len(leaders):
+            leaders.append(lane)
+    return np.array(leaders), np.array(groups)
+
+
+def bank_layout(words: np.ndarray, leaders: np.ndarray, row_words: int) -> tuple[int, tuple[tuple[int, int, int], ...]]:
+    """(banks, memories) for groups reading ``words`` (group x step) of rows of ``row_words``
+    words: the buffer split cyclically by word index into ``banks`` (a power of two dividing a
+    row's words and every group's word steps, so each group reads a fixed bank; no more than give
+    fewer copies), the groups dealt to copies of it, a group per bank of a copy: ``memories`` =
+    (copy, bank, leader lane) a group. Groups reading words of one row whose bank turns with the
+    output group (a conv's SIMD lanes spanning window positions, MMV pixels of one row) are
+    copies: a lane then needs no crossbar between banks. O(groups x steps)."""
     turns = math.gcd(int(np.gcd.reduce((words - words[:, :1]).ravel())), row_words)
     banks = turns & -turns  # the largest power of two dividing a row's words and every group's word steps
     residue = words[:, 0] % banks
@@ -312,12 +325,15 @@ def read_groups(members: tuple[int, ...], in_e: int) -> tuple[int, tuple[tuple[i
     for r in residue:
         copy.append(seen[r])
         seen[r] += 1
-    memories = tuple((copy[g], int(residue[g]), int(leaders[g])) for g in range(len(leaders)))
-    element = np.asarray(address).reshape(lanes, -1) % in_e  # each lane's element of its word
+    return banks, tuple((copy[g], int(residue[g]), int(leaders[g])) for g in range(len(leaders)))
+
+
+def lane_elements(element: np.ndarray, lane_group: np.ndarray) -> tuple[tuple[int, int, int], ...]:
+    """Each lane's (memory, varying, fixed) from its ``element`` index in the word at every step
+    (lanes x steps): its group's memory, the index bits that change from step to step and the
+    value of the others (a pool's PE lane picks a fixed element of its word: no multiplexer). O(lanes x steps)."""
     varying = np.bitwise_or.reduce(element ^ element[:, :1], axis=1)
-    lane_element = tuple((int(g), int(v), int(e & ~v)) for g, v, e in zip(lane_group, varying, element[:, 0],
-                                                                         strict=True))
-    return banks, memories, lane_element
+    return tuple((int(g), int(v), int(e & ~v)) for g, v, e in zip(lane_group, varying, element[:, 0], strict=True))
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
