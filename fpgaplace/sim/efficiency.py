@@ -8,7 +8,8 @@ one whose lanes are LUTs (XNOR, LUT lanes) none: those MACs are counted apart (`
 the efficiency of a low-bit design is its DSPs', never above 100 %. Every DSP-cycle offered is either
 useful or lost in one of these ways (an exact account: they sum to the offer):
 
-* ``unused``: a core's DSPs no stage took (its budget less its stages' DSPs), all interval long;
+* ``unused``: a core's DSPs no stage took (its budget less its stages' DSPs, all of a board core
+  the design leaves empty), all interval long;
 * ``requantizers``: a dot-product stage's requantization multipliers (``Kernel.requantizer_dsps``),
   all interval long;
 * ``idle``: a stage's MAC DSPs while it waits for the slowest stage (``I`` less its cycles);
@@ -181,6 +182,10 @@ def efficiency(project: Path, interval_us: float | None = None) -> Efficiency:
             if dsp:
                 stages.append(_stage_loss(core.name, layer, reference, interval, on_dsps, batch, where))
         unused[core.name] = max(0, budget - used) * interval
+    for spare in board.cores:  # a core of the board the design leaves empty: all its DSPs unused
+        if spare.name not in unused:
+            offered += spare.dsp * interval
+            unused[spare.name] = spare.dsp * interval
     return Efficiency(batch * sum(layer.macs for c in document.cores for layer in c.layers), interval, per_dsp,
                       offered, board.fabric.get("dsp", 0), stages, unused, useful, lut_macs)
 
