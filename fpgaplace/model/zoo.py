@@ -522,6 +522,20 @@ def _dense_stack(b: _QonnxBuilder, x: str, x_scale: float, x_bits: int, sizes: t
         x_bits = act[0]
 
 
+def cnv_output_size(image: int) -> int:
+    """The side of CNV's last feature map for an ``image`` x ``image`` input (``cnv``: each 3x3
+    convolution takes 2 pixels, each pool halves). O(1)."""
+    size = image
+    for i in range(6):
+        size -= 2
+        if i in (1, 3):
+            size //= 2
+    return size
+
+
+CNV_MIN_IMAGE = next(i for i in range(1, 1024) if cnv_output_size(i) >= 1)  # 32: the least image CNV maps
+
+
 def cnv(weight_bits: int = 1, act_bits: int = 1, image: int = 32,
         channels: tuple[int, ...] = (64, 64, 128, 128, 256, 256), dense: tuple[int, ...] = (512, 512),
         classes: int = 10, batch_norm: bool = False,
@@ -534,6 +548,9 @@ def cnv(weight_bits: int = 1, act_bits: int = 1, image: int = 32,
     (default ``weight_bits``), and 8-bit signed logits. With 32x32 images the last convolution is 1x1."""
     if len(channels) != 6:
         raise FpgaplaceError(f"cnv: channels {channels}; expected six convolution widths")
+    if cnv_output_size(image) < 1:
+        raise FpgaplaceError(f"cnv: image {image}; expected at least {CNV_MIN_IMAGE} pixels (six unpadded 3x3 "
+                             "convolutions and two 2x2 pools)")
     b = _QonnxBuilder(seed)
     x_scale, x_bits = 2.0**-7, 8
     x = b.quant("image", x_scale, 8)
