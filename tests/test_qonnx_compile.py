@@ -451,8 +451,6 @@ def test_widths_in_inspect_compile_record_and_report(tmp_path):
 def test_cnv_smaller_than_its_layers_allow_is_one_line_naming_the_least_image():
     """CNV's six unpadded 3x3 convolutions and two pools leave no pixel of an image under 32 px: the
     zoo says so in one line instead of building a model whose shapes go negative."""
-    from fpgaplace.util.errors import FpgaplaceError
-
     assert zoo.cnv_output_size(zoo.CNV_MIN_IMAGE) == 1 and zoo.cnv_output_size(zoo.CNV_MIN_IMAGE - 1) < 1
     with pytest.raises(FpgaplaceError, match=f"image 16; expected at least {zoo.CNV_MIN_IMAGE} pixels") as error:
         zoo.cnv(1, 1, image=16)
