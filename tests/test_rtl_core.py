@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
-from fpgaplace.board.model import BRAM36_BYTES, family_of
+from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, family_of
 from fpgaplace.cli.app import app
 from fpgaplace.codegen import rtl
 from fpgaplace.codegen.rtl_project import board_cores, render_core
@@ -28,6 +28,7 @@ from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import RTL_DIR, SIM_DIR
 from fpgaplace.project.record import load, load_design
 from fpgaplace.sim import yosys
+from fpgaplace.util.errors import FpgaplaceError
 
 
 def test_every_core_record_finds_the_board_core_it_was_priced_on(cnn_project):
@@ -116,14 +117,20 @@ def test_small_cnn_end_to_end_bit_exact(tmp_path):
 @pytest.mark.parametrize(("board", "family"), [("zcu104", "xcup"), ("pynq-z2", "xc7")])
 def test_yosys_conv_dsps_are_the_estimate(tmp_path, board, family):
     """yosys' DSPs are the op library's exactly: MAC lanes (two per DSP48E2 on zcu104: pixel
-    pairs) and the requantizers."""
+    pairs) and the requantizers. The unit's own LUTs (lanes, SIMD adder trees of 9 int8 products,
+    accumulators, line buffer, control; not its requantizers, FIFO and gearbox, modules of their
+    own) are within the op library's int8 estimate of the whole stage: each tree is adders on
+    carry chains (about 16 LUTs a lane, ``DOT_LUT_PER_LANE``), not one $macc of full adders in
+    LUTs (525 LUTs a tree on xcup: this unit's own LUTs were twice the estimate)."""
     core = load_board(board).cores[0]
-    folding = Folding(2, 3, 2)
-    config, arrays, _, _ = conv_case(4, 4, 2, 2, 3, 1, 1, 1, folding, seed=1)
+    folding = Folding(2, 9, 2)
+    config, arrays, _, _ = conv_case(4, 4, 1, 2, 3, 1, 1, 1, folding, seed=1)
     op = rtl.render_op("conv2d", config, arrays, folding, 100, macs_per_dsp=core.macs_per_dsp)
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
     estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
+    own = yosys.count_cells(yosys.parse_stat((tmp_path / "stat.txt").read_text(), op.module.top), FAMILIES[family])
+    assert own.lut <= estimate.lut, (own, estimate)
 
 
 @pytest.mark.slow
@@ -150,6 +157,11 @@ def test_stat_parsing_counts_luts_ffs_dsps_and_brams():
 """
     cells = yosys.count_cells(yosys.parse_stat(text))
     assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (4 + 2 * 4, 10, 3, 2.5)
+    hierarchy = "=== $paramod\\sub ===\n     LUT3 5\n" + text + "=== design hierarchy ===\n     LUT3 5\n     LUT6 4\n"
+    assert yosys.count_cells(yosys.parse_stat(hierarchy)).lut == 9
+    assert yosys.count_cells(yosys.parse_stat(hierarchy, "a")).lut == 4 + 2 * 4, "a module's own block"
+    with pytest.raises(FpgaplaceError, match=r"yosys stat: no block of module b \(blocks: "):
+        yosys.parse_stat(hierarchy, "b")
     assert family_of("xczu7ev-ffvc1156-2-e").name == "xcup" and family_of("xc7z020clg400-1").name == "xc7"
     assert family_of("LFE5U-85F-6BG381C").name == "ecp5"
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.dense import lane_thresholds, lane_values, lane_widths, weight_words
+from fpgaplace.hw.dense import adder_tree, lane_thresholds, lane_values, lane_widths, weight_words
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
@@ -339,7 +339,8 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
     cost model's decision) and ``INT8_LANES`` where an operand is 8 bits and neither is 1 (the int8
     products, narrower operands sign-extended, with the pairing ``PACK``: pixel pairs sharing the
     weight when MMV >= 2, else channel pairs of an ungrouped conv, two MACs to a DSP48E2; the op
-    library's ``paired_lanes``). Packed narrow lanes group channels sharing an input, so a grouped
+    library's ``paired_lanes``) and the SIMD adder tree's levels over their products (``tree``,
+    ``dense.adder_tree``: 16-bit int8 products). Packed narrow lanes group channels sharing an input, so a grouped
     conv's (each channel its own input, ``xp > 1``) are one a group (``Conv2d.mac_dsps``). The line
     buffer holds the lanes' XB-bit codes (``EB``, its padding ``PAD``: ZX's code), so padding reads
     ZX into the lanes: a one-line error where their width cannot hold it. O(weights)."""
@@ -360,8 +361,9 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
     elif int8_lanes and macs_per_dsp == 2 and c["PE"] >= 2 and xp == 1:
         pack, packed = "channel", c["PE"] // 2 * 2
     groups = [(p, 1) for p in range(c["PE"])] if xp > 1 else lane["groups"]
-    return lane | {"INT8_LANES": int8_lanes, "PW": 16 if int8_lanes else lane["PW"], "PACK": pack,
-                   "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
+    product_bits = 16 if int8_lanes else lane["PW"]
+    return lane | {"INT8_LANES": int8_lanes, "PW": product_bits, "tree": adder_tree(c["SIMD"], product_bits),
+                   "PACK": pack, "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
                    "EB": xb, "PAD": f"{xb}'h{lane_code(c['ZX'], xb, xu):x}"}
 
 

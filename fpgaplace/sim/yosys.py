@@ -86,12 +86,19 @@ def synth_command(family: Family, top: str, dsp_only: bool) -> str:
     return f"synth_xilinx -family {family.name} -top {top}" + (" -run :map_memory" if dsp_only else "")
 
 
-def parse_stat(text: str) -> dict[str, int]:
+def parse_stat(text: str, module: str | None = None) -> dict[str, int]:
     """The cell histogram of the last block of yosys ``stat`` output (the hierarchy's total when
-    there is one)."""
+    there is one), or of ``module``'s own block (its cells without its submodules'; a one-line
+    error when there is none)."""
     blocks = re.split(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
-    last = blocks[-1] if len(blocks) > 1 else text
-    return {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", last, flags=re.MULTILINE)
+    if module is not None:
+        named = dict(zip(blocks[1::2], blocks[2::2], strict=True))
+        if module not in named:
+            raise FpgaplaceError(f"yosys stat: no block of module {module} (blocks: {', '.join(named)})")
+        block = named[module]
+    else:
+        block = blocks[-1] if len(blocks) > 1 else text
+    return {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", block, flags=re.MULTILINE)
             if not cell.startswith("$") or cell.startswith("$_")}
 
 
