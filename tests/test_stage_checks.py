@@ -197,9 +197,10 @@ def test_cli_stages_and_jobs_errors(project: Path):
 def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
     """On zcu104 cut into two cores (two int8 MACs a DSP48E2; half the DSPs a core keeps the
     lanes few): a conv whose channel pairs share multipliers, one whose pixel pairs do (an odd
-    MMV), a dense layer, a max pool and the global pool, each synthesised whole and as its DSP
-    probe (fewer output channels, a two-row frame of one pixel group; PE channels of a pool):
-    yosys maps the same DSPs, the op library's count."""
+    MMV), a dense layer and the global pool, each synthesised whole and as its DSP probe (fewer
+    output channels, a two-row frame of one pixel group; PE channels of a pool): yosys maps the
+    same DSPs, the op library's count. The max pool's probe alone (none): here it keeps all the
+    layer's PE x MMV lanes, so the whole is the same synthesis again (15 s)."""
     from fpgaplace.board.model import family_of
     from fpgaplace.flow.checks import dsp_probes
     from fpgaplace.sim.stages import layer_modules
@@ -226,9 +227,11 @@ def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
     for stage in chosen + pools:
         module = probe(stage)
         assert module is not None and module.top.endswith("_probe")
-        whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
         probed = synthesize(module, tmp_path / f"{stage.name}_probe", family, True)
-        assert probed.dsp == whole.dsp == stage.layer.resources["dsp"], (stage.name, probed, whole)
+        assert probed.dsp == stage.layer.resources["dsp"], (stage.name, probed)
+        if stage.layer.kernel != "maxpool":
+            whole = synthesize(layer_modules(project, stage.core)[stage.index], tmp_path / stage.name, family, True)
+            assert whole.dsp == probed.dsp, (stage.name, probed, whole)
 
 
 def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
