@@ -91,6 +91,9 @@ class FpgaCore:
     # how its 2-4-bit MAC lanes are built: "" by their share of its budgets (``hw.kernel.lane_choice``),
     # "dsp" or "lut" as compile chose for the core's folding (``codegen.lower``, design.json's core)
     narrow_lanes: str = ""
+    # samples a second its stages need to keep up with (``compile --fps``): each takes its cheapest
+    # folding within that interval (``hw.folding.fold_core``); 0: as fast as the core's budget allows
+    fps: float = 0.0
 
     @property
     def onchip_bytes(self) -> int:

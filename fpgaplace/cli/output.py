@@ -206,7 +206,8 @@ def print_compile(document: dict, board) -> None:
     for core in document.get("cores", []):
         interval, plan = core.get("interval_us"), core.get("planned_compute_us")
         if isinstance(interval, int | float) and plan:
-            binding = ", ".join(core.get("binding", [])) or "nothing (every stage at its fastest folding)"
+            binding = ", ".join(BINDING_WORDS.get(name, name) for name in core.get("binding", [])) or \
+                "nothing (every stage at its fastest folding)"
             lanes = {"dsp": "; its 2-4-bit lanes packed into DSPs (faster than on LUTs here)",
                      "lut": "; its 2-4-bit lanes on LUTs (faster than packed into DSPs here)"}.get(
                 core.get("narrow_lanes"), "")
@@ -216,6 +217,10 @@ def print_compile(document: dict, board) -> None:
     print_left_on_cpus(document.get("left_on_cpus") or {"ops": len(document.get("cpu_ops", [])), "groups": []})
     if isinstance(document.get("fps"), int | float):
         out.print(f"pipeline: {document['interval_us']:.4g} us per batch, {document['fps']:.4g} samples/s")
+
+
+BINDING_WORDS = {"fps": "the rate asked for (--fps), on its cheapest foldings"}
+"""How ``print_compile`` says a core's binding names that are not a resource."""
 
 
 def print_layer_widths(layers: list[dict]) -> None:

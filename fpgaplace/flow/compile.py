@@ -24,7 +24,7 @@ from typing import Protocol
 from fpgaplace import hw
 from fpgaplace.codegen.project import CompileResult, check_project_dir, write_project
 from fpgaplace.flow.partition import Partitionable, choose_partition
-from fpgaplace.flow.refine import Refinable, planned_compute_us
+from fpgaplace.flow.refine import Refinable, lower_cores, planned_compute_us, say
 from fpgaplace.flow.settle import is_free, source_op
 from fpgaplace.hw.lowering import check_sequence_batch
 from fpgaplace.model.quantize import check_qdq
@@ -42,10 +42,13 @@ class Compilable(Partitionable, Protocol):
     def take_placement(self, other: Refinable) -> None: ...
 
 
-def compile_design(design: Compilable, out_dir: Path, progress=None) -> CompileResult:
+def compile_design(design: Compilable, out_dir: Path, progress=None, fps: float | None = None) -> CompileResult:
     """Write the project of ``design`` (an int8 QDQ design; placed with defaults if it is not)
-    into ``out_dir``."""
+    into ``out_dir``. With ``fps``, the placement and the cut of the fabric are chosen as without,
+    then every core is folded again only as fast as ``fps`` samples a second need, on the least
+    resources (``FpgaCore.fps``; a core that cannot keep up stays at its fastest)."""
     out_dir = Path(out_dir)
+    check_fps(fps)
     check_project_dir(out_dir)
     if not design.is_qdq:
         raise FpgaplaceError(f"{design.name}: compile needs an int8 QDQ model; quantize it first")
@@ -54,12 +57,22 @@ def compile_design(design: Compilable, out_dir: Path, progress=None) -> CompileR
     refined, cut = choose_partition(design, progress)  # placed with the defaults first if it is not
     if refined.design is not design:
         design.take_placement(refined.design)
-    cores = refined.lowered.cores
-    result = write_project(design, out_dir, cores, refined.lowered.host_ops,
-                           {"rounds": refined.rounds, "chosen": refined.chosen} | ({"partition": cut} if cut else {}),
+    lowered = refined.lowered
+    if fps:
+        say(progress, f"folding every core again for {fps:g} samples/s on the least resources")
+        lowered = lower_cores(refined.design, progress, fps)
+    cores = lowered.cores
+    record = {"rounds": refined.rounds, "chosen": refined.chosen} | ({"partition": cut} if cut else {})
+    result = write_project(design, out_dir, cores, lowered.host_ops, record | ({"fps_target": fps} if fps else {}),
                            {c.name: planned_compute_us(design, c) for c in cores}, progress)
     result.left_on_cpus = left_on_cpus(design, result.design)
     return result
+
+
+def check_fps(fps: float | None) -> None:
+    """``compile --fps``: a rate above zero and finite, or none."""
+    if fps is not None and not (0 < fps < float("inf")):
+        raise FpgaplaceError(f"--fps: expected samples a second above 0, got {fps:g}")
 
 
 HOST_REASON = "on a core that computes nothing else, so the host runs it"

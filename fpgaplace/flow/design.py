@@ -618,16 +618,18 @@ class Design:
                                  input_ranges=input_ranges, weight_bits=WEIGHT_PRECISIONS.get(self.precision, 8))
 
     def compile(self, out_dir: str | Path, *, calib_dir: str | Path | None = None, random_samples: int = 32,
-                input_ranges: dict[str, tuple[float, float]] | None = None):
+                input_ranges: dict[str, tuple[float, float]] | None = None, fps: float | None = None):
         """Write the HLS project of the placement into ``out_dir`` (``flow.compile.compile_design``)
-        for the int8 QDQ model (``quantized()``). The result's ``quantized_here`` says whether
+        for the int8 QDQ model (``quantized()``); with ``fps``, each core folded only as fast as that
+        rate needs, on the least resources. The result's ``quantized_here`` says whether
         fpgaplace quantized the model (it was given as a float model), here or by an earlier
         ``quantized()``."""
-        from fpgaplace.flow.compile import compile_design
+        from fpgaplace.flow.compile import check_fps, compile_design
 
         self._check_compilable()
+        check_fps(fps)
         quantized = self.quantized(calib_dir=calib_dir, random_samples=random_samples, input_ranges=input_ranges)
-        result = compile_design(quantized, Path(out_dir), progress=self.progress)
+        result = compile_design(quantized, Path(out_dir), progress=self.progress, fps=fps)
         result.quantized_here = quantized.float_design is not None
         return result
 

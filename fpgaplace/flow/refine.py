@@ -29,7 +29,7 @@ fit no folding even with every weight streamed, that core's ops grow in size, at
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -94,8 +94,9 @@ def say(progress, message: str) -> None:
         progress(message)
 
 
-def lower_cores(design: Refinable, progress=None) -> Lowered:
-    """Lower and fold the ops the placement puts on each FPGA core (``lower.lower_core``)."""
+def lower_cores(design: Refinable, progress=None, fps: float = 0.0) -> Lowered:
+    """Lower and fold the ops the placement puts on each FPGA core (``lower.lower_core``); with
+    ``fps``, each core only as fast as that rate needs (``FpgaCore.fps``)."""
     graph, board = design.graph, design.board
     names = {op: device.name for op, device in design.op_devices().items()}
     resident = resident_ops(graph, board, PRECISION_BYTES["int8"])
@@ -106,7 +107,7 @@ def lower_cores(design: Refinable, progress=None) -> Lowered:
         ops = [op for op in order if names.get(op) == core.name]
         if ops:
             say(progress, f"lowering and folding {len(ops)} ops on {core.name}")
-            result = lower_core(core.name, core, ops, graph, names, resident, board.dram, batch)
+            result = lower_core(core.name, replace(core, fps=fps), ops, graph, names, resident, board.dram, batch)
             if result is None:
                 lowered.host_ops += ops
             else:

@@ -30,6 +30,11 @@ target that fits is taken. Complexity: O(F log F) to sort the F candidate foldin
 O(S log F) per probe (plus O(F) per price round and per repair step where step 3 runs) and
 O(log F) probes.
 
+With a rate to keep up with (``FpgaCore.fps``, ``compile --fps``; FINN's ``target_fps``) the
+target is the larger of that rate's interval and the least ``T`` that fits, and each stage takes
+its cheapest folding within it (step 2's budget-weighted ranking first): the fabric need not
+outrun what feeds it (an ECP5 board's UART link carries a few hundred 32 x 32 images a second).
+
 Weights that are not resident are read from DRAM at every run; they share the core's one
 memory port, so their cycles add up and bound the interval from below.
 """
@@ -100,7 +105,10 @@ class CoreFolding:
     def binding(self) -> list[str]:
         """What holds the interval where it is: the resources used to at least ``BINDING_SHARE``
         of the core's budget, and "dram" when the streamed weights take at least as long as the
-        slowest stage; empty when every stage runs at its fastest folding."""
+        slowest stage; "fps" when the core was folded for a rate it keeps up with (``core.fps``);
+        empty when every stage runs at its fastest folding."""
+        if self.core.fps > 0 and self.compute_interval <= self.core.clock_mhz * 1e6 / self.core.fps:
+            return ["fps"]
         budget = core_budget(self.core)
         names = [n for n, used, have in zip(RESOURCE_NAMES, self.resources.as_tuple(), budget.as_tuple(), strict=True)
                  if have and used >= BINDING_SHARE * have]
@@ -295,8 +303,10 @@ def _total(picks) -> Resources:
     return total
 
 
-def balanced_picks(candidates: list[_Candidates], core: FpgaCore) -> list:
-    """One folding per stage: the choice at the least target that fits (module docstring).
+def balanced_picks(candidates: list[_Candidates], core: FpgaCore, slack: float | None = None) -> list:
+    """One folding per stage: the choice at the least target that fits (module docstring), or,
+    where ``slack`` cycles allow a slower one, the cheapest foldings within the largest target
+    up to ``slack`` that fit.
 
     Raises ``DoesNotFit`` when a stage, or all of them together, cannot fit the core at any folding.
     """
@@ -333,21 +343,23 @@ def balanced_picks(candidates: list[_Candidates], core: FpgaCore) -> list:
             name, core.name, getattr(slowest, name), getattr(budget, name),
         )
     low = bisect.bisect_left(range(len(targets)), True, key=lambda i: fits(targets[i]))
-    picks = fitting_picks(targets[low])
+    relaxed = bisect.bisect_right(targets, slack) - 1 if slack else -1
+    picks = fitting_picks(targets[relaxed]) if relaxed > low else None
     while picks is None:  # the heuristic step failed at the bisection's probe: the next target that fits
-        low += 1
         picks = fitting_picks(targets[low])
+        low += 1
     return picks
 
 
 def fold_core(stages: list[Stage], core: FpgaCore, dram: Link) -> CoreFolding:
-    """The balanced folding of ``stages`` on ``core`` (see the module docstring).
+    """The balanced folding of ``stages`` on ``core`` (see the module docstring): the fastest that
+    fits, or the cheapest that keeps up with ``core.fps`` where that is slower.
 
     Raises ``FpgaplaceError`` naming the core, an op and the resource when the ops cannot fit
     the core at any folding.
     """
     candidates = [_candidates(stage, core) for stage in stages]
-    picks = balanced_picks(candidates, core)
+    picks = balanced_picks(candidates, core, core.clock_mhz * 1e6 / core.fps if core.fps > 0 else None)
     folded = [FoldedStage(c.stage, p[2], p[0], p[3]) for c, p in zip(candidates, picks, strict=True)]
     streamed = sum(s.geometry.weights for s in stages if not s.resident)
     return CoreFolding(

@@ -22,6 +22,7 @@ from fpgaplace.cli.options import (
     flag_groups,
 )
 from fpgaplace.cli.output import out, print_compile, print_json
+from fpgaplace.flow.compile import check_fps
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -38,6 +39,11 @@ def compile_project(
     input_range: InputRangeOption = None,
     flags: Annotated[ModelFlags, Only("optimized", "input_shape", "batch", "cpu_cost", "profile",
                                       "precision", "lstm_cell_bits")] = ModelFlags(),
+    fps: Annotated[float | None, typer.Option(
+        "--fps", metavar="<samples/s>", help="Fold each core only as fast as this rate needs, on the least "
+        "DSPs, LUTs and memory (FINN's target_fps): e.g. what the board's link can feed. The placement is "
+        "chosen as without; a core that cannot keep up stays at its fastest. Default: as fast as each "
+        "core's budget allows.")] = None,
     as_json: JsonOption = False,
 ) -> None:
     """Place an int8 model and write its HLS project (one kernel per FPGA core, design.json).
@@ -48,15 +54,17 @@ def compile_project(
     written as ONNX submodels.
 
     Example: fpgaplace compile model.onnx --board zcu104 --out project/ --random 64
+    (and --fps 300 for a design no faster than 300 samples a second needs).
     """
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
     check_out_parent(out_dir)
+    check_fps(fps)
     calibrated_on = calibration(calib, random, default_random=32, input_range=input_range)
     source = flags.design(model, board_name)
     design = source.quantized(**calibrated_on)
     placing.place(design)
-    result = design.compile(out_dir)
+    result = design.compile(out_dir, fps=fps)
     document = {**result.to_json(), "quantized_here": result.quantized_here}
     if as_json:
         print_json(document)
