@@ -319,7 +319,6 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
     groups = [(first, min(lanes.pack, pe - first)) for first in range(0, pe, lanes.pack)]
     return {"WB": wb, "XB": xb, "XU": xu, "XOFF": lane_offset(xb, xu), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
             "FIELD": lanes.field, "PW": lanes.product_bits, "AW": max(wb, xb), "BW": min(wb, xb), "groups": groups,
-            "extend": "" if lanes.kind == "xnor" else "$signed",
             "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],
             "tree": adder_tree(int(config["SIMD"]), lanes.product_bits)}
 
