@@ -49,8 +49,8 @@ LUTS_PER_COMPARE_BIT = 0.83
 # LUTs a dense unit with a threshold stage has fewer than the narrow lanes' fit prices beyond its
 # requantizers and their channel ROM (``hw.kernel.narrow_dot_luts``; the requantizers' words, their
 # registers and result path in the unit): fitted with that fit's constants, least squares of the
-# relative error over its 38 yosys runs, eight of them with a threshold stage (see ``hw.kernel``).
-FREED_REQUANT_LUTS = 57
+# relative error over its 53 yosys runs, eight of them with a threshold stage (see ``hw.kernel``).
+FREED_REQUANT_LUTS = 37
 
 
 def _float32(value) -> np.ndarray:
