@@ -8,8 +8,9 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--models]
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
   (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
-  of packed lanes (estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where
-  ``lane_choice`` packs them). 30 s to 2 min of yosys per row; 19 rows.
+  estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where ``lane_choice``
+  packs w4a4 (w2a2's LUT lanes take fewer LUTs than its packed ones since the carry-chain adder
+  trees, so that row is LUT lanes). 5 to 20 s of yosys per row here; 19 rows.
 * ``--convs`` (``conv_rows``): the window unit's convolution with low-bit lanes and a threshold
   stage (``tests/rtl_cases.lowbit_conv_case``) on frames of 16 x 16 pixels: yosys' LUTs per module
   of the rendered unit (the window unit, its threshold stage, FIFO and output gearbox, which the

@@ -126,16 +126,15 @@ def test_compiled_lowbit_dense_layers_are_built_at_their_widths_and_bit_exact(tm
         assert core.cycles_measured == core.cycles_model, core
 
 
-# two cases in the suite (signed LUT lanes and 2-bit weights by 8-bit inputs on DSPs, both with
-# threshold stages; unsigned LUT lanes); XNOR lanes' yosys test is test_lowbit_lanes'. Every case,
-# with its table, is `scripts/bench_lowbit.py --compiled` (about nine minutes of yosys here)
-YOSYS_CASES = ["w2a2 batch norms (thresholds)", "w4a4 unsigned"]
+# every compiled MLP (LUT, XNOR and DSP lanes by 8-bit inputs; requantizers and threshold stages);
+# about half a minute of yosys a case here; `scripts/bench_lowbit.py --compiled` prints the table
+YOSYS_CASES = sorted(COMPILED)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", YOSYS_CASES)
 def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, name):
-    """synth_xilinx of every dense layer of the compiled MLP (about a minute of yosys each): DSPs
+    """synth_xilinx of every dense layer of the compiled MLP (5 to 15 s of yosys each): DSPs
     equal to design.json's estimate exactly, and LUTs within 25 % of it where an operand is below
     8 bits (the new lanes, with their requantizers or threshold stages; the first layer's 8-bit
     inputs by narrow weights on DSPs too)."""

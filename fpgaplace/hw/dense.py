@@ -136,14 +136,14 @@ class Dense(Kernel):
 
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
         """The dot product's resources, and a threshold output stage's where it has one (``threshold``:
-        its comparators and table in place of the requantizers, ``requantizers``, and their channel
-        ROM, ``threshold.FREED_CHANNEL_LUTS``), as the RTL unit builds it."""
+        its comparators and table in place of the requantizers, ``requantizers``, their channel
+        ROM and ``threshold.FREED_REQUANT_LUTS``), as the RTL unit builds it."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
         total = super().resources(g, fold, core, resident) + stage
-        if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds that ROM
+        if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds those LUTs
             return total
-        lut = max(0, total.lut - threshold.FREED_CHANNEL_LUTS)
+        lut = max(0, total.lut - threshold.FREED_REQUANT_LUTS)
         return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
@@ -319,7 +319,6 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
     groups = [(first, min(lanes.pack, pe - first)) for first in range(0, pe, lanes.pack)]
     return {"WB": wb, "XB": xb, "XU": xu, "XOFF": lane_offset(xb, xu), "LANE_KIND": lanes.kind, "PACK": lanes.pack,
             "FIELD": lanes.field, "PW": lanes.product_bits, "AW": max(wb, xb), "BW": min(wb, xb), "groups": groups,
-            "extend": "" if lanes.kind == "xnor" else "$signed",
             "table": product_table(wb, xb) if lanes.kind == "lut" and wb + xb <= MAX_TABLE_BITS else [],
             "tree": adder_tree(int(config["SIMD"]), lanes.product_bits)}
 

@@ -38,6 +38,17 @@ def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int,
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
 
 
+def rom_luts(width_bits: int, depth: int) -> int:
+    """LUTs of a shallow constant ROM (at most ``LUTRAM_MAX_DEPTH`` words: no block RAM) built as
+    logic: one LUT a bit of the word for each 64 words (``memory_blocks``' LUTRAM), but no more
+    bits than there are distinct non-constant functions of ``depth`` words, ``2^depth - 2``:
+    synthesis shares equal bit columns and drops constant ones (yosys 0.23 ``synth_xilinx``: a
+    4-word ROM of 900 threshold bits took none beyond the unit's others). O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return 0
+    return min(width_bits, 2**depth - 2) * math.ceil(depth / 64)
+
+
 def uram_blocks(width_bits: int, depth: int) -> int:
     """URAMs (4096 x 72 words, one aspect) of a bank of ``depth`` words of ``width_bits``. O(1)."""
     w, d = URAM_SHAPE

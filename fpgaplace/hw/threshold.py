@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.hw.geometry import Folding, Geometry, Resources
-from fpgaplace.hw.memory import memory_blocks
+from fpgaplace.hw.memory import memory_blocks, rom_luts
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, ThresholdSink, qdq_index
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
@@ -41,14 +41,16 @@ from fpgaplace.util.errors import FpgaplaceError
 if TYPE_CHECKING:
     from fpgaplace.model.ir import Op, OpGraph
 
-LUTS_PER_COMPARE_BIT = 0.5  # a carry-chain comparator: one LUT6 for two bits
-# LUTs of the requantizers' channel ROM and its glue that a dot product's fitted fixed part holds
-# (``hw.kernel.NARROW_LUT_BASE``) and a unit with a threshold stage has not (its ROM holds the
-# thresholds, counted here): yosys 0.23 synth_xilinx -family xc7 of the RTL dense unit with a
-# threshold stage (``rtl/threshold.v.j2``) at 64 x 16, PE x SIMD 4 x 8, for w1a1 (T = 2), w2a2
-# (T = 3) and w4a4 unsigned (T = 15), and at 32 x 16, 1 x 32 for w1a1: the estimate without this
-# term was 91, 159, 139 and 108 LUTs above yosys; this is their mean.
-FREED_CHANNEL_LUTS = 124
+# LUTs of the comparators and their count per compared bit (results x thresholds x dot-product bits):
+# yosys 0.23 synth_xilinx -family xc7, the threshold module's own stat block in the eight dense units
+# with a threshold stage of ``hw.kernel``'s fit (13 to 657 LUTs; 0.72 to 0.96 a bit), least squares
+# of the relative error. A carry chain alone would be half a LUT a bit; the count's adders take the rest.
+LUTS_PER_COMPARE_BIT = 0.83
+# LUTs a dense unit with a threshold stage has fewer than the narrow lanes' fit prices beyond its
+# requantizers and their channel ROM (``hw.kernel.narrow_dot_luts``; the requantizers' words, their
+# registers and result path in the unit): fitted with that fit's constants, least squares of the
+# relative error over its 53 yosys runs, eight of them with a threshold stage (see ``hw.kernel``).
+FREED_REQUANT_LUTS = 37
 
 
 def _float32(value) -> np.ndarray:
@@ -154,8 +156,11 @@ def word_bits(pe: int, count: int, dot_bits: int) -> int:
 def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int, int, int]:
     """(BRAM36, URAM, LUTRAM LUTs) of the table: one bank of ``word_bits`` words, one per output
     fold (``ceil(channels / pe)`` deep), as ``memory_blocks`` maps it: the word is read whole once
-    per fold, so a wide table is as many blocks as its width needs. O(1)."""
-    return memory_blocks(word_bits(pe, count, dot_bits), -(-channels // pe))
+    per fold, so a wide table is as many blocks as its width needs; a shallow one is a constant
+    ROM in LUTs (``rom_luts``: a table of a few words holds few distinct bit columns). O(1)."""
+    width, depth = word_bits(pe, count, dot_bits), -(-channels // pe)
+    bram, uram, lutram = memory_blocks(width, depth)
+    return (bram, uram, rom_luts(width, depth) if lutram else 0)
 
 
 def comparator_luts(results: int, count: int, dot_bits: int) -> int:
@@ -238,7 +243,7 @@ def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = Tru
     comparators only, where the unit's channel ROM is the table (a family built from the RTL op
     library, whose ROMs ``Kernel.rtl_roms`` maps). The comparators take the requantizers' place
     (``Kernel.requantizers``: none behind a threshold stage); the dense unit also drops the
-    ``FREED_CHANNEL_LUTS`` of its channel ROM (``Dense.resources``). O(1)."""
+    ``FREED_REQUANT_LUTS`` (``Dense.resources``). O(1)."""
     thresholds = int(g.shape.get("T", 0))
     if not thresholds:
         return Resources()
