@@ -22,7 +22,6 @@ from fpgaplace.cli.options import (
     flag_groups,
 )
 from fpgaplace.cli.output import out, print_compile, print_json
-from fpgaplace.flow.compile import check_fps
 from fpgaplace.util.errors import FpgaplaceError
 
 
@@ -59,6 +58,8 @@ def compile_project(
     if out_dir.exists() and not out_dir.is_dir():
         raise FpgaplaceError(f"--out {out_dir}: is a file; expected a folder for the project")
     check_out_parent(out_dir)
+    from fpgaplace.flow.compile import check_fps  # here: `place` and the other commands import this module light
+
     check_fps(fps)
     calibrated_on = calibration(calib, random, default_random=32, input_range=input_range)
     source = flags.design(model, board_name)
