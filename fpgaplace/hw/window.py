@@ -53,6 +53,9 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # 1 x 1 w2a2 unit 0.89); with it and the weight ROM priced as synthesis builds it (``Kernel._memory``)
 # every row is within 17 % (rms 9 %), the worst the w1a1 32 -> 16 unit at 4 x 32 (15 % under).
 # A 1 x 1 window reads one pixel: its lanes need no in-frame test or window offset.
+# Outside the fit: a SIMD spanning window positions (SIMD > CIN; the line buffer's copies, unpriced
+# on Xilinx, ``line_buffer_memory``): w2a2 8 -> 8 3 x 3 at 4 x 72 x 2 measured 4,504 LUTs against
+# 8,590 (7,290 without this term: its 576 lanes' price alone is over).
 WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
 WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
 
