@@ -46,7 +46,6 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import re
 import sys
 import tempfile
 from dataclasses import replace
@@ -113,15 +112,11 @@ def kernel_rows(board: str) -> list[dict[str, Any]]:
 def module_luts(stat: Path, family) -> dict[str, int]:
     """LUTs of each module of a yosys ``stat.txt`` (its per-module blocks, the hierarchy's total
     left out), named by the part of the unit it is. O(cells)."""
-    blocks = re.split(r"^=== (.+?) ===$", stat.read_text(), flags=re.MULTILINE)
     parts: dict[str, int] = {}
-    for title, body in zip(blocks[1::2], blocks[2::2], strict=True):
-        if title == "design hierarchy":
-            continue
+    for title, counts in yosys.module_resources(stat.read_text(), family).items():
         part = next((name for key, name in (("gearbox", "gearbox"), ("fp_fifo", "fifo"), ("threshold", "threshold"))
                      if key in title), "window unit")
-        cells = {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", body, flags=re.MULTILINE)}
-        parts[part] = parts.get(part, 0) + yosys.count_cells(cells, family).lut
+        parts[part] = parts.get(part, 0) + counts.lut
     return parts
 
 

@@ -28,11 +28,13 @@ from fpgaplace.hw.dense import adder_tree, lane_thresholds, lane_values, lane_wi
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
+    _family,
     divisors,
     dot_bits,
     group_dsps,
     ints,
     lane_choice,
+    narrow_lanes,
     probe,
     requantize_plan,
     sliding_cycles,
@@ -51,7 +53,7 @@ from fpgaplace.hw.rtl_values import (
     per_channel_arrays,
     requant_channels,
 )
-from fpgaplace.hw.window import WindowKernel, checked_window_shape, probe_frame
+from fpgaplace.hw.window import WindowKernel, checked_window_shape, line_buffer, probe_frame, window_logic_luts
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -214,10 +216,23 @@ class Conv2d(WindowKernel):
         return Layer(op.name, "conv2d", [x.name], y.name, config, arrays)
 
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
-        """The dot product's resources, and a threshold output stage's where it has one (``threshold``)."""
+        """The dot product's resources, a threshold output stage's where it has one (``threshold``)
+        and the window unit's own logic around narrow lanes (``window_logic``)."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
-        return super().resources(g, fold, core, resident) + stage
+        return super().resources(g, fold, core, resident) + stage + self.window_logic(g, fold, core)
+
+    def window_logic(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
+        """LUTs of the window unit's read lanes and line-buffer banks (``window_logic_luts``) where
+        the lanes are narrow (``narrow_lanes``) on a family Vivado builds from HLS; none elsewhere:
+        the int8 fit holds them, and on ECP5 the RTL op library's coefficients do. O(lanes x folds,
+        cached: ``line_buffer``)."""
+        family = _family(core)
+        if family.rtl_built or not narrow_lanes(g, core):
+            return Resources()
+        c = self.window_shape(g.shape, fold)
+        banks = line_buffer(c, self.priced_input_width(g, fold)).banks
+        return Resources(lut=round(family.lut_scale * window_logic_luts(c, banks, g.activation_bits)))
 
     def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
         """The lane widths ``WB, XB, XU`` of the layer, as a dense layer's (``dense.lane_widths``):

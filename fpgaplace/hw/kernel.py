@@ -393,6 +393,15 @@ def channel_rom_luts(g: Geometry, fold: Folding) -> int:
     return rom_luts(fold.pe * CHANNEL_WORD_BITS, depth)
 
 
+def narrow_weight_rom(width_bits: int, depth: int, uram: bool = False) -> tuple[int, int, int]:
+    """(BRAM36, URAM, LUT) of a narrow-weight ROM (PE x SIMD packed weights a word): in block RAM
+    as ``memory_blocks`` has it, in LUTs where shallow as synthesis builds a constant ROM
+    (``memory.rom_luts``: no more LUTs than its distinct bit columns; a 1 x 1 conv's 4-word ROM of
+    128 bits took 14, not 128, in yosys 0.23 ``synth_xilinx``). O(1)."""
+    blocks = memory_blocks(width_bits, depth, uram)
+    return (*blocks[:2], rom_luts(width_bits, depth)) if blocks[2] else blocks
+
+
 def cycles_to_us(cycles: float, core: FpgaCore) -> float:
     """The one conversion from cycles to microseconds: ``clock_mhz`` cycles per microsecond."""
     return cycles / core.clock_mhz
@@ -796,7 +805,7 @@ class Kernel:
             depth = math.ceil(g.weights / (fold.pe * fold.simd))
             in_uram = fold.uram and core is not None and core.uram > 0
             if g.weight_bits < 8:  # one ROM of PE x SIMD packed weights a word, as the RTL builds it
-                banks.append((1, memory_blocks(g.weight_bits * fold.simd * fold.pe, depth, in_uram)))
+                banks.append((1, narrow_weight_rom(g.weight_bits * fold.simd * fold.pe, depth, in_uram)))
             else:
                 banks.append((fold.pe, memory_blocks(g.weight_bits * fold.simd, depth, in_uram)))
         if self.uses_dsp:

@@ -39,6 +39,26 @@ if TYPE_CHECKING:
 SPARE_ROWS = 1  # line-buffer rows beyond the window's and a stride's, so the writer runs a row ahead
 WINDOW_TEMPLATE = "rtl/window.v.j2"
 
+# LUTs of the window unit's own logic around its narrow lanes on a family Vivado builds from HLS
+# (``window_logic_luts``; the dot product, its ROMs and the threshold stage are the dense rules'):
+# the read lanes' addressing, in-frame tests and padding selects, and the line buffer's banks'
+# read ports and element selects. Least squares of the relative error of yosys 0.23
+# ``synth_xilinx -family xc7`` (hierarchical, ``fpgaplace.sim.yosys.synthesize``, the output
+# gearbox left out: the HLS kernel has none) against the estimate over 18 window units with
+# narrow lanes and a threshold stage on 16 x 16 frames (``tests/rtl_cases.lowbit_conv_case``
+# rendered for pynq-z2's core): the 9 rows of ``scripts/bench_lowbit.py --convs`` and 9 more
+# that vary one member at a time (w4a4 16 -> 16 3 x 3 at PE x SIMD 4 x 8, 8 x 16 and 2 x 16; w2a2
+# and w1a1 at 4 x 16; w4a4 32 -> 32 3 x 3 at 4 x 32; w2a2 1 x 1 at 4 x 16; w4a4 5 x 5 at 4 x 16;
+# w1a1 32 -> 16 at 4 x 32 x 2). Before the term the estimate was 0.99 to 1.86 of yosys' LUTs (the
+# 1 x 1 w2a2 unit 0.89); with it and the weight ROM priced as synthesis builds it (``Kernel._memory``)
+# every row is within 17 % (rms 9 %), the worst the w1a1 32 -> 16 unit at 4 x 32 (15 % under).
+# A 1 x 1 window reads one pixel: its lanes need no in-frame test or window offset.
+# Outside the fit: a SIMD spanning window positions (SIMD > CIN; the line buffer's copies, unpriced
+# on Xilinx, ``line_buffer_memory``): w2a2 8 -> 8 3 x 3 at 4 x 72 x 2 measured 4,504 LUTs against
+# 8,590 (7,290 without this term: its 576 lanes' price alone is over).
+WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
+WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
+
 
 class WindowKernel(Kernel):
     """A kernel whose RTL is the window unit: conv2d, maxpool, avgpool."""
@@ -334,6 +354,17 @@ def lane_elements(element: np.ndarray, lane_group: np.ndarray) -> tuple[tuple[in
     value of the others (a pool's PE lane picks a fixed element of its word: no multiplexer). O(lanes x steps)."""
     varying = np.bitwise_or.reduce(element ^ element[:, :1], axis=1)
     return tuple((int(g), int(v), int(e & ~v)) for g, v, e in zip(lane_group, varying, element[:, 0], strict=True))
+
+
+def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float:
+    """LUTs of the window unit's own logic with narrow lanes where Vivado builds the HLS kernel
+    (``WINDOW_LUT_PER_READ``, ``WINDOW_LUT_PER_BANK_BIT``, fitted to yosys: see the constants) for
+    the window members ``c`` (``WindowKernel.window_shape``), its line buffer's ``banks``
+    (``LineBuffer.banks``) and its elements' bits: each of its MMV x XP x SIMD read lanes where the
+    window is wider than a pixel, each bank per element bit. O(1)."""
+    xp = c["PE"] if c["GROUPS"] > 1 else 1
+    reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
+    return WINDOW_LUT_PER_READ * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:

@@ -78,6 +78,15 @@ def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Syn
     return Synthesized(luts, ffs, dsps, bram)
 
 
+def module_resources(text: str, family: Family = FAMILIES["xcup"]) -> dict[str, Synthesized]:
+    """Each module's own resources (``count_cells`` of its ``parse_stat`` block, its submodules'
+    not counted) of a hierarchical yosys ``stat`` output, by the block's title (yosys' name of the
+    module, ``$paramod$<hash>\\fp_gearbox`` for a parameterised one); the hierarchy's total left
+    out. O(cells)."""
+    titles = re.findall(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
+    return {title: count_cells(parse_stat(text, title), family) for title in titles if title != "design hierarchy"}
+
+
 def synth_command(family: Family, top: str, dsp_only: bool) -> str:
     """The yosys synthesis command of ``family``; ``dsp_only`` stops where the DSP count is final
     (after ``synth_xilinx``'s DSP mapping, after ``synth_ecp5``'s coarse step, which maps them)."""
