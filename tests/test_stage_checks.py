@@ -260,3 +260,20 @@ def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
     (note,) = extrapolation_notes(document)
     assert "1 of 2 stages" in note and "core0/conv_5 (rows 3 and 4 of 16)" in note and "add_13" not in note
     assert extrapolation_notes(RtlResult([CoreResult("core0", True, 512.0, 512, stages=[whole])]).to_json()) == []
+
+
+def test_dsp_only_prints_the_dsps_and_a_dash_for_what_it_did_not_count(project: Path):
+    """``sim --resources --dsp-only`` stops yosys once the DSPs are mapped: its table gives the DSPs
+    (the estimate's, for the dense layer) and a dash, not 0, for LUT, FF and BRAM36; its JSON says so."""
+    run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
+                                   "--stages", "*/dense", "-j", "1"])
+    assert run.exit_code == 0, run.output
+    lines = run.output.splitlines()
+    table = lines[max(i for i, line in enumerate(lines) if "yosys synth_xilinx" in line):]
+    row = next(line for line in table if "core0" in line and "│" in line)
+    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    estimate = sum(ref.layer.resources["dsp"] for ref in select(load(project), "*/dense"))
+    assert estimate > 0 and cells[1:] == ["—", "—", str(estimate), "—", str(estimate)], row
+    run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
+                                   "--stages", "*/dense", "-j", "1", "--json"])
+    assert json.loads(run.stdout)["resources"]["dsp_only"] is True

@@ -166,9 +166,10 @@ class CoreResources:
 class ProjectResources:
     family: Family
     cores: list[CoreResources]
+    dsp_only: bool = False  # synthesis stopped once the DSPs were mapped: LUT/FF/BRAM36 are not final
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family.name, "cores": [core.to_json() for core in self.cores]}
+        return {"family": self.family.name, "cores": [core.to_json() for core in self.cores], "dsp_only": self.dsp_only}
 
 
 def project_resources(project: Path, progress: Callable[[str], None] | None = None, dsp_only: bool = False,
@@ -201,7 +202,7 @@ def project_resources(project: Path, progress: Callable[[str], None] | None = No
         layers = run_parallel(tasks, jobs, progress, [synthesis_cost(ref) for ref in refs])
     cores = [CoreResources(name, [layer for ref, layer in zip(refs, layers, strict=True) if ref.core.name == name])
              for name in dict.fromkeys(ref.core.name for ref in refs)]
-    result = ProjectResources(family, cores)
+    result = ProjectResources(family, cores, dsp_only)
     if not dsp_only:
         (project / RESULTS_DIR).mkdir(exist_ok=True)
         write_file(project / RESULTS_DIR / RESOURCES_FILE, json.dumps(result.to_json(), indent=2) + "\n")

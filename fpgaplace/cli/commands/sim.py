@@ -182,13 +182,15 @@ def extrapolation_notes(document: dict) -> list[str]:
 
 
 def print_resources(document: dict) -> None:
-    """yosys counts beside the op library's estimate, per core."""
+    """yosys counts beside the op library's estimate, per core (DSPs only, the rest a dash, after
+    ``--dsp-only``)."""
     table = Table(title="yosys synth_xilinx against the estimate")
     for column in ("core", "LUT", "FF", "DSP", "BRAM36", "DSP estimate"):
         table.add_column(column, justify="left" if column == "core" else "right")
     for core in document.get("cores", []):
         total, estimate = core.get("yosys_layers_total") or {}, core.get("estimate_total") or {}
-        counts = [str(total.get(key, "—")) for key in ("lut", "ff", "dsp", "bram36")]
+        final = ("dsp",) if document.get("dsp_only") else ("lut", "ff", "dsp", "bram36")
+        counts = [str(total.get(key, "—")) if key in final else "—" for key in ("lut", "ff", "dsp", "bram36")]
         table.add_row(escape(str(core.get("name"))), *counts, str(estimate.get("dsp", "—")))
     out.print(table)
     layers = [layer for core in document.get("cores", []) for layer in core.get("layers", [])]
