@@ -95,9 +95,11 @@ class SimulatorSpeed:
                 + cycles * (self.run_s_per_cycle + self.run_s_per_size_cycle * size))
 
 
-SPEEDS = {  # measured on ResNet-50's zcu104 stages and the suite's units (scripts/bench_rtl_simulators.py)
-    "icarus": SimulatorSpeed(1.0, 0.0, 0.0, 2.0e-8),
-    "verilator": SimulatorSpeed(8.0, 0.004, 1.0e-6, 0.0),
+SPEEDS = {  # ResNet-50's zcu104 stages (sizes 439 to 5,415, 1.4 to 5 M cycles) and the suite's units:
+    # Icarus 2.7e-8 to 5e-8 s a size-cycle; Verilator at -O1 (COMPILE_LEVELS) 20 to 25 s to build
+    # a 4,000-size stage, 3.9 to 20 s to run 2.8 M cycles (scripts/bench_rtl_simulators.py)
+    "icarus": SimulatorSpeed(1.0, 0.0, 0.0, 3.0e-8),
+    "verilator": SimulatorSpeed(8.0, 0.004, 3.0e-7, 1.2e-9),
 }
 
 
@@ -145,11 +147,13 @@ def simulator(name: str | None = None) -> str:
         os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     if chosen == "verilator":
         flags = os.environ.get("MAKEFLAGS", "").split()
-        wanted = [*missing_make_flags(Path(os.environ["VERILATOR_ROOT"])),
+        wanted = [*missing_make_flags(Path(os.environ["VERILATOR_ROOT"])), *COMPILE_LEVELS,
                   *([OBJECT_CACHE] if shutil.which("ccache") else [])]
         missing = [flag for flag in wanted if flag not in flags]
         if missing:
             os.environ["MAKEFLAGS"] = " ".join([*flags, *missing])
+        for name, value in ccache_settings().items():
+            os.environ.setdefault(name, value)
     return chosen
 
 
@@ -166,9 +170,20 @@ without the other two, a design with delays (``--timing``) did not compile."""
 
 
 OBJECT_CACHE = "OBJCACHE=ccache"
+COMPILE_LEVELS = ["OPT_FAST=-O1", "OPT_SLOW=-O0"]
 """Verilator's make runs every compile through ccache where it is installed (scripts/setup.sh does):
 each run's build compiles the same Verilator runtime and cocotb entry (about 14 s of g++ at
 -Os), which ccache then serves from its cache."""
+
+
+def ccache_settings() -> dict[str, str]:
+    """ccache's settings for Verilator's builds: paths under the temporary folder (where every run
+    builds) hashed relative to the build folder, and the precompiled header and the just-written
+    sources accepted, so that one stage's C++ built in another folder is a hit."""
+    import tempfile
+
+    return {"CCACHE_BASEDIR": tempfile.gettempdir(),
+            "CCACHE_SLOPPINESS": "pch_defines,time_macros,include_file_mtime,include_file_ctime"}
 
 
 def missing_make_flags(root: Path) -> list[str]:

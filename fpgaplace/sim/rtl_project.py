@@ -396,7 +396,7 @@ def _stage_run(project: Path, run: StageRun, per_port: list[np.ndarray], expecte
     want = {"random": expected, "steady": np.resize(expected, (steady, expected.shape[1]))}
 
     def simulate() -> dict[str, Any]:
-        results = run_cocotb(run.module.top, _write_module(run.module, folder), folder, job, seed, simulator)
+        results = run_cocotb(STAGE_TOP, _write_module(run.module, folder), folder, job, seed, simulator)
         checked = [phase_result(phase["name"], result, want[phase["name"]], warmup)
                    for phase, result in zip(job["phases"], results, strict=True)]
         return {"bit_exact": all(phase.bit_exact for phase in checked), "cycles": checked[-1].cycles_per_vector}
@@ -404,9 +404,17 @@ def _stage_run(project: Path, run: StageRun, per_port: list[np.ndarray], expecte
     return cached(project, "rtl", module_key(run.module, "rtl", simulator, job), simulate)
 
 
+STAGE_TOP = "stage_dut"
+"""The name a stage's module is simulated under (``_write_module``): two stages of one
+configuration (ResNet-50 repeats its blocks) are then the same Verilog but for their weight
+files, so Verilator writes the same C++ and ccache serves the second build."""
+
+
 def _write_module(module: Module, folder: Path) -> list[Path]:
-    """The module's files written into ``folder``; its Verilog sources."""
+    """The module's files written into ``folder``, its top renamed ``STAGE_TOP`` in every file's
+    name and text (its ROM files are named after it); its Verilog sources."""
     folder.mkdir(parents=True, exist_ok=True)
+    names = {name: name.replace(module.top, STAGE_TOP) for name in module.files}
     for name, text in module.files.items():
-        (folder / name).write_text(text)
-    return [folder / name for name in module.files if name.endswith(".v")]
+        (folder / names[name]).write_text(text.replace(module.top, STAGE_TOP))
+    return [folder / names[name] for name in module.files if name.endswith(".v")]
