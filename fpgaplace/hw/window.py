@@ -18,7 +18,7 @@ import numpy as np
 
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
-from fpgaplace.hw.kernel import Kernel, _family
+from fpgaplace.hw.kernel import Kernel, Lanes, _family
 from fpgaplace.hw.memory import ecp5_memory, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
@@ -53,11 +53,32 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # 1 x 1 w2a2 unit 0.89); with it and the weight ROM priced as synthesis builds it (``Kernel._memory``)
 # every row is within 17 % (rms 9 %), the worst the w1a1 32 -> 16 unit at 4 x 32 (15 % under).
 # A 1 x 1 window reads one pixel: its lanes need no in-frame test or window offset.
-# Outside the fit: a SIMD spanning window positions (SIMD > CIN; the line buffer's copies, unpriced
-# on Xilinx, ``line_buffer_memory``): w2a2 8 -> 8 3 x 3 at 4 x 72 x 2 measured 4,504 LUTs against
-# 8,590 (7,290 without this term: its 576 lanes' price alone is over).
 WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
 WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
+
+# A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
+# lanes read several pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
+# over-priced by the rules above, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
+# 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622). Two terms over-count:
+# the read lanes (each reads a fixed element of its word: no element multiplexer, and lanes of one
+# window position share their in-frame test) and, where the weight ROM is shallow (NF x SF words,
+# ``SHALLOW_WEIGHT_WORDS``), the lanes: a weight of at most 2 bits then takes a few values, and
+# synthesis folds the products into the adder tree's first LUTs (w4a4 lanes do not shrink: 0.91 ..
+# 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
+# ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
+# estimate, the other rules kept, over 16 units with spanning SIMD on 8 x 8 frames
+# (``tests/rtl_cases.lowbit_conv_case`` with a threshold stage for pynq-z2's core; 3 x 3, padded
+# but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1, 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1;
+# 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
+# 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1,
+# 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate was -7 % .. +140 % of yosys; with these
+# within 18 % on all 16 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 18 % over). A grouped conv
+# (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
+SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
+SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
+SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of weights of at most 2 bits from a shallow weight ROM
+SHALLOW_WEIGHT_WORDS = 8  # a weight ROM of at most this many words is shallow (measured: lanes at 2 to 8
+#                           words shrink, at 12 and more 0.77 .. 1.11 of their price)
 
 
 class WindowKernel(Kernel):
@@ -361,10 +382,31 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     (``WINDOW_LUT_PER_READ``, ``WINDOW_LUT_PER_BANK_BIT``, fitted to yosys: see the constants) for
     the window members ``c`` (``WindowKernel.window_shape``), its line buffer's ``banks``
     (``LineBuffer.banks``) and its elements' bits: each of its MMV x XP x SIMD read lanes where the
-    window is wider than a pixel, each bank per element bit. O(1)."""
+    window is wider than a pixel (``SPANNING_LUT_PER_READ`` where the SIMD spans window positions),
+    each bank per element bit. O(1)."""
     xp = c["PE"] if c["GROUPS"] > 1 else 1
     reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
-    return WINDOW_LUT_PER_READ * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+    per_read = SPANNING_LUT_PER_READ if spans_positions(c) else WINDOW_LUT_PER_READ
+    return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+
+
+def spans_positions(c: dict[str, int]) -> bool:
+    """Whether the SIMD lanes of an ungrouped window (members ``c``) span window positions: SIMD
+    > CIN, so one fold reads several pixels of the window. O(1)."""
+    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"]
+
+
+def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> float:
+    """The share of ``kernel.lane_luts`` a narrow MAC lane of the window members ``c`` takes, its
+    weight ROM ``weight_words`` deep (fitted to yosys: see ``SPANNING_LUT_PER_READ``): all of it
+    unless the SIMD spans window positions (``spans_positions``) and the ROM is shallow (at most
+    ``SHALLOW_WEIGHT_WORDS`` words); then ``SPANNING_XNOR_SHARE`` for a binary lane and
+    ``SPANNING_SHALLOW_SHARE`` for a LUT lane of weights of at most 2 bits, all for others. O(1)."""
+    if not spans_positions(c) or weight_words > SHALLOW_WEIGHT_WORDS:
+        return 1.0
+    if lanes.kind == "xnor":
+        return SPANNING_XNOR_SHARE
+    return SPANNING_SHALLOW_SHARE if lanes.kind == "lut" and lanes.weight_bits <= 2 else 1.0
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
