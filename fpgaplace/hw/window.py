@@ -19,7 +19,7 @@ import numpy as np
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes, _family
-from fpgaplace.hw.memory import ecp5_memory, rom_style
+from fpgaplace.hw.memory import ecp5_memory, memory_blocks, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -56,8 +56,8 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
 WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
 
-# A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
-# lanes read several pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
+# A SIMD spanning window positions (``spans_positions``: SIMD a multiple of CIN above it in an ungrouped
+# conv, so a fold's lanes read several whole pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
 # over-priced by the rules above, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
 # 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622). Two terms over-count:
 # the read lanes (each reads a fixed element of its word: no element multiplexer, and lanes of one
@@ -66,19 +66,24 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # synthesis folds the products into the adder tree's first LUTs (w4a4 lanes do not shrink: 0.91 ..
 # 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
 # ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
-# estimate, the other rules kept, over 16 units with spanning SIMD on 8 x 8 frames
+# estimate, the other rules kept, over 15 units with spanning SIMD on 8 x 8 frames
 # (``tests/rtl_cases.lowbit_conv_case`` with a threshold stage for pynq-z2's core; 3 x 3, padded
 # but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1, 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1;
-# 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
+# 16 -> 16 at 4 x 48 x 1; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
 # 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1,
 # 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate was -7 % .. +140 % of yosys; with these
-# within 18 % on all 16 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 18 % over). A grouped conv
+# within 18 % on all 15 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over; w2a2 16 -> 16 at
+# 4 x 24 x 2, its SIMD straddling positions, keeps the rules above: 0 %). A grouped conv
 # (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
 SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
-SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of weights of at most 2 bits from a shallow weight ROM
-SHALLOW_WEIGHT_WORDS = 8  # a weight ROM of at most this many words is shallow (measured: lanes at 2 to 8
-#                           words shrink, at 12 and more 0.77 .. 1.11 of their price)
+SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
+SHALLOW_WEIGHT_WORDS = 4  # a weight ROM of at most this many words is shallow, or of twice as many
+#   where a lane reads one window position (SF = 1). Measured: the lanes at 2 to 4 words and at 8 with
+#   SF = 1 shrink, those at 12 and more words (and 32 with SF = 1) take 0.77 .. 1.11 of their price;
+#   in the compiled small CNV w2a2 (tests/test_lowbit_conv_rtl.py) 16 -> 16 at 8 x 48 x 1 (6 words,
+#   SF = 3) takes all of it (yosys 4,687 LUTs, 3,342 priced as shallow), 8 -> 8 at 8 x 24 x 3 (3
+#   words) and 8 -> 16 at 2 x 72 x 2 (8 words, SF = 1) do not (5,236 and 3,347 against 5,109 and 3,197).
 
 
 class WindowKernel(Kernel):
@@ -112,11 +117,30 @@ class WindowKernel(Kernel):
         turns with the output group: ``read_groups``) the RTL keeps copies the price does not
         hold. Pricing them (the larger of the two) moved the placement's foldings off its plan
         (MobileNetV2 on zcu104: a 25 % longer interval than SCIP's), so the price follows the
-        hardware built. O(1)."""
+        hardware built; but a conv of narrow elements keeps the RTL's copies (``copied_line_buffer``):
+        unpriced, they let compile fold a small CNV w2a2's first narrow conv to 8 x 12 x 7, whose
+        buffer of a 10-element beat no bank divides is read by 84 lanes (yosys: 131,377 LUTs, priced
+        7,462). O(lanes x folds, cached)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
-        if ebrs is None:
-            return super().line_buffer_memory(g, fold, core)
-        return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        if ebrs is not None:
+            return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        copied = self.copied_line_buffer(g, fold, core)
+        return copied if copied is not None else super().line_buffer_memory(g, fold, core)
+
+    def copied_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
+        """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
+        copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
+        group, or one a read lane without a banked layout) each in ``memory_blocks``; None where it
+        keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
+        or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
+        O(lanes x folds, cached)."""
+        if self.global_ or not self.uses_dsp or _family(core).rtl_built or g.activation_bits >= 8:
+            return None
+        buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
+        if buffer.copies <= 1:
+            return None
+        count, (width, depth) = buffer.layout(g.activation_bits)
+        return tuple(count * blocks for blocks in memory_blocks(width, depth))  # type: ignore[return-value]
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
@@ -391,22 +415,27 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
 
 
 def spans_positions(c: dict[str, int]) -> bool:
-    """Whether the SIMD lanes of an ungrouped window (members ``c``) span window positions: SIMD
-    > CIN, so one fold reads several pixels of the window. O(1)."""
-    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"]
+    """Whether the SIMD lanes of an ungrouped window (members ``c``) span whole window positions:
+    SIMD a multiple of CIN above it, so one fold reads several pixels of the window, each lane the
+    same channel of its pixel at every fold. A SIMD straddling positions (16 -> 32 at 1 x 72 x 1:
+    a lane's channel turns with the fold) keeps the rules fitted without spanning: it measured
+    2,974 LUTs in yosys against 2,107 priced so (-29 %; 1,726 with the spanning terms). O(1)."""
+    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"] and c["SIMD"] % c["CIN"] == 0
 
 
 def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> float:
     """The share of ``kernel.lane_luts`` a narrow MAC lane of the window members ``c`` takes, its
     weight ROM ``weight_words`` deep (fitted to yosys: see ``SPANNING_LUT_PER_READ``): all of it
     unless the SIMD spans window positions (``spans_positions``) and the ROM is shallow (at most
-    ``SHALLOW_WEIGHT_WORDS`` words); then ``SPANNING_XNOR_SHARE`` for a binary lane and
-    ``SPANNING_SHALLOW_SHARE`` for a LUT lane of weights of at most 2 bits, all for others. O(1)."""
-    if not spans_positions(c) or weight_words > SHALLOW_WEIGHT_WORDS:
+    ``SHALLOW_WEIGHT_WORDS`` words, twice as many in one window fold); then ``SPANNING_XNOR_SHARE``
+    for a binary lane and ``SPANNING_SHALLOW_SHARE`` for a LUT lane of at most 2 bits both,
+    all for others. O(1)."""
+    one_fold = window_folds(c)[1] == 1
+    if not spans_positions(c) or weight_words > SHALLOW_WEIGHT_WORDS * (2 if one_fold else 1):
         return 1.0
     if lanes.kind == "xnor":
         return SPANNING_XNOR_SHARE
-    return SPANNING_SHALLOW_SHARE if lanes.kind == "lut" and lanes.weight_bits <= 2 else 1.0
+    return SPANNING_SHALLOW_SHARE if lanes.kind == "lut" and max(lanes.weight_bits, lanes.activation_bits) <= 2 else 1.0
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
