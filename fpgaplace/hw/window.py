@@ -67,9 +67,9 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
 # ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
 # estimate, the other rules kept, over 15 units with spanning SIMD on 8 x 8 frames
-# (``tests/rtl_cases.lowbit_conv_case`` with a threshold stage for pynq-z2's core; 3 x 3, padded
-# but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1, 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1;
-# 16 -> 16 at 4 x 48 x 1; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
+# (``scripts/bench_lowbit.py --spans``: ``tests/rtl_cases.lowbit_conv_case`` with a threshold stage
+# for pynq-z2's core; 3 x 3, padded but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1,
+# 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
 # 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1,
 # 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate was -7 % .. +140 % of yosys; with these
 # within 18 % on all 15 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over; w2a2 16 -> 16 at
