@@ -19,7 +19,7 @@ import numpy as np
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes, _family
-from fpgaplace.hw.memory import ecp5_memory, memory_blocks, rom_style
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, ecp5_memory, memory_blocks, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -75,6 +75,11 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # within 18 % on all 15 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over; w2a2 16 -> 16 at
 # 4 x 24 x 2, its SIMD straddling positions, keeps the rules above: 0 %). A grouped conv
 # (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
+# A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but at most
+# this deep is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's conv_12 at
+# 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as memory_blocks
+# has it, 36 BRAM36); its conv_7 at 8 x 24 x 3 keeps 5 of 16 bits x 150 words in 5 RAMB18s.
+COPY_LUTRAM_MAX_DEPTH = 128
 SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
 SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
@@ -130,16 +135,19 @@ class WindowKernel(Kernel):
     def copied_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
         copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
-        group, or one a read lane without a banked layout) each in ``memory_blocks``; None where it
+        group, or one a read lane without a banked layout) each in ``memory_blocks``, but in LUTRAM up
+        to ``COPY_LUTRAM_MAX_DEPTH`` words (a LUT a bit for each 64 words); None where it
         keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
         or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
         O(lanes x folds, cached)."""
-        if self.global_ or not self.uses_dsp or _family(core).rtl_built or g.activation_bits >= 8:
+        if self.global_ or _family(core).rtl_built or not self.narrow_elements(g):
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         if buffer.copies <= 1:
             return None
         count, (width, depth) = buffer.layout(g.activation_bits)
+        if depth <= COPY_LUTRAM_MAX_DEPTH:
+            return (0, 0, count * width * math.ceil(depth / LUTRAM_MAX_DEPTH))
         return tuple(count * blocks for blocks in memory_blocks(width, depth))  # type: ignore[return-value]
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
@@ -169,12 +177,26 @@ class WindowKernel(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
         unit's output gearbox (``output_gearbox``, ``Gearbox.ecp5_luts``), which its base
-        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). O(divisors
-        of the output)."""
+        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one); elsewhere
+        with it for a conv of narrow elements (``Gearbox.xc7_luts``: the HLS kernel has none, but
+        the RTL keeps it, 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs in yosys), as its
+        line-buffer copies (``copied_line_buffer``). O(divisors of the output)."""
         priced = super().resources(g, fold, core, resident)
-        if self.global_ or not _family(core).rtl_built:
+        family = _family(core)
+        if self.global_:
             return priced
-        return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
+        if family.rtl_built:
+            return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
+        if not self.narrow_elements(g):
+            return priced
+        luts = output_gearbox(self.window_shape(g.shape, fold)).xc7_luts()
+        return priced + Resources(lut=round(family.lut_scale * luts))
+
+    def narrow_elements(self, g: Geometry) -> bool:
+        """Whether the layer is a conv whose line buffer holds elements below 8 bits, whose RTL's
+        line-buffer copies and output gearbox the Xilinx price holds (``copied_line_buffer``,
+        ``resources``). O(1)."""
+        return self.uses_dsp and g.activation_bits < 8
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
         """A windowed unit streams its ``HO`` output rows; none for a global pool (one output row),
