@@ -174,8 +174,9 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     by ``spanning_lane_share`` and ``window_logic_luts``) and one whose line buffer keeps copies
     (``WindowKernel.copied_line_buffer``). The layers ``checked_lowbit_convs`` takes (here conv_12
     at PE x SIMD x MMV 2 x 72 x 1, its 36 memories 9 copies of 4 banks: 3,168 LUTs, priced 2,687;
-    conv_21 at 4 x 12 x 1, 3 copies: 2,869, 2,804; conv_25 at 1 x 12 x 1, 3 copies: 2,252, 2,139).
-    About 60 s of yosys (before the spanning and copy prices: conv_21 alone, 20 s)."""
+    conv_16 at 4 x 48 x 1, 3 copies: 4,245, 4,005; conv_25 at 2 x 4 x 1: 2,082, 2,070; left out,
+    conv_7 at 8 x 24 x 3, 576 lanes, and conv_21, whose SIMD of 18 straddles 16-channel positions).
+    About 65 s of yosys (before the spanning and copy prices: conv_21 alone, 20 s)."""
     model = zoo.cnv(2, 2, batch_norm=True, **SMALL_CNV)
     project = tmp_path / "project"
     result = Design(model, "pynq-z2", profile_cpu=False).compile(project, random_samples=2)

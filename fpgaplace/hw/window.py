@@ -75,11 +75,18 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # within 18 % on all 15 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over; w2a2 16 -> 16 at
 # 4 x 24 x 2, its SIMD straddling positions, keeps the rules above: 0 %). A grouped conv
 # (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
-# A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but at most
-# this deep is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's conv_12 at
-# 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as memory_blocks
-# has it, 36 BRAM36); its conv_7 at 8 x 24 x 3 keeps 5 of 16 bits x 150 words in 5 RAMB18s.
-COPY_LUTRAM_MAX_DEPTH = 128
+# A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but of at
+# most this many bits is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's
+# conv_12 at 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as
+# memory_blocks has it, 36 BRAM36), its conv_25 at 1 x 9 x 1 9 of 4 x 240 (half a BRAM36 in all, its
+# weights'; priced so, 10); its conv_7 at 8 x 24 x 3 keeps 5 of 16 x 150 in 5 RAMB18s.
+COPY_LUTRAM_MAX_BITS = 1024
+# A line buffer without a banked layout (``LineBuffer.banked`` False: one memory read by every lane)
+# is no RAM in yosys 0.23 ``synth_xilinx -family xc7`` but registers and, for each read lane, a
+# multiplexer over the buffer's element bits: the small CNV w2a2's conv_7 at 8 x 12 x 7 (84 lanes
+# reading 1,200 2-bit elements, a 10-element beat) took 131,377 LUTs, 126,430 but its gearbox:
+# about 0.6 a lane and element bit beside its lanes' ~5,000 (the MUXF7s and MUXF8s not counted).
+UNBANKED_LUTS_PER_READ_BIT = 0.6
 SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
 SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
@@ -136,7 +143,9 @@ class WindowKernel(Kernel):
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
         copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
         group, or one a read lane without a banked layout) each in ``memory_blocks``, but in LUTRAM up
-        to ``COPY_LUTRAM_MAX_DEPTH`` words (a LUT a bit for each 64 words); None where it
+        to ``COPY_LUTRAM_MAX_BITS`` bits (a LUT a bit for each 64 words); without a banked layout
+        (a beat that is no power of two) a multiplexer over the whole buffer a lane
+        (``UNBANKED_LUTS_PER_READ_BIT``); None where it
         keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
         or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
         O(lanes x folds, cached)."""
@@ -145,8 +154,11 @@ class WindowKernel(Kernel):
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         if buffer.copies <= 1:
             return None
+        if not buffer.banked:  # one memory of every lane's read port: registers and a multiplexer a lane
+            return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
+                                    * buffer.rows * buffer.row_elems))
         count, (width, depth) = buffer.layout(g.activation_bits)
-        if depth <= COPY_LUTRAM_MAX_DEPTH:
+        if width * depth <= COPY_LUTRAM_MAX_BITS:
             return (0, 0, count * width * math.ceil(depth / LUTRAM_MAX_DEPTH))
         return tuple(count * blocks for blocks in memory_blocks(width, depth))  # type: ignore[return-value]
 
