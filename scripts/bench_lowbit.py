@@ -16,7 +16,8 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
   of the rendered unit (the window unit, its threshold stage, FIFO and output gearbox, which the
   Xilinx price does not hold: the HLS kernel has none) beside the estimate, and the line buffer's
   memories against its banks (more memories than banks: copies the Xilinx price does not hold,
-  ``WindowKernel.line_buffer_memory``). 1 to 3 min of yosys per row; 9 rows.
+  ``WindowKernel.line_buffer_memory``), and the gearbox's ``Gearbox.xc7_luts`` (unpriced on Xilinx).
+  1 to 3 min of yosys per row; 9 rows.
 * ``--spans`` (``conv_rows`` of ``SPAN_CASES``): the same on 8 x 8 frames for 16 units whose SIMD
   spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_LUT_PER_READ`` and the
   lane shares beside it. 15 s to 2 min of yosys per row.
@@ -66,7 +67,7 @@ from fpgaplace.hw import KERNELS, Folding  # noqa: E402
 from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
 from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
 from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
-from fpgaplace.hw.window import line_buffer  # noqa: E402
+from fpgaplace.hw.window import line_buffer, output_gearbox  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
@@ -157,6 +158,7 @@ def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any
                          "lut yosys": total.lut, **{f"lut {part}": parts.get(part, 0) for part in
                                                     ("window unit", "threshold", "fifo", "gearbox")},
                          "lut est": estimate.lut, "priced part / est": round(built / estimate.lut, 2),
+                         "gearbox xc7_luts": output_gearbox(KERNELS["conv2d"].window_shape(config, folding)).xc7_luts(),
                          "memories / banks": f"{buffer.layout(xb)[0]} / {buffer.banks}",
                          "bram est": estimate.bram36, "bram yosys": total.bram36})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)

@@ -27,10 +27,9 @@ maps less than the unit's parts alone: the 8-px CNN's conv_11 (32 to 1) 4,289 LU
 estimates are 14 to 30 % above the flat counts. The same CNN's foldings before the gearbox was
 priced now price at 52,379 LUT4s with the shell, where nextpnr placed 49,203 for a compile of
 about those foldings. A family built from the RTL op library (``Family.rtl_built``: ECP5)
-prices it; a Xilinx project is built from the HLS kernels, which have no gearbox, but a conv of
-narrow elements keeps the RTL's (``WindowKernel.resources``) at ``xc7_luts`` (yosys 0.23
+prices it; a Xilinx project is built from the HLS kernels, which have no gearbox (yosys 0.23
 ``synth_xilinx -family xc7`` maps the free-count shapes to about 0.59 of the LUT4 count in LUT6s:
-3,491 for 64 to 1). O(1).
+3,491 for 64 to 1; ``xc7_luts``, which ``WindowKernel.resources`` does not add, see there). O(1).
 """
 
 from __future__ import annotations

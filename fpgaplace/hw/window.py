@@ -189,25 +189,19 @@ class WindowKernel(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
         unit's output gearbox (``output_gearbox``, ``Gearbox.ecp5_luts``), which its base
-        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one); elsewhere
-        with it for a conv of narrow elements (``Gearbox.xc7_luts``: the HLS kernel has none, but
-        the RTL keeps it, 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs in yosys), as its
-        line-buffer copies (``copied_line_buffer``). O(divisors of the output)."""
+        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). Not on
+        Xilinx, where the HLS kernel has none, though the RTL keeps it (``Gearbox.xc7_luts`` would
+        price it: 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs in yosys at 1 x 72 x 1); priced
+        there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at any folding (24,825
+        LUTs against 19,680: the placement does not see it). O(divisors of the output)."""
         priced = super().resources(g, fold, core, resident)
-        family = _family(core)
-        if self.global_:
+        if self.global_ or not _family(core).rtl_built:
             return priced
-        if family.rtl_built:
-            return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
-        if not self.narrow_elements(g):
-            return priced
-        luts = output_gearbox(self.window_shape(g.shape, fold)).xc7_luts()
-        return priced + Resources(lut=round(family.lut_scale * luts))
+        return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
 
     def narrow_elements(self, g: Geometry) -> bool:
         """Whether the layer is a conv whose line buffer holds elements below 8 bits, whose RTL's
-        line-buffer copies and output gearbox the Xilinx price holds (``copied_line_buffer``,
-        ``resources``). O(1)."""
+        line-buffer copies the Xilinx price holds (``copied_line_buffer``). O(1)."""
         return self.uses_dsp and g.activation_bits < 8
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
