@@ -146,10 +146,9 @@ def checked_lowbit_convs(project: Path):
     """(layer, its module as compile wrote it, whether its SIMD spans window positions, whether its
     line buffer keeps copies) of each conv layer of ``project`` with both operands below 8 bits and
     at most ``CHECKED_LANES`` lanes (the larger ones take a minute or more of yosys each) whose SIMD
-    lanes read one channel each at every fold (SIMD divides CIN or spans whole positions,
-    ``spans_positions``). Outside the fits, a SIMD that does neither was 22 to 43 % under yosys:
-    16 -> 32 at 8 x 9 x 1 (2,108 LUTs, priced 1,635), 32 -> 32 at 2 x 9 x 1 (1,154, 660), 16 -> 32 at
-    1 x 72 x 1 (2,974, 2,107)."""
+    lanes read one channel each at every fold (SIMD divides CIN or is a multiple of it). Outside the
+    fits, a SIMD that is neither was 22 to 43 % under yosys: 16 -> 32 at 8 x 9 x 1 (2,108 LUTs,
+    priced 1,635), 32 -> 32 at 2 x 9 x 1 (1,154, 660), 16 -> 32 at 1 x 72 x 1 (2,974, 1,726)."""
     kernel = KERNELS["conv2d"]
     for core in load(project).cores:
         arrays = load_arrays(project, core)
@@ -161,7 +160,7 @@ def checked_lowbit_convs(project: Path):
             if not widths or max(widths["WB"], widths["XB"]) >= 8 or fold.lanes > CHECKED_LANES:
                 continue
             c = kernel.window_shape(layer.config, fold)
-            if c["CIN"] % c["SIMD"] and not spans_positions(c):
+            if c["CIN"] % c["SIMD"] and c["SIMD"] % c["CIN"]:  # a lane's channel turns with the fold
                 continue
             buffer = line_buffer(c, kernel.window_input_width(c, fold))
             yield layer, module, spans_positions(c), buffer.copies > 1

@@ -56,8 +56,8 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
 WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
 
-# A SIMD spanning window positions (``spans_positions``: SIMD a multiple of CIN above it in an ungrouped
-# conv, so a fold's lanes read several whole pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
+# A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
+# lanes read several pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
 # over-priced by the rules above, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
 # 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622). Two terms over-count:
 # the read lanes (each reads a fixed element of its word: no element multiplexer, and lanes of one
@@ -66,14 +66,14 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # synthesis folds the products into the adder tree's first LUTs (w4a4 lanes do not shrink: 0.91 ..
 # 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
 # ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
-# estimate, the other rules kept, over 15 units with spanning SIMD on 8 x 8 frames
+# estimate, the other rules kept, over 16 units with spanning SIMD on 8 x 8 frames
 # (``scripts/bench_lowbit.py --spans``: ``tests/rtl_cases.lowbit_conv_case`` with a threshold stage
 # for pynq-z2's core; 3 x 3, padded but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1,
-# 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1; 8 -> 64 at 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at
-# 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1,
-# 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate was -7 % .. +140 % of yosys; with these
-# within 18 % on all 15 (rms 10 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over; w2a2 16 -> 16 at
-# 4 x 24 x 2, its SIMD straddling positions, keeps the rules above: 0 %). A grouped conv
+# 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at 2 x 72 x 1; 8 -> 32
+# at 4 x 24 x 1; w1a1 8 -> 8 at 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at
+# 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1, 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate
+# was -7 % .. +140 % of yosys; with these (and the line buffer's copies, ``copied_line_buffer``)
+# within 17 % on all 16 (rms 9 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over). A grouped conv
 # (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
 # A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but of at
 # most this many bits is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's
@@ -443,12 +443,12 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
 
 
 def spans_positions(c: dict[str, int]) -> bool:
-    """Whether the SIMD lanes of an ungrouped window (members ``c``) span whole window positions:
-    SIMD a multiple of CIN above it, so one fold reads several pixels of the window, each lane the
-    same channel of its pixel at every fold. A SIMD straddling positions (16 -> 32 at 1 x 72 x 1:
-    a lane's channel turns with the fold) keeps the rules fitted without spanning: it measured
-    2,974 LUTs in yosys against 2,107 priced so (-29 %; 1,726 with the spanning terms). O(1)."""
-    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"] and c["SIMD"] % c["CIN"] == 0
+    """Whether the SIMD lanes of an ungrouped window (members ``c``) span window positions: SIMD >
+    CIN, so one fold reads several pixels of the window. A SIMD straddling positions (not a
+    multiple of CIN) is priced so too: 8 -> 8 at 8 x 36 x 1 fits (2,736 LUTs in yosys, priced 2,390;
+    4,109 without the spanning terms), 16 -> 32 at 1 x 72 x 1 does not (2,974, priced 1,726; 2,107
+    without). O(1)."""
+    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"]
 
 
 def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> float:
