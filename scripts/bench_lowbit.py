@@ -2,7 +2,7 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--models] [--compiled] [--sim-models]
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--models] [--compiled] [--sim-models]
 [--board pynq-z2] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
@@ -16,7 +16,11 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--models]
   of the rendered unit (the window unit, its threshold stage, FIFO and output gearbox, which the
   Xilinx price does not hold: the HLS kernel has none) beside the estimate, and the line buffer's
   memories against its banks (more memories than banks: copies the Xilinx price does not hold,
-  ``WindowKernel.line_buffer_memory``). 1 to 3 min of yosys per row; 9 rows.
+  ``WindowKernel.line_buffer_memory``), and the gearbox's ``Gearbox.xc7_luts`` (unpriced on Xilinx).
+  1 to 3 min of yosys per row; 9 rows.
+* ``--spans`` (``conv_rows`` of ``SPAN_CASES``): the same on 8 x 8 frames for 16 units whose SIMD
+  spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_LUT_PER_READ`` and the
+  lane shares beside it. 15 s to 2 min of yosys per row.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -63,7 +67,7 @@ from fpgaplace.hw import KERNELS, Folding  # noqa: E402
 from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
 from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
 from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
-from fpgaplace.hw.window import line_buffer  # noqa: E402
+from fpgaplace.hw.window import line_buffer, output_gearbox  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
@@ -77,6 +81,16 @@ CONV_CASES = [
     (16, 32, 32, 3, 1, 1, 1, (8, 16, 1), 2, 2, True), (16, 32, 16, 3, 1, 0, 1, (4, 32, 1), 1, 1, False),
     (16, 32, 16, 3, 1, 0, 1, (8, 32, 2), 1, 1, False), (16, 16, 16, 3, 1, 0, 1, (4, 48, 1), 1, 1, False),
     (16, 16, 16, 3, 1, 1, 16, (4, 9, 1), 4, 4, True)]
+# the --spans rows (SIMD > CIN; the last but one's 24 straddles 16-channel positions), as the --convs rows
+SPAN_CASES = [
+    (8, 8, 8, 3, 1, 1, 1, (4, 72, 2), 2, 2, True), (8, 8, 8, 3, 1, 1, 1, (4, 72, 1), 2, 2, True),
+    (8, 8, 8, 3, 1, 1, 1, (2, 24, 1), 2, 2, True), (8, 8, 8, 3, 1, 1, 1, (8, 36, 1), 2, 2, True),
+    (8, 16, 16, 3, 1, 1, 1, (4, 48, 1), 2, 2, True), (8, 4, 8, 3, 1, 1, 1, (2, 36, 1), 2, 2, True),
+    (8, 8, 64, 3, 1, 1, 1, (2, 72, 1), 2, 2, True), (8, 8, 32, 3, 1, 1, 1, (4, 24, 1), 2, 2, True),
+    (8, 8, 8, 3, 1, 0, 1, (4, 72, 2), 1, 1, False), (8, 16, 16, 3, 1, 0, 1, (4, 48, 2), 1, 1, False),
+    (8, 16, 16, 3, 1, 0, 1, (4, 48, 1), 1, 1, False), (8, 8, 32, 3, 1, 0, 1, (4, 72, 1), 1, 1, False),
+    (8, 8, 8, 3, 1, 1, 1, (4, 24, 1), 4, 4, True), (8, 8, 16, 3, 1, 1, 1, (4, 72, 1), 4, 4, True),
+    (8, 16, 16, 3, 1, 1, 1, (4, 24, 2), 2, 2, True), (8, 8, 32, 3, 1, 1, 1, (4, 72, 1), 4, 4, True)]
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
@@ -120,18 +134,18 @@ def module_luts(stat: Path, family) -> dict[str, int]:
     return parts
 
 
-def conv_rows(board: str) -> list[dict[str, Any]]:
-    """Per low-bit conv case: yosys' LUTs by module beside the estimate, and the line buffer's
-    memories and banks (see the docstring)."""
+def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any]]:
+    """Per low-bit conv case of ``cases``: yosys' LUTs by module beside the estimate, and the line
+    buffer's memories and banks (see the docstring)."""
     core = load_board(board).cores[0]
     family = FAMILIES[core.family]
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-lowbit-conv-") as scratch:
-        for h, cin, cout, k, stride, pad, groups, fold, wb, xb, unsigned in CONV_CASES:
+        for h, cin, cout, k, stride, pad, groups, fold, wb, xb, unsigned in cases:
             case = lowbit_conv_case(h, cin, cout, k, stride, pad, groups, Folding(*fold), wb, xb, unsigned, seed=5)
             config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[xb], 5)
             module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
-            folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_{'x'.join(map(str, fold))}"
+            folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_h{h}_{'x'.join(map(str, fold))}"
             total = yosys.synthesize(module, folder, family)
             parts = module_luts(folder / "stat.txt", family)
             geometry = with_precision(KERNELS["conv2d"].config_geometry(config), wb, xb)
@@ -144,6 +158,7 @@ def conv_rows(board: str) -> list[dict[str, Any]]:
                          "lut yosys": total.lut, **{f"lut {part}": parts.get(part, 0) for part in
                                                     ("window unit", "threshold", "fifo", "gearbox")},
                          "lut est": estimate.lut, "priced part / est": round(built / estimate.lut, 2),
+                         "gearbox xc7_luts": output_gearbox(KERNELS["conv2d"].window_shape(config, folding)).xc7_luts(),
                          "memories / banks": f"{buffer.layout(xb)[0]} / {buffer.banks}",
                          "bram est": estimate.bram36, "bram yosys": total.bram36})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
@@ -271,13 +286,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--kernels", action="store_true")
     parser.add_argument("--convs", action="store_true")
+    parser.add_argument("--spans", action="store_true")
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--sim-models", action="store_true")
     parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    everything = not (args.kernels or args.convs or args.models or args.compiled or args.sim_models)
+    everything = not (args.kernels or args.convs or args.spans or args.models or args.compiled or args.sim_models)
     out: dict[str, Any] = {}
     if args.kernels or everything:
         out["kernels"] = kernel_rows(args.board)
@@ -285,6 +301,10 @@ def main() -> None:
     if args.convs:
         out["convs"] = conv_rows(args.board)
         print(f"## Low-bit conv units on {args.board}: yosys by module beside the estimate\n\n{markdown(out['convs'])}")
+    if args.spans:
+        out["spans"] = conv_rows(args.board, SPAN_CASES)
+        print(f"## Conv units with a spanning SIMD on {args.board}: yosys by module beside the estimate\n\n"
+              f"{markdown(out['spans'])}")
     if args.models or everything:
         out["models"] = cnv_cost_rows(BOARDS)
         print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "

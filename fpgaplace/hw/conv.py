@@ -53,7 +53,14 @@ from fpgaplace.hw.rtl_values import (
     per_channel_arrays,
     requant_channels,
 )
-from fpgaplace.hw.window import WindowKernel, checked_window_shape, line_buffer, probe_frame, window_logic_luts
+from fpgaplace.hw.window import (
+    WindowKernel,
+    checked_window_shape,
+    line_buffer,
+    probe_frame,
+    spanning_lane_share,
+    window_logic_luts,
+)
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -233,6 +240,16 @@ class Conv2d(WindowKernel):
         c = self.window_shape(g.shape, fold)
         banks = line_buffer(c, self.priced_input_width(g, fold)).banks
         return Resources(lut=round(family.lut_scale * window_logic_luts(c, banks, g.activation_bits)))
+
+    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
+        """The share of ``lane_luts`` a narrow lane takes (``narrow_dot_luts``): less where the SIMD
+        spans window positions (``spanning_lane_share``, its weight ROM PE x SIMD weights a word) on
+        a family Vivado builds from HLS, as ``window_logic`` is priced; all of it elsewhere. O(1)."""
+        if _family(core).rtl_built:
+            return 1.0
+        words = math.ceil(g.weights / (fold.pe * fold.simd))
+        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        return spanning_lane_share(self.window_shape(g.shape, fold), lanes, words)
 
     def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
         """The lane widths ``WB, XB, XU`` of the layer, as a dense layer's (``dense.lane_widths``):

@@ -26,10 +26,10 @@ maps less than the unit's parts alone: the 8-px CNN's conv_11 (32 to 1) 4,289 LU
 6,727 unflattened, its gearbox 4,233 of them; conv_18 (64 to 1) 7,173 against 8,873; those units'
 estimates are 14 to 30 % above the flat counts. The same CNN's foldings before the gearbox was
 priced now price at 52,379 LUT4s with the shell, where nextpnr placed 49,203 for a compile of
-about those foldings. Only a family built from the RTL op library (``Family.rtl_built``: ECP5)
+about those foldings. A family built from the RTL op library (``Family.rtl_built``: ECP5)
 prices it; a Xilinx project is built from the HLS kernels, which have no gearbox (yosys 0.23
-``synth_xilinx -family xc7`` maps the free-count shapes to about half the LUT4 count in LUT6s:
-3,491 for 64 to 1). O(1).
+``synth_xilinx -family xc7`` maps the free-count shapes to about 0.59 of the LUT4 count in LUT6s:
+3,491 for 64 to 1; ``xc7_luts``, which ``WindowKernel.resources`` does not add, see there). O(1).
 """
 
 from __future__ import annotations
@@ -42,6 +42,14 @@ ELEMENT_BITS = 8  # a stream element (lib.v.j2's beats are int8)
 # LUT4s of fp_gearbox on ECP5 (module docstring): per input bit per write-rotation level, per bank
 # bit per bank level, fixed (pointers, counts, handshake)
 ECP5_GEARBOX_LUTS = (1.57, 0.54, 55.0)
+# LUT6s of fp_gearbox on 7-series per LUT4 of ``ECP5_GEARBOX_LUTS`` (``xc7_luts``): least squares of
+# the relative error over the output gearboxes of 17 window units with narrow lanes (yosys 0.23
+# ``synth_xilinx -family xc7``, hierarchical, the gearbox's own stat block; ``scripts/bench_lowbit.py
+# --spans`` and the 16 x 16 w1a1 16 -> 16 at 4 x 48 x 1): groups of 8 to 64 elements with a free
+# count to beats of 1 to 16, 245 to 3,444 LUTs, each within 21 % (the worst 32 to 6: 2,040 against
+# 1,615); in the compiled small CNV w2a2 conv_21's 32 to 1 measured 1,442 (priced 1,615) and conv_12's
+# 32 to 2 2,060 (1,615).
+XC7_GEARBOX_SCALE = 0.586
 
 
 @dataclass(frozen=True)
@@ -70,6 +78,11 @@ class Gearbox:
         if not self.full:
             return self.bank_bits
         return max(0, self.bank_bits - ((self.in_e & -self.in_e).bit_length() - 1))
+
+    def xc7_luts(self) -> int:
+        """LUT6s yosys ``synth_xilinx -family xc7`` maps it to: ``XC7_GEARBOX_SCALE`` per LUT4 of
+        ``ecp5_luts`` (fitted: see the constant). O(1)."""
+        return round(XC7_GEARBOX_SCALE * self.ecp5_luts())
 
     def params(self) -> dict[str, int]:
         """The module's Verilog parameters."""

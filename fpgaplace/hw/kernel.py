@@ -368,10 +368,12 @@ def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
     return narrow or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
 
 
-def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None) -> float:
+def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None,
+                    lane_scale: float = 1.0) -> float:
     """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, both at most 4
     bits, or DSP lanes of one operand below 8 bits) but its weight ROM (``Kernel._memory``):
-    ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane, ``NARROW_LUT_PER_RESULT_BIT`` per bit of each
+    ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane (times ``lane_scale``: a window unit whose
+    SIMD spans window positions, ``Kernel.lane_scale``), ``NARROW_LUT_PER_RESULT_BIT`` per bit of each
     result it finishes at once (PE x MMV dot products), ``REQUANT_LUTS`` per requantization unit by
     its cycles a result (``units``, by default ``requantize_plan``'s; none behind a threshold
     stage) and their channel ROM (``channel_rom_luts``) (fitted to yosys: see the constants). O(1)."""
@@ -379,7 +381,7 @@ def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None 
     planned, cycles = requantize_plan(results, g.reduction // fold.simd)
     units = planned if units is None else units
     accumulators = results * dot_bits(g.reduction, g.weight_bits, g.activation_bits) * NARROW_LUT_PER_RESULT_BIT
-    return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) + accumulators + units * REQUANT_LUTS[cycles]
+    return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) * lane_scale + accumulators + units * REQUANT_LUTS[cycles]
             + channel_rom_luts(g, fold))
 
 
@@ -789,11 +791,18 @@ class Kernel:
                 luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * REQUANT_LUTS[1]
             else:  # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
                 channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
-                luts = round(narrow_dot_luts(g, fold, choice, self.requantizers(g, fold))) + lutram - channel_rom
+                share = self.lane_scale(g, fold, core)
+                dot = narrow_dot_luts(g, fold, choice, self.requantizers(g, fold), share)
+                luts = round(dot) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
                              DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
+
+    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
+        """The share of ``lane_luts`` a narrow MAC lane of this kernel takes (``narrow_dot_luts``):
+        all of it, but in a window unit whose SIMD spans window positions (``Conv2d.lane_scale``)."""
+        return 1.0
 
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
         """(BRAM36, URAM, LUTRAM LUTs) of the weight banks, per-channel words and line buffer (on a

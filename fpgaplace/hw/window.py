@@ -18,8 +18,8 @@ import numpy as np
 
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
-from fpgaplace.hw.kernel import Kernel, _family
-from fpgaplace.hw.memory import ecp5_memory, rom_style
+from fpgaplace.hw.kernel import Kernel, Lanes, _family
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, ecp5_memory, memory_blocks, rom_style
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -53,11 +53,49 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # 1 x 1 w2a2 unit 0.89); with it and the weight ROM priced as synthesis builds it (``Kernel._memory``)
 # every row is within 17 % (rms 9 %), the worst the w1a1 32 -> 16 unit at 4 x 32 (15 % under).
 # A 1 x 1 window reads one pixel: its lanes need no in-frame test or window offset.
-# Outside the fit: a SIMD spanning window positions (SIMD > CIN; the line buffer's copies, unpriced
-# on Xilinx, ``line_buffer_memory``): w2a2 8 -> 8 3 x 3 at 4 x 72 x 2 measured 4,504 LUTs against
-# 8,590 (7,290 without this term: its 576 lanes' price alone is over).
 WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
 WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
+
+# A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
+# lanes read several pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
+# over-priced by the rules above, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
+# 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622). Two terms over-count:
+# the read lanes (each reads a fixed element of its word: no element multiplexer, and lanes of one
+# window position share their in-frame test) and, where the weight ROM is shallow (NF x SF words,
+# ``SHALLOW_WEIGHT_WORDS``), the lanes: a weight of at most 2 bits then takes a few values, and
+# synthesis folds the products into the adder tree's first LUTs (w4a4 lanes do not shrink: 0.91 ..
+# 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
+# ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
+# estimate, the other rules kept, over 16 units with spanning SIMD on 8 x 8 frames
+# (``scripts/bench_lowbit.py --spans``: ``tests/rtl_cases.lowbit_conv_case`` with a threshold stage
+# for pynq-z2's core; 3 x 3, padded but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1,
+# 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at 2 x 72 x 1; 8 -> 32
+# at 4 x 24 x 1; w1a1 8 -> 8 at 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at
+# 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1, 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate
+# was -7 % .. +140 % of yosys; with these (and the line buffer's copies, ``copied_line_buffer``)
+# within 17 % on all 16 (rms 9 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over). A grouped conv
+# (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
+# A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but of at
+# most this many bits is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's
+# conv_12 at 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as
+# memory_blocks has it, 36 BRAM36), its conv_25 at 1 x 9 x 1 9 of 4 x 240 (half a BRAM36 in all, its
+# weights'; priced so, 10); its conv_7 at 8 x 24 x 3 keeps 5 of 16 x 150 in 5 RAMB18s.
+COPY_LUTRAM_MAX_BITS = 1024
+# A line buffer without a banked layout (``LineBuffer.banked`` False: one memory read by every lane)
+# is no RAM in yosys 0.23 ``synth_xilinx -family xc7`` but registers and, for each read lane, a
+# multiplexer over the buffer's element bits: the small CNV w2a2's conv_7 at 8 x 12 x 7 (84 lanes
+# reading 1,200 2-bit elements, a 10-element beat) took 131,377 LUTs, 126,430 but its gearbox:
+# about 0.6 a lane and element bit beside its lanes' ~5,000 (the MUXF7s and MUXF8s not counted).
+UNBANKED_LUTS_PER_READ_BIT = 0.6
+SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
+SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
+SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
+SHALLOW_WEIGHT_WORDS = 4  # a weight ROM of at most this many words is shallow, or of twice as many
+#   where a lane reads one window position (SF = 1). Measured: the lanes at 2 to 4 words and at 8 with
+#   SF = 1 shrink, those at 12 and more words (and 32 with SF = 1) take 0.77 .. 1.11 of their price;
+#   in the compiled small CNV w2a2 (tests/test_lowbit_conv_rtl.py) 16 -> 16 at 8 x 48 x 1 (6 words,
+#   SF = 3) takes all of it (yosys 4,687 LUTs, 3,342 priced as shallow), 8 -> 8 at 8 x 24 x 3 (3
+#   words) and 8 -> 16 at 2 x 72 x 2 (8 words, SF = 1) do not (5,236 and 3,347 against 5,109 and 3,197).
 
 
 class WindowKernel(Kernel):
@@ -91,11 +129,38 @@ class WindowKernel(Kernel):
         turns with the output group: ``read_groups``) the RTL keeps copies the price does not
         hold. Pricing them (the larger of the two) moved the placement's foldings off its plan
         (MobileNetV2 on zcu104: a 25 % longer interval than SCIP's), so the price follows the
-        hardware built. O(1)."""
+        hardware built; but a conv of narrow elements keeps the RTL's copies (``copied_line_buffer``):
+        unpriced, they let compile fold a small CNV w2a2's first narrow conv to 8 x 12 x 7, whose
+        buffer of a 10-element beat no bank divides is read by 84 lanes (yosys: 131,377 LUTs, priced
+        7,462). O(lanes x folds, cached)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
-        if ebrs is None:
-            return super().line_buffer_memory(g, fold, core)
-        return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        if ebrs is not None:
+            return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
+        copied = self.copied_line_buffer(g, fold, core)
+        return copied if copied is not None else super().line_buffer_memory(g, fold, core)
+
+    def copied_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
+        """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
+        copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
+        group, or one a read lane without a banked layout) each in ``memory_blocks``, but in LUTRAM up
+        to ``COPY_LUTRAM_MAX_BITS`` bits (a LUT a bit for each 64 words); without a banked layout
+        (a beat that is no power of two) a multiplexer over the whole buffer a lane
+        (``UNBANKED_LUTS_PER_READ_BIT``); None where it
+        keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
+        or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
+        O(lanes x folds, cached)."""
+        if self.global_ or _family(core).rtl_built or not self.narrow_elements(g):
+            return None
+        buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
+        if buffer.copies <= 1:
+            return None
+        if not buffer.banked:  # one memory of every lane's read port: registers and a multiplexer a lane
+            return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
+                                    * buffer.rows * buffer.row_elems))
+        count, (width, depth) = buffer.layout(g.activation_bits)
+        if width * depth <= COPY_LUTRAM_MAX_BITS:
+            return (0, 0, count * width * math.ceil(depth / LUTRAM_MAX_DEPTH))
+        return tuple(count * blocks for blocks in memory_blocks(width, depth))  # type: ignore[return-value]
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
@@ -124,12 +189,20 @@ class WindowKernel(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
         unit's output gearbox (``output_gearbox``, ``Gearbox.ecp5_luts``), which its base
-        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). O(divisors
-        of the output)."""
+        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). Not on
+        Xilinx, where the HLS kernel has none, though the RTL keeps it (``Gearbox.xc7_luts`` would
+        price it: 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs in yosys at 1 x 72 x 1); priced
+        there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at any folding (24,825
+        LUTs against 19,680: the placement does not see it). O(divisors of the output)."""
         priced = super().resources(g, fold, core, resident)
         if self.global_ or not _family(core).rtl_built:
             return priced
         return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
+
+    def narrow_elements(self, g: Geometry) -> bool:
+        """Whether the layer is a conv whose line buffer holds elements below 8 bits, whose RTL's
+        line-buffer copies the Xilinx price holds (``copied_line_buffer``). O(1)."""
+        return self.uses_dsp and g.activation_bits < 8
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
         """A windowed unit streams its ``HO`` output rows; none for a global pool (one output row),
@@ -361,10 +434,36 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     (``WINDOW_LUT_PER_READ``, ``WINDOW_LUT_PER_BANK_BIT``, fitted to yosys: see the constants) for
     the window members ``c`` (``WindowKernel.window_shape``), its line buffer's ``banks``
     (``LineBuffer.banks``) and its elements' bits: each of its MMV x XP x SIMD read lanes where the
-    window is wider than a pixel, each bank per element bit. O(1)."""
+    window is wider than a pixel (``SPANNING_LUT_PER_READ`` where the SIMD spans window positions),
+    each bank per element bit. O(1)."""
     xp = c["PE"] if c["GROUPS"] > 1 else 1
     reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
-    return WINDOW_LUT_PER_READ * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+    per_read = SPANNING_LUT_PER_READ if spans_positions(c) else WINDOW_LUT_PER_READ
+    return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+
+
+def spans_positions(c: dict[str, int]) -> bool:
+    """Whether the SIMD lanes of an ungrouped window (members ``c``) span window positions: SIMD >
+    CIN, so one fold reads several pixels of the window. A SIMD straddling positions (not a
+    multiple of CIN) is priced so too: 8 -> 8 at 8 x 36 x 1 fits (2,736 LUTs in yosys, priced 2,390;
+    4,109 without the spanning terms), 16 -> 32 at 1 x 72 x 1 does not (2,974, priced 1,726; 2,107
+    without). O(1)."""
+    return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"]
+
+
+def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> float:
+    """The share of ``kernel.lane_luts`` a narrow MAC lane of the window members ``c`` takes, its
+    weight ROM ``weight_words`` deep (fitted to yosys: see ``SPANNING_LUT_PER_READ``): all of it
+    unless the SIMD spans window positions (``spans_positions``) and the ROM is shallow (at most
+    ``SHALLOW_WEIGHT_WORDS`` words, twice as many in one window fold); then ``SPANNING_XNOR_SHARE``
+    for a binary lane and ``SPANNING_SHALLOW_SHARE`` for a LUT lane of at most 2 bits both,
+    all for others. O(1)."""
+    one_fold = window_folds(c)[1] == 1
+    if not spans_positions(c) or weight_words > SHALLOW_WEIGHT_WORDS * (2 if one_fold else 1):
+        return 1.0
+    if lanes.kind == "xnor":
+        return SPANNING_XNOR_SHARE
+    return SPANNING_SHALLOW_SHARE if lanes.kind == "lut" and max(lanes.weight_bits, lanes.activation_bits) <= 2 else 1.0
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
