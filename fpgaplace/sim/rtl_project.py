@@ -31,7 +31,7 @@ from fpgaplace.project.layout import JOB_FILE, RESULTS_DIR, RTL_DIR, SIM_DIR, ST
 from fpgaplace.project.record import Core, Layer, load
 from fpgaplace.sim.rtl import SPEEDS, phase_result, resolve, run_cocotb, stream_phases
 from fpgaplace.sim.rtl import simulator as configured_simulator
-from fpgaplace.sim.stages import Cut, Module, StageRef, cached, layer_modules, module_key, select
+from fpgaplace.sim.stages import Cut, Module, StageRef, cached, content_key, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
 from fpgaplace.util.tools import default_jobs, interruptible, run_parallel
@@ -266,7 +266,7 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
     modules = {name: layer_modules(project, core) for name, core in cores.items()}
     jobs = jobs or default_jobs()
     with tempfile.TemporaryDirectory(prefix="fpgaplace-rtl-") as scratch, interruptible():
-        stage_runs, tasks, costs, chosen = [], [], [], []
+        stage_runs, tasks, costs, chosen, verilog = [], [], [], [], set()
         for ref in refs:
             folder = Path(scratch) / f"{cell_name(ref.core.name)}_{ref.index}"
             whole = StageRun(modules[ref.core.name][ref.index], ports[ref.core.name][ref.index], None)
@@ -283,7 +283,9 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
                 tasks.append((f"RTL {ref.name} ({ref.layer.kernel}{rows}, {name})",
                               partial(_simulate_run, project, ref, run, k, arrays[ref.core.name][ref.index],
                                       inputs[ref.core.name], folder / f"run{k}", seed, steady, name)))
-                costs.append(SPEEDS[name].seconds(size, cycles))
+                source = verilog_key(run.module)
+                costs.append(SPEEDS[name].seconds(size, cycles, built=name == "verilator" and source in verilog))
+                verilog.add(source)
                 chosen.append(name)
         if progress is not None:
             progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two; "
@@ -408,6 +410,13 @@ STAGE_TOP = "stage_dut"
 """The name a stage's module is simulated under (``_write_module``): two stages of one
 configuration (ResNet-50 repeats its blocks) are then the same Verilog but for their weight
 files, so Verilator writes the same C++ and ccache serves the second build."""
+
+
+def verilog_key(module: Module) -> str:
+    """What a stage's build depends on: its Verilog under ``STAGE_TOP`` (not its ROM files). Runs
+    of one key after the first cost no build (ccache), so they are ordered after it, not beside it."""
+    return content_key(*sorted((name.replace(module.top, STAGE_TOP), text.replace(module.top, STAGE_TOP))
+                               for name, text in module.files.items() if name.endswith(".v")))
 
 
 def _write_module(module: Module, folder: Path) -> list[Path]:
