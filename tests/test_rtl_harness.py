@@ -109,3 +109,9 @@ def test_auto_takes_icarus_for_short_runs_and_verilator_for_long_ones(monkeypatc
     assert resolve(None, size, 1.0) == "verilator"
     with pytest.raises(FpgaplaceError, match="expected one of icarus, verilator, auto, got 'xcelium'"):
         resolve("xcelium", size, 1.0)
+
+
+def test_the_forecast_reads_in_seconds_then_minutes():
+    from fpgaplace.sim.rtl_project import duration
+
+    assert (duration(38.4), duration(89), duration(919)) == ("38 s", "89 s", "15 min")

@@ -101,7 +101,7 @@ SPEEDS = {  # ResNet-50's zcu104 stages (sizes 439 to 5,415, 0.2 to 5 M cycles a
     # s a size-cycle, so it is priced near the slow end; Verilator at -O1 (COMPILE_LEVELS) 20 to
     # 25 s to build a 4,000-size stage, 3.9 to 20 s to run 2.8 M cycles
     # (scripts/bench_rtl_simulators.py prints both side by side)
-    "icarus": SimulatorSpeed(1.0, 0.0, 0.0, 2.0e-7),
+    "icarus": SimulatorSpeed(4.0, 0.0, 0.0, 2.0e-7),  # the small CNN's 22 short runs: 7 s each, 2 at a time
     "verilator": SimulatorSpeed(8.0, 0.004, 3.0e-7, 1.2e-9),
 }
 

@@ -290,7 +290,7 @@ def simulate_project_stages(project: Path, samples: int = 1, seed: int = 0, stea
         if progress is not None:
             progress(f"RTL simulation: {len(refs)} stages alone in {len(tasks)} runs (a frame's two bands are two; "
                      f"{chosen.count('verilator')} on Verilator, {chosen.count('icarus')} on Icarus), {jobs} at a "
-                     f"time, the longest first: about {sum(costs) / jobs / 60:.0f} min")
+                     f"time, the longest first: about {duration(sum(costs) / jobs)}")
         values, names = iter(run_parallel(tasks, jobs, progress, costs)), iter(chosen)
         results = [_stage_result(ref, runs, [next(values) for _ in runs], [next(names) for _ in runs])
                    for ref, runs in zip(refs, stage_runs, strict=True)]
@@ -331,6 +331,11 @@ def _stage_ports(project: Path, core: Core) -> list[dict[str, Any]]:
     if len(ports) != len(core.layers):
         raise FpgaplaceError(f"{path}: {len(ports)} layers, design.json's core {core.name} has {len(core.layers)}")
     return ports
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a person reads a forecast: seconds under a minute and a half, else minutes."""
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def stage_size(layer: Layer) -> int:
