@@ -240,6 +240,34 @@ def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):
     assert 0.7 <= got.lut / estimate.lut <= 1.3, (got, estimate)
 
 
+def alone(gearbox) -> rtl.RtlModule:
+    """``gearbox``'s library module at its parameters, under a top of its own (its count tied to
+    IN_E: every beat whole, as a window unit's groups are where the row divides into them)."""
+    params = ", ".join(f".{name}({value})" for name, value in gearbox.params().items())
+    top = f"""module alone (input wire ap_clk, input wire ap_rst_n, input wire [{8 * gearbox.in_e - 1}:0] s_axis_tdata,
+  input wire s_axis_tvalid, output wire s_axis_tready, output wire [{8 * gearbox.out_e - 1}:0] m_axis_tdata,
+  output wire m_axis_tvalid, input wire m_axis_tready);
+  {gearbox.module} #({params}) unit (.ap_clk(ap_clk), .ap_rst_n(ap_rst_n), .s_axis_tdata(s_axis_tdata),
+    .s_axis_tcount({gearbox.count_bits}'d{gearbox.in_e}), .s_axis_tvalid(s_axis_tvalid), .s_axis_tready(s_axis_tready),
+    .m_axis_tdata(m_axis_tdata), .m_axis_tvalid(m_axis_tvalid), .m_axis_tready(m_axis_tready));
+endmodule
+"""
+    return rtl.RtlModule("alone", {**rtl.library(), "alone.v": top})
+
+
+def test_a_serializer_takes_a_lut_a_shifted_bit_a_fifth_of_the_ring(tmp_path):
+    """A group of 64 elements out as beats of 8 (a window unit's output) on xcup: the serializer
+    shifts its register by a constant, about one LUT a bit that moves (448 here; 522 measured,
+    yosys 0.23), where the ring rotates the group into and out of its banks (2,344 LUTs and 64
+    LUTRAM cells)."""
+    from fpgaplace.hw.gearbox import Gearbox
+
+    serial = yosys.synthesize(alone(Gearbox(64, 8, 7, serial=True)), tmp_path / "serial", "xcup")
+    ring = yosys.synthesize(alone(Gearbox(64, 8, 7)), tmp_path / "ring", "xcup")
+    assert serial.lut <= 1.25 * 8 * (64 - 8) and serial.ff >= 8 * 64, serial
+    assert serial.lut * 4 < ring.lut, (serial, ring)
+
+
 def line_buffer_memories(op, folder: Path) -> list[tuple[int, int, int]]:
     """(words, word bits, read ports) of each memory the window unit ``op`` writes (its line
     buffer's; the ROMs have no write port, the FIFO and gearbox are submodules), as yosys

@@ -85,6 +85,24 @@ def test_conv_sweep(tmp_path, name):
                                tmp_path), name)
 
 
+@pytest.mark.parametrize(("shape", "folding", "serial"), [
+    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 4, 2), True),  # groups of 16 and a row's last of 8, beats of one
+    ((4, 5, 2, 3, 3, 1, 1, 1), F(1, 9, 2), False),  # groups of 6 and a last of 3, beats of 2: the ring
+])
+def test_a_row_s_short_last_group_leaves_bit_exact_through_either_output(tmp_path, shape, folding, serial):
+    """A window unit's output: a group of MMV pixels shifted out of a register (``fp_serializer``)
+    where the output beat divides every group, a row's short last one too (WO = 5, MMV = 2); the
+    ring (``fp_gearbox``) where it does not. Both bit-exact, at the model's cycles."""
+    from fpgaplace.hw.window import output_gearbox
+
+    case = conv_case(*shape, folding, seed=sum(shape))
+    gearbox = output_gearbox(KERNELS["conv2d"].window_shape(case[0], folding))
+    assert gearbox.serial is serial
+    verilog = render_op("conv2d", case[0], case[1], folding, 1).module.files["fp_conv2d.v"]
+    assert f"{gearbox.module} #(.IN_E(GROUP_E), .OUT_E({gearbox.out_e})" in verilog
+    check_cycles(simulate_case("conv2d", case, tmp_path, distinct=5), f"serial={serial}")
+
+
 @pytest.mark.parametrize(("kernel", "folding"), [("conv2d", F(1, 9, 4)), ("maxpool", F(1, 1, 2))])
 def test_grouped_windows_of_one_pe_lane_read_their_own_channels(tmp_path, kernel, folding):
     """PE = 1 in a depthwise conv or a pool: the lane's input channel follows the output fold (the
