@@ -353,3 +353,20 @@ def test_ecp5_fifos_are_priced_in_ebrs_two_a_bram36_block():
     buffers, widths = {"a": [256, 256], "b": [256], "c": [222, 256, 256]}, {"a": 1, "b": 1, "c": 1}
     assert buffer_memory(buffers, widths, ecp5).bram36 == 3
     assert buffer_memory(buffers, widths, zynq).bram36 == 6
+
+
+def test_a_failed_synthesis_says_yosys_words_after_its_folder_is_gone(tmp_path):
+    """yosys stopping on the RTL is one line with yosys' own error in it, so that it still says what
+    went wrong once the (temporary) folder of the run is removed: ResNet-50's sim --resources said
+    only "see <log>" of a folder deleted by then."""
+    import shutil
+
+    from fpgaplace.util.errors import FpgaplaceError
+
+    broken = rtl.RtlModule("broken", {"broken.v": "module broken(input a);\n  wire w = ;\nendmodule\n"})
+    with pytest.raises(FpgaplaceError) as caught:
+        yosys.synthesize(broken, tmp_path / "unit", "xcup")
+    shutil.rmtree(tmp_path / "unit")
+    message = str(caught.value)
+    assert message.startswith("yosys: synthesis of broken failed (exit 1): ") and "\n" not in message, message
+    assert "broken.v:2" in message and "syntax error" in message.lower(), message

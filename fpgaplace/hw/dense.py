@@ -36,7 +36,7 @@ from fpgaplace.hw.kernel import (
     unit_fill,
 )
 from fpgaplace.hw.lowering import Layer
-from fpgaplace.hw.memory import rom_style
+from fpgaplace.hw.memory import rom_style, single_port_ram_style
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
@@ -233,6 +233,7 @@ class Dense(Kernel):
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
             "weights_file": weights_file, "channels_file": channels_file,
             "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf),
+            "xbuf_attribute": single_port_ram_style(sf),
         }
         roms = {weights_file: weight_rom, channels_file: Rom(channel_words, channel_bits * pe)}
         return RtlUnit("rtl/dense.v.j2", values, roms, ((PORT_IN, simd, k),), (PORT_OUT, pe, n))

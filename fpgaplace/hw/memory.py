@@ -13,12 +13,18 @@ import math
 from functools import cache
 
 LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
+SINGLE_PORT_LUTRAM_MAX_DEPTH = 256  # the deepest single-port LUTRAM cell (RAM256X1S), ``single_port_ram_style``
 
 
 URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has it
 
 
 BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
+# yosys 0.23's costs of a memory's cells (share/xilinx/lutrams_xc5v.txt: $__XILINX_LUTRAM_SDP_, cost 8,
+# 64 words of 3 bits; brams_xc4v.txt: $__XILINX_BLOCKRAM_SDP_ at HALF, a RAMB18, cost 129): memory_libmap
+# builds a memory of the cheaper (``yosys_lutram``)
+YOSYS_LUTRAM_COST, LUTRAM_SDP_BITS, YOSYS_RAMB18_COST = 8, 3, 129
+BRAM18_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # a RAMB18, simple dual port at 36
 
 
 URAM_SHAPE = (72, 4096)
@@ -36,6 +42,25 @@ def memory_blocks(width_bits: int, depth: int, uram: bool = False) -> tuple[int,
     if uram and depth >= URAM_MIN_DEPTH:
         return (0, uram_blocks(width_bits, depth), 0)
     return (min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM36_SHAPES), 0, 0)
+
+
+def bram18_halves(width_bits: int, depth: int) -> int:
+    """Xilinx RAMB18s (half a BRAM36 each, ``BRAM18_SHAPES``) of one memory of ``depth`` words of
+    ``width_bits``, the cheapest aspect ratio: what yosys ``synth_xilinx`` maps a small memory of
+    its own to, where ``memory_blocks`` counts whole BRAM36s. O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return 0
+    return min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM18_SHAPES)
+
+
+def yosys_lutram(width_bits: int, depth: int) -> bool:
+    """Whether yosys ``synth_xilinx`` (memory_libmap) builds a written memory of ``depth`` words of
+    ``width_bits`` in LUTRAM rather than block RAM: where its LUTRAM cells (simple dual port, 64
+    words of ``LUTRAM_SDP_BITS`` each) cost no more than its RAMB18s at the library's costs
+    (``YOSYS_LUTRAM_COST``, ``YOSYS_RAMB18_COST``). Seen on a low-bit conv's line-buffer copies,
+    yosys 0.23 xc7: 4 x 70, 4 x 240 and 2 x 640 bits in LUTRAM, 16 x 150 in a RAMB18. O(1)."""
+    cells = math.ceil(depth / LUTRAM_MAX_DEPTH) * math.ceil(width_bits / LUTRAM_SDP_BITS)
+    return YOSYS_LUTRAM_COST * cells <= YOSYS_RAMB18_COST * bram18_halves(width_bits, depth)
 
 
 def rom_luts(width_bits: int, depth: int) -> int:
@@ -65,6 +90,16 @@ def rom_style(depth: int) -> str:
     ``ecp5_rom`` prices it (without it yosys 0.70 kept a window unit's 72-word offsets ROM in logic
     and put a 288-word one in an EBR). O(1)."""
     return "" if depth <= LUTRAM_MAX_DEPTH else '(* rom_style = "block" *) '
+
+
+def single_port_ram_style(depth: int) -> str:
+    """The Verilog attribute an RTL unit puts on a memory of ``depth`` words written and read at
+    one address (single port: the dense unit's buffer of the input vector): block RAM beyond
+    ``SINGLE_PORT_LUTRAM_MAX_DEPTH`` words, whose LUTRAM yosys 0.23 ``synth_xilinx -family xcup``
+    cannot map (its UltraScale library offers single-port LUTRAM 65,536 words deep, its map file
+    only up to 256: "invalid OPTION_ABITS/WIDTH combination"; ResNet-50's classifier, 2,048 words
+    of one element). O(1)."""
+    return "" if depth <= SINGLE_PORT_LUTRAM_MAX_DEPTH else '(* ram_style = "block" *) '
 
 
 def ecp5_rom(width_bits: int, depth: int) -> tuple[int, int]:

@@ -19,7 +19,7 @@ import numpy as np
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes, _family
-from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, ecp5_memory, memory_blocks, rom_style
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, bram18_halves, ecp5_memory, rom_style, yosys_lutram
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -75,18 +75,26 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # was -7 % .. +140 % of yosys; with these (and the line buffer's copies, ``copied_line_buffer``)
 # within 17 % on all 16 (rms 9 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over). A grouped conv
 # (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
-# A line-buffer copy's memory (``copied_line_buffer``) deeper than ``memory.LUTRAM_MAX_DEPTH`` but of at
-# most this many bits is LUTRAM in yosys 0.23 ``synth_xilinx -family xc7``: the small CNV w2a2's
-# conv_12 at 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as
-# memory_blocks has it, 36 BRAM36), its conv_25 at 1 x 9 x 1 9 of 4 x 240 (half a BRAM36 in all, its
-# weights'; priced so, 10); its conv_7 at 8 x 24 x 3 keeps 5 of 16 x 150 in 5 RAMB18s.
-COPY_LUTRAM_MAX_BITS = 1024
+# A line-buffer copy's memory (``copied_line_buffer``) is LUTRAM or RAMB18s as yosys 0.23 ``synth_xilinx
+# -family xc7`` picks by its library's costs (``memory.yosys_lutram``): the small CNV w2a2's conv_12 at
+# 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as memory_blocks
+# has it, 36 BRAM36), its conv_25 at 1 x 9 x 1 9 of 4 x 240 (half a BRAM36 in all, its weights'; priced
+# so, 10); its conv_7 at 8 x 24 x 3 keeps 5 of 16 x 150 in 5 RAMB18s (priced as such,
+# ``memory.bram18_halves``: 3 BRAM36, where whole BRAM36s a copy were 5); a 3 x 3 w2a2 conv over 8
+# channels at 1 x 9 x 1 its 9 copies of 2 x 640 in LUTRAM (priced 5 BRAM36 by a 1,024-bit threshold).
 # A line buffer without a banked layout (``LineBuffer.banked`` False: one memory read by every lane)
 # is no RAM in yosys 0.23 ``synth_xilinx -family xc7`` but registers and, for each read lane, a
 # multiplexer over the buffer's element bits: the small CNV w2a2's conv_7 at 8 x 12 x 7 (84 lanes
 # reading 1,200 2-bit elements, a 10-element beat) took 131,377 LUTs, 126,430 but its gearbox:
 # about 0.6 a lane and element bit beside its lanes' ~5,000 (the MUXF7s and MUXF8s not counted).
 UNBANKED_LUTS_PER_READ_BIT = 0.6
+# A SIMD that neither divides CIN nor is a multiple of it (``turns_channels``: each lane's channel,
+# and so its element of the line buffer's word, turns from fold to fold) costs LUTs the terms above
+# miss: fixed and per read lane, least squares of the relative error on top of them over five w2a2
+# units (yosys 0.23 xc7, the output module left out): 8 -> 8 at 8 x 36 x 1 (3,507 LUTs, priced 2,620
+# before), 16 -> 32 at 2 x 36 x 1 (2,585, 1,551), 32 -> 32 at 2 x 9 x 1 (1,147, 660), 16 -> 32 at
+# 8 x 9 x 1 (2,108, 1,635), 16 -> 32 at 1 x 72 x 1 (2,974, 1,726); all five within 7 % after.
+TURNING_LUTS = (378.0, 13.5)
 SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
 SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
@@ -142,8 +150,9 @@ class WindowKernel(Kernel):
     def copied_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
         copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
-        group, or one a read lane without a banked layout) each in ``memory_blocks``, but in LUTRAM up
-        to ``COPY_LUTRAM_MAX_BITS`` bits (a LUT a bit for each 64 words); without a banked layout
+        group, or one a read lane without a banked layout) each in RAMB18s (``bram18_halves``, two
+        to a BRAM36), but in LUTRAM where yosys builds it there (``yosys_lutram``: a LUT a bit for
+        each 64 words); without a banked layout
         (a beat that is no power of two) a multiplexer over the whole buffer a lane
         (``UNBANKED_LUTS_PER_READ_BIT``); None where it
         keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
@@ -158,9 +167,9 @@ class WindowKernel(Kernel):
             return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
                                     * buffer.rows * buffer.row_elems))
         count, (width, depth) = buffer.layout(g.activation_bits)
-        if width * depth <= COPY_LUTRAM_MAX_BITS:
+        if yosys_lutram(width, depth):
             return (0, 0, count * width * math.ceil(depth / LUTRAM_MAX_DEPTH))
-        return tuple(count * blocks for blocks in memory_blocks(width, depth))  # type: ignore[return-value]
+        return (math.ceil(count * bram18_halves(width, depth) / 2), 0, 0)
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
@@ -439,7 +448,14 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     xp = c["PE"] if c["GROUPS"] > 1 else 1
     reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
     per_read = SPANNING_LUT_PER_READ if spans_positions(c) else WINDOW_LUT_PER_READ
-    return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+    turning = TURNING_LUTS[0] + TURNING_LUTS[1] * reads if turns_channels(c) else 0.0
+    return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits + turning
+
+
+def turns_channels(c: dict[str, int]) -> bool:
+    """Whether an ungrouped window's SIMD neither divides CIN nor is a multiple of it, so that a
+    lane's channel turns from fold to fold (``TURNING_LUTS``). O(1)."""
+    return c["GROUPS"] == 1 and bool(c["CIN"] % c["SIMD"]) and bool(c["SIMD"] % c["CIN"])
 
 
 def spans_positions(c: dict[str, int]) -> bool:

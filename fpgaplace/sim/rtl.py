@@ -28,7 +28,7 @@ import numpy as np
 
 from fpgaplace.sim import harness
 from fpgaplace.util.errors import FpgaplaceError
-from fpgaplace.util.tools import check_running
+from fpgaplace.util.tools import check_running, first_error
 
 STREAM_TESTBENCH = "fpgaplace.testbenches.rtl_stream_tb"
 JOB_ENV = "FPGAPLACE_RTL_JOB"
@@ -204,18 +204,6 @@ def missing_make_flags(root: Path) -> list[str]:
         if equals and name.strip() in WHEEL_MAKE_FLAGS:
             values.setdefault(name.strip(), []).append(value.strip())
     return [f"{name}={flag}" for name, flag in WHEEL_MAKE_FLAGS.items() if values.get(name) == [""]]
-
-
-def first_error(log: Path) -> str:
-    """The tool's own words for a failure, so the message holds them after ``log``'s folder (often a
-    temporary one) is gone: the first line of ``log`` that says error (or fail), else its last line,
-    stripped. O(lines of the log)."""
-    try:
-        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
-    except OSError:
-        return f"no log at {log}"
-    flagged = [line for line in lines if "error" in line.lower() or "fail" in line.lower()]
-    return (flagged or lines or [f"{log} is empty"])[0]
 
 
 def run_cocotb(top: str, sources: list[Path], folder: Path, job: dict[str, Any], seed: int,

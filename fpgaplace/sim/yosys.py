@@ -38,7 +38,7 @@ from fpgaplace.project.record import load
 from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
-from fpgaplace.util.tools import default_jobs, interruptible, run_parallel, run_tool
+from fpgaplace.util.tools import default_jobs, first_error, interruptible, run_parallel, run_tool
 
 __all__ = ["LayerModule", "Module", "layer_modules", "project_resources", "synthesize"]
 
@@ -130,7 +130,8 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
     code = run_tool(["yosys", "-q", "-l", str(log), "-p", script], folder, timeout, folder / "yosys.out",
                     f"yosys: {module.top}")
     if code != 0 or not (folder / "stat.txt").is_file():
-        raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}); see {log}")
+        raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}): "
+                             f"{first_error(folder / 'yosys.out')}")
     return count_cells(parse_stat((folder / "stat.txt").read_text()), family)
 
 

@@ -117,6 +117,18 @@ def check_running(what: str) -> None:
         raise FpgaplaceError(f"{what}: not started, the run is stopping")
 
 
+def first_error(log: Path) -> str:
+    """The tool's own words for a failure, so the message holds them after ``log``'s folder (often a
+    temporary one) is gone: the first line of ``log`` that says error (or fail), else its last line,
+    stripped. O(lines of the log)."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return f"no log at {log}"
+    flagged = [line for line in lines if "error" in line.lower() or "fail" in line.lower()]
+    return (flagged or lines or [f"{log} is empty"])[0]
+
+
 def run_tool(command: list[str], cwd: Path, timeout: float, log: Path, what: str) -> int:
     """Run ``command`` in ``cwd`` (its output into ``log``), at most ``timeout`` seconds (then it
     is killed and a one-line error names ``what``); its exit code."""
