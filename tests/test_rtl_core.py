@@ -255,7 +255,7 @@ endmodule
     return rtl.RtlModule("alone", {**rtl.library(), "alone.v": top})
 
 
-def test_a_serializer_takes_a_lut_a_shifted_bit_a_fifth_of_the_ring(tmp_path):
+def test_a_serializer_takes_a_lut_a_shifted_bit_under_a_quarter_of_the_ring(tmp_path):
     """A group of 64 elements out as beats of 8 (a window unit's output) on xcup: the serializer
     shifts its register by a constant, about one LUT a bit that moves (448 here; 522 measured,
     yosys 0.23), where the ring rotates the group into and out of its banks (2,344 LUTs and 64
