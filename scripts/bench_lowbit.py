@@ -3,7 +3,8 @@ the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FI
 topology) per width and board.
 
 Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--models] [--compiled] [--sim-models]
-[--board pynq-z2] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
+[--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none] [--jobs 2] [--keep DIR]
+[--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
@@ -28,9 +29,15 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
   w1a2, w1a1 and w2a2 with batch norms, the last two with threshold stages) compiled for the board;
   per dense layer its widths, lanes and output stage, design.json's DSPs and LUTs beside yosys of
   the layer's RTL as compile wrote it (``sim.yosys.project_resources``). About a minute of yosys a layer.
-* ``--sim-models`` (``cnv_sim_rows``): the same rows from a compiled project
-  (``fpgaplace.model.zoo.cnv(weight_bits, act_bits)``, placed, compiled, ``sim`` for fps,
-  design.json for the resources).
+* ``--sim-models`` (``network_rows``): the issue's table. FINN's CNV (with batch norms: threshold
+  stages) at w1a1, w1a2, w2a2, w4a4 and, for comparison, w8a8 (batch norms folded: requantizers),
+  and MobileNetV1 at 224 w4a4 and w8a8 (``--networks``), each compiled for pynq-z2, kv260 and
+  zcu104 (``--boards``): cores, ops left on CPUs, fps from ``sim``, design.json's DSPs, LUTs and
+  BRAM36, and yosys of every layer on a core (``--synth full``; ``dsp``: DSPs only; ``none``)
+  beside the layers' estimate. The window units' output converters are counted apart ("output
+  LUT (RTL only)"): the RTL builds one, the HLS kernels a Xilinx project is built from have none,
+  so the estimate does not hold it. ``--keep DIR`` keeps the projects (and yosys' cache in them)
+  for a run again. Minutes of yosys a CNV project, much more for MobileNetV1.
 
 The anchor (FINN, binary CNV on CIFAR-10):
 
@@ -216,22 +223,64 @@ def cnv_cost_rows(boards: list[str]) -> list[dict[str, Any]]:
     return rows
 
 
-def cnv_sim_rows(boards: list[str], folder: Path) -> list[dict[str, Any]]:
-    """CNV (``zoo.cnv``) compiled per board and width: fps from ``sim``, resources from design.json."""
-    from fpgaplace import Design
+# --sim-models: name -> (weight bits, activation bits); cnv_*: zoo.cnv, mobilenet_*: zoo.mobilenet_v1_lowbit
+NETWORKS = {
+    **{f"cnv_w{w}a{a}": (w, a) for w, a in ((1, 1), (1, 2), (2, 2), (4, 4), (8, 8))},
+    "mobilenet_w4a4": (4, 4), "mobilenet_w8a8": (8, 8)}
+SIM_BOARDS = ["pynq-z2", "kv260", "zcu104"]
+
+
+def network(name: str):
+    """The QONNX model of a ``NETWORKS`` name: CNV with a batch norm before each activation quantizer
+    (FINN's CNV; threshold stages) below 8 bits, at 8 bits without (an int8 deployment folds its batch
+    norms into the weights: requantizers); MobileNetV1 at 224 with 8-bit first and last layers."""
+    wb, xb = NETWORKS[name]
     from fpgaplace.model import zoo
+
+    return zoo.cnv(wb, xb, batch_norm=xb < 8) if name.startswith("cnv") else zoo.mobilenet_v1_lowbit(wb, xb)
+
+
+def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
+    """yosys of every layer of ``project`` (``synth``: ``full``, ``dsp``: DSPs only, ``none``) beside
+    design.json's estimate, summed over the layers on cores: LUTs priced (all but the window units'
+    output converters, which the HLS kernels have none of: ``sim.yosys.output_luts``) and those."""
+    if synth == "none":
+        return {}
+    result = yosys.project_resources(project, dsp_only=synth == "dsp", jobs=jobs,
+                                     progress=lambda line: print(f"  {project.name}: {line}", file=sys.stderr))
+    layers = [layer for core in result.cores for layer in core.layers]
+    row = {"DSP est": sum(layer.estimate["dsp"] for layer in layers),
+           "DSP yosys": sum(layer.yosys.dsp for layer in layers)}
+    if synth == "full":
+        row |= {"LUT est": sum(layer.estimate["lut"] for layer in layers),
+                "LUT yosys": sum(layer.priced_lut for layer in layers),
+                "output LUT (RTL only)": sum(layer.unpriced_lut for layer in layers),
+                "BRAM36 est": sum(layer.estimate["bram36"] for layer in layers),
+                "BRAM36 yosys": sum(layer.yosys.bram36 for layer in layers)}
+    return row
+
+
+def network_rows(names: list[str], boards: list[str], folder: Path, synth: str, jobs: int) -> list[dict[str, Any]]:
+    """Each network compiled per board (``folder/<name>-<board>``, kept: a run again reuses the
+    project and yosys' cache in it): cores, ops left on CPUs, fps from ``sim``, design.json's DSPs,
+    LUTs and BRAM36 on the cores, and ``synthesized_totals`` beside them."""
+    from fpgaplace import Design
     from fpgaplace.project.record import load
 
     rows = []
-    for name in boards:
-        for wb, xb in WIDTHS:
-            design = Design(zoo.cnv(wb, xb), name, profile_cpu=False).quantized(random_samples=2)
-            design.place()
-            project = folder / f"cnv-w{wb}a{xb}-{name}"
-            design.compile(project)
-            totals = {key: sum(core.resources.get(key, 0) for core in load(project).cores)
-                      for key in ("dsp", "lut", "bram36")}
-            rows.append({"board": name, "width": f"w{wb}a{xb}", **totals, "fps (sim)": round(Design.sim(project).fps)})
+    for name in names:
+        for board in boards:
+            project = folder / f"{name}-{board}"
+            if not (project / "design.json").is_file():
+                Design(network(name), board, profile_cpu=False).compile(project, random_samples=2)
+            design = load(project)
+            totals = {key: sum(core.resources.get(key, 0) for core in design.cores) for key in ("dsp", "lut", "bram36")}
+            wb, xb = NETWORKS[name]
+            row = {"network": name.split("_")[0], "width": f"w{wb}a{xb}", "board": board, "cores": len(design.cores),
+                   "CPU ops": len(design.cpu_ops), "fps (sim)": round(Design.sim(project).fps),
+                   "design DSP": totals["dsp"], "design LUT": totals["lut"], "design BRAM36": totals["bram36"]}
+            rows.append(row | synthesized_totals(project, synth, jobs))
+            print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
@@ -291,6 +340,12 @@ def main() -> None:
     parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--sim-models", action="store_true")
     parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
+    parser.add_argument("--networks", default=",".join(NETWORKS), help="--sim-models: comma-separated networks")
+    parser.add_argument("--boards", default=",".join(SIM_BOARDS), help="--sim-models: comma-separated boards")
+    parser.add_argument("--synth", choices=("full", "dsp", "none"), default="full",
+                        help="--sim-models: yosys of every layer, its DSPs only, or none")
+    parser.add_argument("--jobs", type=int, default=2, help="--sim-models: yosys runs side by side")
+    parser.add_argument("--keep", type=Path, help="--sim-models: folder of the compiled projects (kept)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     everything = not (args.kernels or args.convs or args.spans or args.models or args.compiled or args.sim_models)
@@ -316,9 +371,16 @@ def main() -> None:
         print(f"## Compiled QONNX MLPs on {args.board}: design.json beside yosys per dense layer\n\n"
               f"{markdown(out['compiled'])}")
     if args.sim_models:
-        with tempfile.TemporaryDirectory(prefix="bench-lowbit-cnv-") as scratch:
-            out["sim_models"] = cnv_sim_rows(BOARDS, Path(scratch))
-        print(f"## CNV per width and board (compiled, sim)\n\n{markdown(out['sim_models'])}")
+        names = [name for name in args.networks.split(",") if name]
+        unknown = [name for name in names if name not in NETWORKS]
+        if unknown:
+            parser.error(f"--networks: {', '.join(unknown)}; expected some of {', '.join(NETWORKS)}")
+        with tempfile.TemporaryDirectory(prefix="bench-lowbit-nets-") as scratch:
+            folder = args.keep or Path(scratch)
+            out["sim_models"] = network_rows(names, args.boards.split(","), folder, args.synth, args.jobs)
+        print(f"## Networks per width and board (compiled, sim, yosys: {args.synth})\n\n"
+              f"FINN cnv-w1a1 on Pynq-Z1 (derived from its folding): {math.floor(FINN_CNV_W1A1_FPS_PYNQ_Z1)} fps "
+              f"at 100 MHz; FINN paper, ZC706: 21,906 fps.\n\n{markdown(out['sim_models'])}")
     if args.json:
         args.json.write_text(json.dumps(out, indent=2) + "\n")
 

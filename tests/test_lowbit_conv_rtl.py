@@ -16,7 +16,6 @@ from rtl_cases import conv_case, lowbit_conv_case, threshold_conv_case, with_con
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
-from fpgaplace.board.model import FAMILIES
 from fpgaplace.codegen.rtl import render_op
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
@@ -187,18 +186,12 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     spanning = copied = 0
     for layer, module, spans, copies in checked_lowbit_convs(project):
         folder = tmp_path / layer.op
-        yosys.synthesize(module, folder, "xc7")
-        modules = yosys.module_resources((folder / "stat.txt").read_text(), FAMILIES["xc7"])
-        luts = luts_but_the_output(modules)
+        got = yosys.synthesize(module, folder, "xc7")
+        assert 0 < got.output_lut < got.lut, (layer.op, got)  # the output's own LUTs found in yosys' stat
+        luts = got.lut - got.output_lut
         assert abs(luts - layer.resources["lut"]) <= LUT_TOLERANCE * luts, (layer.op, luts, layer.resources)
         spanning, copied = spanning + spans, copied + copies
     assert spanning and copied, "no low-bit conv layer with a spanning SIMD or line-buffer copies"
-
-
-def luts_but_the_output(modules: dict) -> int:
-    """LUTs of a window unit's ``yosys.module_resources`` but its output's (``fp_gearbox`` or
-    ``fp_serializer``), which the Xilinx price leaves out (the HLS kernel has none)."""
-    return sum(counts.lut for title, counts in modules.items() if not title.endswith(("fp_gearbox", "fp_serializer")))
 
 
 def test_a_spanning_unit_with_line_buffer_copies_agrees_with_yosys(tmp_path):
@@ -213,7 +206,7 @@ def test_a_spanning_unit_with_line_buffer_copies_agrees_with_yosys(tmp_path):
     c = kernel.window_shape(config, folding)
     assert spans_positions(c) and line_buffer(c, kernel.window_input_width(c, folding)).copies > 1
     got = yosys.synthesize(render_op("conv2d", config, arrays, folding, 1, core=core).module, tmp_path, "xc7")
-    luts = luts_but_the_output(yosys.module_resources((tmp_path / "stat.txt").read_text(), FAMILIES["xc7"]))
+    luts = got.lut - got.output_lut
     estimate = kernel.resources(replace(window_geometry("conv2d", config), weight_bits=2, activation_bits=2),
                                 folding, core)
     assert abs(luts - estimate.lut) <= LUT_TOLERANCE * luts, (luts, estimate)

@@ -264,7 +264,8 @@ def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
 
 def test_dsp_only_prints_the_dsps_and_a_dash_for_what_it_did_not_count(project: Path):
     """``sim --resources --dsp-only`` stops yosys once the DSPs are mapped: its table gives the DSPs
-    (the estimate's, for the dense layer) and a dash, not 0, for LUT, FF and BRAM36; its JSON says so."""
+    (the estimate's, for the dense layer) and a dash, not 0, for LUT, the RTL-only LUTs, FF and
+    BRAM36, each beside the estimate; its JSON says so."""
     run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
                                    "--stages", "*/dense", "-j", "1"])
     assert run.exit_code == 0, run.output
@@ -272,8 +273,11 @@ def test_dsp_only_prints_the_dsps_and_a_dash_for_what_it_did_not_count(project: 
     table = lines[max(i for i, line in enumerate(lines) if "yosys synth_xilinx" in line):]
     row = next(line for line in table if "core0" in line and "│" in line)
     cells = [cell.strip() for cell in row.strip("│ ").split("│")]
-    estimate = sum(ref.layer.resources["dsp"] for ref in select(load(project), "*/dense"))
-    assert estimate > 0 and cells[1:] == ["—", "—", str(estimate), "—", str(estimate)], row
+    estimate = {key: sum(int(ref.layer.resources.get(key, 0)) for ref in select(load(project), "*/dense"))
+                for key in ("lut", "ff", "dsp", "bram36")}
+    assert estimate["dsp"] > 0 and cells[1:] == [
+        "—", "—", str(estimate["lut"]), "—", str(estimate["ff"]), str(estimate["dsp"]), str(estimate["dsp"]), "—",
+        str(estimate["bram36"])], row
     run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
                                    "--stages", "*/dense", "-j", "1", "--json"])
     assert json.loads(run.stdout)["resources"]["dsp_only"] is True

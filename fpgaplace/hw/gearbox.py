@@ -42,6 +42,7 @@ from dataclasses import dataclass
 from fpgaplace.hw.rtl_values import index_bits
 
 ELEMENT_BITS = 8  # a stream element (lib.v.j2's beats are int8)
+OUTPUT_MODULES = frozenset({"fp_serializer", "fp_gearbox"})  # lib.v.j2's modules a window unit's output is one of
 # LUT4s of fp_gearbox on ECP5 (module docstring): per input bit per write-rotation level, per bank
 # bit per bank level, fixed (pointers, counts, handshake)
 ECP5_GEARBOX_LUTS = (1.57, 0.54, 55.0)

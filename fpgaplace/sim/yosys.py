@@ -28,11 +28,12 @@ import re
 import shutil
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from fpgaplace.board.model import FAMILIES, Family, family_of
+from fpgaplace.hw.gearbox import OUTPUT_MODULES
 from fpgaplace.project.layout import RESULTS_DIR, cell_name
 from fpgaplace.project.record import load
 from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
@@ -58,9 +59,10 @@ class Synthesized:
     ff: int
     dsp: int
     bram36: float
+    output_lut: int = 0  # of those LUTs, the window unit's output converter's (``OUTPUT_MODULES``)
 
     def to_json(self) -> dict[str, Any]:
-        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36}
+        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36, "output_lut": self.output_lut}
 
 
 def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Synthesized:
@@ -85,6 +87,16 @@ def module_resources(text: str, family: Family = FAMILIES["xcup"]) -> dict[str, 
     out. O(cells)."""
     titles = re.findall(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
     return {title: count_cells(parse_stat(text, title), family) for title in titles if title != "design hierarchy"}
+
+
+def output_luts(text: str, family: Family) -> int:
+    """LUTs of the window unit's output converter (``fp_serializer`` or ``fp_gearbox``,
+    ``hw.gearbox.OUTPUT_MODULES``) in a hierarchical yosys ``stat`` output: the RTL builds it, the
+    HLS kernels have none, so a Xilinx estimate does not hold it (``LayerResources.unpriced_lut``).
+    A layer module instantiates at most one; yosys names it ``$paramod\\fp_serializer\\IN_E=...`` or
+    ``$paramod$<hash>\\fp_serializer``. O(cells)."""
+    return sum(counts.lut for title, counts in module_resources(text, family).items()
+               if OUTPUT_MODULES & set(title.split("\\")))
 
 
 def synth_command(family: Family, top: str, dsp_only: bool) -> str:
@@ -132,7 +144,8 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
     if code != 0 or not (folder / "stat.txt").is_file():
         raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}): "
                              f"{first_error(folder / 'yosys.out')}")
-    return count_cells(parse_stat((folder / "stat.txt").read_text()), family)
+    stat = (folder / "stat.txt").read_text()
+    return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family))
 
 
 @dataclass(frozen=True)
@@ -142,13 +155,20 @@ class LayerResources:
     yosys: Synthesized
     estimate: dict[str, int]
     probed: bool = False  # counted on the layer's DSP probe (its DSPs; not its LUT/FF/BRAM)
+    unpriced_lut: int = 0  # yosys' LUTs of RTL the estimate does not price (``project_resources``)
+
+    @property
+    def priced_lut(self) -> int:
+        """yosys' LUTs of what the estimate prices: all but ``unpriced_lut``."""
+        return self.yosys.lut - self.unpriced_lut
 
     def to_json(self) -> dict[str, Any]:
-        ratios = {key: round(getattr(self.yosys, key) / self.estimate[key], 3) if self.estimate.get(key) else None
+        counts = {"lut": self.priced_lut, "ff": self.yosys.ff, "bram36": self.yosys.bram36}
+        ratios = {key: round(counts[key] / self.estimate[key], 3) if self.estimate.get(key) else None
                   for key in ("lut", "ff", "bram36")}
         return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
-                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "ratio_yosys_to_estimate": ratios,
-                "probed": self.probed}
+                "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "unpriced_lut": self.unpriced_lut,
+                "ratio_yosys_to_estimate": ratios, "probed": self.probed}
 
 
 @dataclass(frozen=True)
@@ -160,7 +180,7 @@ class CoreResources:
         total = {key: sum(getattr(layer.yosys, key) for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
         estimate = {key: sum(layer.estimate[key] for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
         return {"name": self.name, "layers": [layer.to_json() for layer in self.layers], "yosys_layers_total": total,
-                "estimate_total": estimate}
+                "unpriced_lut_total": sum(layer.unpriced_lut for layer in self.layers), "estimate_total": estimate}
 
 
 @dataclass(frozen=True)
@@ -222,10 +242,12 @@ def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, ds
     """The task synthesising one stage (or reading its cached counts)."""
 
     def task() -> LayerResources:
-        key = module_key(module, "yosys", family.name, synth_command(family, "@", dsp_only))
+        key = module_key(module, "yosys", family.name, synth_command(family, "@", dsp_only), "output_lut")
         counts, _ = cached(project, "yosys", key, lambda: synthesize(
             module, scratch / cell_name(module.top), family, dsp_only).to_json())
         estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}
-        return LayerResources(ref.layer.op, ref.layer.kernel, Synthesized(**counts), estimate, probed)
+        synthesized = Synthesized(**counts)
+        unpriced = 0 if family.rtl_built else synthesized.output_lut
+        return LayerResources(ref.layer.op, ref.layer.kernel, synthesized, estimate, probed, unpriced)
 
     return task

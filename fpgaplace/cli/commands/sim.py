@@ -183,15 +183,20 @@ def extrapolation_notes(document: dict) -> list[str]:
 
 def print_resources(document: dict) -> None:
     """yosys counts beside the op library's estimate, per core (DSPs only, the rest a dash, after
-    ``--dsp-only``)."""
-    table = Table(title="yosys synth_xilinx against the estimate")
-    for column in ("core", "LUT", "FF", "DSP", "BRAM36", "DSP estimate"):
+    ``--dsp-only``); the LUTs of RTL the estimate does not price (a Xilinx window unit's output
+    converter, which the HLS kernel has none of: ``sim.yosys.output_luts``) apart."""
+    table = Table(title=f"yosys synth_{'ecp5' if document.get('family') == 'ecp5' else 'xilinx'} against the estimate")
+    for column in ("core", "LUT", "RTL-only LUT", "LUT est.", "FF", "FF est.", "DSP", "DSP est.", "BRAM36",
+                   "BRAM36 est."):
         table.add_column(column, justify="left" if column == "core" else "right")
+    final = ("dsp",) if document.get("dsp_only") else ("lut", "ff", "dsp", "bram36")
     for core in document.get("cores", []):
         total, estimate = core.get("yosys_layers_total") or {}, core.get("estimate_total") or {}
-        final = ("dsp",) if document.get("dsp_only") else ("lut", "ff", "dsp", "bram36")
-        counts = [str(total.get(key, "—")) if key in final else "—" for key in ("lut", "ff", "dsp", "bram36")]
-        table.add_row(escape(str(core.get("name"))), *counts, str(estimate.get("dsp", "—")))
+        unpriced = core.get("unpriced_lut_total", 0) if "lut" in final else "—"
+        pairs = [(str(total.get(key, "—")) if key in final else "—", str(estimate.get(key, "—")))
+                 for key in ("lut", "ff", "dsp", "bram36")]
+        cells = [cell for pair in pairs for cell in pair]
+        table.add_row(escape(str(core.get("name"))), cells[0], str(unpriced), *cells[1:])
     out.print(table)
     layers = [layer for core in document.get("cores", []) for layer in core.get("layers", [])]
     probed = [layer for layer in layers if layer.get("probed")]
