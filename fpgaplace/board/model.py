@@ -115,6 +115,11 @@ class FpgaCore:
         return self.dsp * self.macs_per_dsp * self.clock_mhz / 1e3
 
 
+def core_family(core: FpgaCore | None) -> Family:
+    """The core's FPGA family (7-series when no core is given). O(1)."""
+    return FAMILIES[core.family] if core is not None else FAMILIES["xc7"]
+
+
 @dataclass(frozen=True)
 class CpuCore:
     """One CPU core of the board (or of the host, for PCIe cards)."""

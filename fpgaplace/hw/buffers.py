@@ -30,9 +30,9 @@ import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
-from fpgaplace.board.model import FpgaCore
+from fpgaplace.board.model import FpgaCore, core_family
 from fpgaplace.hw.geometry import Fill, Resources
-from fpgaplace.hw.kernel import _family, stage_start, stage_times, stream_memory
+from fpgaplace.hw.kernel import stage_start, stage_times, stream_memory
 from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, URAM_SHAPE
 
 PLAIN_BEATS = 2  # a FIFO of two beats: the hand-off between two stages, not priced (the stage's own LUTs)
@@ -148,4 +148,4 @@ def buffer_memory(buffers: Mapping[str, Sequence[int]], widths: Mapping[str, int
              if (storage := fifo_storage(elements, widths[tensor], sizes.get(tensor, widths[tensor]), uram,
                                          bits)).words > PLAIN_BEATS]
     bram, uram_blocks, luts = stream_memory(fifos, core)
-    return Resources(0, bram, uram_blocks, round(_family(core).lut_scale * luts), 0)
+    return Resources(0, bram, uram_blocks, round(core_family(core).lut_scale * luts), 0)

@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference, threshold
 from fpgaplace.hw.dense import adder_tree, lane_thresholds, lane_values, lane_widths, weight_words
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
-    _family,
     divisors,
     dot_bits,
     group_dsps,
@@ -234,7 +234,7 @@ class Conv2d(WindowKernel):
         the lanes are narrow (``narrow_lanes``) on a family Vivado builds from HLS; none elsewhere:
         the int8 fit holds them, and on ECP5 the RTL op library's coefficients do. O(lanes x folds,
         cached: ``line_buffer``)."""
-        family = _family(core)
+        family = core_family(core)
         if family.rtl_built or not narrow_lanes(g, core):
             return Resources()
         c = self.window_shape(g.shape, fold)
@@ -245,7 +245,7 @@ class Conv2d(WindowKernel):
         """The share of ``lane_luts`` a narrow lane takes (``narrow_dot_luts``): less where the SIMD
         spans window positions (``spanning_lane_share``, its weight ROM PE x SIMD weights a word) on
         a family Vivado builds from HLS, as ``window_logic`` is priced; all of it elsewhere. O(1)."""
-        if _family(core).rtl_built:
+        if core_family(core).rtl_built:
             return 1.0
         words = math.ceil(g.weights / (fold.pe * fold.simd))
         lanes = lane_choice(core, g.weight_bits, g.activation_bits)

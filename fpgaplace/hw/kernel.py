@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fpgaplace.board.model import BRAM36_BYTES, FAMILIES, Family
+from fpgaplace.board.model import BRAM36_BYTES, core_family
 from fpgaplace.hw import threshold
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
 from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, ecp5_memory, ecp5_rom, memory_blocks, rom_luts, uram_blocks
@@ -167,15 +167,10 @@ def macs_per_dsp(core: FpgaCore, bits: int = 8) -> float:
     return {8: float(core.macs_per_dsp), 16: 1.0, 32: 0.25}[bits]
 
 
-def _family(core: FpgaCore | None) -> Family:
-    """The core's FPGA family (7-series when no core is given)."""
-    return FAMILIES[core.family] if core is not None else FAMILIES["xc7"]
-
-
 def dsp_a_bits(core: FpgaCore | None) -> int:
     """A-port width of the core's hard multiplier, by its family (``fpgaplace.board.model.FAMILIES``):
     27 on a DSP48E2, 25 on a DSP48E1 (also when no core is given), 18 on an ECP5 MULT18X18D."""
-    return _family(core).a_bits
+    return core_family(core).a_bits
 
 
 DSP_B_BITS = 18  # the B port of every family's multiplier (DSP48E1, DSP48E2, MULT18X18D)
@@ -187,7 +182,7 @@ def product_dsps(a_bits: int, b_bits: int, core: FpgaCore | None, top: bool = Tr
     ``a_partial_bits - sign_headroom`` bits and a last piece of the rest, else a B wider than
     ``DSP_B_BITS`` likewise, and each piece is split again without the swap; a piece narrower than
     ``min_a_bits`` on either side is an AND in LUTs, no DSP. O(pieces)."""
-    family = _family(core)
+    family = core_family(core)
     if top and a_bits < b_bits:
         a_bits, b_bits = b_bits, a_bits
     step = family.a_partial_bits - family.sign_headroom
@@ -273,7 +268,7 @@ def group_dsps(lanes: Lanes, count: int, core: FpgaCore | None) -> int:
     except that synth_xilinx leaves a product of fewer than ``XILINX_DSP_Y_MIN_BITS`` bits in LUTs
     (a lone 4 x 4 product; synth_ecp5 maps any product of 2 x 2 bits or more)."""
     a_bits = lanes.group_a_bits(count)
-    if _family(core).name != "ecp5" and a_bits + lanes.activation_bits < XILINX_DSP_Y_MIN_BITS:
+    if core_family(core).name != "ecp5" and a_bits + lanes.activation_bits < XILINX_DSP_Y_MIN_BITS:
         return 0
     return product_dsps(a_bits, lanes.activation_bits, core)
 
@@ -348,7 +343,7 @@ def threshold_table_apart(core: FpgaCore | None) -> bool:
     (``threshold.stage_resources``): on a family built from HLS, its own array; on one built from
     the RTL op library the table is the unit's channel ROM (``channel_rom_bits``), mapped with its
     other ROMs (``Kernel._rtl_memory``). O(1)."""
-    return not _family(core).rtl_built
+    return not core_family(core).rtl_built
 
 
 def lane_luts(lanes: Lanes) -> float:
@@ -537,7 +532,7 @@ def stream_memory(fifos: Iterable[tuple[int, int, bool]], core: FpgaCore | None)
     their EBRs summed and then counted two a BRAM36 (a FIFO of one EBR is half a block, not a whole
     one), elsewhere ``memory_blocks`` each, or ``uram_blocks`` where ``in_uram``. O(FIFOs)."""
     fifos = list(fifos)
-    if not _family(core).rtl_built:
+    if not core_family(core).rtl_built:
         blocks = [(0, uram_blocks(width_bits, depth), 0) if in_uram else memory_blocks(width_bits, depth)
                   for width_bits, depth, in_uram in fifos]
         return (sum(b[0] for b in blocks), sum(b[1] for b in blocks), sum(b[2] for b in blocks))
@@ -780,7 +775,7 @@ class Kernel:
             return Resources()
         lanes = fold.lanes
         bram, uram, lutram = self._memory(g, fold, core, resident)
-        scale = _family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
+        scale = core_family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
             choice = lane_choice(core, g.weight_bits, g.activation_bits)
             if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
@@ -807,7 +802,7 @@ class Kernel:
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
         """(BRAM36, URAM, LUTRAM LUTs) of the weight banks, per-channel words and line buffer (on a
         family built from the RTL op library, ``_rtl_memory``)."""
-        if _family(core).rtl_built:
+        if core_family(core).rtl_built:
             return self._rtl_memory(g, fold, core, resident)
         banks: list[tuple[int, tuple[int, int, int]]] = []
         if g.weights and resident:

@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
-    _family,
     ints,
     probe,
     sliding_cycles,
@@ -153,8 +153,8 @@ class Pool(WindowKernel):
         """A global average pool on a family built from the RTL op library (ECP5) is priced as
         ``rtl/globalpool.v.j2`` builds it (``global_pool_resources``); every other pool as the
         window unit or the HLS kernel (``WindowKernel.resources``). O(1)."""
-        if self.global_ and self.average and _family(core).rtl_built:
-            return global_pool_resources(g.shape, fold.pe, _family(core).lut_scale)
+        if self.global_ and self.average and core_family(core).rtl_built:
+            return global_pool_resources(g.shape, fold.pe, core_family(core).lut_scale)
         return super().resources(g, fold, core, resident)
 
     # ---- HLS ----

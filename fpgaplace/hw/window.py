@@ -16,9 +16,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpgaplace.board.model import core_family
 from fpgaplace.hw.gearbox import Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
-from fpgaplace.hw.kernel import Kernel, Lanes, _family
+from fpgaplace.hw.kernel import Kernel, Lanes
 from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, bram18_halves, ecp5_memory, rom_style, yosys_lutram
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
@@ -158,7 +159,7 @@ class WindowKernel(Kernel):
         keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
         or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
         O(lanes x folds, cached)."""
-        if self.global_ or _family(core).rtl_built or not self.narrow_elements(g):
+        if self.global_ or core_family(core).rtl_built or not self.narrow_elements(g):
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         if buffer.copies <= 1:
@@ -188,7 +189,7 @@ class WindowKernel(Kernel):
         """(EBRs, LUTs) of the window unit's line buffer on a family built from the RTL op library
         (``line_buffer_memory``): its memories (``LineBuffer.layout``), each ``ecp5_memory``; None
         elsewhere. O(lanes x folds, cached)."""
-        if self.global_ or not _family(core).rtl_built:
+        if self.global_ or not core_family(core).rtl_built:
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         count, (width, depth) = buffer.layout(g.activation_bits)
@@ -204,7 +205,7 @@ class WindowKernel(Kernel):
         there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at any folding (24,825
         LUTs against 19,680: the placement does not see it). O(divisors of the output)."""
         priced = super().resources(g, fold, core, resident)
-        if self.global_ or not _family(core).rtl_built:
+        if self.global_ or not core_family(core).rtl_built:
             return priced
         return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
 
@@ -235,7 +236,7 @@ class WindowKernel(Kernel):
         ``line_buffer`` lays it out for one read lane (the folding is not chosen yet: a wider one
         may add copies, priced in ``line_buffer_memory``); elsewhere the HLS kernel's. O(divisors
         of a row)."""
-        if self.global_ or not _family(core).rtl_built:
+        if self.global_ or not core_family(core).rtl_built:
             return super().line_buffer_bytes(g, core)
         fold = Folding()
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
