@@ -65,3 +65,19 @@ def test_a_rate_that_is_no_rate_is_one_line_before_any_work(tmp_path, rate):
     assert run.exit_code != 0
     assert run.output.strip().splitlines() == [f"error: --fps: expected samples a second above 0, got {rate}"]
     assert not (tmp_path / "p").exists()
+
+
+def test_compile_says_a_core_folded_for_the_rate_keeps_up_with_it_not_how_far_it_is_from_its_plan(tmp_path):
+    """The plan is the fastest folding's, so a core folded for ``--fps`` would read thousands of
+    percent "against the plan": compile says its rate beside the one asked for instead."""
+    model = tmp_path / "model.onnx"
+    model.write_bytes(zoo.cnn_residual(batch=1, image=8).SerializeToString())
+    run = CliRunner().invoke(app, ["compile", str(model), "--out", str(tmp_path / "p"), "--fps", f"{RATE:g}",
+                                   "--board", BOARD])
+    assert run.exit_code == 0, run.output
+    capped = [core for core in load(tmp_path / "p").cores if core.binding == ["fps"]]
+    assert capped, "no core folded for the rate"
+    text = " ".join(run.output.split())  # the console wraps long lines
+    for core in capped:
+        said = text.split(f"{core.name}: folded interval ")[1].split(f"{core.name[:-1]}")[0]
+        assert f"keep up with the {RATE:g} fps asked for (--fps)" in said and "against the plan" not in said, said

@@ -191,7 +191,8 @@ def _print_devices(problem, result, names: list[str] | None) -> None:
 
 def print_compile(document: dict, board) -> None:
     """Per-core table (core, ops, DSP, BRAM36, URAM, LUT, cycles, fps), each core's folded
-    interval against the placement's plan and what binds it, and the CPU ops."""
+    interval against the placement's plan and what binds it (a core folded for ``--fps``: against
+    that rate, as its plan is the fastest folding's), and the CPU ops."""
     table = Table(title=f"project {document.get('project', '')} on {board.name}")
     for column in ("core", "ops", "DSP", "BRAM36", "URAM", "LUT", "cycles", "fps"):
         table.add_column(column, justify="left" if column == "core" else "right")
@@ -203,9 +204,13 @@ def print_compile(document: dict, board) -> None:
                       f"{cycles:,}" if isinstance(cycles, int) else str(cycles),
                       human(fps) if isinstance(fps, int | float) else "—")
     out.print(table)
+    target = (document.get("refinement") or {}).get("fps_target")
     for core in document.get("cores", []):
         interval, plan = core.get("interval_us"), core.get("planned_compute_us")
-        if isinstance(interval, int | float) and plan:
+        if isinstance(interval, int | float) and target and core.get("binding") == ["fps"]:
+            out.print(f"{core['name']}: folded interval {interval:.4g} us ({human(core.get('fps') or 0)} fps) on its "
+                      f"cheapest foldings that keep up with the {human(target)} fps asked for (--fps)")
+        elif isinstance(interval, int | float) and plan:
             binding = ", ".join(BINDING_WORDS.get(name, name) for name in core.get("binding", [])) or \
                 "nothing (every stage at its fastest folding)"
             lanes = {"dsp": "; its 2-4-bit lanes packed into DSPs (faster than on LUTs here)",
