@@ -15,7 +15,7 @@ stays that pattern around the global pool.
 
 ``MaxPool`` of the whole plane is left alone: the op library has no global max pool kernel
 (``GlobalMaxPool`` runs on CPUs), while the window unit builds a max pool. One sweep over the
-nodes, O(n), plus one shape inference when the graph holds an ``AveragePool``.
+nodes, O(n), plus one shape inference when the graph holds an unpadded ``AveragePool``.
 """
 
 from __future__ import annotations
@@ -28,33 +28,33 @@ from fpgaplace.model.passes.graph_tools import TensorType, attribute, rewrites_a
 @rewrites_a_copy
 def whole_plane_pools_to_global(model: onnx.ModelProto) -> int:
     """Turn every ``AveragePool`` whose window is its whole unpadded input plane into
-    ``GlobalAveragePool`` (same name, inputs and outputs); return how many. O(n) plus one shape
-    inference when there is an ``AveragePool``."""
-    pools = [node for node in model.graph.node if node.op_type == "AveragePool" and node.domain in ("", "ai.onnx")]
+    ``GlobalAveragePool`` (same name, inputs and outputs); return how many. O(n), plus one shape
+    inference when an ``AveragePool`` has no padding (a windowed one of a padded model costs none)."""
+    pools = [node for node in model.graph.node
+             if node.op_type == "AveragePool" and node.domain in ("", "ai.onnx") and unpadded_window(node)]
     if not pools:
         return 0
     types = tensor_types(model)
     changes = 0
     for node in pools:
-        if is_whole_plane_pool(node, types.get(node.input[0])):
+        if spans_the_plane(node, types.get(node.input[0])):
             del node.attribute[:]
             node.op_type = "GlobalAveragePool"
             changes += 1
     return changes
 
 
-def is_whole_plane_pool(node: onnx.NodeProto, x: TensorType | None) -> bool:
-    """Whether pooling ``node`` over its input of type ``x`` takes one window, the whole plane,
-    without padding: its kernel is the (known) spatial dims of ``x``, its pads 0 (``auto_pad``
-    NOTSET or VALID), its dilations 1 and ``ceil_mode`` 0. O(rank)."""
-    shape = x.static_shape() if x is not None else None
-    if shape is None or len(shape) < 3:
-        return False
-    spatial = list(shape[2:])
-    kernel = list(attribute(node, "kernel_shape", []))
-    pads = list(attribute(node, "pads", [0] * 2 * len(spatial)))
-    dilations = list(attribute(node, "dilations", [1] * len(spatial)))
+def unpadded_window(node: onnx.NodeProto) -> bool:
+    """Whether the pool ``node`` takes windows without padding (``pads`` 0, ``auto_pad`` NOTSET or
+    VALID), dilation or ``ceil_mode``: each output the pool of a window inside its input. O(rank)."""
     auto_pad = attribute(node, "auto_pad", b"NOTSET")
     auto_pad = auto_pad.decode() if isinstance(auto_pad, bytes) else auto_pad
-    return (kernel == spatial and not any(pads) and all(d == 1 for d in dilations)
+    return (not any(attribute(node, "pads", [])) and all(d == 1 for d in attribute(node, "dilations", []))
             and not attribute(node, "ceil_mode", 0) and auto_pad in ("NOTSET", "VALID"))
+
+
+def spans_the_plane(node: onnx.NodeProto, x: TensorType | None) -> bool:
+    """Whether the kernel of the pool ``node`` is the (known) spatial dims of its input of type ``x``.
+    O(rank)."""
+    shape = x.static_shape() if x is not None else None
+    return shape is not None and len(shape) >= 3 and list(attribute(node, "kernel_shape", [])) == list(shape[2:])
