@@ -15,7 +15,7 @@ import pytest
 from conftest import WORKLOADS
 
 from fpgaplace import Design, load_board
-from fpgaplace.flow.design import is_workload, load_input, place_problem
+from fpgaplace.flow.design import QDQ_PASSES, is_workload, load_input, place_problem
 from fpgaplace.model import zoo as models
 from fpgaplace.place.solvers.evaluate import evaluate
 from fpgaplace.place.solvers.problem import Placement
@@ -191,7 +191,7 @@ def test_quantized_is_self_for_a_qdq_model_and_the_optimizer_keeps_q_dq(qdq_mode
     design = analytic(qdq_model)
     assert design.is_qdq and design.quantized() is design
     assert q_dq_count(design.graph.model) == q_dq_count(qdq_model) > 0
-    assert [stat.name for stat in design.optimize_report.passes] == ["eliminate_dead_code", "fuse_elementwise"]
+    assert [stat.name for stat in design.optimize_report.passes] == list(QDQ_PASSES)
     assert design.place().evaluation.feasible
 
 

@@ -49,7 +49,9 @@ LstmCellBitsOption = Annotated[
         "compile's overrides the model's."))
 ]
 OptimizeOption = Annotated[
-    bool, typer.Option("--optimize/--no-optimize", help="Run the graph optimizer first (on a QDQ model: fusion only).")
+    bool, typer.Option("--optimize/--no-optimize", help=(
+        "Run the graph optimizer first (on a QDQ model only dead code, whole-plane pools made global pools, "
+        "and fusion)."))
 ]
 InputShapeOption = Annotated[
     list[str] | None,

@@ -20,8 +20,10 @@ DequantizeLinear pattern the cores' integer arithmetic is read from (``fold_cons
 evaluates the DequantizeLinear of every constant int8 weight into a float initializer;
 ``fold_batchnorm``/``fold_channel_affine`` rewrite float weights that no longer exist as such;
 common-subexpression elimination may merge Q/DQ nodes that belong to different consumers).
-On a QDQ model, ``optimize=True`` therefore runs ``QDQ_PASSES`` only: dead-code elimination and
-the fusion annotations, which add node metadata and change no tensor.
+On a QDQ model, ``optimize=True`` therefore runs ``QDQ_PASSES`` only: dead-code elimination, a
+pool whose window is its whole unpadded plane made the global pool (``passes.pools``: the op type
+alone changes, its Q/DQ neighbours and every tensor stay), and the fusion annotations, which add
+node metadata and change no tensor.
 
 A paper workload JSON is a placement problem, not a model: ``load_input`` returns it as a
 problem without a ``Design``, and ``place_problem`` solves either kind with the same options.
@@ -59,7 +61,7 @@ if TYPE_CHECKING:
     from fpgaplace.project.manifest import Manifest
 
 DEFAULT_BOARD = "zcu104"
-QDQ_PASSES = ("eliminate_dead_code", "fuse_elementwise")
+QDQ_PASSES = ("eliminate_dead_code", "whole_plane_pools_to_global", "fuse_elementwise")
 """What ``optimize=True`` runs on a QDQ model (see the module docstring): these passes of
 ``fpgaplace.model.passes``, by name."""
 
@@ -300,13 +302,15 @@ class Design:
     @cached_property
     def _optimized(self) -> tuple[OpGraph, OptimizeReport | None]:
         from fpgaplace.model.frontend.load import from_model
-        from fpgaplace.model.passes import eliminate, fuse
+        from fpgaplace.model.passes import eliminate, fuse, pools
         from fpgaplace.model.passes.manager import DEFAULT_PASSES, optimize
 
         if not self.optimize:
             return self.loaded, None
-        self._say("running the graph optimizer" + (" (QDQ: fusion annotations only)" if self.is_qdq else ""))
-        qdq_passes = (eliminate.eliminate_dead_code, fuse.fuse_elementwise)  # QDQ_PASSES
+        self._say("running the graph optimizer" + (" (QDQ: dead code, whole-plane pools, fusion annotations)"
+                                                   if self.is_qdq else ""))
+        qdq_passes = (eliminate.eliminate_dead_code, pools.whole_plane_pools_to_global,
+                      fuse.fuse_elementwise)  # QDQ_PASSES
         model, report = optimize(self.loaded.model, qdq_passes if self.is_qdq else DEFAULT_PASSES)
         return from_model(model, batch=self.batch, source=self.name), report  # input dims are bound by now
 

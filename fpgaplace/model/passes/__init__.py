@@ -14,6 +14,7 @@ from fpgaplace.model.passes.graph_tools import FUSED_INTO_KEY, name_nodes, op_co
 from fpgaplace.model.passes.heads import heads_to_batch
 from fpgaplace.model.passes.layernorm import fuse_layernorm
 from fpgaplace.model.passes.manager import DEFAULT_PASSES, OptimizeReport, PassManager, PassStat, optimize
+from fpgaplace.model.passes.pools import whole_plane_pools_to_global
 from fpgaplace.model.passes.recurrent import fold_constant_if, unroll_recurrent
 from fpgaplace.model.passes.simplify import (
     cancel_transpose_pairs,
@@ -54,4 +55,5 @@ __all__ = [
     "remove_noop_reshape",
     "remove_noop_transpose",
     "unroll_recurrent",
+    "whole_plane_pools_to_global",
 ]

@@ -26,6 +26,7 @@ from fpgaplace.model.passes.fuse import fuse_activations, fuse_elementwise
 from fpgaplace.model.passes.graph_tools import PassResult, copy_model, name_nodes, op_counts, sort_nodes
 from fpgaplace.model.passes.heads import heads_to_batch
 from fpgaplace.model.passes.layernorm import fuse_layernorm
+from fpgaplace.model.passes.pools import whole_plane_pools_to_global
 from fpgaplace.model.passes.recurrent import fold_constant_if
 from fpgaplace.model.passes.simplify import (
     cancel_transpose_pairs,
@@ -49,6 +50,7 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     remove_noop_transpose,
     cancel_transpose_pairs,
     collapse_reshape_chains,
+    whole_plane_pools_to_global,
     fold_constants,
     fold_constant_if,
     heads_to_batch,
@@ -60,7 +62,8 @@ DEFAULT_PASSES: tuple[Pass, ...] = (
     fuse_activations,
     fuse_elementwise,
 )
-"""The default pipeline: clean-ups first, then folding, then the fusion annotations. LSTM and GRU
+"""The default pipeline: clean-ups first (a pool whose window is its whole plane becomes the global
+pool, ``passes.pools``), then folding, then the fusion annotations. LSTM and GRU
 stay whole here (one op a CPU runs; ``passes.recurrent.unroll_recurrent`` writes them out step by
 step before quantization, where the steps become int8 stages)."""
 
