@@ -2,9 +2,9 @@
 board's pins and a Makefile whose ``make bitstream`` runs yosys, nextpnr-ecp5 and ecppack from
 PyPI; nextpnr's achieved clock and utilisation come back into design.json.
 
-The slow test builds a small MLP's bitstream for real (minutes: yosys and nextpnr run as
-WebAssembly), checks that ``ecpunpack`` and ``ecppack`` give the same bitstream back, and that the
-read-back record agrees with nextpnr's own report."""
+The slow tests build a small MLP's bitstream and the small CNN's for real (minutes: yosys and
+nextpnr run as WebAssembly), check that ``ecpunpack`` and ``ecppack`` give the same bitstream back,
+and that the read-back record agrees with nextpnr's own report."""
 
 from __future__ import annotations
 
@@ -481,3 +481,25 @@ def test_make_bitstream_builds_a_bit_that_round_trips_and_reads_back(project):
     # placed, less the board's shell
     luts = resources["lut"]
     assert 0.6 <= (luts["used"] - load_board(BOARD).shell["lut"]) / luts["estimate"] <= 1.4, luts
+
+
+@pytest.mark.slow
+def test_the_small_cnn_folded_to_its_uart_builds_a_bit_that_round_trips(tmp_path):
+    """The 8-px residual CNN (two cores, 44 ops) compiled for the ULX3S, then again folded only as
+    fast as its UART link feeds it (``compile --fps`` at the rate the first compile gives: the same
+    fps on a fraction of the fabric), through ``make bitstream``: a ``.bit`` that round-trips, the
+    achieved clock and utilisation read back, DSPs as priced (``built_bitstream``), and LUTs within
+    25 % of the estimate less the board's shell. Folded at full speed the fabric was 32 times
+    faster than the link, 124 MULT18X18D, and about an hour of synthesis and place-and-route here;
+    folded to the link, 25 MULT18X18D, 18,393 LUT4s against 17,036 estimated, 185 s of yosys and 366
+    s of timing-driven nextpnr (on a shared machine), 32.6 MHz achieved against 25 planned."""
+    model = models.cnn_residual(batch=1, image=8)
+    fastest = Design(model, BOARD, profile_cpu=False).compile(tmp_path / "fastest", random_samples=2)
+    link_fps = fastest.design["fps"]
+    assert fastest.left_on_cpus["binding"] == "host link in"  # the UART sets the rate
+    project = tmp_path / "cnn"
+    capped = Design(model, BOARD, profile_cpu=False).compile(project, random_samples=2, fps=link_fps)
+    assert capped.design["fps"] == pytest.approx(link_fps, rel=1e-6)
+    resources = built_bitstream(project, "PNR_FLAGS=--no-tmdriv")
+    luts = resources["lut"]
+    assert abs((luts["used"] - load_board(BOARD).shell["lut"]) / luts["estimate"] - 1) <= 0.25, luts
