@@ -1,7 +1,7 @@
 """The open ECP5 flow end to end: compile a model for an ECP5 board and run ``make bitstream``.
 
     python scripts/bench_open_flow.py [--models mlp-small,mlp,cnn-small,cnn] [--board ulx3s-85f]
-                                      [--keep DIR [--reuse]] [--json]
+                                      [--keep DIR [--reuse]] [--to-link] [--json]
 
 For each model (``mlp-small``: the zoo's MLP with 8 inputs, 8 hidden and 4 classes; ``mlp``: the
 zoo's 64-128-64-10 MLP; ``cnn-small``: the zoo's residual CNN on an 8 x 8 x 3 image, the one
@@ -13,6 +13,10 @@ this Python's bin folder) and prints one row from design.json's ``implementation
 planned and achieved clock; and the fps at the achieved clock (the slowest core's interval in
 cycles at that clock) beside the fps the host link allows (the UART transfers in design.json),
 the design's rate being the smaller.
+
+With ``--to-link`` each model is compiled again folded only as fast as its UART link feeds it
+(``compile --fps`` at the first compile's rate; row ``<model>@link``): the same fps on a fraction
+of the fabric (the 8-px CNN: 25 MULT18X18D instead of 124, minutes of synthesis instead of an hour).
 
 Minutes per model: yosys and nextpnr run as WebAssembly (``scripts/warm_caches.py`` compiles it once).
 With ``--keep DIR --reuse`` a project kept in ``DIR/<model>`` whose design.json already has an
@@ -70,15 +74,19 @@ def synth_cpu_seconds(project: Path) -> float | None:
     return float(found[-1]) if found else None
 
 
-def measure(name: str, board: str, folder: Path, reuse: bool = False) -> dict:
+def measure(name: str, board: str, folder: Path, reuse: bool = False, to_link: bool = False) -> dict:
     """Compile ``name`` for ``board`` into ``folder``, build its bitstream, and read the results
-    (with ``reuse``, a project already built there is only read)."""
+    (with ``reuse``, a project already built there is only read; with ``to_link``, compiled again
+    folded only as fast as the rate the first compile gives, the host link's: ``compile --fps``)."""
     started = time.perf_counter()
     built = reuse and (folder / "design.json").is_file() and load(folder).implementation is not None
     if not built:
         design = Design(build_model(name), board, profile_cpu=False).quantized(random_samples=2)
         design.place()
-        design.compile(folder)
+        result = design.compile(folder)
+        if to_link:
+            Design(build_model(name), board, profile_cpu=False).compile(folder, random_samples=2,
+                                                                        fps=result.design["fps"])
     compile_s = time.perf_counter() - started
     if not built:
         bitstream(folder)
@@ -90,7 +98,8 @@ def measure(name: str, board: str, folder: Path, reuse: bool = False) -> dict:
     host_us = [t.us for t in record.transfers if HOST_DEVICE in (t.from_device, t.to_device) and t.us]
     fabric_fps = implementation.achieved_mhz * 1e6 / slowest
     link_fps = 1e6 / max(host_us) if host_us else None
-    return {"model": name, "board": board, "compile_s": round(compile_s, 1), **implementation.seconds,
+    return {"model": f"{name}@link" if to_link else name, "board": board, "compile_s": round(compile_s, 1),
+            **implementation.seconds,
             "synth_cpu": synth_cpu_seconds(folder),
             "resources": implementation.resources, "target_mhz": implementation.target_mhz,
             "achieved_mhz": implementation.achieved_mhz, "met": implementation.met,
@@ -120,13 +129,15 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="keep the projects in this folder")
     parser.add_argument("--reuse", action="store_true", help="read a kept project already built, not rebuild it")
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--to-link", action="store_true",
+                        help="fold each model only as fast as its host link feeds it (compile --fps at that rate)")
     args = parser.parse_args()
     names = [name.strip() for name in args.models.split(",") if name.strip()]
     for name in names:
         build_model(name)  # an unknown name fails before any build
     with tempfile.TemporaryDirectory(prefix="fpgaplace-open-flow-") as scratch:
         root = args.keep or Path(scratch)
-        rows = [measure(name, args.board, root / name, args.reuse) for name in names]
+        rows = [measure(name, args.board, root / name, args.reuse, args.to_link) for name in names]
     if args.json:
         print(json.dumps(rows, indent=2))
         return
