@@ -73,6 +73,7 @@ class Gearbox:
     count_bits: int
     full: bool = False
     serial: bool = False  # every beat's count a multiple of out_e: fp_serializer, not the ring
+    element_bits: int = ELEMENT_BITS  # bits fp_serializer holds an element in (EB; the ring: bytes)
 
     @property
     def module(self) -> str:
@@ -104,7 +105,7 @@ class Gearbox:
     def params(self) -> dict[str, int]:
         """The module's Verilog parameters."""
         if self.serial:
-            return {"IN_E": self.in_e, "OUT_E": self.out_e, "COUNT_W": self.count_bits}
+            return {"IN_E": self.in_e, "OUT_E": self.out_e, "COUNT_W": self.count_bits, "EB": self.element_bits}
         return {"IN_E": self.in_e, "OUT_E": self.out_e, "CAP_BITS": self.cap_bits, "COUNT_W": self.count_bits}
 
     def ecp5_luts(self) -> int:
@@ -112,7 +113,7 @@ class Gearbox:
         ``ECP5_SERIALIZER_LUTS`` for a ``serial`` one). O(1)."""
         if self.serial:
             per_bit, fixed = ECP5_SERIALIZER_LUTS
-            return round(per_bit * ELEMENT_BITS * (self.in_e - self.out_e) + fixed)
+            return round(per_bit * self.element_bits * (self.in_e - self.out_e) + fixed)
         per_input, per_bank, fixed = ECP5_GEARBOX_LUTS
         banks = ELEMENT_BITS * (1 << self.bank_bits) * self.bank_bits
         return round(per_input * ELEMENT_BITS * self.in_e * self.write_levels + per_bank * banks + fixed)

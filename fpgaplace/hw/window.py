@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from fpgaplace.board.model import core_family
-from fpgaplace.hw.gearbox import Gearbox
+from fpgaplace.hw.gearbox import ELEMENT_BITS, Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes
 from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, bram18_halves, ecp5_memory, rom_style, yosys_lutram
@@ -500,7 +500,20 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
                              lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * folds)))
     last_group_e = c["WO"] % c["MMV"] * c["COUT"]  # a row's short last group (none: 0)
     serial = group_e % out_e == 0 and last_group_e % out_e == 0
-    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1), serial=serial)
+    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1), serial=serial,
+                   element_bits=output_bits(c) if serial else ELEMENT_BITS)
+
+
+def output_bits(c: dict[str, int]) -> int:
+    """``OB``: the bits the window unit holds an output element in from its gather on (the group
+    register, the group FIFO, the serializer; each widened to a byte as it leaves): the two's
+    complement width of the output's range ``LO`` .. ``HI``, 8 without one. A w1a1 CNV's bipolar
+    convs (-1 .. 1: 2 bits) held 8 bits an element, their groups of up to 640 elements a FIFO word
+    and a register shifting 5,120 bits. O(1)."""
+    if "LO" not in c or "HI" not in c:
+        return ELEMENT_BITS
+    lo, hi = int(c["LO"]), int(c["HI"])
+    return min(ELEMENT_BITS, max((-lo - 1).bit_length() if lo < 0 else 0, hi.bit_length()) + 1)
 
 
 def offset_widths(c: dict[str, int]) -> tuple[int, int, int]:
@@ -554,7 +567,7 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "CNT_BITS": gearbox.count_bits,
         "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
                                    c["H"] + c["SH"] + kh_eff)) + 1,
-        "GEAR_BITS": gearbox.cap_bits, "SERIAL": gearbox.serial,
+        "GEAR_BITS": gearbox.cap_bits, "SERIAL": gearbox.serial, "OB": output_bits(c),
         "offsets_file": f"{top}_offsets.mem", "offsets_attribute": rom_style(sf),
         "groups_attribute": rom_style(nf),
         "macs_per_dsp": macs_per_dsp,
