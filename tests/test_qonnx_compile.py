@@ -455,3 +455,23 @@ def test_cnv_smaller_than_its_layers_allow_is_one_line_naming_the_least_image():
     with pytest.raises(FpgaplaceError, match=f"image 16; expected at least {zoo.CNV_MIN_IMAGE} pixels") as error:
         zoo.cnv(1, 1, image=16)
     assert "\n" not in str(error.value)
+
+
+@pytest.mark.parametrize("board", ["pynq-z2", "zcu104"])
+def test_an_int8_cnv_with_batch_norms_compiles_where_its_threshold_stages_outgrow_the_cores(tmp_path, board):
+    """FINN's CNV at w8a8 with a batch norm before every 8-bit quantizer: 255 thresholds a channel.
+    On pynq-z2 some layers' tables alone outgrow a core's BRAM (each is taken off the core's kind:
+    ``refine.off_the_kind``); on both boards the threshold stages' LUTs together outgrow the cores
+    while their bytes fit (each op is charged bytes for its share of the LUTs: ``refine.logic_bytes``).
+    Before, growing the ops' bytes by 1.25 a round moved nothing, and compile failed: on pynq-z2
+    "op 'conv_12' does not fit the core at any folding" after six rounds, on zcu104 "no cut of the
+    fabric into cores fits the model". Now each core's folding fits its budget and the rest runs on
+    the ARM cores."""
+    result = Design(zoo.cnv(8, 8, batch_norm=True), board, profile_cpu=False).compile(tmp_path / "p",
+                                                                                      random_samples=2)
+    design = load(tmp_path / "p")
+    assert design.cores and result.design["fps"] > 0 and result.cpu_ops
+    budgets = {core.name: core for core in load_board(board).cores}
+    for core in design.cores:
+        for key in ("lut", "dsp", "bram36"):
+            assert core.resources[key] <= getattr(budgets[core.name], key), (core.name, key, core.resources)

@@ -441,12 +441,12 @@ class Design:
 
     def refined(self, factors: dict[tuple[int, int], float], sizes: dict[int, float] | None = None,
                 added: dict[int, float] | None = None) -> Design:
-        """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``,
-        its on-chip size by ``sizes[v]`` and then ``added[v]`` bytes more (what the folding of a
-        placement measured, ``flow.refine``), not yet placed."""
+        """The same design with node v's latency on device kind k multiplied by ``factors[v, k]``
+        (``inf``: v cannot run there), its on-chip size by ``sizes[v]`` and then ``added[v]`` bytes
+        more (what the folding of a placement measured, ``flow.refine``), not yet placed."""
         latency, size = self.problem.latency.copy(), self.problem.size.copy()
         for (v, kind), factor in factors.items():
-            latency[v, kind] *= factor
+            latency[v, kind] = math.inf if math.isinf(factor) else latency[v, kind] * factor
         for v, factor in (sizes or {}).items():
             size[v] *= factor
         for v, extra in (added or {}).items():

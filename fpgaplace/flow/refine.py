@@ -24,11 +24,15 @@ it is the placement before, one lowering and folding (the stages' candidate fold
 Memory comes first (``fitting_lowering``): the placement counts on-chip bytes, the folding blocks
 in pools (line buffers and per-channel words take BRAM or LUTRAM, never URAM). Where a core's ops
 fit no folding even with every weight streamed, that core's ops grow in size, at most
-``MEMORY_GROWTH`` a round, and the design is placed again, before any latency round.
+``MEMORY_GROWTH`` a round, and the design is placed again, before any latency round. An op that
+alone fits its core at no folding is taken off that core's kind (``off_the_kind``); where the
+cores' LUTs, FFs or DSPs are what does not fit, each op is charged bytes for its share of them
+(``logic_bytes``).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -200,6 +204,39 @@ def core_size_factors(design: Refinable, core: str, factor: float) -> dict[int, 
     return {index[op]: factor for op, device in design.op_devices().items() if device.name == core}
 
 
+def off_the_kind(design: Refinable, ops: tuple[str, ...], core: str) -> dict[tuple[int, int], float]:
+    """(node, kind) -> ``inf`` for each of ``ops`` on the kind of ``core``: an op that alone fits
+    that core at no folding fits none of its kind (a kind's cores are identical), whatever its
+    bytes in the placement (an 8-bit threshold table in blocks may outgrow a core its bytes fit).
+    Such rounds are not counted against ``MEMORY_ROUNDS``: each takes ops off a kind for good, at
+    most ops x kinds of them. O(ops)."""
+    kind = design.problem.devices()[design.device_names().index(core)][0]
+    index = {name: v for v, name in enumerate(design.problem.names)}
+    return {(index[op], kind): math.inf for op in ops if op in index}
+
+
+LOGIC_RESOURCES = ("lut", "ff", "dsp")  # what the placement's bytes do not see
+
+
+def logic_bytes(design: Refinable, error: DoesNotFit, charged: set[str]) -> dict[int, float]:
+    """node -> bytes more for each op of a core whose ops together need more LUTs, FFs or DSPs
+    than it has at their smallest foldings (``DoesNotFit.shares``): its share of that resource
+    as a share of the core kind's on-chip bytes, once per op (``charged``), so that the placement,
+    which counts bytes only, packs the core's logic as well. Growing the ops' bytes instead
+    (``core_size_factors``) moves nothing where their bytes are a small part of the core: an
+    int8 CNV with its batch norms (8-bit threshold stages, thousands of LUTs a layer) failed to
+    compile on pynq-z2 and zcu104 that way. Empty where the resource is memory or every op is
+    charged already. O(ops)."""
+    if error.resource not in LOGIC_RESOURCES or not error.shares:
+        return {}
+    problem = design.problem
+    memory = problem.kinds[problem.devices()[design.device_names().index(error.core)][0]].memory
+    index = {name: v for v, name in enumerate(problem.names)}
+    added = {index[op]: share * memory for op, share in error.shares.items() if op not in charged and op in index}
+    charged.update(op for op in error.shares if op in index)
+    return added
+
+
 def fifo_sizes(design: Refinable, fifo_bytes: dict[str, float]) -> dict[int, float]:
     """node -> the bytes of the FIFOs in front of its layers (``DoesNotFit.fifo_bytes``), which
     the placement charges it from then on. O(ops)."""
@@ -225,6 +262,7 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     every core."""
     arguments = design._place_args
     rounds = {"grown": 0, "fifos": 0}
+    charged: set[str] = set()  # ops charged bytes for their share of a core's logic (``logic_bytes``)
     while arguments is not None and rounds["grown"] < MEMORY_ROUNDS and rounds["fifos"] < FIFO_ROUNDS:
         try:
             return design, lower_cores(design, progress)
@@ -232,9 +270,14 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
             if not error.core:
                 raise
             say(progress, f"placing again: {error}")
-            rounds["fifos" if error.fifo_bytes else "grown"] += 1
-            design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
-                      design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
+            if error.ops:  # not counted: each such round takes ops off a kind for good
+                design = design.refined(off_the_kind(design, error.ops, error.core))
+            else:
+                rounds["fifos" if error.fifo_bytes else "grown"] += 1
+                logic = logic_bytes(design, error, charged)
+                design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
+                          design.refined({}, added=logic) if logic else
+                          design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
             design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
             buildable(design, progress)
     return design, lower_cores(design, progress)

@@ -57,13 +57,17 @@ from fpgaplace.util.errors import FpgaplaceError
 class DoesNotFit(FpgaplaceError):
     """The ops of core ``core`` need more of ``resource`` than the core has, at every folding:
     ``needed`` of it where the core has ``available``; ``fifo_bytes``: by op, the on-chip bytes of
-    the FIFOs in front of its layers where those FIFOs are what does not fit (else empty)."""
+    the FIFOs in front of its layers where those FIFOs are what does not fit (else empty);
+    ``shares``: by op, its share of the core's ``resource`` at its smallest folding, where the ops
+    together are what does not fit (else empty); ``ops``: the ops that each alone fit the core at no
+    folding (the figures are the first's; else empty)."""
 
     def __init__(self, message: str, resource: str, core: str = "", needed: float = 0, available: float = 0,
-                 fifo_bytes: dict[str, float] | None = None) -> None:
+                 fifo_bytes: dict[str, float] | None = None, shares: dict[str, float] | None = None,
+                 ops: tuple[str, ...] = ()) -> None:
         super().__init__(message)
         self.resource, self.core, self.needed, self.available = resource, core, needed, available
-        self.fifo_bytes = fifo_bytes or {}
+        self.fifo_bytes, self.shares, self.ops = fifo_bytes or {}, shares or {}, ops
 
     @property
     def over(self) -> float:
@@ -311,13 +315,16 @@ def balanced_picks(candidates: list[_Candidates], core: FpgaCore, slack: float |
     Raises ``DoesNotFit`` when a stage, or all of them together, cannot fit the core at any folding.
     """
     budget = core_budget(core)
-    for c in candidates:
-        if not c.options:
-            slowest = c.stage.kernel.resources(c.stage.geometry, Folding(), core, c.stage.resident)
-            over = ", ".join(f"{n} {getattr(slowest, n)} > {getattr(budget, n)}" for n in slowest.over(budget))
-            name = slowest.over(budget)[0]
-            raise DoesNotFit(f"{core.name}: op '{c.stage.op}' does not fit the core at any folding ({over})",
-                             name, core.name, getattr(slowest, name), getattr(budget, name))
+    unfit = [c for c in candidates if not c.options]
+    if unfit:
+        first = unfit[0].stage
+        slowest = first.kernel.resources(first.geometry, Folding(), core, first.resident)
+        over = ", ".join(f"{n} {getattr(slowest, n)} > {getattr(budget, n)}" for n in slowest.over(budget))
+        name = slowest.over(budget)[0]
+        more = f" (and {len(unfit) - 1} more)" if len(unfit) > 1 else ""
+        raise DoesNotFit(f"{core.name}: op '{first.op}'{more} does not fit the core at any folding ({over})",
+                         name, core.name, getattr(slowest, name), getattr(budget, name),
+                         ops=tuple(c.stage.op for c in unfit))
     targets = sorted({cycles for c in candidates for cycles in c.cycles}) or [0]
 
     def fitting_picks(target: int) -> list | None:
@@ -335,12 +342,15 @@ def balanced_picks(candidates: list[_Candidates], core: FpgaCore, slack: float |
         return fitting_picks(target) is not None
 
     if not fits(targets[-1]):
-        slowest = _total(c.pick(targets[-1]) for c in candidates)
+        smallest = [c.pick(targets[-1]) for c in candidates]
+        slowest = _total(smallest)
         name = slowest.over(budget)[0]
         raise DoesNotFit(
             f"{core.name}: its {len(candidates)} ops need {getattr(slowest, name)} {name} at the smallest folding; "
             f"the core has {getattr(budget, name)}",
             name, core.name, getattr(slowest, name), getattr(budget, name),
+            shares={c.stage.op: getattr(pick[3], name) / getattr(budget, name)
+                    for c, pick in zip(candidates, smallest, strict=True)},
         )
     low = bisect.bisect_left(range(len(targets)), True, key=lambda i: fits(targets[i]))
     relaxed = bisect.bisect_right(targets, slack) - 1 if slack else -1
