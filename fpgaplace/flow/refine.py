@@ -278,7 +278,10 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
                 design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
                           design.refined({}, added=logic) if logic else
                           design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
-            design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            try:
+                design.place(**{**arguments, "time_limit": min(arguments["time_limit"], REFINE_TIME_LIMIT_S)})
+            except FpgaplaceError:  # no placement with the ops so charged: the folding's reason is the user's
+                raise error from None
             buildable(design, progress)
     return design, lower_cores(design, progress)
 
