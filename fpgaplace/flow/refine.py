@@ -261,7 +261,7 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     that was set, not solved, raises at once. Cost per round: one placement and one lowering of
     every core."""
     arguments = design._place_args
-    rounds = {"grown": 0, "fifos": 0}
+    rounds = {"grown": 0, "fifos": 0, "off": 0}
     charged: set[str] = set()  # ops charged bytes for their share of a core's logic (``logic_bytes``)
     while arguments is not None and rounds["grown"] < MEMORY_ROUNDS and rounds["fifos"] < FIFO_ROUNDS:
         try:
@@ -270,7 +270,10 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
             if not error.core:
                 raise
             say(progress, f"placing again: {error}")
-            if error.ops:  # not counted: each such round takes ops off a kind for good
+            if error.ops:  # not counted against MEMORY_ROUNDS: each takes ops off a kind for good
+                rounds["off"] += 1
+                if rounds["off"] > len(design.problem.names):  # a placement that keeps them there anyway
+                    raise error
                 design = design.refined(off_the_kind(design, error.ops, error.core))
             else:
                 rounds["fifos" if error.fifo_bytes else "grown"] += 1
