@@ -76,6 +76,7 @@ from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
 from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
 from fpgaplace.hw.window import line_buffer, output_gearbox  # noqa: E402
 from fpgaplace.sim import yosys  # noqa: E402
+from fpgaplace.util.errors import FpgaplaceError  # noqa: E402
 
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
 FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (512, 64, 2, 8)]  # K, N, PE, SIMD (the last: a BRAM ROM)
@@ -375,9 +376,17 @@ def main() -> None:
         unknown = [name for name in names if name not in NETWORKS]
         if unknown:
             parser.error(f"--networks: {', '.join(unknown)}; expected some of {', '.join(NETWORKS)}")
+        boards = [name for name in args.boards.split(",") if name]
+        for board in boards:  # an unknown board or a jobs count below one fails before any compile
+            try:
+                load_board(board)
+            except FpgaplaceError as error:
+                parser.error(f"--boards: {error}")
+        if args.jobs < 1:
+            parser.error(f"--jobs: {args.jobs}; expected at least 1")
         with tempfile.TemporaryDirectory(prefix="bench-lowbit-nets-") as scratch:
             folder = args.keep or Path(scratch)
-            out["sim_models"] = network_rows(names, args.boards.split(","), folder, args.synth, args.jobs)
+            out["sim_models"] = network_rows(names, boards, folder, args.synth, args.jobs)
         print(f"## Networks per width and board (compiled, sim, yosys: {args.synth})\n\n"
               f"FINN cnv-w1a1 on Pynq-Z1 (derived from its folding): {math.floor(FINN_CNV_W1A1_FPS_PYNQ_Z1)} fps "
               f"at 100 MHz; FINN paper, ZC706: 21,906 fps.\n\n{markdown(out['sim_models'])}")
