@@ -475,3 +475,21 @@ def test_an_int8_cnv_with_batch_norms_compiles_where_its_threshold_stages_outgro
     for core in design.cores:
         for key in ("lut", "dsp", "bram36"):
             assert core.resources[key] <= getattr(budgets[core.name], key), (core.name, key, core.resources)
+
+
+def test_a_mobilenet_whose_threshold_tables_outgrow_a_core_s_bram_compiles(tmp_path):
+    """MobileNetV1 at w8a8 with a batch norm before every 8-bit quantizer (255 thresholds a channel,
+    in block RAM) on zcu104 at 96 px: its first core's ops needed 690 BRAM36 at their smallest
+    folding against the core's 243; six rounds of growing their bytes by 1.25 moved too little,
+    and compile failed ("no cut of the fabric into cores fits the model"). Once the rounds left
+    cannot reach the overflow, each op is charged bytes for its share of the BRAM
+    (``refine.logic_bytes``), then of the LUTs the same way, and the rest runs on the ARM cores
+    within every core's budget."""
+    model = zoo.mobilenet_v1_lowbit(8, 8, image=96, width=1.0, classes=10)
+    result = Design(model, "zcu104", profile_cpu=False).compile(tmp_path / "p", random_samples=1)
+    design = load(tmp_path / "p")
+    assert design.cores and result.design["fps"] > 0 and result.cpu_ops
+    budgets = {core.name: core for core in load_board("zcu104").cores}
+    for core in design.cores:
+        for key in ("lut", "dsp", "bram36"):
+            assert core.resources[key] <= getattr(budgets[core.name], key), (core.name, key, core.resources)

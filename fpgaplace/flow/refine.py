@@ -27,7 +27,7 @@ fit no folding even with every weight streamed, that core's ops grow in size, at
 ``MEMORY_GROWTH`` a round, and the design is placed again, before any latency round. An op that
 alone fits its core at no folding is taken off that core's kind (``off_the_kind``); where the
 cores' LUTs, FFs or DSPs are what does not fit, each op is charged bytes for its share of them
-(``logic_bytes``).
+(``logic_bytes``), as where they need more of a memory than the growth can reach.
 """
 
 from __future__ import annotations
@@ -218,22 +218,27 @@ def off_the_kind(design: Refinable, ops: tuple[str, ...], core: str) -> dict[tup
 LOGIC_RESOURCES = ("lut", "ff", "dsp")  # what the placement's bytes do not see
 
 
-def logic_bytes(design: Refinable, error: DoesNotFit, charged: set[str]) -> dict[int, float]:
+def logic_bytes(design: Refinable, error: DoesNotFit, charged: set[tuple[str, str]],
+                reach: float = 1.0) -> dict[int, float]:
     """node -> bytes more for each op of a core whose ops together need more LUTs, FFs or DSPs
     than it has at their smallest foldings (``DoesNotFit.shares``): its share of that resource
-    as a share of the core kind's on-chip bytes, once per op (``charged``), so that the placement,
-    which counts bytes only, packs the core's logic as well. Growing the ops' bytes instead
+    as a share of the core kind's on-chip bytes, once per op and resource (``charged``), so that
+    the placement, which counts bytes only, packs the core's logic as well. Growing the ops' bytes instead
     (``core_size_factors``) moves nothing where their bytes are a small part of the core: an
     int8 CNV with its batch norms (8-bit threshold stages, thousands of LUTs a layer) failed to
-    compile on pynq-z2 and zcu104 that way. Empty where the resource is memory or every op is
-    charged already. O(ops)."""
-    if error.resource not in LOGIC_RESOURCES or not error.shares:
+    compile on pynq-z2 and zcu104 that way. The same for a memory (BRAM36, URAM) the ops need
+    more than ``reach`` times the core's of (what the growth rounds left can reach): MobileNetV1
+    at w8a8 with its batch norms (255 thresholds a channel, in blocks) needed 2.8 times a zcu104
+    core's BRAM36 at 96 px and 6 times at 224, and growing by 1.25 a round failed both. Empty
+    otherwise or where every op is charged already. O(ops)."""
+    if not error.shares or (error.resource not in LOGIC_RESOURCES and error.over <= reach):
         return {}
     problem = design.problem
     memory = problem.kinds[problem.devices()[design.device_names().index(error.core)][0]].memory
     index = {name: v for v, name in enumerate(problem.names)}
-    added = {index[op]: share * memory for op, share in error.shares.items() if op not in charged and op in index}
-    charged.update(op for op in error.shares if op in index)
+    added = {index[op]: share * memory for op, share in error.shares.items()
+             if (op, error.resource) not in charged and op in index}
+    charged.update((op, error.resource) for op in error.shares if op in index)
     return added
 
 
@@ -262,7 +267,7 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
     every core."""
     arguments = design._place_args
     rounds = {"grown": 0, "fifos": 0, "off": 0}
-    charged: set[str] = set()  # ops charged bytes for their share of a core's logic (``logic_bytes``)
+    charged: set[tuple[str, str]] = set()  # (op, resource) charged bytes for its share of a core's (``logic_bytes``)
     while arguments is not None and rounds["grown"] < MEMORY_ROUNDS and rounds["fifos"] < FIFO_ROUNDS:
         try:
             return design, lower_cores(design, progress)
@@ -277,7 +282,7 @@ def fitting_lowering(design: Refinable, progress=None) -> tuple[Refinable, Lower
                 design = design.refined(off_the_kind(design, error.ops, error.core))
             else:
                 rounds["fifos" if error.fifo_bytes else "grown"] += 1
-                logic = logic_bytes(design, error, charged)
+                logic = logic_bytes(design, error, charged, MEMORY_GROWTH ** (MEMORY_ROUNDS - rounds["grown"] + 1))
                 design = (design.refined({}, added=fifo_sizes(design, error.fifo_bytes)) if error.fifo_bytes else
                           design.refined({}, added=logic) if logic else
                           design.refined({}, core_size_factors(design, error.core, min(error.over, MEMORY_GROWTH))))
