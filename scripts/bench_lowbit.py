@@ -2,8 +2,8 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--turns] [--models] [--compiled]
-[--sim-models] [--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none]
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--turns] [--firsts] [--models]
+[--compiled] [--sim-models] [--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none]
 [--jobs 2] [--keep DIR] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
@@ -26,6 +26,10 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
 * ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 6 units whose SIMD
   neither divides CIN nor is a multiple of it (``hw.window.turns_channels``), the fit of
   ``hw.window.TURNING_LUTS``. Under a minute of yosys per row.
+* ``--firsts`` (``conv_rows`` of ``FIRST_CASES``): the same for 14 first layers (2- and 4-bit weights
+  by 8-bit pixels, int8 products on DSPs, 3 channels in) on 8 to 32 pixel frames, the fit of
+  ``hw.window.COPY_LUTS`` and the lanes' ``("dsp", 2, 8)`` and ``("dsp", 4, 8)`` costs. 20 s to a
+  minute of yosys per row.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -112,6 +116,11 @@ TURN_CASES = [
     (8, 16, 32, 3, 1, 1, 1, (8, 9, 1), 2, 2, True), (8, 16, 32, 3, 1, 1, 1, (1, 72, 1), 2, 2, True),
     (8, 16, 16, 3, 1, 1, 1, (4, 12, 1), 4, 4, True), (8, 16, 16, 3, 1, 0, 1, (8, 12, 1), 1, 1, False)]
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
+# the --firsts rows: a low-bit network's first layer, 2- or 4-bit weights by 8-bit pixels (int8 products
+# on DSPs), 3 channels in, writing the weights' width through thresholds (``output_bits``), as the CNV's
+FIRST_CASES = [(h, 3, cout, 3, 1, 0, 1, fold, wb, 8, False) for wb in (2, 4) for h, cout, fold in (
+    (32, 64, (2, 27, 1)), (16, 16, (2, 27, 1)), (16, 32, (1, 27, 1)), (16, 16, (4, 9, 1)), (16, 16, (2, 3, 1)),
+    (16, 32, (8, 27, 1)), (8, 16, (4, 27, 2)))]
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
 
@@ -154,6 +163,12 @@ def module_luts(folder: Path, family) -> dict[str, int]:
     return parts
 
 
+def output_bits(weight_bits: int, activation_bits: int) -> int:
+    """A conv case's output width: its inputs', but a first layer (8-bit pixels) writes its
+    weights' width, as the CNV's first layer does. O(1)."""
+    return activation_bits if activation_bits < 8 else weight_bits
+
+
 def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any]]:
     """Per low-bit conv case of ``cases``: yosys' LUTs by module beside the estimate, and the line
     buffer's memories and banks (see the docstring)."""
@@ -163,7 +178,7 @@ def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any
     with tempfile.TemporaryDirectory(prefix="bench-lowbit-conv-") as scratch:
         for h, cin, cout, k, stride, pad, groups, fold, wb, xb, unsigned in cases:
             case = lowbit_conv_case(h, cin, cout, k, stride, pad, groups, Folding(*fold), wb, xb, unsigned, seed=5)
-            config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[xb], 5)
+            config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[output_bits(wb, xb)], 5)
             module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
             folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_h{h}_{'x'.join(map(str, fold))}"
             total = yosys.synthesize(module, folder, family)
@@ -345,14 +360,16 @@ def markdown(rows: list[dict[str, Any]]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--kernels", action="store_true")
-    parser.add_argument("--convs", action="store_true")
-    parser.add_argument("--spans", action="store_true")
-    parser.add_argument("--turns", action="store_true")
-    parser.add_argument("--models", action="store_true")
-    parser.add_argument("--compiled", action="store_true")
-    parser.add_argument("--sim-models", action="store_true")
+    parser = argparse.ArgumentParser(description=" ".join(__doc__.split("\n\n")[0].split()))
+    parser.add_argument("--kernels", action="store_true", help="dense units per width and folding (23 rows)")
+    parser.add_argument("--convs", action="store_true", help="low-bit conv units on 16 x 16 frames (9 rows)")
+    parser.add_argument("--spans", action="store_true", help="conv units whose SIMD spans window positions (16)")
+    parser.add_argument("--turns", action="store_true", help="conv units whose lanes turn channels (6)")
+    parser.add_argument("--firsts", action="store_true", help="first layers: 2/4-bit weights by 8-bit pixels (14)")
+    parser.add_argument("--models", action="store_true", help="CNV per width and board, cost model only")
+    parser.add_argument("--compiled", action="store_true", help="compiled QONNX MLPs' dense layers beside yosys")
+    parser.add_argument("--sim-models", action="store_true",
+                        help="the issue's table: networks compiled, simulated and synthesized per board")
     parser.add_argument("--board", default="pynq-z2", help="board of the kernel table")
     parser.add_argument("--networks", default=",".join(NETWORKS), help="--sim-models: comma-separated networks")
     parser.add_argument("--boards", default=",".join(SIM_BOARDS), help="--sim-models: comma-separated boards")
@@ -362,7 +379,8 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="--sim-models: folder of the compiled projects (kept)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    tables = (args.kernels, args.convs, args.spans, args.turns, args.models, args.compiled, args.sim_models)
+    tables = (args.kernels, args.convs, args.spans, args.turns, args.firsts, args.models, args.compiled,
+              args.sim_models)
     everything = not any(tables)
     out: dict[str, Any] = {}
     if args.kernels or everything:
@@ -379,6 +397,10 @@ def main() -> None:
         out["turns"] = conv_rows(args.board, TURN_CASES)
         print(f"## Conv units whose lanes turn channels on {args.board}: yosys by module beside the estimate\n\n"
               f"{markdown(out['turns'])}")
+    if args.firsts:
+        out["firsts"] = conv_rows(args.board, FIRST_CASES)
+        print(f"## First-layer conv units (narrow weights by 8-bit pixels) on {args.board}: yosys by module beside "
+              f"the estimate\n\n{markdown(out['firsts'])}")
     if args.models or everything:
         out["models"] = cnv_cost_rows(BOARDS)
         print(f"## CNV per width and board (cost model)\n\nFINN cnv-w1a1 on Pynq-Z1 (derived from its folding): "

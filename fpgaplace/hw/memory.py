@@ -21,9 +21,10 @@ URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has i
 
 BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
 # yosys 0.23's costs of a memory's cells (share/xilinx/lutrams_xc5v.txt: $__XILINX_LUTRAM_SDP_, cost 8,
-# 64 words of 3 bits; brams_xc4v.txt: $__XILINX_BLOCKRAM_SDP_ at HALF, a RAMB18, cost 129): memory_libmap
-# builds a memory of the cheaper (``yosys_lutram``)
-YOSYS_LUTRAM_COST, LUTRAM_SDP_BITS, YOSYS_RAMB18_COST = 8, 3, 129
+# 64 words of 3 bits or 32 of 6, a RAM64M or RAM32M of four LUTs; brams_xc4v.txt: $__XILINX_BLOCKRAM_SDP_
+# at HALF, a RAMB18, cost 129): memory_libmap builds a memory of the cheaper (``yosys_lutram``)
+YOSYS_LUTRAM_COST, YOSYS_RAMB18_COST = 8, 129
+LUTRAM_SDP_SHAPES, LUTRAM_CELL_LUTS = ((3, 64), (6, 32)), 4  # (bits, words) of a simple dual port LUTRAM cell
 BRAM18_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # a RAMB18, simple dual port at 36
 
 
@@ -53,14 +54,28 @@ def bram18_halves(width_bits: int, depth: int) -> int:
     return min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM18_SHAPES)
 
 
+def yosys_lutram_cells(width_bits: int, depth: int) -> int:
+    """yosys' simple dual port LUTRAM cells (RAM64M: 64 words of 3 bits, RAM32M: 32 of 6,
+    ``LUTRAM_SDP_SHAPES``) of a written memory of ``depth`` words of ``width_bits``, the fewer of
+    the two shapes. O(1)."""
+    return min(math.ceil(width_bits / bits) * math.ceil(depth / words) for bits, words in LUTRAM_SDP_SHAPES)
+
+
 def yosys_lutram(width_bits: int, depth: int) -> bool:
     """Whether yosys ``synth_xilinx`` (memory_libmap) builds a written memory of ``depth`` words of
-    ``width_bits`` in LUTRAM rather than block RAM: where its LUTRAM cells (simple dual port, 64
-    words of ``LUTRAM_SDP_BITS`` each) cost no more than its RAMB18s at the library's costs
-    (``YOSYS_LUTRAM_COST``, ``YOSYS_RAMB18_COST``). Seen on a low-bit conv's line-buffer copies,
-    yosys 0.23 xc7: 4 x 70, 4 x 240 and 2 x 640 bits in LUTRAM, 16 x 150 in a RAMB18. O(1)."""
-    cells = math.ceil(depth / LUTRAM_MAX_DEPTH) * math.ceil(width_bits / LUTRAM_SDP_BITS)
+    ``width_bits`` in LUTRAM rather than block RAM: where its LUTRAM cells (``yosys_lutram_cells``)
+    cost no more than its RAMB18s at the library's costs (``YOSYS_LUTRAM_COST``,
+    ``YOSYS_RAMB18_COST``). Seen on a low-bit conv's line-buffer copies, yosys 0.23 xc7: 4 x 70,
+    4 x 240 and 2 x 640 bits in LUTRAM, 16 x 150 in a RAMB18. O(1)."""
+    cells = yosys_lutram_cells(width_bits, depth)
     return YOSYS_LUTRAM_COST * cells <= YOSYS_RAMB18_COST * bram18_halves(width_bits, depth)
+
+
+def yosys_lutram_luts(width_bits: int, depth: int) -> int:
+    """LUTs of a written memory yosys builds in LUTRAM (``yosys_lutram``): four a cell
+    (``LUTRAM_CELL_LUTS``; yosys 0.23 xc7, a w2a2 conv's 9 line-buffer copies of 2 x 640 bits:
+    90 RAM64M, 360 LUTs; a w2a8 first layer's 27 copies of 8 x 120: 162 RAM64M). O(1)."""
+    return LUTRAM_CELL_LUTS * yosys_lutram_cells(width_bits, depth)
 
 
 def rom_luts(width_bits: int, depth: int) -> int:

@@ -20,7 +20,7 @@ from fpgaplace.board.model import core_family
 from fpgaplace.hw.gearbox import ELEMENT_BITS, Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes
-from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, bram18_halves, ecp5_memory, rom_style, yosys_lutram
+from fpgaplace.hw.memory import bram18_halves, ecp5_memory, rom_style, yosys_lutram, yosys_lutram_luts
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -89,6 +89,17 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # reading 1,200 2-bit elements, a 10-element beat) took 131,377 LUTs, 126,430 but its gearbox:
 # about 0.6 a lane and element bit beside its lanes' ~5,000 (the MUXF7s and MUXF8s not counted).
 UNBANKED_LUTS_PER_READ_BIT = 0.6
+# A line-buffer copy (``copied_line_buffer``) costs LUTs beside its memory's: its own read address
+# and write enable. Least squares of the relative error, with the int8-product lanes of narrow
+# weights (``kernel.LANE_LUTS[("dsp", 2, 8)]``, ``[("dsp", 4, 8)]``), over 14 first-layer units (yosys
+# 0.23 ``synth_xilinx -family xc7``, the output module left out; ``scripts/bench_lowbit.py --firsts``:
+# 3 -> 16..64 channels, w2a8 and w4a8, on 8 to 32 pixel frames at PE x SIMD x MMV 2 x 27 x 1, 1 x 27 x 1,
+# 4 x 9 x 1, 2 x 3 x 1, 8 x 27 x 1 and 4 x 27 x 2, 3 to 27 copies): within 10.3 % on all 14 (rms 3.9 %);
+# before, with the copies unpriced and the lanes fitted to the compiled layers alone, 3 to 46 % under.
+# Copies of narrow elements go without it: their rules above were fitted with the copies' memories
+# alone, and the term on top took the 17 --convs and --spans rows from rms 9.7 % (worst 22 %) to 21.9 %
+# (worst 46 %, w2a2 8 -> 64 at 2 x 72 x 1: 72 memories).
+COPY_LUTS = 24.2
 # A SIMD that neither divides CIN nor is a multiple of it (``turns_channels``: each lane's channel,
 # and so its element of the line buffer's word, turns from fold to fold) costs LUTs the terms above
 # miss: fixed and per read lane, least squares of the relative error on top of them over five w2a2
@@ -152,14 +163,17 @@ class WindowKernel(Kernel):
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
         copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
         group, or one a read lane without a banked layout) each in RAMB18s (``bram18_halves``, two
-        to a BRAM36), but in LUTRAM where yosys builds it there (``yosys_lutram``: a LUT a bit for
-        each 64 words); without a banked layout
+        to a BRAM36), but in LUTRAM where yosys builds it there (``yosys_lutram``; four LUTs a
+        RAM64M or RAM32M, ``yosys_lutram_luts``), and a copy of 8-bit elements its own logic
+        (``COPY_LUTS``); without a banked layout
         (a beat that is no power of two) a multiplexer over the whole buffer a lane
-        (``UNBANKED_LUTS_PER_READ_BIT``); None where it
-        keeps none, or its elements are 8 bits (unmeasured: a w2a8 first layer keeps the HLS price),
-        or the family is built from the RTL op library (``line_buffer_ebrs`` prices it there).
-        O(lanes x folds, cached)."""
-        if self.global_ or core_family(core).rtl_built or not self.narrow_elements(g):
+        (``UNBANKED_LUTS_PER_READ_BIT``); None where it keeps none, where both operands are 8 bits
+        (``narrow_operands``: the int8 fit holds them) or the family is built from the RTL op
+        library (``line_buffer_ebrs`` prices it there). A w2a8 first layer's copies of 8-bit pixels
+        count too: 3 -> 16 channels on a 16 x 16 frame at PE x SIMD 2 x 27 keeps 27 copies of 8 x 240
+        bits, 324 RAM64M in yosys 0.23 (1,296 LUTs; unpriced before, the unit was 2,750 LUTs in
+        yosys against 1,158 priced). O(lanes x folds, cached)."""
+        if self.global_ or core_family(core).rtl_built or not self.narrow_operands(g):
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
         if buffer.copies <= 1:
@@ -168,9 +182,10 @@ class WindowKernel(Kernel):
             return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
                                     * buffer.rows * buffer.row_elems))
         count, (width, depth) = buffer.layout(g.activation_bits)
+        logic = round(COPY_LUTS * count) if g.activation_bits >= 8 else 0  # narrow: the spans fit holds it
         if yosys_lutram(width, depth):
-            return (0, 0, count * width * math.ceil(depth / LUTRAM_MAX_DEPTH))
-        return (math.ceil(count * bram18_halves(width, depth) / 2), 0, 0)
+            return (0, 0, count * yosys_lutram_luts(width, depth) + logic)
+        return (math.ceil(count * bram18_halves(width, depth) / 2), 0, logic)
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
@@ -209,10 +224,11 @@ class WindowKernel(Kernel):
             return priced
         return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
 
-    def narrow_elements(self, g: Geometry) -> bool:
-        """Whether the layer is a conv whose line buffer holds elements below 8 bits, whose RTL's
-        line-buffer copies the Xilinx price holds (``copied_line_buffer``). O(1)."""
-        return self.uses_dsp and g.activation_bits < 8
+    def narrow_operands(self, g: Geometry) -> bool:
+        """Whether the layer is a conv with an operand below 8 bits (narrow activations, or narrow
+        weights by 8-bit pixels: a low-bit network's first layer), whose RTL's line-buffer copies
+        the Xilinx price holds (``copied_line_buffer``). O(1)."""
+        return self.uses_dsp and min(g.weight_bits, g.activation_bits) < 8
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
         """A windowed unit streams its ``HO`` output rows; none for a global pool (one output row),
