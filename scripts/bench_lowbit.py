@@ -23,7 +23,7 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
 * ``--spans`` (``conv_rows`` of ``SPAN_CASES``): the same on 8 x 8 frames for 16 units whose SIMD
   spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_LUT_PER_READ`` and the
   lane shares beside it. 15 s to 2 min of yosys per row.
-* ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 6 units whose SIMD
+* ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 10 units whose SIMD
   neither divides CIN nor is a multiple of it (``hw.window.turns_channels``), the fit of
   ``hw.window.TURNING_LUTS``. Under a minute of yosys per row.
 * ``--firsts`` (``conv_rows`` of ``FIRST_CASES``): the same for 14 first layers (2- and 4-bit weights
@@ -110,11 +110,13 @@ SPAN_CASES = [
     (8, 8, 8, 3, 1, 1, 1, (4, 24, 1), 4, 4, True), (8, 8, 16, 3, 1, 1, 1, (4, 72, 1), 4, 4, True),
     (8, 16, 16, 3, 1, 1, 1, (4, 24, 2), 2, 2, True), (8, 8, 32, 3, 1, 1, 1, (4, 72, 1), 4, 4, True)]
 # the --turns rows: w2a2 units whose SIMD neither divides CIN nor is a multiple of it (lanes turn
-# channels from fold to fold), one w4a4 and one w1a1, as the --convs rows on 8 x 8 frames
+# channels from fold to fold), one w4a4 and five w1a1, as the --convs rows on 8 x 8 frames
 TURN_CASES = [
     (8, 16, 32, 3, 1, 1, 1, (2, 36, 1), 2, 2, True), (8, 32, 32, 3, 1, 1, 1, (2, 9, 1), 2, 2, True),
     (8, 16, 32, 3, 1, 1, 1, (8, 9, 1), 2, 2, True), (8, 16, 32, 3, 1, 1, 1, (1, 72, 1), 2, 2, True),
-    (8, 16, 16, 3, 1, 1, 1, (4, 12, 1), 4, 4, True), (8, 16, 16, 3, 1, 0, 1, (8, 12, 1), 1, 1, False)]
+    (8, 16, 16, 3, 1, 1, 1, (4, 12, 1), 4, 4, True), (8, 16, 16, 3, 1, 0, 1, (8, 12, 1), 1, 1, False),
+    (8, 16, 32, 3, 1, 0, 1, (2, 36, 1), 1, 1, False), (8, 32, 32, 3, 1, 0, 1, (2, 9, 1), 1, 1, False),
+    (8, 16, 32, 3, 1, 0, 1, (8, 9, 1), 1, 1, False), (8, 16, 32, 3, 1, 0, 1, (1, 72, 1), 1, 1, False)]
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 # the --firsts rows: a low-bit network's first layer, 2- or 4-bit weights by 8-bit pixels (int8 products
 # on DSPs), 3 channels in, writing the weights' width through thresholds (``output_bits``), as the CNV's
@@ -364,7 +366,7 @@ def main() -> None:
     parser.add_argument("--kernels", action="store_true", help="dense units per width and folding (23 rows)")
     parser.add_argument("--convs", action="store_true", help="low-bit conv units on 16 x 16 frames (9 rows)")
     parser.add_argument("--spans", action="store_true", help="conv units whose SIMD spans window positions (16)")
-    parser.add_argument("--turns", action="store_true", help="conv units whose lanes turn channels (6)")
+    parser.add_argument("--turns", action="store_true", help="conv units whose lanes turn channels (10)")
     parser.add_argument("--firsts", action="store_true", help="first layers: 2/4-bit weights by 8-bit pixels (14)")
     parser.add_argument("--models", action="store_true", help="CNV per width and board, cost model only")
     parser.add_argument("--compiled", action="store_true", help="compiled QONNX MLPs' dense layers beside yosys")

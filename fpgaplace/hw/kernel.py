@@ -131,7 +131,7 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
     "xnor": 5.2,
     ("lut", 1, 2): 8.0, ("lut", 1, 4): 14.5, ("lut", 1, 8): 19.0,
     ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
-    ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 4.4, ("dsp", 4, 8): 5.6,
+    ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 4.6, ("dsp", 4, 8): 5.5,
 }
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}

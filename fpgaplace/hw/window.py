@@ -94,19 +94,24 @@ UNBANKED_LUTS_PER_READ_BIT = 0.6
 # weights (``kernel.LANE_LUTS[("dsp", 2, 8)]``, ``[("dsp", 4, 8)]``), over 14 first-layer units (yosys
 # 0.23 ``synth_xilinx -family xc7``, the output module left out; ``scripts/bench_lowbit.py --firsts``:
 # 3 -> 16..64 channels, w2a8 and w4a8, on 8 to 32 pixel frames at PE x SIMD x MMV 2 x 27 x 1, 1 x 27 x 1,
-# 4 x 9 x 1, 2 x 3 x 1, 8 x 27 x 1 and 4 x 27 x 2, 3 to 27 copies): within 10.3 % on all 14 (rms 3.9 %);
+# 4 x 9 x 1, 2 x 3 x 1, 8 x 27 x 1 and 4 x 27 x 2, 3 to 27 copies): within 8.5 % on all 14 (rms 5.2 %);
 # before, with the copies unpriced and the lanes fitted to the compiled layers alone, 3 to 46 % under.
-# Copies of narrow elements go without it: their rules above were fitted with the copies' memories
-# alone, and the term on top took the 17 --convs and --spans rows from rms 9.7 % (worst 22 %) to 21.9 %
-# (worst 46 %, w2a2 8 -> 64 at 2 x 72 x 1: 72 memories).
-COPY_LUTS = 24.2
+# Copies of narrow elements go without it: their rules were fitted with the copies' memories alone,
+# and the term on top took the 35 --convs, --spans and --turns rows from rms 10.3 % (worst 23 %) to
+# 28.1 % (worst 67 %).
+COPY_LUTS = 18.3
 # A SIMD that neither divides CIN nor is a multiple of it (``turns_channels``: each lane's channel,
 # and so its element of the line buffer's word, turns from fold to fold) costs LUTs the terms above
-# miss: fixed and per read lane, least squares of the relative error on top of them over five w2a2
-# units (yosys 0.23 xc7, the output module left out): 8 -> 8 at 8 x 36 x 1 (3,507 LUTs, priced 2,620
-# before), 16 -> 32 at 2 x 36 x 1 (2,585, 1,551), 32 -> 32 at 2 x 9 x 1 (1,147, 660), 16 -> 32 at
-# 8 x 9 x 1 (2,108, 1,635), 16 -> 32 at 1 x 72 x 1 (2,974, 1,726); all five within 7 % after.
-TURNING_LUTS = (378.0, 13.5)
+# miss, a fixed amount where the elements are wider than a bit: least squares of the relative error on
+# top of them (yosys 0.23 xc7, the output module left out; ``scripts/bench_lowbit.py --turns`` and the
+# --spans row 8 -> 8 at 8 x 36 x 1) over seven turning units of 2- and 4-bit elements (w2a2 8 -> 8 at
+# 8 x 36 x 1, 16 -> 32 at 2 x 36 x 1, 8 x 9 x 1 and 1 x 72 x 1, 32 -> 32 at 2 x 9 x 1, 16 -> 16 at
+# 4 x 24 x 2; w4a4 16 -> 16 at 4 x 12 x 1). Binary units (1-bit elements) go without it: their five
+# turning units are within 21 % of yosys as they are, and with the term the one at 8 x 12 x 1 was priced
+# 66 % over. All 35 conv units of --convs, --spans and --turns within 23.2 % (rms 10.3 %); the term
+# was fixed and per read lane before, fitted when the copies' LUTRAM was a LUT a bit: once the copies
+# were priced as yosys builds them it left a binary unit at 1.7 and a w2a2 one at 1.5 times yosys.
+TURNING_LUTS = 276.5
 SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
 SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
@@ -461,11 +466,12 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     the window members ``c`` (``WindowKernel.window_shape``), its line buffer's ``banks``
     (``LineBuffer.banks``) and its elements' bits: each of its MMV x XP x SIMD read lanes where the
     window is wider than a pixel (``SPANNING_LUT_PER_READ`` where the SIMD spans window positions),
-    each bank per element bit. O(1)."""
+    each bank per element bit, and ``TURNING_LUTS`` where the lanes turn channels over elements
+    wider than a bit. O(1)."""
     xp = c["PE"] if c["GROUPS"] > 1 else 1
     reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
     per_read = SPANNING_LUT_PER_READ if spans_positions(c) else WINDOW_LUT_PER_READ
-    turning = TURNING_LUTS[0] + TURNING_LUTS[1] * reads if turns_channels(c) else 0.0
+    turning = TURNING_LUTS if turns_channels(c) and element_bits > 1 else 0.0
     return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits + turning
 
 
