@@ -107,8 +107,8 @@ COPY_LUTS = 18.3
 # --spans row 8 -> 8 at 8 x 36 x 1) over seven turning units of 2- and 4-bit elements (w2a2 8 -> 8 at
 # 8 x 36 x 1, 16 -> 32 at 2 x 36 x 1, 8 x 9 x 1 and 1 x 72 x 1, 32 -> 32 at 2 x 9 x 1, 16 -> 16 at
 # 4 x 24 x 2; w4a4 16 -> 16 at 4 x 12 x 1). Binary units (1-bit elements) go without it: their five
-# turning units are within 21 % of yosys as they are, and with the term the one at 8 x 12 x 1 was priced
-# 66 % over. All 35 conv units of --convs, --spans and --turns within 23.2 % (rms 10.3 %); the term
+# turning units are within 21 % of yosys as they are, and the term would price the one at 8 x 12 x 1
+# 46 % over. All 35 conv units of --convs, --spans and --turns within 23.2 % (rms 10.3 %); the term
 # was fixed and per read lane before, fitted when the copies' LUTRAM was a LUT a bit: once the copies
 # were priced as yosys builds them it left a binary unit at 1.7 and a w2a2 one at 1.5 times yosys.
 TURNING_LUTS = 276.5
