@@ -87,9 +87,9 @@ def yosys_lutram(width_bits: int, depth: int) -> bool:
 def yosys_lutram_luts(width_bits: int, depth: int) -> int:
     """LUTs of a written memory yosys builds in LUTRAM (``yosys_lutram``): four a cell
     (``LUTRAM_CELL_LUTS``) and, more than a row of cells deep, a write enable a row and a 4:1
-    multiplexer a data bit for every four rows (yosys 0.23 xc7 of the 31 LUTRAM memories of the fit
-    above: within 20 %, the rows no multiple of four under; a w2a2 conv's 9 line-buffer copies of
-    2 x 640 bits: 90 RAM64M). O(1)."""
+    multiplexer a data bit for every four rows (yosys 0.23 xc7 of the 30 LUTRAM memories of the fit
+    above: within 20 % but 1 x 128, one RAM128X1D of 4 LUTs priced 11; the rows no multiple of four
+    under; a w2a2 conv's 9 line-buffer copies of 2 x 640 bits: 90 RAM64M). O(1)."""
     _, rows, columns = yosys_lutram_layout(width_bits, depth)
     read = rows + width_bits * math.ceil(rows / 4) if rows > 1 else 0
     return LUTRAM_CELL_LUTS * rows * columns + read
