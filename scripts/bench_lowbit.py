@@ -119,7 +119,7 @@ TURN_CASES = [
     (8, 16, 32, 3, 1, 0, 1, (8, 9, 1), 1, 1, False), (8, 16, 32, 3, 1, 0, 1, (1, 72, 1), 1, 1, False)]
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 # the --firsts rows: a low-bit network's first layer, 2- or 4-bit weights by 8-bit pixels (int8 products
-# on DSPs), 3 channels in, writing the weights' width through thresholds (``output_bits``), as the CNV's
+# on DSPs), 3 channels in, writing the weights' width through thresholds (``case_output_bits``), as the CNV's does
 FIRST_CASES = [(h, 3, cout, 3, 1, 0, 1, fold, wb, 8, False) for wb in (2, 4) for h, cout, fold in (
     (32, 64, (2, 27, 1)), (16, 16, (2, 27, 1)), (16, 32, (1, 27, 1)), (16, 16, (4, 9, 1)), (16, 16, (2, 3, 1)),
     (16, 32, (8, 27, 1)), (8, 16, (4, 27, 2)))]
@@ -165,7 +165,7 @@ def module_luts(folder: Path, family) -> dict[str, int]:
     return parts
 
 
-def output_bits(weight_bits: int, activation_bits: int) -> int:
+def case_output_bits(weight_bits: int, activation_bits: int) -> int:
     """A conv case's output width: its inputs', but a first layer (8-bit pixels) writes its
     weights' width, as the CNV's first layer does. O(1)."""
     return activation_bits if activation_bits < 8 else weight_bits
@@ -180,7 +180,7 @@ def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any
     with tempfile.TemporaryDirectory(prefix="bench-lowbit-conv-") as scratch:
         for h, cin, cout, k, stride, pad, groups, fold, wb, xb, unsigned in cases:
             case = lowbit_conv_case(h, cin, cout, k, stride, pad, groups, Folding(*fold), wb, xb, unsigned, seed=5)
-            config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[output_bits(wb, xb)], 5)
+            config, arrays, _, folding = with_conv_thresholds(case, *CONV_THRESHOLDS[case_output_bits(wb, xb)], 5)
             module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
             folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_h{h}_{'x'.join(map(str, fold))}"
             total = yosys.synthesize(module, folder, family)
