@@ -21,7 +21,7 @@ from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
 from fpgaplace.hw.kernel import lane_choice, with_precision
 from fpgaplace.hw.registry import window_geometry
-from fpgaplace.hw.window import line_buffer, output_bits, output_gearbox, spans_positions
+from fpgaplace.hw.window import line_buffer, output_bits, output_gearbox, spans_positions, word_folds
 from fpgaplace.model import zoo
 from fpgaplace.project.arrays import input_codes, load_arrays, random_samples
 from fpgaplace.project.layout import RTL_DIR, cell_name
@@ -106,26 +106,34 @@ def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
     assert ("fp_requant_var #(" in verilog) != thresholds
 
 
-@pytest.mark.parametrize(("folding", "serial"), [(F(1, 9, 2), True), (F(3, 9, 2), False)])
+@pytest.mark.parametrize(("folding", "serial"), [
+    (F(1, 9, 2), False),  # pixels' words of 1 to beats of 3: the ring
+    (F(3, 9, 1), True),  # words of 3, beats of 3
+    (F(1, 18, 2), True),  # a whole pixel a word (SF = 1 < MMV: three folds a word)
+    (F(3, 18, 5), True),  # a fold a group of a whole row, fewer steps than pixels: a FIFO of groups
+])
 def test_low_bit_outputs_are_held_at_their_width_to_the_unit_s_output(tmp_path, folding, serial):
     """A w2a2 conv with 2-bit unsigned threshold outputs (0 .. 3: three bits in two's complement,
-    ``window.output_bits``) holds each result at 3 bits from its gather on: the group register and
-    FIFO words at 3 bits an element, the serializer shifting 3 bits an element (``Gearbox.element_bits``)
-    and widening each to a byte as it leaves, or the ring (groups of 6, a row's last of 3, beats of
-    15) fed the widened bytes. Bit-exact under gaps and backpressure, at the model's cycles. A w1a1
-    CNV's convs held 8 bits an element: 18,027 of its 58,621 LUTs in yosys on pynq-z2 were their
-    outputs."""
+    ``window.output_bits``) holds each result at 3 bits from its gather on: the pixels' word
+    registers and FIFO words (or a FIFO of whole groups, ``word_folds`` None) at 3 bits an
+    element, the serializer shifting 3 bits an element (``Gearbox.element_bits``) and widening
+    each to a byte as it leaves, or the ring fed the widened bytes. Bit-exact under gaps and
+    backpressure, at the model's cycles. A w1a1 CNV's convs held 8 bits an element: 18,027 of its
+    58,621 LUTs in yosys on pynq-z2 were their outputs."""
     case = lowbit_conv_case(5, 2, 3, 3, 1, 1, 1, folding, 2, 2, True, seed=5)
     config, arrays, inputs, _ = with_conv_thresholds(case, 0, 3, seed=5)
     c = KERNELS["conv2d"].window_shape(config, folding)
     assert output_gearbox(c).serial is serial and output_bits(c) == 3
+    words = word_folds(c) is not None
     op, expected, result = simulated(config, arrays, inputs, folding, tmp_path)
     assert set(np.unique(expected)) == {0, 1, 2, 3}, "the case spreads the codes"
     assert result.random.mismatches == 0 and result.steady.mismatches == 0
     assert abs(result.cycle_error) <= CYCLE_TOLERANCE, (result.steady.cycles_per_vector, result.model_cycles)
     verilog = op.module.files["fp_conv2d.v"]
-    assert "OB = 3," in verilog and "fp_fifo #(.WIDTH(GROUP_E*OB + " in verilog
-    assert (".EB(3)) out (" in verilog) is serial and ("group_bytes" in verilog) is not serial
+    assert "OB = 3," in verilog and "WORD_W = WORD_FOLDS * PE * OB;" in verilog
+    assert ("fp_fifo #(.WIDTH(WORD_W)" in verilog) is words
+    assert ("fp_fifo #(.WIDTH(GROUP_E*OB + " in verilog) is not words
+    assert (".EB(3)) out (" in verilog) is serial and ("entry_bytes" in verilog) is not serial
 
 
 def test_one_bit_lanes_cannot_read_padding():

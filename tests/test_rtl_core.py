@@ -209,26 +209,31 @@ def test_yosys_ecp5_weight_and_offset_roms_are_the_estimate(tmp_path):
     assert got.bram36 == 2.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
 
 
-def test_yosys_ecp5_window_unit_luts_hold_its_output_gearbox(tmp_path):
-    """On ECP5 a window unit's LUTs include its output gearbox (``hw.gearbox``: a group of MMV *
-    COUT = 16 elements out as beats of 2, shifted out of a register, ``fp_serializer``): yosys'
-    LUT4s of a 2 x 2 max pool over 16 channels are within 30 % of the estimate. With the ring
-    (``fp_gearbox``: the group rotated into 16 banks, 1,135 LUT4s priced) yosys mapped 1,810, and
-    without its gearbox the estimate was 735. A lane op: LUT4s and TRELLIS_FFs, no multiplier."""
-    from fpgaplace.hw.window import output_gearbox
+def test_yosys_ecp5_window_unit_prices_its_output_fifo_and_gearbox(tmp_path):
+    """On ECP5 a window unit's price holds its output (``hw.window``): a 2 x 2 max pool over 64
+    channels at PE 1 keeps its fold words (one channel each) in a FIFO of 512 bytes, one EBR in
+    yosys as in the price (``output_fifo_shape``), and goes through the ring (``fp_gearbox``,
+    every beat whole) to beats of 2. yosys' EBRs equal the estimate; its LUT4s
+    are 0.67 of it (652 against 978; with a group of 64 channels in a FIFO word and a serializer,
+    1,568 against 1,468). A lane op: LUT4s and TRELLIS_FFs, no multiplier."""
+    from fpgaplace.hw.window import output_fifo_shape, output_gearbox
 
     core = load_board("ulx3s-85f").cores[0]
     folding = Folding(1, 1, 1)
-    config, arrays, _, _ = pool_case("maxpool", 4, 4, 16, 2, 2, 0, folding, seed=1)
+    config, arrays, _, _ = pool_case("maxpool", 8, 8, 64, 2, 2, 0, folding, seed=1)
     op = rtl.render_op("maxpool", config, arrays, folding, 100)
     kernel, g = KERNELS["maxpool"], window_geometry("maxpool", config)
-    gearbox = output_gearbox(kernel.window_shape(g.shape, folding))
+    c = kernel.window_shape(g.shape, folding)
+    gearbox = output_gearbox(c)
     params = ", ".join(f".{name}({value})" for name, value in gearbox.params().items() if name != "IN_E")
-    assert gearbox.serial and f"{gearbox.module} #(.IN_E(GROUP_E), {params})" in op.module.files[f"{op.module.top}.v"]
+    verilog = op.module.files[f"{op.module.top}.v"]
+    assert gearbox.full and not gearbox.serial and f"{gearbox.module} #(.IN_E(ENTRY_E), {params})" in verilog
+    assert output_fifo_shape(c, kernel.pipeline_latency(c)) == (1, 8, 512) and "begin : pixel_words" in verilog
     got = yosys.synthesize(rtl.RtlModule(op.module.top, {**rtl.library(), **op.module.files}), tmp_path, "ecp5")
     estimate = kernel.resources(g, folding, core)
     assert got.dsp == 0 and got.ff > 0, got
-    assert 0.7 <= got.lut / estimate.lut <= 1.3, (got, estimate)
+    assert got.bram36 == 4.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
+    assert 0.6 <= got.lut / estimate.lut <= 1.3, (got, estimate)
 
 
 def alone(gearbox) -> rtl.RtlModule:

@@ -85,21 +85,31 @@ def test_conv_sweep(tmp_path, name):
                                tmp_path), name)
 
 
-@pytest.mark.parametrize(("shape", "folding", "serial"), [
-    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 4, 2), True),  # groups of 16 and a row's last of 8, beats of one
-    ((4, 5, 2, 3, 3, 1, 1, 1), F(1, 9, 2), False),  # groups of 6 and a last of 3, beats of 2: the ring
+@pytest.mark.parametrize(("shape", "folding", "words", "serial"), [
+    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 4, 2), 1, True),  # words of 2 (a row's last group of one pixel), beats of one
+    ((4, 5, 2, 3, 3, 1, 1, 1), F(1, 9, 2), 1, False),  # words of 1, beats of 2: the ring
+    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 4, 1), 1, True),  # MMV = 1
+    ((6, 6, 4, 12, 3, 1, 1, 1), F(4, 36, 1), 1, False),  # words of 4, beats of 6
+    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 36, 2), 2, False),  # SF = 1 < MMV: two folds a word, 4 to beats of 6
+    ((6, 5, 4, 8, 3, 1, 1, 1), F(2, 12, 3), 1, False),  # SF = MMV: a word a step, read as fast as it comes
+    ((7, 7, 4, 8, 3, 1, 1, 1), F(2, 36, 3), 4, True),  # a whole pixel a word (WORD_FOLDS = NF)
 ])
-def test_a_row_s_short_last_group_leaves_bit_exact_through_either_output(tmp_path, shape, folding, serial):
-    """A window unit's output: a group of MMV pixels shifted out of a register (``fp_serializer``)
-    where the output beat divides every group, a row's short last one too (WO = 5, MMV = 2); the
-    ring (``fp_gearbox``) where it does not. Both bit-exact, at the model's cycles."""
-    from fpgaplace.hw.window import output_gearbox
+def test_a_window_unit_s_output_leaves_bit_exact_through_either_gearbox(tmp_path, shape, folding, words, serial):
+    """A window unit's output: a FIFO a pixel of a group of MMV, a word ``word_folds`` folds of
+    the pixel's PE results, read pixel by pixel (a row's short last group has fewer pixels: WO =
+    5 or 7 at MMV 2 or 3). Each word shifted out of a register (``fp_serializer``) where the
+    output beat divides it; the ring (``fp_gearbox``) where it does not. Bit-exact under gaps and
+    backpressure, at the model's cycles."""
+    from fpgaplace.hw.window import output_gearbox, word_folds
 
     case = conv_case(*shape, folding, seed=sum(shape))
-    gearbox = output_gearbox(KERNELS["conv2d"].window_shape(case[0], folding))
-    assert gearbox.serial is serial
+    c = KERNELS["conv2d"].window_shape(case[0], folding)
+    gearbox = output_gearbox(c)
+    assert word_folds(c) == words and (folding.mmv == 1 or c["WO"] % folding.mmv), "a row's short last group"
+    assert gearbox.serial is serial and gearbox.full and gearbox.in_e == words * folding.pe
     verilog = render_op("conv2d", case[0], case[1], folding, 1).module.files["fp_conv2d.v"]
-    assert f"{gearbox.module} #(.IN_E(GROUP_E), .OUT_E({gearbox.out_e})" in verilog
+    assert f"{gearbox.module} #(.IN_E(ENTRY_E), .OUT_E({gearbox.out_e})" in verilog
+    assert f"WORD_FOLDS = {words}," in verilog and "localparam ENTRY_E = WORD_FOLDS * PE;" in verilog
     check_cycles(simulate_case("conv2d", case, tmp_path, distinct=5), f"serial={serial}")
 
 

