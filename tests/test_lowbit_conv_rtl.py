@@ -228,12 +228,12 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     (``WindowKernel.copied_line_buffer``; the test below checks one alone). The output is left out
     as the Xilinx price leaves it out (the HLS kernel Vivado builds there has none). The layers
     ``checked_lowbit_convs`` takes: here conv_12 at PE x SIMD x MMV 4 x 72 x 1, its 18 memories 9
-    copies of 2 banks (3,233 LUTs, priced 3,020; before the spanning terms and the copies' price
+    copies of 2 banks (3,225 LUTs, priced 3,020; before the spanning terms and the copies' price
     compile folded it 4 x 18 x 3), conv_21 at 2 x 36 x 1, whose lanes span window positions and
-    turn channels (2,453, priced 2,116), and conv_25 at 2 x 8 x 1 (624, 728). With copies in
+    turn channels (2,438, priced 2,116), and conv_25 at 2 x 8 x 1 (609, 728). With copies in
     RAMB18s priced but turning lanes not, compile folded conv_12 8 x 36 x 1 and conv_21 2 x 36 x 1,
     25 and 40 % under yosys. The other layers are larger (conv_7 at 8 x 24 x 3: 5,236, priced
-    5,109; conv_16 at 8 x 48 x 1: 4,687, 5,333). About 30 s of yosys."""
+    5,109; conv_16 at 8 x 48 x 1: 4,687, 5,333; measured with a group a word at the output). About 30 s of yosys."""
     model = zoo.cnv(2, 2, batch_norm=True, **SMALL_CNV)
     project = tmp_path / "project"
     result = Design(model, "pynq-z2", profile_cpu=False).compile(project, random_samples=2)
