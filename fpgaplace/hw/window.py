@@ -223,10 +223,10 @@ class WindowKernel(Kernel):
         coefficients do not hold (6,652 LUT4s for a 64-element group to a beat of one, before its
         input was a fold's word); its output FIFOs are among its RAMs (``rtl_rams``). Not on
         Xilinx, where the HLS kernel has neither, though the RTL keeps them (``Gearbox.xc7_luts``
-        would price the gearbox: with a group a word, 1,442 of the small CNV w2a2's conv_21's 4,416 LUTs
-        in yosys at 1 x 72 x 1); priced there, the small MobileNetV1 w4a4 on pynq-z2 no longer fit its core at
-        any folding (24,825 LUTs against 19,680: the placement does not see it). O(divisors of
-        the output)."""
+        would price the gearbox: with a group a word, 1,442 of the small CNV w2a2's conv_21's
+        4,416 LUTs in yosys at 1 x 72 x 1); priced there, the small MobileNetV1 w4a4 on pynq-z2 no
+        longer fit its core at any folding (24,825 LUTs against 19,680: the placement does not see
+        it). O(divisors of the output)."""
         priced = super().resources(g, fold, core, resident)
         if self.global_ or not core_family(core).rtl_built:
             return priced
@@ -685,11 +685,12 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
     values |= kernel.window_values(c, arrays, top, nf, sf, macs_per_dsp, xp, roms, core)
     latency = kernel.pipeline_latency(c)
     k = word_folds(c)
+    folds_a_word = k or nf  # a FIFO of whole groups gathers all NF folds a word
     in_flight = groups_in_flight(c, latency)
     values |= {"GROUP_BITS": group_bits(c, latency), "FIFO_BITS": output_fifo_bits(c, latency),
                "GROUPS_IN_FLIGHT": in_flight, "IN_FLIGHT_BITS": in_flight.bit_length(),
-               "PIXEL_FIFOS": k is not None, "WORD_FOLDS": nf if k is None else k,
-               "WORD_FOLD_BITS": index_bits(nf if k is None else k), "OUT_WORD_BITS": index_bits(nf // (k or nf)),
-               "PIXEL_BITS": index_bits(mmv), "LAST_PIXELS": c["WO"] - (wg - 1) * mmv}
+               "PIXEL_FIFOS": k is not None, "WORD_FOLDS": folds_a_word, "WORD_FOLD_BITS": index_bits(folds_a_word),
+               "OUT_WORD_BITS": index_bits(nf // folds_a_word), "PIXEL_BITS": index_bits(mmv),
+               "LAST_PIXELS": c["WO"] - (wg - 1) * mmv}
     return RtlUnit(WINDOW_TEMPLATE, values, roms, ((PORT_IN, in_e, c["H"] * row_elems),),
                    (PORT_OUT, out_e, out_total))
