@@ -272,8 +272,9 @@ def network(name: str):
 
 def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
     """yosys of every layer of ``project`` (``synth``: ``full``, ``dsp``: DSPs only, ``none``) beside
-    design.json's estimate, summed over the layers on cores: LUTs priced (all but the window units'
-    output converters, which the HLS kernels have none of: ``sim.yosys.output_luts``) and those."""
+    design.json's estimate, summed over the layers on cores: LUTs and BRAM36 priced and those of RTL
+    the Xilinx design has none of (the window units' output converters; the weight ROMs of layers
+    whose weights it keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``)."""
     if synth == "none":
         return {}
     result = yosys.project_resources(project, dsp_only=synth == "dsp", jobs=jobs,
@@ -286,7 +287,8 @@ def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
                 "LUT yosys": sum(layer.priced_lut for layer in layers),
                 "output LUT (RTL only)": sum(layer.unpriced_lut for layer in layers),
                 "BRAM36 est": sum(layer.estimate["bram36"] for layer in layers),
-                "BRAM36 yosys": sum(layer.yosys.bram36 for layer in layers)}
+                "BRAM36 yosys": sum(layer.priced_bram36 for layer in layers),
+                "weight ROM BRAM36 (RTL only)": sum(layer.unpriced_bram36 for layer in layers)}
     return row
 
 

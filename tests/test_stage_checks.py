@@ -41,6 +41,7 @@ from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.tools import descendants, longest_first, run_parallel, stopping
 
 ONE_CORE_BOARD = Path(__file__).parent / "boards" / "pynq-z2-one-core.yaml"
+FEW_BRAM_BOARD = Path(__file__).parent / "boards" / "zu-few-bram-one-core.yaml"
 CYCLE_TOLERANCE = 0.10
 
 
@@ -264,20 +265,58 @@ def test_sim_output_names_the_stages_whose_cycles_are_extrapolated():
 
 def test_dsp_only_prints_the_dsps_and_a_dash_for_what_it_did_not_count(project: Path):
     """``sim --resources --dsp-only`` stops yosys once the DSPs are mapped: its table gives the DSPs
-    (the estimate's, for the dense layer) and a dash, not 0, for LUT, the RTL-only LUTs, FF and
-    BRAM36, each beside the estimate; its JSON says so."""
+    (the estimate's, for the dense layer) and a dash, not 0, for the LUTs, FFs and BRAM36 and
+    their RTL-only parts, each beside the estimate; its JSON says so."""
     run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
                                    "--stages", "*/dense", "-j", "1"])
     assert run.exit_code == 0, run.output
-    lines = run.output.splitlines()
-    table = lines[max(i for i, line in enumerate(lines) if "yosys synth_xilinx" in line):]
-    row = next(line for line in table if "core0" in line and "│" in line)
-    cells = [cell.strip() for cell in row.strip("│ ").split("│")]
+    rows = resource_rows(run.output)
     estimate = {key: sum(int(ref.layer.resources.get(key, 0)) for ref in select(load(project), "*/dense"))
                 for key in ("lut", "ff", "dsp", "bram36")}
-    assert estimate["dsp"] > 0 and cells[1:] == [
-        "—", "—", str(estimate["lut"]), "—", str(estimate["ff"]), str(estimate["dsp"]), str(estimate["dsp"]), "—",
-        str(estimate["bram36"])], row
+    assert estimate["dsp"] > 0 and rows == {
+        ("core0", "LUT"): ["—", "—", str(estimate["lut"]), "—"], ("core0", "FF"): ["—", "", str(estimate["ff"]), "—"],
+        ("core0", "DSP"): [str(estimate["dsp"]), "", str(estimate["dsp"]), "1.00"],
+        ("core0", "BRAM36"): ["—", "—", str(estimate["bram36"]), "—"]}, run.output
     run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--resources", "--dsp-only",
                                    "--stages", "*/dense", "-j", "1", "--json"])
     assert json.loads(run.stdout)["resources"]["dsp_only"] is True
+
+
+@pytest.mark.slow
+def test_the_weight_rom_of_weights_kept_in_dram_or_uram_is_rtl_only_bram(tmp_path: Path):
+    """An MLP on a one-core UltraScale+ fabric of two BRAM36: its first layer's 128 KB of weights
+    stream from DRAM and its second's sit in URAM, where the RTL units keep ROMs that yosys maps to
+    BRAM36 (``sim.yosys.unpriced_counts``, ``weight_blocks``). ``sim --resources`` counts those
+    blocks apart, as RTL-only BRAM36, and the third layer's (resident in LUTRAM) not; about 40 s
+    of yosys."""
+    project = tmp_path / "mlp"
+    Design(zoo.mlp(sizes=(256, 512, 64, 10)), load_board(FEW_BRAM_BOARD), profile_cpu=False).compile(
+        project, random_samples=2)
+    layers = {layer.op: layer for layer in load(project).cores[0].layers if layer.kernel == "dense"}
+    streamed, in_uram, in_lutram = layers.values()
+    assert not streamed.resident and in_uram.resident and in_uram.uram and in_lutram.resident and not in_lutram.uram
+    assert streamed.resources["bram36"] == in_uram.resources["bram36"] == 0 < in_uram.resources["uram"]
+    arguments = ["sim", str(project), "--samples", "1", "--resources", "--stages", "*/gemm_*", "-j", "1"]
+    run = CliRunner().invoke(app, [*arguments, "--json"])
+    assert run.exit_code == 0, run.output
+    (core,) = json.loads(run.stdout)["resources"]["cores"]
+    counted = {layer["op"]: layer for layer in core["layers"]}
+    for op in (streamed.op, in_uram.op):
+        weights = counted[op]["yosys"]["weight_bram36"]
+        assert 0 < weights <= counted[op]["yosys"]["bram36"], counted[op]
+        assert counted[op]["unpriced_bram36"] == weights, counted[op]
+    assert counted[in_lutram.op]["unpriced_bram36"] == 0 == counted[in_lutram.op]["yosys"]["weight_bram36"]
+    unpriced = sum(layer["unpriced_bram36"] for layer in core["layers"])
+    assert core["unpriced_bram36_total"] == unpriced > 0
+    run = CliRunner().invoke(app, arguments)  # the same counts, from the cache, as a table
+    bram = resource_rows(run.output)[("core0", "BRAM36")]
+    assert bram[:2] == [str(core["yosys_layers_total"]["bram36"]), str(unpriced)], bram
+
+
+def resource_rows(output: str) -> dict[tuple[str, str], list[str]]:
+    """The rows of ``sim --resources``' yosys table in ``output``: (core, resource) -> its cells
+    (yosys, RTL only, estimate, priced / est.)."""
+    lines = output.splitlines()
+    table = lines[max(i for i, line in enumerate(lines) if "yosys synth_" in line):]
+    rows = [[cell.strip() for cell in line.strip("│ ").split("│")] for line in table if line.startswith("│")]
+    return {(row[0], row[1]): row[2:] for row in rows}

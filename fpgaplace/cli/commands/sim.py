@@ -182,21 +182,26 @@ def extrapolation_notes(document: dict) -> list[str]:
 
 
 def print_resources(document: dict) -> None:
-    """yosys counts beside the op library's estimate, per core (DSPs only, the rest a dash, after
-    ``--dsp-only``); the LUTs of RTL the estimate does not price (a Xilinx window unit's output
-    converter, which the HLS kernel has none of: ``sim.yosys.output_luts``) apart."""
+    """yosys counts beside the op library's estimate, a row per core and resource (DSPs only, the
+    rest a dash, after ``--dsp-only``); the LUTs and BRAM36 of RTL a Xilinx estimate does not price
+    (a window unit's output converter, which the HLS kernel has none of; the weight ROM of a layer
+    whose weights the design keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``) apart, and the
+    ratio of the priced part to the estimate."""
     table = Table(title=f"yosys synth_{'ecp5' if document.get('family') == 'ecp5' else 'xilinx'} against the estimate")
-    for column in ("core", "LUT", "RTL-only LUT", "LUT est.", "FF", "FF est.", "DSP", "DSP est.", "BRAM36",
-                   "BRAM36 est."):
-        table.add_column(column, justify="left" if column == "core" else "right")
+    for column in ("core", "resource", "yosys", "RTL only", "estimate", "priced / est."):
+        table.add_column(column, justify="left" if column in ("core", "resource") else "right")
     final = ("dsp",) if document.get("dsp_only") else ("lut", "ff", "dsp", "bram36")
     for core in document.get("cores", []):
         total, estimate = core.get("yosys_layers_total") or {}, core.get("estimate_total") or {}
-        unpriced = core.get("unpriced_lut_total", 0) if "lut" in final else "—"
-        pairs = [(str(total.get(key, "—")) if key in final else "—", str(estimate.get(key, "—")))
-                 for key in ("lut", "ff", "dsp", "bram36")]
-        cells = [cell for pair in pairs for cell in pair]
-        table.add_row(escape(str(core.get("name"))), cells[0], str(unpriced), *cells[1:])
+        for key, name in (("lut", "LUT"), ("ff", "FF"), ("dsp", "DSP"), ("bram36", "BRAM36")):
+            unpriced = core.get(f"unpriced_{key}_total", 0)
+            counted, guess = total.get(key), estimate.get(key)
+            if key not in final or counted is None:
+                cells = ["—", "—" if key in ("lut", "bram36") else "", "—"]
+            else:
+                ratio = f"{(counted - unpriced) / guess:.2f}" if guess else "—"
+                cells = [str(counted), str(unpriced) if key in ("lut", "bram36") else "", ratio]
+            table.add_row(escape(str(core.get("name"))), name, cells[0], cells[1], str(guess), cells[2])
     out.print(table)
     layers = [layer for core in document.get("cores", []) for layer in core.get("layers", [])]
     probed = [layer for layer in layers if layer.get("probed")]
