@@ -149,19 +149,21 @@ def kernel_rows(board: str) -> list[dict[str, Any]]:
                          "lanes": lanes.kind + (f" x{lanes.pack}" if lanes.kind == "dsp" else ""),
                          "dsp est": estimate.dsp, "dsp yosys": got.dsp, "lut est": estimate.lut,
                          "lut yosys": got.lut, "lut ratio": round(got.lut / estimate.lut, 2),
+                         "ff est": estimate.ff, "ff yosys": got.ff,
                          "bram est": estimate.bram36, "bram yosys": got.bram36})
             print(json.dumps(rows[-1]), file=sys.stderr, flush=True)
     return rows
 
 
-def module_luts(folder: Path, family) -> dict[str, int]:
-    """LUTs of each module of the yosys ``stat -json`` document ``synthesize`` left in ``folder``
-    (each module's own cells), named by the part of the unit it is. O(cells)."""
-    parts: dict[str, int] = {}
+def module_parts(folder: Path, family) -> dict[str, dict[str, int]]:
+    """LUTs and FFs of each module of the yosys ``stat -json`` document ``synthesize`` left in
+    ``folder`` (each module's own cells), by the part of the unit it is. O(cells)."""
+    parts: dict[str, dict[str, int]] = {}
     for title, counts in yosys.module_resources(yosys.read_stat(folder), family).items():
         part = "output" if OUTPUT_MODULES & set(title.split("\\")) else next(
             (name for key, name in (("fp_fifo", "fifo"), ("threshold", "threshold")) if key in title), "window unit")
-        parts[part] = parts.get(part, 0) + counts.lut
+        summed = parts.setdefault(part, {"lut": 0, "ff": 0})
+        summed["lut"], summed["ff"] = summed["lut"] + counts.lut, summed["ff"] + counts.ff
     return parts
 
 
@@ -184,17 +186,21 @@ def conv_rows(board: str, cases: list[tuple] = CONV_CASES) -> list[dict[str, Any
             module = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core).module
             folder = Path(scratch) / f"w{wb}a{xb}_{cin}x{cout}_k{k}_g{groups}_h{h}_{'x'.join(map(str, fold))}"
             total = yosys.synthesize(module, folder, family)
-            parts = module_luts(folder, family)
+            parts = module_parts(folder, family)
             geometry = with_precision(KERNELS["conv2d"].config_geometry(config), wb, xb)
             estimate = KERNELS["conv2d"].resources(geometry, folding, core)
             buffer = line_buffer(KERNELS["conv2d"].window_shape(geometry.shape, folding),
                                  KERNELS["conv2d"].priced_input_width(geometry, folding))
-            built = total.lut - (0 if family.rtl_built else parts.get("output", 0))
+            output = parts.get("output", {"lut": 0, "ff": 0})
+            built = total.lut - (0 if family.rtl_built else output["lut"])
+            built_ff = total.ff - (0 if family.rtl_built else output["ff"])
             rows.append({"width": f"w{wb}a{xb}", "conv": f"{cin}->{cout} {k}x{k}" + (" dw" if groups > 1 else ""),
                          "PE x SIMD x MMV": "x".join(map(str, fold)), "lanes": lane_choice(core, wb, xb).kind,
-                         "lut yosys": total.lut, **{f"lut {part}": parts.get(part, 0) for part in
+                         "lut yosys": total.lut, **{f"lut {part}": parts.get(part, {}).get("lut", 0) for part in
                                                     ("window unit", "threshold", "fifo", "output")},
                          "lut est": estimate.lut, "priced part / est": round(built / estimate.lut, 2),
+                         "ff yosys": total.ff, "ff output": output["ff"], "ff est": estimate.ff,
+                         "ff priced part / est": round(built_ff / estimate.ff, 2),
                          "gearbox xc7_luts": output_gearbox(KERNELS["conv2d"].window_shape(config, folding)).xc7_luts(),
                          "memories / banks": f"{buffer.layout(xb)[0]} / {buffer.banks}",
                          "bram est": estimate.bram36, "bram yosys": total.bram36})
@@ -286,6 +292,8 @@ def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
         row |= {"LUT est": sum(layer.estimate["lut"] for layer in layers),
                 "LUT yosys": sum(layer.priced_lut for layer in layers),
                 "output LUT (RTL only)": sum(layer.unpriced_lut for layer in layers),
+                "FF est": sum(layer.estimate["ff"] for layer in layers),
+                "FF yosys": sum(layer.yosys.ff for layer in layers),
                 "BRAM36 est": sum(layer.estimate["bram36"] for layer in layers),
                 "BRAM36 yosys": sum(layer.priced_bram36 for layer in layers),
                 "weight ROM BRAM36 (RTL only)": sum(layer.unpriced_bram36 for layer in layers)}
@@ -350,7 +358,8 @@ def compiled_rows(board: str, folder: Path) -> list[dict[str, Any]]:
                              "PE x SIMD": f"{record.pe} x {record.simd}", "DSP est": layer.estimate["dsp"],
                              "DSP yosys": layer.yosys.dsp, "LUT est": layer.estimate["lut"],
                              "LUT yosys": layer.yosys.lut,
-                             "LUT err": f"{(layer.estimate['lut'] - layer.yosys.lut) / layer.yosys.lut:+.1%}"})
+                             "LUT err": f"{(layer.estimate['lut'] - layer.yosys.lut) / layer.yosys.lut:+.1%}",
+                             "FF est": layer.estimate["ff"], "FF yosys": layer.yosys.ff})
     return rows
 
 

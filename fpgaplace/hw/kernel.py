@@ -71,7 +71,15 @@ import numpy as np
 from fpgaplace.board.model import BRAM36_BYTES, core_family
 from fpgaplace.hw import threshold
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, RtlUnit, Unsupported
-from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, ecp5_memory, ecp5_rom, memory_blocks, rom_luts, uram_blocks
+from fpgaplace.hw.memory import (
+    LUTRAM_MAX_DEPTH,
+    ecp5_memory,
+    ecp5_rom,
+    memory_blocks,
+    rom_columns,
+    rom_luts,
+    uram_blocks,
+)
 from fpgaplace.model.ir import Op, TensorInfo
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -135,6 +143,24 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
 }
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
+
+# FFs of a dot-product stage with narrow lanes (``narrow_dot_ffs``): the RTL units' pipeline registers
+# bit for bit, as yosys 0.23 ``synth_xilinx`` keeps them (its FFs grouped by the register they drive):
+# each lane's product (``s3_product`` / ``s2_product``; a one-product DSP keeps it inside), the weight
+# word a stage (``s1_w``, ``s2_w``: the distinct bit columns of the ROM, ``memory.rom_columns``; none
+# where block RAM's own output register holds it, or a one-product DSP's input register), the dot
+# products a stage (the dense unit's sum, accumulator and result, the window unit's sum and
+# accumulator), the inputs (the dense unit's SIMD elements, the window unit's read lanes' in-frame
+# flags), a requantizer's registers and the channel ROM's word (a threshold stage's table:
+# ``threshold.stage_resources``). The fixed parts (counters, coordinates, flags, addresses, the
+# output's words and FIFO pointers) are least squares of the relative error over 68 units: the narrow
+# rows of ``scripts/bench_lowbit.py --kernels`` (19 dense units) and its 49 window units (``--convs
+# --spans --turns --firsts``): within 57 % of yosys, rms 13.5 %; the worst are over-priced units of a
+# 2-word weight ROM, whose products synthesis shares where a lane's two weights are equal. The int8
+# fit (``DOT_FF_PER_LANE``: 24 a lane) took 0.97 to 16 times yosys' FFs on them, and bound the CNV
+# w1a1 on kv260 (176,596 of 177,792 FFs; yosys 22,822 for its layers, this model 21,473).
+NARROW_FF_BASE = 79  # a dense unit's counters, flags and output FIFO
+REQUANT_FFS = 111  # one requantization unit's registers (its product, rounded value and shift)
 
 
 REQUANT_M_SPLIT = 17  # a requantizer multiplies the dot product by m (31 bits) in two parts split at bit 17
@@ -380,6 +406,21 @@ def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None 
     accumulators = results * dot_bits(g.reduction, g.weight_bits, g.activation_bits) * NARROW_LUT_PER_RESULT_BIT
     return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) * lane_scale + accumulators + units * REQUANT_LUTS[cycles]
             + channel_rom_luts(g, fold))
+
+
+def narrow_dot_ffs(g: Geometry, fold: Folding, lanes: Lanes, weight_bits: int, sum_stages: int, input_bits: int,
+                   requantizers: int) -> int:
+    """FFs of a narrow-lane dot-product stage's pipeline registers but the fixed part
+    (``Kernel.narrow_ffs``): each lane's product (but a one-product DSP's, held inside it), the
+    ``weight_bits`` registered, ``sum_stages`` registers of each of the PE x MMV dot products,
+    the ``input_bits``, ``REQUANT_FFS`` a requantizer and the channel ROM's word where it is
+    logic (``memory.rom_columns``; a threshold stage's table: ``threshold.stage_resources``).
+    Fitted to yosys: see ``NARROW_FF_BASE``. O(1)."""
+    products = 0 if lanes.kind == "dsp" and lanes.pack == 1 else fold.lanes * lanes.product_bits
+    sums = sum_stages * fold.pe * fold.mmv * dot_bits(g.reduction, g.weight_bits, g.activation_bits)
+    depth = math.ceil(g.channels / fold.pe)
+    channel = 0 if g.shape.get("T") or depth > LUTRAM_MAX_DEPTH else rom_columns(fold.pe * CHANNEL_WORD_BITS, depth)
+    return products + weight_bits + sums + input_bits + requantizers * REQUANT_FFS + channel
 
 
 def channel_rom_luts(g: Geometry, fold: Folding) -> int:
@@ -786,13 +827,15 @@ class Kernel:
                 results, folds = fold.pe * fold.mmv, g.reduction // fold.simd
                 unbuilt = requantize_units(results, folds) - requantize_plan(results, folds)[0]
                 luts = DOT_LUT_BASE + DOT_LUT_PER_LANE * lanes + lutram - unbuilt * REQUANT_LUTS[1]
-            else:  # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
-                channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
-                share = self.lane_scale(g, fold, core)
-                dot = narrow_dot_luts(g, fold, choice, self.requantizers(g, fold), share)
-                luts = round(dot) + lutram - channel_rom
+                return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
+                                 DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+            # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
+            channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
+            share = self.lane_scale(g, fold, core)
+            dot = narrow_dot_luts(g, fold, choice, self.requantizers(g, fold), share)
+            luts = round(dot) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
-                             DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
+                             self.narrow_ffs(g, fold, choice, resident))
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
 
@@ -800,6 +843,29 @@ class Kernel:
         """The share of ``lane_luts`` a narrow MAC lane of this kernel takes (``narrow_dot_luts``):
         all of it, but in a window unit whose SIMD spans window positions (``Conv2d.lane_scale``)."""
         return 1.0
+
+    narrow_ff_base = NARROW_FF_BASE  # the RTL unit's registers that do not grow with its lanes
+    sum_stages = 3  # registers a dot product passes in the RTL dense unit: its sum, accumulator and result
+
+    def narrow_ffs(self, g: Geometry, fold: Folding, lanes: Lanes, resident: bool) -> int:
+        """FFs of a dot-product stage with narrow lanes as its RTL unit registers them
+        (``narrow_dot_ffs``), with this kernel's weight stages (``weight_stages``), dot-product
+        stages (``sum_stages``) and input registers (``input_register_bits``). O(1)."""
+        depth = math.ceil(g.weights / (fold.pe * fold.simd)) if g.weights else 0
+        width = g.weight_bits * fold.pe * fold.simd
+        in_blocks = not resident or depth > LUTRAM_MAX_DEPTH  # streamed, or block RAM's own output register
+        weights = self.weight_stages(lanes, in_blocks) * rom_columns(width, depth)
+        return self.narrow_ff_base + narrow_dot_ffs(g, fold, lanes, weights, self.sum_stages,
+                                                    self.input_register_bits(g, fold), self.requantizers(g, fold))
+
+    def weight_stages(self, lanes: Lanes, in_blocks: bool) -> int:
+        """Registers the RTL dense unit keeps a weight word in: one (``s1_w``), none where block
+        RAM's output register holds it."""
+        return 0 if in_blocks else 1
+
+    def input_register_bits(self, g: Geometry, fold: Folding) -> int:
+        """Bits of the inputs the RTL dense unit registers: its SIMD elements (``s1_x``)."""
+        return fold.simd * g.activation_bits
 
     def _memory(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> tuple[int, int, int]:
         """(BRAM36, URAM, LUTRAM LUTs) of the weight banks, per-channel words and line buffer (on a

@@ -95,15 +95,22 @@ def yosys_lutram_luts(width_bits: int, depth: int) -> int:
     return LUTRAM_CELL_LUTS * rows * columns + read
 
 
-def rom_luts(width_bits: int, depth: int) -> int:
-    """LUTs of a shallow constant ROM (at most ``LUTRAM_MAX_DEPTH`` words: no block RAM) built as
-    logic: one LUT a bit of the word for each 64 words (``memory_blocks``' LUTRAM), but no more
-    bits than there are distinct non-constant functions of ``depth`` words, ``2^depth - 2``:
-    synthesis shares equal bit columns and drops constant ones (yosys 0.23 ``synth_xilinx``: a
-    4-word ROM of 900 threshold bits took none beyond the unit's others). O(1)."""
+def rom_columns(width_bits: int, depth: int) -> int:
+    """Bit columns of a constant ROM of ``depth`` words that synthesis keeps: no more than there
+    are distinct non-constant functions of ``depth`` words, ``2^depth - 2``, as it shares equal
+    columns and drops constant ones (yosys 0.23 ``synth_xilinx``: a 4-word ROM of 900 threshold
+    bits took no LUT beyond the unit's others; the registered read of an 8-word ROM of 512 weight
+    bits, 217 FFs). O(1)."""
     if depth <= 0 or width_bits <= 0:
         return 0
-    return min(width_bits, 2**depth - 2) * math.ceil(depth / 64)
+    return width_bits if depth >= width_bits.bit_length() + 1 else min(width_bits, 2**depth - 2)
+
+
+def rom_luts(width_bits: int, depth: int) -> int:
+    """LUTs of a shallow constant ROM (at most ``LUTRAM_MAX_DEPTH`` words: no block RAM) built as
+    logic: one LUT a bit of the word (``rom_columns``: those synthesis keeps) for each 64 words
+    (``memory_blocks``' LUTRAM). O(1)."""
+    return rom_columns(width_bits, depth) * math.ceil(max(0, depth) / 64)
 
 
 def uram_blocks(width_bits: int, depth: int) -> int:

@@ -33,7 +33,7 @@ import numpy as np
 import onnx
 
 from fpgaplace.hw.geometry import Folding, Geometry, Resources
-from fpgaplace.hw.memory import memory_blocks, rom_luts
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, memory_blocks, rom_columns, rom_luts
 from fpgaplace.hw.qdq import THRESHOLD_HEADS, QdqIndex, ThresholdSink, qdq_index
 from fpgaplace.model.qdq import read_widths
 from fpgaplace.util.errors import FpgaplaceError
@@ -248,7 +248,16 @@ def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = Tru
     if not thresholds:
         return Resources()
     compare = comparator_luts(fold.pe * fold.mmv, thresholds, dot_bits)
+    ff = word_register_bits(g.channels, thresholds, fold.pe, dot_bits)
     if not table:
-        return Resources(lut=compare)
+        return Resources(lut=compare, ff=ff)
     bram, uram, lutram = table_memory(g.channels, thresholds, fold.pe, dot_bits)
-    return Resources(bram36=bram, uram=uram, lut=compare + lutram)
+    return Resources(bram36=bram, uram=uram, lut=compare + lutram, ff=ff)
+
+
+def word_register_bits(channels: int, count: int, pe: int, dot_bits: int) -> int:
+    """FFs of the table word the RTL unit reads an output fold (``channel``): its distinct bit
+    columns (``memory.rom_columns``) where the table is logic, none in block RAM (its own output
+    register). O(1)."""
+    depth = -(-channels // pe)
+    return 0 if depth > LUTRAM_MAX_DEPTH else rom_columns(word_bits(pe, count, dot_bits), depth)

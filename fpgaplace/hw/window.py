@@ -101,6 +101,9 @@ UNBANKED_LUTS_PER_READ_BIT = 0.6
 # and the term on top took the 35 --convs, --spans and --turns rows from rms 10.3 % (worst 23 %) to
 # 28.1 % (worst 67 %).
 COPY_LUTS = 18.3
+# FFs of a window unit with narrow lanes beyond ``kernel.narrow_dot_ffs``' (its counters, coordinates,
+# flags, line-buffer addresses and output words), fitted with ``kernel.NARROW_FF_BASE`` (see there)
+WINDOW_FF_BASE = 212
 # A SIMD that neither divides CIN nor is a multiple of it (``turns_channels``: each lane's channel,
 # and so its element of the line buffer's word, turns from fold to fold) costs LUTs the terms above
 # miss, a fixed amount where the elements are wider than a bit: least squares of the relative error on
@@ -129,6 +132,19 @@ class WindowKernel(Kernel):
 
     window_kind = ""  # "conv", "max" or "avg" (the template's ``kind``)
     global_ = False  # a pool of the whole plane (no window unit, no line buffer)
+    narrow_ff_base = WINDOW_FF_BASE
+    sum_stages = 2  # the window unit's sum and accumulator (``s4_sum``, ``s5_acc``)
+
+    def weight_stages(self, lanes: Lanes, in_blocks: bool) -> int:
+        """Registers the window unit keeps a weight word in (``s1_w``, ``s2_w``): none where block
+        RAM's output register holds the first, or a one-product DSP's input register the second."""
+        return (0 if in_blocks else 1) + (0 if lanes.kind == "dsp" and lanes.pack == 1 else 1)
+
+    def input_register_bits(self, g: Geometry, fold: Folding) -> int:
+        """Bits of the inputs the window unit registers beside its lanes' elements: each read lane's
+        in-frame flag (``word_in_frame``). O(1)."""
+        c = self.window_shape(g.shape, fold)
+        return c["MMV"] * (c["PE"] if c["GROUPS"] > 1 else 1) * c["SIMD"]
 
     def window_shape(self, config: dict[str, Any], fold: Folding) -> dict[str, int]:
         """The layer's members in convolution terms, with PE, SIMD and MMV."""
