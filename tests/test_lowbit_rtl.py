@@ -29,6 +29,7 @@ from fpgaplace.sim.rtl_project import simulate_project_rtl
 from fpgaplace.util.errors import FpgaplaceError
 
 LUT_TOLERANCE = 0.25
+FF_TOLERANCE = 0.35  # kernel.narrow_dot_ffs: rms 13.5 % over 68 units, 57 % at worst (a 2-word weight ROM)
 BOARD = "pynq-z2"
 
 
@@ -135,9 +136,10 @@ YOSYS_CASES = sorted(COMPILED)
 @pytest.mark.parametrize("name", YOSYS_CASES)
 def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, name):
     """synth_xilinx of every dense layer of the compiled MLP (5 to 15 s of yosys each): DSPs
-    equal to design.json's estimate exactly, and LUTs within 25 % of it where an operand is below
-    8 bits (the new lanes, with their requantizers or threshold stages; the first layer's 8-bit
-    inputs by narrow weights on DSPs too)."""
+    equal to design.json's estimate exactly, and LUTs within 25 % of it and FFs within 35 %
+    (``kernel.narrow_dot_ffs``; 0.97 to 1.32 of yosys here, where the int8 price was 1.3 to 5.8)
+    where an operand is below 8 bits (the new lanes, with their requantizers or threshold stages;
+    the first layer's 8-bit inputs by narrow weights on DSPs too)."""
     project = compiled(tmp_path, *COMPILED[name])
     result = yosys.project_resources(project)
     widths = {layer.op: lane_widths(layer.widths.to_json(), arrays["w"]) for _, _, layer, arrays in
@@ -149,6 +151,8 @@ def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, name
             if min(widths[layer.op]["XB"], widths[layer.op]["WB"]) < 8:
                 assert abs(layer.yosys.lut - layer.estimate["lut"]) <= LUT_TOLERANCE * layer.yosys.lut, (
                     layer.op, layer.yosys.lut, layer.estimate["lut"])
+                assert abs(layer.yosys.ff - layer.estimate["ff"]) <= FF_TOLERANCE * layer.yosys.ff, (
+                    layer.op, layer.yosys.ff, layer.estimate["ff"])
                 checked += 1
     assert checked == 3  # every layer: the first's 8-bit inputs meet narrow weights
 
