@@ -227,7 +227,7 @@ class Conv2d(WindowKernel):
         """The dot product's resources, a threshold output stage's where it has one (``threshold``)
         and the window unit's own logic around narrow lanes (``window_logic``)."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
+        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core), narrow_lanes(g, core))
         return super().resources(g, fold, core, resident) + stage + self.window_logic(g, fold, core)
 
     def window_logic(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:

@@ -139,7 +139,7 @@ class Dense(Kernel):
         its comparators and table in place of the requantizers, ``requantizers``, their channel
         ROM and ``threshold.FREED_REQUANT_LUTS``), as the RTL unit builds it."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
-        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core))
+        stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core), narrow_lanes(g, core))
         total = super().resources(g, fold, core, resident) + stage
         if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds those LUTs
             return total

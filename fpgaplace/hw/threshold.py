@@ -236,19 +236,22 @@ def count(op: Op, graph: OpGraph) -> int:
     return 2**bits - 1
 
 
-def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = True) -> Resources:
+def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = True,
+                    registers: bool = False) -> Resources:
     """What the threshold stage a dot product's geometry names (``shape["T"]``) adds to it on its
     ``dot_bits``-bit dot product, nothing without one: the comparators of its PE x MMV results
     (``comparator_luts``) and, with its ``table``, the table (``table_memory``). Without it: the
     comparators only, where the unit's channel ROM is the table (a family built from the RTL op
     library, whose ROMs ``Kernel.rtl_roms`` maps). The comparators take the requantizers' place
     (``Kernel.requantizers``: none behind a threshold stage); the dense unit also drops the
-    ``FREED_REQUANT_LUTS`` (``Dense.resources``). O(1)."""
+    ``FREED_REQUANT_LUTS`` (``Dense.resources``). With ``registers`` (narrow lanes, whose FFs
+    ``kernel.narrow_dot_ffs`` counts register by register) the FFs of the table word the unit
+    reads (``word_register_bits``); the int8 lanes' FF fit holds theirs. O(1)."""
     thresholds = int(g.shape.get("T", 0))
     if not thresholds:
         return Resources()
     compare = comparator_luts(fold.pe * fold.mmv, thresholds, dot_bits)
-    ff = word_register_bits(g.channels, thresholds, fold.pe, dot_bits)
+    ff = word_register_bits(g.channels, thresholds, fold.pe, dot_bits) if registers else 0
     if not table:
         return Resources(lut=compare, ff=ff)
     bram, uram, lutram = table_memory(g.channels, thresholds, fold.pe, dot_bits)
