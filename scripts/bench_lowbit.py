@@ -1,4 +1,4 @@
-"""Low-bit lanes at their real width: the op library's DSP / LUT / BRAM estimate beside yosys for
+"""Low-bit lanes at their real width: the op library's DSP / LUT / FF / BRAM estimate beside yosys for
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
@@ -44,7 +44,10 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
   BRAM36, and yosys of every layer on a core (``--synth full``; ``dsp``: DSPs only; ``none``)
   beside the layers' estimate. The window units' output converters are counted apart ("output
   LUT (RTL only)"): the RTL builds one, the HLS kernels a Xilinx project is built from have none,
-  so the estimate does not hold it. ``--keep DIR`` keeps the projects (and yosys' cache in them)
+  so the estimate does not hold it; so are the weight ROMs of layers whose weights the design keeps
+  in DRAM or URAM ("weight ROM BRAM36 (RTL only)", ``sim.yosys.unpriced_counts``). The unit rows
+  and ``--compiled`` print FFs beside the estimate too (``hw.kernel.narrow_dot_ffs``, fitted to
+  the unit rows). ``--keep DIR`` keeps the projects (and yosys' cache in them)
   for a run again. Minutes of yosys a CNV project, much more for MobileNetV1.
 
 The anchor (FINN, binary CNV on CIFAR-10):
