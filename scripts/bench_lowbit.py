@@ -42,10 +42,11 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
   and MobileNetV1 at 224 w4a4 and w8a8 (``--networks``), each compiled for pynq-z2, kv260 and
   zcu104 (``--boards``): cores, ops left on CPUs, fps from ``sim``, design.json's DSPs, LUTs and
   BRAM36, and yosys of every layer on a core (``--synth full``; ``dsp``: DSPs only; ``none``)
-  beside the layers' estimate. The window units' output converters are counted apart ("output
-  LUT (RTL only)"): the RTL builds one, the HLS kernels a Xilinx project is built from have none,
-  so the estimate does not hold it; so are the weight ROMs of layers whose weights the design keeps
-  in DRAM or URAM ("weight ROM BRAM36 (RTL only)", ``sim.yosys.unpriced_counts``). The unit rows
+  beside the layers' estimate. The window units' output converters are counted apart ("LUT RTL
+  only"): the RTL builds one, the HLS kernels a Xilinx project is built from have none, so the
+  estimate does not hold it; so are the weight ROMs of layers whose weights the design keeps in DRAM
+  or URAM, which the RTL keeps in a module of their own (their LUTs there, their blocks in "weight
+  ROM BRAM36 (RTL only)", ``sim.yosys.unpriced_counts``). The unit rows
   and ``--compiled`` print FFs beside the estimate too (``hw.kernel.narrow_dot_ffs``, fitted to
   the unit rows). ``--keep DIR`` keeps the projects (and yosys' cache in them)
   for a run again. Minutes of yosys a CNV project, much more for MobileNetV1.
@@ -282,8 +283,8 @@ def network(name: str):
 def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
     """yosys of every layer of ``project`` (``synth``: ``full``, ``dsp``: DSPs only, ``none``) beside
     design.json's estimate, summed over the layers on cores: LUTs and BRAM36 priced and those of RTL
-    the Xilinx design has none of (the window units' output converters; the weight ROMs of layers
-    whose weights it keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``)."""
+    the Xilinx design has none of (the window units' output converters; the weight ROMs, blocks and
+    LUTs, of layers whose weights it keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``)."""
     if synth == "none":
         return {}
     result = yosys.project_resources(project, dsp_only=synth == "dsp", jobs=jobs,
@@ -294,7 +295,7 @@ def synthesized_totals(project: Path, synth: str, jobs: int) -> dict[str, Any]:
     if synth == "full":
         row |= {"LUT est": sum(layer.estimate["lut"] for layer in layers),
                 "LUT yosys": sum(layer.priced_lut for layer in layers),
-                "output LUT (RTL only)": sum(layer.unpriced_lut for layer in layers),
+                "LUT RTL only (output, weight ROM)": sum(layer.unpriced_lut for layer in layers),
                 "FF est": sum(layer.estimate["ff"] for layer in layers),
                 "FF yosys": sum(layer.yosys.ff for layer in layers),
                 "BRAM36 est": sum(layer.estimate["bram36"] for layer in layers),

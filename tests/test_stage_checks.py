@@ -35,7 +35,7 @@ from fpgaplace.sim.rtl_project import (
     run_cost,
     simulate_project_stages,
 )
-from fpgaplace.sim.stages import CACHE_DIR, Cut, LayerModule, select
+from fpgaplace.sim.stages import CACHE_DIR, Cut, LayerModule, layer_modules, select
 from fpgaplace.sim.yosys import RESOURCES_FILE, project_resources
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.tools import descendants, longest_first, run_parallel, stopping
@@ -222,7 +222,6 @@ def test_dsp_probes_have_the_layer_s_dsps(tmp_path: Path):
     layer's PE x MMV lanes, so the whole is the same synthesis again (15 s)."""
     from fpgaplace.board.model import family_of
     from fpgaplace.flow.checks import dsp_probes
-    from fpgaplace.sim.stages import layer_modules
     from fpgaplace.sim.yosys import synthesize
 
     project = tmp_path / "cnn"
@@ -283,34 +282,47 @@ def test_dsp_only_prints_the_dsps_and_a_dash_for_what_it_did_not_count(project: 
 
 
 @pytest.mark.slow
-def test_the_weight_rom_of_weights_kept_in_dram_or_uram_is_rtl_only_bram(tmp_path: Path):
+def test_the_weight_rom_of_weights_kept_in_dram_or_uram_is_rtl_only(tmp_path: Path):
     """An MLP on a one-core UltraScale+ fabric of two BRAM36: its first layer's 128 KB of weights
-    stream from DRAM and its second's sit in URAM, where the RTL units keep ROMs that yosys maps to
-    BRAM36 (``sim.yosys.unpriced_counts``, ``weight_blocks``). ``sim --resources`` counts those
-    blocks apart, as RTL-only BRAM36, and the third layer's (resident in LUTRAM) not; about 40 s
-    of yosys."""
+    stream from DRAM and its second's sit in URAM, where the RTL units keep their ROMs in a module
+    of their own (``<top>_weights``, ``WEIGHTS_APART``) that yosys maps to BRAM36 and output
+    multiplexers (``sim.yosys.unpriced_counts``, ``weight_rom_counts``). ``sim --resources`` counts
+    those blocks and LUTs apart, as RTL only, and the third layer's (resident in LUTRAM, inline) not;
+    about 40 s of yosys."""
     project = tmp_path / "mlp"
     Design(zoo.mlp(sizes=(256, 512, 64, 10)), load_board(FEW_BRAM_BOARD), profile_cpu=False).compile(
         project, random_samples=2)
-    layers = {layer.op: layer for layer in load(project).cores[0].layers if layer.kernel == "dense"}
+    core_record = load(project).cores[0]
+    layers = {layer.op: layer for layer in core_record.layers if layer.kernel == "dense"}
     streamed, in_uram, in_lutram = layers.values()
     assert not streamed.resident and in_uram.resident and in_uram.uram and in_lutram.resident and not in_lutram.uram
     assert streamed.resources["bram36"] == in_uram.resources["bram36"] == 0 < in_uram.resources["uram"]
+    apart = {layer.op: "_weights (" in module.files[f"{module.top}.v"]
+             for layer, module in zip(core_record.layers, layer_modules(project, core_record), strict=True)}
+    assert apart[streamed.op] and apart[in_uram.op] and not apart[in_lutram.op], apart
+    run = CliRunner().invoke(app, ["sim", str(project), "--samples", "1", "--rtl", "--stages", "*/gemm_*", "--json"])
+    assert run.exit_code == 0, run.output
+    simulated = [stage for core in json.loads(run.stdout)["rtl"]["cores"] for stage in core["stages"]]
+    assert len(simulated) == 3 and all(stage["bit_exact"] and stage["cycles_measured"] == stage["cycles_model"]
+                                       for stage in simulated), simulated
     arguments = ["sim", str(project), "--samples", "1", "--resources", "--stages", "*/gemm_*", "-j", "1"]
     run = CliRunner().invoke(app, [*arguments, "--json"])
     assert run.exit_code == 0, run.output
     (core,) = json.loads(run.stdout)["resources"]["cores"]
     counted = {layer["op"]: layer for layer in core["layers"]}
     for op in (streamed.op, in_uram.op):
-        weights = counted[op]["yosys"]["weight_bram36"]
-        assert 0 < weights <= counted[op]["yosys"]["bram36"], counted[op]
-        assert counted[op]["unpriced_bram36"] == weights, counted[op]
-    assert counted[in_lutram.op]["unpriced_bram36"] == 0 == counted[in_lutram.op]["yosys"]["weight_bram36"]
+        yosys = counted[op]["yosys"]
+        assert 0 < yosys["weight_bram36"] <= yosys["bram36"] and 0 <= yosys["weight_lut"] < yosys["lut"], yosys
+        assert counted[op]["unpriced_bram36"] == yosys["weight_bram36"], counted[op]
+        assert counted[op]["unpriced_lut"] == yosys["weight_lut"] + yosys["output_lut"], counted[op]
+    lutram = counted[in_lutram.op]
+    assert lutram["unpriced_bram36"] == 0 == lutram["yosys"]["weight_bram36"] == lutram["yosys"]["weight_lut"]
     unpriced = sum(layer["unpriced_bram36"] for layer in core["layers"])
     assert core["unpriced_bram36_total"] == unpriced > 0
     run = CliRunner().invoke(app, arguments)  # the same counts, from the cache, as a table
-    bram = resource_rows(run.output)[("core0", "BRAM36")]
-    assert bram[:2] == [str(core["yosys_layers_total"]["bram36"]), str(unpriced)], bram
+    rows = resource_rows(run.output)
+    assert rows[("core0", "BRAM36")][:2] == [str(core["yosys_layers_total"]["bram36"]), str(unpriced)], rows
+    assert rows[("core0", "LUT")][1] == str(core["unpriced_lut_total"]), rows
 
 
 def resource_rows(output: str) -> dict[tuple[str, str], list[str]]:

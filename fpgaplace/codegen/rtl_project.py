@@ -28,7 +28,7 @@ from fpgaplace.codegen import rtl
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.buffers import fifo_storage
 from fpgaplace.hw.gearbox import Gearbox
-from fpgaplace.hw.rtl_values import index_bits
+from fpgaplace.hw.rtl_values import WEIGHTS_APART, index_bits
 from fpgaplace.project.arrays import load_arrays, random_samples
 from fpgaplace.project.board import project_board
 from fpgaplace.project.layout import JOB_FILE, RTL_DIR, SIM_DIR, STAGES_FILE, cell_name
@@ -139,11 +139,14 @@ def layer_folding(layer: Layer) -> Folding:
 
 
 def layer_config(layer: Layer, arrays: dict[str, np.ndarray]) -> dict:
-    """The config a layer's RTL unit is rendered from: design.json's members, its rows, and the
+    """The config a layer's RTL unit is rendered from: design.json's members, its rows, the
     members of its element widths (``Kernel.width_members`` of the record's ``widths``: a low-bit
-    dense layer's lanes at its weights' and inputs' widths and signedness)."""
+    dense layer's lanes at its weights' and inputs' widths and signedness), and ``WEIGHTS_APART``
+    where the design keeps the weights in DRAM (streamed) or URAM: the unit's weight ROM is then a
+    module of its own, which synthesis counts apart (``sim.yosys.unpriced_counts``)."""
     widths = layer.widths.to_json() if layer.widths else None
-    return layer.config | {"ROWS": layer.rows} | KERNELS[layer.kernel].width_members(widths, arrays)
+    apart = {WEIGHTS_APART: 1} if layer.uram or not layer.resident else {}
+    return layer.config | {"ROWS": layer.rows} | KERNELS[layer.kernel].width_members(widths, arrays) | apart
 
 
 def render_layers(record: Core, arrays: list[dict[str, np.ndarray]], macs_per_dsp: int,

@@ -46,6 +46,7 @@ from fpgaplace.hw.rtl_values import (
     pack_lanes,
     per_channel_arrays,
     requant_channels,
+    weights_apart,
 )
 from fpgaplace.util.errors import FpgaplaceError
 
@@ -231,7 +232,7 @@ class Dense(Kernel):
             "RQ": units, "RQ_CYCLES": cycles, "GROUP_BITS": index_bits(pe // units),
             "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
-            "weights_file": weights_file, "channels_file": channels_file,
+            "weights_file": weights_file, "channels_file": channels_file, "WEIGHTS_APART": weights_apart(config),
             "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf),
             "xbuf_attribute": single_port_ram_style(sf),
         }

@@ -42,6 +42,17 @@ def int_members(config: dict[str, Any]) -> dict[str, int]:
     return {key: int(value) for key, value in config.items() if isinstance(value, int | np.integer)}
 
 
+WEIGHTS_APART = "WEIGHTS_APART"  # a layer config's member: the unit's weight ROM is a module of its own
+WEIGHT_ROM_SUFFIX = "_weights"  # ... named <top>_weights (rtl/macros.v.j2's weight_rom)
+
+
+def weights_apart(config: dict[str, Any]) -> int:
+    """1 where a dot-product unit keeps its weight ROM in a module of its own (``rtl/macros.v.j2``'s
+    ``weight_rom``): the layer's config says so (``WEIGHTS_APART``, set where the design keeps the
+    weights in DRAM or URAM, ``codegen.rtl_project.layer_config``), else 0. O(1)."""
+    return int(bool(config.get(WEIGHTS_APART, 0)))
+
+
 def check_int8_members(config: dict[str, Any], names: tuple[str, ...], what: str) -> None:
     """A one-line error unless the zero points ``names`` and ``LO <= HI`` are int8."""
     if not all(-128 <= int(config[z]) <= 127 for z in names) or not -128 <= int(config["LO"]) <= int(

