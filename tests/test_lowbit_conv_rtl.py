@@ -19,7 +19,7 @@ from fpgaplace.board.load import load_board
 from fpgaplace.codegen.rtl import render_op
 from fpgaplace.hw import KERNELS, Folding
 from fpgaplace.hw.dense import lane_widths
-from fpgaplace.hw.kernel import lane_choice, with_precision
+from fpgaplace.hw.kernel import lane_choice, unit_lanes, with_precision
 from fpgaplace.hw.registry import window_geometry
 from fpgaplace.hw.window import line_buffer, output_bits, output_gearbox, spans_positions, word_folds
 from fpgaplace.model import zoo
@@ -76,7 +76,8 @@ LANE_CASES = {  # name: (H, CIN, COUT, K, stride, pad, groups, folding, WB, XB, 
     "w2a2 unsigned LUT lanes, padded": (6, 4, 4, 3, 1, 1, 1, F(2, 6, 2), 2, 2, True, None, False, "lut"),
     "w1a8 shift-and-add (CNV's first layer)": (6, 4, 4, 3, 1, 0, 1, F(2, 6, 1), 1, 8, False, None, False, "lut"),
     "w4a4 packed three to a DSP": (6, 4, 6, 3, 1, 1, 1, F(6, 6, 2), 4, 4, False, DSP_RICH, False, "dsp"),
-    "w4a4 unsigned depthwise, thresholds": (6, 4, 4, 3, 1, 1, 4, F(2, 9, 2), 4, 4, True, DSP_RICH, True, "dsp"),
+    # a grouped conv's channels share no input: a lone 4 x 4 product, LUT lanes (kernel.unit_lanes)
+    "w4a4 unsigned depthwise, thresholds": (6, 4, 4, 3, 1, 1, 4, F(2, 9, 2), 4, 4, True, DSP_RICH, True, "lut"),
     "w2a8 int8 lanes, pixel pairs": (6, 4, 4, 3, 1, 1, 1, F(2, 6, 2), 2, 8, False, load_board("zcu104").cores[0],
                                      False, "int8"),
 }
@@ -85,7 +86,7 @@ LANE_CASES = {  # name: (H, CIN, COUT, K, stride, pad, groups, folding, WB, XB, 
 @pytest.mark.parametrize("name", sorted(LANE_CASES))
 def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
     """Each lane kind of the window unit at the layer's widths (the dense unit's lanes, chosen by
-    ``lane_choice`` on the core; int8 products where an operand is 8 bits) is bit-exact against
+    ``unit_lanes`` on the core; int8 products where an operand is 8 bits) is bit-exact against
     the integer reference under gaps and backpressure and back to back, its weight ROM at WB bits
     a weight, at the int8 unit's cycles (the model's within tolerance)."""
     *shape, fold, wb, xb, unsigned, core, thresholds, kind = LANE_CASES[name]
@@ -100,7 +101,8 @@ def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
     built = verilog.split("// Lanes of ")[1].split("\n")[0]
     assert built.endswith("int8 products" if kind == "int8" else f": {kind}"), built
     assert ("(unsigned: code - " in built) == unsigned
-    assert kind == "int8" or kind == lane_choice(core, wb, xb).kind
+    sharing = 1 if shape[6] > 1 else fold.pe  # channels reading each input: none shared in a grouped conv
+    assert kind == "int8" or kind == unit_lanes(core, wb, xb, sharing).kind
     words = op.module.files["fp_conv2d_weights.mem"].split()
     assert {len(word) for word in words} == {-(-fold.pe * fold.simd * wb // 4)}, "WB bits a weight"
     assert ("fp_requant_var #(" in verilog) != thresholds
@@ -252,6 +254,29 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     assert spanning and copied, "no low-bit conv layer with a spanning SIMD or line-buffer copies"
 
 
+@pytest.mark.slow
+@pytest.mark.parametrize(("groups", "folding"), [(1, Folding(1, 48, 2)), (16, Folding(2, 9, 1))])
+def test_a_lone_packed_product_is_built_and_priced_as_a_lut_lane(tmp_path, groups, folding):
+    """On a core that packs w4a4 lanes three to a DSP, a unit whose channels do not share inputs
+    (PE 1, or a grouped conv) has no product to pack with another: synth_xilinx keeps a lone 4 x 4
+    product in LUTs, so the unit builds LUT lanes and the op library prices them as such
+    (``kernel.unit_lanes``): the Verilog's lanes are LUT lanes, yosys maps no MAC DSP and its LUTs
+    but the output's are within 25 % of the estimate (priced as packed lanes, the CNV w4a4's conv_7
+    on kv260 at PE 1 was 40 % under yosys). About a minute of yosys each."""
+    core = DSP_RICH
+    config, arrays, _, _ = lowbit_conv_case(8, 16, 16, 3, 1, 1, groups, folding, 4, 4, False, seed=3, samples=1)
+    kernel = KERNELS["conv2d"]
+    geometry = replace(window_geometry("conv2d", config), weight_bits=4, activation_bits=4)
+    assert lane_choice(core, 4, 4).kind == "dsp" and kernel.unit_lanes(geometry, folding, core).kind == "lut"
+    op = render_op("conv2d", config, arrays, folding, 1, macs_per_dsp=core.macs_per_dsp, core=core)
+    assert "4-bit inputs: lut" in op.module.files[f"{op.module.top}.v"]
+    got = yosys.synthesize(op.module, tmp_path, "xc7")
+    estimate = kernel.resources(geometry, folding, core)
+    assert kernel.mac_dsps(geometry, folding, core) == 0 and got.dsp == estimate.dsp, (got, estimate)
+    luts = got.lut - got.output_lut
+    assert abs(luts - estimate.lut) <= LUT_TOLERANCE * luts, (luts, estimate)
+
+
 def test_a_spanning_unit_with_line_buffer_copies_agrees_with_yosys(tmp_path):
     """A w2a2 3 x 3 conv 16 -> 16 at 4 x 48 x 1 (SIMD spanning three window positions of 16
     channels): 3 copies of its line buffer in LUTRAM; its LUTs but its output's within 25 % of the
@@ -276,8 +301,9 @@ def test_compiled_mobilenet_v1_w4a4_is_bit_exact_in_rtl_at_the_models_cycles(tmp
     """A tiny MobileNetV1 w4a4 as QONNX (an 8-bit first layer, a depthwise and a pointwise 4-bit
     conv on unsigned 4-bit activations, every conv behind a batch norm: threshold stages; global
     average pooling and an 8-bit classifier) compiled for a LUT-poor and a DSP-rich board: each conv
-    unit has the lanes of its recorded widths as ``lane_choice`` picks them on the board's core
-    (LUT lanes on pynq-z2, packed DSPs on kv260; int8 products for the first), its threshold stage,
+    unit has the lanes of its recorded widths as ``unit_lanes`` picks them on the board's core
+    (LUT lanes on pynq-z2; on kv260 packed DSPs for the pointwise conv where PE channels share an
+    input, LUT lanes for the depthwise one; int8 products for the first), its threshold stage,
     the record's resources the op library's at those lanes, and the core is bit-exact in Icarus
     at the model's cycles."""
     model = zoo.mobilenet_v1_lowbit(4, 4, image=8, width=0.125, classes=4, blocks=1)
@@ -285,27 +311,30 @@ def test_compiled_mobilenet_v1_w4a4_is_bit_exact_in_rtl_at_the_models_cycles(tmp
     result = Design(model, board, profile_cpu=False).compile(project, random_samples=2)
     assert result.cpu_ops == [], result.cpu_ops
     core_model = load_board(board).cores[0]
-    convs = 0
+    convs, kinds = 0, set()
     for core in load(project).cores:
         arrays = load_arrays(project, core)
         for i, layer in enumerate(core.layers):
             if layer.kernel != "conv2d":
                 continue
             members = lane_widths(layer.widths.to_json(), arrays[i]["w"])
+            conv = KERNELS["conv2d"]
+            geometry = conv.priced_geometry(conv.config_geometry(layer.config), layer.widths.to_json(), arrays[i])
+            folding = Folding(layer.pe, layer.simd, layer.mmv)
             verilog = (project / RTL_DIR / cell_name(core.name) / f"{cell_name(core.name)}_{i}_conv2d.v").read_text()
             built = verilog.split("// Lanes of ")[1].split("\n")[0]
             if members:
                 assert (members["WB"], members["XB"], members["XU"]) == (4, 4, 1), (layer.op, members)
-                assert built.endswith(": " + lane_choice(core_model, 4, 4).kind), (layer.op, built)
+                kind = conv.unit_lanes(geometry, folding, core_model).kind
+                assert built.endswith(f": {kind}"), (layer.op, built)
+                kinds.add(kind)
             else:
                 assert built.endswith("int8 products"), (layer.op, built)
             assert layer.widths.output_stage == "thresholds" and "_threshold thresholds (" in verilog
-            conv = KERNELS["conv2d"]
-            geometry = conv.priced_geometry(conv.config_geometry(layer.config), layer.widths.to_json(), arrays[i])
-            priced = conv.resources(geometry, Folding(layer.pe, layer.simd, layer.mmv), core_model, layer.resident)
+            priced = conv.resources(geometry, folding, core_model, layer.resident)
             assert layer.resources == priced.to_json(), (layer.op, layer.resources, priced)
             convs += 1
-    assert convs == 3
+    assert convs == 3 and kinds == ({"lut"} if lane_choice(core_model, 4, 4).kind == "lut" else {"lut", "dsp"}), kinds
     rtl = simulate_project_rtl(project, samples=1)
     assert rtl.ok and rtl.cores
     for core in rtl.cores:

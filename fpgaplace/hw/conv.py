@@ -33,7 +33,6 @@ from fpgaplace.hw.kernel import (
     dot_bits,
     group_dsps,
     ints,
-    lane_choice,
     narrow_lanes,
     probe,
     requantize_plan,
@@ -124,10 +123,15 @@ class Conv2d(WindowKernel):
         """``Kernel.mac_dsps``, but packed narrow lanes of a grouped conv are one a multiplier:
         every channel reads its own group's input, so no two share one (``window_lanes``), each
         ``group_dsps`` of one product (none on Xilinx below 9 product bits: LUTs)."""
-        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        lanes = self.unit_lanes(g, fold, core)
         if g.shape.get("GROUPS", 1) > 1 and lanes.kind == "dsp" and g.lane_bits < 8:
             return fold.simd * fold.mmv * fold.pe * group_dsps(lanes, 1, core)
         return super().mac_dsps(g, fold, core)
+
+    def input_sharing(self, g: Geometry, fold: Folding) -> int:
+        """Channels reading each input: PE, but one in a grouped conv (each channel reads its own
+        group's input, ``window_lanes``)."""
+        return 1 if g.shape.get("GROUPS", 1) > 1 else fold.pe
 
     def row_steps(self, g: Geometry, fold: Folding) -> int:
         """Compute cycles of one output row: ceil(WO/MMV) pixel groups of COUT/PE x KKG/SIMD folds."""
@@ -250,7 +254,7 @@ class Conv2d(WindowKernel):
         if core_family(core).rtl_built:
             return 1.0
         words = math.ceil(g.weights / (fold.pe * fold.simd))
-        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        lanes = self.unit_lanes(g, fold, core)
         return spanning_lane_share(self.window_shape(g.shape, fold), lanes, words)
 
     def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
@@ -389,7 +393,8 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
     ZX into the lanes: a one-line error where their width cannot hold it. O(weights)."""
     if macs_per_dsp not in (1, 2):
         raise FpgaplaceError(f"rtl conv2d: macs_per_dsp must be 1 or 2, got {macs_per_dsp}")
-    lane = lane_values(c, w.reshape(w.shape[0], -1), c["PE"], macs_per_dsp, None, core, "conv2d")
+    lane = lane_values(c, w.reshape(w.shape[0], -1), c["PE"], macs_per_dsp, None, core, "conv2d",
+                       1 if xp > 1 else c["PE"])
     xb, xu = lane["XB"], lane["XU"]
     padded = any(c.get(side, 0) for side in ("PT", "PL", "PB", "PR")) or upsampled(c)
     low, high = (0, 2**xb - 1) if xu else (-(2 ** (xb - 1)), 2 ** (xb - 1) - 1)

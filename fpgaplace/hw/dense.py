@@ -27,13 +27,13 @@ from fpgaplace.hw.kernel import (
     Lanes,
     check_bits,
     dot_bits,
-    lane_choice,
     narrow_lanes,
     probe,
     requantize_plan,
     tensor_shape,
     threshold_table_apart,
     unit_fill,
+    unit_lanes,
 )
 from fpgaplace.hw.lowering import Layer
 from fpgaplace.hw.memory import rom_style, single_port_ram_style
@@ -294,15 +294,16 @@ def lane_thresholds(config: dict[str, Any], arrays: dict[str, Any],
     return threshold.stored_table(arrays["thresholds"], offsets, bits), offsets, bits
 
 
-def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int,
-                lanes: Lanes | None, core: FpgaCore | None = None, what: str = "dense") -> dict[str, Any]:
+def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: int, lanes: Lanes | None,
+                core: FpgaCore | None = None, what: str = "dense", sharing: int | None = None) -> dict[str, Any]:
     """The lane members of the dense template: widths ``WB``, ``XB``, ``XU`` and the offset
     ``XOFF`` an unsigned input's lanes subtract, the lane kind, the product bits ``PW``, the
     operands of a LUT lane's shift-and-add (``AW`` the wider, ``BW`` the narrower), a DSP lane's
     channel groups ``[(first, count)]`` and the SIMD adder tree's levels ``[(count, bits)]``
-    (``adder_tree``); the lanes ``lane_choice(core, WB, XB)`` unless given, the decision the
-    cost model prices (``Kernel.mac_dsps``); a one-line error naming the unit ``what`` (the dense
-    unit's, or the window unit's ``conv2d``) for weights outside their width. O(N*K)."""
+    (``adder_tree``); the lanes ``unit_lanes(core, WB, XB, sharing)`` unless given (``sharing``:
+    the channels reading each input, PE unless given), the decision the cost model prices
+    (``Kernel.unit_lanes``); a one-line error naming the unit ``what`` (the dense unit's, or the
+    window unit's ``conv2d``) for weights outside their width. O(N*K)."""
     wb, xb, xu = int(config.get("WB", 8)), int(config.get("XB", 8)), int(config.get("XU", 0))
     check_bits(wb, f"rtl {what} WB")
     check_bits(xb, f"rtl {what} XB")
@@ -314,7 +315,7 @@ def lane_values(config: dict[str, Any], w: np.ndarray, pe: int, macs_per_dsp: in
                              f"({'+-1' if wb == 1 else f'[{-2 ** (wb - 1)}, {2 ** (wb - 1) - 1}]'})")
     if lanes is None:
         lanes = Lanes("dsp", wb, xb, macs_per_dsp) if max(wb, xb) == 8 and min(wb, xb) > 1 else \
-            lane_choice(core, wb, xb)
+            unit_lanes(core, wb, xb, pe if sharing is None else sharing)
     if (lanes.weight_bits, lanes.activation_bits) != (wb, xb):
         raise FpgaplaceError(f"rtl {what}: lanes of {lanes.weight_bits} x {lanes.activation_bits} bits "
                              f"for WB={wb}, XB={xb}")

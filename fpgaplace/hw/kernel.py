@@ -355,6 +355,20 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
     return packed if lane_share(packed, core) < lane_share(on_luts, core) else on_luts
 
 
+def unit_lanes(core: FpgaCore | None, weight_bits: int, activation_bits: int, sharing: int) -> Lanes:
+    """The lanes a dot-product unit builds where ``sharing`` channels read each input (a dense
+    unit's or an ungrouped window's PE; 1 in a grouped conv, each channel its own input):
+    ``lane_choice``'s, but LUT lanes where it packs narrow lanes into DSPs and no group of
+    ``sharing`` maps to one (``packed_dsps``: synth_xilinx leaves a product below
+    ``XILINX_DSP_Y_MIN_BITS`` in LUTs, so a lone 4 x 4 product is a LUT multiplier either way; the
+    CNV w4a4's conv_7 on kv260 at PE 1 took 60,882 LUTs in yosys 0.23, priced 36,553 at the packed
+    lanes' LUTs, ``LANE_LUTS[("dsp", 4, 4)]``). O(1)."""
+    lanes = lane_choice(core, weight_bits, activation_bits)
+    if lanes.kind == "dsp" and min(weight_bits, activation_bits) < 8 and not packed_dsps(lanes, sharing, core):
+        return Lanes("lut", weight_bits, activation_bits)
+    return lanes
+
+
 def channel_rom_bits(g: Geometry, fold: Folding) -> int:
     """Bits of one word of a dot product's channel ROM in the RTL units, PE channels a word: the
     requantizers' words, or behind a threshold stage (``shape["T"]``) its thresholds at the dot
@@ -762,7 +776,7 @@ class Kernel:
         DSP takes two int8 MACs, only two lanes sharing an operand share it (``paired_lanes``)."""
         if not self.uses_dsp:
             return 0
-        lanes = lane_choice(core, g.weight_bits, g.activation_bits)
+        lanes = self.unit_lanes(g, fold, core)
         if lanes.kind != "dsp":
             return 0
         if g.lane_bits < 8:
@@ -820,7 +834,7 @@ class Kernel:
         bram, uram, lutram = self._memory(g, fold, core, resident)
         scale = core_family(core).lut_scale  # the fabric's LUTs per op-library (LUT6) LUT
         if self.uses_dsp:
-            choice = lane_choice(core, g.weight_bits, g.activation_bits)
+            choice = self.unit_lanes(g, fold, core)
             if not narrow_lanes(g, core):  # the fitted fixed part holds the requantizers
                 # those the plan shares away; a threshold stage's comparators are priced in their
                 # place (``threshold.stage_resources``) and the fit's share of them kept, an upper bound
@@ -838,6 +852,14 @@ class Kernel:
                              self.narrow_ffs(g, fold, choice, resident))
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
                          LANE_FF_BASE + LANE_FF_PER_PE * lanes)
+
+    def input_sharing(self, g: Geometry, fold: Folding) -> int:
+        """Channels of the unit that read each input: its PE (``unit_lanes``)."""
+        return fold.pe
+
+    def unit_lanes(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Lanes:
+        """The lanes the stage builds at ``fold`` (``unit_lanes`` of its ``input_sharing``). O(1)."""
+        return unit_lanes(core, g.weight_bits, g.activation_bits, self.input_sharing(g, fold))
 
     def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
         """The share of ``lane_luts`` a narrow MAC lane of this kernel takes (``narrow_dot_luts``):
