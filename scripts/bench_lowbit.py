@@ -2,9 +2,10 @@
 the dense unit at 1, 2, 4 and 8 bits and a few foldings, and the CNV network (FINN's BNN-PYNQ
 topology) per width and board.
 
-Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--turns] [--firsts] [--models]
-[--compiled] [--sim-models] [--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...] [--synth full|dsp|none]
-[--jobs 2] [--keep DIR] [--json out.json] (no flag: --kernels and --models). Prints markdown tables.
+Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] [--turns] [--firsts] [--smalls]
+[--models] [--compiled] [--sim-models] [--board pynq-z2] [--networks cnv_w1a1,...] [--boards pynq-z2,...]
+[--synth full|dsp|none] [--jobs 2] [--keep DIR] [--json out.json] (no flag: --kernels and --models). Prints
+markdown tables.
 
 * ``--kernels`` (``kernel_rows``): per width and folding, the lanes the op library chooses for the
   board's core (``hw.kernel.lane_choice``), its DSPs, LUTs and BRAM36 beside yosys ``synth_xilinx``
@@ -25,11 +26,20 @@ Usage: .venv/bin/python scripts/bench_lowbit.py [--kernels] [--convs] [--spans] 
   lane shares beside it. 15 s to 2 min of yosys per row.
 * ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 10 units whose SIMD
   neither divides CIN nor is a multiple of it (``hw.window.turns_channels``), the fit of
-  ``hw.window.TURNING_LUTS``. Under a minute of yosys per row.
+  ``hw.window.TURNING_LUTS``, and an 11th beside them on a 5 x 5 frame as the small CNV w2a2's conv_21
+  may compile (16 -> 32 at 1 x 72 x 1: 2,850 LUTs in yosys 0.23, 977 CARRY4 of its lanes' own
+  addresses and tests). Under a minute of yosys per row.
 * ``--firsts`` (``conv_rows`` of ``FIRST_CASES``): the same for 14 first layers (2- and 4-bit weights
   by 8-bit pixels, int8 products on DSPs, 3 channels in) on 8 to 32 pixel frames, the fit of
   ``hw.window.COPY_LUTS`` and the lanes' ``("dsp", 2, 8)`` and ``("dsp", 4, 8)`` costs. 20 s to a
   minute of yosys per row.
+* ``--smalls`` (``conv_rows`` of ``SMALL_CASES``): the same for 14 units of one to 36 lanes on 3 x 3 to
+  28 x 28 frames (depthwise 3 x 3 at PE 1 to 4, as MobileNetV1's are folded on a small Zynq, 1 x 1
+  convs of 4 to 16 lanes, and one w2a2 unit at 2 x 8 x 1 on a 3 x 3 and a 28 x 28 frame), where the
+  window unit's own control is most of it: measured, not yet priced (the estimate is 0.31 to 0.97 of
+  yosys on the 14 x 14 and 28 x 28 units, 1.41 on the 3 x 3 frame; the w2a2 unit takes 604 LUTs on
+  3 x 3 and 1,304 on 28 x 28, where yosys keeps its line buffer's banks in LUTRAM, priced as 8
+  BRAM36). 20 s to a minute of yosys per row.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.
@@ -120,13 +130,22 @@ TURN_CASES = [
     (8, 16, 32, 3, 1, 1, 1, (8, 9, 1), 2, 2, True), (8, 16, 32, 3, 1, 1, 1, (1, 72, 1), 2, 2, True),
     (8, 16, 16, 3, 1, 1, 1, (4, 12, 1), 4, 4, True), (8, 16, 16, 3, 1, 0, 1, (8, 12, 1), 1, 1, False),
     (8, 16, 32, 3, 1, 0, 1, (2, 36, 1), 1, 1, False), (8, 32, 32, 3, 1, 0, 1, (2, 9, 1), 1, 1, False),
-    (8, 16, 32, 3, 1, 0, 1, (8, 9, 1), 1, 1, False), (8, 16, 32, 3, 1, 0, 1, (1, 72, 1), 1, 1, False)]
+    (8, 16, 32, 3, 1, 0, 1, (8, 9, 1), 1, 1, False), (8, 16, 32, 3, 1, 0, 1, (1, 72, 1), 1, 1, False),
+    (5, 16, 32, 3, 1, 0, 1, (1, 72, 1), 2, 2, True)]  # the last as the small CNV w2a2's conv_21 compiles
 CONV_THRESHOLDS = {1: (-1, 2), 2: (0, 3), 4: (0, 15)}  # output bits: (LO, thresholds a channel)
 # the --firsts rows: a low-bit network's first layer, 2- or 4-bit weights by 8-bit pixels (int8 products
 # on DSPs), 3 channels in, writing the weights' width through thresholds (``case_output_bits``), as the CNV's does
 FIRST_CASES = [(h, 3, cout, 3, 1, 0, 1, fold, wb, 8, False) for wb in (2, 4) for h, cout, fold in (
     (32, 64, (2, 27, 1)), (16, 16, (2, 27, 1)), (16, 32, (1, 27, 1)), (16, 16, (4, 9, 1)), (16, 16, (2, 3, 1)),
     (16, 32, (8, 27, 1)), (8, 16, (4, 27, 2)))]
+# the --smalls rows: units of few lanes, depthwise (w4a4 unsigned as MobileNetV1's, one w2a2, one w1a1), 1 x 1,
+# and one unit on a 3 x 3 and a 28 x 28 frame
+SMALL_CASES = [
+    *[(14, 32, 32, 3, 1, 1, 32, fold, 4, 4, True) for fold in ((1, 1, 1), (2, 1, 1), (4, 1, 1), (1, 9, 1), (4, 9, 1))],
+    (14, 128, 128, 3, 1, 1, 128, (1, 1, 1), 4, 4, True), (28, 64, 64, 3, 2, 1, 64, (2, 1, 1), 4, 4, True),
+    (14, 32, 32, 3, 1, 1, 32, (1, 1, 1), 2, 2, True), (14, 32, 32, 3, 1, 0, 32, (2, 3, 1), 1, 1, False),
+    *[(14, 64, 64, 1, 1, 0, 1, fold, 4, 4, True) for fold in ((1, 16, 1), (2, 8, 1), (1, 4, 1))],
+    (3, 32, 32, 3, 1, 0, 1, (2, 8, 1), 2, 2, True), (28, 32, 32, 3, 1, 1, 1, (2, 8, 1), 2, 2, True)]
 BOARDS = ["pynq-z2", "zcu104"]
 FINN_CNV_W1A1_FPS_PYNQ_Z1 = 100e6 / 32768  # derived from finn-examples' folding (see the docstring)
 
@@ -381,8 +400,9 @@ def main() -> None:
     parser.add_argument("--kernels", action="store_true", help="dense units per width and folding (23 rows)")
     parser.add_argument("--convs", action="store_true", help="low-bit conv units on 16 x 16 frames (9 rows)")
     parser.add_argument("--spans", action="store_true", help="conv units whose SIMD spans window positions (16)")
-    parser.add_argument("--turns", action="store_true", help="conv units whose lanes turn channels (10)")
+    parser.add_argument("--turns", action="store_true", help="conv units whose lanes turn channels (11)")
     parser.add_argument("--firsts", action="store_true", help="first layers: 2/4-bit weights by 8-bit pixels (14)")
+    parser.add_argument("--smalls", action="store_true", help="units of few lanes: depthwise and 1 x 1 convs (14)")
     parser.add_argument("--models", action="store_true", help="CNV per width and board, cost model only")
     parser.add_argument("--compiled", action="store_true", help="compiled QONNX MLPs' dense layers beside yosys")
     parser.add_argument("--sim-models", action="store_true",
@@ -396,7 +416,7 @@ def main() -> None:
     parser.add_argument("--keep", type=Path, help="--sim-models: folder of the compiled projects (kept)")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
-    tables = (args.kernels, args.convs, args.spans, args.turns, args.firsts, args.models, args.compiled,
+    tables = (args.kernels, args.convs, args.spans, args.turns, args.firsts, args.smalls, args.models, args.compiled,
               args.sim_models)
     everything = not any(tables)
     out: dict[str, Any] = {}
@@ -414,6 +434,10 @@ def main() -> None:
         out["turns"] = conv_rows(args.board, TURN_CASES)
         print(f"## Conv units whose lanes turn channels on {args.board}: yosys by module beside the estimate\n\n"
               f"{markdown(out['turns'])}")
+    if args.smalls:
+        out["smalls"] = conv_rows(args.board, SMALL_CASES)
+        print(f"## Conv units of few lanes on {args.board}: yosys by module beside the estimate\n\n"
+              f"{markdown(out['smalls'])}")
     if args.firsts:
         out["firsts"] = conv_rows(args.board, FIRST_CASES)
         print(f"## First-layer conv units (narrow weights by 8-bit pixels) on {args.board}: yosys by module beside "
