@@ -22,24 +22,21 @@ markdown tables.
   ``WindowKernel.line_buffer_memory``), and the gearbox's ``Gearbox.xc7_luts`` (unpriced on Xilinx).
   1 to 3 min of yosys per row; 9 rows.
 * ``--spans`` (``conv_rows`` of ``SPAN_CASES``): the same on 8 x 8 frames for 16 units whose SIMD
-  spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_LUT_PER_READ`` and the
+  spans window positions (SIMD > CIN), the fit of ``hw.window.SPANNING_XNOR_SHARE`` and the
   lane shares beside it. 15 s to 2 min of yosys per row.
-* ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames for 10 units whose SIMD
-  neither divides CIN nor is a multiple of it (``hw.window.turns_channels``), the fit of
-  ``hw.window.TURNING_LUTS``, and an 11th beside them on a 5 x 5 frame as the small CNV w2a2's conv_21
-  may compile (16 -> 32 at 1 x 72 x 1: 2,850 LUTs in yosys 0.23, 977 CARRY4 of its lanes' own
-  addresses and tests). Under a minute of yosys per row.
+* ``--turns`` (``conv_rows`` of ``TURN_CASES``): the same on 8 x 8 frames (one 5 x 5, as the small
+  CNV w2a2's conv_21 may compile) for 11 units whose SIMD neither divides CIN nor is a multiple of it
+  (``hw.window.turns_channels``), the fit of ``hw.window.TURNING_LUT_PER_READ``. Under a minute of
+  yosys per row.
 * ``--firsts`` (``conv_rows`` of ``FIRST_CASES``): the same for 14 first layers (2- and 4-bit weights
   by 8-bit pixels, int8 products on DSPs, 3 channels in) on 8 to 32 pixel frames, the fit of
   ``hw.window.COPY_LUTS`` and the lanes' ``("dsp", 2, 8)`` and ``("dsp", 4, 8)`` costs. 20 s to a
   minute of yosys per row.
 * ``--smalls`` (``conv_rows`` of ``SMALL_CASES``): the same for 14 units of one to 36 lanes on 3 x 3 to
   28 x 28 frames (depthwise 3 x 3 at PE 1 to 4, as MobileNetV1's are folded on a small Zynq, 1 x 1
-  convs of 4 to 16 lanes, and one w2a2 unit at 2 x 8 x 1 on a 3 x 3 and a 28 x 28 frame), where the
-  window unit's own control is most of it: measured, not yet priced (the estimate is 0.31 to 0.97 of
-  yosys on the 14 x 14 and 28 x 28 units, 1.41 on the 3 x 3 frame; the w2a2 unit takes 604 LUTs on
-  3 x 3 and 1,304 on 28 x 28, where yosys keeps its line buffer's banks in LUTRAM, priced as 8
-  BRAM36). 20 s to a minute of yosys per row.
+  convs of 4 to 16 lanes, and one w2a2 unit at 2 x 8 x 1 on a 3 x 3 and a 28 x 28 frame: 604 and
+  1,304 LUTs), where the window unit's control is most of it: the fit of
+  ``hw.window.WINDOW_LUT_PER_CONTROL_BIT`` with the rows above. 20 s to a minute of yosys per row.
 * ``--models`` (``cnv_cost_rows``): the CNV network at w1a1, w2a2, w4a4 and w8a8 folded onto one
   core of each board by the op library alone (``hw.folding.fold_core``): DSPs, LUTs, BRAM36 and
   the fps of its interval at the core's clock. Cost model only: no simulation.

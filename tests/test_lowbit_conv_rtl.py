@@ -180,7 +180,7 @@ def test_int8_products_of_narrow_weights_keep_their_dsps_and_price_their_copies(
     DSP mapping) had them all. The window unit keeps the first level's sums as nets of their own
     there (``lanes.v.j2``'s ``keep_first``): the full synthesis maps the estimate's DSPs. Its
     LUTs but the output's are the estimate's within 25 %, the line buffer's copies of 8-bit pixels
-    (27 and 9, one a SIMD lane: ``WindowKernel.copied_line_buffer``) priced: unpriced, the units
+    (27 and 9, one a SIMD lane: ``WindowKernel.rtl_line_buffer``) priced: unpriced, the units
     were 2,658 and 1,469 LUTs in yosys against 1,672 and 918."""
     config, arrays, _, fold = lowbit_conv_case(8, 3, 8, 3, 1, 1, 1, folding, weight_bits, 8, False, seed=5)
     op = render_op("conv2d", config, arrays, fold, 1, macs_per_dsp=PYNQ.macs_per_dsp, core=PYNQ)
@@ -204,7 +204,7 @@ def checked_lowbit_convs(project: Path):
     line buffer keeps copies) of each conv layer of ``project`` with both operands below 8 bits and
     at most ``CHECKED_LANES`` lanes (the larger ones take a minute or more of yosys each) whose SIMD
     lanes read one channel each at every fold (SIMD divides CIN or is a multiple of it) or turn
-    (``window.turns_channels``: neither, priced by ``TURNING_LUTS`` since they were 22 to 43 % under
+    (``window.turns_channels``: neither, priced by ``TURNING_LUT_PER_READ`` since they were 22 to 43 % under
     yosys)."""
     kernel = KERNELS["conv2d"]
     for core in load(project).cores:
@@ -229,7 +229,7 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     (``kernel.narrow_dot_ffs``), among them a layer whose
     SIMD spans window positions (``window.spans_positions``: its lanes and reads priced by
     ``spanning_lane_share`` and ``window_logic_luts``) and one whose line buffer keeps copies
-    (``WindowKernel.copied_line_buffer``; the test below checks one alone). The output is left out
+    (``WindowKernel.rtl_line_buffer``; the test below checks one alone). The output is left out
     as the Xilinx price leaves it out (the HLS kernel Vivado builds there has none). The layers
     ``checked_lowbit_convs`` takes: here conv_12 at PE x SIMD x MMV 4 x 72 x 1, its 18 memories 9
     copies of 2 banks (3,225 LUTs, priced 3,020; before the spanning terms and the copies' price
@@ -280,7 +280,7 @@ def test_a_lone_packed_product_is_built_and_priced_as_a_lut_lane(tmp_path, group
 def test_a_spanning_unit_with_line_buffer_copies_agrees_with_yosys(tmp_path):
     """A w2a2 3 x 3 conv 16 -> 16 at 4 x 48 x 1 (SIMD spanning three window positions of 16
     channels): 3 copies of its line buffer in LUTRAM; its LUTs but its output's within 25 % of the
-    estimate (``spanning_lane_share``, ``copied_line_buffer``), no block RAM either side. The small
+    estimate (``spanning_lane_share``, ``rtl_line_buffer``), no block RAM either side. The small
     CNV's compile no longer folds a layer this way at the lanes the test above checks."""
     folding = Folding(4, 48, 1)
     core = load_board("pynq-z2").cores[0]
@@ -373,7 +373,7 @@ def test_line_buffer_copies_are_priced_in_the_memory_yosys_builds(tmp_path, cin,
     config, arrays, _, _ = lowbit_conv_case(16, cin, 8, 3, 1, 1, 1, folding, 2, 2, False, seed=1, samples=1)
     got = yosys.synthesize(render_op("conv2d", config, arrays, folding, 1, core=core).module, tmp_path, "xc7")
     g = replace(window_geometry("conv2d", config), weight_bits=2, activation_bits=2)
-    copies = KERNELS["conv2d"].copied_line_buffer(g, folding, core)
+    copies = KERNELS["conv2d"].rtl_line_buffer(g, folding, core)
     assert copies is not None and (copies[0] == 0) is lutram, copies
     estimate = KERNELS["conv2d"].resources(g, folding, core)
     assert got.bram36 <= estimate.bram36 <= got.bram36 + 1, (got, estimate)

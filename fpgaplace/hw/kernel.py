@@ -128,9 +128,10 @@ PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 # at 2 x 8, 16 to 18 % under), rms 6.8 %; the compiled layers, folded again under this price, within
 # 5.6 % (before the refit: 2 to 63 % over). The fixed part came out near zero: the unit's control
 # grows with its lanes and results and is held by their costs. DSP lanes of narrow weights by 8-bit
-# inputs (a QONNX model's first layer) are fitted with the line buffer's copies over 14 first-layer
-# units (``window.COPY_LUTS``): fitted before to compiled layers whose DSPs synthesis had swept away
-# (``rtl/lanes.v.j2`` adder_tree's keep_first), they were 7.0 and 8.0.
+# inputs (a QONNX model's first layer) are fitted with the window unit's logic and the line buffer's
+# copies over 66 window units, 14 of them first layers (``window.WINDOW_LUT_PER_CONTROL_BIT``): fitted
+# before to compiled layers whose DSPs synthesis had swept away (``rtl/lanes.v.j2`` adder_tree's
+# keep_first), they were 7.0 and 8.0; to the first layers alone, with a term per read lane, 4.6 and 5.5.
 # ``scripts/bench_lowbit.py --kernels`` and ``--compiled`` rerun the comparison.
 NARROW_LUT_BASE = 6.3  # counters, credits, output FIFO beyond what grows with the lanes
 NARROW_LUT_PER_RESULT_BIT = 2.1  # a result's accumulator and its path to the output, per bit of its dot product
@@ -139,7 +140,7 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
     "xnor": 5.2,
     ("lut", 1, 2): 8.0, ("lut", 1, 4): 14.5, ("lut", 1, 8): 19.0,
     ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
-    ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 4.6, ("dsp", 4, 8): 5.5,
+    ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 5.4, ("dsp", 4, 8): 6.2,
 }
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}

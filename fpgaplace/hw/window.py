@@ -41,42 +41,44 @@ SPARE_ROWS = 1  # line-buffer rows beyond the window's and a stride's, so the wr
 WINDOW_TEMPLATE = "rtl/window.v.j2"
 
 # LUTs of the window unit's own logic around its narrow lanes on a family Vivado builds from HLS
-# (``window_logic_luts``; the dot product, its ROMs and the threshold stage are the dense rules'):
-# the read lanes' addressing, in-frame tests and padding selects, and the line buffer's banks'
-# read ports and element selects. Least squares of the relative error of yosys 0.23
-# ``synth_xilinx -family xc7`` (hierarchical, ``fpgaplace.sim.yosys.synthesize``, the output
-# gearbox left out: the HLS kernel has none) against the estimate over 18 window units with
-# narrow lanes and a threshold stage on 16 x 16 frames (``tests/rtl_cases.lowbit_conv_case``
-# rendered for pynq-z2's core): the 9 rows of ``scripts/bench_lowbit.py --convs`` and 9 more
-# that vary one member at a time (w4a4 16 -> 16 3 x 3 at PE x SIMD 4 x 8, 8 x 16 and 2 x 16; w2a2
-# and w1a1 at 4 x 16; w4a4 32 -> 32 3 x 3 at 4 x 32; w2a2 1 x 1 at 4 x 16; w4a4 5 x 5 at 4 x 16;
-# w1a1 32 -> 16 at 4 x 32 x 2). Before the term the estimate was 0.99 to 1.86 of yosys' LUTs (the
-# 1 x 1 w2a2 unit 0.89); with it and the weight ROM priced as synthesis builds it (``Kernel._memory``)
-# every row is within 17 % (rms 9 %), the worst the w1a1 32 -> 16 unit at 4 x 32 (15 % under).
-# A 1 x 1 window reads one pixel: its lanes need no in-frame test or window offset.
-WINDOW_LUT_PER_READ = 8.8  # a read lane of a window wider than a pixel: its address, in-frame test, pad select
-WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: its read port and selects
+# (``window_logic_luts``; the dot product, its ROMs and the threshold stage are the dense rules'): its
+# counters and coordinates with their tests and increments, per bit of them (the frame's rows and a
+# row's elements in, its output rows and columns: ``control_bits``), the line buffer's banks' read
+# ports and element selects per bit of their elements, and each read lane that turns channels
+# (``TURNING_LUT_PER_READ``). Least squares of the relative error of yosys 0.23 ``synth_xilinx
+# -family xc7`` (hierarchical, ``fpgaplace.sim.yosys.synthesize``, the output converter left out: the
+# HLS kernel has none) against the estimate, jointly with the line buffer's copies (``COPY_LUTS``) and
+# the int8-product lanes of narrow weights (``kernel.LANE_LUTS[("dsp", 2, 8)]``, ``[("dsp", 4, 8)]``),
+# the line buffer's memories priced as yosys builds them (``rtl_line_buffer``), over 66 window
+# units with narrow lanes and a threshold stage (``tests/rtl_cases.lowbit_conv_case`` rendered for
+# pynq-z2's core; ``scripts/bench_lowbit.py --convs --spans --turns --smalls --firsts`` and four of
+# the compiled small CNV w2a2's kind, on 3 x 3 and 5 x 5 frames): 9 on 16 x 16 frames, 16 whose SIMD
+# spans window positions and 11 whose lanes turn channels on 8 x 8 (one 5 x 5), 14 of one to 36
+# lanes on 3 x 3 to 28 x 28 (depthwise at PE 1 to 4, as MobileNetV1's on a small Zynq, 1 x 1 convs),
+# 14 first layers. Within 26 % of yosys on all 66, rms 9.9 % (beyond 20 %: a binary 16 -> 16 unit at
+# 8 x 12 x 1, 26 % over; a w4a4 1 x 1 unit of 4 lanes, 23 % under; the 5 x 5 turning unit, 22 % under);
+# the first layers within 14 % (rms 7.0 %). Before (a term per read lane, 8.8, 3.5 where the SIMD
+# spans window positions; a fixed 276.5 where the lanes turn channels; banks without copies priced as
+# the HLS kernel's partition, in block RAM): rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2
+# depthwise unit at PE 1: 374 LUTs, priced 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1
+# w4a4's depthwise layers on pynq-z2 2.1 to 2.4 times the estimate. With the control bits the read
+# lanes' terms fit to about zero (-2.4 and 0.6 when left free): their LUTs are the lanes' own price's.
+WINDOW_LUT_PER_CONTROL_BIT = 13.0  # a bit of the unit's counters and coordinates: its register's logic and tests
+WINDOW_LUT_PER_BANK_BIT = 5.8  # a line-buffer bank, per bit of its elements: its read port and selects
 
 # A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
 # lanes read several pixels of the window; the compiled CNV's convs fold so, SIMD 36 to 72) was
-# over-priced by the rules above, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
-# 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622). Two terms over-count:
-# the read lanes (each reads a fixed element of its word: no element multiplexer, and lanes of one
-# window position share their in-frame test) and, where the weight ROM is shallow (NF x SF words,
-# ``SHALLOW_WEIGHT_WORDS``), the lanes: a weight of at most 2 bits then takes a few values, and
+# over-priced by the dense rules, up to 2.4 x yosys (w1a1 8 -> 8 3 x 3 at PE x SIMD x MMV 4 x 72 x 2:
+# 1,949 LUTs, estimate 4,675; w2a2 at the same folding 4,401 against 8,622): where the weight ROM is
+# shallow (NF x SF words, ``SHALLOW_WEIGHT_WORDS``) a weight of at most 2 bits takes a few values and
 # synthesis folds the products into the adder tree's first LUTs (w4a4 lanes do not shrink: 0.91 ..
-# 1.11 of their price at 4 to 8 words). Least squares of the relative error of yosys 0.23
-# ``synth_xilinx -family xc7`` (as above: hierarchical, the output gearbox left out) against the
-# estimate, the other rules kept, over 16 units with spanning SIMD on 8 x 8 frames
-# (``scripts/bench_lowbit.py --spans``: ``tests/rtl_cases.lowbit_conv_case`` with a threshold stage
-# for pynq-z2's core; 3 x 3, padded but w1a1): w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1, 2 x 24 x 1,
-# 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at 2 x 72 x 1; 8 -> 32
-# at 4 x 24 x 1; w1a1 8 -> 8 at 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1, 8 -> 32 at
-# 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1, 8 -> 16 and 8 -> 32 at 4 x 72 x 1. Before, the estimate
-# was -7 % .. +140 % of yosys; with these (and the line buffer's copies, ``copied_line_buffer``)
-# within 17 % on all 16 (rms 9 %; the worst w1a1 16 -> 16 at 4 x 48 x 2, 17 % over). A grouped conv
-# (depthwise: its SIMD spans its one channel) keeps the rules above, as fitted.
-# A line-buffer copy's memory (``copied_line_buffer``) is LUTRAM or RAMB18s as yosys 0.23 ``synth_xilinx
+# 1.11 of their price at 4 to 8 words): the lane shares below, fitted over the 16 --spans units with
+# the earlier read-lane terms and kept in the refit above (w2a2 8 -> 8 at 4 x 72 x 2, 4 x 72 x 1,
+# 2 x 24 x 1, 8 x 36 x 1; 4 -> 8 at 2 x 36 x 1; 16 -> 16 at 4 x 48 x 1, 4 x 24 x 2; 8 -> 64 at
+# 2 x 72 x 1; 8 -> 32 at 4 x 24 x 1; w1a1 8 -> 8 at 4 x 72 x 2, 16 -> 16 at 4 x 48 x 2 and 4 x 48 x 1,
+# 8 -> 32 at 4 x 72 x 1; w4a4 8 -> 8 at 4 x 24 x 1, 8 -> 16 and 8 -> 32 at 4 x 72 x 1). A grouped conv
+# (depthwise: its SIMD spans its one channel) keeps all of the lane's price.
+# A line-buffer copy's memory (``rtl_line_buffer``) is LUTRAM or RAMB18s as yosys 0.23 ``synth_xilinx
 # -family xc7`` picks by its library's costs (``memory.yosys_lutram``): the small CNV w2a2's conv_12 at
 # 2 x 72 x 1 keeps 36 memories of 4 bits x 70 words in RAM32Ms (no block RAM; priced as memory_blocks
 # has it, 36 BRAM36), its conv_25 at 1 x 9 x 1 9 of 4 x 240 (half a BRAM36 in all, its weights'; priced
@@ -89,34 +91,26 @@ WINDOW_LUT_PER_BANK_BIT = 16.3  # a line-buffer bank, per bit of its elements: i
 # reading 1,200 2-bit elements, a 10-element beat) took 131,377 LUTs, 126,430 but its gearbox:
 # about 0.6 a lane and element bit beside its lanes' ~5,000 (the MUXF7s and MUXF8s not counted).
 UNBANKED_LUTS_PER_READ_BIT = 0.6
-# A line-buffer copy (``copied_line_buffer``) costs LUTs beside its memory's: its own read address
-# and write enable. Least squares of the relative error, with the int8-product lanes of narrow
-# weights (``kernel.LANE_LUTS[("dsp", 2, 8)]``, ``[("dsp", 4, 8)]``), over 14 first-layer units (yosys
-# 0.23 ``synth_xilinx -family xc7``, the output module left out; ``scripts/bench_lowbit.py --firsts``:
-# 3 -> 16..64 channels, w2a8 and w4a8, on 8 to 32 pixel frames at PE x SIMD x MMV 2 x 27 x 1, 1 x 27 x 1,
-# 4 x 9 x 1, 2 x 3 x 1, 8 x 27 x 1 and 4 x 27 x 2, 3 to 27 copies): within 8.5 % on all 14 (rms 5.2 %);
-# before, with the copies unpriced and the lanes fitted to the compiled layers alone, yosys took 0.97 to
-# 3.19 times the estimate (3 -> 32 at 1 x 27 x 1 on 16 x 16: 2,562 LUTs, priced 803).
-# Copies of narrow elements go without it: their rules were fitted with the copies' memories alone,
-# and the term on top took the 35 --convs, --spans and --turns rows from rms 10.3 % (worst 23 %) to
-# 28.1 % (worst 67 %).
-COPY_LUTS = 18.3
+# A line-buffer copy (``rtl_line_buffer``) costs LUTs beside its memory's: its own read address
+# and write enable; fitted with the window unit's logic above (its 14 first layers: 3 -> 16..64
+# channels, w2a8 and w4a8, on 8 to 32 pixel frames at PE x SIMD x MMV 2 x 27 x 1, 1 x 27 x 1, 4 x 9 x 1,
+# 2 x 3 x 1, 8 x 27 x 1 and 4 x 27 x 2, 3 to 27 copies); with the copies unpriced and the lanes fitted
+# to the compiled layers alone, yosys took 0.97 to 3.19 times the estimate (3 -> 32 at 1 x 27 x 1 on
+# 16 x 16: 2,562 LUTs, priced 803). Copies of narrow elements go without it: their units were fitted
+# with the copies' memories alone (the term on top took the --convs, --spans and --turns rows from
+# rms 10.3 %, worst 23 %, to 28.1 %, worst 67 %, when it was fitted to the first layers alone).
+COPY_LUTS = 9.1
 # FFs of a window unit with narrow lanes beyond ``kernel.narrow_dot_ffs``' (its counters, coordinates,
 # flags, line-buffer addresses and output words), fitted with ``kernel.NARROW_FF_BASE`` (see there)
 WINDOW_FF_BASE = 212
 # A SIMD that neither divides CIN nor is a multiple of it (``turns_channels``: each lane's channel,
-# and so its element of the line buffer's word, turns from fold to fold) costs LUTs the terms above
-# miss, a fixed amount where the elements are wider than a bit: least squares of the relative error on
-# top of them (yosys 0.23 xc7, the output module left out; ``scripts/bench_lowbit.py --turns`` and the
-# --spans row 8 -> 8 at 8 x 36 x 1) over seven turning units of 2- and 4-bit elements (w2a2 8 -> 8 at
-# 8 x 36 x 1, 16 -> 32 at 2 x 36 x 1, 8 x 9 x 1 and 1 x 72 x 1, 32 -> 32 at 2 x 9 x 1, 16 -> 16 at
-# 4 x 24 x 2; w4a4 16 -> 16 at 4 x 12 x 1). Binary units (1-bit elements) go without it: their five
-# turning units are within 21 % of yosys as they are, and the term would price the one at 8 x 12 x 1
-# 46 % over. All 35 conv units of --convs, --spans and --turns within 23.2 % (rms 10.3 %); the term
-# was fixed and per read lane before, fitted when the copies' LUTRAM was a LUT a bit: once the copies
-# were priced as yosys builds them it left a binary unit at 1.7 and a w2a2 one at 1.5 times yosys.
-TURNING_LUTS = 276.5
-SPANNING_LUT_PER_READ = 3.5  # a read lane of a spanning SIMD: its pad select, its share of its position's test
+# and so its element of the line buffer's word and its window position, turns from fold to fold)
+# costs each read lane its own address arithmetic and in-frame tests, where the elements are wider
+# than a bit (the compiled small CNV w2a2's conv_21, 16 -> 32 at 1 x 72 x 1 on a 5 x 5 frame: 977
+# CARRY4 in yosys 0.23, about 47 carry bits a lane beside its adder tree's); fitted with the window
+# unit's logic above. Binary units (1-bit elements) go without it: their five turning units are within
+# 26 % as they are.
+TURNING_LUT_PER_READ = 8.1
 SPANNING_XNOR_SHARE = 0.40  # of ``kernel.lane_luts`` a binary lane from a shallow weight ROM takes
 SPANNING_SHALLOW_SHARE = 0.56  # ... a LUT lane of at most 2 bits both (w2a2) from a shallow weight ROM
 SHALLOW_WEIGHT_WORDS = 4  # a weight ROM of at most this many words is shallow, or of twice as many
@@ -171,25 +165,28 @@ class WindowKernel(Kernel):
         turns with the output group: ``read_groups``) the RTL keeps copies the price does not
         hold. Pricing them (the larger of the two) moved the placement's foldings off its plan
         (MobileNetV2 on zcu104: a 25 % longer interval than SCIP's), so the price follows the
-        hardware built; but a conv of narrow elements keeps the RTL's copies (``copied_line_buffer``):
+        hardware built; but a conv of narrow elements keeps the RTL's copies (``rtl_line_buffer``):
         unpriced, they let compile fold a small CNV w2a2's first narrow conv to 8 x 12 x 7, whose
         buffer of a 10-element beat no bank divides is read by 84 lanes (yosys: 131,377 LUTs, priced
         7,462). O(lanes x folds, cached)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
         if ebrs is not None:
             return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
-        copied = self.copied_line_buffer(g, fold, core)
+        copied = self.rtl_line_buffer(g, fold, core)
         return copied if copied is not None else super().line_buffer_memory(g, fold, core)
 
-    def copied_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
-        """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer where the RTL keeps
-        copies of it (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``: one per read
-        group, or one a read lane without a banked layout) each in RAMB18s (``bram18_halves``, two
+    def rtl_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
+        """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer as the RTL keeps it, its
+        banks and any copies of them (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``:
+        one per read group, or one a read lane without a banked layout) each in RAMB18s (``bram18_halves``, two
         to a BRAM36), but in LUTRAM where yosys builds it there (``yosys_lutram``; four LUTs a
         RAM64M or RAM32M, ``yosys_lutram_luts``), and a copy of 8-bit elements its own logic
         (``COPY_LUTS``); without a banked layout
         (a beat that is no power of two) a multiplexer over the whole buffer a lane
-        (``UNBANKED_LUTS_PER_READ_BIT``); None where it keeps none, where both operands are 8 bits
+        (``UNBANKED_LUTS_PER_READ_BIT``). Banks without copies are priced so too: a w2a2 unit at
+        2 x 8 x 1 over 32 channels of a 28 x 28 frame keeps its 8 banks of 2 x 360 bits in LUTRAM
+        (1,304 LUTs and 1 BRAM36 in yosys 0.23; as the HLS kernel's partition, 8 BRAM36 and 836
+        LUTs). None where both operands are 8 bits
         (``narrow_operands``: the int8 fit holds them) or the family is built from the RTL op
         library (``line_buffer_ebrs`` prices it there). A w2a8 first layer's copies of 8-bit pixels
         count too: 3 -> 16 channels on a 16 x 16 frame at PE x SIMD 2 x 27 keeps 27 copies of 8 x 240
@@ -198,13 +195,12 @@ class WindowKernel(Kernel):
         if self.global_ or core_family(core).rtl_built or not self.narrow_operands(g):
             return None
         buffer = line_buffer(self.window_shape(g.shape, fold), self.priced_input_width(g, fold))
-        if buffer.copies <= 1:
-            return None
         if not buffer.banked:  # one memory of every lane's read port: registers and a multiplexer a lane
             return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
                                     * buffer.rows * buffer.row_elems))
         count, (width, depth) = buffer.layout(g.activation_bits)
-        logic = round(COPY_LUTS * count) if g.activation_bits >= 8 else 0  # narrow: the spans fit holds it
+        copied = buffer.copies > 1 and g.activation_bits >= 8  # narrow: the spans fit holds it
+        logic = round(COPY_LUTS * count) if copied else 0
         if yosys_lutram(width, depth):
             return (0, 0, count * yosys_lutram_luts(width, depth) + logic)
         return (math.ceil(count * bram18_halves(width, depth) / 2), 0, logic)
@@ -260,7 +256,7 @@ class WindowKernel(Kernel):
     def narrow_operands(self, g: Geometry) -> bool:
         """Whether the layer is a conv with an operand below 8 bits (narrow activations, or narrow
         weights by 8-bit pixels: a low-bit network's first layer), whose RTL's line-buffer copies
-        the Xilinx price holds (``copied_line_buffer``). O(1)."""
+        the Xilinx price holds (``rtl_line_buffer``). O(1)."""
         return self.uses_dsp and min(g.weight_bits, g.activation_bits) < 8
 
     def frame_rows(self, config: dict[str, Any]) -> int | None:
@@ -496,37 +492,40 @@ def lane_elements(element: np.ndarray, lane_group: np.ndarray) -> tuple[tuple[in
 
 def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float:
     """LUTs of the window unit's own logic with narrow lanes where Vivado builds the HLS kernel
-    (``WINDOW_LUT_PER_READ``, ``WINDOW_LUT_PER_BANK_BIT``, fitted to yosys: see the constants) for
-    the window members ``c`` (``WindowKernel.window_shape``), its line buffer's ``banks``
-    (``LineBuffer.banks``) and its elements' bits: each of its MMV x XP x SIMD read lanes where the
-    window is wider than a pixel (``SPANNING_LUT_PER_READ`` where the SIMD spans window positions),
-    each bank per element bit, and ``TURNING_LUTS`` where the lanes turn channels over elements
-    wider than a bit. O(1)."""
-    xp = c["PE"] if c["GROUPS"] > 1 else 1
-    reads = c["MMV"] * xp * c["SIMD"] if c["KH"] * c["KW"] > 1 else 0
-    per_read = SPANNING_LUT_PER_READ if spans_positions(c) else WINDOW_LUT_PER_READ
-    turning = TURNING_LUTS if turns_channels(c) and element_bits > 1 else 0.0
-    return per_read * reads + WINDOW_LUT_PER_BANK_BIT * banks * element_bits + turning
+    (fitted to yosys: see ``WINDOW_LUT_PER_CONTROL_BIT``) for the window members ``c``
+    (``WindowKernel.window_shape``), its line buffer's ``banks`` (``LineBuffer.banks``) and its
+    elements' bits: ``WINDOW_LUT_PER_CONTROL_BIT`` a bit of its counters and coordinates
+    (``control_bits``), ``WINDOW_LUT_PER_BANK_BIT`` a bank per element bit, and
+    ``TURNING_LUT_PER_READ`` for each of its MMV x SIMD read lanes where a window wider than a pixel
+    turns their channels over elements wider than a bit. O(1)."""
+    turning = turns_channels(c) and element_bits > 1 and c["KH"] * c["KW"] > 1
+    reads = c["MMV"] * c["SIMD"] if turning else 0
+    return (WINDOW_LUT_PER_CONTROL_BIT * control_bits(c) + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+            + TURNING_LUT_PER_READ * reads)
+
+
+def control_bits(c: dict[str, int]) -> int:
+    """Bits of the window unit's frame counters and coordinates for the members ``c``: the input
+    frame's rows and a row's elements, the output's rows and columns (``index_bits`` each). O(1)."""
+    return index_bits(c["H"]) + index_bits(c["W"] * c["CIN"]) + index_bits(c["HO"]) + index_bits(c["WO"])
 
 
 def turns_channels(c: dict[str, int]) -> bool:
     """Whether an ungrouped window's SIMD neither divides CIN nor is a multiple of it, so that a
-    lane's channel turns from fold to fold (``TURNING_LUTS``). O(1)."""
+    lane's channel turns from fold to fold (``TURNING_LUT_PER_READ``). O(1)."""
     return c["GROUPS"] == 1 and bool(c["CIN"] % c["SIMD"]) and bool(c["SIMD"] % c["CIN"])
 
 
 def spans_positions(c: dict[str, int]) -> bool:
     """Whether the SIMD lanes of an ungrouped window (members ``c``) span window positions: SIMD >
-    CIN, so one fold reads several pixels of the window. A SIMD straddling positions (not a
-    multiple of CIN) is priced so too: 8 -> 8 at 8 x 36 x 1 fits (2,736 LUTs in yosys, priced 2,390;
-    4,109 without the spanning terms), 16 -> 32 at 1 x 72 x 1 does not (2,974, priced 1,726; 2,107
-    without). O(1)."""
+    CIN, so one fold reads several pixels of the window (``spanning_lane_share``). A SIMD straddling
+    positions (not a multiple of CIN) is one too. O(1)."""
     return c["GROUPS"] == 1 and c["SIMD"] > c["CIN"]
 
 
 def spanning_lane_share(c: dict[str, int], lanes: Lanes, weight_words: int) -> float:
     """The share of ``kernel.lane_luts`` a narrow MAC lane of the window members ``c`` takes, its
-    weight ROM ``weight_words`` deep (fitted to yosys: see ``SPANNING_LUT_PER_READ``): all of it
+    weight ROM ``weight_words`` deep (fitted to yosys: see ``SPANNING_XNOR_SHARE``): all of it
     unless the SIMD spans window positions (``spans_positions``) and the ROM is shallow (at most
     ``SHALLOW_WEIGHT_WORDS`` words, twice as many in one window fold); then ``SPANNING_XNOR_SHARE``
     for a binary lane and ``SPANNING_SHALLOW_SHARE`` for a LUT lane of at most 2 bits both,
