@@ -165,15 +165,16 @@ class WindowKernel(Kernel):
         turns with the output group: ``read_groups``) the RTL keeps copies the price does not
         hold. Pricing them (the larger of the two) moved the placement's foldings off its plan
         (MobileNetV2 on zcu104: a 25 % longer interval than SCIP's), so the price follows the
-        hardware built; but a conv of narrow elements keeps the RTL's copies (``rtl_line_buffer``):
+        hardware built; but a conv of narrow elements is priced as the RTL keeps its buffer, banks and
+        copies (``rtl_line_buffer``, as yosys builds them):
         unpriced, they let compile fold a small CNV w2a2's first narrow conv to 8 x 12 x 7, whose
         buffer of a 10-element beat no bank divides is read by 84 lanes (yosys: 131,377 LUTs, priced
         7,462). O(lanes x folds, cached)."""
         ebrs = self.line_buffer_ebrs(g, fold, core)
         if ebrs is not None:
             return (math.ceil(ebrs[0] / 2), 0, ebrs[1])
-        copied = self.rtl_line_buffer(g, fold, core)
-        return copied if copied is not None else super().line_buffer_memory(g, fold, core)
+        built = self.rtl_line_buffer(g, fold, core)
+        return built if built is not None else super().line_buffer_memory(g, fold, core)
 
     def rtl_line_buffer(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> tuple[int, int, int] | None:
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer as the RTL keeps it, its
