@@ -51,6 +51,7 @@ from fpgaplace.hw.rtl_values import (
     int_members,
     per_channel_arrays,
     requant_channels,
+    weight_rom_module,
     weights_apart,
 )
 from fpgaplace.hw.window import (
@@ -366,7 +367,7 @@ class Conv2d(WindowKernel):
             "DOT_W": dot_w, "ACC_W": acc_bits, "RQ": units, "RQ_CYCLES": cycles, "SLICES": pe * mmv // units,
             "SLICE_BITS": index_bits(pe * mmv // units),
             "weights_file": f"{top}_weights.mem", "channels_file": f"{top}_channels.mem",
-            "WEIGHTS_APART": weights_apart(c),
+            "WEIGHTS_APART": weights_apart(c), "weights_module": weight_rom_module(top),
             "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf)}
         return values
 

@@ -46,6 +46,7 @@ from fpgaplace.hw.rtl_values import (
     pack_lanes,
     per_channel_arrays,
     requant_channels,
+    weight_rom_module,
     weights_apart,
 )
 from fpgaplace.util.errors import FpgaplaceError
@@ -233,6 +234,7 @@ class Dense(Kernel):
             "FIFO_DEPTH": FIFO_DEPTH, "FIFO_BITS": index_bits(FIFO_DEPTH), "CREDIT_BITS": FIFO_DEPTH.bit_length(),
             "SF_BITS": index_bits(sf), "NF_BITS": index_bits(nf), "WA_BITS": index_bits(nf * sf),
             "weights_file": weights_file, "channels_file": channels_file, "WEIGHTS_APART": weights_apart(config),
+            "weights_module": weight_rom_module(top),
             "weights_attribute": rom_style(nf * sf), "channels_attribute": rom_style(nf),
             "xbuf_attribute": single_port_ram_style(sf),
         }

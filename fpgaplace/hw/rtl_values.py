@@ -46,6 +46,11 @@ WEIGHTS_APART = "WEIGHTS_APART"  # a layer config's member: the unit's weight RO
 WEIGHT_ROM_SUFFIX = "_weights"  # ... named <top>_weights (rtl/macros.v.j2's weight_rom)
 
 
+def weight_rom_module(top: str) -> str:
+    """The name of unit ``top``'s weight ROM module where it keeps it apart (``weights_apart``). O(1)."""
+    return f"{top}{WEIGHT_ROM_SUFFIX}"
+
+
 def weights_apart(config: dict[str, Any]) -> int:
     """1 where a dot-product unit keeps its weight ROM in a module of its own (``rtl/macros.v.j2``'s
     ``weight_rom``): the layer's config says so (``WEIGHTS_APART``, set where the design keeps the
