@@ -27,6 +27,7 @@ the comparators (``resources``). O(channels * T * log(range)) to compute the thr
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -51,6 +52,12 @@ LUTS_PER_COMPARE_BIT = 0.83
 # registers and result path in the unit): fitted with that fit's constants, least squares of the
 # relative error over its 53 yosys runs, eight of them with a threshold stage (see ``hw.kernel``).
 FREED_REQUANT_LUTS = 37
+# The share of a shallow table's bit columns synthesis keeps as LUTs: a threshold's high bits repeat
+# its sign where a channel's thresholds span less than the dot product's range (and the word is padded
+# to bytes), and yosys 0.23 shares equal columns and drops constant ones. Fitted with the window unit's
+# terms (see ``hw.window.WINDOW_LUT_PER_POINTWISE_CONTROL_BIT``): 0.65. Counted in the tables compile
+# wrote for MobileNetV1 w4a4 on pynq-z2: 316 distinct non-constant columns of 452 (64 words), 1,416 of 2,160.
+TABLE_COLUMN_SHARE = 0.65
 
 
 def _float32(value) -> np.ndarray:
@@ -157,10 +164,11 @@ def table_memory(channels: int, count: int, pe: int, dot_bits: int) -> tuple[int
     """(BRAM36, URAM, LUTRAM LUTs) of the table: one bank of ``word_bits`` words, one per output
     fold (``ceil(channels / pe)`` deep), as ``memory_blocks`` maps it: the word is read whole once
     per fold, so a wide table is as many blocks as its width needs; a shallow one is a constant
-    ROM in LUTs (``rom_luts``: a table of a few words holds few distinct bit columns). O(1)."""
+    ROM in LUTs (``rom_luts``: a table of a few words holds few distinct bit columns), of which
+    synthesis keeps ``TABLE_COLUMN_SHARE``. O(1)."""
     width, depth = word_bits(pe, count, dot_bits), -(-channels // pe)
     bram, uram, lutram = memory_blocks(width, depth)
-    return (bram, uram, rom_luts(width, depth) if lutram else 0)
+    return (bram, uram, math.ceil(TABLE_COLUMN_SHARE * rom_luts(width, depth)) if lutram else 0)
 
 
 def comparator_luts(results: int, count: int, dot_bits: int) -> int:
@@ -260,7 +268,9 @@ def stage_resources(g: Geometry, fold: Folding, dot_bits: int, table: bool = Tru
 
 def word_register_bits(channels: int, count: int, pe: int, dot_bits: int) -> int:
     """FFs of the table word the RTL unit reads an output fold (``channel``): its distinct bit
-    columns (``memory.rom_columns``) where the table is logic, none in block RAM (its own output
-    register). O(1)."""
+    columns (``memory.rom_columns``) where the table is logic, those synthesis keeps
+    (``TABLE_COLUMN_SHARE``), none in block RAM (its own output register). O(1)."""
     depth = -(-channels // pe)
-    return 0 if depth > LUTRAM_MAX_DEPTH else rom_columns(word_bits(pe, count, dot_bits), depth)
+    if depth > LUTRAM_MAX_DEPTH:
+        return 0
+    return math.ceil(TABLE_COLUMN_SHARE * rom_columns(word_bits(pe, count, dot_bits), depth))

@@ -64,6 +64,15 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # w4a4's depthwise layers on pynq-z2 2.1 to 2.4 times the estimate. With the control bits the read
 # lanes' terms fit to about zero (-2.4 and 0.6 when left free): their LUTs are the lanes' own price's.
 WINDOW_LUT_PER_CONTROL_BIT = 13.0  # a bit of the unit's counters and coordinates: its register's logic and tests
+# A 1 x 1 window's (``pointwise``): its coordinates address no window around a pixel, so synthesis
+# keeps less of their tests. Fitted with the threshold table's kept columns
+# (``threshold.TABLE_COLUMN_SHARE``), the other terms as above, least squares of the relative error
+# over the 66 units and the 19 conv layers of MobileNetV1 w4a4 compiled for pynq-z2 (11 of them 1 x 1,
+# on 14 x 14 to 112 x 112 frames; yosys of the layers as compile writes them, the threshold stage's
+# channel word registered): 6.1, and within 26 % of yosys on all 85, rms 8.9 %. At 13.0 the 1 x 1
+# layers were 1.24 to 1.37 times yosys. A w4a4 64 -> 128 unit at 2 x 4 x 1 alone: 920 LUTs in yosys
+# on a 56 x 56 frame, 881 on 14 x 14, about 5 a bit of the 8 more.
+WINDOW_LUT_PER_POINTWISE_CONTROL_BIT = 6.1
 WINDOW_LUT_PER_BANK_BIT = 5.8  # a line-buffer bank, per bit of its elements: its read port and selects
 
 # A SIMD spanning window positions (``spans_positions``: SIMD > CIN in an ungrouped conv, so a fold's
@@ -496,13 +505,19 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     (fitted to yosys: see ``WINDOW_LUT_PER_CONTROL_BIT``) for the window members ``c``
     (``WindowKernel.window_shape``), its line buffer's ``banks`` (``LineBuffer.banks``) and its
     elements' bits: ``WINDOW_LUT_PER_CONTROL_BIT`` a bit of its counters and coordinates
-    (``control_bits``), ``WINDOW_LUT_PER_BANK_BIT`` a bank per element bit, and
+    (``control_bits``; ``WINDOW_LUT_PER_POINTWISE_CONTROL_BIT`` for a 1 x 1 window), ``WINDOW_LUT_PER_BANK_BIT`` a bank per element bit, and
     ``TURNING_LUT_PER_READ`` for each of its MMV x SIMD read lanes where a window wider than a pixel
     turns their channels over elements wider than a bit. O(1)."""
-    turning = turns_channels(c) and element_bits > 1 and c["KH"] * c["KW"] > 1
+    turning = turns_channels(c) and element_bits > 1 and not pointwise(c)
     reads = c["MMV"] * c["SIMD"] if turning else 0
-    return (WINDOW_LUT_PER_CONTROL_BIT * control_bits(c) + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
+    per_control_bit = WINDOW_LUT_PER_POINTWISE_CONTROL_BIT if pointwise(c) else WINDOW_LUT_PER_CONTROL_BIT
+    return (per_control_bit * control_bits(c) + WINDOW_LUT_PER_BANK_BIT * banks * element_bits
             + TURNING_LUT_PER_READ * reads)
+
+
+def pointwise(c: dict[str, int]) -> bool:
+    """Whether the window members ``c`` are a 1 x 1 window (a pointwise conv). O(1)."""
+    return c["KH"] * c["KW"] == 1
 
 
 def control_bits(c: dict[str, int]) -> int:
