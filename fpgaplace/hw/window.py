@@ -57,7 +57,9 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # lanes on 3 x 3 to 28 x 28 (depthwise at PE 1 to 4, as MobileNetV1's on a small Zynq, 1 x 1 convs),
 # 14 first layers. Within 26 % of yosys on all 66, rms 9.9 % (beyond 20 %: a binary 16 -> 16 unit at
 # 8 x 12 x 1, 26 % over; a w4a4 1 x 1 unit of 4 lanes, 23 % under; the 5 x 5 turning unit, 22 % under);
-# the first layers within 14 % (rms 7.0 %). Before (a term per read lane, 8.8, 3.5 where the SIMD
+# the first layers within 14 % (rms 7.0 %). Rerun once the threshold stage's table word was
+# registered (``rtl/window.v.j2``), with the 1 x 1 terms below: rms 9.6 %, within 26 % (the binary
+# unit 26 % over, the 5 x 5 turning unit 23 % and a w2a2 32 -> 32 unit at 2 x 9 x 1 21 % under). Before (a term per read lane, 8.8, 3.5 where the SIMD
 # spans window positions; a fixed 276.5 where the lanes turn channels; banks without copies priced as
 # the HLS kernel's partition, in block RAM): rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2
 # depthwise unit at PE 1: 374 LUTs, priced 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1
