@@ -59,10 +59,11 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # 8 x 12 x 1, 26 % over; a w4a4 1 x 1 unit of 4 lanes, 23 % under; the 5 x 5 turning unit, 22 % under);
 # the first layers within 14 % (rms 7.0 %). Rerun once the threshold stage's table word was
 # registered (``rtl/window.v.j2``), with the 1 x 1 terms below: rms 9.6 %, within 26 % (the binary
-# unit 26 % over, the 5 x 5 turning unit 23 % and a w2a2 32 -> 32 unit at 2 x 9 x 1 21 % under). Before (a term per read lane, 8.8, 3.5 where the SIMD
-# spans window positions; a fixed 276.5 where the lanes turn channels; banks without copies priced as
-# the HLS kernel's partition, in block RAM): rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2
-# depthwise unit at PE 1: 374 LUTs, priced 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1
+# unit 26 % over, the 5 x 5 turning unit 23 % and a w2a2 32 -> 32 unit at 2 x 9 x 1 21 % under).
+# Before (a term per read lane, 8.8, 3.5 where the SIMD spans window positions; a fixed 276.5 where
+# the lanes turn channels; banks without copies priced as the HLS kernel's partition, in block RAM):
+# rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2 depthwise unit at PE 1: 374 LUTs, priced
+# 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1
 # w4a4's depthwise layers on pynq-z2 2.1 to 2.4 times the estimate. With the control bits the read
 # lanes' terms fit to about zero (-2.4 and 0.6 when left free): their LUTs are the lanes' own price's.
 WINDOW_LUT_PER_CONTROL_BIT = 13.0  # a bit of the unit's counters and coordinates: its register's logic and tests
@@ -507,9 +508,10 @@ def window_logic_luts(c: dict[str, int], banks: int, element_bits: int) -> float
     (fitted to yosys: see ``WINDOW_LUT_PER_CONTROL_BIT``) for the window members ``c``
     (``WindowKernel.window_shape``), its line buffer's ``banks`` (``LineBuffer.banks``) and its
     elements' bits: ``WINDOW_LUT_PER_CONTROL_BIT`` a bit of its counters and coordinates
-    (``control_bits``; ``WINDOW_LUT_PER_POINTWISE_CONTROL_BIT`` for a 1 x 1 window), ``WINDOW_LUT_PER_BANK_BIT`` a bank per element bit, and
-    ``TURNING_LUT_PER_READ`` for each of its MMV x SIMD read lanes where a window wider than a pixel
-    turns their channels over elements wider than a bit. O(1)."""
+    (``control_bits``; ``WINDOW_LUT_PER_POINTWISE_CONTROL_BIT`` for a 1 x 1 window),
+    ``WINDOW_LUT_PER_BANK_BIT`` a bank per element bit, and ``TURNING_LUT_PER_READ`` for each of
+    its MMV x SIMD read lanes where a window wider than a pixel turns their channels over elements
+    wider than a bit. O(1)."""
     turning = turns_channels(c) and element_bits > 1 and not pointwise(c)
     reads = c["MMV"] * c["SIMD"] if turning else 0
     per_control_bit = WINDOW_LUT_PER_POINTWISE_CONTROL_BIT if pointwise(c) else WINDOW_LUT_PER_CONTROL_BIT
