@@ -63,9 +63,9 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # Before (a term per read lane, 8.8, 3.5 where the SIMD spans window positions; a fixed 276.5 where
 # the lanes turn channels; banks without copies priced as the HLS kernel's partition, in block RAM):
 # rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2 depthwise unit at PE 1: 374 LUTs, priced
-# 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1
-# w4a4's depthwise layers on pynq-z2 2.1 to 2.4 times the estimate. With the control bits the read
-# lanes' terms fit to about zero (-2.4 and 0.6 when left free): their LUTs are the lanes' own price's.
+# 115), a 3 x 3 frame's unit 1.23 of it, and MobileNetV1 w4a4's depthwise layers on pynq-z2 2.1 to 2.4
+# times the estimate. With the control bits the read lanes' terms fit to about zero (-2.4 and 0.6 when
+# left free): their LUTs are the lanes' own price's.
 WINDOW_LUT_PER_CONTROL_BIT = 13.0  # a bit of the unit's counters and coordinates: its register's logic and tests
 # A 1 x 1 window's (``pointwise``): its coordinates address no window around a pixel, so synthesis
 # keeps less of their tests. Fitted with the threshold table's kept columns
