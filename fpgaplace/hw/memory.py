@@ -10,6 +10,7 @@ or FIFO reads these, so the cost model, the report and the generated designs cou
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from functools import cache
 
 LUTRAM_MAX_DEPTH = 64  # banks at most this deep go to LUTRAM (one LUT holds 64 x 1 bit)
@@ -20,17 +21,35 @@ URAM_MIN_DEPTH = 2048  # banks at least this deep go to URAM when the core has i
 
 
 BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16384), (1, 32768))
-# yosys 0.23's costs of a memory's cells (share/xilinx/lutrams_xc5v.txt: $__XILINX_LUTRAM_SDP_, 64 words of
-# 3 bits or 32 of 6, a RAM64M or RAM32M of four LUTs, cost 8 of which 7 scale with the bits a cell uses
-# (memlib.md's widthscale); brams_xc4v.txt: $__XILINX_BLOCKRAM_SDP_ at HALF, a RAMB18, cost 129):
-# memory_libmap builds a memory of the cheaper (``yosys_lutram``). A memory deeper than a cell also
-# costs its read multiplexer, ``YOSYS_LUTRAM_MUX_COST`` a data bit for each row of cells: fitted to 68
-# memories of 1 to 16 bits by 70 to 2,560 words that yosys 0.23 ``synth_xilinx -family xc7`` built
-# alone (a registered read), LUTRAM or block RAM: the rule picks as yosys did on all 68 (any value
-# from 0.45 to 0.5; without it five were LUTRAM where yosys took a RAMB18, 2 x 1,280 among them).
-YOSYS_LUTRAM_COST, YOSYS_LUTRAM_WIDTHSCALE, YOSYS_RAMB18_COST = 8, 7, 129
-YOSYS_LUTRAM_MUX_COST = 0.5
-LUTRAM_SDP_SHAPES, LUTRAM_CELL_LUTS = ((3, 64), (6, 32)), 4  # (bits, words) of a simple dual port LUTRAM cell
+# yosys 0.23's costs of a memory's cells (share/xilinx/lutrams_xc5v.txt, 7-series: $__XILINX_LUTRAM_SDP_, 64
+# words of 3 bits or 32 of 6, a RAM64M or RAM32M of four LUTs, cost 8 of which 7 scale with the bits a cell
+# uses (memlib.md's widthscale); lutrams_xcu.txt, UltraScale+: 64 of 7 or 32 of 14, a RAM64M8 or RAM32M16
+# of eight LUTs, cost 16 all of which scales; brams_xc4v.txt for both: $__XILINX_BLOCKRAM_SDP_ at HALF, a
+# RAMB18, cost 129): memory_libmap builds a memory of the cheapest (``yosys_lutram``). A memory deeper
+# than a cell also costs its read multiplexer, ``YOSYS_LUTRAM_MUX_COST`` a data bit for each row of cells:
+# fitted to 68 memories of 1 to 16 bits by 70 to 2,560 words that yosys 0.23 ``synth_xilinx -family xc7``
+# built alone (a registered read), LUTRAM or block RAM: the rule picks as yosys did on all 68 (any value
+# from 0.45 to 0.5; without it five were LUTRAM where yosys took a RAMB18, 2 x 1,280 among them). On xcup
+# the same rule puts a 2 x 80-bit line-buffer bank in three RAM32M16 (24 LUTs; xc7: two RAM64M, 8), as
+# yosys did, and a 2 x 40 or 4 x 25 one in one cell of eight: 96 such banks of a w1a2 unit at MMV 3 took
+# 371 and 380 LUTs more on xcup than on xc7, this rule 384.
+YOSYS_RAMB18_COST, YOSYS_LUTRAM_MUX_COST = 129, 0.5
+
+
+@dataclass(frozen=True)
+class LutramLibrary:
+    """A family's simple dual port LUTRAM cells as yosys' ``memory_libmap`` weighs them: their
+    (bits, words) ``shapes``, the LUTs a cell takes, its ``cost`` and the part of it that scales
+    with the bits a cell uses (``widthscale``)."""
+
+    shapes: tuple[tuple[int, int], ...]
+    cell_luts: int
+    cost: float
+    widthscale: float
+
+
+YOSYS_LUTRAMS = {"xc7": LutramLibrary(((3, 64), (6, 32)), 4, 8, 7),
+                 "xcup": LutramLibrary(((7, 64), (14, 32)), 8, 16, 16)}
 BRAM18_SHAPES = ((36, 512), (18, 1024), (9, 2048), (4, 4096), (2, 8192), (1, 16384))  # a RAMB18, simple dual port at 36
 
 
@@ -60,39 +79,42 @@ def bram18_halves(width_bits: int, depth: int) -> int:
     return min(math.ceil(width_bits / w) * math.ceil(depth / d) for w, d in BRAM18_SHAPES)
 
 
-def yosys_lutram_layout(width_bits: int, depth: int) -> tuple[float, int, int]:
-    """(cost, rows, columns) of the cheaper of yosys' simple dual port LUTRAM shapes
-    (``LUTRAM_SDP_SHAPES``) for a written memory of ``depth`` words of ``width_bits``: ``rows`` cells
-    deep, ``columns`` wide, each costing the unscaled part and its share of the scaled part by the
-    bits it holds, and the read multiplexer over the rows (``YOSYS_LUTRAM_MUX_COST``). O(1)."""
-    fixed = YOSYS_LUTRAM_COST - YOSYS_LUTRAM_WIDTHSCALE
+def yosys_lutram_layout(width_bits: int, depth: int, family: str = "xc7") -> tuple[float, int, int]:
+    """(cost, rows, columns) of the cheapest of yosys' simple dual port LUTRAM shapes of
+    ``family`` (``YOSYS_LUTRAMS``) for a written memory of ``depth`` words of ``width_bits``:
+    ``rows`` cells deep, ``columns`` wide, each costing the unscaled part and its share of the
+    scaled part by the bits it holds, and the read multiplexer over the rows
+    (``YOSYS_LUTRAM_MUX_COST``). O(1)."""
+    library = YOSYS_LUTRAMS[family]
+    fixed = library.cost - library.widthscale
     options = []
-    for bits, words in LUTRAM_SDP_SHAPES:
+    for bits, words in library.shapes:
         rows, columns = math.ceil(depth / words), math.ceil(width_bits / bits)
-        cost = rows * (columns * fixed + YOSYS_LUTRAM_WIDTHSCALE * width_bits / bits
-                       + YOSYS_LUTRAM_MUX_COST * width_bits)
+        cost = rows * (columns * fixed + library.widthscale * width_bits / bits + YOSYS_LUTRAM_MUX_COST * width_bits)
         options.append((cost, rows, columns))
     return min(options)
 
 
-def yosys_lutram(width_bits: int, depth: int) -> bool:
+def yosys_lutram(width_bits: int, depth: int, family: str = "xc7") -> bool:
     """Whether yosys ``synth_xilinx`` (memory_libmap) builds a written memory of ``depth`` words of
-    ``width_bits`` in LUTRAM rather than block RAM: where its LUTRAM cells (``yosys_lutram_layout``)
-    cost no more than its RAMB18s (``YOSYS_RAMB18_COST`` each, ``bram18_halves``). Seen on a low-bit
-    conv's line-buffer copies, yosys 0.23 xc7: 4 x 70, 4 x 240, 2 x 640 and 1 x 1,280 bits in
-    LUTRAM, 16 x 150 and 2 x 1,280 in a RAMB18. O(1)."""
-    return yosys_lutram_layout(width_bits, depth)[0] <= YOSYS_RAMB18_COST * bram18_halves(width_bits, depth)
+    ``width_bits`` in LUTRAM rather than block RAM on ``family``: where its LUTRAM cells
+    (``yosys_lutram_layout``) cost no more than its RAMB18s (``YOSYS_RAMB18_COST`` each,
+    ``bram18_halves``). Seen on a low-bit conv's line-buffer copies, yosys 0.23 xc7: 4 x 70,
+    4 x 240, 2 x 640 and 1 x 1,280 bits in LUTRAM, 16 x 150 and 2 x 1,280 in a RAMB18. O(1)."""
+    cost = yosys_lutram_layout(width_bits, depth, family)[0]
+    return cost <= YOSYS_RAMB18_COST * bram18_halves(width_bits, depth)
 
 
-def yosys_lutram_luts(width_bits: int, depth: int) -> int:
-    """LUTs of a written memory yosys builds in LUTRAM (``yosys_lutram``): four a cell
-    (``LUTRAM_CELL_LUTS``) and, more than a row of cells deep, a write enable a row and a 4:1
-    multiplexer a data bit for every four rows (yosys 0.23 xc7 of the 30 LUTRAM memories of the fit
-    above: within 20 % but 1 x 128, one RAM128X1D of 4 LUTs priced 11; the rows no multiple of four
-    under; a w2a2 conv's 9 line-buffer copies of 2 x 640 bits: 90 RAM64M). O(1)."""
-    _, rows, columns = yosys_lutram_layout(width_bits, depth)
+def yosys_lutram_luts(width_bits: int, depth: int, family: str = "xc7") -> int:
+    """LUTs of a written memory yosys builds in LUTRAM on ``family`` (``yosys_lutram``): a cell's
+    (``LutramLibrary.cell_luts``) for each cell and, more than a row of cells deep, a write enable
+    a row and a 4:1 multiplexer a data bit for every four rows (yosys 0.23 xc7 of the 30 LUTRAM
+    memories of the fit above: within 20 % but 1 x 128, one RAM128X1D of 4 LUTs priced 11; the
+    rows no multiple of four under; a w2a2 conv's 9 line-buffer copies of 2 x 640 bits: 90
+    RAM64M). O(1)."""
+    _, rows, columns = yosys_lutram_layout(width_bits, depth, family)
     read = rows + width_bits * math.ceil(rows / 4) if rows > 1 else 0
-    return LUTRAM_CELL_LUTS * rows * columns + read
+    return YOSYS_LUTRAMS[family].cell_luts * rows * columns + read
 
 
 def rom_columns(width_bits: int, depth: int) -> int:

@@ -192,10 +192,10 @@ class WindowKernel(Kernel):
         """(BRAM36, URAM, LUTRAM LUTs) of a narrow-lane conv's line buffer as the RTL keeps it, its
         banks and any copies of them (``LineBuffer.copies`` > 1): its memories (``LineBuffer.layout``:
         one per read group, or one a read lane without a banked layout) each in RAMB18s (``bram18_halves``, two
-        to a BRAM36), but in LUTRAM where yosys builds it there (``yosys_lutram``; four LUTs a
-        RAM64M or RAM32M, ``yosys_lutram_luts``), and a copy of 8-bit elements its own logic
-        (``COPY_LUTS``); without a banked layout
-        (a beat that is no power of two) a multiplexer over the whole buffer a lane
+        to a BRAM36), but in LUTRAM where yosys builds it there on the core's family (``yosys_lutram``;
+        four LUTs a RAM64M or RAM32M, eight a RAM64M8 or RAM32M16, ``yosys_lutram_luts``), and a
+        copy of 8-bit elements its own logic (``COPY_LUTS``); without a banked layout (a beat that
+        is no power of two) a multiplexer over the whole buffer a lane
         (``UNBANKED_LUTS_PER_READ_BIT``). Banks without copies are priced so too: a w2a2 unit at
         2 x 8 x 1 over 32 channels of a 28 x 28 frame keeps its 8 banks of 2 x 360 bits in LUTRAM
         (1,304 LUTs and 1 BRAM36 in yosys 0.23; as the HLS kernel's partition, 8 BRAM36 and 836
@@ -214,8 +214,9 @@ class WindowKernel(Kernel):
         count, (width, depth) = buffer.layout(g.activation_bits)
         copied = buffer.copies > 1 and g.activation_bits >= 8  # narrow: the spans fit holds it
         logic = round(COPY_LUTS * count) if copied else 0
-        if yosys_lutram(width, depth):
-            return (0, 0, count * yosys_lutram_luts(width, depth) + logic)
+        family = core_family(core).name
+        if yosys_lutram(width, depth, family):
+            return (0, 0, count * yosys_lutram_luts(width, depth, family) + logic)
         return (math.ceil(count * bram18_halves(width, depth) / 2), 0, logic)
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
