@@ -142,6 +142,15 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
     ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
     ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 5.4, ("dsp", 4, 8): 6.2,
 }
+# A unit whose PE channels are no multiple of the pack leaves a short last group (``unit_lane_luts``):
+# on DSP48E2 a 4 x 4 unit at PE 4 packs three channels a DSP and builds the fourth's lone product in
+# LUTs, and at PE 2, 5 or 8 one group is a pair. Least squares of the relative error over 16 packed
+# w4a4 window units on kv260 (yosys 0.23 synth_xilinx -family xcup; ``scripts/bench_lowbit.py --convs
+# --spans --turns --board kv260`` and PE 2, 3, 5, 6, 8 units), the full groups' lanes kept at the
+# dense fit's 15.3: a lone product 39 LUTs (1.3 of a (4, 4) LUT lane), a pair's lane 7.2 (0.47).
+# Within 7 % of yosys on all 16, rms 4.5 % (at 15.3 a lane: the PE 4 units 15 to 23 % under, the
+# pairs 4 to 15 % over; rms 13 %).
+LONE_PRODUCT_SHARE, PAIR_LANE_SHARE = 1.17, 0.5
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
@@ -398,6 +407,24 @@ def lane_luts(lanes: Lanes) -> float:
     return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
 
 
+def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None) -> float:
+    """LUTs a MAC lane takes on average in a unit whose ``sharing`` channels read each input:
+    ``lane_luts``, but where packed lanes leave a short last group (``packed_dsps``: ``sharing``
+    no multiple of the pack), its lanes at what that group costs. A group synthesis leaves in LUTs
+    (``group_dsps`` 0: a lone 4 x 4 product, a shift-and-add multiplier) costs
+    ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a pair on a DSP ``PAIR_LANE_SHARE`` of a
+    packed lane (one field to extract). Fitted to yosys: see the constants. O(1)."""
+    per_lane = lane_luts(lanes)
+    full, rest = divmod(sharing, lanes.pack)
+    if lanes.kind != "dsp" or not rest or sharing < 1:
+        return per_lane
+    if not group_dsps(lanes, rest, core):
+        short = LONE_PRODUCT_SHARE * lane_luts(Lanes("lut", lanes.weight_bits, lanes.activation_bits))
+    else:
+        short = PAIR_LANE_SHARE * per_lane if rest == 2 else per_lane
+    return (full * lanes.pack * per_lane + rest * short) / sharing
+
+
 def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
     """Whether a dot product's LUTs follow ``narrow_dot_luts`` (binary, LUT or packed narrow
     lanes, and DSP lanes with an operand below 8 bits: the RTL dense unit's lanes at their widths),
@@ -406,12 +433,11 @@ def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
     return narrow or lane_choice(core, g.weight_bits, g.activation_bits).kind != "dsp"
 
 
-def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None = None,
-                    lane_scale: float = 1.0) -> float:
+def narrow_dot_luts(g: Geometry, fold: Folding, lane_cost: float, units: int | None = None) -> float:
     """LUTs of a dot-product stage with narrow or binary lanes (a 1-bit operand, both at most 4
     bits, or DSP lanes of one operand below 8 bits) but its weight ROM (``Kernel._memory``):
-    ``NARROW_LUT_BASE``, ``lane_luts`` per MAC lane (times ``lane_scale``: a window unit whose
-    SIMD spans window positions, ``Kernel.lane_scale``), ``NARROW_LUT_PER_RESULT_BIT`` per bit of each
+    ``NARROW_LUT_BASE``, ``lane_cost`` per MAC lane (``unit_lane_luts`` times the kernel's
+    ``lane_scale``: a window unit whose SIMD spans window positions), ``NARROW_LUT_PER_RESULT_BIT`` per bit of each
     result it finishes at once (PE x MMV dot products), ``REQUANT_LUTS`` per requantization unit by
     its cycles a result (``units``, by default ``requantize_plan``'s; none behind a threshold
     stage) and their channel ROM (``channel_rom_luts``) (fitted to yosys: see the constants). O(1)."""
@@ -419,7 +445,7 @@ def narrow_dot_luts(g: Geometry, fold: Folding, lanes: Lanes, units: int | None 
     planned, cycles = requantize_plan(results, g.reduction // fold.simd)
     units = planned if units is None else units
     accumulators = results * dot_bits(g.reduction, g.weight_bits, g.activation_bits) * NARROW_LUT_PER_RESULT_BIT
-    return (NARROW_LUT_BASE + fold.lanes * lane_luts(lanes) * lane_scale + accumulators + units * REQUANT_LUTS[cycles]
+    return (NARROW_LUT_BASE + fold.lanes * lane_cost + accumulators + units * REQUANT_LUTS[cycles]
             + channel_rom_luts(g, fold))
 
 
@@ -846,8 +872,8 @@ class Kernel:
                                  DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
             # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
             channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
-            share = self.lane_scale(g, fold, core)
-            dot = narrow_dot_luts(g, fold, choice, self.requantizers(g, fold), share)
+            lane_cost = unit_lane_luts(choice, self.input_sharing(g, fold), core) * self.lane_scale(g, fold, core)
+            dot = narrow_dot_luts(g, fold, lane_cost, self.requantizers(g, fold))
             luts = round(dot) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
                              self.narrow_ffs(g, fold, choice, resident))
