@@ -25,14 +25,14 @@ BRAM36_SHAPES = ((72, 512), (36, 1024), (18, 2048), (9, 4096), (4, 8192), (2, 16
 # words of 3 bits or 32 of 6, a RAM64M or RAM32M of four LUTs, cost 8 of which 7 scale with the bits a cell
 # uses (memlib.md's widthscale); lutrams_xcu.txt, UltraScale+: 64 of 7 or 32 of 14, a RAM64M8 or RAM32M16
 # of eight LUTs, cost 16 all of which scales; brams_xc4v.txt for both: $__XILINX_BLOCKRAM_SDP_ at HALF, a
-# RAMB18, cost 129): memory_libmap builds a memory of the cheapest (``yosys_lutram``). A memory deeper
-# than a cell also costs its read multiplexer, ``YOSYS_LUTRAM_MUX_COST`` a data bit for each row of cells:
-# fitted to 68 memories of 1 to 16 bits by 70 to 2,560 words that yosys 0.23 ``synth_xilinx -family xc7``
-# built alone (a registered read), LUTRAM or block RAM: the rule picks as yosys did on all 68 (any value
-# from 0.45 to 0.5; without it five were LUTRAM where yosys took a RAMB18, 2 x 1,280 among them). On xcup
-# the same rule puts a 2 x 80-bit line-buffer bank in three RAM32M16 (24 LUTs; xc7: two RAM64M, 8), as
-# yosys did, and a 2 x 40 or 4 x 25 one in one cell of eight: 96 such banks of a w1a2 unit at MMV 3 took
-# 371 and 380 LUTs more on xcup than on xc7, this rule 384.
+# RAMB18, cost 129): memory_libmap (passes/memory/memory_libmap.cc, handle_geom) builds a memory of the
+# cheapest (``yosys_lutram``), a memory deeper than a cell adding ``YOSYS_LUTRAM_MUX_COST`` (its
+# FACTOR_MUX and FACTOR_DEMUX) for each data bit of the read multiplexer over each row of cells past the
+# first and for each row's write enable. The rule keeps the choices seen on xc7 (4 x 70, 4 x 240, 2 x 640
+# and 1 x 1,280 bits in LUTRAM, 16 x 150 and 2 x 1,280 in a RAMB18) and matches the cells yosys built
+# for line-buffer banks on both families: 2 x 80 bits in two RAM64M on xc7, three RAM32M16 on xcup (24
+# LUTs); 1 x 160 in three RAM64M or three RAM64M8; 2 x 40 or 4 x 25 in one cell of either: 96 such banks
+# of a w1a2 unit at MMV 3 took 371 and 380 LUTs more on xcup than on xc7, this rule 384.
 YOSYS_RAMB18_COST, YOSYS_LUTRAM_MUX_COST = 129, 0.5
 
 
@@ -83,14 +83,15 @@ def yosys_lutram_layout(width_bits: int, depth: int, family: str = "xc7") -> tup
     """(cost, rows, columns) of the cheapest of yosys' simple dual port LUTRAM shapes of
     ``family`` (``YOSYS_LUTRAMS``) for a written memory of ``depth`` words of ``width_bits``:
     ``rows`` cells deep, ``columns`` wide, each costing the unscaled part and its share of the
-    scaled part by the bits it holds, and the read multiplexer over the rows
+    scaled part by the bits it holds, and the read multiplexer and write enables over the rows
     (``YOSYS_LUTRAM_MUX_COST``). O(1)."""
     library = YOSYS_LUTRAMS[family]
     fixed = library.cost - library.widthscale
     options = []
     for bits, words in library.shapes:
         rows, columns = math.ceil(depth / words), math.ceil(width_bits / bits)
-        cost = rows * (columns * fixed + library.widthscale * width_bits / bits + YOSYS_LUTRAM_MUX_COST * width_bits)
+        read_and_enables = YOSYS_LUTRAM_MUX_COST * ((rows - 1) * width_bits + (rows if rows > 1 else 0))
+        cost = fixed * rows * columns + library.widthscale * rows * width_bits / bits + read_and_enables
         options.append((cost, rows, columns))
     return min(options)
 
