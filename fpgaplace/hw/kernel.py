@@ -144,13 +144,15 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
 }
 # A unit whose PE channels are no multiple of the pack leaves a short last group (``unit_lane_luts``):
 # on DSP48E2 a 4 x 4 unit at PE 4 packs three channels a DSP and builds the fourth's lone product in
-# LUTs, and at PE 2, 5 or 8 one group is a pair. Least squares of the relative error over 16 packed
-# w4a4 window units on kv260 (yosys 0.23 synth_xilinx -family xcup; ``scripts/bench_lowbit.py --convs
-# --spans --turns --board kv260`` and PE 2, 3, 5, 6, 8 units), the full groups' lanes kept at the
-# dense fit's 15.3: a lone product 39 LUTs (1.3 of a (4, 4) LUT lane), a pair's lane 7.2 (0.47).
-# Within 7 % of yosys on all 16, rms 4.5 % (at 15.3 a lane: the PE 4 units 15 to 23 % under, the
-# pairs 4 to 15 % over; rms 13 %).
-LONE_PRODUCT_SHARE, PAIR_LANE_SHARE = 1.17, 0.5
+# LUTs (a shift-and-add multiplier). Least squares of the relative error over 16 packed w4a4 window
+# units on kv260 (yosys 0.23 synth_xilinx -family xcup; ``scripts/bench_lowbit.py --convs --spans
+# --turns --board kv260`` and units at PE 2 to 8), the packed lanes kept at the dense fit's 15.3: a lone
+# product 35 LUTs, 1.17 of a (4, 4) LUT lane. The PE 4 units were 15 to 23 % under at 15.3 a lane, and
+# are within 8 % now; all 16 within 16 %, rms 7.4 %. A pair's lanes fitted cheaper on the small units
+# (at a packed lane's cost those at PE 2, 5 and 8 are 8 to 16 % over), but not on the CNV w4a4's conv_7
+# on kv260 (2 x 192 x 3: 29 % under at half a lane, about even at a whole one), so they cost a packed
+# lane's.
+LONE_PRODUCT_SHARE = 1.17
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
@@ -412,17 +414,14 @@ def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None) -> float:
     ``lane_luts``, but where packed lanes leave a short last group (``packed_dsps``: ``sharing``
     no multiple of the pack), its lanes at what that group costs. A group synthesis leaves in LUTs
     (``group_dsps`` 0: a lone 4 x 4 product, a shift-and-add multiplier) costs
-    ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a pair on a DSP ``PAIR_LANE_SHARE`` of a
-    packed lane (one field to extract). Fitted to yosys: see the constants. O(1)."""
+    ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a group on a DSP a packed lane's each.
+    Fitted to yosys: see the constant. O(1)."""
     per_lane = lane_luts(lanes)
     full, rest = divmod(sharing, lanes.pack)
-    if lanes.kind != "dsp" or not rest or sharing < 1:
+    if lanes.kind != "dsp" or not rest or group_dsps(lanes, rest, core):
         return per_lane
-    if not group_dsps(lanes, rest, core):
-        short = LONE_PRODUCT_SHARE * lane_luts(Lanes("lut", lanes.weight_bits, lanes.activation_bits))
-    else:
-        short = PAIR_LANE_SHARE * per_lane if rest == 2 else per_lane
-    return (full * lanes.pack * per_lane + rest * short) / sharing
+    lone = LONE_PRODUCT_SHARE * lane_luts(Lanes("lut", lanes.weight_bits, lanes.activation_bits))
+    return (full * lanes.pack * per_lane + rest * lone) / sharing
 
 
 def narrow_lanes(g: Geometry, core: FpgaCore | None) -> bool:
