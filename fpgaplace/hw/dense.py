@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference, threshold
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
@@ -36,7 +37,7 @@ from fpgaplace.hw.kernel import (
     unit_lanes,
 )
 from fpgaplace.hw.lowering import Layer
-from fpgaplace.hw.memory import rom_style, single_port_ram_style
+from fpgaplace.hw.memory import LUTRAM_MAX_DEPTH, rom_style, single_port_ram_style
 from fpgaplace.hw.qdq import PASS_THROUGH, qdq_index
 from fpgaplace.hw.rtl_values import (
     DOT_ARRAYS,
@@ -72,6 +73,23 @@ def result_delay(pe: int, folds: int) -> int:
     each (``requantize_plan``), the rounding register and the FIFO's write. O(PE)."""
     units, cycles = requantize_plan(pe, folds)
     return ISSUE_TO_SUM + pe // units * cycles + REQUANT_TO_BEAT
+
+
+# The narrow dense unit with its weights in block RAM (``block_rom``) took more LUTs in yosys 0.23
+# synth_xilinx -family xc7 than its fit (``kernel.narrow_dot_luts``, whose dense rows mostly kept a
+# shallow ROM in LUTs): 90 to 222 over the estimate on 14 units of 256 x 64, 256 x 512 and 512 x 64
+# (1 to 4 bits, PE x SIMD 1 x 8 to 8 x 8, requantized or thresholded), -41 to 84 on the 64 x 16 units
+# of a LUT ROM. A constant fits as well as one growing with the word (least squares of the relative
+# error: 113 + 0.43 a word bit): the 14 within 9 %, rms 4 % (before: up to 32 % under; the CNV w1a2's
+# 256 x 512 threshold unit at 1 x 32, 276 LUTs priced against 408).
+BLOCK_ROM_LUTS = 115
+
+
+def block_rom(g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> bool:
+    """Whether a dense unit on a family Vivado builds from HLS keeps its weights on chip in block
+    RAM: resident, deeper than ``LUTRAM_MAX_DEPTH`` words of PE x SIMD weights. O(1)."""
+    depth = math.ceil(g.weights / (fold.pe * fold.simd)) if g.weights else 0
+    return resident and depth > LUTRAM_MAX_DEPTH and not core_family(core).rtl_built
 
 
 class Dense(Kernel):
@@ -139,13 +157,16 @@ class Dense(Kernel):
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
         """The dot product's resources, and a threshold output stage's where it has one (``threshold``:
         its comparators and table in place of the requantizers, ``requantizers``, their channel
-        ROM and ``threshold.FREED_REQUANT_LUTS``), as the RTL unit builds it."""
+        ROM and ``threshold.FREED_REQUANT_LUTS``), as the RTL unit builds it; with narrow lanes on
+        Xilinx, ``BLOCK_ROM_LUTS`` where its weights are in block RAM (``block_rom``)."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core), narrow_lanes(g, core))
         total = super().resources(g, fold, core, resident) + stage
-        if not g.shape.get("T") or not narrow_lanes(g, core):  # only the narrow lanes' fit holds those LUTs
+        if not narrow_lanes(g, core):  # the int8 fit holds those LUTs
             return total
-        lut = max(0, total.lut - threshold.FREED_REQUANT_LUTS)
+        freed = threshold.FREED_REQUANT_LUTS if g.shape.get("T") else 0
+        rom = BLOCK_ROM_LUTS if block_rom(g, fold, core, resident) else 0
+        lut = max(0, total.lut - freed + rom)
         return Resources(total.dsp, total.bram36, total.uram, lut, total.ff)
 
     def config_macs(self, config: dict[str, int], rows: int = 1) -> int:
