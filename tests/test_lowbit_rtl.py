@@ -203,6 +203,28 @@ def test_ecp5_prices_a_threshold_stage_s_table_as_its_one_channel_rom(tmp_path):
     assert geometry.shape["T"] == 3 and got.bram36 == 1.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
 
 
+@pytest.mark.slow
+def test_a_dense_unit_s_weights_in_block_ram_are_priced(tmp_path):
+    """A w1a2 dense unit with a threshold stage, as the CNV w1a2's 256 -> 512 layer is built at
+    1 x 32: its 4,096-word weight ROM in block RAM adds ``dense.BLOCK_ROM_LUTS`` (priced without
+    them, 276 LUTs against 408 in yosys 0.23 xc7); a 32-word ROM, in LUTs, does not. Within 15 %
+    of yosys. Half a minute of yosys."""
+    from fpgaplace.hw.dense import block_rom
+    from fpgaplace.hw.kernel import with_precision
+
+    core = load_board("pynq-z2").cores[0]
+    config, arrays, _ = threshold_dense_case(256, 512, 1, 2, False, 0, 3, seed=3)
+    folding = Folding(1, 32)
+    module = render_dense(config | {"PE": 1, "SIMD": 32}, arrays, macs_per_dsp=core.macs_per_dsp,
+                          lanes=lane_choice(core, 1, 2))
+    got = yosys.synthesize(module, tmp_path, "xc7")
+    geometry = with_precision(KERNELS["dense"].config_geometry(config), 1, 2)
+    shallow = with_precision(KERNELS["dense"].config_geometry({**config, "K": 64, "N": 16}), 1, 2)
+    assert block_rom(geometry, folding, core, True) and not block_rom(shallow, folding, core, True)
+    estimate = KERNELS["dense"].resources(geometry, folding, core)
+    assert abs(estimate.lut - got.lut) <= 0.15 * got.lut, (got, estimate)
+
+
 def test_threshold_tables_that_do_not_fit_are_one_line_errors():
     config, arrays, _ = threshold_dense_case(16, 6, 2, 2, False, -2, 3, seed=1)
     config |= {"PE": 3, "SIMD": 4}
