@@ -25,7 +25,7 @@ import numpy as np
 
 from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.dense import adder_tree, lane_thresholds, lane_values, lane_widths, weight_words
+from fpgaplace.hw.dense import adder_tree, lane_code, lane_thresholds, lane_values, lane_widths, weight_words
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
@@ -414,15 +414,6 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
     return lane | {"INT8_LANES": int8_lanes, "PW": product_bits, "tree": adder_tree(c["SIMD"], product_bits),
                    "PACK": pack, "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
                    "EB": xb, "PAD": f"{xb}'h{lane_code(c['ZX'], xb, xu):x}"}
-
-
-def lane_code(value: int, xb: int, xu: int) -> int:
-    """The ``XB``-bit code a lane holds for the int8 ``value`` (``rtl/lanes.v.j2``'s ``narrow``): +-1
-    as its sign bit inverted, an unsigned value with its top bit flipped, a signed one as its low
-    bits. O(1)."""
-    if xb == 1:
-        return int(value >= 0)
-    return (value ^ (xu << (xb - 1))) & ((1 << xb) - 1)
 
 
 UPSAMPLING = ("UH", "UW", "XH", "XW")

@@ -281,11 +281,20 @@ def lane_widths(widths: dict[str, Any] | None, w: np.ndarray | None) -> dict[str
     wb = next((bits for bits in LANE_BITS if bits >= (widths.get("weights") or 8) and (
         np.isin(w, (-1, 1)).all() if bits == 1 else (w.min(initial=0) >= -2 ** (bits - 1)
                                                        and w.max(initial=0) < 2 ** (bits - 1)))), 8)
+    xb, xu = input_lane_bits(widths)
+    members = {"WB": wb, "XB": xb, "XU": xu}
+    return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
+
+
+def input_lane_bits(widths: dict[str, Any]) -> tuple[int, int]:
+    """``(XB, XU)``: the lane width and unsignedness of the first input's codes for a layer of
+    ``widths`` (design.json's ``inputs``, ``inputs_signed``): a signed 1-bit input is +-1 (``XB =
+    1``); other signed ones the least lane width holding them; unsigned codes of up to
+    ``UNSIGNED_LANE_BITS`` bits ``XU`` lanes of at least 2 bits; wider ones int8 codes. O(1)."""
     bits, signed = int(widths["inputs"][0]), bool((widths.get("inputs_signed") or [True])[0])
     unsigned = not signed and bits <= UNSIGNED_LANE_BITS
     xb = 1 if signed and bits == 1 else next(b for b in LANE_BITS[1:] if b >= bits) if bits <= 8 else 8
-    members = {"WB": wb, "XB": xb, "XU": int(unsigned)}
-    return {} if members == {"WB": 8, "XB": 8, "XU": 0} else members
+    return xb, int(unsigned)
 
 
 def weight_words(folded: np.ndarray, wb: int) -> Rom:
@@ -295,6 +304,15 @@ def weight_words(folded: np.ndarray, wb: int) -> Rom:
     if wb == 8:
         return Rom(folded)
     return Rom([pack_lanes(row > 0 if wb == 1 else row, wb) for row in folded], wb * folded.shape[1])
+
+
+def lane_code(value: int, xb: int, xu: int) -> int:
+    """The ``XB``-bit code a lane holds for the int8 ``value`` (``rtl/lanes.v.j2``'s ``narrow``): +-1
+    as its sign bit inverted, an unsigned value with its top bit flipped, a signed one as its low
+    bits. O(1)."""
+    if xb == 1:
+        return int(value >= 0)
+    return (value ^ (xu << (xb - 1))) & ((1 << xb) - 1)
 
 
 def lane_offset(xb: int, xu: int) -> int:

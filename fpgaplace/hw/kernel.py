@@ -757,7 +757,7 @@ class Kernel:
         the thresholds per channel its lowered table holds (``shape["T"]``: the codes its channels
         reach, two for a bipolar output, where the graph's count is ``2^bits - 1``)."""
         members = self.width_members(widths, arrays)
-        g = with_precision(g, members["WB"], members["XB"]) if members else g
+        g = with_precision(g, members.get("WB", g.weight_bits), members.get("XB", 8)) if members else g
         table = arrays.get("thresholds")
         return replace(g, shape={**g.shape, "T": int(np.shape(table)[1])}) if table is not None else g
 

@@ -23,6 +23,7 @@ import numpy as np
 
 from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference
+from fpgaplace.hw.dense import input_lane_bits, lane_code
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     ints,
@@ -186,14 +187,30 @@ class Pool(WindowKernel):
     def window_input_width(self, c: dict[str, int], fold: Folding) -> int:
         return c["PE"] * c["MMV"]
 
+    def width_members(self, widths: dict[str, Any] | None, arrays: dict[str, Any]) -> dict[str, int]:
+        """A max pool over inputs narrower than 8 bits keeps their lane codes (``XB``, ``XU``:
+        ``dense.input_lane_bits``) in its line buffer, as a conv's lanes do; none elsewhere (an
+        average pool's padding reads ZX, which the codes may not hold). The CNV w1a2's first pool
+        (2-bit codes, 64 channels of a 28 x 28 frame at PE 8) kept 12 BRAM36 of bytes. O(1)."""
+        if self.average or self.global_ or not widths or not widths.get("inputs"):
+            return {}
+        xb, xu = input_lane_bits(widths)
+        return {} if xb == 8 else {"XB": xb, "XU": xu}
+
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom],
                       core: FpgaCore | None = None) -> dict[str, Any]:
-        """The pool's accumulator width and constant requantization."""
+        """The pool's accumulator width and constant requantization, and for a max pool of narrow
+        codes (``width_members``) their width ``EB`` and padding: the least code, which no element
+        is below, as -128 is the least int8 element."""
         bits = 10 if not self.average else signed_bits(c["KH"] * c["KW"] * 255) + 1
         rq = const_requant(f"{top}_requantize", [("a", bits, int(c["M"]))], int(c["S"]), c["ZY"], c["LO"], c["HI"],
                            c.get("TIE", 0))
         values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
+        if c.get("XB", 8) < 8 and not self.average:
+            xb, xu = c["XB"], c.get("XU", 0)
+            least = -1 if xb == 1 else 0 if xu else -(2 ** (xb - 1))
+            values |= {"EB": xb, "PAD": f"{xb}'h{lane_code(least, xb, xu):x}"}
         if c.get("EXCLUDE_PAD"):
             values |= exclude_pad_values(c, arrays, top, bits)
         return values
