@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from rtl_cases import conv_case, lowbit_conv_case, pool_case, threshold_conv_case, with_conv_thresholds
+from rtl_cases import conv_case, lowbit_conv_case, threshold_conv_case, with_conv_thresholds
 
 from fpgaplace import Design
 from fpgaplace.board.load import load_board
@@ -441,21 +441,3 @@ def test_line_buffer_copies_are_priced_in_the_memory_yosys_builds(tmp_path, cin,
     estimate = KERNELS["conv2d"].resources(g, folding, core)
     assert got.bram36 <= estimate.bram36 <= got.bram36 + 1, (got, estimate)
 
-
-@pytest.mark.parametrize(("xb", "xu", "values"), [(1, 0, (-1, 1)), (2, 1, range(4)), (4, 0, range(-8, 8))])
-def test_a_max_pool_of_narrow_codes_holds_them_at_their_width_bit_exact(tmp_path, xb, xu, values):
-    """A max pool over inputs narrower than 8 bits (``Pool.width_members``: XB, XU as a conv's
-    lanes) keeps their codes in its line buffer, XB bits an element, and pads with the least code;
-    a padded 3 x 3 window at stride 2 is bit-exact in Icarus under backpressure against the
-    integer reference on inputs in the codes' range, bipolar, unsigned and signed."""
-    config, arrays, _, fold = pool_case("maxpool", 9, 9, 4, 3, 2, 1, Folding(2, 1, 2), seed=xb)
-    config |= {"M": 1 << 30, "S": 30, "ZX": 0, "ZY": 0, "LO": -128, "HI": 127, "XB": xb, "XU": xu}
-    inputs = np.random.default_rng(xb).choice(np.array(values, dtype=np.int8), (2, 9 * 9 * 4))
-    pool = KERNELS["maxpool"]
-    model = pool.cycles(pool.config_geometry(config), fold)
-    op = render_op("maxpool", config, arrays, fold, model)
-    verilog = op.module.files[f"{op.module.top}.v"]
-    assert f"localparam EB = {xb};" in verilog and "function signed [7:0] key_value" in verilog
-    expected = np.stack([pool.reference(config, arrays, [x]).reshape(-1) for x in inputs])
-    result = simulate_stream(op, [inputs], expected, tmp_path, model, config, seed=1, steady_vectors=4)
-    assert result.bit_exact, result

@@ -7,7 +7,8 @@ Everything about the op is here: geometry, foldings (PE channels, MMV pixels of 
 (a windowed pool streams rows through its line buffer, ``sliding_cycles``; a whole-plane one
 reads H*W*C/L beats, then writes C/L), resources (the lane rules of ``fpgaplace.hw.kernel``; on a
 family built from the RTL op library, ECP5, the window unit's as ``fpgaplace.hw.window`` prices it
-and a GlobalAveragePool's as ``rtl/globalpool.v.j2`` builds it, ``global_pool_resources``),
+and a GlobalAveragePool's as ``rtl/globalpool.v.j2`` builds it, ``global_pool_resources``; a max
+pool of codes below 8 bits as the window unit keeps them, ``narrow_pool_resources``),
 the integer reference (``fpgaplace.hw.reference.maxpool``/``avgpool``), the C++ config of
 ``hls/ops/pool.j2`` and the RTL values: the window unit (``rtl/window.v.j2``, a depthwise window
 of SIMD = window length, ``fpgaplace.hw.window``) or the global pool (``rtl/globalpool.v.j2``),
@@ -46,7 +47,7 @@ from fpgaplace.hw.rtl_values import (
     int_members,
     signed_bits,
 )
-from fpgaplace.hw.window import WindowKernel, checked_window_shape, probe_frame
+from fpgaplace.hw.window import WindowKernel, checked_window_shape, line_buffer, probe_frame, window_logic_luts
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -64,6 +65,18 @@ if TYPE_CHECKING:
 GLOBAL_POOL_LUT4_BASE, GLOBAL_POOL_LUT4_PER_LANE, GLOBAL_POOL_LUT4_PER_DIGIT = 48, 38, 40
 TYPICAL_CSD_DIGITS = 11
 GLOBAL_POOL_FF_BASE = 8  # counters and the draining flag; each lane adds its ACC_W-bit head register
+
+# A max pool of narrow codes (``Pool.narrow_operands``) on a family Vivado builds from HLS, priced as
+# the window unit builds it (``narrow_pool_resources``), fitted to yosys 0.23 synth_xilinx of 12 units
+# on xc7 and on xcup (2 x 2 and padded 3 x 3 windows, 1-, 2- and 4-bit codes, PE 1 to 32, MMV 1 and 2;
+# LUTs less the output's): over the window unit's own logic (``window_logic_luts``) and the line
+# buffer's memory, POOL_LUT_PER_MEMORY a line-buffer memory and POOL_LUT_PER_MEMORY_BIT a bit of its
+# word (the read ports and their selects), and POOL_LUT_PER_SQUARED_KEY_BIT * b^2 a compare-and-select
+# of two b-bit keys, SIMD - 1 of them a result lane (PE x MMV): rms 13 % over the 24, within 25 % but
+# a PE 16 unit of 2-bit codes (37 and 25 % over). The HLS pool's 150 + 40 a lane was 0.29 to 0.46 of
+# the CNVs' pools in yosys, and 2.7 times a PE 32 unit. FFs: 205 and 6 a result lane (rms 9 %).
+POOL_LUT_PER_MEMORY, POOL_LUT_PER_MEMORY_BIT, POOL_LUT_PER_SQUARED_KEY_BIT = 8.0, 1.04, 0.44
+POOL_FF_BASE, POOL_FF_PER_LANE = 205, 6
 
 
 class Pool(WindowKernel):
@@ -154,9 +167,28 @@ class Pool(WindowKernel):
         """A global average pool on a family built from the RTL op library (ECP5) is priced as
         ``rtl/globalpool.v.j2`` builds it (``global_pool_resources``); every other pool as the
         window unit or the HLS kernel (``WindowKernel.resources``). O(1)."""
-        if self.global_ and self.average and core_family(core).rtl_built:
-            return global_pool_resources(g.shape, fold.pe, core_family(core).lut_scale)
+        family = core_family(core)
+        if self.global_ and self.average and family.rtl_built:
+            return global_pool_resources(g.shape, fold.pe, family.lut_scale)
+        if self.narrow_operands(g) and not family.rtl_built:
+            return self.narrow_pool_resources(g, fold, core)
         return super().resources(g, fold, core, resident)
+
+    def narrow_pool_resources(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
+        """A max pool of narrow codes as the window unit builds it on a family Vivado builds from
+        HLS (see ``POOL_LUT_PER_MEMORY``): its line buffer's memories (``rtl_line_buffer``), their
+        read ports, the unit's own logic (``window_logic_luts``) and the compare-and-selects of the
+        keys. O(lanes x folds, cached: ``line_buffer``)."""
+        c = self.window_shape(g.shape, fold)
+        buffer = line_buffer(c, self.priced_input_width(g, fold))
+        memories, (width, _) = buffer.layout(g.activation_bits)
+        bram, uram, lutram = self._memory(g, fold, core, True)
+        lanes = c["PE"] * c["MMV"]
+        luts = (window_logic_luts(c, buffer.banks, g.activation_bits) + lutram
+                + memories * (POOL_LUT_PER_MEMORY + POOL_LUT_PER_MEMORY_BIT * width)
+                + POOL_LUT_PER_SQUARED_KEY_BIT * g.activation_bits ** 2 * lanes * (c["SIMD"] - 1))
+        return Resources(0, bram, uram, round(core_family(core).lut_scale * luts),
+                         POOL_FF_BASE + POOL_FF_PER_LANE * lanes)
 
     # ---- HLS ----
 
@@ -196,6 +228,11 @@ class Pool(WindowKernel):
             return {}
         xb, xu = input_lane_bits(widths)
         return {} if xb == 8 else {"XB": xb, "XU": xu}
+
+    def narrow_operands(self, g: Geometry) -> bool:
+        """Whether the RTL keeps narrow codes in the line buffer (``width_members``: a max pool of
+        inputs below 8 bits), so the line buffer is priced as it keeps them (``rtl_line_buffer``). O(1)."""
+        return not self.average and not self.global_ and g.activation_bits < 8
 
     def window_values(self, c: dict[str, int], arrays: dict[str, Any], top: str, nf: int, sf: int,
                       macs_per_dsp: int, xp: int, roms: dict[str, Rom],
