@@ -212,8 +212,10 @@ class WindowKernel(Kernel):
             return (0, 0, math.ceil(UNBANKED_LUTS_PER_READ_BIT * buffer.reads * g.activation_bits
                                     * buffer.rows * buffer.row_elems))
         count, (width, depth) = buffer.layout(g.activation_bits)
-        copied = buffer.copies > 1 and g.activation_bits >= 8  # narrow: the spans fit holds it
-        logic = round(COPY_LUTS * count) if copied else 0
+        if g.activation_bits >= 8:
+            logic = round(COPY_LUTS * count) if buffer.copies > 1 else 0
+        else:  # narrow: the spans fit holds a spanning SIMD's copies, not those of MMV pixels
+            logic = round(COPY_LUTS * pixel_copies(self.window_shape(g.shape, fold), buffer))
         family = core_family(core).name
         if yosys_lutram(width, depth, family):
             return (0, 0, count * yosys_lutram_luts(width, depth, family) + logic)
@@ -349,6 +351,22 @@ def checked_window_shape(kernel: str, config: dict[str, Any], members: dict[str,
     if c["MMV"] < 1 or c["MMV"] > c["WO"]:
         raise FpgaplaceError(f"rtl {kernel}: MMV={c['MMV']} must lie in [1, WO={c['WO']}]")
     return c
+
+
+def pixel_copies(c: dict[str, int], buffer: LineBuffer) -> int:
+    """Memories the line buffer ``buffer`` of the members ``c`` keeps beyond those of one pixel's
+    reads (the same window at MMV 1, same beat): the copies MMV > 1 pixels need where their words
+    turn banks with the output group; none without a banked layout or where the SIMD spans window
+    positions (``spans_positions``: ``spanning_lane_share`` holds those). Each costs ``COPY_LUTS``
+    (``WindowKernel.rtl_line_buffer``): the window units of 2-bit codes at 2 x 32 x 3 and 2 x 64 x 3
+    and of w4a4 LUT lanes at 1 x 32 x 2 and 1 x 32 x 4 were 0.85 to 0.90 of yosys 0.23 without it, the
+    CNV w1a2's conv_21 (128 -> 256 at 2 x 64 x 3 on a 5 x 5 frame: 128 such memories) 0.71 (now 0.85
+    to 0.99 and 0.85); least squares over 139 unit rows on xc7 and xcup gave 9.7 a memory; at the
+    8-bit copies' 9.1 their rms went from 10.0 to 9.5 %. O(``read_groups``)."""
+    if c["MMV"] == 1 or not buffer.banked or spans_positions(c):
+        return 0
+    one = line_buffer(c | {"MMV": 1}, buffer.in_e)
+    return max(0, len(buffer.memories) - len(one.memories)) if one.banked else 0
 
 
 def window_folds(c: dict[str, int]) -> tuple[int, int]:
