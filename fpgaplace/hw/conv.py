@@ -25,7 +25,15 @@ import numpy as np
 
 from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference, threshold
-from fpgaplace.hw.dense import adder_tree, lane_code, lane_thresholds, lane_values, lane_widths, weight_words
+from fpgaplace.hw.dense import (
+    adder_tree,
+    lane_code,
+    lane_range,
+    lane_thresholds,
+    lane_values,
+    lane_widths,
+    weight_words,
+)
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     MAX_LINE_WIDTH,
@@ -413,7 +421,7 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
                        1 if xp > 1 else c["PE"])
     xb, xu = lane["XB"], lane["XU"]
     padded = any(c.get(side, 0) for side in ("PT", "PL", "PB", "PR")) or upsampled(c)
-    low, high = (0, 2**xb - 1) if xu else (-(2 ** (xb - 1)), 2 ** (xb - 1) - 1)
+    low, high = lane_range(xb, xu)
     if padded and (xb == 1 or not low <= c["ZX"] <= high):
         raise FpgaplaceError(f"rtl conv2d: padding reads ZX={c['ZX']}, which {xb}-bit{' unsigned' if xu else ''} "
                              f"lanes cannot hold{' (+-1)' if xb == 1 else ''}; expected an unpadded layer or ZX "

@@ -315,6 +315,13 @@ def lane_code(value: int, xb: int, xu: int) -> int:
     return (value ^ (xu << (xb - 1))) & ((1 << xb) - 1)
 
 
+def lane_range(xb: int, xu: int) -> tuple[int, int]:
+    """The least and greatest int8 values ``XB``-bit lanes hold (``XU``: unsigned codes; one bit: +-1). O(1)."""
+    if xb == 1:
+        return -1, 1
+    return (0, 2**xb - 1) if xu else (-(2 ** (xb - 1)), 2 ** (xb - 1) - 1)
+
+
 def lane_offset(xb: int, xu: int) -> int:
     """What an unsigned input's ``XB``-bit lanes subtract from its codes (``XU = 1``: ``2^(XB-1)``,
     so each lane holds a signed value of its width), else 0."""

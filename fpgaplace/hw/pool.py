@@ -24,7 +24,7 @@ import numpy as np
 
 from fpgaplace.board.model import core_family
 from fpgaplace.hw import reference
-from fpgaplace.hw.dense import input_lane_bits, lane_code
+from fpgaplace.hw.dense import input_lane_bits, lane_code, lane_range
 from fpgaplace.hw.geometry import Fill, Folding, Geometry, Resources, Rom, RtlUnit, Unsupported
 from fpgaplace.hw.kernel import (
     ints,
@@ -246,8 +246,7 @@ class Pool(WindowKernel):
         values = {"POOL_ACC_W": bits, "rq": rq, "RQ": c["PE"] * c["MMV"], "SLICES": 1, "SLICE_BITS": 1}
         if c.get("XB", 8) < 8 and not self.average:
             xb, xu = c["XB"], c.get("XU", 0)
-            least = -1 if xb == 1 else 0 if xu else -(2 ** (xb - 1))
-            values |= {"EB": xb, "PAD": f"{xb}'h{lane_code(least, xb, xu):x}"}
+            values |= {"EB": xb, "PAD": f"{xb}'h{lane_code(lane_range(xb, xu)[0], xb, xu):x}"}
         if c.get("EXCLUDE_PAD"):
             values |= exclude_pad_values(c, arrays, top, bits)
         return values
