@@ -136,9 +136,9 @@ PRECISION_BITS = (1, 2, 4, 8, 16, 32)  # element widths the op library counts
 NARROW_LUT_BASE = 6.3  # counters, credits, output FIFO beyond what grows with the lanes
 NARROW_LUT_PER_RESULT_BIT = 2.1  # a result's accumulator and its path to the output, per bit of its dot product
 REQUANT_LUTS = {1: 380.0, 2: 450.0}  # one fp_requant_var by its cycles a result (one: 360 to 417; two: 427 to 479)
-LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
-    "xnor": 5.2,
-    ("lut", 1, 2): 8.0, ("lut", 1, 4): 14.5, ("lut", 1, 8): 19.0,
+LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included (a 1-bit weight's: its own part)
+    "xnor": 1.1,
+    ("lut", 1, 2): 4.3, ("lut", 1, 4): 7.8, ("lut", 1, 8): 9.0,
     ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
     ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 5.4, ("dsp", 4, 8): 6.2,
 }
@@ -153,6 +153,21 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included
 # on kv260 (2 x 192 x 3: 29 % under at half a lane, about even at a whole one), so they cost a packed
 # lane's.
 LONE_PRODUCT_SHARE = 1.17
+# A lane of a 1-bit (+-1) weight passes or negates its input, and synthesis shares between the PE
+# channels that read one input (``input_sharing``) what depends on the input alone: such a lane costs
+# its own part (``LANE_LUTS``) and this over the square root of the channels sharing the input
+# (``lane_luts``). The form is the one that fitted: over the channels themselves it fits the units as
+# well but takes a lane at PE 1 a third dearer than the dense layers at PE 1 show (the CNV w1a2's
+# 256 x 512 at 1 x 32, 1.29 of yosys). Least squares of the relative error, yosys 0.23 xc7 and xcup,
+# over the 1-bit rows of the window units above (PE 1 to 8), 26 units at PE 2 to 64 (``(5, 16, COUT,
+# 3)`` frames of 16 channels at SIMD 16, w1a1, w1a2, w1a4; 3 x 3 x 3 first layers at SIMD 27, w1a8)
+# and the dense rows of ``--kernels``. With one cost a lane (8.0 LUTs for w1a2), units at PE 32 and 64
+# were 1.28 to 1.59 of yosys, and the zcu104 CNV w1a2's conv_7 (PE 64) 1.41 and its first layer (PE
+# 16) 1.30. Now the 90 rows are within 21 % (rms: w1a2 16 -> 7.6 %, w1a1 21 -> 8.9 %, w1a4 2.6 %, w1a8
+# 7.1 %), and the 1-bit layers of the CNV w1a2 on kv260 and zcu104 within 13 %. The binary lanes fall
+# as well (2.1 to 3.8 LUTs a lane at PE 16 to 64, 8.4 to 13.5 at PE 1 and 2) though they negate
+# nothing; the fit takes that as measured.
+SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 9.0, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0}
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
@@ -400,13 +415,24 @@ def threshold_table_apart(core: FpgaCore | None) -> bool:
     return not core_family(core).rtl_built
 
 
-def lane_luts(lanes: Lanes) -> float:
-    """LUTs one MAC lane takes with its share of the adder tree: measured per kind and width pair
-    (``LANE_LUTS``), else per product bit (``LANE_LUT_PER_PRODUCT_BIT``)."""
+def lane_luts(lanes: Lanes, sharing: int = 1) -> float:
+    """LUTs one MAC lane takes with its share of the adder tree, in a unit whose ``sharing``
+    channels read each input: measured per kind and width pair (``LANE_LUTS``), a lane of a 1-bit
+    weight with its share of what those channels share (``SHARED_LANE_LUTS`` over the square root
+    of ``sharing``),
+    else per product bit (``LANE_LUT_PER_PRODUCT_BIT``). O(1)."""
+    key = lane_key(lanes)
+    if key in SHARED_LANE_LUTS:
+        return LANE_LUTS[key] + SHARED_LANE_LUTS[key] / math.sqrt(max(1, sharing))
+    return LANE_LUTS.get(key, LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
+
+
+def lane_key(lanes: Lanes) -> Any:
+    """The key of ``lanes`` in ``LANE_LUTS``: ``"xnor"``, else (kind, narrower, wider bits). O(1)."""
     if lanes.kind == "xnor":
-        return LANE_LUTS["xnor"]
+        return "xnor"
     narrow, wide = sorted((lanes.weight_bits, lanes.activation_bits))
-    return LANE_LUTS.get((lanes.kind, narrow, wide), LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
+    return (lanes.kind, narrow, wide)
 
 
 def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None) -> float:
@@ -416,7 +442,7 @@ def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None) -> float:
     (``group_dsps`` 0: a lone 4 x 4 product, a shift-and-add multiplier) costs
     ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a group on a DSP a packed lane's each.
     Fitted to yosys: see the constant. O(1)."""
-    per_lane = lane_luts(lanes)
+    per_lane = lane_luts(lanes, sharing)
     full, rest = divmod(sharing, lanes.pack)
     if lanes.kind != "dsp" or not rest or group_dsps(lanes, rest, core):
         return per_lane
@@ -673,7 +699,8 @@ class Kernel:
         return rows * math.ceil(g.stream_elements // g.pixels / fold.pe)
 
     def ideal_cycles(self, g: Geometry, core: FpgaCore) -> float:
-        """The op's share of the core's budget (what it adds to the core's load). A DSP lane
+        """The op's share of the core's budget (what it adds to the core's load), at its best: a
+        LUT lane at the most channels that can share its input (``lane_luts``). A DSP lane
         costs 1 / macs-per-DSP DSPs plus its part of the requantizers: L lanes finish L /
         reduction results a cycle, one unit of ``requantizer_dsps`` each, so a lane carries
         ``requantizer_dsps / reduction`` of them (a depthwise conv's 9-term dot products pay
@@ -682,8 +709,9 @@ class Kernel:
             return 0.0
         if self.uses_dsp:
             lanes = lane_choice(core, g.weight_bits, g.activation_bits)
-            if lanes.kind != "dsp":  # LUT lanes share the core's LUTs
-                return g.macs / max(1, core.lut // lane_luts(lanes)) * self.fill_factor(g)
+            if lanes.kind != "dsp":  # LUT lanes share the core's LUTs, at best every channel reading each input
+                per_lane = lane_luts(lanes, self.input_sharing(g, Folding(pe=g.channels)))
+                return g.macs / max(1, core.lut // per_lane) * self.fill_factor(g)
             per_dsp = lanes.pack if g.lane_bits < 8 else macs_per_dsp(core, g.lane_bits)
             dsps_per_lane = 1 / per_dsp + requantizer_dsps(g.reduction, core, g) / max(1, g.reduction)
             return g.macs * dsps_per_lane / core.dsp * self.fill_factor(g)
