@@ -238,26 +238,11 @@ class Conv2d(WindowKernel):
         return Layer(op.name, "conv2d", [x.name], y.name, config, arrays)
 
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
-        """The dot product's resources, a threshold output stage's where it has one (``threshold``),
-        the window unit's own logic around narrow lanes (``window_logic``) and its paired int8
-        products' sums (``paired_products``)."""
+        """The dot product's resources (``Kernel.resources``), a threshold output stage's where it has
+        one (``threshold``) and the window unit's own logic around narrow lanes (``window_logic``)."""
         acc_bits = dot_bits(g.reduction, g.weight_bits, g.activation_bits)
         stage = threshold.stage_resources(g, fold, acc_bits, threshold_table_apart(core), narrow_lanes(g, core))
-        return (super().resources(g, fold, core, resident) + stage + self.window_logic(g, fold, core)
-                + self.paired_products(g, fold, core))
-
-    def paired_products(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
-        """LUTs the int8 products of narrow weights by 8-bit pixels (or the reverse) take beside the
-        lanes' price where the RTL pairs them two to a multiplier (a core of two MACs a DSP, and
-        ``paired_lanes`` fewer than the lanes: ``window_lanes``' PACK): ``PAIRED_PRODUCT_LUTS`` a lane
-        on a family Vivado builds from HLS; none elsewhere. O(1)."""
-        family = core_family(core)
-        int8_products = max(g.weight_bits, g.activation_bits) == 8 and 1 < min(g.weight_bits, g.activation_bits) < 8
-        paired = (core is not None and core.macs_per_dsp == 2 and int8_products
-                  and self.paired_lanes(g, fold) < fold.lanes)
-        if family.rtl_built or not paired:
-            return Resources()
-        return Resources(lut=round(family.lut_scale * PAIRED_PRODUCT_LUTS * fold.lanes))
+        return super().resources(g, fold, core, resident) + stage + self.window_logic(g, fold, core)
 
     def window_logic(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
         """LUTs of the window unit's read lanes and line-buffer banks (``window_logic_luts``) where
@@ -438,15 +423,6 @@ def window_lanes(c: dict[str, int], w: np.ndarray, macs_per_dsp: int, xp: int,
                    "PACK": pack, "PACKED": packed, "groups": groups, "macs_per_dsp": macs_per_dsp,
                    "EB": xb, "PAD": f"{xb}'h{lane_code(c['ZX'], xb, xu):x}"}
 
-
-# int8 products of narrow weights by 8-bit pixels (a QONNX model's first layer) paired two to a
-# DSP48E2 (WP486: pixel pairs, or channel pairs at MMV 1; ``window_lanes``' PACK) cost LUTs the xc7 fit
-# of their lanes (``kernel.LANE_LUTS[("dsp", 4, 8)]``, one MAC a DSP48E1: nothing paired) does not
-# hold: yosys 0.23 synth_xilinx -family xcup of a w4a8 3 -> 64 3 x 3 first layer on a 32 x 32 frame at
-# PE x SIMD 2 x 9 took 19, 14 and 18 LUTs a lane more than its price at MMV 1, 2 and 3 (1,677, 3,402
-# and 3,520 LUTs but the output's, priced 1,331, 2,894 and 2,540); the CNV w4a4's first layer on kv260
-# (compiled at 2 x 9 x 3) was 0.74 of yosys. Least squares of the relative error over the three: 17.
-PAIRED_PRODUCT_LUTS = 17.0
 
 UPSAMPLING = ("UH", "UW", "XH", "XW")
 """A transposed conv's members: its strides (UH, UW: UH - 1 zero rows between input rows, UW - 1

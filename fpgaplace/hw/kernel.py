@@ -171,6 +171,17 @@ SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 9.0, ("lut", 1, 2): 5.8, ("lut", 1
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
+# int8 products of a narrow operand (2- to 4-bit weights by 8-bit inputs, or the reverse: a QONNX
+# model's first layer, a classifier on 8-bit codes) take more LUTs on a DSP48E2 than their lanes'
+# price holds (``LANE_LUTS[("dsp", 4, 8)]``, fitted on xc7's DSP48E1), two to a multiplier (WP486) or
+# one: yosys 0.23 synth_xilinx -family xcup keeps wider sums in the fabric (a dense unit at PE x SIMD
+# 1 x 16, w4a8: 74 CARRY4 and 550 FFs against 42 and 358 on xc7, the DSPs equal). Least squares of the
+# relative error over nine units on kv260's core: w4a8 3 -> 64 first layers on a 32 x 32 frame at 2 x 9
+# x 1, 2, 3 and 1 x 9 x 1, a w2a8 3 -> 16 at 1 x 27 x 1, and dense units 64 x 16 (w2a8 and w4a8 at 4 x 8,
+# w4a8 at 2 x 16 and 1 x 16). Without it they were 0.63 to 0.92 of yosys; with it 0.90 to 1.07.
+WIDE_DSP_NARROW_PRODUCT_LUTS = 17.0
+
+
 # FFs of a dot-product stage with narrow lanes (``narrow_dot_ffs``): the RTL units' pipeline registers
 # bit for bit, as yosys 0.23 ``synth_xilinx`` keeps them (its FFs grouped by the register they drive):
 # each lane's product (``s3_product`` / ``s2_product``; a one-product DSP keeps it inside), the weight
@@ -865,6 +876,15 @@ class Kernel:
         """Every DSP of the stage: MAC lanes and requantizers."""
         return self.mac_dsps(g, fold, core) + self.requantizer_dsps(g, fold, core)
 
+    def narrow_int8_products(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
+        """LUTs the lanes' int8 products of a narrow operand (one side 2 to 4 bits, the other 8) take
+        beside their lanes' price on a DSP48E2 core: ``WIDE_DSP_NARROW_PRODUCT_LUTS`` a lane; none
+        elsewhere. O(1)."""
+        narrow, wide = sorted((g.weight_bits, g.activation_bits))
+        if core_family(core).multiplier != "DSP48E2" or wide != 8 or not 1 < narrow < 8:
+            return 0.0
+        return WIDE_DSP_NARROW_PRODUCT_LUTS * fold.lanes
+
     def fixed_bytes(self, g: Geometry, core: FpgaCore | None = None) -> int:
         """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
         output channel, and its line buffer (``line_buffer_bytes`` on ``core``), which is
@@ -901,7 +921,7 @@ class Kernel:
             channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
             lane_cost = unit_lane_luts(choice, self.input_sharing(g, fold), core) * self.lane_scale(g, fold, core)
             dot = narrow_dot_luts(g, fold, lane_cost, self.requantizers(g, fold))
-            luts = round(dot) + lutram - channel_rom
+            luts = round(dot + self.narrow_int8_products(g, fold, core)) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
                              self.narrow_ffs(g, fold, choice, resident))
         return Resources(0, bram, uram, round(scale * (LANE_LUT_BASE + LANE_LUT_PER_PE * lanes + lutram)),
