@@ -231,13 +231,14 @@ def test_yosys_of_compiled_lowbit_conv_layers_agrees_with_the_estimate(tmp_path)
     ``spanning_lane_share`` and ``window_logic_luts``) and one whose line buffer keeps copies
     (``WindowKernel.rtl_line_buffer``; the test below checks one alone). The output is left out
     as the Xilinx price leaves it out (the HLS kernel Vivado builds there has none). The layers
-    ``checked_lowbit_convs`` takes: here conv_12 at PE x SIMD x MMV 4 x 72 x 1, its 18 memories 9
-    copies of 2 banks (3,225 LUTs, priced 3,020; before the spanning terms and the copies' price
-    compile folded it 4 x 18 x 3), conv_21 at 2 x 36 x 1, whose lanes span window positions and
-    turn channels (2,438, priced 2,116), and conv_25 at 2 x 8 x 1 (609, 728). With copies in
-    RAMB18s priced but turning lanes not, compile folded conv_12 8 x 36 x 1 and conv_21 2 x 36 x 1,
-    25 and 40 % under yosys. The other layers are larger (conv_7 at 8 x 24 x 3: 5,236, priced
-    5,109; conv_16 at 8 x 48 x 1: 4,687, 5,333; measured with a group a word at the output). About 30 s of yosys."""
+    ``checked_lowbit_convs`` takes, as compiled at 0ccab4f: conv_12 at PE x SIMD x MMV 2 x 72 x 2,
+    its SIMD spanning window positions and its line buffer in copies (3,221 LUTs in yosys 0.23,
+    priced 2,927), conv_21 at 2 x 48 x 1, spanning too (2,622, priced 2,010: the nearest to the
+    bound), and conv_25 at 2 x 8 x 1 (604, 621). Earlier prices folded them otherwise (conv_12 at
+    4 x 18 x 3 before the spanning terms and the copies' price; with copies priced but turning lanes
+    not, conv_12 at 8 x 36 x 1 and conv_21 at 2 x 36 x 1, 25 and 40 % under yosys). The other
+    layers (conv_7 at 8 x 24 x 3, conv_16 at 8 x 48 x 1) take a minute or more of yosys each.
+    About 30 s of yosys."""
     model = zoo.cnv(2, 2, batch_norm=True, **SMALL_CNV)
     project = tmp_path / "project"
     result = Design(model, "pynq-z2", profile_cpu=False).compile(project, random_samples=2)
