@@ -172,14 +172,21 @@ SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 9.0, ("lut", 1, 2): 5.8, ("lut", 1
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
 # int8 products of a narrow operand (2- to 4-bit weights by 8-bit inputs, or the reverse: a QONNX
-# model's first layer, a classifier on 8-bit codes) take more LUTs on a DSP48E2 than their lanes'
-# price holds (``LANE_LUTS[("dsp", 4, 8)]``, fitted on xc7's DSP48E1), two to a multiplier (WP486) or
-# one: yosys 0.23 synth_xilinx -family xcup keeps wider sums in the fabric (a dense unit at PE x SIMD
-# 1 x 16, w4a8: 74 CARRY4 and 550 FFs against 42 and 358 on xc7, the DSPs equal). Least squares of the
-# relative error over nine units on kv260's core: w4a8 3 -> 64 first layers on a 32 x 32 frame at 2 x 9
-# x 1, 2, 3 and 1 x 9 x 1, a w2a8 3 -> 16 at 1 x 27 x 1, and dense units 64 x 16 (w2a8 and w4a8 at 4 x 8,
-# w4a8 at 2 x 16 and 1 x 16). Without it they were 0.63 to 0.92 of yosys; with it 0.90 to 1.07.
-WIDE_DSP_NARROW_PRODUCT_LUTS = 17.0
+# model's first layer, a classifier on 8-bit codes) take LUTs their lanes' price
+# (``LANE_LUTS[("dsp", 4, 8)]``, fitted at one pixel a cycle) does not hold. On a DSP48E2, paired two
+# to a multiplier (WP486) or not, yosys 0.23 synth_xilinx -family xcup keeps wider sums in the fabric
+# (a dense unit at PE x SIMD 1 x 16, w4a8: 74 CARRY4 and 550 FFs against 42 and 358 on xc7, the DSPs
+# equal): ``WIDE_DSP_NARROW_PRODUCT_LUTS`` a lane. On any family, a window unit computing MMV pixels
+# at once takes ``EXTRA_PIXEL_LUTS`` and ``EXTRA_PIXEL_LUT_PER_LANE`` a lane of each pixel beyond the
+# first: the CNV w2a2's first layer on pynq-z2 (w2a8 at 1 x 9 x 5) was 0.71 of yosys, and units of it
+# at MMV 1, 3, 5 on xc7 0.89, 0.76, 0.69. Least squares of the relative error over 31 units: 22 first
+# layers on xc7 (3 -> 16 to 64 channels, 8 to 32 pixel frames, w2a8 and w4a8, PE x SIMD x MMV 1 to 8 x
+# 3 to 27 x 1 to 5), five on kv260's core (w4a8 at 2 x 9 x 1 to 3 and 1 x 9 x 1, w2a8 at 1 x 27 x 1)
+# and four dense units on kv260's (64 x 16: w2a8 and w4a8 at 4 x 8, w4a8 at 2 x 16 and 1 x 16).
+# Before: 0.63 to 1.08 of yosys; now 0.83 to 1.08.
+WIDE_DSP_NARROW_PRODUCT_LUTS = 16.3
+EXTRA_PIXEL_LUTS = 118.0
+EXTRA_PIXEL_LUT_PER_LANE = 2.0
 
 
 # FFs of a dot-product stage with narrow lanes (``narrow_dot_ffs``): the RTL units' pipeline registers
@@ -878,12 +885,14 @@ class Kernel:
 
     def narrow_int8_products(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
         """LUTs the lanes' int8 products of a narrow operand (one side 2 to 4 bits, the other 8) take
-        beside their lanes' price on a DSP48E2 core: ``WIDE_DSP_NARROW_PRODUCT_LUTS`` a lane; none
-        elsewhere. O(1)."""
+        beside their lanes' price: ``WIDE_DSP_NARROW_PRODUCT_LUTS`` a lane on a DSP48E2 core, and for
+        each of the MMV - 1 pixels beyond the first ``EXTRA_PIXEL_LUTS`` and
+        ``EXTRA_PIXEL_LUT_PER_LANE`` a lane of its PE x SIMD; none for other lanes. O(1)."""
         narrow, wide = sorted((g.weight_bits, g.activation_bits))
-        if core_family(core).multiplier != "DSP48E2" or wide != 8 or not 1 < narrow < 8:
+        if wide != 8 or not 1 < narrow < 8:
             return 0.0
-        return WIDE_DSP_NARROW_PRODUCT_LUTS * fold.lanes
+        wide_dsp = WIDE_DSP_NARROW_PRODUCT_LUTS * fold.lanes if core_family(core).multiplier == "DSP48E2" else 0.0
+        return wide_dsp + (fold.mmv - 1) * (EXTRA_PIXEL_LUTS + EXTRA_PIXEL_LUT_PER_LANE * fold.pe * fold.simd)
 
     def fixed_bytes(self, g: Geometry, core: FpgaCore | None = None) -> int:
         """On-chip bytes the op holds wherever its weights are: bias, multiplier and shift per
