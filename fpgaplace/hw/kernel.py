@@ -137,7 +137,7 @@ NARROW_LUT_BASE = 6.3  # counters, credits, output FIFO beyond what grows with t
 NARROW_LUT_PER_RESULT_BIT = 2.1  # a result's accumulator and its path to the output, per bit of its dot product
 REQUANT_LUTS = {1: 380.0, 2: 450.0}  # one fp_requant_var by its cycles a result (one: 360 to 417; two: 427 to 479)
 LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included (a 1-bit weight's: its own part)
-    "xnor": 1.1,
+    "xnor": 0.0,
     ("lut", 1, 2): 4.3, ("lut", 1, 4): 7.8, ("lut", 1, 8): 9.0,
     ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
     ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 5.4, ("dsp", 4, 8): 6.2,
@@ -163,11 +163,17 @@ LONE_PRODUCT_SHARE = 1.17
 # 3)`` frames of 16 channels at SIMD 16, w1a1, w1a2, w1a4; 3 x 3 x 3 first layers at SIMD 27, w1a8)
 # and the dense rows of ``--kernels``. With one cost a lane (8.0 LUTs for w1a2), units at PE 32 and 64
 # were 1.28 to 1.59 of yosys, and the zcu104 CNV w1a2's conv_7 (PE 64) 1.41 and its first layer (PE
-# 16) 1.30. Now the 90 rows are within 21 % (rms: w1a2 16 -> 7.6 %, w1a1 21 -> 8.9 %, w1a4 2.6 %, w1a8
-# 7.1 %), and the 1-bit layers of the CNV w1a2 on kv260 and zcu104 within 13 %. The binary lanes fall
-# as well (2.1 to 3.8 LUTs a lane at PE 16 to 64, 8.4 to 13.5 at PE 1 and 2) though they negate
-# nothing; the fit takes that as measured.
-SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 9.0, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0}
+# 16) 1.30. Now the 54 rows of 1-bit weights by wider inputs are within 16 % (rms: w1a2 16 -> 7.6 %,
+# w1a4 2.6 %, w1a8 7.1 %), and the 1-bit layers of the CNV w1a2 on kv260 and zcu104 too. Binary lanes fall
+# with PE too, though they negate nothing (2.1 to 3.8 LUTs a lane at PE 16 to 64 and SIMD 16, 8.4 to
+# 13.5 at PE 1 and 2), but grow with the SIMD their popcount sums: a lane has no own part and
+# ``XNOR_LUTS_PER_TREE_LEVEL`` a level of its tree (log2 SIMD). Fitted, a = 0, to the 36 binary unit
+# rows and the 13 binary layers of the CNV w1a1 on kv260 and pynq-z2 (at SIMD 12 to 64): with the
+# shared part alone the kv260 CNV's conv_7 and conv_16 (64 x 64 x 2, 64 x 48 x 2) were 0.62 and 0.63
+# of yosys and the network 0.69; now the 49 are within 0.79 to 1.24 (rms 10 %), the worst the kv260
+# CNV's dense layers at PE 4 (1.24, 1.18), a block-RAM ROM's.
+SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 4.6, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0}
+XNOR_LUTS_PER_TREE_LEVEL = 0.54
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
 
@@ -433,16 +439,17 @@ def threshold_table_apart(core: FpgaCore | None) -> bool:
     return not core_family(core).rtl_built
 
 
-def lane_luts(lanes: Lanes, sharing: int = 1) -> float:
+def lane_luts(lanes: Lanes, sharing: int = 1, simd: int = 1) -> float:
     """LUTs one MAC lane takes with its share of the adder tree, in a unit whose ``sharing``
-    channels read each input: measured per kind and width pair (``LANE_LUTS``), a lane of a 1-bit
-    weight with its share of what those channels share (``SHARED_LANE_LUTS`` over the square root
-    of ``sharing``),
-    else per product bit (``LANE_LUT_PER_PRODUCT_BIT``). O(1)."""
+    channels read each input and whose dot products sum ``simd`` lanes: measured per kind and width
+    pair (``LANE_LUTS``), a lane of a 1-bit weight with its share of what those channels share
+    (``SHARED_LANE_LUTS`` over the square root of ``sharing``) and a binary lane its popcount tree's
+    levels (``XNOR_LUTS_PER_TREE_LEVEL``), else per product bit (``LANE_LUT_PER_PRODUCT_BIT``). O(1)."""
     key = lane_key(lanes)
-    if key in SHARED_LANE_LUTS:
-        return LANE_LUTS[key] + SHARED_LANE_LUTS[key] / math.sqrt(max(1, sharing))
-    return LANE_LUTS.get(key, LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
+    if key not in SHARED_LANE_LUTS:
+        return LANE_LUTS.get(key, LANE_LUT_PER_PRODUCT_BIT[lanes.kind] * lanes.product_bits)
+    tree = XNOR_LUTS_PER_TREE_LEVEL * math.log2(max(1, simd)) if key == "xnor" else 0.0
+    return LANE_LUTS[key] + SHARED_LANE_LUTS[key] / math.sqrt(max(1, sharing)) + tree
 
 
 def lane_key(lanes: Lanes) -> Any:
@@ -453,14 +460,15 @@ def lane_key(lanes: Lanes) -> Any:
     return (lanes.kind, narrow, wide)
 
 
-def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None) -> float:
-    """LUTs a MAC lane takes on average in a unit whose ``sharing`` channels read each input:
+def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None, simd: int = 1) -> float:
+    """LUTs a MAC lane takes on average in a unit whose ``sharing`` channels read each input and
+    whose dot products sum ``simd`` lanes:
     ``lane_luts``, but where packed lanes leave a short last group (``packed_dsps``: ``sharing``
     no multiple of the pack), its lanes at what that group costs. A group synthesis leaves in LUTs
     (``group_dsps`` 0: a lone 4 x 4 product, a shift-and-add multiplier) costs
     ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a group on a DSP a packed lane's each.
     Fitted to yosys: see the constant. O(1)."""
-    per_lane = lane_luts(lanes, sharing)
+    per_lane = lane_luts(lanes, sharing, simd)
     full, rest = divmod(sharing, lanes.pack)
     if lanes.kind != "dsp" or not rest or group_dsps(lanes, rest, core):
         return per_lane
@@ -928,7 +936,8 @@ class Kernel:
                                  DOT_FF_BASE + DOT_FF_PER_LANE * lanes)
             # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
             channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
-            lane_cost = unit_lane_luts(choice, self.input_sharing(g, fold), core) * self.lane_scale(g, fold, core)
+            per_lane = unit_lane_luts(choice, self.input_sharing(g, fold), core, fold.simd)
+            lane_cost = per_lane * self.lane_scale(g, fold, core)
             dot = narrow_dot_luts(g, fold, lane_cost, self.requantizers(g, fold))
             luts = round(dot + self.narrow_int8_products(g, fold, core)) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
