@@ -305,20 +305,6 @@ def test_a_packed_unit_s_short_group_is_priced_as_built(tmp_path, folding):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("input_bits", [1, 2])
-def test_one_bit_weight_lanes_at_a_wide_pe_are_priced_as_synthesis_shares_them(tmp_path, input_bits):
-    """A 3 x 3 conv 16 -> 32 of +-1 weights at PE x SIMD 32 x 16: the 32 channels read each input,
-    and yosys shares what depends on the input alone, so a lane takes fewer LUTs than one at PE 2
-    (``kernel.SHARED_LANE_LUTS``). The unit's LUTs but the output's are within 25 % of the estimate
-    on xc7. At one cost a lane, w1a1 was priced 1.54 of yosys 0.23 and w1a2 1.30. About 30 s of
-    yosys each."""
-    args = (5, 16, 32, 3, 1, 0, 1, Folding(32, 16, 1), 1, input_bits, False)
-    got, estimate = thresholded_unit(args, PYNQ, "xc7", tmp_path)
-    luts = got.lut - got.output_lut
-    assert abs(luts - estimate.lut) <= LUT_TOLERANCE * luts, (luts, estimate)
-
-
-@pytest.mark.slow
 def test_line_buffer_banks_in_lutram_are_priced_per_family(tmp_path):
     """A w1a2 unit at 2 x 16 x 3 reads 48 line-buffer banks of 2 x 40 bits, each in LUTRAM: on xc7
     a RAM64M of four LUTs, on xcup a RAM64M8 of eight (yosys 0.23's libraries: ``memory.YOSYS_LUTRAMS``).
