@@ -163,8 +163,9 @@ LONE_PRODUCT_SHARE = 1.17
 # 3)`` frames of 16 channels at SIMD 16, w1a1, w1a2, w1a4; 3 x 3 x 3 first layers at SIMD 27, w1a8)
 # and the dense rows of ``--kernels``. With one cost a lane (8.0 LUTs for w1a2), units at PE 32 and 64
 # were 1.28 to 1.59 of yosys, and the zcu104 CNV w1a2's conv_7 (PE 64) 1.41 and its first layer (PE
-# 16) 1.30. Now the 54 rows of 1-bit weights by wider inputs are within 16 % (rms: w1a2 16 -> 7.6 %,
-# w1a4 2.6 %, w1a8 7.1 %), and the 1-bit layers of the CNV w1a2 on kv260 and zcu104 too. Binary lanes fall
+# 16) 1.30. Now the 39 unit rows of 1-bit weights by wider inputs are within 16 % (rms: w1a2 16 -> 7.6
+# %, w1a4 2.6 %, w1a8 7.1 %), and the 1-bit layers of the CNV w1a2 on kv260 and zcu104, folded at this
+# price, within 21 % (the worst the zcu104 first layer, w1a8 at PE 64: beyond the units' PE 32). Binary lanes fall
 # with PE too, though they negate nothing (2.1 to 3.8 LUTs a lane at PE 16 to 64 and SIMD 16, 8.4 to
 # 13.5 at PE 1 and 2), but grow with the SIMD their popcount sums: a lane has no own part and
 # ``XNOR_LUTS_PER_TREE_LEVEL`` a level of its tree (log2 SIMD). Fitted, a = 0, to the 36 binary unit
