@@ -896,9 +896,10 @@ class Kernel:
         """LUTs the lanes' int8 products of a narrow operand (one side 2 to 4 bits, the other 8) take
         beside their lanes' price: ``WIDE_DSP_NARROW_PRODUCT_LUTS`` a lane on a DSP48E2 core, and for
         each of the MMV - 1 pixels beyond the first ``EXTRA_PIXEL_LUTS`` and
-        ``EXTRA_PIXEL_LUT_PER_LANE`` a lane of its PE x SIMD; none for other lanes. O(1)."""
+        ``EXTRA_PIXEL_LUT_PER_LANE`` a lane of its PE x SIMD; none for other lanes, nor on a family
+        built from the RTL op library (ECP5: fitted on Xilinx alone). O(1)."""
         narrow, wide = sorted((g.weight_bits, g.activation_bits))
-        if wide != 8 or not 1 < narrow < 8:
+        if wide != 8 or not 1 < narrow < 8 or core_family(core).rtl_built:
             return 0.0
         wide_dsp = WIDE_DSP_NARROW_PRODUCT_LUTS * fold.lanes if core_family(core).multiplier == "DSP48E2" else 0.0
         return wide_dsp + (fold.mmv - 1) * (EXTRA_PIXEL_LUTS + EXTRA_PIXEL_LUT_PER_LANE * fold.pe * fold.simd)
