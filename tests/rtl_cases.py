@@ -76,11 +76,12 @@ def threshold_conv_case(h: int, cin: int, cout: int, k: int, stride: int, pad: i
     return with_conv_thresholds(case, lo, count, seed)
 
 
-def with_conv_thresholds(case, lo: int, count: int, seed: int):
+def with_conv_thresholds(case, lo: int, count: int, seed: int, step: int = 1):
     """The conv ``case`` with a threshold output stage in place of its requantizer: ``count``
     ascending thresholds per channel on the accumulator (``bias + sum (x - ZX) w``) drawn over the
     accumulators the inputs reach, one channel's far outside the int32 range (clamped by the RTL
-    to its dot product's); outputs ``lo .. lo + count`` (``ZY = LO``)."""
+    to its dot product's); outputs every ``step``-th code of ``lo .. lo + step * count`` (``ZY = LO``,
+    ``threshold.code_step``)."""
     config, arrays, inputs, folding = case
     rng = np.random.default_rng(seed)
     c = config
@@ -91,7 +92,7 @@ def with_conv_thresholds(case, lo: int, count: int, seed: int):
     table = np.sort(np.stack([rng.integers(spread[:, j].min() - 2, spread[:, j].max() + 3, count)
                               for j in range(c["COUT"])]), axis=1)
     table[0] = np.linspace(-(2**31) + 1, 2**31 - 1, count).astype(np.int64)
-    config = config | {"ZY": lo, "LO": lo, "HI": lo + count, "T": count}
+    config = config | {"ZY": lo, "LO": lo, "HI": lo + step * count, "T": count, "STEP": step}
     return config, arrays | {"thresholds": table.astype(np.int32)}, inputs, folding
 
 
@@ -206,17 +207,18 @@ def lowbit_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, un
 
 
 def threshold_dense_case(k: int, n: int, weight_bits: int, activation_bits: int, unsigned: bool, lo: int,
-                         count: int, seed: int, samples: int = 5):
+                         count: int, seed: int, samples: int = 5, step: int = 1):
     """A ``lowbit_dense_case`` with a threshold output stage in place of its requantizer: ``count``
     ascending thresholds per channel on the accumulator (``bias + W (x - ZX)``), drawn over the
     accumulators the inputs reach and a little beyond, one channel's far outside the int32 range
-    the RTL clamps to its dot product's; outputs ``lo .. lo + count`` (``ZY = LO``)."""
+    the RTL clamps to its dot product's; outputs every ``step``-th code of ``lo .. lo + step *
+    count`` (``ZY = LO``, ``threshold.code_step``)."""
     rng = np.random.default_rng(seed)
     config, arrays, inputs = lowbit_dense_case(k, n, weight_bits, activation_bits, unsigned, seed, samples)
     acc = np.stack([reference.dense_accumulate(x, arrays["w"], arrays["bias"], zx=config["ZX"]) for x in inputs])
     table = np.sort(rng.integers(acc.min() - 2, acc.max() + 3, (n, count)), axis=1)
     table[0] = np.linspace(-(2**31) + 1, 2**31 - 1, count).astype(np.int64)
-    config |= {"ZY": lo, "LO": lo, "HI": lo + count, "T": count}
+    config |= {"ZY": lo, "LO": lo, "HI": lo + step * count, "T": count, "STEP": step}
     return config, arrays | {"thresholds": table.astype(np.int32)}, inputs
 
 

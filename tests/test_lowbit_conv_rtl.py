@@ -91,7 +91,9 @@ def test_lowbit_conv_lanes_bit_exact_under_backpressure(tmp_path, name):
     a weight, at the int8 unit's cycles (the model's within tolerance)."""
     *shape, fold, wb, xb, unsigned, core, thresholds, kind = LANE_CASES[name]
     case = lowbit_conv_case(*shape, fold, wb, xb, unsigned, seed=5)
-    config, arrays, inputs, _ = with_conv_thresholds(case, -1 if xb == 1 else 0, 3, seed=5) if thresholds else case
+    binary = xb == 1  # codes -1, 1, 3, 5: the threshold stage's step (threshold.code_step)
+    config, arrays, inputs, _ = (with_conv_thresholds(case, -1 if binary else 0, 3, seed=5, step=2 if binary else 1)
+                                 if thresholds else case)
     op, expected, result = simulated(config, arrays, inputs, fold, tmp_path, core)
     assert len(np.unique(expected)) >= (4 if thresholds else 20), "the case spreads the outputs"
     assert result.random.mismatches == 0 and result.steady.mismatches == 0, name

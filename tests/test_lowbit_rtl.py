@@ -157,22 +157,27 @@ def test_yosys_of_compiled_lowbit_layers_agrees_with_the_estimate(tmp_path, name
     assert checked == 3  # every layer: the first's 8-bit inputs meet narrow weights
 
 
-THRESHOLD_CASES = {  # name: (weight bits, activation bits, unsigned inputs, LO, thresholds a channel)
-    "w1a1 binary, bipolar out": (1, 1, False, -1, 2),
-    "w2a2, 2-bit signed out": (2, 2, False, -2, 3),
-    "w4a4 unsigned, 4-bit unsigned out": (4, 4, True, 0, 15),
-    "w8a8, 3-bit out": (8, 8, False, -4, 7),
+THRESHOLD_CASES = {  # name: (weight bits, activation bits, unsigned inputs, LO, thresholds a channel, code step)
+    "w1a1 binary, bipolar out (-1, +1: one threshold, step 2)": (1, 1, False, -1, 1, 2),
+    "w1a1 binary, three codes out": (1, 1, False, -1, 2, 1),
+    "w2a2, 2-bit signed out": (2, 2, False, -2, 3, 1),
+    "w4a4 unsigned, 4-bit unsigned out": (4, 4, True, 0, 15, 1),
+    "w8a8, 3-bit out": (8, 8, False, -4, 7, 1),
 }
 
 
 @pytest.mark.parametrize("name", sorted(THRESHOLD_CASES))
 def test_threshold_stage_bit_exact_under_backpressure(tmp_path, name):
     """The dense unit with a threshold stage (``rtl/threshold.v.j2``: PE x T comparators on the
-    dot product, thresholds less the bias and clamped to its range, one channel's at +-2^31) equals
-    the integer reference (``threshold.multithreshold`` of the accumulator) under backpressure and
-    back to back, at the op library's cycles; without a requantizer in it."""
-    wb, xb, unsigned, lo, count = THRESHOLD_CASES[name]
-    config, arrays, vectors = threshold_dense_case(16, 6, wb, xb, unsigned, lo, count, seed=wb + 3 * xb)
+    dot product, thresholds less the bias and clamped to its range, one channel's at +-2^31; codes
+    LO + STEP x count) equals the integer reference (``threshold.multithreshold`` of the
+    accumulator) under backpressure and back to back, at the op library's cycles; without a
+    requantizer in it."""
+    wb, xb, unsigned, lo, count, step = THRESHOLD_CASES[name]
+    config, arrays, vectors = threshold_dense_case(16, 6, wb, xb, unsigned, lo, count, seed=wb + 3 * xb, step=step)
+    expected = KERNELS["dense"].reference(config, arrays, [np.concatenate(vectors)], len(vectors))
+    codes = set(np.unique(expected).tolist())
+    assert len(codes) >= 2 and codes <= set(range(lo, lo + step * count + 1, step)), codes
     config |= {"PE": 3, "SIMD": 4}
     result = simulate_dense(config, arrays, vectors, tmp_path, seed=5, steady_vectors=6)
     assert result.random.mismatches == 0 and result.steady.mismatches == 0, name
@@ -228,8 +233,11 @@ def test_a_dense_unit_s_weights_in_block_ram_are_priced(tmp_path):
 def test_threshold_tables_that_do_not_fit_are_one_line_errors():
     config, arrays, _ = threshold_dense_case(16, 6, 2, 2, False, -2, 3, seed=1)
     config |= {"PE": 3, "SIMD": 4}
-    with pytest.raises(FpgaplaceError, match=r"rtl dense: thresholds of shape \[6, 2\] .*expected \[6, HI - LO\]"):
+    wrong_shape = r"rtl dense: thresholds of shape \[6, 2\] .*expected \[6, \(HI - LO\) / STEP\]"
+    with pytest.raises(FpgaplaceError, match=wrong_shape):
         render_dense(config, arrays | {"thresholds": arrays["thresholds"][:, :2]})
+    with pytest.raises(FpgaplaceError, match=r"shape \[6, 3\] with LO=-2, HI=1, STEP=2, ZY=-2"):  # 3 codes: no step 2
+        render_dense(config | {"STEP": 2}, arrays)
 
 
 @pytest.mark.parametrize("name", ["w1a1 (bipolar: thresholds)", "w4a4 unsigned"])
@@ -255,6 +263,8 @@ def test_hls_keeps_lowbit_dense_weights_packed_and_csim_is_bit_exact(tmp_path, n
             word = math.ceil(layer.pe * table.shape[1] * bits / 8)
             assert f"static const uint8_t l{i}_thresholds[{table.shape[0] // layer.pe * word + 8}] =" in header
             assert bits < 32, "stored narrower than the accumulator's C++ type"
+            if weight_bits == 1:  # a bipolar quantizer writes -1 and +1: one threshold a channel, step 2
+                assert table.shape[1] == layer.config["T"] == 1 and layer.config["STEP"] == 2, layer.config
             tables += 1
     assert tables == (2 if "thresholds" in name else 0), tables
     images = np.random.default_rng(0).uniform(-1, 1, (3, 3, 4, 4)).astype(np.float32)

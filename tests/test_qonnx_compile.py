@@ -210,6 +210,25 @@ def test_multithreshold_is_finns():
     acc = rng.integers(-60, 60, (4, 5, 6))
     want = finn(acc.astype(np.float32), table.astype(np.float32), channels_last=True)
     assert np.array_equal(multithreshold(acc, table, -8), want - 8)
+    scaled = finn(acc.astype(np.float32), table.astype(np.float32), out_scale=2.0, out_bias=-15.0, channels_last=True)
+    assert np.array_equal(multithreshold(acc, table, -15, step=2), scaled)  # FINN's out_scale: every 2nd code
+
+
+def test_a_bipolar_stage_keeps_each_threshold_once():
+    """A table whose every channel repeats each threshold (codes -1 and +1 of ``-1..1``, 0 never
+    written) is kept once a channel with the step 2 (``threshold.merged_steps``), and the stage
+    writes the same codes; a table without common runs is kept whole."""
+    from fpgaplace.hw.threshold import merged_steps, multithreshold
+
+    rng = np.random.default_rng(4)
+    single = np.sort(rng.integers(-40, 40, (5, 1)), axis=1)
+    doubled = np.repeat(single, 2, axis=1)
+    kept, step = merged_steps(doubled)
+    assert step == 2 and np.array_equal(kept, single)
+    acc = rng.integers(-50, 50, (7, 5))
+    assert np.array_equal(multithreshold(acc, kept, -1, step), multithreshold(acc, doubled, -1))
+    distinct = np.sort(rng.choice(100, (5, 4), replace=False) - 50, axis=1)
+    assert merged_steps(distinct)[1] == 1 and merged_steps(np.repeat(distinct, 3, axis=1))[1] == 3
 
 
 def onnxruntime_batch_norm(u: np.ndarray, gamma, beta, mean, var) -> np.ndarray:

@@ -302,13 +302,15 @@ def _thresholds(layer: Layer, prefix: str, arrays: list, channel: dict[str, np.n
     """Register a threshold output stage's table (``fpgaplace.hw.threshold``, one word a fold) and
     set ``channel["bias"]`` to the bias less each channel's offset (``dense.lane_thresholds``);
     returns the stage's C++ members (``fp::OutputStage``): ``TH_W`` bits a threshold, ``TH_PE``
-    channels and ``TH_BYTES`` bytes a word (``threshold.table_bytes``). O(weights + C*T)."""
+    channels, ``TH_BYTES`` bytes a word (``threshold.table_bytes``) and ``STEP`` between the codes it
+    writes (``threshold.code_step``). O(weights + C*T)."""
     stored, offsets, dot = lane_thresholds(layer.config, layer.arrays,
                                            KERNELS[layer.kernel].width_members(layer.widths, layer.arrays))
     channel["bias"] = (np.asarray(layer.arrays["bias"], np.int64) - offsets).astype(np.int32)
     arrays.append(_array(f"{prefix}_thresholds", "uint8_t", threshold.table_bytes(stored, dot, layer.folding.pe)))
     return {"TH_W": threshold.stored_bits(dot), "TH_PE": layer.folding.pe,
-            "TH_BYTES": threshold.word_bits(layer.folding.pe, int(stored.shape[1]), dot) // 8}
+            "TH_BYTES": threshold.word_bits(layer.folding.pe, int(stored.shape[1]), dot) // 8,
+            "STEP": threshold.code_step(layer.config)}
 
 
 def stored_weight_bits(layer: Layer) -> int:

@@ -217,7 +217,7 @@ class Conv2d(WindowKernel):
                   "dilation": (c["DH"], c["DW"]), "groups": c["GROUPS"]}
         if "thresholds" in arrays:  # a threshold output stage (fpgaplace.hw.threshold)
             acc = reference.conv2d_accumulate(x, arrays["w"], arrays["bias"], zx=c["ZX"], **window)
-            return threshold.multithreshold(acc, arrays["thresholds"], c["ZY"])
+            return threshold.multithreshold(acc, arrays["thresholds"], c["ZY"], threshold.code_step(c))
         return reference.conv2d(x, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"],
                                 zy=c["ZY"], lo=c["LO"], hi=c["HI"], **window)
 
@@ -365,7 +365,8 @@ class Conv2d(WindowKernel):
         if "thresholds" in per_channel:  # the channel ROM holds thresholds in place of the requantizers' words
             stored, _, _ = lane_thresholds(c, per_channel | {"w": w}, lane)
             channel_words = threshold.table_words(stored, dot_w, pe)
-            stage = {"T": int(stored.shape[1]), "TH_W": threshold.stored_bits(dot_w), "TH_LANES": pe * mmv}
+            stage = {"T": int(stored.shape[1]), "TH_W": threshold.stored_bits(dot_w), "TH_LANES": pe * mmv,
+                     "STEP": threshold.code_step(c)}
             channel_bits = stage["T"] * stage["TH_W"]
         roms[f"{top}_weights.mem"] = weight_words(reference.fold_weights(w, pe, simd).reshape(nf * sf, pe * simd),
                                                   lane["WB"])

@@ -133,7 +133,7 @@ class Dense(Kernel):
         vectors = inputs[0].reshape(rows, c["K"])
         if "thresholds" in arrays:  # a threshold output stage (fpgaplace.hw.threshold)
             acc = np.stack([reference.dense_accumulate(v, arrays["w"], arrays["bias"], zx=c["ZX"]) for v in vectors])
-            out = threshold.multithreshold(acc, arrays["thresholds"], c["ZY"])
+            out = threshold.multithreshold(acc, arrays["thresholds"], c["ZY"], threshold.code_step(c))
             return out.reshape(-1) if rows > 1 else out[0]
         out = [reference.dense(v, arrays["w"], arrays["bias"], arrays["mult"], arrays["shift"], zx=c["ZX"], zy=c["ZY"],
                                lo=c["LO"], hi=c["HI"]) for v in vectors]
@@ -245,7 +245,7 @@ class Dense(Kernel):
             stored, _, _ = lane_thresholds(config, checked, lane)
             channel_words = threshold.table_words(stored, dot_w, pe)
             th_bits = threshold.stored_bits(dot_w)
-            stage = {"T": int(checked["thresholds"].shape[1]), "TH_W": th_bits}
+            stage = {"T": int(checked["thresholds"].shape[1]), "TH_W": th_bits, "STEP": threshold.code_step(config)}
             channel_bits = stage["T"] * th_bits
         weights_file, channels_file = f"{top}_weights.mem", f"{top}_channels.mem"
         values = {m: int(config[m]) for m in DENSE_MEMBERS} | lane | stage | {

@@ -156,7 +156,8 @@ class LayerContext:
                          channels: int) -> tuple[dict, dict[str, int]]:
         """Arrays and members of a threshold output stage: weights negated on the channels whose
         code falls with the accumulator, bias 0 (it is in the thresholds), a unit requantizer
-        (unused), and ``thresholds[C][T]`` over the codes ``LO..HI`` the channels reach."""
+        (unused), and ``thresholds[C][T]`` over the codes ``LO..HI`` the channels reach, each once
+        where the codes written are every ``STEP``-th (``threshold.merged_steps``)."""
         scales = self.weight_scales(op, w_scale, channels)
         bias_f = self.index.bias(op.inputs[2]) if len(op.inputs) > 2 and op.inputs[2] else None
         bias = np.zeros(channels) if bias_f is None else np.broadcast_to(bias_f.reshape(-1), (channels,))
@@ -168,7 +169,7 @@ class LayerContext:
         reached = (table <= bound.reshape(-1, 1)).sum(axis=1)  # codes above -128 each channel reaches
         floor = (table <= -bound.reshape(-1, 1)).sum(axis=1)  # codes every accumulator reaches
         lo, hi = -128 + int(floor.min()), -128 + max(int(reached.max()), int(floor.min()) + 1)
-        table = np.clip(table[:, lo + 128:hi + 128], -(2**31) + 1, 2**31 - 1)
+        table, step = threshold.merged_steps(np.clip(table[:, lo + 128:hi + 128], -(2**31) + 1, 2**31 - 1))
         if np.any(w[falls] == -128):
             raise FpgaplaceError(f"op '{op.name}': a weight of -128 on a channel whose thresholds fall; expected "
                                  "weights in -127..127 there")
@@ -177,7 +178,7 @@ class LayerContext:
         arrays = {"w": w.reshape(shape).astype(np.int8), "bias": np.zeros(channels, np.int32),
                   "mult": np.full(channels, m, np.int32), "shift": np.full(channels, s, np.int8),
                   "thresholds": table.astype(np.int32)}
-        return arrays, {"ZY": lo, "LO": lo, "HI": hi, "T": hi - lo}
+        return arrays, {"ZY": lo, "LO": lo, "HI": hi, "T": (hi - lo) // step, "STEP": step}
 
     def weight_scales(self, op: Op, w_scale: np.ndarray, channels: int) -> np.ndarray:
         """The weight scale of each of ``channels`` output channels (one-line error if not positive)."""

@@ -7,7 +7,10 @@ rescale (a BatchNormalization before the quantizer; a bipolar quantizer's sign t
 channel's map from the integer accumulator ``acc`` to the output code is monotone: code ``k`` is
 reached from the smallest accumulator ``t[c][k]`` on. So the stage holds ``T = HI - LO`` thresholds
 per output channel and writes ``y = LO + #{i : acc >= t[c][i]}`` (FINN's compare-and-count, with
-the output range's lowest code as its bias). A channel whose map falls (a negative batch-norm
+the output range's lowest code as its bias). Where the codes a stage writes are every ``STEP``-th of
+``LO..HI`` (a bipolar quantizer's -1 and +1, never 0), each threshold stands ``STEP`` times in that
+table; the stage keeps it once and writes ``y = LO + STEP * #{...}`` (FINN's out_scale), so
+``T = (HI - LO) / STEP`` (``code_step``). A channel whose map falls (a negative batch-norm
 scale) has its weights negated, so that it rises. The thresholds come from evaluating the float
 steps exactly as the model does (float32, onnxruntime's BatchNormalization kernel, ``batch_norm``,
 and QuantizeLinear's round half to even) at every candidate accumulator by bisection, so the
@@ -133,13 +136,32 @@ def thresholds(index: QdqIndex, sink: ThresholdSink, acc_scale: np.ndarray, bias
     return low, falls
 
 
-def multithreshold(acc: np.ndarray, table: np.ndarray, lo: int) -> np.ndarray:
-    """int8 ``lo + #{i : acc >= table[c][i]}`` with the channel ``c`` on ``acc``'s last axis (the
-    integer reference of the stage; FINN's ``multithreshold`` with out_bias ``lo``). O(acc * T)."""
+def multithreshold(acc: np.ndarray, table: np.ndarray, lo: int, step: int = 1) -> np.ndarray:
+    """int8 ``lo + step * #{i : acc >= table[c][i]}`` with the channel ``c`` on ``acc``'s last axis
+    (the integer reference of the stage; FINN's ``multithreshold`` with out_bias ``lo`` and out_scale
+    ``step``). O(acc * T)."""
     acc = np.asarray(acc, dtype=np.int64)
     if table.ndim != 2 or table.shape[0] != acc.shape[-1]:
         raise FpgaplaceError(f"thresholds of shape {list(table.shape)}; expected [{acc.shape[-1]}, T]")
-    return (lo + (acc[..., None] >= table).sum(axis=-1)).astype(np.int8)
+    return (lo + step * (acc[..., None] >= table).sum(axis=-1)).astype(np.int8)
+
+
+def merged_steps(table: np.ndarray) -> tuple[np.ndarray, int]:
+    """A table ``[C, HI - LO]`` with each threshold once where every channel's stands in runs of a
+    common length ``s`` (the codes between never written: a bipolar quantizer's 0), and ``s``: the
+    kept ``[C, (HI - LO) / s]`` thresholds and the code step (``code_step``); ``(table, 1)`` where
+    no run longer than one is common. O(C * T * divisors(T))."""
+    size = table.shape[1]
+    for s in range(size, 1, -1):
+        if size % s == 0 and np.array_equal(np.repeat(table[:, ::s], s, axis=1), table):
+            return table[:, ::s], s
+    return table, 1
+
+
+def code_step(config: dict) -> int:
+    """The step between the codes a threshold stage writes (config member ``STEP``, 1 where absent:
+    every code of ``LO..HI``; ``merged_steps``). O(1)."""
+    return int(config.get("STEP", 1))
 
 
 def stored_bits(dot_bits: int) -> int:
@@ -217,16 +239,19 @@ def table_bytes(stored: np.ndarray, dot_bits: int, pe: int) -> np.ndarray:
 
 
 def checked_table(config: dict, arrays: dict, channels: int, what: str) -> dict[str, np.ndarray]:
-    """A threshold stage's table ``[channels, T]`` as int64 (T = HI - LO, at most 255, ZY = LO: the
-    RTL units count from ZY; none without one), or a one-line error naming the unit ``what``."""
+    """A threshold stage's table ``[channels, T]`` as int64 (T = (HI - LO) / STEP, at most 255, ZY =
+    LO: the RTL units count from ZY; ``code_step``; none without one), or a one-line error naming the
+    unit ``what``."""
     if "thresholds" not in arrays:
         return {}
     table = np.asarray(arrays["thresholds"])
-    size = int(config["HI"]) - int(config["LO"])
+    span, step = int(config["HI"]) - int(config["LO"]), code_step(config)
+    size = span // step if step >= 1 and span % step == 0 else -1
     if table.ndim != 2 or table.shape != (channels, size) or not 1 <= size <= 255 or int(config["ZY"]) != int(
             config["LO"]):
         raise FpgaplaceError(f"rtl {what}: thresholds of shape {list(table.shape)} with LO={config['LO']}, "
-                             f"HI={config['HI']}, ZY={config['ZY']}; expected [{channels}, HI - LO] with ZY = LO")
+                             f"HI={config['HI']}, STEP={step}, ZY={config['ZY']}; expected "
+                             f"[{channels}, (HI - LO) / STEP] with ZY = LO")
     return {"thresholds": table.astype(np.int64)}
 
 

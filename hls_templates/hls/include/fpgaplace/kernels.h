@@ -178,7 +178,8 @@ inline int8_t requantize(int64_t acc, int32_t m, int s, int zp, int lo, int hi, 
 
 // The output stage of a dot product (conv2d, dense) of config C on channel co's accumulator acc
 // (bias included): requantize(acc, mult[co], shift[co], ZY, LO, HI), or, when C has T thresholds
-// per channel (fpgaplace.hw.threshold), FINN's multithreshold: ZY + #{i : acc >= t[co][i]}. There
+// per channel (fpgaplace.hw.threshold), FINN's multithreshold: ZY + STEP * #{i : acc >= t[co][i]}
+// (STEP: the codes written are every STEP-th, threshold.code_step). There
 // the bias is what turns the accumulator into the dot product of lane values, and the table holds
 // each threshold as that dot product meets it (threshold.stored_table): TH_W-bit two's complement
 // fields, TH_PE channels' T thresholds a word of TH_BYTES bytes (threshold.table_bytes).
@@ -220,7 +221,7 @@ struct OutputStage<C, std::void_t<decltype(C::T)>> {
 #pragma HLS UNROLL
       count += acc >= detail::signed_field<C::TH_W>(word, first + i * C::TH_W) ? 1 : 0;
     }
-    return static_cast<int8_t>(C::ZY + count);
+    return static_cast<int8_t>(C::ZY + C::STEP * count);
   }
 };
 
