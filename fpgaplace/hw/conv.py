@@ -256,7 +256,7 @@ class Conv2d(WindowKernel):
         banks = line_buffer(c, self.priced_input_width(g, fold)).banks
         return Resources(lut=round(family.lut_scale * window_logic_luts(c, banks, g.activation_bits)))
 
-    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
+    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool = True) -> float:
         """The share of ``lane_luts`` a narrow lane takes (``narrow_dot_luts``): less where the SIMD
         spans window positions (``spanning_lane_share``, its weight ROM PE x SIMD weights a word) on
         a family Vivado builds from HLS, as ``window_logic`` is priced; all of it elsewhere. O(1)."""

@@ -83,6 +83,23 @@ def result_delay(pe: int, folds: int) -> int:
 # error: 113 + 0.43 a word bit): the 14 within 9 %, rms 4 % (before: up to 32 % under; the CNV w1a2's
 # 256 x 512 threshold unit at 1 x 32, 276 LUTs priced against 408).
 BLOCK_ROM_LUTS = 115
+# The share of a binary (XNOR) lane's price (``kernel.lane_luts``, fitted to window units and the
+# CNV w1a1's layers) a dense unit's binary lane takes where its weights are in block RAM
+# (``block_rom``). yosys 0.23 synth_xilinx -family xc7 of nine dense units with a bipolar threshold
+# stage (T = 1, STEP = 2; ``rtl_cases.threshold_dense_case``), K x N = 256 and 512 x 512 at PE x SIMD
+# 1 x 32 to 16 x 64: at the full price 1.13 to 1.42 of yosys (the CNV w1a1's 512 x 512 at 8 x 32
+# 1.36); at this share, least squares of the relative error, 0.92 to 1.07. Both of the price's terms,
+# fitted apart to the nine, came out at the same share (3.0 / sqrt(PE) and 0.38 a tree level against
+# 4.6 and 0.54). Units whose weights are a LUT ROM take the full price: the compiled MLP w1a1's 32 x
+# 16 at 2 x 16 was 0.74 of yosys at the share, 0.98 at the full price; the 64 x 16 units of
+# ``--kernels`` 0.83 to 0.86 at the share.
+DENSE_XNOR_LANE_SHARE = 0.68
+# FFs a dense unit with a threshold stage has fewer than ``kernel.narrow_dot_ffs`` counts beyond its
+# registers (``Dense.narrow_ffs``): the requantizers' group control and rounding registers. yosys 0.23
+# synth_xilinx -family xc7 of 15 binary dense units with a bipolar threshold stage (the nine of
+# ``DENSE_XNOR_LANE_SHARE``, and 32 x 16 and 64 x 16 at 2 x 8 to 8 x 8), least squares of the relative
+# error: 0.89 to 1.12 of yosys (before: 1.07 to 1.37; the compiled MLP w1a1's 32 x 16 at 4 x 8 1.37).
+THRESHOLD_FREED_FFS = 41
 
 
 def block_rom(g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool) -> bool:
@@ -153,6 +170,26 @@ class Dense(Kernel):
         y, arrays, output_stage = ctx.dot_output(op, x, w, weight.scale, shape["N"])
         config = {"K": shape["K"], "N": shape["N"], "ZX": x.zero_point, **output_stage}
         return Layer(op.name, "dense", [x.name], y.name, config, arrays, rows=shape["ROWS"] // ctx.batch())
+
+    def narrow_ffs(self, g: Geometry, fold: Folding, lanes: Lanes, resident: bool) -> int:
+        """``Kernel.narrow_ffs``, but behind a threshold stage (``rtl/dense.v.j2``: no result register
+        and no requantizers): each of the PE dot products' sum register at its adder tree's width
+        (``dot_bits`` of SIMD products; synthesis keeps no copies of its sign), its accumulator, and
+        the stage's int8 code in place of the result; ``THRESHOLD_FREED_FFS`` fewer. O(1)."""
+        ffs = super().narrow_ffs(g, fold, lanes, resident)
+        if not g.shape.get("T"):
+            return ffs
+        dot, tree = (dot_bits(n, g.weight_bits, g.activation_bits) for n in (g.reduction, fold.simd))
+        kept = fold.pe * (tree + dot + 8)
+        return max(0, ffs - fold.pe * self.sum_stages * dot + kept - THRESHOLD_FREED_FFS)
+
+    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool = True) -> float:
+        """The share of ``lane_luts`` a narrow lane takes (``narrow_dot_luts``): a binary lane's
+        ``DENSE_XNOR_LANE_SHARE`` where its weights are in block RAM (``block_rom``, on a family
+        Vivado builds from HLS: fitted on Xilinx alone); all of it elsewhere. O(1)."""
+        if not block_rom(g, fold, core, resident) or self.unit_lanes(g, fold, core).kind != "xnor":
+            return 1.0
+        return DENSE_XNOR_LANE_SHARE
 
     def resources(self, g: Geometry, fold: Folding, core=None, resident: bool = True) -> Resources:
         """The dot product's resources, and a threshold output stage's where it has one (``threshold``:

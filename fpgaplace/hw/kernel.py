@@ -172,7 +172,10 @@ LONE_PRODUCT_SHARE = 1.17
 # rows and the 13 binary layers of the CNV w1a1 on kv260 and pynq-z2 (at SIMD 12 to 64): with the
 # shared part alone the kv260 CNV's conv_7 and conv_16 (64 x 64 x 2, 64 x 48 x 2) were 0.62 and 0.63
 # of yosys and the network 0.69; now the 49 are within 0.79 to 1.24 (rms 10 %), the worst the kv260
-# CNV's dense layers at PE 4 (1.24, 1.18), a block-RAM ROM's.
+# CNV's dense layers at PE 4 (1.24, 1.18), a block-RAM ROM's. A dense unit's binary lane by a
+# block-RAM weight ROM takes ``dense.DENSE_XNOR_LANE_SHARE`` of this price; with it, and the CNV
+# w1a1's bipolar stages at one threshold a channel (``threshold.merged_steps``), the 52 rows (three
+# more dense ones) are within 0.78 to 1.16, rms 9.6 %; both terms fitted again gave rms 9.1 %.
 SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 4.6, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0}
 XNOR_LUTS_PER_TREE_LEVEL = 0.54
 # an unmeasured pair: its product bits at (4, 4)'s rate
@@ -939,7 +942,7 @@ class Kernel:
             # narrow_dot_luts prices the channel ROM as synthesis builds it (channel_rom_luts)
             channel_rom = fold.pe * memory_blocks(CHANNEL_WORD_BITS, math.ceil(g.channels / fold.pe))[2]
             per_lane = unit_lane_luts(choice, self.input_sharing(g, fold), core, fold.simd)
-            lane_cost = per_lane * self.lane_scale(g, fold, core)
+            lane_cost = per_lane * self.lane_scale(g, fold, core, resident)
             dot = narrow_dot_luts(g, fold, lane_cost, self.requantizers(g, fold))
             luts = round(dot + self.narrow_int8_products(g, fold, core)) + lutram - channel_rom
             return Resources(self.dsps(g, fold, core), bram, uram, round(scale * luts),
@@ -955,9 +958,11 @@ class Kernel:
         """The lanes the stage builds at ``fold`` (``unit_lanes`` of its ``input_sharing``). O(1)."""
         return unit_lanes(core, g.weight_bits, g.activation_bits, self.input_sharing(g, fold))
 
-    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> float:
-        """The share of ``lane_luts`` a narrow MAC lane of this kernel takes (``narrow_dot_luts``):
-        all of it, but in a window unit whose SIMD spans window positions (``Conv2d.lane_scale``)."""
+    def lane_scale(self, g: Geometry, fold: Folding, core: FpgaCore | None, resident: bool = True) -> float:
+        """The share of ``lane_luts`` a narrow MAC lane of this kernel takes (``narrow_dot_luts``) with
+        its weights ``resident`` or streamed: all of it, but in a window unit whose SIMD spans window
+        positions (``Conv2d.lane_scale``) and a dense unit's binary lanes by a block-RAM weight ROM
+        (``Dense.lane_scale``)."""
         return 1.0
 
     narrow_ff_base = NARROW_FF_BASE  # the RTL unit's registers that do not grow with its lanes
