@@ -296,7 +296,8 @@ def thresholded_unit(args: tuple, core, family: str, folder: Path) -> tuple[yosy
 def test_a_packed_unit_s_short_group_is_priced_as_built(tmp_path, folding):
     """On kv260 (DSP48E2) w4a4 lanes pack three to a DSP: at PE 4 the fourth channel's product is
     lone and synth_xilinx builds it in LUTs (``kernel.unit_lane_luts``); at PE 5 the last group is
-    a pair on a DSP, priced as packed lanes. The DSPs are the estimate's and the LUTs but the output's within
+    a pair on a DSP, priced at ``SHORT_GROUP_LANE_SHARE`` of packed lanes. The DSPs are the
+    estimate's and the LUTs but the output's within
     15 %, the fit's spread (all lanes priced as packed ones, the PE 4 unit was 2,787 LUTs against
     3,580 in yosys 0.23 ``-family xcup``, 22 % under). About a minute of yosys each."""
     core = load_board("kv260").cores[0]

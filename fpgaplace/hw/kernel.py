@@ -148,11 +148,16 @@ LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included (
 # units on kv260 (yosys 0.23 synth_xilinx -family xcup; ``scripts/bench_lowbit.py --convs --spans
 # --turns --board kv260`` and units at PE 2 to 8), the packed lanes kept at the dense fit's 15.3: a lone
 # product 35 LUTs, 1.17 of a (4, 4) LUT lane. The PE 4 units were 15 to 23 % under at 15.3 a lane, and
-# are within 8 % now; all 16 within 16 %, rms 7.4 %. A pair's lanes fitted cheaper on the small units
-# (at a packed lane's cost those at PE 2, 5 and 8 are 8 to 16 % over), but not on the CNV w4a4's conv_7
-# on kv260 (2 x 192 x 3: 29 % under at half a lane, about even at a whole one), so they cost a packed
-# lane's.
+# are within 8 % now; all 16 within 16 %, rms 7.4 %. A short group on a DSP (a pair of the three) has
+# fewer fields to take apart: its lanes cost ``SHORT_GROUP_LANE_SHARE`` of a packed lane. At a whole
+# packed lane the MobileNetV1 w4a4's pointwise layers at PE 2 on zcu104 were 1.20 to 1.33 of yosys and
+# pointwise units at PE 2 on zcu104 up to 1.43 (64 -> 128 channels at 2 x 64). Least squares of the
+# relative error over 31 rows with a pair (kv260 window units at PE 2, 5 and 8; zcu104 pointwise units
+# at PE 2 and 8, 8 to 128 output channels; the packed layers of the MobileNetV1 w4a4 on zcu104 and
+# kv260 and of the CNV w4a4 on kv260): 0.77 to 1.22, rms 18 -> 9.8 %. The CNV's conv_7 on kv260 (2 x 192
+# x 3, its SIMD spanning window positions) is the one under: about even at a whole lane, 0.77 now.
 LONE_PRODUCT_SHARE = 1.17
+SHORT_GROUP_LANE_SHARE = 0.60
 # A lane of a 1-bit (+-1) weight passes or negates its input, and synthesis shares between the PE
 # channels that read one input (``input_sharing``) what depends on the input alone: such a lane costs
 # its own part (``LANE_LUTS``) and this over the square root of the channels sharing the input
@@ -470,12 +475,15 @@ def unit_lane_luts(lanes: Lanes, sharing: int, core: FpgaCore | None, simd: int 
     ``lane_luts``, but where packed lanes leave a short last group (``packed_dsps``: ``sharing``
     no multiple of the pack), its lanes at what that group costs. A group synthesis leaves in LUTs
     (``group_dsps`` 0: a lone 4 x 4 product, a shift-and-add multiplier) costs
-    ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a group on a DSP a packed lane's each.
+    ``LONE_PRODUCT_SHARE`` of a LUT lane of its widths; a group on a DSP ``SHORT_GROUP_LANE_SHARE``
+    of a packed lane's each.
     Fitted to yosys: see the constant. O(1)."""
     per_lane = lane_luts(lanes, sharing, simd)
     full, rest = divmod(sharing, lanes.pack)
-    if lanes.kind != "dsp" or not rest or group_dsps(lanes, rest, core):
+    if lanes.kind != "dsp" or not rest:
         return per_lane
+    if group_dsps(lanes, rest, core):  # a short group on a DSP: fewer fields to take apart
+        return (full * lanes.pack + rest * SHORT_GROUP_LANE_SHARE) * per_lane / sharing
     lone = LONE_PRODUCT_SHARE * lane_luts(Lanes("lut", lanes.weight_bits, lanes.activation_bits))
     return (full * lanes.pack * per_lane + rest * lone) / sharing
 
