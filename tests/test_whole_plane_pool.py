@@ -175,3 +175,32 @@ def assert_reference_is_onnxruntime(model: onnx.ModelProto, layer, arrays: dict,
         one, other = (run[y].reshape(-1) for run in runs)
         inside = (got >= np.minimum(one, other)) & (got <= np.maximum(one, other))
         assert inside.all(), (seed, got, one, other)
+
+
+@pytest.mark.parametrize(("board", "plane", "channels", "pe"), [
+    ("zcu104", 7, 1024, 1),  # the MobileNetV1 w4a4's last pool: its sums in a RAMB18
+    ("pynq-z2", 7, 256, 8),  # 32 words of 8 sums: LUTRAM, the head register in FFs
+])
+def test_the_global_pool_on_xilinx_is_priced_as_yosys_builds_it(tmp_path, board, plane, channels, pe):
+    """The globalavgpool unit (``rtl/globalpool.v.j2``) on a Xilinx core is priced as built
+    (``pool.global_pool_resources``), not as the generic kernel (the MobileNetV1 w4a4's 7 x 7 x 1,024
+    was 190 LUTs, 248 FFs and no BRAM priced, 553 LUTs, 17 FFs and a RAMB18 in yosys): yosys
+    synth_xilinx of the unit has its FFs and its block RAM rounded up to BRAM36, and its LUTs within
+    25 % of the estimate (priced at a typical multiplier's CSD digits)."""
+    from rtl_cases import pool_case
+
+    from fpgaplace.board.load import load_board
+    from fpgaplace.board.model import core_family
+    from fpgaplace.codegen.rtl import render_op
+    from fpgaplace.hw.geometry import Folding
+    from fpgaplace.sim.yosys import synthesize
+
+    core = load_board(board).cores[0]
+    config, arrays, _, folding = pool_case("globalavgpool", plane, plane, channels, 0, 0, 0, Folding(pe, 1, 1), seed=1)
+    pool = KERNELS["globalavgpool"]
+    estimate = pool.resources(pool.config_geometry(config), folding, core)
+    built = synthesize(render_op("globalavgpool", config, arrays, folding, 1, core=core).module, tmp_path,
+                       core_family(core))
+    assert built.dsp == estimate.dsp == 0
+    assert built.ff == estimate.ff and np.ceil(built.bram36) == estimate.bram36, (built, estimate)
+    assert abs(built.lut / estimate.lut - 1) <= 0.25, (built, estimate)

