@@ -73,15 +73,21 @@ GLOBAL_POOL_FIT_PRODUCT_BITS = 44
 TYPICAL_CSD_DIGITS = 11
 
 # A max pool of narrow codes (``Pool.narrow_operands``) on a family Vivado builds from HLS, priced as
-# the window unit builds it (``narrow_pool_resources``), fitted to yosys 0.23 synth_xilinx of 12 units
-# on xc7 and on xcup (2 x 2 and padded 3 x 3 windows, 1-, 2- and 4-bit codes, PE 1 to 32, MMV 1 and 2;
-# LUTs less the output's): over the window unit's own logic (``window_logic_luts``) and the line
-# buffer's memory, POOL_LUT_PER_MEMORY a line-buffer memory and POOL_LUT_PER_MEMORY_BIT a bit of its
-# word (the read ports and their selects), and POOL_LUT_PER_SQUARED_KEY_BIT * b^2 a compare-and-select
-# of two b-bit keys, SIMD - 1 of them a result lane (PE x MMV): rms 13 % over the 24, within 25 % but
-# a PE 16 unit of 2-bit codes (37 and 25 % over). The HLS pool's 150 + 40 a lane was 0.29 to 0.46 of
-# the CNVs' pools in yosys, and 2.7 times a PE 32 unit. FFs: 205 and 6 a result lane (rms 9 %).
-POOL_LUT_PER_MEMORY, POOL_LUT_PER_MEMORY_BIT, POOL_LUT_PER_SQUARED_KEY_BIT = 8.0, 1.04, 0.44
+# the window unit builds it (``narrow_pool_resources``): over the window unit's own logic
+# (``window_logic_luts``) and the line buffer's memory, per family (``POOL_LUTS``: a line-buffer
+# memory, a bit of its word (the read ports and their selects), and b^2 a compare-and-select of two
+# b-bit keys, SIMD - 1 of them a result lane, PE x MMV). Fitted (least squares of the ratio) to
+# yosys 0.23 synth_xilinx, LUTs less the output's, of 18 units on xc7 and 22 on xcup: 2 x 2 and padded
+# 3 x 3 windows, 1-, 2- and 4-bit codes, PE 1 to 128, MMV 1 and 2, line-buffer words of 4 to 2,048
+# bits. xc7: rms 13 %, within 0.80-1.15 but a PE 16 unit of 2-bit codes on a 32 x 32 frame (1.38);
+# xcup the same, 0.80-1.15 and that unit 1.41. yosys builds the wide units' read selects on xcup
+# with more LUTs and wide multiplexers (MUXF7-F9; 28 x 28 x 64 at PE 64, 2-bit: 1,822 LUTs against
+# 1,285 on xc7), so the families have constants of their own: one fit of both was 0.67-0.84 on the
+# CNV's PE 64 x MMV 2 pools on xcup (the CNV w2a2's on zcu104, 0.72). The HLS pool's 150 + 40 a lane
+# was 0.29 to 0.46 of the CNVs' pools in yosys, and 2.7 times a PE 32 unit. FFs: 205 and 6 a result
+# lane (rms 9 % over the first 24 units; a unit whose line buffer is in LUTRAM keeps its reads in
+# FFs as well, up to three times that at PE 64 x MMV 2).
+POOL_LUTS = {"xc7": (6.24, 1.76, 0.0), "xcup": (3.58, 1.63, 0.50)}
 POOL_FF_BASE, POOL_FF_PER_LANE = 205, 6
 
 
@@ -182,7 +188,7 @@ class Pool(WindowKernel):
 
     def narrow_pool_resources(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
         """A max pool of narrow codes as the window unit builds it on a family Vivado builds from
-        HLS (see ``POOL_LUT_PER_MEMORY``): its line buffer's memories (``rtl_line_buffer``), their
+        HLS (see ``POOL_LUTS``): its line buffer's memories (``rtl_line_buffer``), their
         read ports, the unit's own logic (``window_logic_luts``) and the compare-and-selects of the
         keys. O(lanes x folds, cached: ``line_buffer``)."""
         c = self.window_shape(g.shape, fold)
@@ -190,9 +196,10 @@ class Pool(WindowKernel):
         memories, (width, _) = buffer.layout(g.activation_bits)
         bram, uram, lutram = self._memory(g, fold, core, True)
         lanes = c["PE"] * c["MMV"]
+        per_memory, per_memory_bit, per_squared_key_bit = POOL_LUTS[core_family(core).name]
         luts = (window_logic_luts(c, buffer.banks, g.activation_bits) + lutram
-                + memories * (POOL_LUT_PER_MEMORY + POOL_LUT_PER_MEMORY_BIT * width)
-                + POOL_LUT_PER_SQUARED_KEY_BIT * g.activation_bits ** 2 * lanes * (c["SIMD"] - 1))
+                + memories * (per_memory + per_memory_bit * width)
+                + per_squared_key_bit * g.activation_bits ** 2 * lanes * (c["SIMD"] - 1))
         return Resources(0, bram, uram, round(core_family(core).lut_scale * luts),
                          POOL_FF_BASE + POOL_FF_PER_LANE * lanes)
 
