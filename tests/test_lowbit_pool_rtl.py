@@ -45,7 +45,7 @@ def test_a_max_pool_of_narrow_codes_holds_them_at_their_width_bit_exact(tmp_path
 @pytest.mark.parametrize(("board", "family", "shape", "fold", "xb", "xu"), [
     ("pynq-z2", "xc7", (10, 128, 2, 2, 0), Folding(2, 1, 1), 2, 0),  # the CNV w1a2's second pool
     ("kv260", "xcup", (16, 16, 3, 2, 1), Folding(2, 1, 1), 4, 1),  # nine line-buffer copies
-    ("zcu104", "xcup", (28, 64, 2, 2, 0), Folding(32, 1, 1), 2, 0),  # the CNV's first pool, wide: 0.75 at xc7's constants
+    ("zcu104", "xcup", (28, 64, 2, 2, 0), Folding(32, 1, 1), 2, 0),  # the CNV first pool, wide: 0.75 before
 ])
 def test_a_narrow_max_pool_s_price_agrees_with_yosys(tmp_path, board, family, shape, fold, xb, xu):
     """synth_xilinx of a narrow max pool alone: its LUTs but the output's within 25 % of

@@ -108,20 +108,15 @@ def _residual_block(b: _Builder, x: str, prefix: str, cin: int, cout: int, strid
     return b.node("Relu", [b.node("Add", [y, shortcut])])
 
 
-def cnn_residual(batch: int | str = "N", image: int = 32, classes: int = 10, seed: int = 1,
-                 blocks: int = 2) -> onnx.ModelProto:
-    """A small ResNet-style CNN: stem conv-bn-relu, max pool, ``blocks`` residual blocks (the
-    first 16 -> 16 channels, the second 16 -> 32 at stride 2), global pool, Gemm."""
-    if blocks not in (1, 2):
-        raise ValueError(f"cnn_residual: blocks must be 1 or 2, got {blocks}")
+def cnn_residual(batch: int | str = "N", image: int = 32, classes: int = 10, seed: int = 1) -> onnx.ModelProto:
+    """A small ResNet-style CNN: stem conv-bn-relu, max pool, two residual blocks, global pool, Gemm."""
     b = _Builder(seed)
     x = b.node("Relu", [_conv_bn(b, "image", "stem", 3, 16, 3)])
     x = b.node("MaxPool", [x], kernel_shape=[2, 2], strides=[2, 2])
     x = _residual_block(b, x, "block1", 16, 16, 1)
-    if blocks == 2:
-        x = _residual_block(b, x, "block2", 16, 32, 2)
+    x = _residual_block(b, x, "block2", 16, 32, 2)
     x = b.node("Flatten", [b.node("GlobalAveragePool", [x])], axis=1)
-    w = b.weight("fc_w", (classes, 16 * blocks))
+    w = b.weight("fc_w", (classes, 32))
     bias = b.weight("fc_b", (classes,), scale=0.1)
     b.node("Gemm", [x, w, bias], output="logits", transB=1)
     return b.model(
