@@ -47,7 +47,7 @@ from fpgaplace.hw.rtl_values import (
     int_members,
     signed_bits,
 )
-from fpgaplace.hw.window import WindowKernel, checked_window_shape, line_buffer, probe_frame, window_logic_luts
+from fpgaplace.hw.window import WindowKernel, checked_window_shape, control_bits, line_buffer, probe_frame
 from fpgaplace.util.errors import FpgaplaceError
 
 if TYPE_CHECKING:
@@ -73,21 +73,25 @@ GLOBAL_POOL_FIT_PRODUCT_BITS = 44
 TYPICAL_CSD_DIGITS = 11
 
 # A max pool of narrow codes (``Pool.narrow_operands``) on a family Vivado builds from HLS, priced as
-# the window unit builds it (``narrow_pool_resources``): over the window unit's own logic
-# (``window_logic_luts``) and the line buffer's memory, per family (``POOL_LUTS``: a line-buffer
-# memory, a bit of its word (the read ports and their selects), and b^2 a compare-and-select of two
-# b-bit keys, SIMD - 1 of them a result lane, PE x MMV). Fitted (least squares of the ratio) to
-# yosys 0.23 synth_xilinx, LUTs less the output's, of 18 units on xc7 and 22 on xcup: 2 x 2 and padded
-# 3 x 3 windows, 1-, 2- and 4-bit codes, PE 1 to 128, MMV 1 and 2, line-buffer words of 4 to 2,048
-# bits. xc7: rms 13 %, within 0.80-1.15 but a PE 16 unit of 2-bit codes on a 32 x 32 frame (1.38);
-# xcup the same, 0.80-1.15 and that unit 1.41. yosys builds the wide units' read selects on xcup
-# with more LUTs and wide multiplexers (MUXF7-F9; 28 x 28 x 64 at PE 64, 2-bit: 1,822 LUTs against
-# 1,285 on xc7), so the families have constants of their own: one fit of both was 0.67-0.84 on the
-# CNV's PE 64 x MMV 2 pools on xcup (the CNV w2a2's on zcu104, 0.72). The HLS pool's 150 + 40 a lane
-# was 0.29 to 0.46 of the CNVs' pools in yosys, and 2.7 times a PE 32 unit. FFs: 205 and 6 a result
-# lane (rms 9 % over the first 24 units; a unit whose line buffer is in LUTRAM keeps its reads in
-# FFs as well, up to three times that at PE 64 x MMV 2).
-POOL_LUTS = {"xc7": (6.24, 1.76, 0.0), "xcup": (3.58, 1.63, 0.50)}
+# the window unit builds it (``narrow_pool_resources``): the line buffer's memory and, per family
+# (``POOL_LUTS``), a bit of the unit's counters and coordinates (``window.control_bits``), a
+# line-buffer memory, a bit of its word (the read ports and their selects), and b^2 a
+# compare-and-select of two b-bit keys, SIMD - 1 of them a result lane, PE x MMV. Fitted (least
+# squares of the ratio) to yosys 0.23 synth_xilinx, LUTs less the output's, of 18 units on xc7 and 22
+# on xcup: 2 x 2 and padded 3 x 3 windows, 1-, 2- and 4-bit codes, PE 1 to 128, MMV 1 and 2,
+# line-buffer words of 4 to 2,048 bits. xc7: rms 12 %, within 0.80-1.14 but a PE 16 unit of 2-bit
+# codes on a 32 x 32 frame (1.31); xcup rms 13 %, 0.80-1.16 and that unit 1.37. The control bits
+# have their own constant, not the conv's (``window.WINDOW_LUT_PER_CONTROL_BIT``): since the read
+# lanes test their coordinates at their own width (``rtl/window.v.j2``'s POS_W, not the element
+# offset's), a small pool is mostly its control, and priced with the conv's window logic the small
+# units were 1.24 to 1.55 times yosys. yosys builds the wide units' read selects on xcup with more
+# LUTs and wide multiplexers (MUXF7-F9; 28 x 28 x 64 at PE 64 x MMV 2, 2-bit: 4,476 LUTs against
+# 3,662 on xc7), so the families have constants of their own: one fit of both was 0.67-0.84 on the
+# CNV's PE 64 x MMV 2 pools on xcup. The HLS pool's 150 + 40 a lane was 0.29 to 0.46 of the CNVs'
+# pools in yosys, and 2.7 times a PE 32 unit. FFs: 205 and 6 a result lane (rms 9 % over the first
+# 24 units; a unit whose line buffer is in LUTRAM keeps its reads in FFs as well, up to three times
+# that at PE 64 x MMV 2).
+POOL_LUTS = {"xc7": (9.3, 10.4, 1.65, 0.16), "xcup": (10.2, 6.0, 1.57, 0.56)}
 POOL_FF_BASE, POOL_FF_PER_LANE = 205, 6
 
 
@@ -189,16 +193,15 @@ class Pool(WindowKernel):
     def narrow_pool_resources(self, g: Geometry, fold: Folding, core: FpgaCore | None) -> Resources:
         """A max pool of narrow codes as the window unit builds it on a family Vivado builds from
         HLS (see ``POOL_LUTS``): its line buffer's memories (``rtl_line_buffer``), their
-        read ports, the unit's own logic (``window_logic_luts``) and the compare-and-selects of the
-        keys. O(lanes x folds, cached: ``line_buffer``)."""
+        read ports, the unit's counters and coordinates (``control_bits``) and the compare-and-selects
+        of the keys. O(lanes x folds, cached: ``line_buffer``)."""
         c = self.window_shape(g.shape, fold)
         buffer = line_buffer(c, self.priced_input_width(g, fold))
         memories, (width, _) = buffer.layout(g.activation_bits)
         bram, uram, lutram = self._memory(g, fold, core, True)
         lanes = c["PE"] * c["MMV"]
-        per_memory, per_memory_bit, per_squared_key_bit = POOL_LUTS[core_family(core).name]
-        luts = (window_logic_luts(c, buffer.banks, g.activation_bits) + lutram
-                + memories * (per_memory + per_memory_bit * width)
+        per_control_bit, per_memory, per_memory_bit, per_squared_key_bit = POOL_LUTS[core_family(core).name]
+        luts = (per_control_bit * control_bits(c) + lutram + memories * (per_memory + per_memory_bit * width)
                 + per_squared_key_bit * g.activation_bits ** 2 * lanes * (c["SIMD"] - 1))
         return Resources(0, bram, uram, round(core_family(core).lut_scale * luts),
                          POOL_FF_BASE + POOL_FF_PER_LANE * lanes)
