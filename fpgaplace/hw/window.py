@@ -60,6 +60,11 @@ WINDOW_TEMPLATE = "rtl/window.v.j2"
 # the first layers within 14 % (rms 7.0 %). Rerun once the threshold stage's table word was
 # registered (``rtl/window.v.j2``), with the 1 x 1 terms below: rms 9.6 %, within 26 % (the binary
 # unit 26 % over, the 5 x 5 turning unit 23 % and a w2a2 32 -> 32 unit at 2 x 9 x 1 21 % under).
+# Rerun at these constants once the read lanes tested their rows and columns at a coordinate's own
+# width (``rtl/window.v.j2``'s POS_W; before, at the element offset's, the lanes over 128 channels
+# cost up to 20 LUTs a read more than priced: a w2a2 unit at PE x SIMD 1 x 64 on a 5 x 5 frame, 3,404
+# LUTs in yosys against 2,058 priced, 2,221 since): the 64 units of the five sets within 0.81-1.20 of
+# yosys, rms 8.7 %.
 # Before (a term per read lane, 8.8, 3.5 where the SIMD spans window positions; a fixed 276.5 where
 # the lanes turn channels; banks without copies priced as the HLS kernel's partition, in block RAM):
 # rms 16.3 %, the small units 0.31 to 0.69 of yosys (a w2a2 depthwise unit at PE 1: 374 LUTs, priced
