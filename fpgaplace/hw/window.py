@@ -712,6 +712,9 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
                for f in range(sf)]
     go_w = max(1, c["CIN"].bit_length())
     roms = {f"{top}_offsets.mem": Rom(offsets, off_w * simd)}
+    # magnitudes of a window's column and row coordinates (a row's element offset is CIN columns')
+    column_reach = wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]
+    row_reach = c["H"] + c["SH"] + kh_eff
     values: dict[str, Any] = c | {
         "name": top, "kind": kernel.window_kind, "CIN_G": cin_g, "NF": nf, "SF": sf, "WG": wg, "KH_EFF": kh_eff,
         "ROWS": rows, "ROW_ELEMS": row_elems, "XP": xp, "IN_E": in_e, "OUT_E": out_e,
@@ -726,9 +729,8 @@ def window_unit(kernel: WindowKernel, c: dict[str, int], arrays: dict[str, Any],
         "NF_BITS": index_bits(nf),
         "SF_BITS": index_bits(sf), "WA_BITS": index_bits(nf * sf),
         "CNT_BITS": gearbox.count_bits,
-        "POS_W": signed_bits(max(wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"], c["H"] + c["SH"] + kh_eff)) + 1,
-        "COORD_W": signed_bits(max((wg * mmv * c["SW"] + c["PL"] + c["KW"] * c["DW"]) * c["CIN"],
-                                   c["H"] + c["SH"] + kh_eff)) + 1,
+        "POS_W": signed_bits(max(column_reach, row_reach)) + 1,
+        "COORD_W": signed_bits(max(column_reach * c["CIN"], row_reach)) + 1,
         "GEAR_BITS": gearbox.cap_bits, "SERIAL": gearbox.serial, "OB": output_bits(c),
         "offsets_file": f"{top}_offsets.mem", "offsets_attribute": rom_style(sf),
         "groups_attribute": rom_style(nf),
