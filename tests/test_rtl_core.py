@@ -213,9 +213,12 @@ def test_yosys_ecp5_window_unit_prices_its_output_fifo_and_gearbox(tmp_path):
     """On ECP5 a window unit's price holds its output (``hw.window``): a 2 x 2 max pool over 64
     channels at PE 1 keeps its fold words (one channel each) in a FIFO of 512 bytes, one EBR in
     yosys as in the price (``output_fifo_shape``), and goes through the ring (``fp_gearbox``,
-    every beat whole) to beats of 2. yosys' EBRs equal the estimate; its LUT4s
-    are 0.67 of it (652 against 978; with a group of 64 channels in a FIFO word and a serializer,
-    1,568 against 1,468). A lane op: LUT4s and TRELLIS_FFs, no multiplier."""
+    every beat whole) to beats of 2. yosys' EBRs equal the estimate; its LUT4s are 0.59 of it (577
+    against 978; 652 before the read lanes tested their coordinates at their own width, POS_W in
+    ``rtl/window.v.j2``; with a group of 64 channels in a FIFO word and a serializer, 1,568 against
+    1,468). The bound is a band around that known over-price of an int8 pool on ECP5 (the HLS
+    kernel's fit, scaled): an unpriced FIFO or gearbox would take the ratio above it. A lane op:
+    LUT4s and TRELLIS_FFs, no multiplier."""
     from fpgaplace.hw.window import output_fifo_shape, output_gearbox
 
     core = load_board("ulx3s-85f").cores[0]
@@ -233,7 +236,7 @@ def test_yosys_ecp5_window_unit_prices_its_output_fifo_and_gearbox(tmp_path):
     estimate = kernel.resources(g, folding, core)
     assert got.dsp == 0 and got.ff > 0, got
     assert got.bram36 == 4.5 and estimate.bram36 == math.ceil(got.bram36), (got, estimate)
-    assert 0.6 <= got.lut / estimate.lut <= 1.3, (got, estimate)
+    assert 0.55 <= got.lut / estimate.lut <= 1.3, (got, estimate)
 
 
 def alone(gearbox) -> rtl.RtlModule:
