@@ -139,7 +139,7 @@ REQUANT_LUTS = {1: 380.0, 2: 450.0}  # one fp_requant_var by its cycles a result
 LANE_LUTS: dict[Any, float] = {  # per MAC lane, its adder tree share included (a 1-bit weight's: its own part)
     "xnor": 0.0,
     ("lut", 1, 2): 4.3, ("lut", 1, 4): 7.8, ("lut", 1, 8): 9.0,
-    ("lut", 2, 2): 11.5, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
+    ("lut", 2, 2): 7.6, ("lut", 2, 4): 17.3, ("lut", 4, 4): 30.0,
     ("dsp", 2, 2): 12.3, ("dsp", 4, 4): 15.3, ("dsp", 2, 8): 5.4, ("dsp", 4, 8): 6.2,
 }
 # A unit whose PE channels are no multiple of the pack leaves a short last group (``unit_lane_luts``):
@@ -181,7 +181,14 @@ SHORT_GROUP_LANE_SHARE = 0.60
 # block-RAM weight ROM takes ``dense.DENSE_XNOR_LANE_SHARE`` of this price; with it, and the CNV
 # w1a1's bipolar stages at one threshold a channel (``threshold.merged_steps``), the 52 rows (three
 # more dense ones) are within 0.78 to 1.16, rms 9.6 %; both terms fitted again gave rms 9.1 %.
-SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 4.6, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0}
+# A w2a2 LUT lane shares in the same way: at one cost a lane (11.5) the window units at PE 16 and 32
+# were 1.12 to 1.21 of yosys and the zcu104 CNV w2a2's conv_25 (256 -> 256 at 16 x 9 x 1) 1.27. Least
+# squares of the relative error over 77 rows, yosys 0.23 xc7 and xcup: 36 window units 64 -> 64 to
+# 256 -> 256 on 3 x 3 to 8 x 8 frames at PE 1 to 32 and SIMD 8 to 144, the 36 w2a2 rows of the unit
+# sets above on pynq-z2 and zcu104 and the five w2a2 dense rows of ``--kernels``: rms 10.2 -> 6.7 %,
+# 0.78 to 1.21 -> 0.82 to 1.14 (a term in log2 SIMD, the adder tree's depth, fitted worse: 8.2 %).
+SHARED_LANE_LUTS: dict[Any, float] = {"xnor": 4.6, ("lut", 1, 2): 5.8, ("lut", 1, 4): 10.7, ("lut", 1, 8): 17.0,
+                                      ("lut", 2, 2): 6.6}
 XNOR_LUTS_PER_TREE_LEVEL = 0.54
 # an unmeasured pair: its product bits at (4, 4)'s rate
 LANE_LUT_PER_PRODUCT_BIT = {kind: LANE_LUTS[(kind, 4, 4)] / 8 for kind in ("lut", "dsp")}
@@ -368,15 +375,15 @@ def packed_dsps(lanes: Lanes, channels: int, core: FpgaCore | None) -> int:
     return full * group_dsps(lanes, lanes.pack, core) + (group_dsps(lanes, rest, core) if rest else 0)
 
 
-def lane_share(lanes: Lanes, core: FpgaCore | None) -> float:
-    """The largest share of the core's LUTs or DSPs one MAC lane of ``lanes`` takes: a packed lane
-    its ``group_dsps`` over its pack and ``lane_luts`` (its field extraction), a LUT lane its
-    ``lane_luts``. The lanes a core holds side by side are its budget over this share, so the
-    lanes with the least share are the most a core can hold (``DEFAULT_LANE_BUDGET`` without a
-    core). O(1)."""
+def lane_share(lanes: Lanes, core: FpgaCore | None, sharing: int = 1) -> float:
+    """The largest share of the core's LUTs or DSPs one MAC lane of ``lanes`` takes where ``sharing``
+    channels read each input: a packed lane its ``group_dsps`` over its pack and ``lane_luts`` (its
+    field extraction), a LUT lane its ``lane_luts``. The lanes a core holds side by side are its
+    budget over this share, so the lanes with the least share are the most a core can hold
+    (``DEFAULT_LANE_BUDGET`` without a core). O(1)."""
     luts, dsps = (core.lut, core.dsp) if core is not None else DEFAULT_LANE_BUDGET
     dsp = group_dsps(lanes, lanes.pack, core) / lanes.pack if lanes.kind == "dsp" else 0.0
-    lut_share = lane_luts(lanes) / luts if luts else math.inf
+    lut_share = lane_luts(lanes, sharing) / luts if luts else math.inf
     return max(lut_share, (dsp / dsps if dsps else math.inf) if dsp else 0.0)
 
 
@@ -412,7 +419,8 @@ def lane_choice(core: FpgaCore | None, weight_bits: int = 8, activation_bits: in
     on_luts = Lanes("lut", weight_bits, activation_bits)
     if core is not None and core.narrow_lanes:  # the kind compile chose for this core's folding
         return packed if core.narrow_lanes == "dsp" else on_luts
-    return packed if lane_share(packed, core) < lane_share(on_luts, core) else on_luts
+    # LUT lanes at the channels a packed group shares: only where that many read an input is there a choice
+    return packed if lane_share(packed, core) < lane_share(on_luts, core, packed.pack) else on_luts
 
 
 def unit_lanes(core: FpgaCore | None, weight_bits: int, activation_bits: int, sharing: int) -> Lanes:
@@ -451,7 +459,7 @@ def threshold_table_apart(core: FpgaCore | None) -> bool:
 def lane_luts(lanes: Lanes, sharing: int = 1, simd: int = 1) -> float:
     """LUTs one MAC lane takes with its share of the adder tree, in a unit whose ``sharing``
     channels read each input and whose dot products sum ``simd`` lanes: measured per kind and width
-    pair (``LANE_LUTS``), a lane of a 1-bit weight with its share of what those channels share
+    pair (``LANE_LUTS``), a lane of a 1-bit weight or of 2 x 2 bits with its share of what those channels share
     (``SHARED_LANE_LUTS`` over the square root of ``sharing``) and a binary lane its popcount tree's
     levels (``XNOR_LUTS_PER_TREE_LEVEL``), else per product bit (``LANE_LUT_PER_PRODUCT_BIT``). O(1)."""
     key = lane_key(lanes)
